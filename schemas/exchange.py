@@ -1,0 +1,124 @@
+"""What clients produce to `memory.exchanges`: exchanges and per-session control messages."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from schemas.base import Contract, ContractError, Name
+
+
+class Role(StrEnum):
+    user = "user"
+    assistant = "assistant"
+    system = "system"
+
+
+class Turn(BaseModel):
+    """One utterance. `turn_id` is the caller's id (LoCoMo's `dia_id`) when it has one."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Role
+    content: str = Field(max_length=200_000)
+    speaker: str | None = Field(default=None, max_length=200)
+    created_at: datetime | None = None
+    turn_id: str | None = Field(default=None, min_length=1, max_length=200)
+    image_caption: str | None = Field(default=None, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _has_text(self) -> Turn:
+        if not self.content.strip() and not (self.image_caption or "").strip():
+            raise ValueError("a turn needs non-empty content or an image caption")
+        return self
+
+    def rendered(self) -> str:
+        """`Speaker: text [image: caption]`, the form that is embedded and searched."""
+        who = self.speaker or self.role.value
+        text = self.content.strip()
+        if self.image_caption:
+            text = f"{text} [image: {self.image_caption.strip()}]".strip()
+        return f"{who}: {text}"
+
+
+class Exchange(Contract):
+    """One step of a conversation: a speaker turn, or a user message with its reply.
+
+    `seq` is set by the producer, strictly increasing per session; the segmenter
+    applies each `seq` once, so a replayed or out-of-order exchange changes nothing.
+    """
+
+    kind: Literal["exchange"] = "exchange"
+    namespace: Name
+    session_id: Name
+    seq: int = Field(ge=0)
+    exchange_id: str = Field(min_length=1, max_length=200)
+    turns: list[Turn] = Field(min_length=1, max_length=64)
+    session_date: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return session_key(self.namespace, self.session_id)
+
+    def turn_ids(self) -> list[str]:
+        """Deterministic ids: the caller's, else `exchange_id#index`."""
+        return [t.turn_id or f"{self.exchange_id}#{i}" for i, t in enumerate(self.turns)]
+
+    def rendered(self) -> str:
+        return "\n".join(t.rendered() for t in self.turns)
+
+
+class ControlKind(StrEnum):
+    flush = "flush"
+    end_session = "end_session"
+
+
+class SessionControl(Contract):
+    """`flush` finalizes the open segment; `end_session` does that and forgets the session's state."""
+
+    kind: ControlKind
+    namespace: Name
+    session_id: Name
+    after_seq: int | None = Field(
+        default=None,
+        ge=-1,
+        description="seq of the producer's last exchange before this message; a replayed "
+        "control message whose after_seq is behind the session is ignored",
+    )
+
+    @property
+    def key(self) -> str:
+        return session_key(self.namespace, self.session_id)
+
+
+ExchangeTopicMessage = Exchange | SessionControl
+
+
+def session_key(namespace: str, session_id: str) -> str:
+    """The Kafka key for everything about one session: one session, one partition."""
+    return f"{namespace}/{session_id}"
+
+
+def parse_exchange_message(data: Any) -> ExchangeTopicMessage:
+    """Validate a decoded `memory.exchanges` value; raises ContractError naming the bad field."""
+    if not isinstance(data, dict):
+        raise ContractError("exchange message", [("", "expected a JSON object")])
+    kind = data.get("kind", "exchange")
+    model: type[Exchange] | type[SessionControl]
+    if kind == "exchange":
+        model = Exchange
+    elif kind in ControlKind.__members__:
+        model = SessionControl
+    else:
+        raise ContractError(
+            "exchange message",
+            [("kind", f"must be 'exchange', 'flush' or 'end_session' (got {kind!r})")],
+        )
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError.from_validation(model.__name__, exc) from exc

@@ -1,0 +1,55 @@
+"""Request/reply contracts of the query service (`memory.queries` -> `memory.replies`)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.base import Contract, Name
+from schemas.exchange import Role
+
+
+class QueryRequest(Contract):
+    """A retrieval request. The client reads replies on its own `reply_partition`."""
+
+    kind: Literal["query"] = "query"
+    correlation_id: str = Field(min_length=1, max_length=100)
+    namespace: Name
+    query: str = Field(min_length=1, max_length=4_000)
+    k: int = Field(default=10, ge=1, le=200)
+    session_id: Name | None = None
+    reply_partition: int = Field(ge=0)
+    deadline_ms: int = Field(gt=0, description="epoch milliseconds after which no reply is wanted")
+    answer: bool = False
+
+
+class EvidenceItem(BaseModel):
+    """One piece of evidence with its provenance and the scores that ranked it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["turn"]
+    item_id: str
+    text: str
+    turn_ids: list[str]
+    session_id: str
+    speaker: str | None = None
+    role: Role | None = None
+    date: datetime | None = None
+    scores: dict[str, float] = Field(default_factory=dict)
+
+
+class QueryReply(Contract):
+    """`status` is `error` with a reason for a bad request; never silence."""
+
+    kind: Literal["reply"] = "reply"
+    correlation_id: str
+    namespace: str
+    status: Literal["ok", "error"]
+    error: str | None = None
+    query: str = ""
+    evidence: list[EvidenceItem] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)
+    served_at: datetime | None = None

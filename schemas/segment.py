@@ -1,0 +1,82 @@
+"""Finalized segments on `memory.segments`: the unit of one encoder call."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.base import Contract, Name
+from schemas.exchange import Turn
+
+
+class FinalizeReason(StrEnum):
+    semantic_boundary = "semantic_boundary"  # P_cut >= delta
+    capacity_limit = "capacity_limit"  # the next exchange would pass the hard token cap
+    target_length = "target_length"  # reached the target token length after an append
+    exchange_limit = "exchange_limit"  # reached the exchange-count cap after an append
+    session_flush = "session_flush"  # flush / end_session / idle timeout
+    oversized_exchange = "oversized_exchange"  # a fragment of an exchange longer than the cap
+    per_exchange = "per_exchange"  # eager variant: every exchange is its own segment
+
+
+class SegmentMode(StrEnum):
+    semantic = "semantic"
+    fixed_window = "fixed_window"
+    eager = "eager"
+
+
+class BoundarySignals(BaseModel):
+    """The signals of a boundary decision (DESIGN §5), kept for inspection and tuning."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    surprise: float
+    robust_surprise: float
+    absolute_surprise: float
+    cohesion_drop: float
+    cohesion_term: float
+    length_pressure: float
+    turn_pressure: float
+    score: float
+    p_cut: float
+
+
+class SegmentExchange(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    exchange_id: str
+    seq: int
+    turn_ids: list[str]
+    turns: list[Turn]
+    tokens: int
+    fragment: int | None = Field(default=None, description="fragment number of a split exchange")
+
+
+class Segment(Contract):
+    """`segment_id` is `namespace/session_id/n`: redelivery yields the same id."""
+
+    kind: str = "segment"
+    segment_id: str
+    namespace: Name
+    session_id: Name
+    index: int = Field(ge=0)
+    mode: SegmentMode
+    reason: FinalizeReason
+    exchanges: list[SegmentExchange] = Field(min_length=1)
+    first_turn_id: str
+    last_turn_id: str
+    tokens: int = Field(ge=0)
+    session_date: datetime | None = None
+    signals: BoundarySignals | None = Field(
+        default=None, description="signals of the decision that closed the segment, if any"
+    )
+
+    @property
+    def turn_ids(self) -> list[str]:
+        return [tid for ex in self.exchanges for tid in ex.turn_ids]
+
+
+def segment_id(namespace: str, session_id: str, index: int) -> str:
+    return f"{namespace}/{session_id}/{index}"

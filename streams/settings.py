@@ -1,0 +1,67 @@
+"""Configuration: one frozen settings object, read once at start-up.
+
+Environment variables carry the `LYCHEE_` prefix (nested fields use `__`, e.g.
+`LYCHEE_SEGMENTER__DELTA=0.55`); a `.env` file in the working directory fills in what
+the environment does not set and never overrides a real environment variable.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from workers.segmenter.params import SegmenterParams
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="LYCHEE_",
+        env_nested_delimiter="__",
+        env_file=".env",
+        extra="ignore",
+        frozen=True,
+    )
+
+    # Kafka
+    kafka_bootstrap: str = "127.0.0.1:9092"
+    kafka_idempotence: bool = Field(
+        default=True, description="idempotent producer; off for brokers without InitProducerId (Tansu)"
+    )
+    topic_partitions: int = Field(default=12, ge=1)
+    topic_replication: int = Field(default=1, ge=1)
+    request_timeout_s: float = 30.0
+    # Redis and LanceDB
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    lancedb_uri: str = "./data/lancedb"
+    # embeddings: a local sentence-transformers directory; empty = the bundled MiniLM
+    embedding_model_path: str | None = None
+    embedding_batch_size: int = Field(default=64, ge=1)
+    # segmenter
+    segmenter: SegmenterParams = SegmenterParams()
+    idle_timeout_s: float = Field(default=1800.0, gt=0)
+    idle_scan_interval_s: float = Field(default=5.0, gt=0)
+    ended_session_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
+    segmenter_batch_size: int = Field(default=64, ge=1)
+    segmenter_batch_wait_s: float = Field(default=0.05, ge=0)
+    # indexer
+    indexer_batch_size: int = Field(default=500, ge=1)
+    indexer_batch_wait_s: float = Field(default=0.25, ge=0)
+    optimize_interval_s: float = Field(default=60.0, gt=0)
+    # query service
+    query_concurrency: int = Field(default=4, ge=1)
+    query_default_timeout_s: float = Field(default=15.0, gt=0)
+    # LLM (used by later stages; none = offline encoder and heuristic planner)
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = None
+    # logs
+    log_level: str = "INFO"
+    log_format: Literal["auto", "json", "console"] = "auto"
+    # shutdown
+    shutdown_grace_s: float = Field(default=10.0, gt=0)
+
+
+def load_settings(**overrides: object) -> Settings:
+    return Settings(**overrides)  # type: ignore[arg-type]

@@ -1,0 +1,163 @@
+"""Conversation files -> exchanges: the LoCoMo layout and a JSON-lines layout.
+
+LoCoMo (`locomo10.json`): one namespace per sample (its `sample_id`), one session per
+`session_N` dated by `session_N_date_time`, one exchange per turn with `dia_id` as the
+turn id and `blip_caption` kept as the image caption.
+
+JSON lines: one exchange per line in the `Exchange` layout; `namespace` may come from
+the caller, `seq` defaults to the line's order within its session and `exchange_id` to
+`session_id:seq`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+from dateutil import parser as dateparser
+
+from schemas import ContractError, Exchange, Role, Turn
+
+_SESSION_RE = re.compile(r"^session_(\d+)$")
+
+
+@dataclass
+class Session:
+    session_id: str
+    date: datetime | None
+    exchanges: list[Exchange]
+
+
+@dataclass
+class QA:
+    question: str
+    answer: Any
+    evidence: list[str]
+    category: int
+
+
+@dataclass
+class Conversation:
+    namespace: str
+    sessions: list[Session]
+    qa: list[QA] = field(default_factory=list)
+    speakers: tuple[str, ...] = ()
+
+    @property
+    def exchanges(self) -> Iterator[Exchange]:
+        for s in self.sessions:
+            yield from s.exchanges
+
+    @property
+    def turn_count(self) -> int:
+        return sum(len(e.turns) for e in self.exchanges)
+
+
+class DatasetError(ValueError):
+    """A conversation file that does not have the expected layout; says where."""
+
+
+def parse_date(text: str | None) -> datetime | None:
+    """LoCoMo writes `1:56 pm on 8 May, 2023`; dateutil reads it (and ISO) fuzzily."""
+    if not text:
+        return None
+    try:
+        return dateparser.parse(text, fuzzy=True)
+    except (ValueError, OverflowError) as exc:
+        raise DatasetError(f"unreadable date {text!r}") from exc
+
+
+def load_locomo(path: str | Path, namespace: str | None = None) -> list[Conversation]:
+    data = orjson.loads(Path(path).read_bytes())
+    if not isinstance(data, list):
+        raise DatasetError(f"{path}: expected a list of samples")
+    if namespace and len(data) > 1:
+        raise DatasetError(f"{path}: --namespace names one namespace but the file has {len(data)} samples")
+    return [_locomo_sample(sample, i, namespace) for i, sample in enumerate(data)]
+
+
+def _locomo_sample(sample: Any, i: int, namespace: str | None) -> Conversation:
+    try:
+        conv = sample["conversation"]
+        ns = namespace or str(sample["sample_id"])
+    except (KeyError, TypeError) as exc:
+        raise DatasetError(f"sample {i}: missing {exc}") from exc
+    numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_RE.match(k)))
+    sessions = []
+    for n in numbers:
+        sid = f"session_{n}"
+        date = parse_date(conv.get(f"{sid}_date_time"))
+        exchanges = []
+        for seq, turn in enumerate(conv[sid]):
+            try:
+                exchanges.append(
+                    Exchange(
+                        namespace=ns,
+                        session_id=sid,
+                        seq=seq,
+                        exchange_id=f"{sid}:{seq}",
+                        session_date=date,
+                        turns=[
+                            Turn(
+                                role=Role.user,
+                                speaker=turn["speaker"],
+                                content=turn.get("text", ""),
+                                turn_id=turn["dia_id"],
+                                image_caption=turn.get("blip_caption"),
+                            )
+                        ],
+                    )
+                )
+            except (KeyError, ValueError) as exc:
+                raise DatasetError(f"sample {ns}, {sid}, turn {seq}: {exc}") from exc
+        sessions.append(Session(sid, date, exchanges))
+    qa = [
+        QA(q["question"], q.get("answer"), list(q.get("evidence") or []), int(q["category"]))
+        for q in sample.get("qa", [])
+    ]
+    speakers = tuple(s for s in (conv.get("speaker_a"), conv.get("speaker_b")) if s)
+    return Conversation(ns, sessions, qa, speakers)
+
+
+def load_jsonl(path: str | Path, namespace: str | None = None) -> list[Conversation]:
+    by_ns: dict[str, dict[str, list[Exchange]]] = defaultdict(lambda: defaultdict(list))
+    with Path(path).open("rb") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{lineno}: not JSON ({exc})") from exc
+            if not isinstance(obj, dict):
+                raise DatasetError(f"{path}:{lineno}: expected an object")
+            if namespace:
+                obj["namespace"] = namespace
+            if "namespace" not in obj:
+                raise DatasetError(f"{path}:{lineno}: no namespace (give --namespace)")
+            session = by_ns[str(obj["namespace"])][str(obj.get("session_id", ""))]
+            obj.setdefault("seq", len(session))
+            obj.setdefault("exchange_id", f"{obj.get('session_id')}:{obj['seq']}")
+            try:
+                session.append(Exchange.model_validate(obj))
+            except ValueError as exc:
+                detail = str(ContractError.from_validation("Exchange", exc)) if hasattr(exc, "errors") else str(exc)
+                raise DatasetError(f"{path}:{lineno}: {detail}") from exc
+    return [
+        Conversation(ns, [Session(sid, exs[0].session_date, exs) for sid, exs in sessions.items()])
+        for ns, sessions in by_ns.items()
+    ]
+
+
+def load(path: str | Path, fmt: str, namespace: str | None = None) -> list[Conversation]:
+    if fmt == "locomo":
+        return load_locomo(path, namespace)
+    if fmt == "jsonl":
+        return load_jsonl(path, namespace)
+    raise DatasetError(f"unknown format {fmt!r} (locomo or jsonl)")

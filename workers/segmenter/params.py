@@ -1,0 +1,72 @@
+"""Every constant of the segmenter (DESIGN §5), in one frozen object."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas import SegmentMode
+
+
+class SurpriseCalibration(BaseModel):
+    """Absolute surprise `A = clip((s - center) / scale, low, high)`, per embedding model.
+
+    The paper's constants (0.20 / 0.14) are calibrated for text-embedding-3-small, whose
+    cosines run higher than MiniLM's; the local model gets its own (README, "Decisions").
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    center: float
+    scale: float
+    low: float = -1.0
+    high: float = 2.5
+
+
+PAPER_CALIBRATION = SurpriseCalibration(center=0.20, scale=0.14)
+
+# Calibrated on MiniLM (all-MiniLM-L6-v2): see README "Segmentation calibration".
+DEFAULT_CALIBRATIONS: dict[str, SurpriseCalibration] = {
+    "text-embedding-3-small": PAPER_CALIBRATION,
+    "all-MiniLM-L6-v2": SurpriseCalibration(center=0.40, scale=0.10),
+}
+
+
+class SegmenterParams(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    mode: SegmentMode = SegmentMode.semantic
+    delta: float = Field(default=0.50, description="cut when P_cut >= delta")
+    bias: float = -1.10
+    # score weights (authors' code)
+    w_surprise: float = 0.65
+    w_robust: float = 0.45  # inside max(A, w_robust * z)
+    w_cohesion: float = 0.45
+    w_length: float = 0.90
+    w_turns: float = 0.30
+    # robust surprise
+    history_size: int = 64
+    min_history: int = 5
+    mad_scale: float = 1.4826
+    robust_low: float = -2.0
+    robust_high: float = 4.0
+    # cohesion drop
+    cohesion_scale: float = 0.06
+    cohesion_cap: float = 2.5
+    # lengths
+    min_tokens: int = 300
+    target_tokens: int = 600
+    max_tokens: int = 900
+    max_exchanges: int = 10
+    # absolute surprise; None picks the calibration of the embedding model
+    calibration: SurpriseCalibration | None = None
+    calibrations: dict[str, SurpriseCalibration] = Field(
+        default_factory=lambda: dict(DEFAULT_CALIBRATIONS)
+    )
+
+    def calibration_for(self, model_name: str) -> SurpriseCalibration:
+        if self.calibration is not None:
+            return self.calibration
+        for name, cal in self.calibrations.items():
+            if model_name.endswith(name):
+                return cal
+        return PAPER_CALIBRATION

@@ -1,0 +1,271 @@
+"""The decision order of Algorithm 1 as a pure state machine over one session.
+
+`SegmentPolicy.step` takes the session state, one exchange and its embedding, mutates
+the state and returns the segments it finalized. No I/O: the service around it loads
+and stores the state atomically, so the same inputs always give the same segments.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from schemas import (
+    BoundarySignals,
+    Exchange,
+    FinalizeReason,
+    Segment,
+    SegmentExchange,
+    SegmentMode,
+    Turn,
+    segment_id,
+)
+from workers.segmenter import signals as sig
+from workers.segmenter.params import SegmenterParams, SurpriseCalibration
+
+TokenCounter = Callable[[str], int]
+
+
+class SessionState(BaseModel):
+    """Everything the segmenter keeps per session (stored as one JSON value in Redis)."""
+
+    namespace: str
+    session_id: str
+    last_seq: int = -1
+    next_index: int = 0
+    exchanges: list[SegmentExchange] = Field(default_factory=list)
+    tokens: int = 0
+    vector_sum: list[float] | None = None
+    last_vector: list[float] | None = None
+    history: list[float] = Field(default_factory=list)
+    session_date: datetime | None = None
+    updated_at: float = 0.0
+    ended: bool = False
+
+    @property
+    def is_open(self) -> bool:
+        return bool(self.exchanges)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What happened to one exchange, for logs and tests."""
+
+    action: str  # start | append | cut | capacity | split | replay
+    signals: BoundarySignals | None
+    finalized: list[Segment]
+
+
+_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
+
+
+class SegmentPolicy:
+    def __init__(
+        self, params: SegmenterParams, calibration: SurpriseCalibration, count: TokenCounter
+    ) -> None:
+        self.p = params
+        self.cal = calibration
+        self.count = count
+
+    # -- public -------------------------------------------------------------------------
+
+    def step(self, state: SessionState, ex: Exchange, emb: sig.Vector, now: float) -> Decision:
+        """Apply one exchange; a `seq` at or below the last applied one changes nothing."""
+        if ex.seq <= state.last_seq:
+            return Decision("replay", None, [])
+        state.last_seq = ex.seq
+        state.updated_at = now
+        state.ended = False
+        if ex.session_date is not None:
+            state.session_date = ex.session_date
+        e = _unit(emb)
+        item = SegmentExchange(
+            exchange_id=ex.exchange_id,
+            seq=ex.seq,
+            turn_ids=ex.turn_ids(),
+            turns=list(ex.turns),
+            tokens=self.count(ex.rendered()),
+        )
+        if item.tokens > self.p.max_tokens:
+            return self._split_oversized(state, ex, item, e)
+        if self.p.mode is SegmentMode.eager:
+            out = self._finalize(state, FinalizeReason.per_exchange, None) if state.is_open else []
+            self._start(state, item, e)
+            out += self._finalize(state, FinalizeReason.per_exchange, None)
+            return Decision("start", None, out)
+        if not state.is_open:
+            return Decision("start", None, self._start(state, item, e))
+
+        signals = self._signals(state, e) if self.p.mode is SegmentMode.semantic else None
+        if signals is not None:
+            state.history = (state.history + [signals.surprise])[-self.p.history_size :]
+
+        if state.tokens + item.tokens > self.p.max_tokens:
+            out = self._finalize(state, FinalizeReason.capacity_limit, signals)
+            return Decision("capacity", signals, out + self._start(state, item, e))
+        if signals is not None and signals.p_cut >= self.p.delta:
+            out = self._finalize(state, FinalizeReason.semantic_boundary, signals)
+            return Decision("cut", signals, out + self._start(state, item, e))
+        self._append(state, item, e)
+        return Decision("append", signals, self._close_if_full(state, signals))
+
+    def flush(self, state: SessionState) -> list[Segment]:
+        """`flush`, `end_session` and the idle timeout: finalize whatever is open."""
+        if not state.is_open:
+            return []
+        return self._finalize(state, FinalizeReason.session_flush, None)
+
+    def signals_for(self, state: SessionState, emb: sig.Vector) -> BoundarySignals:
+        """The signals an exchange with this embedding would get now (no state change)."""
+        return self._signals(state, _unit(emb))
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _signals(self, state: SessionState, e: sig.Vector) -> BoundarySignals:
+        assert state.vector_sum is not None and state.last_vector is not None
+        total = np.asarray(state.vector_sum, dtype=np.float32)
+        last = np.asarray(state.last_vector, dtype=np.float32)
+        n = len(state.exchanges)
+        s = sig.surprise(e, total / n, last)
+        z = sig.robust_surprise(s, state.history, self.p)
+        a = sig.absolute_surprise(s, self.cal)
+        d = sig.cohesion_drop(total, n, e)
+        c = sig.cohesion_term(d, self.p)
+        length = sig.length_pressure(state.tokens, self.p)
+        turns = sig.turn_pressure(n)
+        score = sig.combined_score(a, z, c, length, turns, self.p)
+        return BoundarySignals(
+            surprise=s,
+            robust_surprise=z,
+            absolute_surprise=a,
+            cohesion_drop=d,
+            cohesion_term=c,
+            length_pressure=length,
+            turn_pressure=turns,
+            score=score,
+            p_cut=sig.p_cut(score, self.p),
+        )
+
+    def _start(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> list[Segment]:
+        state.exchanges = []
+        state.tokens = 0
+        state.vector_sum = None
+        self._append(state, item, e)
+        return self._close_if_full(state, None)
+
+    def _append(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> None:
+        state.exchanges.append(item)
+        state.tokens += item.tokens
+        total = e if state.vector_sum is None else np.asarray(state.vector_sum) + e
+        state.vector_sum = [float(x) for x in total]
+        state.last_vector = [float(x) for x in e]
+
+    def _close_if_full(self, state: SessionState, signals: BoundarySignals | None) -> list[Segment]:
+        if state.tokens >= self.p.target_tokens:
+            return self._finalize(state, FinalizeReason.target_length, signals)
+        if len(state.exchanges) >= self.p.max_exchanges:
+            return self._finalize(state, FinalizeReason.exchange_limit, signals)
+        return []
+
+    def _finalize(
+        self, state: SessionState, reason: FinalizeReason, signals: BoundarySignals | None
+    ) -> list[Segment]:
+        items = state.exchanges
+        turn_ids = [t for it in items for t in it.turn_ids]
+        seg = Segment(
+            segment_id=segment_id(state.namespace, state.session_id, state.next_index),
+            namespace=state.namespace,
+            session_id=state.session_id,
+            index=state.next_index,
+            mode=self.p.mode,
+            reason=reason,
+            exchanges=items,
+            first_turn_id=turn_ids[0],
+            last_turn_id=turn_ids[-1],
+            tokens=state.tokens,
+            session_date=state.session_date,
+            signals=signals,
+        )
+        state.next_index += 1
+        state.exchanges = []
+        state.tokens = 0
+        state.vector_sum = None
+        return [seg]
+
+    def _split_oversized(
+        self, state: SessionState, ex: Exchange, item: SegmentExchange, e: sig.Vector
+    ) -> Decision:
+        out = self._finalize(state, FinalizeReason.capacity_limit, None) if state.is_open else []
+        turn_ids = item.turn_ids
+        pieces: list[tuple[str, Turn]] = []
+        for tid, turn in zip(turn_ids, ex.turns, strict=True):
+            for text in self._split_text(turn.rendered(), turn.content):
+                pieces.append((tid, turn.model_copy(update={"content": text})))
+        for n, group in enumerate(self._pack(pieces)):
+            frag = SegmentExchange(
+                exchange_id=ex.exchange_id,
+                seq=ex.seq,
+                turn_ids=list(dict.fromkeys(tid for tid, _ in group)),
+                turns=[t for _, t in group],
+                tokens=sum(self.count(t.rendered()) for _, t in group),
+                fragment=n,
+            )
+            state.exchanges = [frag]
+            state.tokens = frag.tokens
+            out += self._finalize(state, FinalizeReason.oversized_exchange, None)
+        state.last_vector = [float(x) for x in e]
+        return Decision("split", None, out)
+
+    def _split_text(self, rendered: str, content: str) -> list[str]:
+        """A turn's content in pieces under the cap: sentences, then word runs if needed."""
+        if self.count(rendered) <= self.p.max_tokens:
+            return [content]
+        budget = max(1, self.p.max_tokens - (self.count(rendered) - self.count(content)) - 8)
+        pieces: list[str] = []
+        for sentence in _SENTENCE_RE.split(content):
+            if self.count(sentence) <= budget:
+                pieces.append(sentence)
+                continue
+            words, run = sentence.split(), []  # a sentence longer than the cap: word runs
+            for w in words:
+                if run and self.count(" ".join([*run, w])) > budget:
+                    pieces.append(" ".join(run))
+                    run = []
+                run.append(w)
+            if run:
+                pieces.append(" ".join(run))
+        return _merge_runs(pieces, budget, self.count)
+
+    def _pack(self, pieces: Sequence[tuple[str, Turn]]) -> list[list[tuple[str, Turn]]]:
+        """Greedy packing of turn pieces into fragments of at most `max_tokens`."""
+        groups: list[list[tuple[str, Turn]]] = [[]]
+        used = 0
+        for tid, turn in pieces:
+            cost = self.count(turn.rendered())
+            if groups[-1] and used + cost > self.p.max_tokens:
+                groups.append([])
+                used = 0
+            groups[-1].append((tid, turn))
+            used += cost
+        return groups
+
+
+def _merge_runs(pieces: list[str], budget: int, count: TokenCounter) -> list[str]:
+    merged: list[str] = []
+    for piece in pieces:
+        if merged and count(merged[-1] + " " + piece) <= budget:
+            merged[-1] = merged[-1] + " " + piece
+        else:
+            merged.append(piece)
+    return merged
+
+
+def _unit(v: sig.Vector) -> sig.Vector:
+    arr = np.asarray(v, dtype=np.float32)
+    norm = float(np.linalg.norm(arr))
+    return arr / norm if norm > 0 else arr

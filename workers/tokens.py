@@ -1,0 +1,39 @@
+"""Token counting with tiktoken's o200k_base, offline.
+
+tiktoken downloads its BPE files on first use; here they come from the files the
+`litellm` wheel ships (named by the SHA-1 of their download address, which is the
+layout `TIKTOKEN_CACHE_DIR` expects).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+ENCODING = "o200k_base"
+
+
+def _offline_cache_dir() -> str | None:
+    spec = importlib.util.find_spec("litellm")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
+    return str(path) if path.is_dir() else None
+
+
+@lru_cache(maxsize=4)
+def encoding(name: str = ENCODING) -> Any:
+    if "TIKTOKEN_CACHE_DIR" not in os.environ:
+        cache = _offline_cache_dir()
+        if cache:
+            os.environ["TIKTOKEN_CACHE_DIR"] = cache
+    import tiktoken
+
+    return tiktoken.get_encoding(name)
+
+
+def count_tokens(text: str) -> int:
+    return len(encoding().encode(text, disallowed_special=()))
