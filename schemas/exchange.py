@@ -36,12 +36,15 @@ class Turn(BaseModel):
         return self
 
     def rendered(self) -> str:
-        """`Speaker: text [image: caption]`, the form that is embedded and searched."""
-        who = self.speaker or self.role.value
-        text = self.content.strip()
-        if self.image_caption:
-            text = f"{text} [image: {self.image_caption.strip()}]".strip()
-        return f"{who}: {text}"
+        return render_turn(self.speaker, self.role, self.content, self.image_caption)
+
+
+def render_turn(speaker: str | None, role: Role, content: str, caption: str | None) -> str:
+    """`Speaker: text [image: caption]`, the form that is embedded and searched."""
+    text = content.strip()
+    if caption:
+        text = f"{text} [image: {caption.strip()}]".strip()
+    return f"{speaker or role.value}: {text}"
 
 
 class Exchange(Contract):

@@ -7,7 +7,7 @@ from datetime import datetime
 from pydantic import Field
 
 from schemas.base import Contract, Name
-from schemas.exchange import Role
+from schemas.exchange import Role, render_turn
 
 
 class RawTurn(Contract):
@@ -28,3 +28,6 @@ class RawTurn(Contract):
     created_at: datetime | None = None
     embedding: list[float] = Field(min_length=1)
     embedding_model: str
+
+    def rendered(self) -> str:
+        return render_turn(self.speaker, self.role, self.text, self.image_caption)

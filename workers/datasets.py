@@ -117,10 +117,13 @@ def _locomo_sample(sample: Any, i: int, namespace: str | None) -> Conversation:
             except (KeyError, ValueError) as exc:
                 raise DatasetError(f"sample {ns}, {sid}, turn {seq}: {exc}") from exc
         sessions.append(Session(sid, date, exchanges))
-    qa = [
-        QA(q["question"], q.get("answer"), list(q.get("evidence") or []), int(q["category"]))
-        for q in sample.get("qa", [])
-    ]
+    try:
+        qa = [
+            QA(q["question"], q.get("answer"), list(q.get("evidence") or []), int(q["category"]))
+            for q in sample.get("qa", [])
+        ]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DatasetError(f"sample {ns}: a qa entry lacks or mangles {exc}") from exc
     speakers = tuple(s for s in (conv.get("speaker_a"), conv.get("speaker_b")) if s)
     return Conversation(ns, sessions, qa, speakers)
 

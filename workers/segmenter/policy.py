@@ -94,10 +94,9 @@ class SegmentPolicy:
         if item.tokens > self.p.max_tokens:
             return self._split_oversized(state, ex, item, e)
         if self.p.mode is SegmentMode.eager:
-            out = self._finalize(state, FinalizeReason.per_exchange, None) if state.is_open else []
-            self._start(state, item, e)
-            out += self._finalize(state, FinalizeReason.per_exchange, None)
-            return Decision("start", None, out)
+            state.exchanges, state.tokens, state.vector_sum = [], 0, None
+            self._append(state, item, e)
+            return Decision("start", None, self._finalize(state, FinalizeReason.per_exchange, None))
         if not state.is_open:
             return Decision("start", None, self._start(state, item, e))
 
@@ -204,8 +203,14 @@ class SegmentPolicy:
         turn_ids = item.turn_ids
         pieces: list[tuple[str, Turn]] = []
         for tid, turn in zip(turn_ids, ex.turns, strict=True):
-            for text in self._split_text(turn.rendered(), turn.content):
-                pieces.append((tid, turn.model_copy(update={"content": text})))
+            if self.count(turn.rendered()) <= self.p.max_tokens:
+                pieces.append((tid, turn))
+                continue
+            # the caption is text like any other here: split with the content, not repeated
+            text = turn.content + (f" [image: {turn.image_caption}]" if turn.image_caption else "")
+            bare = turn.model_copy(update={"content": text, "image_caption": None})
+            for piece in self._split_text(bare.rendered(), text):
+                pieces.append((tid, bare.model_copy(update={"content": piece})))
         for n, group in enumerate(self._pack(pieces)):
             frag = SegmentExchange(
                 exchange_id=ex.exchange_id,

@@ -1,0 +1,203 @@
+"""`lychee`: the embedded stack, one stage, ingest, ask, status and benchmarks."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from streams.logs import configure
+from streams.settings import Settings
+
+
+def _settings() -> Settings:
+    s = Settings()
+    configure(s.log_level, s.log_format)
+    return s
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """Streaming long-term memory for LLM agents."""
+
+
+@main.command()
+@click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".lychee"), show_default=True)
+@click.option("--kafka-port", type=int, default=9092, show_default=True, help="0 picks a free port")
+@click.option("--redis-port", type=int, default=6379, show_default=True, help="0 picks a free port")
+def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
+    """Start broker, Redis and every worker on loopback; Ctrl-C stops them all."""
+    from streams.embedded import Stack
+    from streams.stages import STAGES
+
+    _settings()
+    stack = Stack(data_dir.resolve(), kafka_port, redis_port)
+    stop = {"now": False}
+
+    def _stop(*_: Any) -> None:
+        stop["now"] = True
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    try:
+        stack.start_infra()
+        from streams.topics import ensure_topics
+
+        asyncio.run(ensure_topics(stack.bootstrap, Settings().topic_partitions))
+        for stage in STAGES:
+            stack.start_worker(stage)
+        click.echo(f"lychee is up: kafka {stack.bootstrap}, redis {stack.redis_url}, lancedb {stack.lancedb_uri}")
+        click.echo("for clients in another shell:")
+        for k, v in stack.env().items():
+            click.echo(f"  export {k}={v}")
+        click.echo(f"logs in {data_dir / 'logs'}; Ctrl-C to stop")
+        while not stop["now"]:
+            for child in stack.children:
+                if not child.alive:
+                    raise click.ClickException(f"{child.name} exited ({child.proc.returncode if child.proc else '?'}); see {child.log_path}")
+            time.sleep(0.5)
+    finally:
+        click.echo("stopping...")
+        stack.stop()
+        click.echo("stopped")
+
+
+@main.command()
+@click.argument("stage", type=click.Choice(["segmenter", "encoder", "indexer", "query"]))
+def worker(stage: str) -> None:
+    """Run one stage against the configured Kafka, Redis and LanceDB."""
+    from streams.stages import STAGES, run_worker
+
+    settings = _settings()
+    if stage not in STAGES:
+        raise click.ClickException(
+            f"the {stage} stage is not built yet: finalized segments wait on memory.segments until it lands"
+        )
+    run_worker(stage, settings)
+
+
+@main.group()
+def topics() -> None:
+    """Topic administration."""
+
+
+@topics.command("create")
+def topics_create() -> None:
+    """Create missing topics with the configured partition count (idempotent)."""
+    from streams.topics import ensure_topics
+
+    s = _settings()
+    created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topic_partitions, s.topic_replication))
+    click.echo(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else ""))
+
+
+@main.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["locomo", "jsonl"]), required=True)
+@click.option("--namespace", default=None, help="override the namespace (one sample/namespace only)")
+@click.option("--wait/--no-wait", default=False, help="return when everything produced is indexed")
+@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True)
+def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: float) -> None:
+    """Produce the conversations of FILE to memory.exchanges."""
+    from streams.ingest import ingest_file
+
+    s = _settings()
+    try:
+        stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"produced {stats.exchanges} exchanges ({stats.turns} turns) in {stats.namespaces} namespaces, "
+        f"{stats.sessions} sessions, {stats.seconds:.1f}s" + (" - indexed" if wait else "")
+    )
+
+
+@main.command()
+@click.option("--namespace", required=True)
+@click.argument("question")
+@click.option("-k", "k", type=int, default=10, show_default=True)
+@click.option("--session", "session_id", default=None)
+@click.option("--json", "as_json", is_flag=True, help="print the whole reply as JSON")
+@click.option("--timeout", "timeout_s", type=float, default=15.0, show_default=True)
+def ask(namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float) -> None:
+    """Retrieve evidence for QUESTION through the request/reply topics."""
+    from streams.client import ClientError, MemoryClient
+
+    s = _settings()
+
+    async def run() -> Any:
+        async with MemoryClient(s) as client:
+            return await client.search(namespace, question, k=k, session_id=session_id, timeout_s=timeout_s)
+
+    try:
+        reply = asyncio.run(run())
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(orjson.dumps(reply.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
+        return
+    click.echo(format_evidence(reply))
+
+
+def format_evidence(reply: Any) -> str:
+    lines = [f"Q: {reply.query}"]
+    for i, item in enumerate(reply.evidence, 1):
+        date = item.date.strftime("%Y-%m-%d") if item.date else "?"
+        lines.append(f"{i:>2}. [{date}] {item.text}  ({', '.join(item.turn_ids)}; rrf={item.scores.get('rrf', 0):.4f})")
+    timing = ", ".join(f"{k} {v:.1f}ms" for k, v in reply.timings_ms.items())
+    lines.append(f"   timings: {timing}")
+    return "\n".join(lines)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+def status(as_json: bool) -> None:
+    """Consumer lag per stage, dead letters, and row counts."""
+    from streams.status import collect
+
+    s = _settings()
+    report = asyncio.run(collect(s))
+    if as_json:
+        click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        return
+    click.echo(f"{'stage':<10} {'group':<18} {'topic':<18} {'end':>8} {'committed':>9} {'lag':>6}")
+    for row in report["stages"]:
+        click.echo(f"{row['stage']:<10} {row['group']:<18} {row['topic']:<18} {row['end']:>8} {row['committed']:>9} {row['lag']:>6}")
+    click.echo("dead letters: " + ", ".join(f"{k}={v}" for k, v in report["dead_letters"].items()))
+    click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in report["rows"].items()))
+
+
+@main.group()
+def bench() -> None:
+    """Benchmarks that print figures."""
+
+
+@bench.command("throughput")
+@click.option("--exchanges", "n", type=int, default=2000, show_default=True)
+@click.option("--sessions", type=int, default=20, show_default=True)
+@click.option("--probes", type=int, default=100, show_default=True, help="exchanges timed to searchable")
+def bench_throughput(n: int, sessions: int, probes: int) -> None:
+    """Exchanges/s end to end vs raw embedding rate; produce-to-searchable p50/p95."""
+    from streams.bench import throughput
+
+    _settings()
+    throughput(n, sessions, probes)
+
+
+@bench.command("segmentation")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+def bench_segmentation(data: Path) -> None:
+    """Segments and turns per segment on a LoCoMo file, for the configured segmenter."""
+    from streams.bench import segmentation
+
+    segmentation(_settings(), data)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

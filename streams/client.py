@@ -1,0 +1,189 @@
+"""The Python client: produce exchanges, flush sessions, search through request/reply.
+
+Replies come back on `memory.replies`, on one partition per client that the client
+reads by assignment (no consumer group), matched to requests by correlation id. One
+request spends one time budget on producing and waiting (STYLE 7).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+import uuid
+from collections.abc import Coroutine, Iterable
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from schemas import ControlKind, Exchange, QueryReply, QueryRequest, SessionControl
+from schemas import topics as t
+from streams.producer import new_producer
+from streams.serde import SerdeError, decode, encode
+from streams.settings import Settings
+
+T = TypeVar("T")
+
+
+class ClientError(RuntimeError):
+    """Base of the client's errors."""
+
+
+class ReplyTimeout(ClientError, TimeoutError):
+    def __init__(self, correlation_id: str, timeout_s: float) -> None:
+        super().__init__(f"no reply to {correlation_id} within {timeout_s:.1f}s")
+        self.correlation_id = correlation_id
+        self.timeout_s = timeout_s
+
+
+class QueryFailed(ClientError):
+    def __init__(self, reply: QueryReply) -> None:
+        super().__init__(reply.error or "query failed")
+        self.reply = reply
+
+
+class MemoryClient:
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings()
+        self.producer: AIOKafkaProducer
+        self.replies: AIOKafkaConsumer
+        self.reply_partition = -1
+        self._pending: dict[str, asyncio.Future[QueryReply]] = {}
+        self._reader: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> MemoryClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        s = self.settings
+        self.producer = new_producer(s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s)
+        self.replies = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False)
+        await self.producer.start()
+        await self.replies.start()
+        parts = await self.producer.partitions_for(t.REPLIES)
+        self.reply_partition = random.choice(sorted(parts))
+        tp = TopicPartition(t.REPLIES, self.reply_partition)
+        self.replies.assign([tp])
+        await self.replies.seek_to_end(tp)
+        await self.replies.position(tp)  # resolve now: replies to our requests come after
+        self._reader = asyncio.create_task(self._read_replies())
+
+    async def close(self) -> None:
+        if self._reader:
+            self._reader.cancel()
+            await asyncio.gather(self._reader, return_exceptions=True)
+        await self.replies.stop()
+        await self.producer.stop()
+
+    # -- producing ----------------------------------------------------------------------
+
+    async def add(self, exchanges: Iterable[Exchange]) -> int:
+        """Produce exchanges; returns once the broker acknowledged all of them."""
+        futures = [
+            await self.producer.send(t.EXCHANGES, value=encode(ex), key=ex.key.encode())
+            for ex in exchanges
+        ]
+        await asyncio.gather(*futures)
+        return len(futures)
+
+    async def flush(self, namespace: str, session_id: str, after_seq: int | None = None) -> None:
+        await self._control(ControlKind.flush, namespace, session_id, after_seq)
+
+    async def end_session(self, namespace: str, session_id: str, after_seq: int | None = None) -> None:
+        await self._control(ControlKind.end_session, namespace, session_id, after_seq)
+
+    async def _control(self, kind: ControlKind, namespace: str, session_id: str, after_seq: int | None) -> None:
+        msg = SessionControl(kind=kind, namespace=namespace, session_id=session_id, after_seq=after_seq)
+        await self.producer.send_and_wait(t.EXCHANGES, value=encode(msg), key=msg.key.encode())
+
+    # -- request/reply ------------------------------------------------------------------
+
+    async def search(
+        self,
+        namespace: str,
+        query: str,
+        k: int = 10,
+        session_id: str | None = None,
+        timeout_s: float | None = None,
+    ) -> QueryReply:
+        """Ask the query service; raises ReplyTimeout, or QueryFailed on an error reply."""
+        budget = timeout_s or self.settings.query_default_timeout_s
+        cid = uuid.uuid4().hex
+        req = QueryRequest(
+            correlation_id=cid,
+            namespace=namespace,
+            query=query,
+            k=k,
+            session_id=session_id,
+            reply_partition=self.reply_partition,
+            deadline_ms=int((time.time() + budget) * 1000),
+        )
+        fut: asyncio.Future[QueryReply] = asyncio.get_running_loop().create_future()
+        self._pending[cid] = fut
+        try:
+            async with asyncio.timeout(budget):
+                await self.producer.send_and_wait(t.QUERIES, value=encode(req), key=namespace.encode())
+                reply = await fut
+        except TimeoutError as exc:
+            raise ReplyTimeout(cid, budget) from exc
+        finally:
+            self._pending.pop(cid, None)
+        if reply.status != "ok":
+            raise QueryFailed(reply)
+        return reply
+
+    async def _read_replies(self) -> None:
+        while True:
+            batches = await self.replies.getmany(timeout_ms=500)
+            for records in batches.values():
+                for rec in records:
+                    fut = self._pending.get(rec.key.decode() if rec.key else "")
+                    if fut is None or fut.done():
+                        continue  # another client's reply on the shared partition
+                    try:
+                        fut.set_result(decode(rec.value, QueryReply))
+                    except SerdeError as exc:
+                        fut.set_exception(ClientError(f"unreadable reply: {exc}"))
+
+
+class SyncMemoryClient:
+    """The same client for synchronous code: its own event loop on a daemon thread."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._client = MemoryClient(settings)
+        self._run(self._client.start())
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def add(self, exchanges: Iterable[Exchange]) -> int:
+        return self._run(self._client.add(list(exchanges)))
+
+    def flush(self, namespace: str, session_id: str, after_seq: int | None = None) -> None:
+        self._run(self._client.flush(namespace, session_id, after_seq))
+
+    def end_session(self, namespace: str, session_id: str, after_seq: int | None = None) -> None:
+        self._run(self._client.end_session(namespace, session_id, after_seq))
+
+    def search(self, namespace: str, query: str, k: int = 10, session_id: str | None = None,
+               timeout_s: float | None = None) -> QueryReply:  # fmt: skip
+        return self._run(self._client.search(namespace, query, k, session_id, timeout_s))
+
+    def close(self) -> None:
+        self._run(self._client.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> SyncMemoryClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

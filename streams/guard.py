@@ -1,0 +1,158 @@
+"""What stands between a Faust agent loop and an exception (DESIGN §9).
+
+Faust acks a message whose handler raised and restarts the actor: the message is lost.
+So nothing may escape. Transient failures (broker, Redis, timeouts) are retried with
+jittered exponential backoff for as long as they last, which stops consumption (Faust
+then pauses the partitions when its buffer is full); any other failure is retried
+message by message, and a message that still fails goes to the dead-letter topic
+with its original bytes and the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import structlog
+from aiokafka.errors import KafkaError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from schemas import topics as t
+from streams.producer import KafkaPublisher
+from streams.serde import SerdeError
+
+log = structlog.get_logger("lychee.guard")
+
+T = TypeVar("T")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying as is: the infrastructure, not the message, failed."""
+    return isinstance(
+        exc,
+        KafkaError | RedisConnectionError | RedisTimeoutError | ConnectionError | TimeoutError | OSError,
+    )
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """A consumed record, as much of it as dead-lettering needs."""
+
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+    @classmethod
+    def from_event(cls, event: Any) -> Incoming:
+        m = event.message
+        return cls(m.topic, m.partition, m.offset, m.key, m.value)
+
+
+@dataclass(frozen=True)
+class Parsed(Generic[T]):
+    record: Incoming
+    value: T
+
+
+class DeadLetters:
+    def __init__(self, publisher: KafkaPublisher, stage: str) -> None:
+        self.publisher = publisher
+        self.stage = stage
+
+    async def send(self, record: Incoming, reason: str, error_type: str) -> None:
+        headers = [
+            ("error", reason[:8000].encode()),
+            ("error_type", error_type.encode()),
+            ("stage", self.stage.encode()),
+            ("source_topic", record.topic.encode()),
+            ("source_partition", str(record.partition).encode()),
+            ("source_offset", str(record.offset).encode()),
+            ("failed_at_ms", str(int(time.time() * 1000)).encode()),
+        ]
+        log.warning("message.dead_lettered", topic=record.topic, partition=record.partition,
+                    offset=record.offset, error_type=error_type, reason=reason[:500])  # fmt: skip
+        await retry_transient(
+            lambda: self.publisher.send_raw(t.dlq(record.topic), record.value, record.key, headers=headers),
+            what="dead-letter",
+        )
+
+
+async def retry_transient(fn: Callable[[], Awaitable[T]], what: str, max_wait_s: float = 30.0) -> T:
+    """Retry `fn` while it fails transiently, without limit; other errors propagate."""
+    attempt = 0
+    async for attempt_ctx in AsyncRetrying(
+        retry=retry_if_exception(is_transient),
+        wait=wait_random_exponential(multiplier=0.2, max=max_wait_s),
+        reraise=True,
+        before_sleep=lambda rs: log.warning(
+            "retrying.transient", what=what, attempt=rs.attempt_number,
+            error=repr(rs.outcome.exception()) if rs.outcome else None,
+        ),  # fmt: skip
+    ):
+        with attempt_ctx:
+            attempt += 1
+            return await fn()
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def run_guarded(
+    stage: str,
+    records: Sequence[Incoming],
+    parse: Callable[[Incoming], T],
+    handle: Callable[[Sequence[T]], Awaitable[Any]],
+    dead_letters: DeadLetters,
+    poison_attempts: int = 3,
+) -> None:
+    """Parse, dead-letter what does not parse, handle the rest; never raises.
+
+    Returns only when every record is either handled or dead-lettered, so that the
+    caller's ack (and the offset commit after it) comes after the side effects.
+    """
+    good: list[Parsed[T]] = []
+    for rec in records:
+        try:
+            good.append(Parsed(rec, parse(rec)))
+        except SerdeError as exc:
+            await dead_letters.send(rec, exc.reason, exc.error_type)
+    if not good:
+        return
+    try:
+        await retry_transient(lambda: handle([p.value for p in good]), what=f"{stage} batch")
+        return
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - isolate the poison message below
+        log.error("batch.failed", stage=stage, size=len(good), error=repr(exc))
+    for p in good:
+        await _handle_one(stage, p, handle, dead_letters, poison_attempts)
+
+
+async def _handle_one(
+    stage: str,
+    p: Parsed[T],
+    handle: Callable[[Sequence[T]], Awaitable[Any]],
+    dead_letters: DeadLetters,
+    attempts: int,
+) -> None:
+    last: Exception | None = None
+    try:
+        async for attempt_ctx in AsyncRetrying(
+            stop=stop_after_attempt(attempts),
+            wait=wait_random_exponential(multiplier=0.1, max=2),
+            reraise=True,
+        ):
+            with attempt_ctx:
+                await retry_transient(lambda: handle([p.value]), what=f"{stage} message")
+        return
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        last = exc
+    await dead_letters.send(p.record, f"{type(last).__name__}: {last}", "processing")

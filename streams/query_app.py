@@ -1,0 +1,106 @@
+"""Query worker: `memory.queries` -> `memory.replies` (reply partition chosen by the client).
+
+Concurrency above one is safe here: a lost query costs the client a timeout, never
+data (faust-streaming issue 606 can commit past an in-flight message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import faust
+import orjson
+import structlog
+
+from schemas import QueryReply, QueryRequest
+from schemas import topics as t
+from streams.app import make_app, raw_topic
+from streams.guard import DeadLetters, Incoming, retry_transient
+from streams.indexer_app import open_store
+from streams.producer import KafkaPublisher
+from streams.serde import SerdeError, decode, encode
+from streams.settings import Settings
+from workers.embedding import LocalEmbedder
+from workers.query.service import QueryService
+
+log = structlog.get_logger("lychee.query")
+
+
+def _reply_target(value: bytes | None) -> tuple[str, int, str] | None:
+    """Correlation id, reply partition and namespace of a request that failed validation."""
+    try:
+        data: Any = orjson.loads(value or b"")
+        cid, part = data["correlation_id"], data["reply_partition"]
+        if isinstance(cid, str) and cid and isinstance(part, int) and part >= 0:
+            return cid, part, str(data.get("namespace", ""))
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        pass
+    return None
+
+
+def build(settings: Settings) -> faust.App:
+    app = make_app("query", settings)
+    topic = raw_topic(app, t.QUERIES)
+    publisher = KafkaPublisher(settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s)
+    dead = DeadLetters(publisher, "query")
+    holder: dict[str, QueryService] = {}
+    ready = asyncio.Lock()
+
+    async def service() -> QueryService:
+        async with ready:
+            if "svc" not in holder:
+                await publisher.start()
+                embedder = await asyncio.to_thread(
+                    LocalEmbedder, settings.embedding_model_path, settings.embedding_batch_size
+                )
+                holder["svc"] = QueryService(open_store(settings), embedder)
+                log.info("query.ready", model=embedder.model_name)
+        return holder["svc"]
+
+    async def reply(msg: QueryReply, partition: int) -> None:
+        await retry_transient(
+            lambda: publisher.send_raw(t.REPLIES, encode(msg), msg.correlation_id.encode(), partition),
+            what="reply",
+        )
+
+    async def serve(rec: Incoming) -> None:
+        svc = await service()
+        try:
+            req = decode(rec.value, QueryRequest)
+        except SerdeError as exc:
+            target = _reply_target(rec.value)
+            if target is None:
+                await dead.send(rec, exc.reason, exc.error_type)
+                return
+            cid, part, ns = target
+            await reply(QueryReply(correlation_id=cid, namespace=ns, status="error", error=exc.reason), part)
+            return
+        remaining_s = req.deadline_ms / 1000 - time.time()
+        if remaining_s <= 0:
+            log.info("query.expired", correlation_id=req.correlation_id, late_ms=round(-remaining_s * 1e3))
+            return
+        try:
+            out = await asyncio.wait_for(svc.search(req), timeout=remaining_s)
+        except TimeoutError:
+            log.warning("query.deadline", correlation_id=req.correlation_id)
+            return
+        except Exception as exc:  # noqa: BLE001 - answer with the error, never silence
+            log.error("query.failed", correlation_id=req.correlation_id, error=repr(exc))
+            out = QueryReply(
+                correlation_id=req.correlation_id, namespace=req.namespace, query=req.query,
+                status="error", error=f"{type(exc).__name__}: {exc}",
+            )  # fmt: skip
+        await reply(out, req.reply_partition)
+
+    @app.agent(topic, concurrency=settings.query_concurrency)
+    async def answer(stream: faust.StreamT[bytes]) -> None:
+        await service()
+        async for event in stream.events():
+            try:
+                await serve(Incoming.from_event(event))
+            except Exception as exc:  # noqa: BLE001 - nothing escapes the agent loop
+                log.error("query.unhandled", error=repr(exc))
+
+    return app

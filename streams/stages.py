@@ -1,0 +1,41 @@
+"""The stages a worker process can run, and how to run one."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import faust
+
+from streams.settings import Settings
+from streams.topics import ensure_topics
+
+# The encoder stage joins this tuple when it lands (segments wait on memory.segments).
+STAGES = ("segmenter", "indexer", "query")
+PLANNED = ("encoder",)
+
+
+def builder(stage: str) -> Callable[[Settings], faust.App]:
+    if stage == "segmenter":
+        from streams.segmenter_app import build
+    elif stage == "indexer":
+        from streams.indexer_app import build
+    elif stage == "query":
+        from streams.query_app import build
+    else:
+        raise ValueError(f"unknown stage {stage!r}")
+    return build
+
+
+def run_worker(stage: str, settings: Settings) -> None:
+    """Run one stage until SIGTERM/SIGINT; Faust drains in-flight work on the way out."""
+    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions, settings.topic_replication))
+    app = builder(stage)(settings)
+    worker = faust.Worker(
+        app,
+        loglevel=settings.log_level,
+        redirect_stdouts=False,
+        override_logging=False,
+        quiet=True,
+    )
+    worker.execute_from_commandline()

@@ -1,0 +1,32 @@
+"""What `lychee status` reports: lag per stage, dead letters, rows."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from schemas import topics as t
+from streams.indexer_app import open_store
+from streams.lag import STAGE_INPUTS, LagReader
+from streams.settings import Settings
+from streams.topics import DLQ_SOURCES
+
+
+async def collect(settings: Settings) -> dict[str, Any]:
+    async with LagReader(settings.kafka_bootstrap) as reader:
+        stages = [await reader.stage(s) for s in STAGE_INPUTS]
+        dead = {}
+        for src in DLQ_SOURCES:
+            ends = await reader.end_offsets(t.dlq(src))
+            dead[t.dlq(src)] = sum(ends.values())
+    store = await asyncio.to_thread(open_store, settings)
+    rows = {"turns": await asyncio.to_thread(store.count, "turns")}
+    return {
+        "stages": [
+            {"stage": x.stage, "group": x.group, "topic": x.topic, "end": x.end,
+             "committed": x.committed, "lag": x.lag}  # fmt: skip
+            for x in stages
+        ],
+        "dead_letters": dead,
+        "rows": rows,
+    }

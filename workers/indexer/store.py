@@ -1,0 +1,228 @@
+"""LanceDB tables of the evidence store (DESIGN §7).
+
+Every table has a `namespace` column with a scalar index, and every read goes through
+`namespace_filter`, applied as a prefilter. Writes are `merge_insert` on a deterministic
+`id`, so a redelivered batch rewrites the same rows. The embedding model and dimension
+are stored in the table's schema metadata; opening a table with another model is refused.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import structlog
+from lancedb.index import FTS, BTree
+
+from schemas import RawTurn
+
+log = structlog.get_logger("lychee.store")
+
+TURNS = "turns"
+
+
+class StoreError(RuntimeError):
+    """Base of the evidence store's errors."""
+
+
+class EmbeddingMismatch(StoreError):
+    """A table was built with another embedding model or dimension."""
+
+
+def namespace_filter(namespace: str, session_id: str | None = None) -> str:
+    # Names are validated by the contracts (letters, digits, . _ : @ + -); quoting is
+    # still escaped so that a filter can never be widened by its input.
+    clause = f"namespace = '{_sql(namespace)}'"
+    if session_id:
+        clause += f" AND session_id = '{_sql(session_id)}'"
+    return clause
+
+
+def _sql(value: str) -> str:
+    return value.replace("'", "''")
+
+
+def turns_schema(dim: int, model: str) -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("namespace", pa.string()),
+            ("session_id", pa.string()),
+            ("turn_id", pa.string()),
+            ("exchange_id", pa.string()),
+            ("seq", pa.int64()),
+            ("idx", pa.int32()),
+            ("role", pa.string()),
+            ("speaker", pa.string()),
+            ("content", pa.string()),
+            ("image_caption", pa.string()),
+            ("text", pa.string()),
+            ("session_date", pa.timestamp("us")),
+            ("created_at", pa.timestamp("us", tz="UTC")),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ],
+        metadata={"lychee.embedding_model": model, "lychee.embedding_dim": str(dim)},
+    )
+
+
+def turn_row_id(namespace: str, session_id: str, turn_id: str) -> str:
+    return f"{namespace}/{session_id}/{turn_id}"
+
+
+class EvidenceStore:
+    """One handle per process; thread-safe for the reads the query service runs in threads."""
+
+    def __init__(self, uri: str, embedding_model: str, dim: int) -> None:
+        self.uri = uri
+        self.model = embedding_model
+        self.dim = dim
+        self.db = lancedb.connect(uri)
+        self._tables: dict[str, Any] = {}
+        self._indexed: set[str] = set()
+        self._lock = threading.Lock()
+
+    # -- tables -------------------------------------------------------------------------
+
+    def table(self, name: str, create: bool = False) -> Any | None:
+        with self._lock:
+            if name in self._tables:
+                return self._tables[name]
+            if name in self.db.table_names():
+                tbl = self.db.open_table(name)
+                self._check_model(name, tbl.schema)
+            elif create:
+                tbl = self.db.create_table(name, schema=turns_schema(self.dim, self.model), exist_ok=True)
+                self._check_model(name, tbl.schema)
+            else:
+                return None
+            self._tables[name] = tbl
+            return tbl
+
+    def _check_model(self, name: str, schema: pa.Schema) -> None:
+        meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+        model, dim = meta.get("lychee.embedding_model"), meta.get("lychee.embedding_dim")
+        if model is not None and (model != self.model or dim != str(self.dim)):
+            raise EmbeddingMismatch(
+                f"table {name!r} at {self.uri} holds {model} embeddings of dimension {dim}; "
+                f"this process embeds with {self.model} ({self.dim}). Use the same model, "
+                "or point LYCHEE_LANCEDB_URI at a new store and re-ingest."
+            )
+
+    # -- writes -------------------------------------------------------------------------
+
+    def upsert_turns(self, turns: Sequence[RawTurn]) -> int:
+        """One merge_insert for the batch; the last version of a repeated id wins."""
+        if not turns:
+            return 0
+        for tr in turns:
+            if tr.embedding_model != self.model or len(tr.embedding) != self.dim:
+                raise EmbeddingMismatch(
+                    f"turn {tr.turn_id} of {tr.namespace} carries {tr.embedding_model} "
+                    f"({len(tr.embedding)}-d); the store holds {self.model} ({self.dim}-d)"
+                )
+        rows = {turn_row_id(t.namespace, t.session_id, t.turn_id): t for t in turns}
+        tbl = self.table(TURNS, create=True)
+        assert tbl is not None
+        data = pa.Table.from_pylist([_turn_row(rid, t) for rid, t in rows.items()], schema=tbl.schema)
+        tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        self._ensure_indexes(TURNS, tbl)
+        return len(rows)
+
+    def _ensure_indexes(self, name: str, tbl: Any) -> None:
+        if name in self._indexed:
+            return
+        existing = {idx.name for idx in tbl.list_indices()}
+        if "namespace_idx" not in existing:
+            tbl.create_index("namespace", config=BTree(), replace=True)
+        if "id_idx" not in existing:
+            tbl.create_index("id", config=BTree(), replace=True)
+        if "text_idx" not in existing:
+            tbl.create_index("text", config=FTS(with_position=False), replace=True)
+        self._indexed.add(name)
+
+    def optimize(self) -> None:
+        """Compact fragments and fold new rows into the indexes."""
+        for name in list(self._tables):
+            started = time.perf_counter()
+            self._tables[name].optimize()
+            log.info("store.optimized", table=name, ms=round((time.perf_counter() - started) * 1e3, 1))
+
+    # -- reads --------------------------------------------------------------------------
+
+    def search_turns_vector(
+        self, namespace: str, vector: np.ndarray, limit: int, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        tbl = self.table(TURNS)
+        if tbl is None:
+            return []
+        q = (
+            tbl.search(vector.astype(np.float32), vector_column_name="vector")
+            .distance_type("cosine")
+            .where(namespace_filter(namespace, session_id), prefilter=True)
+            .select(_READ_COLUMNS)
+            .limit(limit)
+        )
+        return list(q.to_list())
+
+    def search_turns_text(
+        self, namespace: str, text: str, limit: int, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        tbl = self.table(TURNS)
+        if tbl is None or not text.strip():
+            return []
+        q = (
+            tbl.search(text, query_type="fts", fts_columns="text")
+            .where(namespace_filter(namespace, session_id), prefilter=True)
+            .select(_READ_COLUMNS)
+            .limit(limit)
+        )
+        return list(q.to_list())
+
+    def count(self, name: str, namespace: str | None = None) -> int:
+        tbl = self.table(name)
+        if tbl is None:
+            return 0
+        return int(tbl.count_rows(namespace_filter(namespace) if namespace else None))
+
+    def turn_ids(self, namespace: str) -> set[str]:
+        tbl = self.table(TURNS)
+        if tbl is None:
+            return set()
+        rows = tbl.search().where(namespace_filter(namespace)).select(["turn_id"]).limit(None).to_list()
+        return {r["turn_id"] for r in rows}
+
+
+_READ_COLUMNS = [
+    "id", "namespace", "session_id", "turn_id", "exchange_id", "seq", "idx",
+    "role", "speaker", "text", "session_date",
+]  # fmt: skip
+
+
+def _turn_row(rid: str, t: RawTurn) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "namespace": t.namespace,
+        "session_id": t.session_id,
+        "turn_id": t.turn_id,
+        "exchange_id": t.exchange_id,
+        "seq": t.seq,
+        "idx": t.index,
+        "role": t.role.value,
+        "speaker": t.speaker,
+        "content": t.text,
+        "image_caption": t.image_caption,
+        "text": t.rendered(),
+        "session_date": _naive(t.session_date),
+        "created_at": t.created_at,
+        "vector": t.embedding,
+    }
+
+
+def _naive(d: datetime | None) -> datetime | None:
+    return d.replace(tzinfo=None) if d is not None and d.tzinfo is not None else d
