@@ -6,8 +6,34 @@ import faust
 
 from streams.settings import Settings
 
+_FETCH_WAIT_MS = {"value": 1500}
 
-def make_app(stage: str, settings: Settings) -> faust.App:
+
+def _patch_fetch_wait() -> None:
+    """Let the broker fetch wait be configured: Faust hard-codes 1500 ms.
+
+    A broker that answers a fetch only when the wait expires (Tansu does) would add that
+    wait to every request/reply round trip; the query stage sets a short one.
+    """
+    from faust.transport.drivers import aiokafka as driver
+
+    cls = driver.AIOKafkaConsumerThread
+    if getattr(cls, "_lychee_patched", False):
+        return
+    original = cls._create_worker_consumer
+
+    def create(self, transport):  # type: ignore[no-untyped-def]
+        consumer = original(self, transport)
+        consumer._fetch_max_wait_ms = _FETCH_WAIT_MS["value"]  # read by start()
+        return consumer
+
+    cls._create_worker_consumer = create  # type: ignore[method-assign]
+    cls._lychee_patched = True  # type: ignore[attr-defined]
+
+
+def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust.App:
+    _FETCH_WAIT_MS["value"] = fetch_wait_ms
+    _patch_fetch_wait()
     brokers = ";".join(f"kafka://{b.strip()}" for b in settings.kafka_bootstrap.split(","))
     return faust.App(
         f"lychee-{stage}",

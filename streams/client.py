@@ -62,7 +62,11 @@ class MemoryClient:
     async def start(self) -> None:
         s = self.settings
         self.producer = new_producer(s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s)
-        self.replies = AIOKafkaConsumer(bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False)
+        # a short fetch wait: replies are small and latency is the point
+        self.replies = AIOKafkaConsumer(
+            bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False,
+            fetch_max_wait_ms=s.query_fetch_wait_ms,
+        )
         await self.producer.start()
         await self.replies.start()
         parts = await self.producer.partitions_for(t.REPLIES)

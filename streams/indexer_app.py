@@ -33,7 +33,7 @@ def open_store(settings: Settings) -> EvidenceStore:
 
 
 def build(settings: Settings) -> faust.App:
-    app = make_app("indexer", settings)
+    app = make_app("indexer", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
     topic = raw_topic(app, t.TURNS)
     publisher = KafkaPublisher(settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s)
     dead = DeadLetters(publisher, "indexer")
@@ -46,6 +46,7 @@ def build(settings: Settings) -> faust.App:
     @app.agent(topic, concurrency=1)
     async def index(stream: faust.StreamT[bytes]) -> None:
         await publisher.start()
+        log.info("indexer.ready", lancedb=settings.lancedb_uri)
         try:
             async for events in stream.take_events(settings.indexer_batch_size, settings.indexer_batch_wait_s):
                 await run_guarded("indexer", [Incoming.from_event(e) for e in events], parse, handle, dead)

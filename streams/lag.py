@@ -56,12 +56,32 @@ class LagReader:
         return self._groups[group]
 
     async def end_offsets(self, topic: str) -> dict[TopicPartition, int]:
+        """High-water marks, verified by reading from the reported end.
+
+        Tansu answers ListOffsets with the base offset of the last record batch rather
+        than the high-water mark, so the reported figure can be a few records short;
+        reading on from it finds the true end (and costs one empty fetch on Kafka).
+        """
         parts = self.consumer.partitions_for_topic(topic)
         if parts is None:
             await self.consumer._client.force_metadata_update()  # noqa: SLF001 - no public refresh
             parts = self.consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
-        return dict(await self.consumer.end_offsets(tps)) if tps else {}
+        if not tps:
+            return {}
+        ends = dict(await self.consumer.end_offsets(tps))
+        probe = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        await probe.start()
+        try:
+            probe.assign(tps)
+            for tp in tps:
+                probe.seek(tp, ends[tp])
+            while batches := await probe.getmany(timeout_ms=200, max_records=10_000):
+                for tp, records in batches.items():
+                    ends[tp] = max(ends[tp], records[-1].offset + 1)
+        finally:
+            await probe.stop()
+        return ends
 
     async def stage(self, stage: str) -> Lag:
         group, topic = STAGE_INPUTS[stage]

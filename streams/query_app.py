@@ -41,7 +41,7 @@ def _reply_target(value: bytes | None) -> tuple[str, int, str] | None:
 
 
 def build(settings: Settings) -> faust.App:
-    app = make_app("query", settings)
+    app = make_app("query", settings, fetch_wait_ms=settings.query_fetch_wait_ms)
     topic = raw_topic(app, t.QUERIES)
     publisher = KafkaPublisher(settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s)
     dead = DeadLetters(publisher, "query")

@@ -34,7 +34,7 @@ def parse(rec: Incoming) -> ExchangeTopicMessage:
 
 
 def build(settings: Settings) -> faust.App:
-    app = make_app("segmenter", settings)
+    app = make_app("segmenter", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
     topic = raw_topic(app, t.EXCHANGES)
     publisher = KafkaPublisher(settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s)
     dead = DeadLetters(publisher, "segmenter")

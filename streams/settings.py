@@ -45,6 +45,9 @@ class Settings(BaseSettings):
     ended_session_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
     segmenter_batch_size: int = Field(default=64, ge=1)
     segmenter_batch_wait_s: float = Field(default=0.05, ge=0)
+    stage_fetch_wait_ms: int = Field(
+        default=100, ge=0, description="broker fetch wait of the segmenter and indexer stages"
+    )
     # indexer
     indexer_batch_size: int = Field(default=500, ge=1)
     indexer_batch_wait_s: float = Field(default=0.25, ge=0)
@@ -52,6 +55,9 @@ class Settings(BaseSettings):
     # query service
     query_concurrency: int = Field(default=4, ge=1)
     query_default_timeout_s: float = Field(default=15.0, gt=0)
+    query_fetch_wait_ms: int = Field(
+        default=10, ge=0, description="broker fetch wait of the query stage and reply readers"
+    )
     # LLM (used by later stages; none = offline encoder and heuristic planner)
     llm_base_url: str | None = None
     llm_model: str | None = None

@@ -145,6 +145,8 @@ class SegmenterService:
                 return Decision("noop", None, [])
             if ctl.after_seq is not None and ctl.after_seq < state.last_seq:
                 return Decision("replay", None, [])  # later exchanges were applied already
+            if state.ended and not state.is_open:
+                return Decision("replay", None, [])  # ended, nothing arrived since
             if idle_before is not None and (not state.is_open or state.updated_at > idle_before):
                 return Decision("noop", None, [])  # activity since the scan: not idle any more
             finalized = self.policy.flush(state)

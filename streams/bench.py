@@ -1,0 +1,379 @@
+"""Benchmarks that print figures (DESIGN §11.2): segmentation and ingest throughput.
+
+`segmentation` runs the segmenter policy over a LoCoMo file with no broker: the same
+embeddings feed the semantic, fixed-window and eager variants. `throughput` starts the
+embedded stack in a temporary directory and measures exchanges/s end to end against the
+raw embedding rate, and the time from produce-ack to searchable in LanceDB.
+
+`launch` and `wait_ready` are shared with `streams.demo`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from collections import Counter
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from schemas import Exchange, Role, Segment, SegmentMode, Turn
+from streams.client import MemoryClient, ReplyTimeout
+from streams.embedded import Stack, StackError
+from streams.lag import LagReader
+from streams.settings import Settings
+
+WORKER_ENV = {"LYCHEE_LOG_LEVEL": "WARNING"}
+READY_NAMESPACE = "warmup"
+
+# -- the embedded stack with every worker (also used by the demo) -------------------------
+
+
+def stack_settings(stack: Stack) -> Settings:
+    return Settings(
+        kafka_bootstrap=stack.bootstrap,
+        kafka_idempotence=False,
+        redis_url=stack.redis_url,
+        lancedb_uri=stack.lancedb_uri,
+    )
+
+
+def launch(stack: Stack) -> Settings:
+    """Broker, Redis, topics and every stage of STAGES; the caller stops the stack."""
+    from streams.stages import STAGES
+    from streams.topics import ensure_topics
+
+    stack.start_infra()
+    settings = stack_settings(stack)
+    asyncio.run(
+        ensure_topics(stack.bootstrap, settings.topic_partitions, settings.topic_replication)
+    )
+    for stage in STAGES:
+        stack.start_worker(stage, extra_env=WORKER_ENV)
+    return settings
+
+
+def log_tail(path: Path | None, lines: int = 25) -> str:
+    if path is None or not path.is_file():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty log)"
+
+
+def check_alive(stack: Stack) -> None:
+    for child in stack.children:
+        if not child.alive:
+            rc = child.proc.returncode if child.proc else "?"
+            raise StackError(
+                f"{child.name} exited with {rc}; last lines of {child.log_path}:\n{log_tail(child.log_path)}"
+            )
+
+
+async def wait_ready(stack: Stack, settings: Settings, timeout_s: float = 120.0) -> None:
+    """Wait until the segmenter consumes and the query service answers.
+
+    Workers log `segmenter.ready` / `query.ready` at INFO, which a WARNING level hides,
+    so readiness is probed instead: the segmenter commits a no-op control message only
+    once its model is loaded, and the query service answers only once its model is.
+    """
+    deadline = time.monotonic() + timeout_s
+
+    def left() -> float:
+        check_alive(stack)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            tails = "\n".join(
+                f"--- {c.name}\n{log_tail(c.log_path)}"
+                for c in stack.children
+                if c.name in ("segmenter", "query")
+            )
+            raise TimeoutError(f"workers not ready after {timeout_s:.0f}s\n{tails}")
+        return remaining
+
+    async with MemoryClient(settings) as client:
+        await client.end_session(READY_NAMESPACE, "ready")  # no state: a no-op that gets committed
+        async with LagReader(settings.kafka_bootstrap) as lag:
+            while (await lag.stage("segmenter")).lag:
+                left()
+                await asyncio.sleep(0.25)
+        while True:
+            try:
+                await client.search(READY_NAMESPACE, "ready?", k=1, timeout_s=min(3.0, left()))
+                return
+            except ReplyTimeout:
+                continue
+
+
+# -- segmentation (no broker) --------------------------------------------------------------
+
+
+def _segment_figures(segments: list[Segment], seconds: float) -> dict[str, Any]:
+    turns = [sum(len(x.turn_ids) for x in s.exchanges) for s in segments]
+    tokens = [s.tokens for s in segments]
+    return {
+        "segments": len(segments),
+        "turns_in_segments": sum(turns),
+        "turns_per_segment_mean": statistics.fmean(turns) if turns else 0.0,
+        "turns_per_segment_median": statistics.median(turns) if turns else 0.0,
+        "tokens_per_segment_mean": statistics.fmean(tokens) if tokens else 0.0,
+        "tokens_per_segment_median": statistics.median(tokens) if tokens else 0.0,
+        "reasons": dict(Counter(s.reason.value for s in segments).most_common()),
+        "policy_seconds": seconds,
+    }
+
+
+def segmentation(settings: Settings, data_path: Path | str) -> dict[str, Any]:
+    """Semantic, fixed-window and eager segmentation of a LoCoMo file, one embedding pass."""
+    from workers.datasets import load_locomo
+    from workers.embedding import LocalEmbedder
+    from workers.segmenter.policy import SegmentPolicy, SessionState
+    from workers.tokens import count_tokens
+
+    conversations = load_locomo(data_path)
+    exchanges = [ex for conv in conversations for ex in conv.exchanges]
+    texts = [ex.rendered() for ex in exchanges]
+    embedder = LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
+    batch = settings.embedding_batch_size
+    started = time.perf_counter()
+    parts = [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+    embed_s = time.perf_counter() - started
+    vectors = np.concatenate(parts) if parts else np.zeros((0, embedder.dim), np.float32)
+    by_id = {(ex.namespace, ex.exchange_id): vectors[i] for i, ex in enumerate(exchanges)}
+
+    base = settings.segmenter
+    modes: dict[str, Any] = {}
+    for mode in (SegmentMode.semantic, SegmentMode.fixed_window, SegmentMode.eager):
+        p = base if base.mode is mode else base.model_copy(update={"mode": mode})
+        policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
+        segments: list[Segment] = []
+        t0 = time.perf_counter()
+        for conv in conversations:
+            for session in conv.sessions:
+                state = SessionState(namespace=conv.namespace, session_id=session.session_id)
+                for ex in session.exchanges:
+                    segments += policy.step(
+                        state, ex, by_id[ex.namespace, ex.exchange_id], 0.0
+                    ).finalized
+                segments += policy.flush(state)
+        modes[mode.value] = _segment_figures(segments, time.perf_counter() - t0)
+
+    result = {
+        "data": str(data_path),
+        "embedding_model": embedder.model_name,
+        "conversations": len(conversations),
+        "sessions": sum(len(c.sessions) for c in conversations),
+        "exchanges": len(exchanges),
+        "turns": sum(len(ex.turns) for ex in exchanges),
+        "embedding_texts_per_s": len(texts) / embed_s if embed_s > 0 else 0.0,
+        "embedding_seconds": embed_s,
+        "modes": modes,
+    }
+    _print_segmentation(result)
+    return result
+
+
+def _print_segmentation(r: dict[str, Any]) -> None:
+    click.echo(
+        f"{r['data']}: {r['conversations']} conversations, {r['sessions']} sessions, "
+        f"{r['exchanges']} exchanges, {r['turns']} turns"
+    )
+    click.echo(
+        f"embedding ({r['embedding_model']}): {r['exchanges']} texts in {r['embedding_seconds']:.1f}s "
+        f"= {r['embedding_texts_per_s']:.1f} texts/s"
+    )
+    click.echo(
+        f"{'mode':<13} {'segments':>8} {'turns/seg':>9} {'median':>6} {'tok/seg':>7} {'median':>6}  finalize reasons"
+    )
+    for mode, m in r["modes"].items():
+        reasons = ", ".join(f"{k}={v}" for k, v in m["reasons"].items())
+        click.echo(
+            f"{mode:<13} {m['segments']:>8} {m['turns_per_segment_mean']:>9.2f} {m['turns_per_segment_median']:>6.1f} "
+            f"{m['tokens_per_segment_mean']:>7.1f} {m['tokens_per_segment_median']:>6.1f}  {reasons}"
+        )
+
+
+# -- throughput (embedded stack) -----------------------------------------------------------
+
+WORDS = (
+    "river", "morning", "train", "coffee", "garden", "marathon", "recipe", "bread", "flour",
+    "oven", "lisbon", "tram", "castle", "sister", "job", "office", "team", "pipeline",
+    "robot", "data", "bike", "commute", "weekend", "dinner", "friend", "knee", "physio",
+    "plan", "week", "mile", "tempo", "pace", "starter", "jar", "water", "market", "sardines",
+    "ticket", "flight", "hotel", "museum", "book", "chapter", "guitar", "song", "concert",
+    "rain", "umbrella", "spring", "summer", "budget", "invoice", "meeting",
+)  # fmt: skip
+NAMES = ("Ana", "Ben", "Chloe", "Dev", "Eli", "Fay")
+
+
+def synthetic_sentence(rng: random.Random) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(20, 40))]
+    return " ".join(words).capitalize() + "."
+
+
+def synthetic_exchanges(n: int, sessions: int, seed: int = 7) -> list[Exchange]:
+    """`n` one-turn exchanges, round-robin over `sessions` sessions of namespace "bench"."""
+    rng = random.Random(seed)
+    date = datetime(2024, 1, 1, 12, 0)
+    seqs = [0] * sessions
+    out = []
+    for i in range(n):
+        j = i % sessions
+        turn = Turn(
+            role=Role.user,
+            speaker=NAMES[i % len(NAMES)],
+            content=synthetic_sentence(rng),
+            turn_id=f"b{i}",
+        )
+        out.append(Exchange(namespace="bench", session_id=f"s{j}", seq=seqs[j], exchange_id=f"s{j}:{seqs[j]}",
+                            session_date=date, turns=[turn]))  # fmt: skip
+        seqs[j] += 1
+    return out
+
+
+def throughput(n: int = 2000, sessions: int = 20, probes: int = 100) -> dict[str, Any]:
+    """Exchanges/s end to end vs the raw embedding rate; produce-to-searchable p50/p95."""
+    stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-bench-")))
+    try:
+        settings = launch(stack)
+        result = asyncio.run(_throughput(stack, settings, n, max(1, sessions), probes))
+    finally:
+        stack.stop()
+        shutil.rmtree(stack.data_dir, ignore_errors=True)
+    _print_throughput(result)
+    return result
+
+
+async def _throughput(
+    stack: Stack, settings: Settings, n: int, sessions: int, probes: int
+) -> dict[str, Any]:
+    from workers.embedding import LocalEmbedder
+
+    await wait_ready(stack, settings)
+    exchanges = synthetic_exchanges(n, sessions)
+    texts = [ex.rendered() for ex in exchanges]
+
+    # (a) raw embedding rate, in this process, while the workers are idle
+    embedder = await asyncio.to_thread(LocalEmbedder, settings.embedding_model_path, 64)
+    await asyncio.to_thread(embedder.embed, texts[:64])  # warm-up
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), 64):
+        await asyncio.to_thread(embedder.embed, texts[i : i + 64])
+    raw_rate = len(texts) / (time.perf_counter() - t0)
+    del embedder
+
+    async with MemoryClient(settings) as client, LagReader(settings.kafka_bootstrap) as lag:
+        # warm the indexer (table and index creation happen once) before timing
+        warm = Exchange(namespace=READY_NAMESPACE, session_id="warm", seq=0, exchange_id="warm:0",
+                        turns=[Turn(role=Role.user, speaker="Ana", content="warming up the pipeline", turn_id="w0")])  # fmt: skip
+        await client.add([warm])
+        await client.end_session(READY_NAMESPACE, "warm", after_seq=0)
+        await lag.wait_drained(timeout_s=120)
+
+        # (b) end to end: produce everything, end every session, wait until indexed
+        t0 = time.perf_counter()
+        for i in range(0, n, 200):
+            await client.add(exchanges[i : i + 200])
+        produce_s = time.perf_counter() - t0
+        last: dict[str, int] = {}
+        for ex in exchanges:
+            last[ex.session_id] = ex.seq
+        for sid, seq in last.items():
+            await client.end_session("bench", sid, after_seq=seq)
+        await lag.wait_drained(timeout_s=max(600.0, n / 2))
+        e2e_s = time.perf_counter() - t0
+
+        # (c) produce-ack to searchable, one exchange at a time at ~20/s
+        latencies, missing = await _probe_latency(stack, settings, client, probes)
+
+    e2e_rate = n / e2e_s if e2e_s > 0 else 0.0
+    return {
+        "exchanges": n,
+        "sessions": sessions,
+        "produce_seconds": produce_s,
+        "seconds": e2e_s,
+        "exchanges_per_s": e2e_rate,
+        "raw_embedding_texts_per_s": raw_rate,
+        "ratio_end_to_end_to_raw": e2e_rate / raw_rate if raw_rate else 0.0,
+        "probes": probes,
+        "probes_missing": missing,
+        "searchable_p50_ms": float(np.percentile(latencies, 50)) * 1e3 if latencies else None,
+        "searchable_p95_ms": float(np.percentile(latencies, 95)) * 1e3 if latencies else None,
+        "searchable_max_ms": max(latencies) * 1e3 if latencies else None,
+    }
+
+
+def _probe_ids(store: Any) -> set[str]:
+    tbl = store.table("turns")
+    if tbl is None:
+        return set()
+    tbl.checkout_latest()  # see the indexer's writes from this process
+    rows = tbl.search().where("namespace = 'probe'").select(["turn_id"]).limit(None).to_list()
+    return {r["turn_id"] for r in rows}
+
+
+async def _probe_latency(stack: Stack, settings: Settings, client: MemoryClient, probes: int,
+                         rate_hz: float = 20.0, timeout_s: float = 60.0) -> tuple[list[float], int]:  # fmt: skip
+    from workers.embedding import bundled_model_info
+    from workers.indexer.store import EvidenceStore
+
+    name, dim = bundled_model_info(settings.embedding_model_path)
+    store = EvidenceStore(stack.lancedb_uri, name, dim)
+    rng = random.Random(11)
+    acked: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    done = asyncio.Event()
+
+    async def poll() -> None:
+        while True:
+            ids = await asyncio.to_thread(_probe_ids, store)
+            now = time.perf_counter()  # after the read: never claims faster than it was
+            for tid in ids:
+                seen.setdefault(tid, now)
+            if done.is_set() and acked.keys() <= seen.keys():
+                return
+            await asyncio.sleep(0.02)
+
+    poller = asyncio.create_task(poll())
+    try:
+        for i in range(probes):
+            ex = Exchange(namespace="probe", session_id=f"p{i}", seq=0, exchange_id=f"p{i}:0",
+                          turns=[Turn(role=Role.user, speaker="Ana", content=synthetic_sentence(rng), turn_id=f"probe-{i}")])  # fmt: skip
+            sent = time.perf_counter()
+            await client.add([ex])
+            acked[f"probe-{i}"] = time.perf_counter()
+            await asyncio.sleep(max(0.0, sent + 1 / rate_hz - time.perf_counter()))
+        done.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(poller), timeout_s)
+    finally:
+        poller.cancel()
+        await asyncio.gather(poller, return_exceptions=True)
+    latencies = [seen[t] - acked[t] for t in acked if t in seen]
+    return latencies, len(acked) - len(latencies)
+
+
+def _print_throughput(r: dict[str, Any]) -> None:
+    click.echo(
+        f"exchanges:                 {r['exchanges']} in {r['sessions']} sessions (produced in {r['produce_seconds'] * 1e3:.0f} ms)"
+    )
+    click.echo(f"seconds (produce->indexed): {r['seconds']:.1f}")
+    click.echo(f"exchanges/s end to end:    {r['exchanges_per_s']:.1f}")
+    click.echo(
+        f"raw embedding texts/s:     {r['raw_embedding_texts_per_s']:.1f} (batches of 64, bench process)"
+    )
+    click.echo(f"end to end / raw:          {r['ratio_end_to_end_to_raw']:.2f}")
+    if r["searchable_p50_ms"] is None:
+        click.echo(f"searchable latency:        no probe became searchable ({r['probes']} sent)")
+        return
+    missing = f", {r['probes_missing']} never seen" if r["probes_missing"] else ""
+    click.echo(
+        f"produce-ack to searchable: p50 {r['searchable_p50_ms']:.0f} ms, p95 {r['searchable_p95_ms']:.0f} ms, "
+        f"max {r['searchable_max_ms']:.0f} ms ({r['probes']} probes at ~20/s{missing})"
+    )

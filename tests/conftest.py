@@ -1,0 +1,94 @@
+"""Fixtures: real Redis, real broker, real workers on free ports; all cleaned up."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from streams.embedded import Child, Stack, free_port, redis_binary, wait_port
+
+LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
+
+
+@pytest.fixture(scope="session")
+def embedder():  # type: ignore[no-untyped-def]
+    from workers.embedding import LocalEmbedder
+
+    return LocalEmbedder()
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    port = free_port()
+    data = tmp_path_factory.mktemp("redis")
+    child = Child("redis", [redis_binary(), "--port", str(port), "--bind", "127.0.0.1",
+                            "--dir", str(data), "--save", "", "--appendonly", "no"])  # fmt: skip
+    child.start()
+    try:
+        wait_port(port, 20, child.proc)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        child.stop()
+
+
+@pytest.fixture
+async def redis(redis_url: str):  # type: ignore[no-untyped-def]
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(redis_url)
+    await client.flushdb()
+    yield client
+    await client.aclose()
+
+
+def wait_log(stack: Stack, stage: str, text: str, timeout_s: float = 180) -> None:
+    log = stack.data_dir / "logs" / f"{stage}.log"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if log.exists() and text in log.read_text(errors="replace"):
+            return
+        child = next((c for c in stack.children if c.name == stage), None)
+        if child is not None and not child.alive:
+            raise RuntimeError(f"{stage} died:\n{log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.2)
+    raise TimeoutError(f"{stage} not ready after {timeout_s}s")
+
+
+READY = {"segmenter": "segmenter.ready", "query": "query.ready", "indexer": "indexer.ready"}
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """Broker, Redis and the segmenter, indexer and query workers, as `lychee up` runs them."""
+    from streams.stages import STAGES
+    from streams.topics import ensure_topics
+
+    s = Stack(tmp_path_factory.mktemp("stack"))
+    s.start_infra()
+    try:
+        asyncio.run(ensure_topics(s.bootstrap, 4))
+        for stage in STAGES:
+            s.start_worker(stage, {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_IDLE_SCAN_INTERVAL_S": "1"})
+        for stage in STAGES:
+            wait_log(s, stage, READY[stage])
+        yield s
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def settings(stack: Stack):  # type: ignore[no-untyped-def]
+    from streams.settings import Settings
+
+    return Settings(
+        kafka_bootstrap=stack.bootstrap,
+        kafka_idempotence=False,
+        redis_url=stack.redis_url,
+        lancedb_uri=stack.lancedb_uri,
+        topic_partitions=4,
+        _env_file=None,
+    )
