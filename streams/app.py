@@ -52,6 +52,8 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
         stream_buffer_maxsize=4096,
         worker_redirect_stdouts=False,
         producer_acks=-1,
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=max(0.5, settings.session_timeout_s / 10),
     )
 
 

@@ -58,6 +58,8 @@ def wait_log(stack: Stack, stage: str, text: str, timeout_s: float = 180) -> Non
     raise TimeoutError(f"{stage} not ready after {timeout_s}s")
 
 
+# small segmenter batches so that a kill lands mid-stream
+WORKER_ENV = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_SEGMENTER_BATCH_SIZE": "4", "LYCHEE_LOG_LEVEL": "INFO"}
 READY = {"segmenter": "segmenter.ready", "query": "query.ready", "indexer": "indexer.ready"}
 
 
@@ -72,7 +74,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     try:
         asyncio.run(ensure_topics(s.bootstrap, 4))
         for stage in STAGES:
-            s.start_worker(stage, {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_IDLE_SCAN_INTERVAL_S": "1"})
+            s.start_worker(stage, WORKER_ENV)
         for stage in STAGES:
             wait_log(s, stage, READY[stage])
         yield s

@@ -134,8 +134,8 @@ async def test_pipeline_replay_leaves_state_segments_and_rows_unchanged(stack: S
     await redis.aclose()
 
 
-def _restart_segmenter(stack: Stack, env: dict[str, str]) -> None:
-    from tests.conftest import wait_log
+def _kill_and_restart_segmenter(stack: Stack) -> None:
+    from tests.conftest import WORKER_ENV, wait_log
 
     for child in [c for c in stack.children if c.name == "segmenter"]:
         child.kill(signal.SIGKILL)
@@ -144,13 +144,11 @@ def _restart_segmenter(stack: Stack, env: dict[str, str]) -> None:
         stack.children.remove(child)
     log = stack.data_dir / "logs" / "segmenter.log"
     log.rename(log.with_suffix(f".{time.time_ns()}.log"))
-    stack.start_worker("segmenter", env)
+    stack.start_worker("segmenter", WORKER_ENV)
     wait_log(stack, "segmenter", "segmenter.ready")
 
 
 async def test_pipeline_segmenter_sigkill_loses_no_exchange_and_duplicates_no_segment(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
-    env = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_SEGMENTER_BATCH_SIZE": "4"}
-    _restart_segmenter(stack, env)  # small batches: the kill lands mid-stream
     ns = f"kill-{uuid.uuid4().hex[:6]}"
     exs = conversation(ns, sessions=4, per_session=60)
     async with MemoryClient(settings) as client, LagReader(settings.kafka_bootstrap) as lag:
@@ -165,7 +163,7 @@ async def test_pipeline_segmenter_sigkill_loses_no_exchange_and_duplicates_no_se
                 break
             await asyncio.sleep(0.05)
         killed_with_lag = (await lag.stage("segmenter")).lag
-        _restart_segmenter(stack, env)
+        _kill_and_restart_segmenter(stack)
         await lag.wait_drained(timeout_s=180)
     assert killed_with_lag > 0, "the kill should land while exchanges are still pending"
     assert store(stack).count("turns", ns) == len(exs)  # no exchange lost
