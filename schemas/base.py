@@ -45,7 +45,5 @@ class ContractError(ValueError):
 
     @classmethod
     def from_validation(cls, contract: str, exc: ValidationError) -> ContractError:
-        fields = [
-            (".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()
-        ]
+        fields = [(".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()]
         return cls(contract, fields)

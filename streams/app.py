@@ -58,4 +58,6 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
 
 
 def raw_topic(app: faust.App, name: str) -> faust.TopicT:
-    return app.topic(name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
+    return app.topic(
+        name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )

@@ -28,7 +28,9 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--data-dir", type=click.Path(path_type=Path), default=Path(".lychee"), show_default=True)
+@click.option(
+    "--data-dir", type=click.Path(path_type=Path), default=Path(".lychee"), show_default=True
+)
 @click.option("--kafka-port", type=int, default=9092, show_default=True, help="0 picks a free port")
 @click.option("--redis-port", type=int, default=6379, show_default=True, help="0 picks a free port")
 def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
@@ -52,7 +54,9 @@ def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
         asyncio.run(ensure_topics(stack.bootstrap, Settings().topic_partitions))
         for stage in STAGES:
             stack.start_worker(stage)
-        click.echo(f"lychee is up: kafka {stack.bootstrap}, redis {stack.redis_url}, lancedb {stack.lancedb_uri}")
+        click.echo(
+            f"lychee is up: kafka {stack.bootstrap}, redis {stack.redis_url}, lancedb {stack.lancedb_uri}"
+        )
         click.echo("for clients in another shell:")
         for k, v in stack.env().items():
             click.echo(f"  export {k}={v}")
@@ -60,7 +64,9 @@ def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
         while not stop["now"]:
             for child in stack.children:
                 if not child.alive:
-                    raise click.ClickException(f"{child.name} exited ({child.proc.returncode if child.proc else '?'}); see {child.log_path}")
+                    raise click.ClickException(
+                        f"{child.name} exited ({child.proc.returncode if child.proc else '?'}); see {child.log_path}"
+                    )
             time.sleep(0.5)
     finally:
         click.echo("stopping...")
@@ -100,7 +106,9 @@ def topics_create() -> None:
 @main.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["locomo", "jsonl"]), required=True)
-@click.option("--namespace", default=None, help="override the namespace (one sample/namespace only)")
+@click.option(
+    "--namespace", default=None, help="override the namespace (one sample/namespace only)"
+)
 @click.option("--wait/--no-wait", default=False, help="return when everything produced is indexed")
 @click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True)
 def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: float) -> None:
@@ -125,7 +133,9 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
 @click.option("--session", "session_id", default=None)
 @click.option("--json", "as_json", is_flag=True, help="print the whole reply as JSON")
 @click.option("--timeout", "timeout_s", type=float, default=15.0, show_default=True)
-def ask(namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float) -> None:
+def ask(
+    namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float
+) -> None:
     """Retrieve evidence for QUESTION through the request/reply topics."""
     from streams.client import ClientError, MemoryClient
 
@@ -133,7 +143,9 @@ def ask(namespace: str, question: str, k: int, session_id: str | None, as_json: 
 
     async def run() -> Any:
         async with MemoryClient(s) as client:
-            return await client.search(namespace, question, k=k, session_id=session_id, timeout_s=timeout_s)
+            return await client.search(
+                namespace, question, k=k, session_id=session_id, timeout_s=timeout_s
+            )
 
     try:
         reply = asyncio.run(run())
@@ -149,7 +161,9 @@ def format_evidence(reply: Any) -> str:
     lines = [f"Q: {reply.query}"]
     for i, item in enumerate(reply.evidence, 1):
         date = item.date.strftime("%Y-%m-%d") if item.date else "?"
-        lines.append(f"{i:>2}. [{date}] {item.text}  ({', '.join(item.turn_ids)}; rrf={item.scores.get('rrf', 0):.4f})")
+        lines.append(
+            f"{i:>2}. [{date}] {item.text}  ({', '.join(item.turn_ids)}; rrf={item.scores.get('rrf', 0):.4f})"
+        )
     timing = ", ".join(f"{k} {v:.1f}ms" for k, v in reply.timings_ms.items())
     lines.append(f"   timings: {timing}")
     return "\n".join(lines)
@@ -168,7 +182,9 @@ def status(as_json: bool) -> None:
         return
     click.echo(f"{'stage':<10} {'group':<18} {'topic':<18} {'end':>8} {'committed':>9} {'lag':>6}")
     for row in report["stages"]:
-        click.echo(f"{row['stage']:<10} {row['group']:<18} {row['topic']:<18} {row['end']:>8} {row['committed']:>9} {row['lag']:>6}")
+        click.echo(
+            f"{row['stage']:<10} {row['group']:<18} {row['topic']:<18} {row['end']:>8} {row['committed']:>9} {row['lag']:>6}"
+        )
     click.echo("dead letters: " + ", ".join(f"{k}={v}" for k, v in report["dead_letters"].items()))
     click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in report["rows"].items()))
 
@@ -181,7 +197,9 @@ def bench() -> None:
 @bench.command("throughput")
 @click.option("--exchanges", "n", type=int, default=2000, show_default=True)
 @click.option("--sessions", type=int, default=20, show_default=True)
-@click.option("--probes", type=int, default=100, show_default=True, help="exchanges timed to searchable")
+@click.option(
+    "--probes", type=int, default=100, show_default=True, help="exchanges timed to searchable"
+)
 def bench_throughput(n: int, sessions: int, probes: int) -> None:
     """Exchanges/s end to end vs raw embedding rate; produce-to-searchable p50/p95."""
     from streams.bench import throughput

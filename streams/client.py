@@ -64,7 +64,8 @@ class MemoryClient:
         self.producer = new_producer(s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s)
         # a short fetch wait: replies are small and latency is the point
         self.replies = AIOKafkaConsumer(
-            bootstrap_servers=s.kafka_bootstrap, enable_auto_commit=False,
+            bootstrap_servers=s.kafka_bootstrap,
+            enable_auto_commit=False,
             fetch_max_wait_ms=s.query_fetch_wait_ms,
         )
         await self.producer.start()
@@ -98,11 +99,17 @@ class MemoryClient:
     async def flush(self, namespace: str, session_id: str, after_seq: int | None = None) -> None:
         await self._control(ControlKind.flush, namespace, session_id, after_seq)
 
-    async def end_session(self, namespace: str, session_id: str, after_seq: int | None = None) -> None:
+    async def end_session(
+        self, namespace: str, session_id: str, after_seq: int | None = None
+    ) -> None:
         await self._control(ControlKind.end_session, namespace, session_id, after_seq)
 
-    async def _control(self, kind: ControlKind, namespace: str, session_id: str, after_seq: int | None) -> None:
-        msg = SessionControl(kind=kind, namespace=namespace, session_id=session_id, after_seq=after_seq)
+    async def _control(
+        self, kind: ControlKind, namespace: str, session_id: str, after_seq: int | None
+    ) -> None:
+        msg = SessionControl(
+            kind=kind, namespace=namespace, session_id=session_id, after_seq=after_seq
+        )
         await self.producer.send_and_wait(t.EXCHANGES, value=encode(msg), key=msg.key.encode())
 
     # -- request/reply ------------------------------------------------------------------
@@ -131,7 +138,9 @@ class MemoryClient:
         self._pending[cid] = fut
         try:
             async with asyncio.timeout(budget):
-                await self.producer.send_and_wait(t.QUERIES, value=encode(req), key=namespace.encode())
+                await self.producer.send_and_wait(
+                    t.QUERIES, value=encode(req), key=namespace.encode()
+                )
                 reply = await fut
         except TimeoutError as exc:
             raise ReplyTimeout(cid, budget) from exc

@@ -35,7 +35,12 @@ def is_transient(exc: BaseException) -> bool:
     """Worth retrying as is: the infrastructure, not the message, failed."""
     return isinstance(
         exc,
-        KafkaError | RedisConnectionError | RedisTimeoutError | ConnectionError | TimeoutError | OSError,
+        KafkaError
+        | RedisConnectionError
+        | RedisTimeoutError
+        | ConnectionError
+        | TimeoutError
+        | OSError,
     )
 
 
@@ -79,7 +84,9 @@ class DeadLetters:
         log.warning("message.dead_lettered", topic=record.topic, partition=record.partition,
                     offset=record.offset, error_type=error_type, reason=reason[:500])  # fmt: skip
         await retry_transient(
-            lambda: self.publisher.send_raw(t.dlq(record.topic), record.value, record.key, headers=headers),
+            lambda: self.publisher.send_raw(
+                t.dlq(record.topic), record.value, record.key, headers=headers
+            ),
             what="dead-letter",
         )
 
@@ -92,7 +99,9 @@ async def retry_transient(fn: Callable[[], Awaitable[T]], what: str, max_wait_s:
         wait=wait_random_exponential(multiplier=0.2, max=max_wait_s),
         reraise=True,
         before_sleep=lambda rs: log.warning(
-            "retrying.transient", what=what, attempt=rs.attempt_number,
+            "retrying.transient",
+            what=what,
+            attempt=rs.attempt_number,
             error=repr(rs.outcome.exception()) if rs.outcome else None,
         ),  # fmt: skip
     ):

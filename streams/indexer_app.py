@@ -35,7 +35,9 @@ def open_store(settings: Settings) -> EvidenceStore:
 def build(settings: Settings) -> faust.App:
     app = make_app("indexer", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
     topic = raw_topic(app, t.TURNS)
-    publisher = KafkaPublisher(settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s)
+    publisher = KafkaPublisher(
+        settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s
+    )
     dead = DeadLetters(publisher, "indexer")
     service = IndexerService(open_store(settings))
 
@@ -48,8 +50,12 @@ def build(settings: Settings) -> faust.App:
         await publisher.start()
         log.info("indexer.ready", lancedb=settings.lancedb_uri)
         try:
-            async for events in stream.take_events(settings.indexer_batch_size, settings.indexer_batch_wait_s):
-                await run_guarded("indexer", [Incoming.from_event(e) for e in events], parse, handle, dead)
+            async for events in stream.take_events(
+                settings.indexer_batch_size, settings.indexer_batch_wait_s
+            ):
+                await run_guarded(
+                    "indexer", [Incoming.from_event(e) for e in events], parse, handle, dead
+                )
         finally:
             await publisher.stop()
 

@@ -50,7 +50,9 @@ class LagReader:
         # OffsetFetch through a group's (unsubscribed) consumer: it never joins the group,
         # and unlike the admin client's request version it is understood by Tansu too.
         if group not in self._groups:
-            c = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False)
+            c = AIOKafkaConsumer(
+                bootstrap_servers=self.bootstrap, group_id=group, enable_auto_commit=False
+            )
             await c.start()
             self._groups[group] = c
         return self._groups[group]
@@ -92,7 +94,9 @@ class LagReader:
             committed += await reader.committed(tp) or 0
         return Lag(stage, group, topic, sum(ends.values()), committed)
 
-    async def wait_drained(self, stages: tuple[str, ...] = PIPELINE, timeout_s: float = 600.0) -> list[Lag]:
+    async def wait_drained(
+        self, stages: tuple[str, ...] = PIPELINE, timeout_s: float = 600.0
+    ) -> list[Lag]:
         """Wait until every stage, read in flow order, has committed all its input.
 
         Reading upstream first matters: a stage publishes before it commits, so once an
@@ -104,5 +108,7 @@ class LagReader:
             if all(x.lag == 0 for x in lags):
                 return lags
             if time.monotonic() > deadline:
-                raise TimeoutError("still lagging: " + ", ".join(f"{x.stage}={x.lag}" for x in lags))
+                raise TimeoutError(
+                    "still lagging: " + ", ".join(f"{x.stage}={x.lag}" for x in lags)
+                )
             await asyncio.sleep(0.25)

@@ -50,7 +50,9 @@ class KafkaPublisher:
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> None:
-        fut = await self.producer.send(topic, value=value, key=key, partition=partition, headers=headers)
+        fut = await self.producer.send(
+            topic, value=value, key=key, partition=partition, headers=headers
+        )
         await asyncio.wait_for(fut, timeout=self.timeout_s)
 
 

@@ -28,7 +28,7 @@ from workers.query.service import QueryService
 log = structlog.get_logger("lychee.query")
 
 
-def _reply_target(value: bytes | None) -> tuple[str, int, str] | None:
+def reply_target(value: bytes | None) -> tuple[str, int, str] | None:
     """Correlation id, reply partition and namespace of a request that failed validation."""
     try:
         data: Any = orjson.loads(value or b"")
@@ -40,46 +40,54 @@ def _reply_target(value: bytes | None) -> tuple[str, int, str] | None:
     return None
 
 
-def build(settings: Settings) -> faust.App:
-    app = make_app("query", settings, fetch_wait_ms=settings.query_fetch_wait_ms)
-    topic = raw_topic(app, t.QUERIES)
-    publisher = KafkaPublisher(settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s)
-    dead = DeadLetters(publisher, "query")
-    holder: dict[str, QueryService] = {}
-    ready = asyncio.Lock()
+class QueryHandler:
+    """One request in, one reply out (or a dead letter when nobody can be answered)."""
 
-    async def service() -> QueryService:
-        async with ready:
-            if "svc" not in holder:
-                await publisher.start()
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.publisher = KafkaPublisher(
+            settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s
+        )
+        self.dead = DeadLetters(self.publisher, "query")
+        self._service: QueryService | None = None
+        self._ready = asyncio.Lock()
+
+    async def service(self) -> QueryService:
+        async with self._ready:
+            if self._service is None:
+                await self.publisher.start()
+                s = self.settings
                 embedder = await asyncio.to_thread(
-                    LocalEmbedder, settings.embedding_model_path, settings.embedding_batch_size
+                    LocalEmbedder, s.embedding_model_path, s.embedding_batch_size
                 )
-                holder["svc"] = QueryService(open_store(settings), embedder)
+                self._service = QueryService(open_store(s), embedder)
                 log.info("query.ready", model=embedder.model_name)
-        return holder["svc"]
+        return self._service
 
-    async def reply(msg: QueryReply, partition: int) -> None:
+    async def reply(self, msg: QueryReply, partition: int) -> None:
         await retry_transient(
-            lambda: publisher.send_raw(t.REPLIES, encode(msg), msg.correlation_id.encode(), partition),
+            lambda: self.publisher.send_raw(
+                t.REPLIES, encode(msg), msg.correlation_id.encode(), partition
+            ),
             what="reply",
         )
 
-    async def serve(rec: Incoming) -> None:
-        svc = await service()
+    async def serve(self, rec: Incoming) -> None:
+        svc = await self.service()
         try:
             req = decode(rec.value, QueryRequest)
         except SerdeError as exc:
-            target = _reply_target(rec.value)
+            target = reply_target(rec.value)
             if target is None:
-                await dead.send(rec, exc.reason, exc.error_type)
+                await self.dead.send(rec, exc.reason, exc.error_type)
                 return
             cid, part, ns = target
-            await reply(QueryReply(correlation_id=cid, namespace=ns, status="error", error=exc.reason), part)
+            error = QueryReply(correlation_id=cid, namespace=ns, status="error", error=exc.reason)
+            await self.reply(error, part)
             return
         remaining_s = req.deadline_ms / 1000 - time.time()
         if remaining_s <= 0:
-            log.info("query.expired", correlation_id=req.correlation_id, late_ms=round(-remaining_s * 1e3))
+            log.info("query.expired", correlation_id=req.correlation_id, late_s=-remaining_s)
             return
         try:
             out = await asyncio.wait_for(svc.search(req), timeout=remaining_s)
@@ -92,14 +100,19 @@ def build(settings: Settings) -> faust.App:
                 correlation_id=req.correlation_id, namespace=req.namespace, query=req.query,
                 status="error", error=f"{type(exc).__name__}: {exc}",
             )  # fmt: skip
-        await reply(out, req.reply_partition)
+        await self.reply(out, req.reply_partition)
 
-    @app.agent(topic, concurrency=settings.query_concurrency)
+
+def build(settings: Settings) -> faust.App:
+    app = make_app("query", settings, fetch_wait_ms=settings.query_fetch_wait_ms)
+    handler = QueryHandler(settings)
+
+    @app.agent(raw_topic(app, t.QUERIES), concurrency=settings.query_concurrency)
     async def answer(stream: faust.StreamT[bytes]) -> None:
-        await service()
+        await handler.service()
         async for event in stream.events():
             try:
-                await serve(Incoming.from_event(event))
+                await handler.serve(Incoming.from_event(event))
             except Exception as exc:  # noqa: BLE001 - nothing escapes the agent loop
                 log.error("query.unhandled", error=repr(exc))
 

@@ -36,7 +36,9 @@ def parse(rec: Incoming) -> ExchangeTopicMessage:
 def build(settings: Settings) -> faust.App:
     app = make_app("segmenter", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
     topic = raw_topic(app, t.EXCHANGES)
-    publisher = KafkaPublisher(settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s)
+    publisher = KafkaPublisher(
+        settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s
+    )
     dead = DeadLetters(publisher, "segmenter")
     holder: dict[str, SegmenterService] = {}
 
@@ -48,7 +50,11 @@ def build(settings: Settings) -> faust.App:
             policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
             redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
             holder["svc"] = SegmenterService(
-                SessionStore(redis), embedder, policy, publisher, ended_ttl_s=settings.ended_session_ttl_s
+                SessionStore(redis),
+                embedder,
+                policy,
+                publisher,
+                ended_ttl_s=settings.ended_session_ttl_s,
             )
             log.info("segmenter.ready", model=embedder.model_name, mode=p.mode.value)
         return holder["svc"]
@@ -60,10 +66,14 @@ def build(settings: Settings) -> faust.App:
         async def handle(msgs: Sequence[ExchangeTopicMessage]) -> None:
             result = await svc.handle(msgs)
             if result.segments or result.replays:
-                log.info("batch.done", size=len(msgs), segments=result.segments, replays=result.replays)
+                log.info(
+                    "batch.done", size=len(msgs), segments=result.segments, replays=result.replays
+                )
 
         try:
-            async for events in stream.take_events(settings.segmenter_batch_size, settings.segmenter_batch_wait_s):
+            async for events in stream.take_events(
+                settings.segmenter_batch_size, settings.segmenter_batch_wait_s
+            ):
                 records = [Incoming.from_event(e) for e in events]
                 await run_guarded("segmenter", records, parse, handle, dead)
         finally:

@@ -27,13 +27,16 @@ class Settings(BaseSettings):
     # Kafka
     kafka_bootstrap: str = "127.0.0.1:9092"
     kafka_idempotence: bool = Field(
-        default=True, description="idempotent producer; off for brokers without InitProducerId (Tansu)"
+        default=True,
+        description="idempotent producer; off for brokers without InitProducerId (Tansu)",
     )
     topic_partitions: int = Field(default=12, ge=1)
     topic_replication: int = Field(default=1, ge=1)
     request_timeout_s: float = 30.0
     session_timeout_s: float = Field(
-        default=10.0, gt=0, description="consumer group session: how soon a dead worker's partitions move"
+        default=10.0,
+        gt=0,
+        description="consumer group session: how soon a dead worker's partitions move",
     )
     # Redis and LanceDB
     redis_url: str = "redis://127.0.0.1:6379/0"

@@ -29,7 +29,11 @@ def builder(stage: str) -> Callable[[Settings], faust.App]:
 
 def run_worker(stage: str, settings: Settings) -> None:
     """Run one stage until SIGTERM/SIGINT; Faust drains in-flight work on the way out."""
-    asyncio.run(ensure_topics(settings.kafka_bootstrap, settings.topic_partitions, settings.topic_replication))
+    asyncio.run(
+        ensure_topics(
+            settings.kafka_bootstrap, settings.topic_partitions, settings.topic_replication
+        )
+    )
     app = builder(stage)(settings)
     worker = faust.Worker(
         app,

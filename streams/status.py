@@ -23,8 +23,14 @@ async def collect(settings: Settings) -> dict[str, Any]:
     rows = {"turns": await asyncio.to_thread(store.count, "turns")}
     return {
         "stages": [
-            {"stage": x.stage, "group": x.group, "topic": x.topic, "end": x.end,
-             "committed": x.committed, "lag": x.lag}  # fmt: skip
+            {
+                "stage": x.stage,
+                "group": x.group,
+                "topic": x.topic,
+                "end": x.end,
+                "committed": x.committed,
+                "lag": x.lag,
+            }  # fmt: skip
             for x in stages
         ],
         "dead_letters": dead,

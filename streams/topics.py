@@ -22,9 +22,7 @@ async def ensure_topics(bootstrap: str, partitions: int, replication: int = 1) -
         existing = set(await admin.list_topics())
         missing = [name for name in all_topics() if name not in existing]
         if missing:
-            await admin.create_topics(
-                [NewTopic(name, partitions, replication) for name in missing]
-            )
+            await admin.create_topics([NewTopic(name, partitions, replication) for name in missing])
         return missing
     finally:
         await admin.close()

@@ -59,7 +59,11 @@ def wait_log(stack: Stack, stage: str, text: str, timeout_s: float = 180) -> Non
 
 
 # small segmenter batches so that a kill lands mid-stream
-WORKER_ENV = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_SEGMENTER_BATCH_SIZE": "4", "LYCHEE_LOG_LEVEL": "INFO"}
+WORKER_ENV = {
+    "LYCHEE_TOPIC_PARTITIONS": "4",
+    "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
+    "LYCHEE_LOG_LEVEL": "INFO",
+}
 READY = {"segmenter": "segmenter.ready", "query": "query.ready", "indexer": "indexer.ready"}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import orjson
 from dateutil import parser as dateparser
+from pydantic import ValidationError
 
 from schemas import ContractError, Exchange, Role, Turn
 
@@ -68,7 +69,8 @@ def parse_date(text: str | None) -> datetime | None:
     if not text:
         return None
     try:
-        return dateparser.parse(text, fuzzy=True)
+        parsed: datetime = dateparser.parse(text, fuzzy=True)
+        return parsed
     except (ValueError, OverflowError) as exc:
         raise DatasetError(f"unreadable date {text!r}") from exc
 
@@ -78,7 +80,9 @@ def load_locomo(path: str | Path, namespace: str | None = None) -> list[Conversa
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of samples")
     if namespace and len(data) > 1:
-        raise DatasetError(f"{path}: --namespace names one namespace but the file has {len(data)} samples")
+        raise DatasetError(
+            f"{path}: --namespace names one namespace but the file has {len(data)} samples"
+        )
     return [_locomo_sample(sample, i, namespace) for i, sample in enumerate(data)]
 
 
@@ -149,8 +153,8 @@ def load_jsonl(path: str | Path, namespace: str | None = None) -> list[Conversat
             obj.setdefault("exchange_id", f"{obj.get('session_id')}:{obj['seq']}")
             try:
                 session.append(Exchange.model_validate(obj))
-            except ValueError as exc:
-                detail = str(ContractError.from_validation("Exchange", exc)) if hasattr(exc, "errors") else str(exc)
+            except ValidationError as exc:
+                detail = ContractError.from_validation("Exchange", exc)
                 raise DatasetError(f"{path}:{lineno}: {detail}") from exc
     return [
         Conversation(ns, [Session(sid, exs[0].session_date, exs) for sid, exs in sessions.items()])

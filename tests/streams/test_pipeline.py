@@ -39,14 +39,27 @@ DIALOGUE = [
 def conversation(ns: str, sessions: int = 1, per_session: int | None = None) -> list[Exchange]:
     out = []
     for s in range(sessions):
-        lines = DIALOGUE if per_session is None else [DIALOGUE[i % len(DIALOGUE)] for i in range(per_session)]
+        lines = (
+            DIALOGUE
+            if per_session is None
+            else [DIALOGUE[i % len(DIALOGUE)] for i in range(per_session)]
+        )
         for i, (speaker, text) in enumerate(lines):
             out.append(
                 Exchange(
-                    namespace=ns, session_id=f"s{s}", seq=i, exchange_id=f"s{s}:{i}",
+                    namespace=ns,
+                    session_id=f"s{s}",
+                    seq=i,
+                    exchange_id=f"s{s}:{i}",
                     session_date=datetime(2024, 3, 2 + s, 18, 0),
-                    turns=[Turn(role=Role.user, speaker=speaker, content=f"{text} ({s}.{i})" if per_session else text,
-                                turn_id=f"D{s}:{i}")],
+                    turns=[
+                        Turn(
+                            role=Role.user,
+                            speaker=speaker,
+                            content=f"{text} ({s}.{i})" if per_session else text,
+                            turn_id=f"D{s}:{i}",
+                        )
+                    ],
                 )  # fmt: skip
             )
     return out
@@ -64,7 +77,9 @@ async def ingest(settings, exchanges: list[Exchange]) -> None:  # type: ignore[n
         await lag.wait_drained(timeout_s=180)
 
 
-async def read_topic(bootstrap: str, topic: str, key_prefix: str | None = None) -> list[tuple[bytes | None, bytes | None, dict[str, bytes]]]:
+async def read_topic(
+    bootstrap: str, topic: str, key_prefix: str | None = None
+) -> list[tuple[bytes | None, bytes | None, dict[str, bytes]]]:
     async with LagReader(bootstrap) as lag:
         ends = await lag.end_offsets(topic)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -79,7 +94,9 @@ async def read_topic(bootstrap: str, topic: str, key_prefix: str | None = None) 
         while remaining and time.monotonic() < deadline:
             for tp, recs in (await consumer.getmany(timeout_ms=500)).items():
                 for r in recs:
-                    if r.offset < ends[tp] and (key_prefix is None or (r.key or b"").decode().startswith(key_prefix)):
+                    if r.offset < ends[tp] and (
+                        key_prefix is None or (r.key or b"").decode().startswith(key_prefix)
+                    ):
                         out.append((r.key, r.value, dict(r.headers)))
                 if recs and recs[-1].offset + 1 >= ends[tp]:
                     remaining.discard(tp)
@@ -94,7 +111,10 @@ def store(stack: Stack) -> EvidenceStore:
 
 
 async def segments(stack: Stack, ns: str) -> list[Segment]:
-    segs = [Segment.model_validate_json(v) for _, v, _ in await read_topic(stack.bootstrap, t.SEGMENTS, f"{ns}/")]
+    segs = [
+        Segment.model_validate_json(v)
+        for _, v, _ in await read_topic(stack.bootstrap, t.SEGMENTS, f"{ns}/")
+    ]
     return sorted(segs, key=lambda s: (s.session_id, s.index))
 
 
@@ -118,7 +138,9 @@ async def test_pipeline_conversation_is_searchable_with_provenance(stack: Stack,
     assert [tid for s in segs for tid in s.turn_ids] == [f"D0:{i}" for i in range(len(DIALOGUE))]
 
 
-async def test_pipeline_replay_leaves_state_segments_and_rows_unchanged(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_pipeline_replay_leaves_state_segments_and_rows_unchanged(
+    stack: Stack, settings
+) -> None:  # type: ignore[no-untyped-def]
     ns = f"replay-{uuid.uuid4().hex[:6]}"
     exs = conversation(ns, sessions=2)
     await ingest(settings, exs)
@@ -148,7 +170,9 @@ def _kill_and_restart_segmenter(stack: Stack) -> None:
     wait_log(stack, "segmenter", "segmenter.ready")
 
 
-async def test_pipeline_segmenter_sigkill_loses_no_exchange_and_duplicates_no_segment(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_pipeline_segmenter_sigkill_loses_no_exchange_and_duplicates_no_segment(
+    stack: Stack, settings
+) -> None:  # type: ignore[no-untyped-def]
     ns = f"kill-{uuid.uuid4().hex[:6]}"
     exs = conversation(ns, sessions=4, per_session=60)
     async with MemoryClient(settings) as client, LagReader(settings.kafka_bootstrap) as lag:
@@ -173,19 +197,27 @@ async def test_pipeline_segmenter_sigkill_loses_no_exchange_and_duplicates_no_se
     for copies in by_id.values():  # a redelivered segment is the same segment
         assert all(c == copies[0] for c in copies)
     seen = [(c[0].session_id, e.seq) for c in by_id.values() for e in c[0].exchanges]
-    assert sorted(seen) == sorted((e.session_id, e.seq) for e in exs)  # each exchange in exactly one segment
+    assert sorted(seen) == sorted(
+        (e.session_id, e.seq) for e in exs
+    )  # each exchange in exactly one segment
 
 
-async def test_pipeline_malformed_input_goes_to_dlq_and_stage_keeps_running(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_pipeline_malformed_input_goes_to_dlq_and_stage_keeps_running(
+    stack: Stack, settings
+) -> None:  # type: ignore[no-untyped-def]
     ns = f"dlq-{uuid.uuid4().hex[:6]}"
     bad_exchange = orjson.dumps({"namespace": "bad ns!", "session_id": "s0", "seq": 0, "exchange_id": "x",
                                  "turns": [{"role": "user", "content": "hi"}], "marker": ns})  # fmt: skip
     producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
     await producer.start()
     try:
-        await producer.send_and_wait(t.EXCHANGES, b"{not json " + ns.encode(), key=f"{ns}/s0".encode())
+        await producer.send_and_wait(
+            t.EXCHANGES, b"{not json " + ns.encode(), key=f"{ns}/s0".encode()
+        )
         await producer.send_and_wait(t.EXCHANGES, bad_exchange, key=f"{ns}/s0".encode())
-        await producer.send_and_wait(t.TURNS, orjson.dumps({"namespace": ns, "marker": ns}), key=f"{ns}/s0".encode())
+        await producer.send_and_wait(
+            t.TURNS, orjson.dumps({"namespace": ns, "marker": ns}), key=f"{ns}/s0".encode()
+        )
     finally:
         await producer.stop()
     await ingest(settings, conversation(ns))  # good input after the bad keeps flowing
@@ -221,7 +253,11 @@ async def test_query_bad_request_gets_an_error_reply_naming_the_field(stack: Sta
                     if r.key == cid.encode():
                         reply = QueryReply.model_validate_json(r.value)
         assert reply is not None and reply.status == "error"
-        assert reply.error is not None and "k" in reply.error and "greater than or equal to 1" in reply.error
+        assert (
+            reply.error is not None
+            and "k" in reply.error
+            and "greater than or equal to 1" in reply.error
+        )
     finally:
         await producer.stop()
         await consumer.stop()

@@ -46,7 +46,9 @@ def test_store_same_turn_id_in_two_namespaces_is_two_rows(store: EvidenceStore) 
 
 
 def test_store_reads_never_cross_namespaces(store: EvidenceStore) -> None:
-    store.upsert_turns([turn("a", "t1", "secret lisbon trip", 0), turn("b", "t2", "lisbon trip plans", 0)])
+    store.upsert_turns(
+        [turn("a", "t1", "secret lisbon trip", 0), turn("b", "t2", "lisbon trip plans", 0)]
+    )
     q = np.eye(DIM, dtype=np.float32)[0]
     assert {h["namespace"] for h in store.search_turns_vector("b", q, 10)} == {"b"}
     assert {h["namespace"] for h in store.search_turns_text("b", "secret lisbon", 10)} == {"b"}
@@ -66,7 +68,9 @@ def test_store_refuses_another_embedding_model(store: EvidenceStore, tmp_path) -
     with pytest.raises(EmbeddingMismatch, match="toy"):
         other.table("turns")
     with pytest.raises(EmbeddingMismatch):
-        store.upsert_turns([turn("a", "t9", "x", 0).model_copy(update={"embedding_model": "other"})])
+        store.upsert_turns(
+            [turn("a", "t9", "x", 0).model_copy(update={"embedding_model": "other"})]
+        )
 
 
 def test_store_new_rows_searchable_before_optimize(store: EvidenceStore) -> None:
@@ -94,5 +98,9 @@ def test_fuse_turns_orders_by_rrf_and_keeps_provenance() -> None:
     fts = [row("a/s1/t2", _score=3.0), row("a/s1/t3", _score=1.0)]
     out = fuse_turns(vec, fts, k=2)
     assert [e.turn_ids for e in out] == [["t2"], ["t1"]]
-    assert out[0].scores == {"rrf": pytest.approx(1 / 62 + 1 / 61, abs=1e-6), "vector": 0.8, "fts": 3.0}
+    assert out[0].scores == {
+        "rrf": pytest.approx(1 / 62 + 1 / 61, abs=1e-6),
+        "vector": 0.8,
+        "fts": 3.0,
+    }
     assert out[1].scores["vector"] == pytest.approx(0.9)

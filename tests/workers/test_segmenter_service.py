@@ -36,7 +36,14 @@ def exchanges(ns: str = "ns1", sid: str = "s1", texts: list[str] | None = None) 
             seq=i,
             exchange_id=f"{sid}:{i}",
             session_date=datetime(2024, 3, 2, 18, 0),
-            turns=[Turn(role=Role.user, speaker="Ann" if i % 2 else "Bo", content=text, turn_id=f"{sid}-t{i}")],
+            turns=[
+                Turn(
+                    role=Role.user,
+                    speaker="Ann" if i % 2 else "Bo",
+                    content=text,
+                    turn_id=f"{sid}-t{i}",
+                )
+            ],
         )
         for i, text in enumerate(texts)
     ]
@@ -66,7 +73,9 @@ def turn_ids_of(pub: ListPublisher) -> list[str]:
     return [orjson.loads(m.value)["turn_id"] for m in pub.messages if m.topic == t.TURNS]
 
 
-async def test_segmenter_service_publishes_turns_at_once_and_segments_on_flush(redis, embedder) -> None:
+async def test_segmenter_service_publishes_turns_at_once_and_segments_on_flush(
+    redis, embedder
+) -> None:
     pub = ListPublisher()
     svc = make(redis, embedder, pub)
     await svc.handle(exchanges())
@@ -103,7 +112,9 @@ async def test_segmenter_service_out_of_order_exchange_is_ignored(redis, embedde
     assert "s1-t1" not in turn_ids_of(pub)
 
 
-async def test_segmenter_service_crash_between_commit_and_publish_republishes(redis, embedder) -> None:
+async def test_segmenter_service_crash_between_commit_and_publish_republishes(
+    redis, embedder
+) -> None:
     """State and outbox are written together; what was not published yet goes out on the next run."""
 
     class Crash(Exception):
@@ -138,7 +149,9 @@ async def test_segmenter_service_idle_session_is_flushed(redis, embedder) -> Non
     assert await svc.flush_idle(idle_timeout_s=60) == 0  # nothing open any more
 
 
-async def test_segmenter_service_replayed_flush_after_new_exchanges_is_ignored(redis, embedder) -> None:
+async def test_segmenter_service_replayed_flush_after_new_exchanges_is_ignored(
+    redis, embedder
+) -> None:
     pub = ListPublisher()
     svc = make(redis, embedder, pub)
     exs = exchanges()
@@ -154,7 +167,9 @@ async def test_segmenter_service_end_session_keeps_fencing(redis, embedder) -> N
     pub = ListPublisher()
     svc = make(redis, embedder, pub)
     exs = exchanges()
-    await svc.handle([*exs, SessionControl(kind=ControlKind.end_session, namespace="ns1", session_id="s1")])
+    await svc.handle(
+        [*exs, SessionControl(kind=ControlKind.end_session, namespace="ns1", session_id="s1")]
+    )
     n = len(pub.messages)
     assert (await svc.handle(exs)).replays == 5
     assert len(pub.messages) == n

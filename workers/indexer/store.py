@@ -97,7 +97,9 @@ class EvidenceStore:
                 tbl = self.db.open_table(name)
                 self._check_model(name, tbl.schema)
             elif create:
-                tbl = self.db.create_table(name, schema=turns_schema(self.dim, self.model), exist_ok=True)
+                tbl = self.db.create_table(
+                    name, schema=turns_schema(self.dim, self.model), exist_ok=True
+                )
                 self._check_model(name, tbl.schema)
             else:
                 return None
@@ -129,7 +131,9 @@ class EvidenceStore:
         rows = {turn_row_id(t.namespace, t.session_id, t.turn_id): t for t in turns}
         tbl = self.table(TURNS, create=True)
         assert tbl is not None
-        data = pa.Table.from_pylist([_turn_row(rid, t) for rid, t in rows.items()], schema=tbl.schema)
+        data = pa.Table.from_pylist(
+            [_turn_row(rid, t) for rid, t in rows.items()], schema=tbl.schema
+        )
         tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
         self._ensure_indexes(TURNS, tbl)
         return len(rows)
@@ -151,7 +155,9 @@ class EvidenceStore:
         for name in list(self._tables):
             started = time.perf_counter()
             self._tables[name].optimize()
-            log.info("store.optimized", table=name, ms=round((time.perf_counter() - started) * 1e3, 1))
+            log.info(
+                "store.optimized", table=name, ms=round((time.perf_counter() - started) * 1e3, 1)
+            )
 
     # -- reads --------------------------------------------------------------------------
 
@@ -194,7 +200,13 @@ class EvidenceStore:
         tbl = self.table(TURNS)
         if tbl is None:
             return set()
-        rows = tbl.search().where(namespace_filter(namespace)).select(["turn_id"]).limit(None).to_list()
+        rows = (
+            tbl.search()
+            .where(namespace_filter(namespace))
+            .select(["turn_id"])
+            .limit(None)
+            .to_list()
+        )
         return {r["turn_id"] for r in rows}
 
 

@@ -60,8 +60,12 @@ class QueryService:
         pool = max(self.candidates, req.k * 3)
         text = _FTS_STRIP.sub(" ", req.query)
         by_vector, by_text = await asyncio.gather(
-            asyncio.to_thread(self.store.search_turns_vector, req.namespace, vec, pool, req.session_id),
-            asyncio.to_thread(self.store.search_turns_text, req.namespace, text, pool, req.session_id),
+            asyncio.to_thread(
+                self.store.search_turns_vector, req.namespace, vec, pool, req.session_id
+            ),
+            asyncio.to_thread(
+                self.store.search_turns_text, req.namespace, text, pool, req.session_id
+            ),
         )
         t = watch.lap("recall", t)
         evidence = fuse_turns(by_vector, by_text, req.k)

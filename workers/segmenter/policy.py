@@ -130,7 +130,7 @@ class SegmentPolicy:
         total = np.asarray(state.vector_sum, dtype=np.float32)
         last = np.asarray(state.last_vector, dtype=np.float32)
         n = len(state.exchanges)
-        s = sig.surprise(e, total / n, last)
+        s = sig.surprise(e, (total / n).astype(np.float32), last)
         z = sig.robust_surprise(s, state.history, self.p)
         a = sig.absolute_surprise(s, self.cal)
         d = sig.cohesion_drop(total, n, e)
@@ -236,7 +236,7 @@ class SegmentPolicy:
             if self.count(sentence) <= budget:
                 pieces.append(sentence)
                 continue
-            words, run = sentence.split(), []  # a sentence longer than the cap: word runs
+            words, run = sentence.split(), list[str]()  # a sentence longer than the cap: word runs
             for w in words:
                 if run and self.count(" ".join([*run, w])) > budget:
                     pieces.append(" ".join(run))

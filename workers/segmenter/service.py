@@ -115,17 +115,33 @@ class SegmenterService:
 
     # -- internals ----------------------------------------------------------------------
 
-    async def _embed(self, exchanges: Sequence[Exchange]) -> tuple[dict[str, Matrix], dict[str, Matrix]]:
+    async def _embed(
+        self, exchanges: Sequence[Exchange]
+    ) -> tuple[dict[str, Matrix], dict[str, Matrix]]:
         """One embedding call for the batch: exchange texts, plus turn texts of multi-turn exchanges."""
         texts = [ex.rendered() for ex in exchanges]
-        multi = [(ex, i, tid) for ex in exchanges if len(ex.turns) > 1 for i, tid in enumerate(ex.turn_ids())]
+        multi = [
+            (ex, i, tid)
+            for ex in exchanges
+            if len(ex.turns) > 1
+            for i, tid in enumerate(ex.turn_ids())
+        ]
         texts += [ex.turns[i].rendered() for ex, i, _ in multi]
-        matrix = await asyncio.to_thread(self.embedder.embed, texts) if texts else np.zeros((0, 1), np.float32)
+        matrix = (
+            await asyncio.to_thread(self.embedder.embed, texts)
+            if texts
+            else np.zeros((0, 1), np.float32)
+        )
         ex_vecs = {ex.exchange_id: matrix[i] for i, ex in enumerate(exchanges)}
-        turn_vecs = {f"{ex.exchange_id}\x1f{tid}": matrix[len(exchanges) + j] for j, (ex, _, tid) in enumerate(multi)}
+        turn_vecs = {
+            f"{ex.exchange_id}\x1f{tid}": matrix[len(exchanges) + j]
+            for j, (ex, _, tid) in enumerate(multi)
+        }
         return ex_vecs, turn_vecs
 
-    async def _apply_exchange(self, ex: Exchange, vec: Matrix, turn_vecs: dict[str, Matrix]) -> Decision:
+    async def _apply_exchange(
+        self, ex: Exchange, vec: Matrix, turn_vecs: dict[str, Matrix]
+    ) -> Decision:
         for _ in range(self.max_conflicts):
             version, state = await self.store.load(ex.key)
             state = state or SessionState(namespace=ex.namespace, session_id=ex.session_id)
@@ -138,7 +154,9 @@ class SegmenterService:
                 return decision
         raise StateConflict(f"session {ex.key} changed under us {self.max_conflicts} times")
 
-    async def _apply_control(self, ctl: SessionControl, idle_before: float | None = None) -> Decision:
+    async def _apply_control(
+        self, ctl: SessionControl, idle_before: float | None = None
+    ) -> Decision:
         for _ in range(self.max_conflicts):
             version, state = await self.store.load(ctl.key)
             if state is None:
@@ -159,11 +177,18 @@ class SegmenterService:
                 return Decision("noop", None, [])
             if await self.store.commit(ctl.key, version, state, _segment_messages(finalized), ttl):
                 if finalized:
-                    log.info("segment.flushed", key=ctl.key, kind=ctl.kind.value, idle=idle_before is not None)
+                    log.info(
+                        "segment.flushed",
+                        key=ctl.key,
+                        kind=ctl.kind.value,
+                        idle=idle_before is not None,
+                    )
                 return Decision("flush", None, finalized)
         raise StateConflict(f"session {ctl.key} changed under us {self.max_conflicts} times")
 
-    def _turn_messages(self, ex: Exchange, vec: Matrix, turn_vecs: dict[str, Matrix]) -> list[OutMessage]:
+    def _turn_messages(
+        self, ex: Exchange, vec: Matrix, turn_vecs: dict[str, Matrix]
+    ) -> list[OutMessage]:
         out = []
         for i, (tid, turn) in enumerate(zip(ex.turn_ids(), ex.turns, strict=True)):
             tvec = vec if len(ex.turns) == 1 else turn_vecs[f"{ex.exchange_id}\x1f{tid}"]

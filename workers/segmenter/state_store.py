@@ -51,7 +51,7 @@ class SessionStore:
 
     async def load(self, key: str) -> tuple[str, SessionState | None]:
         version, raw = await self.redis.hmget(self._state_key(key), ["v", "state"])
-        v = version.decode() if version else "0"
+        v = version.decode() if isinstance(version, bytes) else str(version or "0")
         return v, SessionState.model_validate_json(raw) if raw else None
 
     async def commit(
@@ -63,9 +63,7 @@ class SessionStore:
         ttl_s: int = 0,
     ) -> bool:
         """Write state and outbox atomically if nobody wrote since `version` was read."""
-        entries = [
-            orjson.dumps({"t": m.topic, "k": m.key, "v": m.value.decode()}) for m in outbox
-        ]
+        entries = [orjson.dumps({"t": m.topic, "k": m.key, "v": m.value.decode()}) for m in outbox]
         score = repr(state.updated_at) if state.is_open else ""
         args: list[Any] = [version, state.model_dump_json(), key, score, ttl_s, *entries]
         keys = [self._state_key(key), self._outbox_key(key), self.active_key]
@@ -86,4 +84,4 @@ class SessionStore:
 
     async def idle_sessions(self, before: float, limit: int = 500) -> list[str]:
         raw = await self.redis.zrangebyscore(self.active_key, "-inf", before, start=0, num=limit)
-        return [r.decode() for r in raw]
+        return [r.decode() if isinstance(r, bytes) else str(r) for r in raw]

@@ -1,0 +1,258 @@
+"""The benchmark reports: their JSON shape, validation, and the table printed with them.
+
+The models pin the keys downstream tools read (plots, comparisons between runs); extra
+keys are kept, never dropped, so a newer report still loads in an older reader.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from schemas.base import ContractError
+from workers.evaluation.metrics import CATEGORY_ORDER
+
+LOCOMO_SCHEMA = "lychee.bench.locomo/1"
+LONGMEMEVAL_SCHEMA = "lychee.bench.longmemeval/1"
+LONGMEMEVAL_KS = (1, 3, 5, 10, 30, 50)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="allow", validate_by_name=True, validate_by_alias=True)
+
+
+def _check_categories(value: dict[str, Any]) -> dict[str, Any]:
+    missing = [c for c in CATEGORY_ORDER if c not in value]
+    if missing:
+        raise ValueError(f"missing categories {missing}")
+    return value
+
+
+def _check_by_category(value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+    _check_categories(value)
+    for cat, row in value.items():
+        if not row or not all(key.isdigit() for key in row):
+            raise ValueError(f"{cat}: expected cut-offs such as '5' or '1000' (got {list(row)})")
+        if not all(0.0 <= v <= 1.0 for v in row.values()):
+            raise ValueError(f"{cat}: recall outside [0, 1]")
+    return value
+
+
+class Percentiles(_Model):
+    p50: float
+    p95: float
+
+
+class SystemReport(_Model):
+    """One retriever's numbers: recall by count and by budget, latency, accuracy if judged."""
+
+    recall_at_k: dict[str, dict[str, float]]
+    recall_at_budget: dict[str, dict[str, float]]
+    latency_ms: Percentiles
+    accuracy: dict[str, float] | None
+
+    @field_validator("recall_at_k", "recall_at_budget")
+    @classmethod
+    def _recall_categories(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return _check_by_category(value)
+
+    @field_validator("accuracy")
+    @classmethod
+    def _accuracy_categories(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        return None if value is None else _check_categories(value)
+
+
+class Construction(_Model):
+    segments: int
+    encoder_calls: int
+    turns_per_segment: float
+    llm_input_tokens: int
+    llm_output_tokens: int
+    prompt_tokens_estimate: int
+    eager_prompt_tokens_estimate: int
+
+
+class QueryCost(_Model):
+    llm_calls_per_question: float
+    llm_tokens_per_question: float
+
+
+class Ingest(_Model):
+    exchanges: int
+    seconds: float
+    exchanges_per_second: float
+    searchable_lag_ms: Percentiles
+
+
+class LocomoReport(_Model):
+    """`lychee bench locomo` output; `schema` is aliased because BaseModel owns the name."""
+
+    schema_: Literal["lychee.bench.locomo/1"] = Field(alias="schema")
+    data: str
+    variant: str
+    llm: str | None
+    embedding: str
+    conversations: int
+    turns: int
+    questions: int
+    systems: dict[str, SystemReport]
+    construction: Construction
+    query: QueryCost
+    ingest: Ingest
+    notes: list[str] = Field(default_factory=list)
+    counts: dict[str, int] | None = None
+    seconds: float | None = None
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The JSON form, with `schema` under its real name."""
+        return self.model_dump(mode="json", by_alias=True)
+
+
+class LongMemEvalReport(_Model):
+    """`lychee bench longmemeval` output: averaged official retrieval metrics per level.
+
+    `metrics["turn"]` is empty when the ranking was over sessions (no turn ranks).
+    """
+
+    schema_: Literal["lychee.bench.longmemeval/1"] = Field(alias="schema")
+    data: str
+    granularity: Literal["session", "turn"]
+    questions: int
+    skipped_abstention: int
+    metrics: dict[Literal["session", "turn"], dict[str, float]]
+    notes: list[str] = Field(default_factory=list)
+    seconds: float | None = None
+
+    @field_validator("metrics")
+    @classmethod
+    def _has_session(
+        cls, value: dict[Literal["session", "turn"], dict[str, float]]
+    ) -> dict[Literal["session", "turn"], dict[str, float]]:
+        if "session" not in value:
+            raise ValueError("missing the 'session' level")
+        return value
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def validate_report(data: dict[str, Any]) -> LocomoReport:
+    """Parse a LoCoMo report; raises ContractError naming each bad or missing field."""
+    try:
+        return LocomoReport.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError.from_validation("LoCoMo report", exc) from exc
+
+
+def validate_longmemeval_report(data: dict[str, Any]) -> LongMemEvalReport:
+    try:
+        return LongMemEvalReport.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError.from_validation("LongMemEval report", exc) from exc
+
+
+# Tables ---------------------------------------------------------------------------------
+
+
+def _num_keys(row: dict[str, float]) -> list[str]:
+    return sorted(row, key=int)
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" if i == 0 else f"{{:>{w}}}" for i, w in enumerate(widths))
+    return [fmt.format(*header), *(fmt.format(*r) for r in rows)]
+
+
+def _pick(keys: list[str], wanted: str) -> str:
+    """`wanted` if the run measured it, else the middle cut-off."""
+    return wanted if wanted in keys else keys[len(keys) // 2]
+
+
+def format_table(report: LocomoReport) -> str:
+    """The human summary: headline recall, per-category recall, then costs."""
+    systems = report.systems
+    if not systems:
+        return "no systems evaluated"
+    first = next(iter(systems.values()))
+    ks = _num_keys(first.recall_at_k["all"])
+    bs = _num_keys(first.recall_at_budget["all"])
+    header = ["system", *(f"R@{k}" for k in ks), *(f"R@{b}tok" for b in bs)]
+    rows = [
+        [
+            name,
+            *(f"{s.recall_at_k['all'].get(k, 0.0):.3f}" for k in ks),
+            *(f"{s.recall_at_budget['all'].get(b, 0.0):.3f}" for b in bs),
+        ]
+        for name, s in systems.items()
+    ]
+    lines = [f"{report.data} ({report.variant}): {report.questions} questions, "
+             f"{report.conversations} conversations, {report.turns} turns, "
+             f"embedding {report.embedding}", "", *_grid(header, rows)]  # fmt: skip
+
+    k, b = _pick(ks, "10"), _pick(bs, "1000")
+    counts = report.counts or {}
+    cats = list(CATEGORY_ORDER)
+    cat_header = [f"{c} (n={counts[c]})" if c in counts else c for c in cats]
+    for label, field, cut in (("recall@", "recall_at_k", k), ("recall@", "recall_at_budget", b)):
+        unit = "" if field == "recall_at_k" else " tokens"
+        rows = [
+            [name, *(f"{getattr(s, field)[c].get(cut, 0.0):.3f}" for c in cats)]
+            for name, s in systems.items()
+        ]
+        lines += ["", f"{label}{cut}{unit} by category",
+                  *_grid(["system", *cat_header], rows)]  # fmt: skip
+
+    lines.append("")
+    lines.append(
+        "latency ms: "
+        + "; ".join(
+            f"{n} p50 {s.latency_ms.p50:.1f} p95 {s.latency_ms.p95:.1f}"
+            for n, s in systems.items()
+        )
+    )
+    judged = {n: s.accuracy for n, s in systems.items() if s.accuracy is not None}
+    if not judged:
+        lines.append("accuracy: n/a (no LLM configured)")
+    for name, acc in judged.items():
+        lines.append(
+            f"accuracy {name}: " + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)
+        )
+    con, q, i = report.construction, report.query, report.ingest
+    lines.append(
+        f"construction: {con.segments} segments, {con.encoder_calls} encoder calls, "
+        f"{con.turns_per_segment:.2f} turns/segment, LLM tokens {con.llm_input_tokens} in / "
+        f"{con.llm_output_tokens} out, prompt estimate {con.prompt_tokens_estimate} "
+        f"(eager {con.eager_prompt_tokens_estimate})"
+    )
+    lines.append(
+        f"query: {q.llm_calls_per_question:.2f} LLM calls and "
+        f"{q.llm_tokens_per_question:.0f} tokens per question (llm: {report.llm or 'none'})"
+    )
+    lines.append(
+        f"ingest: {i.exchanges} exchanges in {i.seconds:.1f} s "
+        f"({i.exchanges_per_second:.1f}/s), searchable lag p50 {i.searchable_lag_ms.p50:.0f} ms "
+        f"p95 {i.searchable_lag_ms.p95:.0f} ms"
+    )
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def format_longmemeval_table(report: LongMemEvalReport) -> str:
+    """One row per level, recall_any / recall_all / ndcg_any across the cut-offs."""
+    lines = [
+        f"{report.data}: {report.questions} questions ({report.skipped_abstention} abstention "
+        f"skipped), ranked {report.granularity}s"
+    ]
+    for level, values in report.metrics.items():
+        if not values:
+            continue
+        ks = sorted({int(key.split("@")[1]) for key in values})
+        rows = [
+            [metric, *(f"{values.get(f'{metric}@{k}', 0.0):.3f}" for k in ks)]
+            for metric in ("recall_any", "recall_all", "ndcg_any")
+        ]
+        lines += ["", f"{level} level", *_grid(["metric", *(f"@{k}" for k in ks)], rows)]
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines)
