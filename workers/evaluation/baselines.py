@@ -49,9 +49,7 @@ class TurnCorpus:
     batch and shared with whatever else needs them, so nothing is embedded twice.
     """
 
-    def __init__(
-        self, turns: Sequence[tuple[str, str]], embeddings: NDArray[np.float32]
-    ) -> None:
+    def __init__(self, turns: Sequence[tuple[str, str]], embeddings: NDArray[np.float32]) -> None:
         if embeddings.ndim != 2 or embeddings.shape[0] != len(turns):
             raise ValueError(
                 f"need one embedding row per turn: {len(turns)} turns, "

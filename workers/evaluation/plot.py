@@ -29,20 +29,30 @@ def plot_recall_vs_budget(report: LocomoReport, path: str | Path) -> Path:
         budgets = sorted(set(budgets) | set(xs))
         main = name == _HIGHLIGHT
         (line,) = ax.plot(
-            xs, ys, marker="o", linewidth=2.6 if main else 1.6, markersize=7 if main else 5,
-            label=name, zorder=3 if main else 2,
-        )  # fmt: skip
+            xs,
+            ys,
+            marker="o",
+            linewidth=2.6 if main else 1.6,
+            markersize=7 if main else 5,
+            label=name,
+            zorder=3 if main else 2,
+        )
         ax.annotate(
-            f"{ys[-1]:.2f}", (xs[-1], ys[-1]), textcoords="offset points", xytext=(6, 0),
-            va="center", fontsize=8, color=line.get_color(),
-        )  # fmt: skip
+            f"{ys[-1]:.2f}",
+            (xs[-1], ys[-1]),
+            textcoords="offset points",
+            xytext=(6, 0),
+            va="center",
+            fontsize=8,
+            color=line.get_color(),
+        )
     ax.set_xticks(budgets)
     if budgets:
         pad = (budgets[-1] - budgets[0]) * 0.08 or 50
         ax.set_xlim(budgets[0] - pad, budgets[-1] + pad * 2)
     ax.set_ylim(0, 1)
     ax.set_xlabel("evidence budget (o200k_base tokens)")
-    ax.set_ylabel("evidence recall, all questions")
+    ax.set_ylabel("evidence recall@budget (all questions)")
     ax.set_title(f"Recall vs budget: {Path(report.data).name} ({report.variant})")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="lower right", title="system")

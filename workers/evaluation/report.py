@@ -187,29 +187,33 @@ def format_table(report: LocomoReport) -> str:
         ]
         for name, s in systems.items()
     ]
-    lines = [f"{report.data} ({report.variant}): {report.questions} questions, "
-             f"{report.conversations} conversations, {report.turns} turns, "
-             f"embedding {report.embedding}", "", *_grid(header, rows)]  # fmt: skip
+    lines = [
+        f"{report.data} ({report.variant}): {report.questions} questions, "
+        f"{report.conversations} conversations, {report.turns} turns, "
+        f"embedding {report.embedding}",
+        "",
+        *_grid(header, rows),
+    ]
 
-    k, b = _pick(ks, "10"), _pick(bs, "1000")
     counts = report.counts or {}
     cats = list(CATEGORY_ORDER)
-    cat_header = [f"{c} (n={counts[c]})" if c in counts else c for c in cats]
-    for label, field, cut in (("recall@", "recall_at_k", k), ("recall@", "recall_at_budget", b)):
-        unit = "" if field == "recall_at_k" else " tokens"
+    cat_header = ["system", *(f"{c} (n={counts[c]})" if c in counts else c for c in cats)]
+    blocks = (
+        (f"recall@{_pick(ks, '10')} by category", "recall_at_k", _pick(ks, "10")),
+        (f"recall@{_pick(bs, '1000')} tokens by category", "recall_at_budget", _pick(bs, "1000")),
+    )
+    for title, attr, cut in blocks:
         rows = [
-            [name, *(f"{getattr(s, field)[c].get(cut, 0.0):.3f}" for c in cats)]
+            [name, *(f"{getattr(s, attr)[c].get(cut, 0.0):.3f}" for c in cats)]
             for name, s in systems.items()
         ]
-        lines += ["", f"{label}{cut}{unit} by category",
-                  *_grid(["system", *cat_header], rows)]  # fmt: skip
+        lines += ["", title, *_grid(cat_header, rows)]
 
     lines.append("")
     lines.append(
         "latency ms: "
         + "; ".join(
-            f"{n} p50 {s.latency_ms.p50:.1f} p95 {s.latency_ms.p95:.1f}"
-            for n, s in systems.items()
+            f"{n} p50 {s.latency_ms.p50:.1f} p95 {s.latency_ms.p95:.1f}" for n, s in systems.items()
         )
     )
     judged = {n: s.accuracy for n, s in systems.items() if s.accuracy is not None}

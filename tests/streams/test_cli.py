@@ -1,0 +1,55 @@
+"""The `lychee` commands a user types, against the test stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streams.embedded import Stack
+
+pytestmark = pytest.mark.integration
+
+DEMO = Path(__file__).resolve().parents[2] / "deploy" / "demo" / "conversation.jsonl"
+
+
+def lychee(stack: Stack, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **stack.env(), "LYCHEE_LOG_LEVEL": "WARNING"}
+    return subprocess.run(
+        [sys.executable, "-m", "streams.cli", *args],
+        env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
+    out = lychee(stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", "cli-demo", "--wait")
+    assert out.returncode == 0, out.stderr
+    assert "produced 28 exchanges (28 turns) in 1 namespaces, 2 sessions" in out.stdout
+    ask = lychee(stack, "ask", "--namespace", "cli-demo", "sourdough starter name", "-k", "3", "--json")
+    assert ask.returncode == 0, ask.stderr
+    reply = json.loads(ask.stdout)
+    assert reply["status"] == "ok" and len(reply["evidence"]) == 3
+    assert all(e["turn_ids"] and e["speaker"] for e in reply["evidence"])
+    status = lychee(stack, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    stages = {row["stage"]: row for row in report["stages"]}
+    assert stages["segmenter"]["lag"] == 0 and stages["indexer"]["lag"] == 0
+    assert report["rows"]["turns"] >= 28
+
+
+def test_cli_bad_input_file_is_a_clear_error(stack: Stack, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"namespace": "n", "session_id": "s", "turns": []}\n')
+    out = lychee(stack, "ingest", str(bad), "--format", "jsonl")
+    assert out.returncode != 0
+    assert "bad.jsonl:1" in out.stderr and "turns" in out.stderr
+
+
+def test_cli_encoder_stage_says_it_is_not_built(stack: Stack) -> None:
+    out = lychee(stack, "worker", "encoder", timeout=60)
+    assert out.returncode != 0 and "not built yet" in out.stderr
