@@ -46,7 +46,7 @@ def stack_settings(stack: Stack) -> Settings:
     )
 
 
-def launch(stack: Stack) -> Settings:
+def launch(stack: Stack, extra_env: dict[str, str] | None = None) -> Settings:
     """Broker, Redis, topics and every stage of STAGES; the caller stops the stack."""
     from streams.stages import STAGES
     from streams.topics import ensure_topics
@@ -57,7 +57,7 @@ def launch(stack: Stack) -> Settings:
         ensure_topics(stack.bootstrap, settings.topic_partitions, settings.topic_replication)
     )
     for stage in STAGES:
-        stack.start_worker(stage, extra_env=WORKER_ENV)
+        stack.start_worker(stage, extra_env={**WORKER_ENV, **(extra_env or {})})
     return settings
 
 
@@ -310,12 +310,7 @@ async def _throughput(
 
 
 def _probe_ids(store: Any) -> set[str]:
-    tbl = store.table("turns")
-    if tbl is None:
-        return set()
-    tbl.checkout_latest()  # see the indexer's writes from this process
-    rows = tbl.search().where("namespace = 'probe'").select(["turn_id"]).limit(None).to_list()
-    return {r["turn_id"] for r in rows}
+    return set(store.turn_ids("probe"))
 
 
 async def _probe_latency(stack: Stack, settings: Settings, client: MemoryClient, probes: int,

@@ -208,6 +208,69 @@ def bench_throughput(n: int, sessions: int, probes: int) -> None:
     throughput(n, sessions, probes)
 
 
+@bench.command("locomo")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--conversations", default=None, help="comma-separated sample ids (default: all)")
+@click.option("--variant", default="full", show_default=True,
+              help="full, eager, fixed-window (no-cross-context, record-vector-only, no-planner, "
+                   "no-fusion need stages not built yet)")  # fmt: skip
+@click.option("--k", "ks", default="5,10,15", show_default=True)
+@click.option("--budgets", default="500,1000,2000", show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--answer", is_flag=True, help="generate and judge answers (needs an LLM)")
+def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, budgets: str,
+                 out: Path | None, plot: Path | None, answer: bool) -> None:  # fmt: skip
+    """Evidence recall by category, cost and latency on LoCoMo, with raw-turn baselines.
+
+    Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
+    LYCHEE_KAFKA_BOOTSTRAP is not set.
+    """
+    from streams.bench_locomo import BenchError, run_locomo
+    from workers.evaluation.report import format_table
+
+    s = _settings()
+    if answer:
+        raise click.ClickException(
+            "answer generation and judging are not built yet (they come with the planner/answer "
+            "stage); run without --answer for the retrieval metrics"
+        )
+    try:
+        report = run_locomo(
+            s, data, conversations.split(",") if conversations else None, variant,
+            tuple(int(x) for x in ks.split(",")), tuple(int(x) for x in budgets.split(",")),
+        )  # fmt: skip
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(format_table(report))
+    if out:
+        out.write_bytes(orjson.dumps(report.to_json_dict(), option=orjson.OPT_INDENT_2))
+        click.echo(f"report: {out}")
+    if plot:
+        from workers.evaluation.plot import plot_recall_vs_budget
+
+        plot_recall_vs_budget(report, plot)
+        click.echo(f"plot: {plot}")
+
+
+@bench.command("longmemeval")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--granularity", type=click.Choice(["session", "turn"]), default="turn", show_default=True
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+def bench_longmemeval(data: Path, granularity: str, out: Path | None) -> None:
+    """Official LongMemEval retrieval metrics (recall_any/all@k, ndcg_any@k), _abs skipped."""
+    from streams.bench_longmemeval import run_longmemeval
+    from workers.evaluation.report import format_longmemeval_table
+
+    report = run_longmemeval(_settings(), data, granularity)
+    click.echo(format_longmemeval_table(report))
+    if out:
+        out.write_bytes(orjson.dumps(report.to_json_dict(), option=orjson.OPT_INDENT_2))
+        click.echo(f"report: {out}")
+
+
 @bench.command("segmentation")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 def bench_segmentation(data: Path) -> None:

@@ -39,5 +39,5 @@ def configure(level: str = "INFO", fmt: str = "auto") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("aiokafka", "faust", "mode", "kafka", "httpx", "sentence_transformers"):
+    for noisy in ("aiokafka", "faust", "mode", "kafka", "httpx", "sentence_transformers", "bm25s"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

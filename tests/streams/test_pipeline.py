@@ -19,6 +19,7 @@ from schemas import topics as t
 from streams.client import MemoryClient
 from streams.embedded import Stack
 from streams.lag import LagReader
+from streams.reader import read_topic
 from workers.embedding import bundled_model_info
 from workers.indexer.store import EvidenceStore
 
@@ -75,34 +76,6 @@ async def ingest(settings, exchanges: list[Exchange]) -> None:  # type: ignore[n
             await client.end_session(ns, sid, after_seq=seq)
     async with LagReader(settings.kafka_bootstrap) as lag:
         await lag.wait_drained(timeout_s=180)
-
-
-async def read_topic(
-    bootstrap: str, topic: str, key_prefix: str | None = None
-) -> list[tuple[bytes | None, bytes | None, dict[str, bytes]]]:
-    async with LagReader(bootstrap) as lag:
-        ends = await lag.end_offsets(topic)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await consumer.start()
-    out = []
-    try:
-        consumer.assign(list(ends))
-        for tp in ends:
-            consumer.seek(tp, 0)
-        remaining = {tp for tp, end in ends.items() if end > 0}
-        deadline = time.monotonic() + 30
-        while remaining and time.monotonic() < deadline:
-            for tp, recs in (await consumer.getmany(timeout_ms=500)).items():
-                for r in recs:
-                    if r.offset < ends[tp] and (
-                        key_prefix is None or (r.key or b"").decode().startswith(key_prefix)
-                    ):
-                        out.append((r.key, r.value, dict(r.headers)))
-                if recs and recs[-1].offset + 1 >= ends[tp]:
-                    remaining.discard(tp)
-    finally:
-        await consumer.stop()
-    return out
 
 
 def store(stack: Stack) -> EvidenceStore:

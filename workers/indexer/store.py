@@ -197,9 +197,11 @@ class EvidenceStore:
         return int(tbl.count_rows(namespace_filter(namespace) if namespace else None))
 
     def turn_ids(self, namespace: str) -> set[str]:
+        """Turn ids of a namespace as of the latest version, whoever wrote it."""
         tbl = self.table(TURNS)
         if tbl is None:
             return set()
+        tbl.checkout_latest()
         rows = (
             tbl.search()
             .where(namespace_filter(namespace))

@@ -1,0 +1,41 @@
+"""Read a topic from the beginning up to its current end (for inspection and benchmarks)."""
+
+from __future__ import annotations
+
+import time
+
+from aiokafka import AIOKafkaConsumer
+
+from streams.lag import LagReader
+
+Record = tuple[bytes | None, bytes | None, dict[str, bytes]]
+
+
+async def read_topic(
+    bootstrap: str, topic: str, key_prefix: str | None = None, timeout_s: float = 60.0
+) -> list[Record]:
+    """Every record up to the end offsets read at the start, keys filtered by prefix."""
+    async with LagReader(bootstrap) as lag:
+        ends = await lag.end_offsets(topic)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    out: list[Record] = []
+    try:
+        consumer.assign(list(ends))
+        for tp in ends:
+            consumer.seek(tp, 0)
+        remaining = {tp for tp, end in ends.items() if end > 0}
+        deadline = time.monotonic() + timeout_s
+        while remaining and time.monotonic() < deadline:
+            for tp, recs in (await consumer.getmany(timeout_ms=500)).items():
+                for r in recs:
+                    key = (r.key or b"").decode()
+                    if r.offset < ends[tp] and (key_prefix is None or key.startswith(key_prefix)):
+                        out.append((r.key, r.value, dict(r.headers)))
+                if recs and recs[-1].offset + 1 >= ends[tp]:
+                    remaining.discard(tp)
+        if remaining:
+            raise TimeoutError(f"{topic}: could not read to the end within {timeout_s}s")
+    finally:
+        await consumer.stop()
+    return out
