@@ -29,7 +29,7 @@ def open_store(settings: Settings) -> EvidenceStore:
     from workers.embedding import bundled_model_info
 
     name, dim = bundled_model_info(settings.embedding_model_path)
-    return EvidenceStore(settings.lancedb_uri, name, dim)
+    return EvidenceStore(settings.lancedb_uri, name, dim, settings.read_consistency_s)
 
 
 def build(settings: Settings) -> faust.App:

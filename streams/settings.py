@@ -41,6 +41,9 @@ class Settings(BaseSettings):
     # Redis and LanceDB
     redis_url: str = "redis://127.0.0.1:6379/0"
     lancedb_uri: str = "./data/lancedb"
+    read_consistency_s: float = Field(
+        default=0.0, ge=0, description="how stale a reader's view of LanceDB may be (0: always latest)"
+    )
     # embeddings: a local sentence-transformers directory; empty = the bundled MiniLM
     embedding_model_path: str | None = None
     embedding_batch_size: int = Field(default=64, ge=1)

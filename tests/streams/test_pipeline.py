@@ -234,3 +234,13 @@ async def test_query_bad_request_gets_an_error_reply_naming_the_field(stack: Sta
     finally:
         await producer.stop()
         await consumer.stop()
+
+
+async def test_query_sees_rows_written_after_it_opened_the_table(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
+    first, later = (f"{p}-{uuid.uuid4().hex[:6]}" for p in ("open", "later"))
+    await ingest(settings, conversation(first))
+    async with MemoryClient(settings) as client:
+        assert (await client.search(first, "sourdough starter")).evidence  # table now open
+        await ingest(settings, conversation(later))
+        reply = await client.search(later, "sourdough starter")
+        assert reply.evidence and reply.evidence[0].item_id.startswith(f"{later}/")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import lancedb
@@ -78,11 +78,15 @@ def turn_row_id(namespace: str, session_id: str, turn_id: str) -> str:
 class EvidenceStore:
     """One handle per process; thread-safe for the reads the query service runs in threads."""
 
-    def __init__(self, uri: str, embedding_model: str, dim: int) -> None:
+    def __init__(
+        self, uri: str, embedding_model: str, dim: int, read_consistency_s: float = 0.0
+    ) -> None:
         self.uri = uri
         self.model = embedding_model
         self.dim = dim
-        self.db = lancedb.connect(uri)
+        # Readers live in other processes than the writer: without a consistency interval
+        # an open table would keep serving the version it was opened at.
+        self.db = lancedb.connect(uri, read_consistency_interval=timedelta(seconds=read_consistency_s))
         self._tables: dict[str, Any] = {}
         self._indexed: set[str] = set()
         self._lock = threading.Lock()
@@ -201,7 +205,6 @@ class EvidenceStore:
         tbl = self.table(TURNS)
         if tbl is None:
             return set()
-        tbl.checkout_latest()
         rows = (
             tbl.search()
             .where(namespace_filter(namespace))
