@@ -172,7 +172,7 @@ async def _run(
         "schema": "lychee.bench.locomo/1",
         "data": str(data),
         "variant": variant,
-        "llm": settings.llm_model,
+        "llm": None,  # no LLM stage yet
         "embedding": embedder.model_name,
         "conversations": len(conversations),
         "turns": turns,

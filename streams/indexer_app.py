@@ -35,9 +35,7 @@ def open_store(settings: Settings) -> EvidenceStore:
 def build(settings: Settings) -> faust.App:
     app = make_app("indexer", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
     topic = raw_topic(app, t.TURNS)
-    publisher = KafkaPublisher(
-        settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s
-    )
+    publisher = KafkaPublisher.from_settings(settings)
     dead = DeadLetters(publisher, "indexer")
     service = IndexerService(open_store(settings))
 

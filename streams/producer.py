@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from aiokafka import AIOKafkaProducer
 
+from streams.settings import Settings
 from workers.ports import OutMessage
 
 
@@ -24,6 +25,10 @@ class KafkaPublisher:
         if self._producer is None:
             raise RuntimeError("KafkaPublisher.start() was not awaited")
         return self._producer
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KafkaPublisher:
+        return cls(settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s)
 
     async def start(self) -> None:
         """Create and connect the producer (aiokafka needs the running loop for that)."""

@@ -45,9 +45,7 @@ class QueryHandler:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.publisher = KafkaPublisher(
-            settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s
-        )
+        self.publisher = KafkaPublisher.from_settings(settings)
         self.dead = DeadLetters(self.publisher, "query")
         self._service: QueryService | None = None
         self._ready = asyncio.Lock()

@@ -8,7 +8,7 @@ import faust
 import structlog
 from redis.asyncio import Redis
 
-from schemas import ExchangeTopicMessage, parse_exchange_message
+from schemas import ContractError, ExchangeTopicMessage, parse_exchange_message
 from schemas import topics as t
 from streams.app import make_app, raw_topic
 from streams.guard import DeadLetters, Incoming, retry_transient, run_guarded
@@ -25,20 +25,17 @@ log = structlog.get_logger("lychee.segmenter")
 
 
 def parse(rec: Incoming) -> ExchangeTopicMessage:
+    data = decode_json(rec.value)
     try:
-        return parse_exchange_message(decode_json(rec.value))
-    except ValueError as exc:
-        if isinstance(exc, SerdeError):
-            raise
+        return parse_exchange_message(data)
+    except ContractError as exc:
         raise SerdeError(str(exc), "schema") from exc
 
 
 def build(settings: Settings) -> faust.App:
     app = make_app("segmenter", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
     topic = raw_topic(app, t.EXCHANGES)
-    publisher = KafkaPublisher(
-        settings.kafka_bootstrap, settings.kafka_idempotence, settings.request_timeout_s
-    )
+    publisher = KafkaPublisher.from_settings(settings)
     dead = DeadLetters(publisher, "segmenter")
     holder: dict[str, SegmenterService] = {}
 

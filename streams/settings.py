@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workers.segmenter.params import SegmenterParams
@@ -42,7 +42,9 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     lancedb_uri: str = "./data/lancedb"
     read_consistency_s: float = Field(
-        default=0.0, ge=0, description="how stale a reader's view of LanceDB may be (0: always latest)"
+        default=0.0,
+        ge=0,
+        description="how stale a reader's view of LanceDB may be (0: always latest)",
     )
     # embeddings: a local sentence-transformers directory; empty = the bundled MiniLM
     embedding_model_path: str | None = None
@@ -67,16 +69,6 @@ class Settings(BaseSettings):
     query_fetch_wait_ms: int = Field(
         default=10, ge=0, description="broker fetch wait of the query stage and reply readers"
     )
-    # LLM (used by later stages; none = offline encoder and heuristic planner)
-    llm_base_url: str | None = None
-    llm_model: str | None = None
-    llm_api_key: SecretStr | None = None
     # logs
     log_level: str = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
-    # shutdown
-    shutdown_grace_s: float = Field(default=10.0, gt=0)
-
-
-def load_settings(**overrides: object) -> Settings:
-    return Settings(**overrides)  # type: ignore[arg-type]

@@ -19,7 +19,10 @@ pytestmark = pytest.mark.integration
 
 def write_locomo(path: Path) -> None:
     def turns(session: int, rows: list[tuple[str, str]]) -> list[dict[str, str]]:
-        return [{"speaker": s, "dia_id": f"D{session}:{i}", "text": t} for i, (s, t) in enumerate(rows, 1)]
+        return [
+            {"speaker": s, "dia_id": f"D{session}:{i}", "text": t}
+            for i, (s, t) in enumerate(rows, 1)
+        ]
 
     conversation = {
         "speaker_a": "Mara", "speaker_b": "Jonas",

@@ -26,10 +26,14 @@ def lychee(stack: Stack, *args: str, timeout: float = 180) -> subprocess.Complet
 
 
 def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
-    out = lychee(stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", "cli-demo", "--wait")
+    out = lychee(
+        stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", "cli-demo", "--wait"
+    )
     assert out.returncode == 0, out.stderr
     assert "produced 28 exchanges (28 turns) in 1 namespaces, 2 sessions" in out.stdout
-    ask = lychee(stack, "ask", "--namespace", "cli-demo", "sourdough starter name", "-k", "3", "--json")
+    ask = lychee(
+        stack, "ask", "--namespace", "cli-demo", "sourdough starter name", "-k", "3", "--json"
+    )
     assert ask.returncode == 0, ask.stderr
     reply = json.loads(ask.stdout)
     assert reply["status"] == "ok" and len(reply["evidence"]) == 3

@@ -244,3 +244,19 @@ async def test_query_sees_rows_written_after_it_opened_the_table(stack: Stack, s
         await ingest(settings, conversation(later))
         reply = await client.search(later, "sourdough starter")
         assert reply.evidence and reply.evidence[0].item_id.startswith(f"{later}/")
+
+
+def test_sync_client_add_flush_search(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
+    from streams.client import SyncMemoryClient
+
+    ns = f"sync-{uuid.uuid4().hex[:6]}"
+    with SyncMemoryClient(settings) as memory:
+        assert memory.add(conversation(ns)) == len(DIALOGUE)
+        memory.flush(ns, "s0", after_seq=len(DIALOGUE) - 1)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            reply = memory.search(ns, "bike repair shop job offer", k=2)
+            if reply.evidence:
+                break
+            time.sleep(0.5)
+        assert reply.evidence[0].turn_ids == ["D0:6"]

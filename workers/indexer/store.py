@@ -86,7 +86,9 @@ class EvidenceStore:
         self.dim = dim
         # Readers live in other processes than the writer: without a consistency interval
         # an open table would keep serving the version it was opened at.
-        self.db = lancedb.connect(uri, read_consistency_interval=timedelta(seconds=read_consistency_s))
+        self.db = lancedb.connect(
+            uri, read_consistency_interval=timedelta(seconds=read_consistency_s)
+        )
         self._tables: dict[str, Any] = {}
         self._indexed: set[str] = set()
         self._lock = threading.Lock()

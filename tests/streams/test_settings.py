@@ -1,0 +1,30 @@
+"""Settings come from LYCHEE_* variables; a .env file never overrides a real one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schemas import SegmentMode
+from streams.settings import Settings
+
+
+def test_settings_env_file_fills_gaps_but_never_overrides_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env_file = tmp_path / ".env"
+    env_file.write_text("LYCHEE_REDIS_URL=redis://from-dotenv:1/0\nLYCHEE_TOPIC_PARTITIONS=3\n")
+    monkeypatch.setenv("LYCHEE_REDIS_URL", "redis://from-env:2/0")
+    monkeypatch.setenv("LYCHEE_SEGMENTER__MODE", "eager")
+    monkeypatch.setenv("LYCHEE_SEGMENTER__DELTA", "0.6")
+    s = Settings(_env_file=env_file)  # type: ignore[call-arg]
+    assert s.redis_url == "redis://from-env:2/0"
+    assert s.topic_partitions == 3
+    assert s.segmenter.mode is SegmentMode.eager and s.segmenter.delta == 0.6
+
+
+def test_settings_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LYCHEE_TOPIC_PARTITIONS", "zero")
+    with pytest.raises(ValueError, match="topic_partitions"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
