@@ -48,7 +48,7 @@ class SegmentExchange(BaseModel):
 
     exchange_id: str
     seq: int
-    turn_ids: list[str]
+    turn_ids: list[str] = Field(description="one per turn (a split turn repeats its id)")
     turns: list[Turn]
     tokens: int
     fragment: int | None = Field(default=None, description="fragment number of a split exchange")
@@ -75,7 +75,7 @@ class Segment(Contract):
 
     @property
     def turn_ids(self) -> list[str]:
-        return [tid for ex in self.exchanges for tid in ex.turn_ids]
+        return list(dict.fromkeys(tid for ex in self.exchanges for tid in ex.turn_ids))
 
 
 def segment_id(namespace: str, session_id: str, index: int) -> str:

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from schemas import EvidenceItem, QueryReply, Segment, SegmentMode
 from schemas import topics as t
+from schemas.records import RecordBatch
 from streams.client import MemoryClient
 from streams.embedded import Stack
 from streams.ingest import produce
@@ -31,6 +32,7 @@ from streams.reader import read_topic
 from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
 from workers.embedding import LocalEmbedder
+from workers.encoder.estimate import eager_segments, prompt_tokens_for
 from workers.evaluation.baselines import TurnCorpus, render_turn_line
 from workers.evaluation.metrics import (
     CATEGORIES,
@@ -40,6 +42,7 @@ from workers.evaluation.metrics import (
     percentiles,
 )
 from workers.evaluation.report import LocomoReport, validate_report
+from workers.indexer.records_store import RecordsStore
 from workers.indexer.store import EvidenceStore
 
 # variant -> segmenter mode; the other variants need stages that are not built yet
@@ -151,10 +154,12 @@ async def _run(
 ) -> LocomoReport:
     embedder = await asyncio.to_thread(LocalEmbedder, settings.embedding_model_path)
     store = EvidenceStore(settings.lancedb_uri, embedder.model_name, embedder.dim)
+    records_store = RecordsStore(store)
     run = Run(questions=_questions(conversations))
     async with MemoryClient(settings) as client:
         ingest = await _ingest(settings, client, store, conversations, progress)
         segments = await _segments(settings, conversations)
+        batches = await _record_batches(settings, conversations)
         await _ask(client, run, max(RETRIEVE_K, *ks), progress)
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
     systems: dict[str, Any] = {}
@@ -168,6 +173,11 @@ async def _run(
         }
     turns = sum(c.turn_count for c in conversations)
     seg_turns = [len(s.turn_ids) for s in segments]
+    construction = _construction(segments, batches, conversations)
+    by_type = {
+        c.namespace: await asyncio.to_thread(records_store.count_by_type, c.namespace)
+        for c in conversations
+    }
     report = {
         "schema": "lychee.bench.locomo/1",
         "data": str(data),
@@ -180,19 +190,17 @@ async def _run(
         "systems": systems,
         "construction": {
             "segments": len(segments),
-            "encoder_calls": 0,
             "turns_per_segment": round(float(np.mean(seg_turns)), 3) if seg_turns else 0.0,
-            "llm_input_tokens": 0,
-            "llm_output_tokens": 0,
-            "prompt_tokens_estimate": 0,
-            "eager_prompt_tokens_estimate": 0,
+            **construction,
         },
+        "index_by_type": by_type,
         "query": {"llm_calls_per_question": 0.0, "llm_tokens_per_question": 0.0},
         "ingest": ingest,
         "counts": aggregate(run.lychee, ks, budgets)["counts"],
         "seconds": round(time.perf_counter() - started, 1),
         "notes": [
-            "no encoder stage yet: encoder calls, construction tokens and prompt estimates are 0",
+            f"encoder: {', '.join(sorted({b.encoder for b in batches})) or 'none'}; prompt "
+            "estimates use the encoder's prompt builder with the session's reference context",
             "no LLM configured: accuracy is null; query-time LLM calls are 0 (no planner yet)",
             f"lychee latency is the query service's retrieval time; client round trip p50/p95: "
             f"{percentiles(run.round_trip_ms)}",
@@ -270,6 +278,34 @@ async def _segments(settings: Settings, conversations: list[Conversation]) -> li
             seg = Segment.model_validate_json(value)
             by_id[seg.segment_id] = seg  # redelivered copies are the same segment
     return list(by_id.values())
+
+
+async def _record_batches(
+    settings: Settings, conversations: list[Conversation]
+) -> list[RecordBatch]:
+    wanted = {c.namespace for c in conversations}
+    by_segment: dict[str, RecordBatch] = {}
+    for key, value, _ in await read_topic(settings.kafka_bootstrap, t.RECORDS):
+        if key is not None and key.decode().split("/", 1)[0] in wanted and value is not None:
+            batch = RecordBatch.model_validate_json(value)
+            by_segment[batch.segment_id] = batch  # a redelivered batch is the same batch
+    return list(by_segment.values())
+
+
+def _construction(
+    segments: list[Segment], batches: list[RecordBatch], conversations: list[Conversation]
+) -> dict[str, int]:
+    """Encoder calls and tokens of the run, and the eager variant's prompt tokens, same builder."""
+    real = [b for b in batches if not b.usage.estimated]
+    return {
+        "encoder_calls": sum(b.usage.calls or 1 for b in batches),
+        "llm_input_tokens": sum(b.usage.input_tokens for b in real),
+        "llm_output_tokens": sum(b.usage.output_tokens for b in real),
+        "prompt_tokens_estimate": prompt_tokens_for(segments),
+        "eager_prompt_tokens_estimate": prompt_tokens_for(
+            eager_segments([s.exchanges for c in conversations for s in c.sessions])
+        ),
+    }
 
 
 def _reasons(segments: list[Segment]) -> dict[str, int]:

@@ -187,6 +187,10 @@ def status(as_json: bool) -> None:
         )
     click.echo("dead letters: " + ", ".join(f"{k}={v}" for k, v in report["dead_letters"].items()))
     click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in report["rows"].items()))
+    for ns, usage in sorted(report["construction_tokens"].items()):
+        click.echo(
+            f"construction tokens [{ns}]: " + ", ".join(f"{k}={v}" for k, v in usage.items())
+        )
 
 
 @main.group()

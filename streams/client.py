@@ -112,6 +112,12 @@ class MemoryClient:
         )
         await self.producer.send_and_wait(t.EXCHANGES, value=encode(msg), key=msg.key.encode())
 
+    async def usage(self, namespace: str) -> dict[str, int]:
+        """Construction token counters of a namespace (input, output, prompt, calls, segments)."""
+        from streams.status import construction_usage
+
+        return (await construction_usage(self.settings, namespace)).get(namespace, {})
+
     # -- request/reply ------------------------------------------------------------------
 
     async def search(
@@ -189,6 +195,9 @@ class SyncMemoryClient:
     def search(self, namespace: str, query: str, k: int = 10, session_id: str | None = None,
                timeout_s: float | None = None) -> QueryReply:  # fmt: skip
         return self._run(self._client.search(namespace, query, k, session_id, timeout_s))
+
+    def usage(self, namespace: str) -> dict[str, int]:
+        return self._run(self._client.usage(namespace))
 
     def close(self) -> None:
         self._run(self._client.close())

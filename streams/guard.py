@@ -25,6 +25,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from schemas import topics as t
 from streams.producer import KafkaPublisher
 from streams.serde import SerdeError
+from workers.ports import TemporarilyUnavailable, Unprocessable
 
 log = structlog.get_logger("lychee.guard")
 
@@ -91,12 +92,25 @@ class DeadLetters:
         )
 
 
+def _wait_honouring_retry_after(base: Any) -> Callable[[Any], float]:
+    """Backoff, but never shorter than a dependency's own Retry-After."""
+
+    def wait(retry_state: Any) -> float:
+        delay = float(base(retry_state))
+        exc = retry_state.outcome.exception() if retry_state.outcome else None
+        if isinstance(exc, TemporarilyUnavailable) and exc.retry_after_s:
+            delay = max(delay, exc.retry_after_s)
+        return delay
+
+    return wait
+
+
 async def retry_transient(fn: Callable[[], Awaitable[T]], what: str, max_wait_s: float = 30.0) -> T:
     """Retry `fn` while it fails transiently, without limit; other errors propagate."""
     attempt = 0
     async for attempt_ctx in AsyncRetrying(
         retry=retry_if_exception(is_transient),
-        wait=wait_random_exponential(multiplier=0.2, max=max_wait_s),
+        wait=_wait_honouring_retry_after(wait_random_exponential(multiplier=0.2, max=max_wait_s)),
         reraise=True,
         before_sleep=lambda rs: log.warning(
             "retrying.transient",
@@ -139,6 +153,7 @@ async def run_guarded(
         raise
     except Exception as exc:  # noqa: BLE001 - isolate the poison message below
         log.error("batch.failed", stage=stage, size=len(good), error=repr(exc))
+    # one by one, in order: what succeeded before the failure is redone idempotently
     for p in good:
         await _handle_one(stage, p, handle, dead_letters, poison_attempts)
 
@@ -150,11 +165,11 @@ async def _handle_one(
     dead_letters: DeadLetters,
     attempts: int,
 ) -> None:
-    last: Exception | None = None
     try:
         async for attempt_ctx in AsyncRetrying(
             stop=stop_after_attempt(attempts),
             wait=wait_random_exponential(multiplier=0.1, max=2),
+            retry=retry_if_exception(lambda e: not isinstance(e, Unprocessable)),
             reraise=True,
         ):
             with attempt_ctx:
@@ -162,6 +177,7 @@ async def _handle_one(
         return
     except asyncio.CancelledError:
         raise
+    except Unprocessable as exc:
+        await dead_letters.send(p.record, str(exc), "unprocessable")
     except Exception as exc:  # noqa: BLE001
-        last = exc
-    await dead_letters.send(p.record, f"{type(last).__name__}: {last}", "processing")
+        await dead_letters.send(p.record, f"{type(exc).__name__}: {exc}", "processing")

@@ -1,4 +1,4 @@
-"""Indexer worker: `memory.turns` -> LanceDB, offsets committed after each write."""
+"""Indexer worker: `memory.turns` and `memory.records` -> LanceDB, commit after each write."""
 
 from __future__ import annotations
 
@@ -9,19 +9,17 @@ import structlog
 
 from schemas import RawTurn
 from schemas import topics as t
+from schemas.records import RecordBatch
 from streams.app import make_app, raw_topic
 from streams.guard import DeadLetters, Incoming, run_guarded
 from streams.producer import KafkaPublisher
 from streams.serde import decode
 from streams.settings import Settings
+from workers.embedding import LocalEmbedder
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.indexer.store import EvidenceStore
 
 log = structlog.get_logger("lychee.indexer")
-
-
-def parse(rec: Incoming) -> RawTurn:
-    return decode(rec.value, RawTurn)
 
 
 def open_store(settings: Settings) -> EvidenceStore:
@@ -34,33 +32,47 @@ def open_store(settings: Settings) -> EvidenceStore:
 
 def build(settings: Settings) -> faust.App:
     app = make_app("indexer", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
-    topic = raw_topic(app, t.TURNS)
     publisher = KafkaPublisher.from_settings(settings)
     dead = DeadLetters(publisher, "indexer")
     service = IndexerService(open_store(settings))
 
-    async def handle(turns: Sequence[RawTurn]) -> None:
-        written = await service.write(IndexBatch(turns=list(turns)))
-        log.debug("batch.written", **written)
+    async def write_turns(turns: Sequence[RawTurn]) -> None:
+        await service.write(IndexBatch(turns=list(turns)))
 
-    @app.agent(topic, concurrency=1)
-    async def index(stream: faust.StreamT[bytes]) -> None:
+    async def write_records(batches: Sequence[RecordBatch]) -> None:
+        await service.write(IndexBatch(records=list(batches)))
+
+    @app.agent(raw_topic(app, t.TURNS), concurrency=1)
+    async def index_turns(stream: faust.StreamT[bytes]) -> None:
         await publisher.start()
         log.info("indexer.ready", lancedb=settings.lancedb_uri)
-        try:
-            async for events in stream.take_events(
-                settings.indexer_batch_size, settings.indexer_batch_wait_s
-            ):
-                await run_guarded(
-                    "indexer", [Incoming.from_event(e) for e in events], parse, handle, dead
-                )
-        finally:
-            await publisher.stop()
+        async for events in stream.take_events(
+            settings.indexer_batch_size, settings.indexer_batch_wait_s
+        ):
+            records = [Incoming.from_event(e) for e in events]
+            await run_guarded(
+                "indexer", records, lambda r: decode(r.value, RawTurn), write_turns, dead
+            )
+
+    @app.agent(raw_topic(app, t.RECORDS), concurrency=1)
+    async def index_records(stream: faust.StreamT[bytes]) -> None:
+        if service.embedder is None:  # nodes and records are embedded here, once
+            service.embedder = LocalEmbedder(
+                settings.embedding_model_path, settings.embedding_batch_size
+            )
+        await publisher.start()
+        async for events in stream.take_events(64, settings.indexer_batch_wait_s):
+            records = [Incoming.from_event(e) for e in events]
+            await run_guarded(
+                "indexer", records, lambda r: decode(r.value, RecordBatch), write_records, dead
+            )
 
     @app.timer(settings.optimize_interval_s)
     async def optimize() -> None:
         try:
-            await service.optimize()
+            built = await service.optimize(settings.ann_min_rows)
+            if built:
+                log.info("ann.built", tables=built)
         except Exception as exc:  # noqa: BLE001 - next tick retries
             log.error("optimize.failed", error=repr(exc))
 

@@ -13,10 +13,13 @@ from schemas import topics as t
 # stage -> (consumer group, input topic); the order is the order data flows in
 STAGE_INPUTS: dict[str, tuple[str, str]] = {
     "segmenter": ("lychee-segmenter", t.EXCHANGES),
+    "encoder": ("lychee-encoder", t.SEGMENTS),
     "indexer": ("lychee-indexer", t.TURNS),
+    "indexer-records": ("lychee-indexer", t.RECORDS),
     "query": ("lychee-query", t.QUERIES),
 }
-PIPELINE = ("segmenter", "indexer")  # what must be drained for "everything is indexed"
+# what must be drained for "everything is indexed", in the order data flows
+PIPELINE = ("segmenter", "indexer", "encoder", "indexer-records")
 
 
 @dataclass(frozen=True)

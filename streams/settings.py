@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from workers.segmenter.params import SegmenterParams
@@ -63,6 +63,19 @@ class Settings(BaseSettings):
     indexer_batch_size: int = Field(default=500, ge=1)
     indexer_batch_wait_s: float = Field(default=0.25, ge=0)
     optimize_interval_s: float = Field(default=60.0, gt=0)
+    # encoder: an OpenAI-compatible LLM when configured, else the offline extractive encoder
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("LYCHEE_LLM_API_KEY", "OPENAI_API_KEY")
+    )
+    llm_timeout_s: float = Field(default=60.0, gt=0)
+    llm_max_attempts: int = Field(default=5, ge=1)
+    encoder_batch_size: int = Field(default=8, ge=1)
+    encoder_cache_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
+    ann_min_rows: int = Field(
+        default=100_000, ge=256, description="build an ANN index once a table has this many rows"
+    )
     # query service
     query_concurrency: int = Field(default=4, ge=1)
     query_default_timeout_s: float = Field(default=15.0, gt=0)
@@ -72,3 +85,7 @@ class Settings(BaseSettings):
     # logs
     log_level: str = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
+
+
+def llm_configured(settings: Settings) -> bool:
+    return bool(settings.llm_base_url and settings.llm_model)

@@ -10,14 +10,14 @@ import faust
 from streams.settings import Settings
 from streams.topics import ensure_topics
 
-# The encoder stage joins this tuple when it lands (segments wait on memory.segments).
-STAGES = ("segmenter", "indexer", "query")
-PLANNED = ("encoder",)
+STAGES = ("segmenter", "encoder", "indexer", "query")
 
 
 def builder(stage: str) -> Callable[[Settings], faust.App]:
     if stage == "segmenter":
         from streams.segmenter_app import build
+    elif stage == "encoder":
+        from streams.encoder_app import build
     elif stage == "indexer":
         from streams.indexer_app import build
     elif stage == "query":

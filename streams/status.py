@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from redis.asyncio import Redis
+
 from schemas import topics as t
 from streams.indexer_app import open_store
 from streams.lag import STAGE_INPUTS, LagReader
@@ -20,7 +22,10 @@ async def collect(settings: Settings) -> dict[str, Any]:
             ends = await reader.end_offsets(t.dlq(src))
             dead[t.dlq(src)] = sum(ends.values())
     store = await asyncio.to_thread(open_store, settings)
-    rows = {"turns": await asyncio.to_thread(store.count, "turns")}
+    rows = {
+        name: await asyncio.to_thread(store.count, name) for name in ("turns", "records", "nodes")
+    }
+    usage = await construction_usage(settings)
     return {
         "stages": [
             {
@@ -35,4 +40,21 @@ async def collect(settings: Settings) -> dict[str, Any]:
         ],
         "dead_letters": dead,
         "rows": rows,
+        "construction_tokens": usage,
     }
+
+
+async def construction_usage(
+    settings: Settings, namespace: str | None = None
+) -> dict[str, dict[str, int]]:
+    """Per-namespace encoder token counters (DESIGN §6.5), as the encoder stage keeps them."""
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10)
+    try:
+        pattern = f"lychee:usage:{namespace or '*'}"
+        out: dict[str, dict[str, int]] = {}
+        async for key in redis.scan_iter(match=pattern):
+            ns = key.decode().removeprefix("lychee:usage:")
+            out[ns] = {k.decode(): int(v) for k, v in (await redis.hgetall(key)).items()}
+        return out
+    finally:
+        await redis.aclose()

@@ -64,7 +64,7 @@ WORKER_ENV = {
     "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
     "LYCHEE_LOG_LEVEL": "INFO",
 }
-READY = {"segmenter": "segmenter.ready", "query": "query.ready", "indexer": "indexer.ready"}
+READY = {stage: f"{stage}.ready" for stage in ("segmenter", "encoder", "indexer", "query")}
 
 
 @pytest.fixture(scope="session")

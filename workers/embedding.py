@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    import openai
 
 Matrix = NDArray[np.float32]
 
@@ -85,3 +88,43 @@ def bundled_model_info(model_path: str | None = None) -> tuple[str, int]:
         return _model_name(model_path), dim
     emb = LocalEmbedder(model_path)
     return emb.model_name, emb.dim
+
+
+class OpenAIEmbedder:
+    """An OpenAI-compatible `/v1/embeddings` endpoint; sync, since `embed` runs in a thread."""
+
+    def __init__(
+        self,
+        client: openai.OpenAI,
+        model: str = "text-embedding-3-small",
+        *,
+        dim: int | None = None,
+        batch_size: int = 256,
+    ) -> None:
+        self.client = client
+        self.model_name = model
+        self.batch_size = batch_size
+        # The protocol wants `dim` up front: ask the server once when it is not given.
+        self.dim = dim if dim is not None else 0
+        if dim is None:
+            self.dim = int(self.embed(["probe"]).shape[1])
+
+    def embed(self, texts: list[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        rows: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            # The API rejects empty strings; a space embeds as "nothing" just as well.
+            batch = [t if t.strip() else " " for t in texts[start : start + self.batch_size]]
+            # "float" explicitly: not every compatible server speaks the client's base64 default.
+            resp = self.client.embeddings.create(
+                model=self.model_name, input=batch, encoding_format="float"
+            )
+            rows.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+        if len(rows) != len(texts):
+            raise ValueError(f"{self.model_name}: {len(rows)} embeddings for {len(texts)} texts")
+        out = np.asarray(rows, dtype=np.float32)
+        if self.dim and out.shape[1] != self.dim:
+            raise ValueError(f"{self.model_name}: expected dim {self.dim}, got {out.shape[1]}")
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return np.asarray(out / np.where(norms == 0, 1, norms), dtype=np.float32)

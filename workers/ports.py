@@ -28,3 +28,15 @@ class ListPublisher:
 
     async def publish(self, messages: Sequence[OutMessage]) -> None:
         self.messages.extend(messages)
+
+
+class Unprocessable(Exception):
+    """This message can never be processed as it is: dead-letter it now, with this reason."""
+
+
+class TemporarilyUnavailable(Exception):
+    """A dependency is down for now: retry later (pausing consumption), never drop the work."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s

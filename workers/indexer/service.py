@@ -1,8 +1,8 @@
 """The indexer stage: batches of stage outputs into LanceDB, one writer per table.
 
-Each kind of input (raw turns now; records and evidence nodes with the encoder) is
-a list in `IndexBatch`, written with one `merge_insert` per table per batch. The
-caller commits input offsets only after `write` returns.
+Raw turns go to `turns`; record batches go to `records` and their evidence nodes to
+`nodes`. Each is written with one `merge_insert` per table per batch, and the caller
+commits input offsets only after `write` returns.
 """
 
 from __future__ import annotations
@@ -11,27 +11,45 @@ import asyncio
 from dataclasses import dataclass, field
 
 from schemas import RawTurn
+from schemas.records import RecordBatch
+from workers.embedding import Embedder
+from workers.indexer.records_store import RecordsStore
 from workers.indexer.store import EvidenceStore
 
 
 @dataclass
 class IndexBatch:
     turns: list[RawTurn] = field(default_factory=list)
+    records: list[RecordBatch] = field(default_factory=list)
 
     def __len__(self) -> int:
-        return len(self.turns)
+        return len(self.turns) + len(self.records)
 
 
 class IndexerService:
-    def __init__(self, store: EvidenceStore) -> None:
+    def __init__(self, store: EvidenceStore, embedder: Embedder | None = None) -> None:
         self.store = store
-        self._lock = asyncio.Lock()  # writes and optimize never overlap
+        self.embedder = embedder
+        self.records = RecordsStore(store)
+        self._lock = asyncio.Lock()  # writes, index builds and optimize never overlap
 
     async def write(self, batch: IndexBatch) -> dict[str, int]:
+        written: dict[str, int] = {}
         async with self._lock:
-            written = await asyncio.to_thread(self.store.upsert_turns, batch.turns)
-        return {"turns": written}
+            if batch.turns:
+                written["turns"] = await asyncio.to_thread(self.store.upsert_turns, batch.turns)
+            if batch.records:
+                if self.embedder is None:
+                    raise RuntimeError("the indexer needs an embedder to write records and nodes")
+                counts = await asyncio.to_thread(
+                    self.records.upsert_batch, batch.records, self.embedder
+                )
+                written.update(counts)
+        return written
 
-    async def optimize(self) -> None:
+    async def optimize(self, ann_min_rows: int) -> list[str]:
         async with self._lock:
+            built: list[str] = await asyncio.to_thread(self.records.maybe_build_ann, ann_min_rows)
             await asyncio.to_thread(self.store.optimize)
+            await asyncio.to_thread(self.records.optimize)
+        return built

@@ -215,7 +215,7 @@ class SegmentPolicy:
             frag = SegmentExchange(
                 exchange_id=ex.exchange_id,
                 seq=ex.seq,
-                turn_ids=list(dict.fromkeys(tid for tid, _ in group)),
+                turn_ids=[tid for tid, _ in group],  # aligned with turns
                 turns=[t for _, t in group],
                 tokens=sum(self.count(t.rendered()) for _, t in group),
                 fragment=n,

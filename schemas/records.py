@@ -1,0 +1,134 @@
+"""Memory records on `memory.records` (the paper's record schema, App. C.2) and evidence nodes."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import date, datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schemas.base import Contract, Name
+
+
+class MemoryType(StrEnum):
+    fact = "fact"  # stable attribute, relationship or state
+    preference = "preference"  # like, dislike, habit, recurring choice
+    event = "event"  # dated one-off occurrence
+    constraint = "constraint"  # limit, policy, restriction
+    procedure = "procedure"  # reusable steps or workflow
+    failure_pattern = "failure_pattern"  # mistake, pitfall, lesson
+    tool_affordance = "tool_affordance"  # capability or limitation of a tool
+
+
+class Temporal(BaseModel):
+    """ISO dates (`YYYY`, `YYYY-MM` or `YYYY-MM-DD`), or empty when unknown."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    t_ref: str = ""
+    t_valid_from: str = ""
+    t_valid_to: str = ""
+
+    @field_validator("t_ref", "t_valid_from", "t_valid_to")
+    @classmethod
+    def _iso(cls, v: str) -> str:
+        v = v.strip()
+        if v and not _ISO_PARTIAL.fullmatch(v):
+            raise ValueError(f"must be YYYY, YYYY-MM or YYYY-MM-DD (got {v!r})")
+        if len(v) == 10:
+            date.fromisoformat(v)  # a real calendar day
+        return v
+
+    def dates(self) -> list[str]:
+        return [d for d in (self.t_ref, self.t_valid_from, self.t_valid_to) if d]
+
+
+_ISO_PARTIAL = re.compile(r"\d{4}(-(0[1-9]|1[0-2])(-\d{2})?)?")
+
+SourceRole = Literal["user", "assistant", "both", ""]
+
+
+class MemoryRecord(BaseModel):
+    """One self-contained statement with its provenance.
+
+    `record_id` is derived from the namespace and the normalized text, so the same
+    statement seen twice is one record (its provenance merged by the indexer).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    record_id: str
+    namespace: Name
+    memory_type: MemoryType
+    semantic_text: str = Field(min_length=1, max_length=4_000)
+    normalized_text: str
+    entities: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    temporal: Temporal = Temporal()
+    evidence: list[str] = Field(description="source turn ids")
+    source_session: str
+    segment_id: str
+    source_role: SourceRole = ""
+    confidence: float = Field(default=1.0, ge=0.0, le=1.0)
+    created_at: datetime | None = None
+
+
+class TokenUsage(BaseModel):
+    """Construction tokens of one encoder call (real from the API, or estimated offline)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False
+    prompt_tokens: int = Field(
+        default=0, description="tokens of the encoder prompt (what an LLM call would read)"
+    )
+    calls: int = 0
+
+
+class RecordBatch(Contract):
+    """The records of one finalized segment, with what the event-frame node needs."""
+
+    kind: Literal["record_batch"] = "record_batch"
+    namespace: Name
+    session_id: Name
+    segment_id: str
+    segment_index: int = Field(ge=0)
+    first_turn_id: str
+    last_turn_id: str
+    session_date: datetime | None = None
+    encoder: str = Field(description="`extractive` or `llm:<model>`")
+    records: list[MemoryRecord] = Field(default_factory=list)
+    disambiguation_context: str = Field(default="", max_length=1_200)
+    usage: TokenUsage = TokenUsage()
+
+    @model_validator(mode="after")
+    def _one_namespace(self) -> RecordBatch:
+        for i, r in enumerate(self.records):
+            if r.namespace != self.namespace:
+                raise ValueError(
+                    f"records.{i}.namespace {r.namespace!r} is not the batch's {self.namespace!r}"
+                )
+        return self
+
+
+class NodeType(StrEnum):
+    entity = "entity"
+    topic = "topic"
+    entity_topic = "entity_topic"
+    temporal = "temporal"
+    event_frame = "event_frame"
+
+
+def normalize_text(memory_type: MemoryType, semantic_text: str) -> str:
+    return f"{memory_type.value}: {' '.join(semantic_text.split())}"
+
+
+def record_id(namespace: str, normalized_text: str) -> str:
+    """Content-derived id: case and whitespace do not make a new record."""
+    key = f"{namespace}\x1f{' '.join(normalized_text.lower().split())}"
+    return hashlib.sha256(key.encode()).hexdigest()[:32]

@@ -1,0 +1,1 @@
+"""Fakes at the network boundary: real servers on loopback, scripted for tests."""

@@ -1,0 +1,288 @@
+"""The offline extractive encoder, on hand-made segments with hand-checked expectations.
+
+The session date is 2023-05-08 13:56, a Monday: yesterday = Sunday 7 May, last Friday =
+5 May, next Monday = 15 May, two weeks ago = 24 April, last week = 1 May.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from schemas import FinalizeReason, Role, Segment, SegmentExchange, SegmentMode, Turn
+from schemas.records import MemoryRecord, MemoryType, TokenUsage
+from workers.encoder.extractive import encode_extractive
+
+DATE = datetime(2023, 5, 8, 13, 56)
+Line = tuple[str | None, str] | tuple[str | None, str, Role]
+
+
+def segment(*lines: Line, date: datetime | None = DATE, caption: str | None = None) -> Segment:
+    """One exchange per line: (speaker, text[, role]); turn ids D1:1, D1:2, ..."""
+    exchanges = []
+    for i, line in enumerate(lines):
+        role = line[2] if len(line) == 3 else Role.user
+        turn = Turn(
+            role=role,
+            speaker=line[0],
+            content=line[1],
+            turn_id=f"D1:{i + 1}",
+            image_caption=caption if i == len(lines) - 1 else None,
+        )
+        exchanges.append(
+            SegmentExchange(
+                exchange_id=f"s1:{i}", seq=i, turn_ids=[f"D1:{i + 1}"], turns=[turn], tokens=10
+            )
+        )
+    return Segment(
+        segment_id="ns/s1/0",
+        namespace="ns",
+        session_id="s1",
+        index=0,
+        mode=SegmentMode.semantic,
+        reason=FinalizeReason.session_flush,
+        exchanges=exchanges,
+        first_turn_id="D1:1",
+        last_turn_id=f"D1:{len(lines)}",
+        tokens=10 * len(lines),
+        session_date=date,
+    )
+
+
+def records(*lines: Line, date: datetime | None = DATE) -> list[MemoryRecord]:
+    return encode_extractive(segment(*lines, date=date)).records
+
+
+def one(speaker: str | None, text: str, date: datetime | None = DATE) -> MemoryRecord:
+    (rec,) = records((speaker, text), date=date)
+    return rec
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I adopted a puppy.", "Ana adopted a puppy."),
+        ("My sister lives in Lisbon.", "Ana's sister lives in Lisbon."),
+        ("I'm a nurse at the city hospital.", "Ana is a nurse at the city hospital."),
+        ("I've been painting a lot.", "Ana has been painting a lot."),
+        ("I'll bring my guitar to the party.", "Ana will bring Ana's guitar to the party."),
+        ("I really love hiking in the hills.", "Ana really loves hiking in the hills."),
+        ("I don't drink coffee anymore.", "Ana doesn't drink coffee anymore."),
+        ("I went to the market with my dad.", "Ana went to the market with Ana's dad."),
+        (
+            "The teacher gave me a book that is mine now.",
+            "The teacher gave Ana a book that is Ana's now.",
+        ),
+        ("We're moving to a bigger flat.", "Ana and others are moving to a bigger flat."),
+        ("Our garden has three apple trees.", "Ana's garden has three apple trees."),
+    ],
+)
+def test_first_person_resolves_to_the_speaker(text: str, expected: str) -> None:
+    assert one("Ana", text).semantic_text == expected
+
+
+def test_a_role_without_a_name_is_the_user() -> None:
+    rec = one(None, "My cat knocked over the plant.")
+    assert rec.semantic_text == "The user's cat knocked over the plant."
+    assert "user" not in rec.entities
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "t_ref"),
+    [
+        ("I adopted a puppy yesterday.", "Ana adopted a puppy on 7 May 2023.", "2023-05-07"),
+        ("I visited the zoo last Friday.", "Ana visited the zoo on 5 May 2023.", "2023-05-05"),
+        ("I baked bread on Friday.", "Ana baked bread on 5 May 2023.", "2023-05-05"),
+        ("I will call the vet on Friday.", "Ana will call the vet on 12 May 2023.", "2023-05-12"),
+        ("I start a new job next month.", "Ana starts a new job in June 2023.", "2023-06"),
+        ("I joined a choir two weeks ago.", "Ana joined a choir during the week of 24 April 2023.", "2023-04-24"),
+        ("I ran a half marathon 3 days ago.", "Ana ran a half marathon on 5 May 2023.", "2023-05-05"),
+        ("I moved to a new city last year.", "Ana moved to a new city in 2022.", "2022"),
+        ("I fly to the coast tomorrow.", "Ana flies to the coast on 9 May 2023.", "2023-05-09"),
+        ("I start the course next Monday.", "Ana starts the course on 15 May 2023.", "2023-05-15"),
+        ("I have been sick since last week.", "Ana has been sick since the week of 1 May 2023.", "2023-05-01"),
+        ("I saw a comet last night.", "Ana saw a comet on the night of 7 May 2023.", "2023-05-07"),
+        ("The package arrives in five days.", "The package arrives on 13 May 2023.", "2023-05-13"),
+    ],
+)  # fmt: skip
+def test_relative_dates_become_absolute_in_text_and_temporal(
+    text: str, expected: str, t_ref: str
+) -> None:
+    rec = one("Ana", text)
+    assert rec.semantic_text == expected
+    assert rec.temporal.t_ref == t_ref
+
+
+def test_a_relative_phrase_at_sentence_start_is_capitalized() -> None:
+    rec = one("Ana", "Last year I lived by the sea.")
+    assert rec.semantic_text == "In 2022 Ana lived by the sea."
+
+
+def test_the_first_date_of_the_sentence_is_t_ref() -> None:
+    rec = one("Ana", "I met Bruno yesterday and we fly out next Monday.")
+    assert (
+        rec.semantic_text
+        == "Ana met Bruno on 7 May 2023 and Ana and others fly out on 15 May 2023."
+    )
+    assert rec.temporal.t_ref == "2023-05-07"
+
+
+@pytest.mark.parametrize(
+    ("text", "t_ref"),
+    [
+        ("The concert was on 8 May 2023.", "2023-05-08"),
+        ("The concert was on May 8, 2023.", "2023-05-08"),
+        ("The concert was on 2023-05-08.", "2023-05-08"),
+        ("The festival opens in March 2024.", "2024-03"),
+        ("The shop opened in 2019 near the station.", "2019"),
+        ("The form says 31 February 2023 by mistake.", ""),
+    ],
+)
+def test_explicit_dates_fill_t_ref_and_stay_in_the_text(text: str, t_ref: str) -> None:
+    rec = one("Ana", text)
+    assert rec.semantic_text == text
+    assert rec.temporal.t_ref == t_ref
+
+
+def test_without_a_session_date_relative_phrases_stay() -> None:
+    rec = one("Ana", "I adopted a puppy yesterday.", date=None)
+    assert rec.semantic_text == "Ana adopted a puppy yesterday."
+    assert rec.temporal.t_ref == ""
+    assert rec.created_at is None
+    out = encode_extractive(segment(("Ana", "I adopted a puppy yesterday."), date=None))
+    assert out.disambiguation_context == "Speakers: Ana."
+
+
+def test_entities_speakers_places_and_quoted_titles() -> None:
+    recs = records(
+        ("Ana", 'I finished reading "The Quiet Orchard" in Lisbon with Bruno on Sunday.'),
+        ("Bruno", "Lisbon is lovely in May, and Porto too."),
+    )
+    assert recs[0].entities == ["Ana", "The Quiet Orchard", "Lisbon", "Bruno"]
+    # "Lisbon" opens the sentence, but it was seen capitalized mid-sentence in the segment.
+    assert recs[1].entities == ["Bruno", "Lisbon", "Porto"]
+
+
+def test_a_capitalized_sentence_opener_is_not_an_entity() -> None:
+    assert one("Ana", "Gardening keeps Ana calm every morning.").entities == ["Ana"]
+
+
+def test_tags_rank_segment_frequency_then_first_occurrence() -> None:
+    recs = records(
+        ("Ana", "I started a pottery class in Lisbon."),
+        ("Bruno", "Pottery sounds relaxing, my cousin teaches pottery."),
+        ("Ana", "The class uses a glaze from Porto."),
+    )
+    # segment words: started pottery class lisbon | pottery sounds relaxing cousin teaches
+    # pottery | class uses glaze porto -> pottery 3, class 2, every other word 1.
+    assert [r.tags for r in recs] == [
+        ["pottery", "class", "started", "lisbon"],
+        ["pottery", "sounds", "relaxing", "cousin", "teaches"],
+        ["class", "uses", "glaze", "porto"],
+    ]
+
+
+def test_tags_leave_out_speaker_names_and_stopwords() -> None:
+    rec = one("Bruno", "Bruno really thinks the weekend market sells excellent bread.")
+    # six candidate words, each seen once: the first five in order
+    assert rec.tags == ["thinks", "weekend", "market", "sells", "excellent"]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("I love spicy ramen.", MemoryType.preference),
+        ("I can't stand loud music.", MemoryType.preference),
+        ("I adopted a puppy yesterday.", MemoryType.event),
+        ("I finally finished the quilt last weekend.", MemoryType.event),
+        ("I am allergic to peanuts.", MemoryType.constraint),
+        ("First soak the beans, then boil them for an hour.", MemoryType.procedure),
+        ("Forgetting the sunscreen was a big mistake.", MemoryType.failure_pattern),
+        ("The app supports offline maps.", MemoryType.tool_affordance),
+        ("My brother is a carpenter.", MemoryType.fact),
+    ],
+)
+def test_memory_type_rules(text: str, kind: MemoryType) -> None:
+    assert one("Ana", text).memory_type is kind
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["hi", "Thanks!", "haha", "ok", "Congrats!", "Hey Bruno!", "That's awesome!",
+     "Thank you so much, Bruno!", "Sorry to hear that, Bruno.", "So tired.",
+     "Have you been to Lisbon?"],
+)  # fmt: skip
+def test_filler_greetings_and_questions_make_no_record(text: str) -> None:
+    recs = records(("Ana", text), ("Bruno", "Bruno grows tomatoes on the balcony."))
+    assert [(r.semantic_text, r.evidence) for r in recs] == [
+        ("Bruno grows tomatoes on the balcony.", ["D1:2"])
+    ]
+
+
+def test_short_sentences_with_a_name_or_number_are_kept() -> None:
+    recs = records(("Ana", "Hey Bruno, I adopted a puppy! Got 2 cats. Visited Lisbon. Nice."))
+    assert [r.semantic_text for r in recs] == [
+        "Ana adopted a puppy!",
+        "Got 2 cats.",
+        "Visited Lisbon.",
+    ]
+    assert recs[0].entities == ["Ana"]
+
+
+def test_sentences_do_not_split_after_initials_or_titles() -> None:
+    recs = records(("Ana", "I read a novel by J.K. Morrow. Dr. Reyes liked it too."))
+    assert [r.semantic_text for r in recs] == [
+        "Ana read a novel by J.K. Morrow.",
+        "Dr. Reyes liked it too.",
+    ]
+    assert [r.entities for r in recs] == [["Ana", "J.K. Morrow"], ["Ana", "Dr. Reyes"]]
+
+
+def test_an_image_caption_becomes_its_own_record() -> None:
+    seg = segment(("Ana", "I went to the beach."), caption="a photo of a dog on the sand")
+    texts = [r.semantic_text for r in encode_extractive(seg).records]
+    assert texts == ["Ana went to the beach.", "Ana shared an image of a dog on the sand."]
+
+
+def test_evidence_role_and_provenance() -> None:
+    recs = records(
+        ("Ana", "I keep bees in the garden."),
+        (None, "Beekeeping needs a calm and steady hand.", Role.assistant),
+    )
+    assert [r.evidence for r in recs] == [["D1:1"], ["D1:2"]]
+    assert [r.source_role for r in recs] == ["user", "assistant"]
+    assert all(
+        (r.namespace, r.segment_id, r.source_session, r.created_at) == ("ns", "ns/s1/0", "s1", DATE)
+        for r in recs
+    )
+
+
+def test_a_repeated_sentence_is_one_record_with_merged_evidence() -> None:
+    recs = records(
+        ("Ana", "The museum closes at noon."),
+        ("Bruno", "Sure."),
+        ("Ana", "The museum closes at noon."),
+    )
+    assert len(recs) == 1
+    assert recs[0].evidence == ["D1:1", "D1:3"]
+
+
+def test_output_envelope_and_determinism() -> None:
+    seg = segment(
+        ("Ana", "I adopted a puppy yesterday. My sister helped me pick him."),
+        ("Bruno", 'I read "The Quiet Orchard" last month and loved it.'),
+    )
+    first, second = encode_extractive(seg), encode_extractive(seg, "earlier notes")
+    assert first == second
+    assert [r.model_dump_json() for r in first.records] == [
+        r.model_dump_json() for r in second.records
+    ]
+    assert first.encoder == "extractive"
+    assert first.usage == TokenUsage()
+    assert first.disambiguation_context == "Speakers: Ana, Bruno. Session date: 2023-05-08."
+    assert [r.normalized_text for r in first.records] == [
+        "event: Ana adopted a puppy on 7 May 2023.",
+        "fact: Ana's sister helped Ana pick him.",
+        'preference: Bruno read "The Quiet Orchard" in April 2023 and loved it.',
+    ]

@@ -1,0 +1,1 @@
+"""The encoder stage: one call per finalized segment into typed memory records."""

@@ -1,0 +1,428 @@
+"""The offline encoder (DESIGN §6.4): typed records from sentences, without an LLM.
+
+It exists so the pipeline runs and is measured without an API key. Every rule is a regex
+or a word list applied in turn order, so one segment always yields the same records.
+The reference context is not read: this encoder resolves no aliases, and nothing may be
+extracted from that context anyway (paper App. E.1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Set
+from dataclasses import dataclass
+from datetime import date, datetime
+from functools import lru_cache
+
+import dateparser
+
+from schemas import Role, Segment
+from schemas.records import MemoryRecord, MemoryType, SourceRole, Temporal
+from workers.encoder.records import EncodedSegment, build_record, segment_turns
+
+MAX_ENTITIES = 8
+MAX_TAGS = 5
+MIN_WORDS = 4  # a shorter sentence is kept only when it names something or has a number
+CONTEXT_CHARS = 1_200
+MAX_TEXT = 4_000
+
+
+def _wordlist(text: str) -> list[str]:
+    return text.split()
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+_MONTHS = _wordlist(
+    "January February March April May June July August September October November December"
+)
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_NUMBERS = {"a": 1, "an": 1} | {
+    w: i
+    for i, w in enumerate(
+        _wordlist("one two three four five six seven eight nine ten eleven twelve"), 1
+    )
+}
+_CALENDAR = {m.lower() for m in _MONTHS} | set(_WEEKDAYS)
+_NUM = r"(?:\d{1,3}|" + "|".join(_NUMBERS) + ")"
+_MON = (
+    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+)
+_RELATIVE = re.compile(
+    r"\b(?:(?P<simple>yesterday|today|tonight|tomorrow|last night)"
+    rf"|(?P<rel>last|this|next) (?P<what>{'|'.join(_WEEKDAYS)}|week|month|year)"
+    rf"|on (?P<on>{'|'.join(_WEEKDAYS)})"
+    rf"|(?P<ago>{_NUM}) (?P<ago_unit>day|week|month|year)s? ago"
+    rf"|in (?P<inn>{_NUM}) (?P<in_unit>day|week|month|year)s?)\b",
+    re.IGNORECASE,
+)
+_EXPLICIT = re.compile(
+    r"\b(?:(?P<iso>\d{4}-\d{2}-\d{2})"
+    rf"|(?P<d1>\d{{1,2}})(?:st|nd|rd|th)? (?P<m1>{_MON}),? (?P<y1>\d{{4}})"
+    rf"|(?P<m2>{_MON}) (?P<d2>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y2>\d{{4}})"
+    rf"|(?P<m3>{_MON}),? (?P<y3>\d{{4}})"
+    r"|(?:in|since|during|of) (?P<y4>(?:19|20)\d{2}))\b",
+    re.IGNORECASE,
+)
+_FUTURE = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to)\b|['’]ll\b", re.IGNORECASE)
+# A word before the phrase that already says how the date relates ("since last week").
+_PREPOSITIONS = _wordset("since until till by before after from on in during of for around")
+
+_ADVERBS = (
+    "really|also|just|still|always|never|usually|often|sometimes|actually|totally|definitely|even"
+    "|only|truly|absolutely|mostly|rarely|seriously|highly|finally|recently|already|honestly"
+)
+_PRONOUN = re.compile(
+    r"\b(?:I['’](?P<ic>m|ve|ll|d)"
+    rf"|I(?P<adv>(?: (?:{_ADVERBS}))*) (?P<verb>[a-z]+(?:['’]t)?)"
+    r"|(?P<i>I)"
+    r"|[Ww]e['’](?P<wec>re|ve|ll|d)"
+    r"|(?P<poss>[Mm]y|[Mm]ine|[Oo]urs?)"
+    r"|(?P<obj>[Mm]e|[Mm]yself)"
+    r"|(?P<plural>[Ww]e|us))\b"
+)
+_I_CONTRACTED = {"m": "is", "ve": "has", "ll": "will", "d": "would"}
+_WE_CONTRACTED = {"re": "are", "ve": "have", "ll": "will", "d": "would"}
+_IRREGULAR = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "don’t": "doesn’t"}
+_IRREGULAR |= {"haven't": "hasn't", "haven’t": "hasn’t"}
+# Present-tense verbs conjugated after the speaker's name; any other word is left as written,
+# since "read" or "went" must not become "reads" or "wents".
+_VERBS = _wordset(
+    "love like enjoy want need think feel hope know go work live play plan prefer hate miss "
+    "wish wonder find keep use teach volunteer paint run write cook bake believe guess mean "
+    "agree remember try get make take see say visit practice study collect own dance sing "
+    "swim hike draw care spend watch listen look dream support struggle appreciate cherish "
+    "understand stay start hear give bring come promise mentor rely recommend learn call meet fly "
+    "leave move travel drive walk"
+)
+_FILLER = _wordset(
+    "hi hello hey there thanks thank you so much very really oh wow aw aww haha hahaha lol ok "
+    "okay sure yes yeah yep no nope cool nice great awesome amazing wonderful lovely sweet glad "
+    "congrats congratulations good luck bye see later take care night morning totally exactly "
+    "absolutely agreed true same here me too of course problem worries welcome definitely "
+    "indeed fantastic incredible beautiful happy proud for to hear that that's it's sounds "
+    "looks what a an the is it i i'm i’m long time sorry"
+)
+# "Hey Bruno, ..." / "Oh wow! ...": an opener cut off before the sentence is read.
+_GREETING = re.compile(
+    r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|haha\w*|aww*|thanks)\b[^,.!]{0,20}[,!.]\s+)+", re.I
+)
+_STOPWORDS = _wordset(
+    "that this with have from they them their there what when were been will would could should "
+    "about just really also some very much more like know think going into your yours than then "
+    "these those only even well because which while where here doing being does things thing "
+    "something anything everything always never still such over after before again other "
+    "others each most many sure yeah thanks great awesome amazing glad haha cause though "
+    "through gonna wanna didn doesn wasn couldn wouldn shouldn haven hasn aren weren isn "
+    "love feel want make made time good lots pretty totally definitely super kind keep "
+    "right said says getting maybe actually probably especially another every nice cool "
+    "wonderful today tomorrow yesterday tonight week weeks month months year years days "
+    "last next ago hope take took come came back around whole since until image shared "
+    "photo picture someone thank ours mine myself"
+)
+_CAP_STOP = _wordset(
+    "I I. I'm I've I'll I'd I’m I’ve I’ll I’d The A An My Our It This That Oh Hey Hi OK"
+)
+_CAP_STOP |= {w.capitalize() for w in _CALENDAR}
+_CAP_WORD = r"(?:Mr|Mrs|Ms|Dr|St)\.|(?:[A-Z]\.)+|[A-Z][\w&'’-]*"  # a title, initials, a word
+_CAP_SPAN = re.compile(rf"\b(?:{_CAP_WORD})(?: (?:{_CAP_WORD}))*")
+_QUOTED = re.compile(r"[\"“]([^\"“”]{2,80})[\"”]")
+_WORD = re.compile(r"[a-z]+(?:['’][a-z]+)?")
+# Not after a title or an initial ("Dr. Reyes", "J.K. Morrow").
+_SENTENCE_END = re.compile(
+    r"(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\b[A-Z]\.)(?<=[.!?…])\s+|\n+"
+)
+_IMAGE = re.compile(r"\s*\[image:\s*(.*?)\]\s*$", re.DOTALL)
+_CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORECASE)
+
+_PAST = (
+    r"\w{3,}ed|went|got|took|made|saw|met|bought|ran|won|came|gave|found|began|left|had|did|ate"
+    r"|drove|flew|wrote|sang|told|felt|lost|spent|sent|built|caught|brought|sold"
+)
+_TOOL = "(?:tool|app|feature|software|plugin)"
+_TIME = r"(?:ago|last|yesterday|recently|earlier|weekend|morning|night|summer|winter|spring|once)"
+_PREFERENCE = re.compile(
+    r"\b(?:lov(?:e|es|ed|ing)|enjoy(?:s|ed|ing)?|prefer(?:s|red)?|favou?rite|hate[sd]?"
+    r"|dislike[sd]?|can't stand|likes|(?:i|we|you|they|really|also|still|do|don't|would|'d) like)\b"
+)
+# Checked in order on the lowercased sentence, after the preference and dated-event rules.
+_TYPE_RULES: list[tuple[MemoryType, str]] = [
+    (MemoryType.event, rf"\b(?:{_PAST})\b.*\b{_TIME}\b|\b{_TIME}\b.*\b(?:{_PAST})\b"),
+    (MemoryType.constraint, r"\b(?:can't|cannot|can not)\b(?! wait| believe)"),
+    (MemoryType.constraint, r"\bmust\b(?! have been| be\b)|\ballergic\b|\bnot allowed\b"),
+    (MemoryType.constraint, r"\bcan only\b|\bonly allowed\b"),
+    (MemoryType.procedure, r"\bfirst\b.*\bthen\b|\bstep (?:\d|one)|step-by-step|\bhow to\b"),
+    (MemoryType.failure_pattern, r"\b(?:mistakes?|fail(?:ed|s|ure)?|lessons?)\b"),
+    (MemoryType.failure_pattern, r"\bshould(?:n't)? have\b|\bshould've\b"),
+    (MemoryType.tool_affordance, rf"\b{_TOOL}s?\b.*\b(?:can|lets|supports?|allows?)\b"),
+]
+
+
+_SOURCE_ROLES: dict[Role, SourceRole] = {Role.user: "user", Role.assistant: "assistant"}
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What the sentence rules need to know about the whole segment."""
+
+    base: datetime | None  # the session date, naive
+    speakers: frozenset[str]
+    known: frozenset[str]  # speakers, and words seen capitalized mid-sentence
+    freq: Counter[str]  # content-word counts, for tags
+    first: dict[str, int]  # content word -> first position in the segment
+
+
+def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedSegment:
+    """One record per informative sentence of each turn; filler and questions are skipped.
+
+    An image caption becomes its own record ("<Speaker> shared an image of ..."): what was
+    shown is often what is later asked about, and the raw turn carries it too.
+    """
+    del reference_context  # never a source of facts, and no alias resolution here
+    all_turns = [t for ex in segment.exchanges for t in ex.turns]
+    speakers = list(dict.fromkeys(t.speaker for t in all_turns if t.speaker))
+    turns = segment_turns(segment)
+    bodies = [_IMAGE.sub("", text) for _, _, text in turns]
+    mid = {w for body in bodies for s in _sentences(body) for w in _mid_words(s)}
+    words = [w for body in bodies for w in _words(body, set(speakers))]
+    first: dict[str, int] = {}
+    for i, w in enumerate(words):
+        first.setdefault(w, i)
+    base = segment.session_date.replace(tzinfo=None) if segment.session_date else None
+    scope = _Scope(base, frozenset(speakers), frozenset(mid | set(speakers)), Counter(words), first)
+    records: dict[str, MemoryRecord] = {}
+    for (tid, who, raw), turn, body in zip(turns, all_turns, bodies, strict=True):
+        role = _SOURCE_ROLES.get(turn.role, "")
+        for kind, text, entities, tags, t_ref in _drafts(who, bool(turn.speaker), raw, body, scope):
+            rec = build_record(
+                segment, kind, text, [tid], entities=entities, tags=tags,
+                temporal=Temporal(t_ref=t_ref), source_role=role,
+            )  # fmt: skip
+            seen = records.setdefault(rec.record_id, rec)  # the same statement twice: one record
+            evidence = list(dict.fromkeys([*seen.evidence, tid]))
+            records[rec.record_id] = seen.model_copy(update={"evidence": evidence})
+    return EncodedSegment(list(records.values()), _context(speakers, base))
+
+
+_Draft = tuple[MemoryType, str, list[str], list[str], str]
+
+
+def _drafts(who: str, named: bool, raw: str, body: str, scope: _Scope) -> list[_Draft]:
+    """(type, text, entities, tags, t_ref) of each kept sentence of one turn, then its image."""
+    subject = who if named else f"the {who}"
+    speaker = [who] if named else []
+    out: list[_Draft] = []
+    for sentence in _sentences(body):
+        sentence = _GREETING.sub("", sentence)
+        if not sentence or _is_filler(sentence, scope):
+            continue
+        text, t_ref = _dates(sentence, scope.base)
+        text = _capitalize(_PRONOUN.sub(lambda m: _pronoun(m, subject), text))[:MAX_TEXT]
+        entities = (speaker + _entities(sentence, scope.known))[:MAX_ENTITIES]
+        kind = _memory_type(sentence, t_ref)
+        out.append((kind, text, entities, _tags(sentence, scope), t_ref))
+    caption = _IMAGE.search(raw)
+    shown = caption.group(1).strip().rstrip(".") if caption else ""
+    if shown:
+        lead = _CAPTION_LEAD.match(shown)
+        phrase = f"an image of {shown[lead.end() :]}" if lead else f"an image: {shown}"
+        text = _capitalize(f"{subject} shared {phrase}.")
+        out.append((MemoryType.fact, text, speaker, _tags(shown, scope), ""))
+    return out
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def _is_filler(sentence: str, scope: _Scope) -> bool:
+    """Questions, sentences made only of acknowledgement words, short sentences naming nothing."""
+    if sentence.rstrip("\"”')").endswith("?"):
+        return True
+    words = [w.lower() for w in re.findall(r"[\w'’]+", sentence)]
+    lowered = {s.lower() for s in scope.speakers}
+    if all(w in _FILLER or w in lowered for w in words):
+        return True
+    names = [e for e in _entities(sentence, scope.known) if e not in scope.speakers]
+    return len(words) < MIN_WORDS and not names and not re.search(r"\d", sentence)
+
+
+def _pronoun(m: re.Match[str], subject: str) -> str:
+    """First person -> the speaker; "we"/"us" -> "<speaker> and others"; "our" -> "<speaker>'s".
+
+    "We" usually means the speaker with family or friends whom the text does not name;
+    "and others" keeps the speaker searchable without inventing who they were.
+    """
+    if m.group("ic"):
+        return f"{subject} {_I_CONTRACTED[m.group('ic')]}"
+    if m.group("verb") is not None:
+        return f"{subject}{m.group('adv')} {_conjugate(m.group('verb'))}"
+    if m.group("wec"):
+        return f"{subject} and others {_WE_CONTRACTED[m.group('wec')]}"
+    if m.group("poss"):
+        return f"{subject}'s"
+    if m.group("plural"):
+        return f"{subject} and others"
+    return subject  # "I", "me", "myself"
+
+
+def _conjugate(verb: str) -> str:
+    if verb in _IRREGULAR or verb not in _VERBS:
+        return _IRREGULAR.get(verb, verb)
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _capitalize(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _dates(sentence: str, base: datetime | None) -> tuple[str, str]:
+    """Relative phrases rewritten against the session date; t_ref = the sentence's first date."""
+    spans: list[tuple[int, int, str | None, str]] = []
+    future = bool(_FUTURE.search(sentence))
+    found = [
+        (m, r) for m in _RELATIVE.finditer(sentence) if base and (r := _relative(m, base, future))
+    ]
+    for m, (prefix, absolute, iso) in found:
+        before = sentence[: m.start()].split()
+        bare = bool(before) and before[-1].lower() in _PREPOSITIONS
+        spans.append((m.start(), m.end(), absolute if bare else f"{prefix} {absolute}", iso))
+    for m in _EXPLICIT.finditer(sentence):
+        iso = _explicit(m)
+        if iso and not any(s < m.end() and m.start() < e for s, e, _, _ in spans):
+            spans.append((m.start(), m.end(), None, iso))
+    spans.sort()
+    out, pos = [], 0
+    for start, end, replacement, _ in spans:
+        out += [sentence[pos:start], sentence[start:end] if replacement is None else replacement]
+        pos = end
+    return "".join([*out, sentence[pos:]]), spans[0][3] if spans else ""
+
+
+def _relative(m: re.Match[str], base: datetime, future_tense: bool) -> tuple[str, str, str] | None:
+    """(preposition, absolute phrase, ISO date) of one relative phrase, via dateparser.
+
+    Only "next"/"this"/"tomorrow"/"in N ..." look forward, and "on <weekday>" in a
+    sentence in the future tense. Week phrases keep the day dateparser gives ("last week"
+    = seven days back) and say "the week of": the schema has no week precision.
+    """
+    phrase = m.group().lower()
+    unit, future, night = "day", False, phrase in ("tonight", "last night")
+    if m.group("simple"):
+        phrase = {"tonight": "today", "last night": "yesterday"}.get(phrase, phrase)
+        future = phrase == "tomorrow"
+    elif m.group("rel"):
+        what = m.group("what").lower()
+        unit = what if what in ("week", "month", "year") else "day"
+        future = m.group("rel").lower() != "last"
+    elif m.group("on"):
+        phrase, future = m.group("on").lower(), future_tense
+    else:
+        n, unit = m.group("ago") or m.group("inn"), (m.group("ago_unit") or m.group("in_unit"))
+        unit, count, future = unit.lower(), _NUMBERS.get(n.lower()) or int(n), bool(m.group("inn"))
+        phrase = f"in {count} {unit}s" if future else f"{count} {unit}s ago"
+    found = _parse(phrase, base.isoformat(), future)
+    if found is None:
+        return None
+    month = f"{_MONTHS[found.month - 1]} {found.year}"
+    if unit == "year":
+        return "in", str(found.year), f"{found.year:04d}"
+    if unit == "month":
+        return "in", month, f"{found.year:04d}-{found.month:02d}"
+    day = f"{found.day} {month}"
+    if unit == "week":
+        return "during", f"the week of {day}", found.isoformat()
+    return "on", f"the night of {day}" if night else day, found.isoformat()
+
+
+@lru_cache(maxsize=4096)
+def _parse(phrase: str, base_iso: str, future: bool) -> date | None:
+    settings = {
+        "RELATIVE_BASE": datetime.fromisoformat(base_iso),
+        "PREFER_DATES_FROM": "future" if future else "past",
+    }
+    found = dateparser.parse(phrase, languages=["en"], settings=settings)
+    return found.date() if isinstance(found, datetime) else None
+
+
+def _explicit(m: re.Match[str]) -> str:
+    """ISO form of a written date, or "" when it is not a real calendar date."""
+    if m.group("y4"):
+        return m.group("y4")
+    try:
+        if m.group("iso"):
+            return date.fromisoformat(m.group("iso")).isoformat()
+        name = (m.group("m1") or m.group("m2") or m.group("m3")).lower()[:3]
+        month = next(i for i, full in enumerate(_MONTHS, 1) if full.lower().startswith(name))
+        year = int(m.group("y1") or m.group("y2") or m.group("y3"))
+        day = m.group("d1") or m.group("d2")
+        return date(year, month, int(day)).isoformat() if day else f"{year:04d}-{month:02d}"
+    except ValueError:
+        return ""
+
+
+def _mid_words(sentence: str) -> list[str]:
+    """Capitalized words past a sentence's first word: names, as far as case tells."""
+    spans = (m.group().split() for m in _CAP_SPAN.finditer(sentence) if m.start() > 0)
+    return [re.sub(r"['’]s?$", "", w) for span in spans for w in span]
+
+
+def _entities(sentence: str, known: Set[str]) -> list[str]:
+    """Quoted titles, then capitalized spans not inside one, first seen first.
+
+    A sentence's first word is capitalized anyway, so it counts only when it is a title or
+    an initial, a speaker, or a word seen capitalized mid-sentence somewhere in the segment.
+    """
+    found = [q.strip() for q in _QUOTED.findall(sentence) if q.strip()]
+    for m in _CAP_SPAN.finditer(sentence):
+        words = [re.sub(r"['’]s?$", "", w) for w in m.group().split()]
+        if m.start() == 0 and words[0] not in known and not words[0].endswith("."):
+            words = words[1:]
+        while words and words[0] in _CAP_STOP:
+            words = words[1:]
+        while words and words[-1] in _CAP_STOP:
+            words = words[:-1]
+        span = " ".join(words)
+        if span and not any(span in q for q in found):
+            found.append(span)
+    return list(dict.fromkeys(found))
+
+
+def _words(text: str, speakers: Set[str]) -> list[str]:
+    """Content words: lowercase, 4+ letters, no stopword, number, date word or speaker name."""
+    skip = _STOPWORDS | _CALENDAR | _NUMBERS.keys() | {s.lower() for s in speakers}
+    words = (re.sub(r"['’]s$", "", w) for w in _WORD.findall(text.lower()))
+    return [w for w in words if len(w) >= 4 and w.isalpha() and w not in skip]
+
+
+def _tags(text: str, scope: _Scope) -> list[str]:
+    """The sentence's content words most frequent in the segment (ties: seen first)."""
+    words = set(_words(text, scope.speakers))
+    rank = {w: (-scope.freq[w], scope.first.get(w, len(scope.first)), w) for w in words}
+    return sorted(words, key=rank.__getitem__)[:MAX_TAGS]
+
+
+def _memory_type(sentence: str, t_ref: str) -> MemoryType:
+    """Preference cues first, then a date makes an event, then the first rule that fires."""
+    low = sentence.lower().replace("’", "'")
+    if _PREFERENCE.search(low):
+        return MemoryType.preference
+    if t_ref:
+        return MemoryType.event
+    return next((kind for kind, rule in _TYPE_RULES if re.search(rule, low)), MemoryType.fact)
+
+
+def _context(speakers: list[str], base: datetime | None) -> str:
+    """Speakers and session date; aliases are left to the LLM encoder (no reliable rule)."""
+    parts = [f"Speakers: {', '.join(speakers)}."] if speakers else []
+    if base is not None:
+        parts.append(f"Session date: {base.date().isoformat()}.")
+    return " ".join(parts)[:CONTEXT_CHARS]

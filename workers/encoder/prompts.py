@@ -1,0 +1,238 @@
+"""The segment-encoding prompt (paper App. C.2, E.1) and the shape of its JSON reply.
+
+The rules live here as one module so that the encoder, the offline token estimate and
+the tests read the same text; the reply models sit beside them because the two change
+together.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import date
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from schemas import Segment
+from schemas.records import MemoryType, SourceRole
+from workers.encoder.records import segment_turns
+from workers.tokens import count_tokens
+
+DISAMBIGUATION_MAX_CHARS = 1_200
+
+# Role markers and separators of the chat format; a fixed estimate keeps the count
+# offline and provider-neutral (OpenAI documents 3-4 tokens per message).
+MESSAGE_OVERHEAD_TOKENS = 4
+
+SYSTEM_PROMPT = """\
+You turn a chunk of conversation into memory records. Every record must make sense on its \
+own, read months later by someone who never saw the conversation.
+
+## What you receive
+- <SESSION_DATE>: the day the conversation took place (YYYY-MM-DD); it anchors relative \
+dates. It can be empty.
+- <REFERENCE_CONTEXT>: notes left by earlier chunks of the same session. Use them only to \
+work out who or what a reference points to. Never take a record from them.
+- <CURRENT_TURNS>: the turns to extract from, one per line as "[i] Speaker: text". \
+evidence_turns holds these 0-based indexes i.
+
+## Rules
+1. One fact per record. Write semantic_text as a complete standalone sentence: replace \
+every pronoun, alias and implicit subject with the explicit person, thing or place it \
+refers to. Keep exact names, quantities, dates, places, reasons and outcomes.
+2. When a session date is given, turn relative dates ("yesterday", "last week", "next \
+Friday") into absolute ISO dates (YYYY-MM-DD, or YYYY-MM / YYYY when only that is known), \
+both in semantic_text and in temporal.
+3. The text of a turn can itself start with a speaker name ("Maria: ..."); that name is \
+the real speaker, whatever the turn's role says.
+4. When a named speaker says "I", "me" or "my", write that speaker's name. Do not call a \
+named speaker "the user"; say "the user" only when no name is known.
+5. Keep durable facts, preferences, plans, constraints and events stated by any real \
+participant. Skip greetings, filler, acknowledgements, generic encouragement and general \
+world knowledge.
+6. Keep assistant content only when it is a substantive part of the conversation worth \
+remembering, never bare acknowledgements such as "OK" or "Noted".
+7. Return disambiguation_context: a short note (at most 1200 characters) of the resolved \
+speaker names, aliases, relationships and dates a later chunk will need. Empty string if \
+there is nothing to note.
+8. When nothing durable was said, return {"records": [], "disambiguation_context": ""}.
+
+## memory_type
+- fact: a stable attribute, relationship or state
+- preference: a like, dislike, habit or recurring choice
+- event: a dated one-off occurrence
+- constraint: a limit, policy or restriction
+- procedure: reusable steps or a workflow
+- failure_pattern: a mistake, pitfall or lesson learned
+- tool_affordance: what a tool can or cannot do
+
+## Output
+Reply with one raw JSON object and nothing else (no markdown, no code fences):
+{
+  "records": [
+    {
+      "memory_type": "fact | preference | event | constraint | procedure | \
+failure_pattern | tool_affordance",
+      "semantic_text": "one complete standalone sentence",
+      "entities": ["named entity worth searching for"],
+      "temporal": {"t_ref": "", "t_valid_from": "", "t_valid_to": ""},
+      "tags": ["short keyword"],
+      "evidence_turns": [0],
+      "source_role": "user | assistant | both"
+    }
+  ],
+  "disambiguation_context": ""
+}
+"""
+
+USER_TEMPLATE = """\
+<SESSION_DATE>{session_date}</SESSION_DATE>
+<REFERENCE_CONTEXT>
+{reference_context}
+</REFERENCE_CONTEXT>
+
+<CURRENT_TURNS>
+{current_turns}
+</CURRENT_TURNS>"""
+
+REPAIR_TEMPLATE = """\
+Your reply could not be used: {reason}
+Reply again with the corrected result: one raw JSON object in the output format of the \
+instructions, evidence_turns between 0 and {last_index}, and nothing else."""
+
+
+def build_messages(segment: Segment, reference_context: str) -> list[dict[str, str]]:
+    """[system, user]: the rules, then the session date, reference notes and indexed turns."""
+    date = segment.session_date.date().isoformat() if segment.session_date else ""
+    # One line per turn: the indexes are what evidence_turns points back to.
+    lines = [
+        f"[{i}] {speaker}: {' '.join(text.split())}"
+        for i, (_, speaker, text) in enumerate(segment_turns(segment))
+    ]
+    user = USER_TEMPLATE.format(
+        session_date=date,
+        reference_context=reference_context.strip(),
+        current_turns="\n".join(lines),
+    )
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def repair_message(reason: str, n_turns: int) -> dict[str, str]:
+    """The one follow-up that shows the model what was wrong with its reply."""
+    return {
+        "role": "user",
+        "content": REPAIR_TEMPLATE.format(reason=reason, last_index=max(n_turns - 1, 0)),
+    }
+
+
+def prompt_tokens(messages: Sequence[dict[str, str]]) -> int:
+    """Tokens the messages cost as input: content plus a fixed per-message overhead."""
+    return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
+
+
+# --- the reply -------------------------------------------------------------------------
+
+_EMPTY = {"", "none", "null", "n/a", "na", "unknown", "-"}
+_ISO = re.compile(r"\d{4}(-(0[1-9]|1[0-2])(-\d{2})?)?")
+_ISO_DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}.*")
+
+
+class ReplyTemporal(BaseModel):
+    """Dates as the model writes them; obvious blanks become "" and timestamps a day."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    t_ref: str = ""
+    t_valid_from: str = ""
+    t_valid_to: str = ""
+
+    @field_validator("t_ref", "t_valid_from", "t_valid_to", mode="before")
+    @classmethod
+    def _iso(cls, v: Any) -> str:
+        if v is None:
+            return ""
+        text = str(v).strip()
+        if text.lower() in _EMPTY:
+            return ""
+        if m := _ISO_DATETIME.fullmatch(text):
+            text = m.group(1)
+        if not _ISO.fullmatch(text):
+            raise ValueError(f"must be YYYY, YYYY-MM, YYYY-MM-DD or empty (got {text!r})")
+        if len(text) == 10:
+            date.fromisoformat(text)  # a real calendar day, as `Temporal` will insist
+        return text
+
+
+class ReplyRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    memory_type: MemoryType
+    semantic_text: str = Field(default="", max_length=4_000)
+    entities: list[str] = Field(default_factory=list)
+    temporal: ReplyTemporal = Field(default_factory=ReplyTemporal)
+    tags: list[str] = Field(default_factory=list)
+    evidence_turns: list[int] = Field(default_factory=list)
+    source_role: SourceRole = ""
+
+    @field_validator("memory_type", mode="before")
+    @classmethod
+    def _type(cls, v: Any) -> Any:
+        # "Failure pattern" and "failure-pattern" are the same answer; anything else is not.
+        return "_".join(v.strip().lower().replace("-", " ").split()) if isinstance(v, str) else v
+
+    @field_validator("semantic_text", mode="before")
+    @classmethod
+    def _text(cls, v: Any) -> Any:
+        return "" if v is None else v
+
+    @field_validator("source_role", mode="before")
+    @classmethod
+    def _role(cls, v: Any) -> Any:
+        return "" if v is None else v.strip().lower() if isinstance(v, str) else v
+
+    @field_validator("entities", "tags", "evidence_turns", mode="before")
+    @classmethod
+    def _list(cls, v: Any) -> Any:
+        if v is None:
+            return []
+        return [v] if isinstance(v, str | int) else v
+
+    @field_validator("temporal", mode="before")
+    @classmethod
+    def _temporal(cls, v: Any) -> Any:
+        return {} if v is None else v
+
+    @field_validator("evidence_turns")
+    @classmethod
+    def _in_range(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        n = (info.context or {}).get("n_turns")
+        if n is not None:
+            bad = [i for i in v if not 0 <= i < n]
+            if bad:
+                raise ValueError(f"indexes {bad} are outside the turns 0..{n - 1}")
+        return v
+
+
+class EncoderReply(BaseModel):
+    """The JSON object the encoder asks for; validate with context={"n_turns": n}."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    records: list[ReplyRecord] = Field(default_factory=list)
+    disambiguation_context: str = ""
+
+    @field_validator("records", mode="before")
+    @classmethod
+    def _records(cls, v: Any) -> Any:
+        return [] if v is None else v
+
+    @field_validator("disambiguation_context", mode="before")
+    @classmethod
+    def _note(cls, v: Any) -> Any:
+        if v is None:
+            return ""
+        if isinstance(v, dict | list):
+            v = json.dumps(v, ensure_ascii=False)
+        return v[:DISAMBIGUATION_MAX_CHARS].strip() if isinstance(v, str) else v

@@ -1,0 +1,70 @@
+"""What every encoder returns, and how a record gets its ids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from schemas import Segment
+from schemas.records import (
+    MemoryRecord,
+    MemoryType,
+    SourceRole,
+    Temporal,
+    TokenUsage,
+    normalize_text,
+    record_id,
+)
+
+
+@dataclass(frozen=True)
+class EncodedSegment:
+    """An encoder's output for one segment, before it becomes a `RecordBatch`."""
+
+    records: list[MemoryRecord]
+    disambiguation_context: str = ""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    encoder: str = "extractive"
+
+
+def build_record(
+    segment: Segment,
+    memory_type: MemoryType,
+    semantic_text: str,
+    evidence: Sequence[str],
+    *,
+    entities: Sequence[str] = (),
+    tags: Sequence[str] = (),
+    temporal: Temporal | None = None,
+    source_role: SourceRole = "",
+) -> MemoryRecord:
+    """A record of `segment` with its content-derived id and normalized text."""
+    text = " ".join(semantic_text.split())
+    normalized = normalize_text(memory_type, text)
+    return MemoryRecord(
+        record_id=record_id(segment.namespace, normalized),
+        namespace=segment.namespace,
+        memory_type=memory_type,
+        semantic_text=text,
+        normalized_text=normalized,
+        entities=list(dict.fromkeys(e.strip() for e in entities if e.strip())),
+        tags=list(dict.fromkeys(t.strip().lower() for t in tags if t.strip())),
+        temporal=temporal or Temporal(),
+        evidence=list(dict.fromkeys(evidence)),
+        source_session=segment.session_id,
+        segment_id=segment.segment_id,
+        source_role=source_role,
+        created_at=segment.session_date,
+    )
+
+
+def segment_turns(segment: Segment) -> list[tuple[str, str, str]]:
+    """(turn id, speaker or role, text) of every turn, in order: the encoders' input."""
+    out = []
+    for ex in segment.exchanges:
+        for tid, turn in zip(ex.turn_ids, ex.turns, strict=True):
+            text = turn.content.strip()
+            if turn.image_caption:
+                text = f"{text} [image: {turn.image_caption.strip()}]".strip()
+            out.append((tid, turn.speaker or turn.role.value, text))
+    return out

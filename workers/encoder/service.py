@@ -1,0 +1,146 @@
+"""The encoder stage: finalized segments in, one `RecordBatch` per segment out.
+
+Order of operations per segment (at-least-once without double work downstream):
+1. a cached batch for the segment id is reused as is (a redelivered segment yields the
+   same records and is not counted twice);
+2. otherwise read the session's reference context, encode, and in ONE Redis transaction
+   store the batch in the cache, advance the reference context and add the token counts;
+3. publish the batches and wait for the broker; only then may input offsets be committed.
+Segments of one session arrive in order on one partition and are handled one at a time,
+so the reference context always reflects the segments before the current one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import orjson
+import structlog
+from redis.asyncio import Redis
+
+from schemas import Segment, session_key
+from schemas import topics as t
+from schemas.records import RecordBatch, TokenUsage
+from workers.encoder.context import ReferenceContext
+from workers.encoder.records import EncodedSegment
+from workers.ports import OutMessage, Publisher
+
+log = structlog.get_logger("lychee.encoder")
+
+USAGE_FIELDS = ("input_tokens", "output_tokens", "prompt_tokens", "calls", "segments")
+
+
+class SegmentEncoder(Protocol):
+    name: str
+
+    async def encode(self, segment: Segment, reference_context: str) -> EncodedSegment: ...
+
+
+class EncoderService:
+    def __init__(
+        self,
+        redis: Redis,
+        encoder: SegmentEncoder,
+        publisher: Publisher,
+        *,
+        prefix: str = "lychee",
+        cache_ttl_s: int = 7 * 24 * 3600,
+    ) -> None:
+        self.redis = redis
+        self.encoder = encoder
+        self.publisher = publisher
+        self.prefix = prefix
+        self.cache_ttl_s = cache_ttl_s
+
+    def _cache_key(self, segment_id: str) -> str:
+        return f"{self.prefix}:enc:cache:{segment_id}"
+
+    def _context_key(self, namespace: str, session_id: str) -> str:
+        return f"{self.prefix}:enc:ctx:{{{session_key(namespace, session_id)}}}"
+
+    def usage_key(self, namespace: str) -> str:
+        return f"{self.prefix}:usage:{namespace}"
+
+    async def handle(self, segments: Sequence[Segment]) -> list[RecordBatch]:
+        batches = [await self.encode(seg) for seg in segments]
+        await self.publisher.publish(
+            [
+                OutMessage(
+                    t.RECORDS, session_key(b.namespace, b.session_id), b.model_dump_json().encode()
+                )
+                for b in batches
+            ]
+        )
+        return batches
+
+    async def encode(self, segment: Segment) -> RecordBatch:
+        cached = await self.redis.get(self._cache_key(segment.segment_id))
+        if cached:
+            return RecordBatch.model_validate_json(cached)
+        ctx_key = self._context_key(segment.namespace, segment.session_id)
+        raw_ctx = await self.redis.get(ctx_key)
+        ctx = ReferenceContext.model_validate_json(raw_ctx) if raw_ctx else ReferenceContext()
+        encoded = await self.encoder.encode(segment, ctx.render())
+        batch = RecordBatch(
+            namespace=segment.namespace,
+            session_id=segment.session_id,
+            segment_id=segment.segment_id,
+            segment_index=segment.index,
+            first_turn_id=segment.first_turn_id,
+            last_turn_id=segment.last_turn_id,
+            session_date=segment.session_date,
+            encoder=encoded.encoder,
+            records=encoded.records,
+            disambiguation_context=encoded.disambiguation_context[:1_200],
+            usage=encoded.usage,
+        )
+        advanced = ctx.advanced(segment.index, encoded.disambiguation_context, encoded.records)
+        async with self.redis.pipeline(transaction=True) as tx:
+            tx.set(
+                self._cache_key(segment.segment_id), batch.model_dump_json(), ex=self.cache_ttl_s
+            )
+            tx.set(ctx_key, advanced.model_dump_json())
+            usage_key = self.usage_key(segment.namespace)
+            for name, value in _usage_counts(encoded.usage).items():
+                tx.hincrby(usage_key, name, value)
+            if encoded.usage.estimated:
+                tx.hset(usage_key, "estimated", 1)
+            await tx.execute()
+        log.info("segment.encoded", segment_id=segment.segment_id, records=len(batch.records),
+                 encoder=batch.encoder)  # fmt: skip
+        return batch
+
+    async def usage(self, namespace: str) -> dict[str, int]:
+        raw = await self.redis.hgetall(self.usage_key(namespace))
+        return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
+
+
+def _usage_counts(usage: TokenUsage) -> dict[str, int]:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "prompt_tokens": usage.prompt_tokens,
+        "calls": usage.calls,
+        "segments": 1,
+    }
+
+
+def records_json(encoded: EncodedSegment) -> str:
+    """The records as an LLM would have written them: the offline output-token estimate."""
+    payload = {
+        "records": [
+            {
+                "memory_type": r.memory_type.value,
+                "semantic_text": r.semantic_text,
+                "entities": r.entities,
+                "temporal": r.temporal.model_dump(),
+                "tags": r.tags,
+                "evidence_turns": r.evidence,
+                "source_role": r.source_role,
+            }
+            for r in encoded.records
+        ],
+        "disambiguation_context": encoded.disambiguation_context,
+    }
+    return orjson.dumps(payload).decode()
