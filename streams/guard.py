@@ -151,6 +151,11 @@ async def run_guarded(
         return
     except asyncio.CancelledError:
         raise
+    except Unprocessable as exc:
+        if len(good) == 1:  # nothing to isolate: do not pay for the same failure twice
+            await dead_letters.send(good[0].record, str(exc), "unprocessable")
+            return
+        log.error("batch.failed", stage=stage, size=len(good), error=repr(exc))
     except Exception as exc:  # noqa: BLE001 - isolate the poison message below
         log.error("batch.failed", stage=stage, size=len(good), error=repr(exc))
     # one by one, in order: what succeeded before the failure is redone idempotently

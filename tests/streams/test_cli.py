@@ -52,8 +52,3 @@ def test_cli_bad_input_file_is_a_clear_error(stack: Stack, tmp_path: Path) -> No
     out = lychee(stack, "ingest", str(bad), "--format", "jsonl")
     assert out.returncode != 0
     assert "bad.jsonl:1" in out.stderr and "turns" in out.stderr
-
-
-def test_cli_encoder_stage_says_it_is_not_built(stack: Stack) -> None:
-    out = lychee(stack, "worker", "encoder", timeout=60)
-    assert out.returncode != 0 and "not built yet" in out.stderr
