@@ -240,9 +240,10 @@ class RecordsStore:
             row = merge_node(old, up, self.max_node_records, self.max_node_text_chars)
             if row == old:
                 continue
-            # Same search text, same embedding: only links or provenance changed.
-            keep = vector if old is not None and old["text"] == row["text"] else None
-            pending.add(row, keep, row["text"])
+            # Same embedded text, same embedding: only links or provenance changed.
+            embedded = _node_embedding_text(row)
+            keep = vector if old is not None and _node_embedding_text(old) == embedded else None
+            pending.add(row, keep, embedded)
         return pending
 
     def _write(self, name: str, tbl: Any, pending: _Pending, embedder: Embedder) -> None:
@@ -508,3 +509,19 @@ def _has_table(db: Any, name: str) -> bool:
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+NODE_EMBED_CHARS = 480
+
+
+def _node_embedding_text(row: dict[str, Any]) -> str:
+    """What a node's vector is computed from.
+
+    Temporal nodes are found by key, so their vector comes from the label alone and is
+    computed once. Other nodes embed the head of their search text (label, then the
+    newest linked texts): MiniLM reads at most 256 tokens anyway, and a short input keeps
+    re-embedding a growing node cheap.
+    """
+    if row["node_type"] == NodeType.temporal.value:
+        return str(row["label"])
+    return str(row["text"])[:NODE_EMBED_CHARS]
