@@ -12,10 +12,10 @@ from schemas import topics as t
 from schemas.records import RecordBatch
 from streams.app import make_app, raw_topic
 from streams.guard import DeadLetters, Incoming, run_guarded
+from streams.models import embedding_info, make_embedder
 from streams.producer import KafkaPublisher
 from streams.serde import decode
 from streams.settings import Settings
-from workers.embedding import LocalEmbedder
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.indexer.store import EvidenceStore
 
@@ -24,9 +24,7 @@ log = structlog.get_logger("lychee.indexer")
 
 def open_store(settings: Settings) -> EvidenceStore:
     """The store needs the embedding model's name and dimension, not the model."""
-    from workers.embedding import bundled_model_info
-
-    name, dim = bundled_model_info(settings.embedding_model_path)
+    name, dim = embedding_info(settings)
     return EvidenceStore(settings.lancedb_uri, name, dim, settings.read_consistency_s)
 
 
@@ -57,9 +55,7 @@ def build(settings: Settings) -> faust.App:
     @app.agent(raw_topic(app, t.RECORDS), concurrency=1)
     async def index_records(stream: faust.StreamT[bytes]) -> None:
         if service.embedder is None:  # nodes and records are embedded here, once
-            service.embedder = LocalEmbedder(
-                settings.embedding_model_path, settings.embedding_batch_size
-            )
+            service.embedder = make_embedder(settings)
         await publisher.start()
         async for events in stream.take_events(64, settings.indexer_batch_wait_s):
             records = [Incoming.from_event(e) for e in events]

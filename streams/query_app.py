@@ -19,10 +19,10 @@ from schemas import topics as t
 from streams.app import make_app, raw_topic
 from streams.guard import DeadLetters, Incoming, retry_transient
 from streams.indexer_app import open_store
+from streams.models import make_embedder
 from streams.producer import KafkaPublisher
 from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings
-from workers.embedding import LocalEmbedder
 from workers.query.service import QueryService
 
 log = structlog.get_logger("lychee.query")
@@ -55,9 +55,7 @@ class QueryHandler:
             if self._service is None:
                 await self.publisher.start()
                 s = self.settings
-                embedder = await asyncio.to_thread(
-                    LocalEmbedder, s.embedding_model_path, s.embedding_batch_size
-                )
+                embedder = await asyncio.to_thread(make_embedder, s)
                 self._service = QueryService(open_store(s), embedder)
                 log.info("query.ready", model=embedder.model_name)
         return self._service

@@ -12,10 +12,10 @@ from schemas import ContractError, ExchangeTopicMessage, parse_exchange_message
 from schemas import topics as t
 from streams.app import make_app, raw_topic
 from streams.guard import DeadLetters, Incoming, retry_transient, run_guarded
+from streams.models import make_embedder
 from streams.producer import KafkaPublisher
 from streams.serde import SerdeError, decode_json
 from streams.settings import Settings
-from workers.embedding import LocalEmbedder
 from workers.segmenter.policy import SegmentPolicy
 from workers.segmenter.service import SegmenterService
 from workers.segmenter.state_store import SessionStore
@@ -42,7 +42,7 @@ def build(settings: Settings) -> faust.App:
     async def service() -> SegmenterService:
         if "svc" not in holder:
             await publisher.start()
-            embedder = LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
+            embedder = make_embedder(settings)
             p = settings.segmenter
             policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
             redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)

@@ -46,8 +46,13 @@ class Settings(BaseSettings):
         ge=0,
         description="how stale a reader's view of LanceDB may be (0: always latest)",
     )
-    # embeddings: a local sentence-transformers directory; empty = the bundled MiniLM
+    # embeddings: local sentence-transformers (a directory; empty = the bundled MiniLM), or an
+    # OpenAI-compatible endpoint (`text-embedding-3-small`, the paper's)
+    embedding_provider: Literal["local", "openai"] = "local"
     embedding_model_path: str | None = None
+    embedding_model: str = "text-embedding-3-small"
+    embedding_base_url: str | None = None
+    embedding_dim: int | None = None
     embedding_batch_size: int = Field(default=64, ge=1)
     # segmenter
     segmenter: SegmenterParams = SegmenterParams()
