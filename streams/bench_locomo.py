@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
 import tempfile
 import time
 import uuid
@@ -97,6 +98,7 @@ def pipeline(settings: Settings, variant: str) -> Iterator[Settings]:
         yield local
     finally:
         stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 def run_locomo(

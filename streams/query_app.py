@@ -106,10 +106,13 @@ def build(settings: Settings) -> faust.App:
     @app.agent(raw_topic(app, t.QUERIES), concurrency=settings.query_concurrency)
     async def answer(stream: faust.StreamT[bytes]) -> None:
         await handler.service()
-        async for event in stream.events():
-            try:
-                await handler.serve(Incoming.from_event(event))
-            except Exception as exc:  # noqa: BLE001 - nothing escapes the agent loop
-                log.error("query.unhandled", error=repr(exc))
+        try:
+            async for event in stream.events():
+                try:
+                    await handler.serve(Incoming.from_event(event))
+                except Exception as exc:  # noqa: BLE001 - nothing escapes the agent loop
+                    log.error("query.unhandled", error=repr(exc))
+        finally:
+            await handler.publisher.stop()
 
     return app
