@@ -517,11 +517,14 @@ NODE_EMBED_CHARS = 480
 def _node_embedding_text(row: dict[str, Any]) -> str:
     """What a node's vector is computed from.
 
-    Temporal nodes are found by key, so their vector comes from the label alone and is
-    computed once. Other nodes embed the head of their search text (label, then the
-    newest linked texts): MiniLM reads at most 256 tokens anyway, and a short input keeps
-    re-embedding a growing node cheap.
+    Temporal nodes are found by key, so their vector comes from the label alone. Other
+    nodes embed their label and their OLDEST linked texts up to `NODE_EMBED_CHARS`: the
+    head stops changing once it is full, so a busy node is not re-embedded every time it
+    gains a link (MiniLM reads only 256 tokens anyway); the full merged text stays in the
+    full-text index.
     """
     if row["node_type"] == NodeType.temporal.value:
         return str(row["label"])
-    return str(row["text"])[:NODE_EMBED_CHARS]
+    return "\n".join([str(row["label"]), *map(str, row.get("record_texts") or [])])[
+        :NODE_EMBED_CHARS
+    ]

@@ -31,24 +31,28 @@ class IndexerService:
         self.store = store
         self.embedder = embedder
         self.records = RecordsStore(store)
-        self._lock = asyncio.Lock()  # writes, index builds and optimize never overlap
+        # one writer per table: turns and records/nodes are written independently, so raw
+        # turns stay searchable at once however long record embedding takes
+        self._turns_lock = asyncio.Lock()
+        self._records_lock = asyncio.Lock()
 
     async def write(self, batch: IndexBatch) -> dict[str, int]:
         written: dict[str, int] = {}
-        async with self._lock:
-            if batch.turns:
+        if batch.turns:
+            async with self._turns_lock:
                 written["turns"] = await asyncio.to_thread(self.store.upsert_turns, batch.turns)
-            if batch.records:
-                if self.embedder is None:
-                    raise RuntimeError("the indexer needs an embedder to write records and nodes")
+        if batch.records:
+            if self.embedder is None:
+                raise RuntimeError("the indexer needs an embedder to write records and nodes")
+            async with self._records_lock:
                 counts = await asyncio.to_thread(
                     self.records.upsert_batch, batch.records, self.embedder
                 )
-                written.update(counts)
+            written.update(counts)
         return written
 
     async def optimize(self, ann_min_rows: int) -> list[str]:
-        async with self._lock:
+        async with self._turns_lock, self._records_lock:
             built: list[str] = await asyncio.to_thread(self.records.maybe_build_ann, ann_min_rows)
             await asyncio.to_thread(self.store.optimize)
             await asyncio.to_thread(self.records.optimize)
