@@ -49,12 +49,35 @@ async def run(stack: Stack, settings: Settings) -> None:
             f"ingested {stats.exchanges} exchanges ({stats.sessions} sessions) from {CONVERSATION.name}: "
             f"produced in {stats.seconds * 1e3:.0f} ms, searchable after {ingest_s:.2f}s\n"
         )
+        await show_records(settings, client)
         for question in QUESTIONS:
             t0 = time.perf_counter()
             reply = await client.search(NAMESPACE, question, k=3)
             took = (time.perf_counter() - t0) * 1e3
             print(format_evidence(reply))
             print(f"   answered in {took:.0f} ms (request to reply)\n")
+
+
+async def show_records(settings: Settings, client: object) -> None:
+    """What the encoder made of the conversation, and what it would have cost an LLM."""
+    from streams.models import embedding_info
+    from workers.indexer.records_store import RecordsStore
+    from workers.indexer.store import EvidenceStore
+
+    name, dim = embedding_info(settings)
+    records = RecordsStore(EvidenceStore(settings.lancedb_uri, name, dim))
+    counts = await asyncio.to_thread(records.count_by_type, NAMESPACE)
+    print("memory records by type:", counts["records"])
+    print("evidence nodes by type:", counts["nodes"])
+    tbl = records.table("records")
+    rows = tbl.search().where(f"namespace = '{NAMESPACE}'").limit(5).to_list() if tbl else []
+    for row in rows:
+        print(f"  - {row['normalized_text']}  ({', '.join(row['evidence'])})")
+    usage = await client.usage(NAMESPACE)  # type: ignore[attr-defined]
+    print(
+        f"construction: {usage.get('segments', 0)} segments encoded offline; the LLM prompt "
+        f"would have read {usage.get('prompt_tokens', 0)} tokens\n"
+    )
 
 
 def main() -> int:
