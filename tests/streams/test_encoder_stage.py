@@ -33,11 +33,17 @@ def snapshot(stack: Stack, ns: str) -> tuple[list[dict], list[dict]]:  # type: i
         tbl = rs.table(name)
         assert tbl is not None
         rows = tbl.search().where(f"namespace = '{ns}'").limit(None).to_list()
-        out.append(sorted(({k: v for k, v in r.items() if k != "vector"} for r in rows), key=lambda r: r["id"]))
+        out.append(
+            sorted(
+                ({k: v for k, v in r.items() if k != "vector"} for r in rows), key=lambda r: r["id"]
+            )
+        )
     return out[0], out[1]
 
 
-async def test_encoder_stage_records_and_nodes_indexed_and_redelivery_changes_nothing(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
+async def test_encoder_stage_records_and_nodes_indexed_and_redelivery_changes_nothing(
+    stack: Stack, settings
+) -> None:  # type: ignore[no-untyped-def]
     ns = f"enc-{uuid.uuid4().hex[:6]}"
     await ingest(settings, conversation(ns))
     records, nodes = snapshot(stack, ns)
@@ -64,7 +70,9 @@ async def test_encoder_stage_records_and_nodes_indexed_and_redelivery_changes_no
     assert usage["segments"] == len(segments) and usage["prompt_tokens"] > 0
 
 
-async def test_encoder_invalid_llm_output_dead_letters_the_segment_intact(stack: Stack, settings, redis_url) -> None:  # type: ignore[no-untyped-def]
+async def test_encoder_invalid_llm_output_dead_letters_the_segment_intact(
+    stack: Stack, settings, redis_url
+) -> None:  # type: ignore[no-untyped-def]
     from redis.asyncio import Redis
 
     seg = make_segment(1).model_copy(update={"namespace": f"dlq-{uuid.uuid4().hex[:6]}"})

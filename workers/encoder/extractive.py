@@ -284,12 +284,26 @@ def _capitalize(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+_DAY_AFTER = re.compile(
+    rf",?\s+(?:the\s+)?(?:{_MON}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?\s+{_MON})",
+    re.IGNORECASE,
+)
+
+
+def _dated_weekday(m: re.Match[str], sentence: str) -> bool:
+    """`on Sunday, May 19th`: the weekday names a day the sentence dates itself."""
+    weekday = m.group("on") or (m.group("what") or "").lower() in _WEEKDAYS
+    return bool(weekday) and bool(_DAY_AFTER.match(sentence, m.end()))
+
+
 def _dates(sentence: str, base: datetime | None) -> tuple[str, str]:
     """Relative phrases rewritten against the session date; t_ref = the sentence's first date."""
     spans: list[tuple[int, int, str | None, str]] = []
     future = bool(_FUTURE.search(sentence))
     found = [
-        (m, r) for m in _RELATIVE.finditer(sentence) if base and (r := _relative(m, base, future))
+        (m, r)
+        for m in _RELATIVE.finditer(sentence)
+        if base and not _dated_weekday(m, sentence) and (r := _relative(m, base, future))
     ]
     for m, (prefix, absolute, iso) in found:
         before = sentence[: m.start()].split()

@@ -23,7 +23,9 @@ def second_segment():  # type: ignore[no-untyped-def]
     return seg.model_copy(update={"segment_id": "ns/s1/1", "index": 1})
 
 
-async def test_encoder_service_redelivered_segment_yields_the_same_batch_counted_once(redis) -> None:  # type: ignore[no-untyped-def]
+async def test_encoder_service_redelivered_segment_yields_the_same_batch_counted_once(
+    redis,
+) -> None:  # type: ignore[no-untyped-def]
     pub = ListPublisher()
     svc = EncoderService(redis, ExtractiveEncoder(), pub)
     seg = make_segment(2)
@@ -61,4 +63,3 @@ async def test_encoder_service_invalid_output_twice_is_unprocessable(redis) -> N
         await client.close()
     assert await redis.get("lychee:enc:cache:ns/s1/0") is None  # nothing cached, nothing counted
     assert await svc.usage("ns") == {}
-

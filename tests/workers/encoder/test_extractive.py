@@ -286,3 +286,11 @@ def test_output_envelope_and_determinism() -> None:
         "fact: Ana's sister helped Ana pick him.",
         'preference: Bruno read "The Quiet Orchard" in April 2023 and loved it.',
     ]
+
+
+def test_weekday_followed_by_its_own_date_is_not_rewritten() -> None:
+    out = encode_extractive(segment(("Ana", "The race is on Sunday, May 19th, at 7:30 sharp.")))
+    assert "on Sunday, May 19th" in out.records[0].semantic_text
+    # the plain weekday still resolves against the session date (a Monday)
+    out = encode_extractive(segment(("Ana", "I ran twelve kilometres on Sunday with Bruno.")))
+    assert "on 7 May 2023" in out.records[0].semantic_text
