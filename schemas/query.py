@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,9 @@ class QueryRequest(Contract):
     reply_partition: int = Field(ge=0)
     deadline_ms: int = Field(gt=0, description="epoch milliseconds after which no reply is wanted")
     answer: bool = False
+    ablation: Literal["record-vector-only", "no-planner", "no-fusion"] | None = Field(
+        default=None, description="switch off a retrieval stage for this request (paper ablations)"
+    )
 
 
 class EvidenceItem(BaseModel):
@@ -30,14 +33,19 @@ class EvidenceItem(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["turn"]
+    kind: Literal["turn", "record"]
     item_id: str
     text: str
     turn_ids: list[str]
     session_id: str
     speaker: str | None = None
     role: Role | None = None
-    date: datetime | None = None
+    date: datetime | None = Field(default=None, description="conversation date of the source")
+    resolved_date: str | None = Field(
+        default=None, description="a record's resolved event date (YYYY[-MM[-DD]])"
+    )
+    memory_type: str | None = None
+    routes: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
 
 
@@ -51,5 +59,10 @@ class QueryReply(Contract):
     error: str | None = None
     query: str = ""
     evidence: list[EvidenceItem] = Field(default_factory=list)
+    context: str = Field(default="", description="the evidence in the answer prompt's two blocks")
+    context_tokens: int = 0
+    plan: dict[str, Any] | None = None
+    answer: str | None = None
+    usage: dict[str, int] = Field(default_factory=dict, description="query-time LLM tokens")
     timings_ms: dict[str, float] = Field(default_factory=dict)
     served_at: datetime | None = None

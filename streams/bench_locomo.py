@@ -45,14 +45,18 @@ from workers.evaluation.metrics import (
 from workers.evaluation.report import LocomoReport, validate_report
 from workers.indexer.records_store import RecordsStore
 from workers.indexer.store import EvidenceStore
+from workers.query.context import item_line
 
-# variant -> segmenter mode; the other variants need stages that are not built yet
-VARIANTS: dict[str, SegmentMode] = {
-    "full": SegmentMode.semantic,
-    "eager": SegmentMode.eager,
-    "fixed-window": SegmentMode.fixed_window,
+# variant -> (worker environment of the embedded stack, per-request ablation)
+VARIANTS: dict[str, tuple[dict[str, str], str | None]] = {
+    "full": ({}, None),
+    "eager": ({"LYCHEE_SEGMENTER__MODE": SegmentMode.eager.value}, None),
+    "fixed-window": ({"LYCHEE_SEGMENTER__MODE": SegmentMode.fixed_window.value}, None),
+    "no-cross-context": ({"LYCHEE_ENCODER_CROSS_CONTEXT": "false"}, None),
+    "record-vector-only": ({}, "record-vector-only"),
+    "no-planner": ({}, "no-planner"),
+    "no-fusion": ({}, "no-fusion"),
 }
-PLANNED_VARIANTS = ("no-cross-context", "record-vector-only", "no-planner", "no-fusion")
 RETRIEVE_K = 100  # enough items for the largest budget; recall@k reads the first k
 
 
@@ -77,15 +81,21 @@ class Run:
 
 
 def evidence_line(item: EvidenceItem) -> RankedItem:
-    """A retrieved turn as it would sit in the context: `[date] Speaker: text`."""
-    text = f"[{item.date.day} {item.date:%B %Y}] {item.text}" if item.date else item.text
-    return RankedItem(text, tuple(item.turn_ids))
+    """A retrieved item as it sits in the serialized context, with its provenance."""
+    return RankedItem(item_line(item), tuple(item.turn_ids))
 
 
 @contextlib.contextmanager
 def pipeline(settings: Settings, variant: str) -> Iterator[Settings]:
     """The configured stack, or an embedded one when Kafka is not configured."""
     if "kafka_bootstrap" in settings.model_fields_set:
+        env = VARIANTS[variant][0]
+        if env:
+            wanted = " ".join(f"{k}={v}" for k, v in env.items())
+            raise BenchError(
+                f"variant {variant!r} changes the workers ({wanted}): run it on the embedded "
+                "stack (leave LYCHEE_KAFKA_BOOTSTRAP unset) or start the workers with that setting"
+            )
         yield settings
         return
     from streams.bench import launch, wait_ready
@@ -93,7 +103,7 @@ def pipeline(settings: Settings, variant: str) -> Iterator[Settings]:
     data_dir = Path(tempfile.mkdtemp(prefix="lychee-bench-"))
     stack = Stack(data_dir)
     try:
-        local = launch(stack, {"LYCHEE_SEGMENTER__MODE": VARIANTS[variant].value})
+        local = launch(stack, VARIANTS[variant][0])
         asyncio.run(wait_ready(stack, local, timeout_s=300))
         yield local
     finally:
@@ -110,11 +120,6 @@ def run_locomo(
     budgets: tuple[int, ...] = (500, 1000, 2000),
     progress: bool = True,
 ) -> LocomoReport:
-    if variant in PLANNED_VARIANTS:
-        raise BenchError(
-            f"variant {variant!r} switches a stage that is not built yet (encoder or planner); "
-            f"available now: {', '.join(VARIANTS)}"
-        )
     if variant not in VARIANTS:
         raise BenchError(f"unknown variant {variant!r}; choose from {', '.join(VARIANTS)}")
     started = time.perf_counter()
@@ -162,7 +167,7 @@ async def _run(
         ingest = await _ingest(settings, client, store, conversations, progress)
         segments = await _segments(settings, conversations)
         batches = await _record_batches(settings, conversations)
-        await _ask(client, run, max(RETRIEVE_K, *ks), progress)
+        await _ask(client, run, max(RETRIEVE_K, *ks), progress, VARIANTS[variant][1])
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
     systems: dict[str, Any] = {}
     for name, results in [("lychee", run.lychee), *run.baselines.items()]:
@@ -317,7 +322,9 @@ def _reasons(segments: list[Segment]) -> dict[str, int]:
     return out
 
 
-async def _ask(client: MemoryClient, run: Run, k: int, progress: bool) -> None:
+async def _ask(
+    client: MemoryClient, run: Run, k: int, progress: bool, ablation: str | None
+) -> None:
     bar = tqdm(
         total=len(run.questions), unit="q", desc="questions", disable=not progress, leave=False
     )
@@ -326,7 +333,7 @@ async def _ask(client: MemoryClient, run: Run, k: int, progress: bool) -> None:
     async def one(q: Question) -> tuple[Question, QueryReply, float]:
         async with gate:
             t0 = time.perf_counter()
-            reply = await client.search(q.namespace, q.text, k=k, timeout_s=60)
+            reply = await client.search(q.namespace, q.text, k=k, timeout_s=60, ablation=ablation)
             bar.update(1)
             return q, reply, (time.perf_counter() - t0) * 1e3
 

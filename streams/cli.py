@@ -160,10 +160,13 @@ def ask(
 def format_evidence(reply: Any) -> str:
     lines = [f"Q: {reply.query}"]
     for i, item in enumerate(reply.evidence, 1):
-        date = item.date.strftime("%Y-%m-%d") if item.date else "?"
+        when = item.resolved_date or (item.date.strftime("%Y-%m-%d") if item.date else "?")
+        score = item.scores.get("final", item.scores.get("rrf", 0.0))
         lines.append(
-            f"{i:>2}. [{date}] {item.text}  ({', '.join(item.turn_ids)}; rrf={item.scores.get('rrf', 0):.4f})"
+            f"{i:>2}. {item.kind:<6} [{when}] {item.text}  ({', '.join(item.turn_ids)}; {score:.3f})"
         )
+    if reply.answer:
+        lines.append(f"   answer: {reply.answer}")
     timing = ", ".join(f"{k} {v:.1f}ms" for k, v in reply.timings_ms.items())
     lines.append(f"   timings: {timing}")
     return "\n".join(lines)
@@ -216,8 +219,8 @@ def bench_throughput(n: int, sessions: int, probes: int) -> None:
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 @click.option("--conversations", default=None, help="comma-separated sample ids (default: all)")
 @click.option("--variant", default="full", show_default=True,
-              help="full, eager, fixed-window (no-cross-context, record-vector-only, no-planner, "
-                   "no-fusion need stages not built yet)")  # fmt: skip
+              type=click.Choice(["full", "eager", "fixed-window", "no-cross-context",
+                                 "record-vector-only", "no-planner", "no-fusion"]))  # fmt: skip
 @click.option("--k", "ks", default="5,10,15", show_default=True)
 @click.option("--budgets", default="500,1000,2000", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)

@@ -127,6 +127,8 @@ class MemoryClient:
         k: int = 10,
         session_id: str | None = None,
         timeout_s: float | None = None,
+        ablation: str | None = None,
+        answer: bool = False,
     ) -> QueryReply:
         """Ask the query service; raises ReplyTimeout, or QueryFailed on an error reply."""
         budget = timeout_s or self.settings.query_default_timeout_s
@@ -139,6 +141,8 @@ class MemoryClient:
             session_id=session_id,
             reply_partition=self.reply_partition,
             deadline_ms=int((time.time() + budget) * 1000),
+            ablation=ablation,  # type: ignore[arg-type]
+            answer=answer,
         )
         fut: asyncio.Future[QueryReply] = asyncio.get_running_loop().create_future()
         self._pending[cid] = fut

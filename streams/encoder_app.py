@@ -45,7 +45,11 @@ def build(settings: Settings) -> faust.App:
     dead = DeadLetters(publisher, "encoder")
     redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
     service = EncoderService(
-        redis, make_encoder(settings), publisher, cache_ttl_s=settings.encoder_cache_ttl_s
+        redis,
+        make_encoder(settings),
+        publisher,
+        cache_ttl_s=settings.encoder_cache_ttl_s,
+        cross_context=settings.encoder_cross_context,
     )
 
     async def handle(segments: Sequence[Segment]) -> None:

@@ -22,8 +22,8 @@ from streams.indexer_app import open_store
 from streams.models import make_embedder
 from streams.producer import KafkaPublisher
 from streams.serde import SerdeError, decode, encode
-from streams.settings import Settings
-from workers.query.service import QueryService
+from streams.settings import Settings, llm_configured
+from workers.query.service import HeuristicPlanner, Planner, QueryService
 
 log = structlog.get_logger("lychee.query")
 
@@ -38,6 +38,19 @@ def reply_target(value: bytes | None) -> tuple[str, int, str] | None:
     except (orjson.JSONDecodeError, KeyError, TypeError):
         pass
     return None
+
+
+def make_planner(settings: Settings) -> Planner:
+    """One LLM planning call when an LLM is configured, else the heuristic planner."""
+    if not llm_configured(settings):
+        return HeuristicPlanner()
+    from workers.encoder.llm import make_client
+    from workers.query.planner import LLMPlanner
+
+    assert settings.llm_base_url and settings.llm_model
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    client = make_client(settings.llm_base_url, key, settings.llm_timeout_s)
+    return LLMPlanner(client, settings.llm_model, timeout_s=settings.llm_timeout_s)
 
 
 class QueryHandler:
@@ -56,7 +69,7 @@ class QueryHandler:
                 await self.publisher.start()
                 s = self.settings
                 embedder = await asyncio.to_thread(make_embedder, s)
-                self._service = QueryService(open_store(s), embedder)
+                self._service = QueryService(open_store(s), embedder, make_planner(s))
                 log.info("query.ready", model=embedder.model_name)
         return self._service
 

@@ -78,6 +78,9 @@ class Settings(BaseSettings):
     llm_max_attempts: int = Field(default=5, ge=1)
     encoder_batch_size: int = Field(default=8, ge=1)
     encoder_cache_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
+    encoder_cross_context: bool = Field(
+        default=True, description="carry the session's reference context between segments"
+    )
     ann_min_rows: int = Field(
         default=100_000, ge=256, description="build an ANN index once a table has this many rows"
     )

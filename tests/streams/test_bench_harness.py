@@ -66,11 +66,13 @@ def test_bench_locomo_end_to_end_report_matches_the_schema(settings, tmp_path: P
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_bench_locomo_unbuilt_variant_is_refused(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_bench_locomo_worker_variant_on_a_configured_stack_is_refused(
+    settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "tiny.json"
     write_locomo(data)
-    with pytest.raises(BenchError, match="not built yet"):
-        run_locomo(settings, data, variant="no-planner", progress=False)
+    with pytest.raises(BenchError, match="LYCHEE_SEGMENTER__MODE=eager"):
+        run_locomo(settings, data, variant="eager", progress=False)
     with pytest.raises(BenchError, match="no conversation"):
         run_locomo(settings, data, conversation_ids=["nope"], progress=False)
 

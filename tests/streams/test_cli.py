@@ -37,7 +37,12 @@ def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
     assert ask.returncode == 0, ask.stderr
     reply = json.loads(ask.stdout)
     assert reply["status"] == "ok" and len(reply["evidence"]) == 3
-    assert all(e["turn_ids"] and e["speaker"] for e in reply["evidence"])
+    assert all(e["turn_ids"] for e in reply["evidence"])
+    assert all(e["speaker"] for e in reply["evidence"] if e["kind"] == "turn")
+    assert (
+        reply["context"].startswith("Episodic/Semantic Memories:") and reply["context_tokens"] > 0
+    )
+    assert reply["plan"]["routes"]
     status = lychee(stack, "status", "--json")
     assert status.returncode == 0, status.stderr
     report = json.loads(status.stdout)

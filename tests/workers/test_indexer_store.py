@@ -9,7 +9,7 @@ import pytest
 
 from schemas import RawTurn, Role
 from workers.indexer.store import EmbeddingMismatch, EvidenceStore
-from workers.query.service import fuse_turns, rrf
+from workers.query.selection import rrf
 
 DIM = 8
 
@@ -87,20 +87,3 @@ def test_rrf_scores_by_hand() -> None:
     assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
     assert scores["c"] == pytest.approx(1 / 63)
     assert scores["d"] == pytest.approx(1 / 62)
-
-
-def test_fuse_turns_orders_by_rrf_and_keeps_provenance() -> None:
-    def row(rid: str, **extra):  # type: ignore[no-untyped-def]
-        return {"id": rid, "turn_id": rid.split("/")[-1], "session_id": "s1", "speaker": "Ann",
-                "role": "user", "text": f"Ann: {rid}", "session_date": datetime(2024, 3, 2), **extra}  # fmt: skip
-
-    vec = [row("a/s1/t1", _distance=0.1), row("a/s1/t2", _distance=0.2)]
-    fts = [row("a/s1/t2", _score=3.0), row("a/s1/t3", _score=1.0)]
-    out = fuse_turns(vec, fts, k=2)
-    assert [e.turn_ids for e in out] == [["t2"], ["t1"]]
-    assert out[0].scores == {
-        "rrf": pytest.approx(1 / 62 + 1 / 61, abs=1e-6),
-        "vector": 0.8,
-        "fts": 3.0,
-    }
-    assert out[1].scores["vector"] == pytest.approx(0.9)

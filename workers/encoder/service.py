@@ -46,7 +46,9 @@ class EncoderService:
         *,
         prefix: str = "lychee",
         cache_ttl_s: int = 7 * 24 * 3600,
+        cross_context: bool = True,
     ) -> None:
+        self.cross_context = cross_context  # off: the paper's no-cross-context ablation
         self.redis = redis
         self.encoder = encoder
         self.publisher = publisher
@@ -81,7 +83,7 @@ class EncoderService:
         ctx_key = self._context_key(segment.namespace, segment.session_id)
         raw_ctx = await self.redis.get(ctx_key)
         ctx = ReferenceContext.model_validate_json(raw_ctx) if raw_ctx else ReferenceContext()
-        encoded = await self.encoder.encode(segment, ctx.render())
+        encoded = await self.encoder.encode(segment, ctx.render() if self.cross_context else "")
         batch = RecordBatch(
             namespace=segment.namespace,
             session_id=segment.session_id,

@@ -328,6 +328,15 @@ class RecordsStore:
     ) -> list[dict[str, Any]]:
         return self._search_text(NODES, _node_filter(namespace, node_types), text, limit)
 
+    def temporal_nodes(self, namespace: str) -> list[dict[str, Any]]:
+        """Every temporal node of a namespace (a few per month of conversation), by key."""
+        tbl = self.table(NODES)
+        if tbl is None:
+            return []
+        where = _node_filter(namespace, [NodeType.temporal])
+        rows = tbl.search().where(where).select(["id", "key", "record_ids"]).limit(None).to_list()
+        return sorted(rows, key=lambda r: str(r["key"]))
+
     def records_by_ids(self, namespace: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """Records of `namespace` among `ids`, in the order of `ids` (missing ones skipped)."""
         tbl = self.table(RECORDS)

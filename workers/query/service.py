@@ -1,34 +1,28 @@
-"""The query service's retrieval over raw turns (first part of DESIGN §8).
+"""The query service: plan-guided multi-route retrieval (DESIGN §8, paper Alg. 2).
 
-Vector and full-text search over the `turns` table, both prefiltered by namespace
-(and optionally session), fused with reciprocal rank (kappa = 60).
+One planning step (heuristic, or an LLM when configured) turns the question into routes;
+recall per route runs over evidence nodes, records and raw turns, all prefiltered by
+namespace; routes are fused by reciprocal rank, route coverage is kept and a
+diversity-aware selection picks the evidence, serialized in the answer prompt's form.
 """
 
 from __future__ import annotations
 
-import asyncio
-import re
+import dataclasses
 import time
-from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Protocol
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
+from schemas.plan import Plan, QuestionType, Route
+from schemas.records import TokenUsage
 from workers.embedding import Embedder
+from workers.indexer.records_store import RecordsStore
 from workers.indexer.store import EvidenceStore
-
-RRF_KAPPA = 60
-
-_FTS_STRIP = re.compile(r"[^\w\s]+", re.UNICODE)
-
-
-def rrf(rankings: Sequence[Sequence[str]], kappa: int = RRF_KAPPA) -> dict[str, float]:
-    """Reciprocal-rank fusion: `sum over lists of 1 / (kappa + rank)`, ranks from 1."""
-    scores: dict[str, float] = {}
-    for ranking in rankings:
-        for rank, item in enumerate(ranking, start=1):
-            scores[item] = scores.get(item, 0.0) + 1.0 / (kappa + rank)
-    return scores
+from workers.query.context import serialize_context
+from workers.query.multiroute import MultiRouteRecall, RecallConfig
+from workers.query.planner import heuristic_plan
+from workers.query.selection import Fused, fuse_routes, select, sort_only
 
 
 class Stopwatch:
@@ -46,70 +40,116 @@ class Stopwatch:
         return self.timings
 
 
+class Planner(Protocol):
+    async def plan(self, question: str) -> tuple[Plan, TokenUsage]: ...
+
+
+class HeuristicPlanner:
+    """The planner without an LLM (DESIGN §8.2)."""
+
+    async def plan(self, question: str) -> tuple[Plan, TokenUsage]:
+        return heuristic_plan(question), TokenUsage()
+
+
+def single_route_plan(question: str) -> Plan:
+    """The no-planner ablation: one route whose only query is the question."""
+    return Plan(
+        question_type=QuestionType.single,
+        semantic_queries=[question],
+        temporal_filter=None,
+        routes=[Route(goal=question, queries=[question])],
+        source="heuristic",
+    )
+
+
 class QueryService:
-    def __init__(self, store: EvidenceStore, embedder: Embedder, candidates: int = 50) -> None:
+    """Plan, recall per route, fuse, select, serialize (paper Alg. 2)."""
+
+    def __init__(
+        self,
+        store: EvidenceStore,
+        embedder: Embedder,
+        planner: Planner | None = None,
+        config: RecallConfig | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
-        self.candidates = candidates
+        self.planner = planner or HeuristicPlanner()
+        records = RecordsStore(store)
+        cfg = config or RecallConfig()
+        self.recall = MultiRouteRecall(store, records, embedder, cfg)
+        self.record_vector_only = MultiRouteRecall(
+            store, records, embedder, dataclasses.replace(cfg, record_vector_only=True)
+        )
 
     async def search(self, req: QueryRequest) -> QueryReply:
         watch = Stopwatch()
         t = time.perf_counter()
-        vec = (await asyncio.to_thread(self.embedder.embed, [req.query]))[0]
-        t = watch.lap("embed", t)
-        pool = max(self.candidates, req.k * 3)
-        text = _FTS_STRIP.sub(" ", req.query)
-        by_vector, by_text = await asyncio.gather(
-            asyncio.to_thread(
-                self.store.search_turns_vector, req.namespace, vec, pool, req.session_id
-            ),
-            asyncio.to_thread(
-                self.store.search_turns_text, req.namespace, text, pool, req.session_id
-            ),
-        )
+        if req.ablation == "no-planner":
+            plan, usage = single_route_plan(req.query), TokenUsage()
+        else:
+            plan, usage = await self.planner.plan(req.query)
+        t = watch.lap("plan", t)
+        recall = self.record_vector_only if req.ablation == "record-vector-only" else self.recall
+        routes = await recall.recall(plan, req.query, req.namespace, req.k, req.session_id)
         t = watch.lap("recall", t)
-        evidence = fuse_turns(by_vector, by_text, req.k)
-        watch.lap("fusion", t)
+        fused = fuse_routes(routes)
+        if req.ablation == "no-fusion":
+            chosen = sort_only(fused, req.k)
+        else:
+            chosen = select(fused, req.k, len(routes))
+        evidence = [_evidence(f) for f in chosen]
+        context, tokens = serialize_context(evidence)
+        watch.lap("selection", t)
         return QueryReply(
             correlation_id=req.correlation_id,
             namespace=req.namespace,
             status="ok",
             query=req.query,
             evidence=evidence,
+            context=context,
+            context_tokens=tokens,
+            plan=plan.model_dump(mode="json"),
+            answer="no answer model is configured" if req.answer else None,
+            usage={
+                "input_tokens": usage.input_tokens,
+                "output_tokens": usage.output_tokens,
+                "calls": usage.calls,
+            },  # fmt: skip
             timings_ms=watch.total(),
             served_at=datetime.now(UTC),
         )
 
 
-def fuse_turns(
-    by_vector: Sequence[dict[str, Any]], by_text: Sequence[dict[str, Any]], k: int
-) -> list[EvidenceItem]:
-    rows = {r["id"]: r for r in [*by_text, *by_vector]}
-    vec_rank = [r["id"] for r in by_vector]
-    fts_rank = [r["id"] for r in by_text]
-    fused = rrf([vec_rank, fts_rank])
-    cos = {r["id"]: 1.0 - float(r["_distance"]) for r in by_vector}
-    bm25 = {r["id"]: float(r["_score"]) for r in by_text}
-    order = sorted(fused, key=lambda rid: (-fused[rid], rid))[:k]
-    out = []
-    for rid in order:
-        r = rows[rid]
-        scores = {"rrf": round(fused[rid], 6)}
-        if rid in cos:
-            scores["vector"] = round(cos[rid], 6)
-        if rid in bm25:
-            scores["fts"] = round(bm25[rid], 6)
-        out.append(
-            EvidenceItem(
-                kind="turn",
-                item_id=rid,
-                text=r["text"],
-                turn_ids=[r["turn_id"]],
-                session_id=r["session_id"],
-                speaker=r["speaker"],
-                role=Role(r["role"]) if r.get("role") else None,
-                date=r.get("session_date"),
-                scores=scores,
-            )
+def _evidence(f: Fused) -> EvidenceItem:
+    c = f.candidate
+    if c.kind == "record":
+        return EvidenceItem(
+            kind="record",
+            item_id=c.item_id,
+            text=c.text,
+            turn_ids=list(c.turn_ids),
+            session_id=c.session_id,
+            role=Role(c.role) if c.role else None,
+            date=_day(c.mentioned),
+            resolved_date=c.date,
+            memory_type=c.memory_type,
+            routes=list(f.routes),
+            scores=f.scores(),
         )
-    return out
+    return EvidenceItem(
+        kind="turn",
+        item_id=c.item_id,
+        text=c.text,
+        turn_ids=list(c.turn_ids),
+        session_id=c.session_id,
+        speaker=c.speaker,
+        role=Role(c.role) if c.role else None,
+        date=_day(c.date),
+        routes=list(f.routes),
+        scores=f.scores(),
+    )
+
+
+def _day(iso: str | None) -> datetime | None:
+    return datetime.fromisoformat(iso) if iso else None

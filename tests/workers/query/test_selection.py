@@ -1,0 +1,223 @@
+"""Cross-route fusion, scores, signatures and selection (pure, hand-computed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers.query.selection import (
+    Candidate,
+    CandidateKind,
+    Fused,
+    RouteRanking,
+    cap_kind,
+    final_score,
+    fuse_routes,
+    route_quota,
+    select,
+    signature_similarity,
+    sort_only,
+)
+
+
+def cand(
+    item_id: str,
+    *,
+    kind: CandidateKind = "record",
+    text: str = "",
+    session: str = "s1",
+    turns: tuple[str, ...] = (),
+    entities: tuple[str, ...] = (),
+    nodes: tuple[str, ...] = (),
+    queries: tuple[str, ...] = (),
+    scores: dict[str, float] | None = None,
+) -> Candidate:
+    return Candidate(
+        item_id=item_id, kind=kind, text=text or item_id, session_id=session,
+        turn_ids=turns or (f"t-{item_id}",), entities=entities, node_ids=nodes,
+        queries=queries, channel_scores=scores or {},
+    )  # fmt: skip
+
+
+def fused(c: Candidate, best: float, route: float = 1.0, routes: tuple[str, ...] = ("A",)) -> Fused:
+    return Fused(candidate=c, rrf=best / 61, best=best, route_score=route, routes=routes)
+
+
+def ids(items: list[Fused]) -> list[str]:
+    return [f.item_id for f in items]
+
+
+# --- fusion and scores ---------------------------------------------------------------------
+
+
+def test_fuse_routes_item_in_both_routes_sums_rrf_and_merges_provenance() -> None:
+    # A = [x, y], B = [z, y], kappa = 60.
+    # y: rrf 1/62 + 1/62 = 1/31; best (61/62); route 2/2 = 1 -> final 0.82*61/62 + 0.18
+    # x, z: rrf 1/61; best 61/61 = 1; route 1/2 -> final 0.82 + 0.09 = 0.91 (tie -> by id)
+    y_a = cand("y", entities=("Ann",), queries=("qa",), scores={"record_vector": 0.7})
+    y_b = cand("y", nodes=("n1",), queries=("qb",), scores={"record_vector": 0.6, "turn_fts": 3.2})
+    out = fuse_routes([RouteRanking("A", [cand("x"), y_a]), RouteRanking("B", [cand("z"), y_b])])
+    assert ids(out) == ["y", "x", "z"]
+    y, x, _ = out
+    assert y.rrf == pytest.approx(1 / 31)
+    assert y.best == pytest.approx(61 / 62)
+    assert y.route_score == 1.0
+    assert y.final == pytest.approx(0.82 * 61 / 62 + 0.18)  # 0.986774...
+    assert y.routes == ("A", "B")
+    assert y.candidate.queries == ("qa", "qb")
+    assert y.candidate.entities == ("Ann",)
+    assert y.candidate.node_ids == ("n1",)
+    assert dict(y.candidate.channel_scores) == {"record_vector": 0.7, "turn_fts": 3.2}
+    assert y.scores() == {"record_vector": 0.7, "turn_fts": 3.2, "rrf": 0.032258,
+                          "best": 0.983871, "route": 1.0, "final": 0.986774}  # fmt: skip
+    assert x.rrf == pytest.approx(1 / 61)
+    assert (x.best, x.route_score, x.routes) == (1.0, 0.5, ("A",))
+    assert x.final == pytest.approx(0.91)
+
+
+def test_fuse_routes_repeated_item_in_one_route_counts_once_at_best_rank() -> None:
+    # A = [x, y, x]: x keeps rank 1 -> rrf 1/61, best 1.0; y rank 2 -> 1/62.
+    out = fuse_routes([RouteRanking("A", [cand("x"), cand("y"), cand("x")])])
+    assert [(f.item_id, f.rrf) for f in out] == [("x", pytest.approx(1 / 61)), ("y", 1 / 62)]
+
+
+def test_fuse_routes_empty_route_counts_in_route_score() -> None:
+    out = fuse_routes([RouteRanking("A", [cand("x")]), RouteRanking("B", [])])
+    assert out[0].route_score == 0.5
+
+
+def test_final_score_exact_arithmetic() -> None:
+    assert final_score(1.0, 0.5) == pytest.approx(0.91)  # 0.82 + 0.09
+    assert final_score(1.0, 1.0) == pytest.approx(1.0)
+    assert final_score(0.5, 0.0) == pytest.approx(0.41)  # 0.82 * 0.5
+
+
+@pytest.mark.parametrize(("k", "routes", "quota"), [(10, 1, 4), (10, 3, 3), (2, 5, 1), (15, 2, 4)])
+def test_route_quota(k: int, routes: int, quota: int) -> None:
+    assert route_quota(k, routes) == quota
+
+
+def test_route_quota_rejects_zero_routes() -> None:
+    with pytest.raises(ValueError):
+        route_quota(10, 0)
+
+
+# --- signatures ----------------------------------------------------------------------------
+
+
+def test_signature_similarity_identical_is_one_and_disjoint_is_zero() -> None:
+    a = cand("a", text="Ann moved to Paris", entities=("Ann",), nodes=("n1",), queries=("q",))
+    b = cand(
+        "b", text="Bob sells bikes", session="s2", entities=("Bob",), nodes=("n2",), queries=("r",)
+    )
+    assert signature_similarity(a, a) == pytest.approx(1.0)
+    assert signature_similarity(a, b) == 0.0
+    # Identical with empty entities/nodes/queries: empty parts drop out, still 1.
+    assert signature_similarity(cand("c"), cand("c")) == pytest.approx(1.0)
+
+
+def test_signature_similarity_mixed_case_hand_computed() -> None:
+    a = cand("a", text="Ann moved to Paris", turns=("t1", "t2"), entities=("Ann", "Paris"),
+             nodes=("n1", "n2"), queries=("q1",))  # fmt: skip
+    b = cand("b", text="Ann loves Paris", turns=("t2", "t3"), entities=("ann",),
+             nodes=("n2",), queries=("q2",))  # fmt: skip
+    # session same 1 * .15 = .15 | entities {ann,paris}/{ann} 1/2 * .20 = .10
+    # queries 0 * .10 = 0 | nodes 1/2 * .15 = .075 | turns 1/3 * .20 = .0667
+    # text {ann,moved,paris} vs {ann,loves,paris} ("to" is a stopword) 2/4 * .20 = .10
+    assert signature_similarity(a, b) == pytest.approx(0.15 + 0.10 + 0.075 + 0.2 / 3 + 0.10)
+
+
+def test_signature_similarity_renormalizes_over_non_empty_parts() -> None:
+    a = cand("a", text="coffee beans", turns=("t1",))
+    b = cand("b", text="coffee cups", turns=("t2",))
+    # Entities, queries, nodes empty on both sides -> weights .15 + .20 + .20 = .55 remain.
+    # session 1 * .15 + turns 0 + text {coffee} of {coffee,beans,cups} 1/3 * .20
+    assert signature_similarity(a, b) == pytest.approx((0.15 + 0.2 / 3) / 0.55)
+
+
+# --- selection -----------------------------------------------------------------------------
+
+
+def test_select_route_coverage_includes_weaker_route_up_to_quota() -> None:
+    a = [fused(cand(f"a{i}", session=f"sa{i}"), 1.0 - i / 100, 0.5, ("A",)) for i in range(1, 6)]
+    b = [fused(cand(f"b{i}", session=f"sb{i}"), 0.5 - i / 10, 0.5, ("B",)) for i in (1, 2)]
+    every = a + b  # every B item ranks below every A item
+    # k=4, 2 routes -> quota 2: A takes a1, a2; B takes b1, b2; k is reached.
+    assert ids(select(every, k=4, n_routes=2)) == ["a1", "a2", "b1", "b2"]
+    # k=3 -> quota 1: a1, b1 by coverage, then the greedy step adds the best remaining, a2.
+    assert ids(select(every, k=3, n_routes=2)) == ["a1", "b1", "a2"]
+    # Plain top-4 by final score would have no B item at all.
+    assert ids(sorted(every, key=lambda f: -f.final)[:4]) == ["a1", "a2", "a3", "a4"]
+
+
+def near_duplicates_pool() -> list[Fused]:
+    def dup(item_id: str, text: str) -> Candidate:
+        return cand(item_id, text=text, turns=("t1", "t2"), entities=("Ann", "Paris"))
+
+    return [
+        fused(dup("A", "Ann moved to Paris in May"), 1.00),
+        fused(dup("B", "Ann moved to Paris last May"), 0.99),
+        fused(dup("C", "In May Ann moved to Paris"), 0.98),
+        fused(cand("D", text="Bob adopted a beagle", session="s2", turns=("t9",), entities=("Bob",)), 0.95),
+        fused(cand("F", text="Cid sells bikes", session="s3", turns=("t20",), entities=("Cid",)), 0.50),
+    ]  # fmt: skip
+
+
+def test_select_diversity_changes_the_kept_set() -> None:
+    # final = .82*best + .18 (one route); relevance over the pool (hi 1.0, lo .59)
+    #   = 2*(best - .5): A 1, B .98, C .96, D .90, F 0.
+    # sim(A,B): session 1, entities 1, turns 1, text {ann,moved,paris,may} vs +{last} 4/5,
+    #   queries/nodes empty -> (.15 + .20 + .20 + .20*.8) / .75 = .9467; sim(A,C) = 1; sim(*,D) = 0.
+    # pick 1: A. pick 2: B .75*.98 - .25*.9467 = .498, C .72 - .25 = .47, D .75*.90 = .675 -> D.
+    # pick 3: B .498 > C .47 -> B. One duplicate (C) is dropped, D is kept.
+    pool = near_duplicates_pool()
+    out = select(pool, k=3, n_routes=1)
+    assert set(ids(out)) == {"A", "B", "D"}
+    assert ids(out) == ["A", "D", "B"]
+    # No diversity penalty: the three duplicates are kept.
+    assert set(ids(select(pool, k=3, n_routes=1, lam=1.0))) == {"A", "B", "C"}
+
+
+def test_select_rejects_pool_not_larger_than_k() -> None:
+    with pytest.raises(ValueError):
+        select(near_duplicates_pool(), k=3, n_routes=1, pool_factor=1)
+
+
+def test_select_is_deterministic_with_ties_broken_by_item_id() -> None:
+    tied = [fused(cand(i, session=f"s-{i}"), 0.9) for i in ("m", "c", "x", "a")]
+    assert ids(select(tied, k=3, n_routes=1)) == ["a", "c", "m"]
+    assert ids(select(tied[::-1], k=3, n_routes=1)) == ["a", "c", "m"]
+    for routes in ([("A", "m"), ("B", "k")], [("B", "k"), ("A", "m")]):
+        out = fuse_routes([RouteRanking(r, [cand(i)]) for r, i in routes])
+        assert ids(out) == ["k", "m"]
+
+
+def test_select_end_to_end_from_fused_routes() -> None:
+    out = fuse_routes(
+        [RouteRanking("A", [cand("a1"), cand("a2")]), RouteRanking("B", [cand("b1")])]
+    )
+    assert set(ids(select(out, k=2, n_routes=2))) == {"a1", "b1"}
+    assert select([], k=5, n_routes=2) == []
+
+
+# --- ablation and budgets ------------------------------------------------------------------
+
+
+def test_sort_only_orders_by_best_channel_score_then_item_id() -> None:
+    items = [
+        fused(cand("r1", scores={"record_vector": 0.71}), 1.0),
+        fused(cand("t1", scores={"turn_fts": 3.2}), 0.1),
+        fused(cand("e0"), 0.9),  # no channel scores -> key 0.0
+        fused(cand("r2", scores={"record_vector": 0.9, "turn_fts": 0.5}), 0.2),
+        fused(cand("r0", scores={"record_vector": 0.71}), 0.3),
+    ]
+    assert ids(sort_only(items, k=4)) == ["t1", "r2", "r0", "r1"]
+
+
+def test_cap_kind_keeps_order_and_bounds_one_kind() -> None:
+    kinds: list[tuple[str, CandidateKind]] = [
+        ("r1", "record"), ("t1", "turn"), ("t2", "turn"), ("r2", "record"), ("w1", "window"), ("t3", "turn"),
+    ]  # fmt: skip
+    items = [fused(cand(i, kind=k), 0.5) for i, k in kinds]
+    assert ids(cap_kind(items, "turn", 1)) == ["r1", "t1", "r2", "w1"]
+    assert ids(cap_kind(items, "turn", 0)) == ["r1", "r2", "w1"]
+    assert ids(cap_kind(items, "record", 5)) == ids(items)

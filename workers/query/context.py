@@ -1,0 +1,46 @@
+"""The evidence context as the answer model reads it (paper App. E.3): two blocks.
+
+Episodic/semantic memories (records) carry `Date:`, the resolved date of what they say;
+raw memories (turns) carry `Mentioned:`, the date of the conversation they come from.
+Each item's line is also what an evidence budget counts (DESIGN §11.2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime
+
+from schemas import EvidenceItem
+from workers.tokens import count_tokens
+
+
+def _day(value: date | datetime | str | None) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, str):
+        return value
+    return f"{value.day} {value:%B %Y}"
+
+
+def item_line(item: EvidenceItem) -> str:
+    if item.kind == "record":
+        resolved = _day(item.resolved_date or item.date)
+        return f"- {item.text} (Date: {resolved})" if resolved else f"- {item.text}"
+    mentioned = _day(item.date)
+    return f"- [Mentioned: {mentioned}] {item.text}" if mentioned else f"- {item.text}"
+
+
+def serialize_context(items: Sequence[EvidenceItem]) -> tuple[str, int]:
+    """The two blocks in evidence order, and their o200k token count."""
+    memories = [item_line(i) for i in items if i.kind == "record"]
+    raw = [item_line(i) for i in items if i.kind != "record"]
+    text = "\n".join(
+        [
+            "Episodic/Semantic Memories:",
+            *(memories or ["(none)"]),
+            "",
+            "Raw Memories:",
+            *(raw or ["(none)"]),
+        ]
+    )
+    return text, count_tokens(text)

@@ -1,0 +1,292 @@
+"""Fusion and selection of multi-route candidates (DESIGN §8.4, paper §3.5 and App. C.4).
+
+Pure arithmetic over already-recalled candidates: reciprocal-rank fusion across routes, the
+final score `0.82·best + 0.18·route`, route coverage first, then an MMR-style greedy pick
+`0.75·relevance − 0.25·similarity` over a pool larger than k, so diversity can change which
+items are kept, not only their order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+RRF_KAPPA = 60
+
+
+def rrf(rankings: Sequence[Sequence[str]], kappa: int = RRF_KAPPA) -> dict[str, float]:
+    """Reciprocal-rank fusion: `sum over lists of 1 / (kappa + rank)`, ranks from 1."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, item in enumerate(ranking, start=1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (kappa + rank)
+    return scores
+
+
+CandidateKind = Literal["record", "turn", "window"]
+
+BEST_WEIGHT = 0.82
+ROUTE_WEIGHT = 0.18
+DIVERSITY_LAMBDA = 0.75
+# Signature weights (sum to 1): shared turns, entities and wording say "same evidence" most
+# strongly; a shared session or query is weaker (one session holds many distinct facts).
+SIGNATURE_WEIGHTS: Mapping[str, float] = dict(
+    session=0.15, entities=0.20, queries=0.10, nodes=0.15, turns=0.20, text=0.20
+)
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+_STOPWORD_TEXT = (
+    "a an the and or but if of to in on at by for with from as is are was were be been being "
+    "it its this that these those i me my we our you your he him his she her they them their "
+    "do does did have has had not no so than then there here what when where which who how "
+    "about into over just also very can will would could should"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One recalled item (record, raw turn or turn window) with its provenance and scores."""
+
+    item_id: str
+    kind: CandidateKind
+    text: str
+    session_id: str
+    turn_ids: tuple[str, ...]
+    entities: tuple[str, ...] = ()
+    node_ids: tuple[str, ...] = ()  # evidence nodes it was reached through
+    queries: tuple[str, ...] = ()  # query variants that matched it
+    channel_scores: Mapping[str, float] = field(default_factory=dict)
+    date: str | None = None  # a record's resolved date, a turn's conversation date (ISO)
+    speaker: str | None = None
+    role: str | None = None
+    memory_type: str | None = None
+    mentioned: str | None = None  # conversation date of a record's source (ISO)
+
+
+@dataclass(frozen=True)
+class RouteRanking:
+    """One route's recall (and optional rerank) output, best first."""
+
+    route_id: str
+    candidates: Sequence[Candidate]
+
+
+def final_score(best: float, route: float) -> float:
+    """`0.82·best + 0.18·route` (App. C.4)."""
+    return BEST_WEIGHT * best + ROUTE_WEIGHT * route
+
+
+@dataclass(frozen=True)
+class Fused:
+    """A candidate after cross-route fusion.
+
+    `best` is the max over routes of `(kappa + 1) / (kappa + rank)`: the RRF term of its best
+    rank, scaled so a route's top item is 1.0. `route_score` is the fraction of routes that
+    retrieved it: rank is already in `best`, so the route term rewards cross-route agreement
+    only (a normalized RRF would count rank twice). With one route it is 1.0 for every item.
+    """
+
+    candidate: Candidate
+    rrf: float
+    best: float
+    route_score: float
+    routes: tuple[str, ...]
+
+    @property
+    def item_id(self) -> str:
+        return self.candidate.item_id
+
+    @property
+    def final(self) -> float:
+        return final_score(self.best, self.route_score)
+
+    def scores(self) -> dict[str, float]:
+        """Channel scores plus the fusion scores, e.g. for `EvidenceItem.scores`."""
+        fusion = dict(rrf=self.rrf, best=self.best, route=self.route_score, final=self.final)
+        return {**self.candidate.channel_scores, **{n: round(v, 6) for n, v in fusion.items()}}
+
+
+def _union(*groups: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(x for g in groups for x in g))
+
+
+def _merge(a: Candidate, b: Candidate) -> Candidate:
+    """`a` (seen first) keeps its text and fields; provenance is unioned, channels maxed."""
+    scores = dict(a.channel_scores)
+    for name, value in b.channel_scores.items():
+        scores[name] = max(value, scores.get(name, value))
+    return replace(
+        a,
+        turn_ids=_union(a.turn_ids, b.turn_ids),
+        entities=_union(a.entities, b.entities),
+        node_ids=_union(a.node_ids, b.node_ids),
+        queries=_union(a.queries, b.queries),
+        channel_scores=scores,
+        date=a.date or b.date,
+    )
+
+
+def fuse_routes(routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA) -> list[Fused]:
+    """Fuse routes with `sum 1/(kappa + rank)`; best final score first, ties by item_id.
+
+    A repeated item within one route counts once, at its best rank. Empty routes still count
+    in the denominator of `route_score`.
+    """
+    merged: dict[str, Candidate] = {}
+    seen_in: dict[str, list[str]] = {}
+    best_rank: dict[str, int] = {}
+    rankings: list[dict[str, None]] = []
+    for route in routes:
+        ranking: dict[str, None] = {}
+        for cand in route.candidates:
+            cid = cand.item_id
+            merged[cid] = _merge(merged[cid], cand) if cid in merged else cand
+            if cid not in ranking:
+                ranking[cid] = None
+                seen_in.setdefault(cid, []).append(route.route_id)
+                best_rank[cid] = min(len(ranking), best_rank.get(cid, len(ranking)))
+        rankings.append(ranking)
+    scores = rrf([list(r) for r in rankings], kappa)
+    out = [
+        Fused(
+            candidate=merged[cid],
+            rrf=scores[cid],
+            best=(kappa + 1) / (kappa + best_rank[cid]),
+            route_score=len(seen_in[cid]) / len(routes),
+            routes=tuple(seen_in[cid]),
+        )
+        for cid in merged
+    ]
+    return sorted(out, key=_rank_key)
+
+
+def _rank_key(f: Fused) -> tuple[float, float, str]:
+    return (-f.final, -f.rrf, f.item_id)
+
+
+def route_quota(k: int, routes: int) -> int:
+    """Items each route is guaranteed first: `max(1, min(4, k // routes))`."""
+    if routes < 1:
+        raise ValueError(f"routes must be >= 1, got {routes}")
+    return max(1, min(4, k // routes))
+
+
+def _tokens(text: str) -> frozenset[str]:
+    """Lowercased word tokens without stopwords or single characters."""
+    return frozenset(t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in _STOPWORDS)
+
+
+def _signature(c: Candidate) -> dict[str, frozenset[str]]:
+    return {
+        "session": frozenset([c.session_id]),
+        "entities": frozenset(e.lower() for e in c.entities),
+        "queries": frozenset(c.queries),
+        "nodes": frozenset(c.node_ids),
+        "turns": frozenset(c.turn_ids),
+        "text": _tokens(c.text),
+    }
+
+
+def _signature_sim(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]]) -> float:
+    num = den = 0.0
+    for part, weight in SIGNATURE_WEIGHTS.items():
+        union = a[part] | b[part]
+        if not union:
+            continue  # empty on both sides: no evidence either way, its weight is dropped
+        num += weight * len(a[part] & b[part]) / len(union)
+        den += weight
+    return num / den if den else 0.0
+
+
+def signature_similarity(a: Candidate, b: Candidate) -> float:
+    """Weighted Jaccard of the two signatures (SIGNATURE_WEIGHTS), in [0, 1].
+
+    Session is 1/0 equality; the others are Jaccard of entities (case-folded), matched
+    queries, evidence nodes, turn ids and text tokens. A part empty on both sides is left out
+    and the remaining weights renormalized, so identical candidates always score 1.
+    """
+    return _signature_sim(_signature(a), _signature(b))
+
+
+def _coverage(fused: Sequence[Fused], k: int, n_routes: int) -> list[Fused]:
+    quota = route_quota(k, n_routes)
+    order = list(dict.fromkeys(r for f in fused for r in f.routes))
+    chosen: dict[str, Fused] = {}
+    for route in order:
+        added = 0
+        for f in fused:
+            if len(chosen) >= k or added >= quota:
+                break
+            if route in f.routes and f.item_id not in chosen:
+                chosen[f.item_id] = f
+                added += 1
+    return list(chosen.values())
+
+
+def select(
+    fused: Sequence[Fused],
+    k: int,
+    n_routes: int,
+    pool_factor: int = 3,
+    lam: float = DIVERSITY_LAMBDA,
+) -> list[Fused]:
+    """Route coverage first, then MMR-style greedy to k items, returned in selection order.
+
+    Coverage: each route (ordered by its best item in `fused`) adds up to
+    `route_quota(k, n_routes)` of its unselected items by final score, never past k. Skipped
+    with one route, where it would only lock the top items before diversity could act.
+    The greedy step runs over the top `pool_factor * k` by final score and picks
+    `argmax lam·relevance − (1 − lam)·max_similarity_to_selected`, relevance being the final
+    score min-max normalized over the pool (all 1.0 if flat); ties go to the smaller item_id.
+    """
+    if pool_factor < 2:
+        raise ValueError("pool_factor must be >= 2 so diversity can change the kept set")
+    ranked = sorted(fused, key=_rank_key)
+    chosen = _coverage(ranked, k, n_routes) if n_routes > 1 else []
+    taken = {f.item_id for f in chosen}
+    top = ranked[: pool_factor * k]
+    pool = [f for f in top if f.item_id not in taken]
+    if not pool:
+        return chosen
+    hi, lo = top[0].final, top[-1].final
+    relevance = {f.item_id: (f.final - lo) / (hi - lo) if hi > lo else 1.0 for f in pool}
+    sig = {f.item_id: _signature(f.candidate) for f in [*chosen, *pool]}
+    max_sim = dict.fromkeys(relevance, 0.0)
+
+    def gain(f: Fused) -> tuple[float, str]:
+        return (-(lam * relevance[f.item_id] - (1 - lam) * max_sim[f.item_id]), f.item_id)
+
+    new = list(chosen)
+    while True:
+        for f in pool:  # max similarity to the selected set, updated with the new picks only
+            for c in new:
+                sim = _signature_sim(sig[f.item_id], sig[c.item_id])
+                max_sim[f.item_id] = max(max_sim[f.item_id], sim)
+        if not pool or len(chosen) >= k:
+            return chosen
+        pick = min(pool, key=gain)
+        chosen.append(pick)
+        pool = [f for f in pool if f.item_id != pick.item_id]
+        new = [pick]
+
+
+def sort_only(fused: Sequence[Fused], k: int) -> list[Fused]:
+    """Ablation without fusion, rerank or diversity.
+
+    Key: `(-max(channel_scores.values(), default=0.0), item_id)`, cut at k. Raw channel
+    scores are compared as they are, across channels of different scales.
+    """
+
+    def key(f: Fused) -> tuple[float, str]:
+        return (-max(f.candidate.channel_scores.values(), default=0.0), f.item_id)
+
+    return sorted(fused, key=key)[:k]
+
+
+def cap_kind(selected: Sequence[Fused], kind: CandidateKind, max_count: int) -> list[Fused]:
+    """Keep order; drop items of `kind` after the first `max_count` of them."""
+    of_kind = [f.item_id for f in selected if f.candidate.kind == kind]
+    keep = set(of_kind[: max(max_count, 0)])
+    return [f for f in selected if f.candidate.kind != kind or f.item_id in keep]
