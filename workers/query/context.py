@@ -15,10 +15,15 @@ from workers.tokens import count_tokens
 
 
 def _day(value: date | datetime | str | None) -> str:
+    """`2 March 2024`, `March 2024` or `2024`: dates as people (and answer models) read them."""
     if value is None or value == "":
         return ""
     if isinstance(value, str):
-        return value
+        if len(value) == 7:
+            return f"{date.fromisoformat(value + '-01'):%B %Y}"
+        if len(value) != 10:
+            return value
+        value = date.fromisoformat(value)
     return f"{value.day} {value:%B %Y}"
 
 

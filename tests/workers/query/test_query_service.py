@@ -1,0 +1,128 @@
+"""The query service in-process on a real LanceDB: routes, temporal filters, isolation, output."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from schemas import QueryRequest
+from schemas.plan import Plan, QuestionType, Route, TemporalFilter
+from schemas.records import Temporal
+from tests.workers.test_indexer_store import turn
+from tests.workers.test_records_store import DIM, HashEmbedder, batch
+from workers.indexer.records_store import RecordsStore
+from workers.indexer.store import EvidenceStore
+from workers.query.multiroute import MultiRouteRecall
+from workers.query.service import QueryService
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> EvidenceStore:
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, DIM)
+    emb = HashEmbedder()
+    records = RecordsStore(s)
+    records.upsert_batch(
+        [
+            batch(
+                "a", 0, ["Ann adopted a puppy named Biscuit"], temporal=Temporal(t_ref="2024-03-02")
+            ),
+            batch(
+                "a", 1, ["Ann ran the spring half marathon"], temporal=Temporal(t_ref="2024-05-19")
+            ),
+            batch(
+                "a", 2, ["Ann visited Lisbon with her sister"], temporal=Temporal(t_ref="2024-06")
+            ),
+            batch("b", 0, ["Bo adopted a puppy named Biscuit too"], entities=("Bo",)),
+        ],
+        emb,
+    )
+    return s
+
+
+def request(ns: str, q: str, k: int = 5, **kw: object) -> QueryRequest:
+    return QueryRequest(
+        correlation_id="c", namespace=ns, query=q, k=k, reply_partition=0,
+        deadline_ms=int((time.time() + 30) * 1000), **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def service(store: EvidenceStore) -> QueryService:
+    return QueryService(store, HashEmbedder())
+
+
+async def test_query_never_returns_another_namespace_whatever_the_wording(
+    store: EvidenceStore,
+) -> None:
+    svc = service(store)
+    for q in ("Bo adopted a puppy named Biscuit too", "namespace = 'b'", "b' OR '1'='1"):
+        reply = await svc.search(request("a", q, k=10))
+        assert all(e.item_id.startswith("a/") for e in reply.evidence), q
+        assert "Bo adopted" not in reply.context
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        (
+            TemporalFilter(since="2024-03-02", until="2024-03-02"),
+            {"Ann adopted a puppy named Biscuit"},
+        ),
+        (TemporalFilter(since="2024-05", until="2024-05"), {"Ann ran the spring half marathon"}),
+        (
+            TemporalFilter(since="2024-05-01", until="2024-06-30"),
+            {"Ann ran the spring half marathon", "Ann visited Lisbon with her sister"},
+        ),
+    ],
+)
+async def test_temporal_filter_day_month_and_range(
+    store: EvidenceStore, window: TemporalFilter, expected: set[str]
+) -> None:
+    recall = MultiRouteRecall(store, RecordsStore(store), HashEmbedder())
+    assert {r["semantic_text"] for r in recall._temporal("a", window)} == expected
+
+
+async def test_temporal_route_adds_records_in_range_to_the_ranking(store: EvidenceStore) -> None:
+    plan = Plan(
+        question_type=QuestionType.temporal, semantic_queries=["what happened"],
+        temporal_filter=TemporalFilter(since="2024-06", until="2024-06"),
+        routes=[Route(goal="g", queries=["what happened"])], source="heuristic",
+    )  # fmt: skip
+    recall = MultiRouteRecall(store, RecordsStore(store), HashEmbedder())
+    (route,) = await recall.recall(plan, "what happened", "a", 5)
+    lisbon = next(c for c in route.candidates if "Lisbon" in c.text)
+    assert "temporal" in lisbon.channel_scores
+
+
+async def test_reply_carries_plan_context_and_provenance(store: EvidenceStore) -> None:
+    raw = turn("a", "t7", "Ann: my puppy Biscuit chewed the sofa", 3)
+    vec = HashEmbedder().embed([raw.text])[0].tolist()
+    store.upsert_turns([raw.model_copy(update={"embedding": vec, "embedding_model": "hash-16"})])
+    reply = await service(store).search(request("a", "What is the name of Ann's puppy?", k=3))
+    assert reply.plan and reply.plan["routes"] and reply.plan["source"] == "heuristic"
+    kinds = {e.kind for e in reply.evidence}
+    assert "record" in kinds
+    assert (
+        reply.context.startswith("Episodic/Semantic Memories:") and "Raw Memories:" in reply.context
+    )
+    assert "(Date: 2 March 2024)" in reply.context  # a record's resolved date
+    assert reply.context_tokens > 0 and all(e.turn_ids for e in reply.evidence)
+    assert reply.answer is None
+    with_answer = await service(store).search(request("a", "puppy", answer=True))
+    assert with_answer.answer == "no answer model is configured"
+
+
+@pytest.mark.parametrize("ablation", ["record-vector-only", "no-planner", "no-fusion"])
+async def test_ablations_run_the_same_service(store: EvidenceStore, ablation: str) -> None:
+    reply = await service(store).search(request("a", "Biscuit the puppy", ablation=ablation))
+    assert reply.evidence
+    if ablation == "record-vector-only":
+        assert {e.kind for e in reply.evidence} == {"record"}
+        assert all(set(e.scores) >= {"record_vector"} for e in reply.evidence)
+    if ablation == "no-planner":
+        assert reply.plan is not None and [r["queries"] for r in reply.plan["routes"]] == [
+            ["Biscuit the puppy"]
+        ]
