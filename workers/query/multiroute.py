@@ -44,6 +44,7 @@ class RecallConfig:
     plan_depth: int = 15
     record_vector_only: bool = False  # ablation: records by vector search, nothing else
     type_boost: float = 1.15  # question-type score adjustment (DESIGN §8.3)
+    records_per_node: int = 8  # newest linked records taken from each matched node
 
 
 @dataclass
@@ -167,7 +168,9 @@ class MultiRouteRecall:
             asyncio.to_thread(ts.search_turns_text, namespace, q, turn_budget, session_id),
         ]
         nodes_v, nodes_t, rec_v, rec_t, turn_v, turn_t = await asyncio.gather(*calls)
-        linked = await asyncio.to_thread(self._expand_nodes, namespace, [*nodes_v, *nodes_t])
+        linked = await asyncio.to_thread(
+            self._expand_nodes, namespace, [*nodes_v, *nodes_t], node_budget
+        )
         return [
             (
                 "node",
@@ -179,12 +182,16 @@ class MultiRouteRecall:
             ("turn_text", _turns(turn_t, "_score")),
         ]
 
-    def _expand_nodes(self, namespace: str, nodes: Sequence[dict[str, Any]]) -> list[Hit]:
-        """Matched nodes -> their linked records, best node first, newest link first."""
+    def _expand_nodes(
+        self, namespace: str, nodes: Sequence[dict[str, Any]], budget: int
+    ) -> list[Hit]:
+        """Matched nodes -> their newest linked records, best node first, `budget` in all."""
         order: dict[str, str] = {}
         for node in nodes:
-            for rid in reversed(node.get("record_ids") or []):
+            for rid in list(reversed(node.get("record_ids") or []))[: self.config.records_per_node]:
                 order.setdefault(rid, node["id"])
+            if len(order) >= budget:
+                break
         rows = {r["id"]: r for r in self.records.records_by_ids(namespace, list(order))}
         return [
             (record_item_id(rows[r]), rows[r], 1.0, nid) for r, nid in order.items() if r in rows
