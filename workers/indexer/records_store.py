@@ -29,7 +29,13 @@ from lancedb.index import FTS, BTree, HnswSq
 from schemas.records import MemoryRecord, NodeType, RecordBatch
 from workers.embedding import Embedder, Matrix
 from workers.indexer.nodes import NodeUpdate, combine_updates, derive_nodes, merge_node
-from workers.indexer.store import TURNS, EmbeddingMismatch, EvidenceStore, namespace_filter
+from workers.indexer.store import (
+    TURNS,
+    EmbeddingMismatch,
+    EvidenceStore,
+    group_by_query,
+    namespace_filter,
+)
 
 log = structlog.get_logger("lychee.records")
 
@@ -310,6 +316,20 @@ class RecordsStore:
     def search_records_text(self, namespace: str, text: str, limit: int) -> list[dict[str, Any]]:
         return self._search_text(RECORDS, namespace_filter(namespace), text, limit)
 
+    def search_records_vectors(
+        self, namespace: str, vectors: np.ndarray, limit: int
+    ) -> list[list[dict[str, Any]]]:
+        return self._search_vectors(RECORDS, namespace_filter(namespace), vectors, limit)
+
+    def search_nodes_vectors(
+        self,
+        namespace: str,
+        vectors: np.ndarray,
+        limit: int,
+        node_types: Iterable[NodeType | str] | None = None,
+    ) -> list[list[dict[str, Any]]]:
+        return self._search_vectors(NODES, _node_filter(namespace, node_types), vectors, limit)
+
     def search_nodes_vector(
         self,
         namespace: str,
@@ -378,10 +398,28 @@ class RecordsStore:
             tbl.search(np.asarray(vec, dtype=np.float32), vector_column_name="vector")
             .distance_type("cosine")
             .where(where, prefilter=True)
-            .select(_read_columns(tbl.schema))
+            .select([*_read_columns(tbl.schema), "_distance"])
             .limit(limit)
         )
         return list(q.to_list())
+
+    def _search_vectors(
+        self, name: str, where: str, vectors: np.ndarray, limit: int
+    ) -> list[list[dict[str, Any]]]:
+        """One search for several query vectors: a result list per vector."""
+        tbl = self.table(name)
+        if tbl is None or limit <= 0 or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        q = (
+            tbl.search(
+                [np.asarray(v, dtype=np.float32) for v in vectors], vector_column_name="vector"
+            )
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+            .select([*_read_columns(tbl.schema), "_distance"])
+            .limit(limit)
+        )
+        return group_by_query(q.to_list(), len(vectors))
 
     def _search_text(self, name: str, where: str, text: str, limit: int) -> list[dict[str, Any]]:
         tbl = self.table(name)
@@ -390,7 +428,7 @@ class RecordsStore:
         q = (
             tbl.search(text, query_type="fts", fts_columns=_TEXT_COLUMN[name])
             .where(where, prefilter=True)
-            .select(_read_columns(tbl.schema))
+            .select([*_read_columns(tbl.schema), "_score"])
             .limit(limit)
         )
         return list(q.to_list())

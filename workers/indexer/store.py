@@ -177,10 +177,28 @@ class EvidenceStore:
             tbl.search(vector.astype(np.float32), vector_column_name="vector")
             .distance_type("cosine")
             .where(namespace_filter(namespace, session_id), prefilter=True)
-            .select(_READ_COLUMNS)
+            .select([*_READ_COLUMNS, "_distance"])
             .limit(limit)
         )
         return list(q.to_list())
+
+    def search_turns_vectors(
+        self, namespace: str, vectors: np.ndarray, limit: int, session_id: str | None = None
+    ) -> list[list[dict[str, Any]]]:
+        """One search for several query vectors (as fast as one): a result list per vector."""
+        tbl = self.table(TURNS)
+        if tbl is None or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        q = (
+            tbl.search(
+                [np.asarray(v, dtype=np.float32) for v in vectors], vector_column_name="vector"
+            )
+            .distance_type("cosine")
+            .where(namespace_filter(namespace, session_id), prefilter=True)
+            .select([*_READ_COLUMNS, "_distance"])
+            .limit(limit)
+        )
+        return group_by_query(q.to_list(), len(vectors))
 
     def search_turns_text(
         self, namespace: str, text: str, limit: int, session_id: str | None = None
@@ -191,7 +209,7 @@ class EvidenceStore:
         q = (
             tbl.search(text, query_type="fts", fts_columns="text")
             .where(namespace_filter(namespace, session_id), prefilter=True)
-            .select(_READ_COLUMNS)
+            .select([*_READ_COLUMNS, "_score"])
             .limit(limit)
         )
         return list(q.to_list())
@@ -245,3 +263,13 @@ def _turn_row(rid: str, t: RawTurn) -> dict[str, Any]:
 
 def _naive(d: datetime | None) -> datetime | None:
     return d.replace(tzinfo=None) if d is not None and d.tzinfo is not None else d
+
+
+def group_by_query(rows: list[dict[str, Any]], n: int) -> list[list[dict[str, Any]]]:
+    """Split a multi-vector search's rows by their `query_index`, keeping rank order."""
+    out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+    for row in rows:
+        out[int(row.pop("query_index", 0)) if n > 1 else 0].append(row)
+    for hits in out:
+        hits.sort(key=lambda r: float(r["_distance"]))
+    return out

@@ -11,6 +11,7 @@ reciprocal rank into one route ranking; fusion across routes and selection follo
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from schemas.plan import Plan, QuestionType, Route, TemporalFilter
+from schemas.plan import Plan, QuestionType, TemporalFilter
 from schemas.records import NodeType
 from workers.embedding import Embedder
 from workers.indexer.records_store import RecordsStore
@@ -78,17 +79,38 @@ class MultiRouteRecall:
     async def recall(
         self, plan: Plan, question: str, namespace: str, k: int, session_id: str | None = None
     ) -> list[RouteRanking]:
-        texts = list(dict.fromkeys([question, *(q for r in plan.routes for q in r.queries)]))
-        await self._embed(texts)
+        """Every route's ranking; searches are shared by the routes that use a variant."""
+        variants = list(dict.fromkeys([question, *(q for r in plan.routes for q in r.queries)]))
+        await self._embed(variants)
         kk = self.effective_k(k)
-        return list(
-            await asyncio.gather(
-                *(
-                    self._route(i, route, plan, question, namespace, kk, session_id)
-                    for i, route in enumerate(plan.routes)
-                )
+        node_m, rec_m, turn_m = BUDGET_MULTIPLIERS.get(plan.question_type, (1.0, 1.0, 1.0))
+        budgets = (
+            int(max(3 * kk, 30) * node_m),
+            int(max(3 * kk, 30) * rec_m),
+            int(max(kk, 20) * turn_m),
+        )
+        route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
+        hits, fts = await self._search(variants, route_texts, namespace, session_id, budgets)
+        windows = [r.temporal_filter or plan.temporal_filter for r in plan.routes]
+        temporal = await asyncio.gather(
+            *(
+                asyncio.to_thread(self._temporal, namespace, w)
+                for w in windows
+                if w is not None and not self.config.record_vector_only
             )
         )
+        dated = iter(temporal)
+        return [
+            self._ranking(
+                i,
+                [*route.queries, question],
+                hits,
+                fts.get(route_texts[i], []),
+                plan,
+                next(dated) if w is not None and not self.config.record_vector_only else [],
+            )  # fmt: skip
+            for i, (route, w) in enumerate(zip(plan.routes, windows, strict=True))
+        ]
 
     async def _embed(self, texts: Sequence[str]) -> None:
         """One batched call for the variants not seen before (a small per-process cache)."""
@@ -99,103 +121,114 @@ class MultiRouteRecall:
                 self._vec_cache.clear()
             self._vec_cache.update(zip(missing, matrix, strict=True))
 
-    async def _route(
+    async def _search(
         self,
-        index: int,
-        route: Route,
-        plan: Plan,
-        question: str,
-        namespace: str,
-        k: int,
-        session_id: str | None,
-    ) -> RouteRanking:
-        node_m, rec_m, turn_m = BUDGET_MULTIPLIERS.get(plan.question_type, (1.0, 1.0, 1.0))
-        node_budget = int(max(3 * k, 30) * node_m)
-        rec_budget = int(max(3 * k, 30) * rec_m)
-        turn_budget = int(max(k, 20) * turn_m)
-        queries = list(dict.fromkeys([*route.queries, question]))
-        lists = await asyncio.gather(
-            *(
-                self._query(q, namespace, session_id, node_budget, rec_budget, turn_budget)
-                for q in queries
-            )
-        )
-        acc: dict[str, _Acc] = {}
-        for q, channel_lists in zip(queries, lists, strict=True):
-            for channel, rows in channel_lists:
-                for rank, (item_id, row, score, node) in enumerate(rows, start=1):
-                    a = acc.setdefault(item_id, _Acc(row))
-                    a.score += 1.0 / (RRF_KAPPA + rank)
-                    a.queries.add(q)
-                    if node:
-                        a.nodes.add(node)
-                    a.channels[channel] = max(a.channels.get(channel, float("-inf")), score)
-        window = route.temporal_filter or plan.temporal_filter
-        if window is not None and not self.config.record_vector_only:
-            for rank, row in enumerate(
-                await asyncio.to_thread(self._temporal, namespace, window), 1
-            ):
-                a = acc.setdefault(record_item_id(row), _Acc(row))
-                a.score += 1.0 / (RRF_KAPPA + rank)
-                a.channels["temporal"] = 1.0
-        for a in acc.values():
-            a.score *= self._adjustment(plan.question_type, a.base)
-        ranked = sorted(acc.items(), key=lambda kv: (-kv[1].score, kv[0]))
-        return RouteRanking(route_id=f"r{index}", candidates=[_candidate(i, a) for i, a in ranked])
-
-    async def _query(
-        self,
-        q: str,
+        variants: list[str],
+        route_texts: list[str],
         namespace: str,
         session_id: str | None,
-        node_budget: int,
-        rec_budget: int,
-        turn_budget: int,
-    ) -> list[tuple[str, list[Hit]]]:
-        vec = self._vec_cache[q]
+        budgets: tuple[int, int, int],
+    ) -> tuple[dict[str, list[tuple[str, list[Hit]]]], dict[str, list[tuple[str, list[Hit]]]]]:
+        """Vector channels per variant (one multi-vector search per table) and full-text
+        channels per route (one query with the words of all its variants: BM25 scores term by
+        term, so a query per variant would repeat the same lookups)."""
+        node_b, rec_b, turn_b = budgets
+        vecs = np.stack([self._vec_cache[v] for v in variants])
         rs, ts = self.records, self.turns
         if self.config.record_vector_only:
-            rows = await asyncio.to_thread(rs.search_records_vector, namespace, vec, rec_budget)
-            return [("record_vector", _records(rows, session_id, "_distance"))]
-        calls = [
-            asyncio.to_thread(
-                rs.search_nodes_vector, namespace, vec, node_budget, SEARCH_NODE_TYPES
-            ),
-            asyncio.to_thread(rs.search_nodes_text, namespace, q, node_budget, SEARCH_NODE_TYPES),
-            asyncio.to_thread(rs.search_records_vector, namespace, vec, rec_budget),
-            asyncio.to_thread(rs.search_records_text, namespace, q, rec_budget),
-            asyncio.to_thread(ts.search_turns_vector, namespace, vec, turn_budget, session_id),
-            asyncio.to_thread(ts.search_turns_text, namespace, q, turn_budget, session_id),
+            rec_v = await asyncio.to_thread(rs.search_records_vectors, namespace, vecs, rec_b)
+            only = {
+                v: [("record_vector", _records(rows, session_id, "_distance"))]
+                for v, rows in zip(variants, rec_v, strict=True)
+            }
+            return only, {}
+        texts = list(dict.fromkeys(route_texts))
+        vector_calls = [
+            asyncio.to_thread(rs.search_nodes_vectors, namespace, vecs, node_b, SEARCH_NODE_TYPES),
+            asyncio.to_thread(rs.search_records_vectors, namespace, vecs, rec_b),
+            asyncio.to_thread(ts.search_turns_vectors, namespace, vecs, turn_b, session_id),
         ]
-        nodes_v, nodes_t, rec_v, rec_t, turn_v, turn_t = await asyncio.gather(*calls)
-        linked = await asyncio.to_thread(
-            self._expand_nodes, namespace, [*nodes_v, *nodes_t], node_budget
-        )
-        return [
-            (
-                "node",
-                [x for x in linked if session_id is None or x[1]["source_session"] == session_id],
-            ),
-            ("record_vector", _records(rec_v, session_id, "_distance")),
-            ("record_text", _records(rec_t, session_id, "_score")),
-            ("turn_vector", _turns(turn_v, "_distance")),
-            ("turn_text", _turns(turn_t, "_score")),
+        text_calls = [
+            call
+            for t in texts
+            for call in (
+                asyncio.to_thread(rs.search_nodes_text, namespace, t, node_b, SEARCH_NODE_TYPES),
+                asyncio.to_thread(rs.search_records_text, namespace, t, rec_b),
+                asyncio.to_thread(ts.search_turns_text, namespace, t, turn_b, session_id),
+            )
         ]
+        results = await asyncio.gather(*vector_calls, *text_calls)
+        nodes_v, rec_v, turn_v = results[:3]
+        by_text = [results[3 + 3 * i : 6 + 3 * i] for i in range(len(texts))]
+        orders = [self._linked(nodes, node_b) for nodes in [*nodes_v, *(x[0] for x in by_text)]]
+        wanted = list(dict.fromkeys(rid for order in orders for rid in order))
+        rows = {r["id"]: r for r in await asyncio.to_thread(rs.records_by_ids, namespace, wanted)}
 
-    def _expand_nodes(
-        self, namespace: str, nodes: Sequence[dict[str, Any]], budget: int
-    ) -> list[Hit]:
-        """Matched nodes -> their newest linked records, best node first, `budget` in all."""
+        def linked(order: dict[str, str]) -> list[Hit]:
+            return [
+                (record_item_id(rows[r]), rows[r], 1.0, nid)
+                for r, nid in order.items()
+                if r in rows and (session_id is None or rows[r]["source_session"] == session_id)
+            ]
+
+        per_variant = {
+            v: [
+                ("node_vector", linked(orders[i])),
+                ("record_vector", _records(rec_v[i], session_id, "_distance")),
+                ("turn_vector", _turns(turn_v[i], "_distance")),
+            ]
+            for i, v in enumerate(variants)
+        }
+        per_route = {
+            t: [
+                ("node_text", linked(orders[len(variants) + j])),
+                ("record_text", _records(by_text[j][1], session_id, "_score")),
+                ("turn_text", _turns(by_text[j][2], "_score")),
+            ]
+            for j, t in enumerate(texts)
+        }
+        return per_variant, per_route
+
+    def _linked(self, nodes: Sequence[dict[str, Any]], budget: int) -> dict[str, str]:
+        """Matched nodes -> their newest linked record ids, best node first, `budget` in all."""
         order: dict[str, str] = {}
         for node in nodes:
             for rid in list(reversed(node.get("record_ids") or []))[: self.config.records_per_node]:
                 order.setdefault(rid, node["id"])
             if len(order) >= budget:
                 break
-        rows = {r["id"]: r for r in self.records.records_by_ids(namespace, list(order))}
-        return [
-            (record_item_id(rows[r]), rows[r], 1.0, nid) for r, nid in order.items() if r in rows
-        ]
+        return order
+
+    def _ranking(
+        self,
+        index: int,
+        queries: list[str],
+        hits: dict[str, list[tuple[str, list[Hit]]]],
+        text_hits: list[tuple[str, list[Hit]]],
+        plan: Plan,
+        dated: list[dict[str, Any]],
+    ) -> RouteRanking:
+        """One route: its channel lists fused by reciprocal rank, then adjusted by type."""
+        acc: dict[str, _Acc] = {}
+        lists = [(q, ch) for q in dict.fromkeys(queries) for ch in hits[q]]
+        lists += [("", ch) for ch in text_hits]
+        for q, (channel, rows) in lists:
+            for rank, (item_id, row, score, node) in enumerate(rows, start=1):
+                a = acc.setdefault(item_id, _Acc(row))
+                a.score += 1.0 / (RRF_KAPPA + rank)
+                if q:
+                    a.queries.add(q)
+                if node:
+                    a.nodes.add(node)
+                a.channels[channel] = max(a.channels.get(channel, float("-inf")), score)
+        for rank, row in enumerate(dated, 1):
+            a = acc.setdefault(record_item_id(row), _Acc(row))
+            a.score += 1.0 / (RRF_KAPPA + rank)
+            a.channels["temporal"] = 1.0
+        for a in acc.values():
+            a.score *= self._adjustment(plan.question_type, a.base)
+        ranked = sorted(acc.items(), key=lambda kv: (-kv[1].score, kv[0]))
+        return RouteRanking(route_id=f"r{index}", candidates=[_candidate(i, a) for i, a in ranked])
 
     def _temporal(self, namespace: str, window: TemporalFilter) -> list[dict[str, Any]]:
         """Records linked to temporal nodes whose date falls inside the filter."""
@@ -218,6 +251,11 @@ class MultiRouteRecall:
         if qtype is QuestionType.prior_assistant_response and row.get("role") == "assistant":
             return boost
         return 1.0
+
+
+def _fts_text(queries: Sequence[str]) -> str:
+    """The words of a route's query variants, each once, in order."""
+    return " ".join(dict.fromkeys(w for q in queries for w in re.findall(r"\w+", q.lower())))
 
 
 def record_item_id(row: dict[str, Any]) -> str:
