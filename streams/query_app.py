@@ -23,6 +23,7 @@ from streams.models import make_embedder
 from streams.producer import KafkaPublisher
 from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings, llm_configured
+from workers.query.answer import LLMAnswerer
 from workers.query.service import HeuristicPlanner, Planner, QueryService
 
 log = structlog.get_logger("lychee.query")
@@ -53,6 +54,17 @@ def make_planner(settings: Settings) -> Planner:
     return LLMPlanner(client, settings.llm_model, timeout_s=settings.llm_timeout_s)
 
 
+def make_answerer(settings: Settings) -> LLMAnswerer | None:
+    if not llm_configured(settings):
+        return None
+    from workers.encoder.llm import make_client
+
+    assert settings.llm_base_url and settings.llm_model
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    client = make_client(settings.llm_base_url, key, settings.llm_timeout_s)
+    return LLMAnswerer(client, settings.llm_model, timeout_s=settings.llm_timeout_s)
+
+
 class QueryHandler:
     """One request in, one reply out (or a dead letter when nobody can be answered)."""
 
@@ -69,7 +81,9 @@ class QueryHandler:
                 await self.publisher.start()
                 s = self.settings
                 embedder = await asyncio.to_thread(make_embedder, s)
-                self._service = QueryService(open_store(s), embedder, make_planner(s))
+                self._service = QueryService(
+                    open_store(s), embedder, make_planner(s), answerer=make_answerer(s)
+                )
                 log.info("query.ready", model=embedder.model_name)
         return self._service
 

@@ -19,6 +19,7 @@ from schemas.records import TokenUsage
 from workers.embedding import Embedder
 from workers.indexer.records_store import RecordsStore
 from workers.indexer.store import EvidenceStore
+from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import heuristic_plan
@@ -71,10 +72,12 @@ class QueryService:
         embedder: Embedder,
         planner: Planner | None = None,
         config: RecallConfig | None = None,
+        answerer: LLMAnswerer | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.planner = planner or HeuristicPlanner()
+        self.answerer = answerer
         records = RecordsStore(store)
         cfg = config or RecallConfig()
         self.recall = MultiRouteRecall(store, records, embedder, cfg)
@@ -100,7 +103,12 @@ class QueryService:
             chosen = select(fused, req.k, len(routes))
         evidence = [_evidence(f) for f in chosen]
         context, tokens = serialize_context(evidence)
-        watch.lap("selection", t)
+        t = watch.lap("selection", t)
+        answer = None
+        if req.answer:
+            answer, answer_usage = await self._answer(req.query, context)
+            usage = _add(usage, answer_usage)
+            watch.lap("answer", t)
         return QueryReply(
             correlation_id=req.correlation_id,
             namespace=req.namespace,
@@ -110,7 +118,7 @@ class QueryService:
             context=context,
             context_tokens=tokens,
             plan=plan.model_dump(mode="json"),
-            answer="no answer model is configured" if req.answer else None,
+            answer=answer,
             usage={
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
@@ -119,6 +127,24 @@ class QueryService:
             timings_ms=watch.total(),
             served_at=datetime.now(UTC),
         )
+
+    async def _answer(self, question: str, context: str) -> tuple[str, TokenUsage]:
+        """A short answer under the paper's answer rules, or a plain note why there is none."""
+        if self.answerer is None:
+            return "no answer model is configured", TokenUsage()
+        try:
+            return await self.answerer.answer(question, context)
+        except AnswerUnavailable as exc:
+            return f"no answer: {exc.reason}", exc.usage
+
+
+def _add(a: TokenUsage, b: TokenUsage) -> TokenUsage:
+    return TokenUsage(
+        input_tokens=a.input_tokens + b.input_tokens,
+        output_tokens=a.output_tokens + b.output_tokens,
+        calls=a.calls + b.calls,
+        estimated=a.estimated or b.estimated,
+    )
 
 
 def _evidence(f: Fused) -> EvidenceItem:

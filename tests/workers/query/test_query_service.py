@@ -126,3 +126,21 @@ async def test_ablations_run_the_same_service(store: EvidenceStore, ablation: st
         assert reply.plan is not None and [r["queries"] for r in reply.plan["routes"]] == [
             ["Biscuit the puppy"]
         ]
+
+
+async def test_answer_with_an_llm_uses_the_context_and_counts_tokens(store: EvidenceStore) -> None:
+    from tests.fakes.openai_server import FakeOpenAI, text
+    from workers.encoder.llm import make_client
+    from workers.query.answer import LLMAnswerer
+
+    with FakeOpenAI() as server:
+        server.script(text("Biscuit"))
+        client = make_client(server.url, None, timeout_s=5.0)
+        svc = QueryService(store, HashEmbedder(), answerer=LLMAnswerer(client, "m"))
+        reply = await svc.search(request("a", "What is the puppy called?", answer=True))
+        await client.close()
+        prompt = server.requests[0]["messages"][-1]["content"]
+    assert reply.answer == "Biscuit"
+    assert "Ann adopted a puppy named Biscuit" in prompt and "What is the puppy called?" in prompt
+    assert reply.usage["calls"] == 1 and reply.usage["input_tokens"] > 0
+    assert "answer" in reply.timings_ms
