@@ -208,7 +208,7 @@ async def _run(
         "notes": [
             f"encoder: {', '.join(sorted({b.encoder for b in batches})) or 'none'}; prompt "
             "estimates use the encoder's prompt builder with the session's reference context",
-            "no LLM configured: accuracy is null; query-time LLM calls are 0 (no planner yet)",
+            "no LLM configured: accuracy is null; the heuristic planner makes no LLM call",
             f"lychee latency is the query service's retrieval time; client round trip p50/p95: "
             f"{percentiles(run.round_trip_ms)}",
             f"segments by reason: {_reasons(segments)}",
