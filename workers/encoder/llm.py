@@ -3,38 +3,54 @@
 Failures come out as two errors the stage can act on: `LLMUnavailable` (the server is
 overloaded or unreachable: pause and retry the segment later, never drop it) and
 `InvalidEncoderOutput` (the reply stayed unusable after one repair: dead-letter the
-segment). The client is built with `max_retries=0` so that `is_retryable` and the
-backoff below are the only retry rule in play.
+segment). The call, its retry rule (`is_retryable`, `retry_after_s`) and `make_client` are
+the shared ones of `workers.llm`, re-exported here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import random
 import re
-import time
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from schemas import Segment
-from schemas.records import Temporal, TokenUsage
+from schemas.records import Temporal
 from workers.encoder.prompts import (
     DISAMBIGUATION_MAX_CHARS,
     EncoderReply,
     build_messages,
-    prompt_tokens,
     repair_message,
 )
 from workers.encoder.records import EncodedSegment, build_record, segment_turns
-from workers.tokens import count_tokens
+from workers.llm import (
+    CompletionError,
+    Sleep,
+    complete,
+    content,
+    is_retryable,
+    make_client,
+    retry_after_s,
+    total_usage,
+    usage_of,
+)
 
-Sleep = Callable[[float], Awaitable[None]]
+__all__ = [
+    "EncoderError",
+    "InvalidEncoderOutput",
+    "LLMEncoder",
+    "LLMUnavailable",
+    "Sleep",
+    "is_retryable",
+    "make_client",
+    "parse_reply",
+    "retry_after_s",
+]
 
 
 class EncoderError(Exception):
@@ -56,43 +72,6 @@ class InvalidEncoderOutput(EncoderError):
         super().__init__(f"invalid encoder output: {reason}")
         self.raw = raw
         self.reason = reason
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """Worth another attempt: rate limits, server errors, timeouts and lost connections."""
-    if isinstance(exc, openai.APIConnectionError | TimeoutError):  # APITimeoutError included
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500
-    return False
-
-
-def retry_after_s(exc: BaseException) -> float | None:
-    """The server's wait hint (`retry-after-ms`, or `Retry-After` in seconds or as a date)."""
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if headers is None:
-        return None
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            return max(float(ms) / 1000, 0.0)
-        value = headers.get("retry-after")
-        if value is None:
-            return None
-        try:
-            return max(float(value), 0.0)
-        except ValueError:
-            when = email.utils.parsedate_to_datetime(value)
-            return max(when.timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError):
-        return None
-
-
-def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.AsyncOpenAI:
-    """A client without its own retries (ours are the only ones); local servers need no key."""
-    return openai.AsyncOpenAI(
-        base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
-    )
 
 
 class LLMEncoder:
@@ -136,9 +115,9 @@ class LLMEncoder:
         rng = self._rng or random.Random(segment.segment_id)
         turns = segment_turns(segment)
         messages = build_messages(segment, reference_context)
-        first_prompt = prompt_tokens(messages)
-        completions = [(await self._complete(messages, rng), first_prompt)]
-        raw = _content(completions[0][0])
+        completion = await self._complete(messages, rng)
+        usages = [usage_of(completion, messages)]
+        raw = content(completion)
         try:
             reply = parse_reply(raw, len(turns))
         except InvalidEncoderOutput as first:
@@ -147,8 +126,9 @@ class LLMEncoder:
                 {"role": "assistant", "content": raw},
                 repair_message(first.reason, len(turns)),
             ]
-            completions.append((await self._complete(repair, rng), prompt_tokens(repair)))
-            raw = _content(completions[1][0])
+            completion = await self._complete(repair, rng)
+            usages.append(usage_of(completion, repair))
+            raw = content(completion)
             reply = parse_reply(raw, len(turns))
 
         ids = [tid for tid, _, _ in turns]
@@ -169,35 +149,29 @@ class LLMEncoder:
         return EncodedSegment(
             records=records,
             disambiguation_context=reply.disambiguation_context[:DISAMBIGUATION_MAX_CHARS],
-            usage=_usage(completions, first_prompt),
+            usage=total_usage(usages),
             encoder=self.name,
         )
 
     async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
-        """One completion, retried on `is_retryable` with backoff; each attempt has one deadline."""
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    return await self.client.chat.completions.create(
-                        model=self.model,
-                        messages=cast("list[ChatCompletionMessageParam]", messages),
-                        temperature=0,
-                        response_format=(
-                            {"type": "json_object"} if self.json_mode else openai.omit
-                        ),
-                        timeout=self.timeout_s,
-                    )
-            except (openai.OpenAIError, TimeoutError) as exc:
-                if not is_retryable(exc):
-                    raise EncoderError(f"the LLM server refused the request: {exc}") from exc
-                hint = retry_after_s(exc)
-                if attempt == self.max_attempts or (hint or 0.0) > self.max_delay_s:
-                    raise LLMUnavailable(
-                        f"LLM unavailable after {attempt} attempt(s): {_describe(exc)}", hint
-                    ) from exc
-                ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-                await self._sleep(max(rng.uniform(0, ceiling), hint or 0.0))
-        raise AssertionError("unreachable")  # the loop returns or raises
+        """`workers.llm.complete`; a refusal becomes EncoderError, exhaustion LLMUnavailable."""
+        try:
+            return await complete(
+                self.client,
+                self.model,
+                messages,
+                json_mode=self.json_mode,
+                timeout_s=self.timeout_s,
+                max_attempts=self.max_attempts,
+                base_delay_s=self.base_delay_s,
+                max_delay_s=self.max_delay_s,
+                sleep=self._sleep,
+                rng=rng,
+            )
+        except CompletionError as err:
+            if err.retryable_exhausted:
+                raise LLMUnavailable(err.reason, err.retry_after_s) from err.error
+            raise EncoderError(f"the LLM server refused the request: {err.error}") from err.error
 
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
@@ -235,38 +209,3 @@ def _explain(exc: ValidationError) -> str:
         for err in exc.errors()[:8]
     ]
     return "schema errors: " + "; ".join(parts)
-
-
-def _content(completion: ChatCompletion) -> str:
-    if not completion.choices:
-        return ""
-    return completion.choices[0].message.content or ""
-
-
-def _usage(completions: list[tuple[ChatCompletion, int]], first_prompt_tokens: int) -> TokenUsage:
-    """Summed over every completion received; estimated only where a server omitted `usage`."""
-    inp = out = 0
-    estimated = False
-    for c, estimate in completions:
-        if c.usage is not None:
-            inp += c.usage.prompt_tokens
-            out += c.usage.completion_tokens
-        else:
-            estimated = True
-            inp += estimate
-            out += count_tokens(_content(c))
-    return TokenUsage(
-        input_tokens=inp,
-        output_tokens=out,
-        estimated=estimated,
-        prompt_tokens=first_prompt_tokens,
-        calls=len(completions),
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}"
-    if isinstance(exc, TimeoutError | openai.APITimeoutError):
-        return "timed out"
-    return type(exc).__name__

@@ -10,18 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
-from typing import cast
 
 import openai
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from openai.types.chat import ChatCompletion
 
 from schemas.records import TokenUsage
-from workers.encoder.llm import EncoderError, is_retryable, retry_after_s
-from workers.encoder.prompts import prompt_tokens
-from workers.tokens import count_tokens
-
-Sleep = Callable[[float], Awaitable[None]]
+from workers.encoder.llm import EncoderError
+from workers.llm import CompletionError, Sleep, complete, content, usage_of
 
 # --- the prompt ------------------------------------------------------------------------
 
@@ -153,67 +148,26 @@ class LLMAnswerer:
             raise ValueError("the question is blank")
         messages = build_answer_messages(question, context, time_basis)
         completion = await self._complete(messages, self._rng or random.Random(question))
-        usage = _usage(completion, messages)
-        answer = _content(completion).strip()
+        usage = usage_of(completion, messages)
+        answer = content(completion).strip()
         if not answer:
             raise AnswerUnavailable("the answer model replied with an empty message", usage=usage)
         return answer, usage
 
     async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
-        # The same loop as LLMPlanner._complete / LLMEncoder._complete: neither exposes it as a
-        # shared helper, so it is kept small here; the retry rule itself (`is_retryable`,
-        # `retry_after_s`) is the encoder's.
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    return await self.client.chat.completions.create(
-                        model=self.model,
-                        messages=cast("list[ChatCompletionMessageParam]", messages),
-                        temperature=0,
-                        timeout=self.timeout_s,
-                    )
-            except (openai.OpenAIError, TimeoutError) as exc:
-                what = _describe(exc)
-                hint = retry_after_s(exc)
-                if not is_retryable(exc):
-                    raise AnswerUnavailable(f"the LLM server refused the request: {what}") from exc
-                if attempt == self.max_attempts or (hint or 0.0) > self.max_delay_s:
-                    raise AnswerUnavailable(
-                        f"LLM unavailable after {attempt} attempt(s): {what}", retry_after_s=hint
-                    ) from exc
-                ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-                await self._sleep(max(rng.uniform(0, ceiling), hint or 0.0))
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-
-def _content(completion: ChatCompletion) -> str:
-    if not completion.choices:
-        return ""
-    return completion.choices[0].message.content or ""
-
-
-def _usage(completion: ChatCompletion, messages: list[dict[str, str]]) -> TokenUsage:
-    """Real counts from the server, estimated only when it sends no `usage`."""
-    prompt = prompt_tokens(messages)
-    if completion.usage is not None:
-        return TokenUsage(
-            input_tokens=completion.usage.prompt_tokens,
-            output_tokens=completion.usage.completion_tokens,
-            prompt_tokens=prompt,
-            calls=1,
-        )
-    return TokenUsage(
-        input_tokens=prompt,
-        output_tokens=count_tokens(_content(completion)),
-        estimated=True,
-        prompt_tokens=prompt,
-        calls=1,
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}"
-    if isinstance(exc, TimeoutError | openai.APITimeoutError):
-        return "timed out"
-    return type(exc).__name__
+        """`workers.llm.complete` in free text (no JSON mode); no completion is AnswerUnavailable."""
+        try:
+            return await complete(
+                self.client,
+                self.model,
+                messages,
+                json_mode=False,
+                timeout_s=self.timeout_s,
+                max_attempts=self.max_attempts,
+                base_delay_s=self.base_delay_s,
+                max_delay_s=self.max_delay_s,
+                sleep=self._sleep,
+                rng=rng,
+            )
+        except CompletionError as err:
+            raise AnswerUnavailable(err.reason, retry_after_s=err.retry_after_s) from err.error

@@ -12,14 +12,13 @@ import asyncio
 import json
 import random
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from typing import Any, cast
 
 import openai
 import structlog
-from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from schemas.plan import (
@@ -33,13 +32,9 @@ from schemas.plan import (
     date_bounds,
 )
 from schemas.records import TokenUsage
-from workers.encoder.llm import is_retryable, retry_after_s
-from workers.encoder.prompts import prompt_tokens
-from workers.tokens import count_tokens
+from workers.llm import CompletionError, Sleep, complete, content, usage_of
 
 log = structlog.get_logger("lychee.planner")
-
-Sleep = Callable[[float], Awaitable[None]]
 
 # --- vocabulary ------------------------------------------------------------------------
 
@@ -866,10 +861,6 @@ def parse_plan_reply(raw: str, speakers: Sequence[str] = ()) -> Plan:
 # --- the LLM planner -------------------------------------------------------------------
 
 
-class _Unavailable(Exception):
-    """No completion: refused (4xx), or failing after the bounded retries."""
-
-
 class LLMPlanner:
     """One chat completion per question (temperature 0, JSON mode), retried only on
     `is_retryable` errors with full-jitter backoff that honours Retry-After; any unusable
@@ -914,13 +905,26 @@ class LLMPlanner:
             raise ValueError("the question is blank")
         messages = build_planner_messages(question, recent_context)
         try:
-            completion = await self._complete(messages, self._rng or random.Random(question))
+            completion = await complete(
+                self.client,
+                self.model,
+                messages,
+                json_mode=self.json_mode,
+                timeout_s=self.timeout_s,
+                max_attempts=self.max_attempts,
+                base_delay_s=self.base_delay_s,
+                max_delay_s=self.max_delay_s,
+                sleep=self._sleep,
+                rng=self._rng or random.Random(question),
+            )
         except Exception as exc:  # the fallback is the contract: no error reaches the caller
-            reason = str(exc) if isinstance(exc, _Unavailable) else f"{type(exc).__name__}: {exc}"
+            reason = (
+                str(exc) if isinstance(exc, CompletionError) else f"{type(exc).__name__}: {exc}"
+            )
             return self._fallback(question, speakers, reason, TokenUsage())
-        usage = _usage(completion, messages)
+        usage = usage_of(completion, messages)
         try:
-            return parse_plan_reply(_content(completion), speakers), usage
+            return parse_plan_reply(content(completion), speakers), usage
         except PlanReplyError as exc:
             return self._fallback(question, speakers, exc.reason, usage)
 
@@ -929,62 +933,3 @@ class LLMPlanner:
     ) -> tuple[Plan, TokenUsage]:
         log.warning("planner.fallback", model=self.model, reason=reason[:500])
         return heuristic_plan(question, speakers), usage
-
-    async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
-        for attempt in range(1, self.max_attempts + 1):
-            try:
-                async with asyncio.timeout(self.timeout_s):
-                    return await self.client.chat.completions.create(
-                        model=self.model,
-                        messages=cast("list[ChatCompletionMessageParam]", messages),
-                        temperature=0,
-                        response_format=(
-                            {"type": "json_object"} if self.json_mode else openai.omit
-                        ),
-                        timeout=self.timeout_s,
-                    )
-            except (openai.OpenAIError, TimeoutError) as exc:
-                what = _describe(exc)
-                if not is_retryable(exc):
-                    raise _Unavailable(f"the LLM server refused the request: {what}") from exc
-                hint = retry_after_s(exc)
-                if attempt == self.max_attempts or (hint or 0.0) > self.max_delay_s:
-                    raise _Unavailable(
-                        f"LLM unavailable after {attempt} attempt(s): {what}"
-                    ) from exc
-                ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
-                await self._sleep(max(rng.uniform(0, ceiling), hint or 0.0))
-        raise AssertionError("unreachable")  # the loop returns or raises
-
-
-def _content(completion: ChatCompletion) -> str:
-    if not completion.choices:
-        return ""
-    return completion.choices[0].message.content or ""
-
-
-def _usage(completion: ChatCompletion, messages: list[dict[str, str]]) -> TokenUsage:
-    """Real counts from the server, estimated only when it sends no `usage`."""
-    prompt = prompt_tokens(messages)
-    if completion.usage is not None:
-        return TokenUsage(
-            input_tokens=completion.usage.prompt_tokens,
-            output_tokens=completion.usage.completion_tokens,
-            prompt_tokens=prompt,
-            calls=1,
-        )
-    return TokenUsage(
-        input_tokens=prompt,
-        output_tokens=count_tokens(_content(completion)),
-        estimated=True,
-        prompt_tokens=prompt,
-        calls=1,
-    )
-
-
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}"
-    if isinstance(exc, TimeoutError | openai.APITimeoutError):
-        return "timed out"
-    return type(exc).__name__

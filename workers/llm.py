@@ -1,0 +1,186 @@
+"""Chat completions against any OpenAI-compatible server, shared by the encoder, the planner
+and the answerer.
+
+One retry rule (`is_retryable`, honouring the server's `retry_after_s`), one bounded retry
+loop (`complete`) and the reading of a reply (`content`, `usage_of`). `complete` raises
+`CompletionError` for a call that produced no completion; each caller maps it onto its own
+errors. Clients come from `make_client` with `max_retries=0`, so that this loop is the only
+retry rule in play.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import cast
+
+import openai
+from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+
+from schemas.records import TokenUsage
+from workers.encoder.prompts import prompt_tokens
+from workers.tokens import count_tokens
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Worth another attempt: rate limits, server errors, timeouts and lost connections."""
+    if isinstance(exc, openai.APIConnectionError | TimeoutError):  # APITimeoutError included
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return False
+
+
+def retry_after_s(exc: BaseException) -> float | None:
+    """The server's wait hint (`retry-after-ms`, or `Retry-After` in seconds or as a date)."""
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return max(float(ms) / 1000, 0.0)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(float(value), 0.0)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(when.timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError):
+        return None
+
+
+def describe(exc: BaseException) -> str:
+    """A short name for a failed attempt: `HTTP 503`, `timed out`, or the error's type."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, TimeoutError | openai.APITimeoutError):
+        return "timed out"
+    return type(exc).__name__
+
+
+def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.AsyncOpenAI:
+    """A client without its own retries (ours are the only ones); local servers need no key."""
+    return openai.AsyncOpenAI(
+        base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s, max_retries=0
+    )
+
+
+class CompletionError(Exception):
+    """No completion came back; `str()` is `reason`.
+
+    `retryable_exhausted` is False when the server refused the request (a non-retryable
+    error, e.g. a 4xx) and True when retryable failures outlasted the bounded attempts or the
+    server asked for a wait longer than `max_delay_s`. `retry_after_s` is the server's hint
+    on that last attempt (None for a refusal); `error` is the client's last exception.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        error: BaseException,
+        retryable_exhausted: bool,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.error = error
+        self.retryable_exhausted = retryable_exhausted
+        self.retry_after_s = retry_after_s
+
+
+async def complete(
+    client: openai.AsyncOpenAI,
+    model: str,
+    messages: list[dict[str, str]],
+    *,
+    json_mode: bool,
+    timeout_s: float,
+    max_attempts: int,
+    base_delay_s: float,
+    max_delay_s: float,
+    sleep: Sleep,
+    rng: random.Random,
+) -> ChatCompletion:
+    """One completion at temperature 0 (JSON mode when `json_mode`), retried on
+    `is_retryable` errors; each attempt has one deadline of `timeout_s`.
+
+    Backoff is full jitter (`uniform(0, min(max_delay_s, base_delay_s * 2**n))`), never less
+    than the server's Retry-After. A Retry-After longer than `max_delay_s` ends the attempts
+    at once. Raises CompletionError when no completion came back.
+    """
+    for attempt in range(1, max_attempts + 1):
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await client.chat.completions.create(
+                    model=model,
+                    messages=cast("list[ChatCompletionMessageParam]", messages),
+                    temperature=0,
+                    response_format={"type": "json_object"} if json_mode else openai.omit,
+                    timeout=timeout_s,
+                )
+        except (openai.OpenAIError, TimeoutError) as exc:
+            if not is_retryable(exc):
+                raise CompletionError(
+                    f"the LLM server refused the request: {describe(exc)}",
+                    error=exc,
+                    retryable_exhausted=False,
+                ) from exc
+            hint = retry_after_s(exc)
+            if attempt == max_attempts or (hint or 0.0) > max_delay_s:
+                raise CompletionError(
+                    f"LLM unavailable after {attempt} attempt(s): {describe(exc)}",
+                    error=exc,
+                    retryable_exhausted=True,
+                    retry_after_s=hint,
+                ) from exc
+            ceiling = min(max_delay_s, base_delay_s * 2 ** (attempt - 1))
+            await sleep(max(rng.uniform(0, ceiling), hint or 0.0))
+    raise AssertionError("unreachable")  # the loop returns or raises (max_attempts >= 1)
+
+
+def content(completion: ChatCompletion) -> str:
+    """The first choice's text; empty when there is none."""
+    if not completion.choices:
+        return ""
+    return completion.choices[0].message.content or ""
+
+
+def usage_of(completion: ChatCompletion, messages: list[dict[str, str]]) -> TokenUsage:
+    """One call's usage: real counts from the server, estimated only when it sends no
+    `usage` (`prompt_tokens(messages)` in, the reply's `count_tokens` out)."""
+    prompt = prompt_tokens(messages)
+    if completion.usage is not None:
+        return TokenUsage(
+            input_tokens=completion.usage.prompt_tokens,
+            output_tokens=completion.usage.completion_tokens,
+            prompt_tokens=prompt,
+            calls=1,
+        )
+    return TokenUsage(
+        input_tokens=prompt,
+        output_tokens=count_tokens(content(completion)),
+        estimated=True,
+        prompt_tokens=prompt,
+        calls=1,
+    )
+
+
+def total_usage(usages: list[TokenUsage]) -> TokenUsage:
+    """Several calls for one result: counts summed, estimated if any part was, and the
+    prompt size of the first call (the prompt proper; later calls are its repairs)."""
+    return TokenUsage(
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+        estimated=any(u.estimated for u in usages),
+        prompt_tokens=usages[0].prompt_tokens if usages else 0,
+        calls=sum(u.calls for u in usages),
+    )
