@@ -147,6 +147,52 @@ async def complete(
     raise AssertionError("unreachable")  # the loop returns or raises (max_attempts >= 1)
 
 
+class ChatCaller:
+    """A model behind a client, called through `complete` with the retry settings it holds:
+    the common base of LLMEncoder, LLMPlanner and LLMAnswerer, whose keyword-only
+    constructors carry their own defaults and pass them on here in this order."""
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        max_attempts: int,
+        timeout_s: float,
+        base_delay_s: float,
+        max_delay_s: float,
+        json_mode: bool,
+        sleep: Sleep,
+        rng: random.Random | None,
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.client = client
+        self.model = model
+        self.max_attempts = max_attempts
+        self.timeout_s = timeout_s
+        self.base_delay_s = base_delay_s
+        self.max_delay_s = max_delay_s
+        self.json_mode = json_mode
+        self._sleep = sleep
+        self._rng = rng
+        self.name = f"llm:{model}"
+
+    async def _call(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
+        """`complete` with this caller's settings; raises CompletionError."""
+        return await complete(
+            self.client,
+            self.model,
+            messages,
+            json_mode=self.json_mode,
+            timeout_s=self.timeout_s,
+            max_attempts=self.max_attempts,
+            base_delay_s=self.base_delay_s,
+            max_delay_s=self.max_delay_s,
+            sleep=self._sleep,
+            rng=rng,
+        )
+
+
 def content(completion: ChatCompletion) -> str:
     """The first choice's text; empty when there is none."""
     if not completion.choices:

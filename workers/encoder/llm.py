@@ -29,9 +29,9 @@ from workers.encoder.prompts import (
 )
 from workers.encoder.records import EncodedSegment, build_record, segment_turns
 from workers.llm import (
+    ChatCaller,
     CompletionError,
     Sleep,
-    complete,
     content,
     is_retryable,
     make_client,
@@ -74,7 +74,7 @@ class InvalidEncoderOutput(EncoderError):
         self.reason = reason
 
 
-class LLMEncoder:
+class LLMEncoder(ChatCaller):
     """Segment -> records with one completion, at most one repair, bounded transient retries.
 
     Backoff is full jitter (`uniform(0, min(max_delay_s, base_delay_s * 2**n))`), never less
@@ -95,18 +95,9 @@ class LLMEncoder:
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        self.client = client
-        self.model = model
-        self.max_attempts = max_attempts
-        self.base_delay_s = base_delay_s
-        self.max_delay_s = max_delay_s
-        self.timeout_s = timeout_s
-        self.json_mode = json_mode
-        self._sleep = sleep
-        self._rng = rng
-        self.name = f"llm:{model}"
+        super().__init__(
+            client, model, max_attempts, timeout_s, base_delay_s, max_delay_s, json_mode, sleep, rng
+        )
 
     async def encode(self, segment: Segment, reference_context: str) -> EncodedSegment:
         """Records of `segment`: LLMUnavailable means later, InvalidEncoderOutput dead-letter;
@@ -154,20 +145,9 @@ class LLMEncoder:
         )
 
     async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
-        """`workers.llm.complete`; a refusal becomes EncoderError, exhaustion LLMUnavailable."""
+        """`ChatCaller._call`; a refusal becomes EncoderError, exhaustion LLMUnavailable."""
         try:
-            return await complete(
-                self.client,
-                self.model,
-                messages,
-                json_mode=self.json_mode,
-                timeout_s=self.timeout_s,
-                max_attempts=self.max_attempts,
-                base_delay_s=self.base_delay_s,
-                max_delay_s=self.max_delay_s,
-                sleep=self._sleep,
-                rng=rng,
-            )
+            return await self._call(messages, rng)
         except CompletionError as err:
             if err.retryable_exhausted:
                 raise LLMUnavailable(err.reason, err.retry_after_s) from err.error

@@ -16,7 +16,7 @@ from openai.types.chat import ChatCompletion
 
 from schemas.records import TokenUsage
 from workers.encoder.llm import EncoderError
-from workers.llm import CompletionError, Sleep, complete, content, usage_of
+from workers.llm import ChatCaller, CompletionError, Sleep, content, usage_of
 
 # --- the prompt ------------------------------------------------------------------------
 
@@ -107,7 +107,7 @@ class AnswerUnavailable(EncoderError):
         self.usage = usage or TokenUsage()
 
 
-class LLMAnswerer:
+class LLMAnswerer(ChatCaller):
     """One chat completion per question (temperature 0, free text), retried only on
     `is_retryable` errors with full-jitter backoff that honours Retry-After.
 
@@ -127,17 +127,9 @@ class LLMAnswerer:
         max_delay_s: float = 4.0,
         rng: random.Random | None = None,
     ) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        self.client = client
-        self.model = model
-        self.max_attempts = max_attempts
-        self.timeout_s = timeout_s
-        self.base_delay_s = base_delay_s
-        self.max_delay_s = max_delay_s
-        self._sleep = sleep
-        self._rng = rng
-        self.name = f"llm:{model}"
+        super().__init__(
+            client, model, max_attempts, timeout_s, base_delay_s, max_delay_s, False, sleep, rng
+        )
 
     async def answer(
         self, question: str, context: str, *, time_basis: str = ""
@@ -155,19 +147,8 @@ class LLMAnswerer:
         return answer, usage
 
     async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
-        """`workers.llm.complete` in free text (no JSON mode); no completion is AnswerUnavailable."""
+        """`ChatCaller._call` in free text (no JSON mode); no completion is AnswerUnavailable."""
         try:
-            return await complete(
-                self.client,
-                self.model,
-                messages,
-                json_mode=False,
-                timeout_s=self.timeout_s,
-                max_attempts=self.max_attempts,
-                base_delay_s=self.base_delay_s,
-                max_delay_s=self.max_delay_s,
-                sleep=self._sleep,
-                rng=rng,
-            )
+            return await self._call(messages, rng)
         except CompletionError as err:
             raise AnswerUnavailable(err.reason, retry_after_s=err.retry_after_s) from err.error

@@ -32,7 +32,7 @@ from schemas.plan import (
     date_bounds,
 )
 from schemas.records import TokenUsage
-from workers.llm import CompletionError, Sleep, complete, content, usage_of
+from workers.llm import ChatCaller, CompletionError, Sleep, content, usage_of
 
 log = structlog.get_logger("lychee.planner")
 
@@ -861,7 +861,7 @@ def parse_plan_reply(raw: str, speakers: Sequence[str] = ()) -> Plan:
 # --- the LLM planner -------------------------------------------------------------------
 
 
-class LLMPlanner:
+class LLMPlanner(ChatCaller):
     """One chat completion per question (temperature 0, JSON mode), retried only on
     `is_retryable` errors with full-jitter backoff that honours Retry-After; any unusable
     outcome falls back to `heuristic_plan`, logged, never raised.
@@ -883,18 +883,9 @@ class LLMPlanner:
         json_mode: bool = True,
         rng: random.Random | None = None,
     ) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
-        self.client = client
-        self.model = model
-        self.max_attempts = max_attempts
-        self.timeout_s = timeout_s
-        self.base_delay_s = base_delay_s
-        self.max_delay_s = max_delay_s
-        self.json_mode = json_mode
-        self._sleep = sleep
-        self._rng = rng
-        self.name = f"llm:{model}"
+        super().__init__(
+            client, model, max_attempts, timeout_s, base_delay_s, max_delay_s, json_mode, sleep, rng
+        )
 
     async def plan(
         self, question: str, speakers: Sequence[str] = (), recent_context: str = ""
@@ -905,18 +896,7 @@ class LLMPlanner:
             raise ValueError("the question is blank")
         messages = build_planner_messages(question, recent_context)
         try:
-            completion = await complete(
-                self.client,
-                self.model,
-                messages,
-                json_mode=self.json_mode,
-                timeout_s=self.timeout_s,
-                max_attempts=self.max_attempts,
-                base_delay_s=self.base_delay_s,
-                max_delay_s=self.max_delay_s,
-                sleep=self._sleep,
-                rng=self._rng or random.Random(question),
-            )
+            completion = await self._call(messages, self._rng or random.Random(question))
         except Exception as exc:  # the fallback is the contract: no error reaches the caller
             reason = (
                 str(exc) if isinstance(exc, CompletionError) else f"{type(exc).__name__}: {exc}"
