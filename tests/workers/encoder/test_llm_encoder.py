@@ -7,7 +7,6 @@ between the adapter and the socket is the real client.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from schemas import FinalizeReason, Role, Segment, SegmentExchange, SegmentMode, Turn
 from schemas.records import MemoryType, Temporal
 from tests.fakes.openai_server import FakeOpenAI, slow, status, text, valid
+from tests.workers.conftest import Sleeps
 from workers.embedding import OpenAIEmbedder
 from workers.encoder.llm import (
     InvalidEncoderOutput,
@@ -78,29 +78,6 @@ def record(**over: Any) -> dict[str, Any]:
 
 def reply(*records: dict[str, Any], note: str = "Maria owns Rex.") -> dict[str, Any]:
     return {"records": list(records), "disambiguation_context": note}
-
-
-class Sleeps:
-    """Records the waits instead of sleeping them."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeOpenAI) -> AsyncIterator[openai.AsyncOpenAI]:
-    c = make_client(server.url, None, timeout_s=5.0)
-    yield c
-    await c.close()
 
 
 def encoder(client: openai.AsyncOpenAI, sleeps: Sleeps | None = None, **kw: Any) -> LLMEncoder:

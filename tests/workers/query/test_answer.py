@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +11,8 @@ import pytest
 
 from schemas import EvidenceItem
 from tests.fakes.openai_server import FakeOpenAI, Reply, slow, status, text
-from workers.encoder.llm import EncoderError, make_client
+from tests.workers.conftest import Sleeps
+from workers.encoder.llm import EncoderError
 from workers.query.answer import (
     ANSWER_SYSTEM_PROMPT,
     AnswerUnavailable,
@@ -23,16 +23,6 @@ from workers.query.context import serialize_context
 
 MODEL = "fake-answerer"
 QUESTION = "When did Ana move to Lisbon?"
-
-
-class Sleeps:
-    """Records the waits instead of sleeping them."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
 
 
 def evidence_context() -> str:
@@ -57,19 +47,6 @@ def evidence_context() -> str:
     ]
     context, _ = serialize_context(items)
     return context
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeOpenAI) -> AsyncIterator[openai.AsyncOpenAI]:
-    c = make_client(server.url, None, timeout_s=5.0)
-    yield c
-    await c.close()
 
 
 def answerer(client: openai.AsyncOpenAI, sleeps: Sleeps | None = None, **kw: Any) -> LLMAnswerer:

@@ -4,7 +4,6 @@ planner through the real `openai` client against the scripted loopback fake."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
 from datetime import date
 from typing import Any
 
@@ -22,7 +21,7 @@ from schemas.plan import (
     TemporalFilter,
 )
 from tests.fakes.openai_server import FakeOpenAI, status, text, valid
-from workers.encoder.llm import make_client
+from tests.workers.conftest import Sleeps
 from workers.query.planner import (
     PLANNER_SYSTEM_PROMPT,
     LLMPlanner,
@@ -277,29 +276,6 @@ def plan_reply(**over: Any) -> dict[str, Any]:
         ],
     }
     return base | over
-
-
-class Sleeps:
-    """Records the waits instead of sleeping them."""
-
-    def __init__(self) -> None:
-        self.delays: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.delays.append(seconds)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as srv:
-        yield srv
-
-
-@pytest.fixture
-async def client(server: FakeOpenAI) -> AsyncIterator[openai.AsyncOpenAI]:
-    c = make_client(server.url, None, timeout_s=5.0)
-    yield c
-    await c.close()
 
 
 def planner(client: openai.AsyncOpenAI, sleeps: Sleeps | None = None, **kw: Any) -> LLMPlanner:
