@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import random
+import re
 import time
 from collections.abc import Awaitable, Callable
-from typing import cast
+from typing import Any, cast
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
@@ -230,3 +232,31 @@ def total_usage(usages: list[TokenUsage]) -> TokenUsage:
         prompt_tokens=usages[0].prompt_tokens if usages else 0,
         calls=sum(u.calls for u in usages),
     )
+
+
+_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
+
+
+def json_object(raw: str) -> dict[str, Any]:
+    """The JSON object in a model's reply; ValueError says why there is none.
+
+    Code fences and prose around the object are tolerated: cheaper than a repair call.
+    """
+    text = raw.strip()
+    if m := _FENCE.match(text):
+        text = m.group(1).strip()
+    if not text:
+        raise ValueError("the reply is empty")
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError as exc:
+        start, end = text.find("{"), text.rfind("}")
+        try:
+            data = json.loads(text[start : end + 1]) if 0 <= start < end else None
+        except json.JSONDecodeError:
+            data = None
+        if data is None:
+            raise ValueError(f"not valid JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ValueError("expected a JSON object")
+    return data

@@ -10,10 +10,7 @@ the shared ones of `workers.llm`, re-exported here.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
-import re
-from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion
@@ -34,6 +31,7 @@ from workers.llm import (
     Sleep,
     content,
     is_retryable,
+    json_object,
     make_client,
     retry_after_s,
     total_usage,
@@ -154,29 +152,12 @@ class LLMEncoder(ChatCaller):
             raise EncoderError(f"the LLM server refused the request: {err.error}") from err.error
 
 
-_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
-
-
 def parse_reply(raw: str, n_turns: int) -> EncoderReply:
     """The validated reply; InvalidEncoderOutput names the problem for the repair prompt."""
-    text = raw.strip()
-    if m := _FENCE.match(text):
-        text = m.group(1).strip()
-    if not text:
-        raise InvalidEncoderOutput(raw, "the reply is empty")
     try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        # Tolerate prose around the object before paying for a repair.
-        start, end = text.find("{"), text.rfind("}")
-        try:
-            data = json.loads(text[start : end + 1]) if 0 <= start < end else None
-        except json.JSONDecodeError:
-            data = None
-        if data is None:
-            raise InvalidEncoderOutput(raw, f"not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise InvalidEncoderOutput(raw, "expected a JSON object with a 'records' list")
+        data = json_object(raw)
+    except ValueError as exc:
+        raise InvalidEncoderOutput(raw, str(exc)) from exc
     try:
         return EncoderReply.model_validate(data, context={"n_turns": n_turns})
     except ValidationError as exc:

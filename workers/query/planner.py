@@ -9,7 +9,6 @@ reply: it logs why and answers with `heuristic_plan` instead.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import re
 from collections.abc import Iterable, Sequence
@@ -32,7 +31,7 @@ from schemas.plan import (
     date_bounds,
 )
 from schemas.records import TokenUsage
-from workers.llm import ChatCaller, CompletionError, Sleep, content, usage_of
+from workers.llm import ChatCaller, CompletionError, Sleep, content, json_object, usage_of
 
 log = structlog.get_logger("lychee.planner")
 
@@ -667,7 +666,6 @@ class PlanReplyError(ValueError):
 
 _BLANK = {"", "none", "null", "n/a", "na", "unknown", "-"}
 _ISO_DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}.*")
-_FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)
 
 
 def _as_strings(v: Any) -> Any:
@@ -808,24 +806,10 @@ def _route(reply: _ReplyRoute, speakers: Sequence[str]) -> Route | None:
 
 
 def _decode(raw: str) -> dict[str, Any]:
-    text = raw.strip()
-    if m := _FENCE.match(text):
-        text = m.group(1).strip()
-    if not text:
-        raise PlanReplyError("the reply is empty")
     try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
-        start, end = text.find("{"), text.rfind("}")
-        try:
-            data = json.loads(text[start : end + 1]) if 0 <= start < end else None
-        except json.JSONDecodeError:
-            data = None
-        if data is None:
-            raise PlanReplyError(f"not valid JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise PlanReplyError("expected a JSON object")
-    return data
+        return json_object(raw)
+    except ValueError as exc:
+        raise PlanReplyError(str(exc)) from exc
 
 
 def parse_plan_reply(raw: str, speakers: Sequence[str] = ()) -> Plan:
