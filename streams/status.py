@@ -12,6 +12,7 @@ from streams.indexer_app import open_store
 from streams.lag import STAGE_INPUTS, LagReader
 from streams.settings import Settings
 from streams.topics import DLQ_SOURCES
+from workers.encoder.service import read_usage
 
 
 async def collect(settings: Settings) -> dict[str, Any]:
@@ -50,11 +51,6 @@ async def construction_usage(
     """Per-namespace encoder token counters (DESIGN §6.5), as the encoder stage keeps them."""
     redis = Redis.from_url(settings.redis_url, socket_timeout=10)
     try:
-        pattern = f"lychee:usage:{namespace or '*'}"
-        out: dict[str, dict[str, int]] = {}
-        async for key in redis.scan_iter(match=pattern):
-            ns = key.decode().removeprefix("lychee:usage:")
-            out[ns] = {k.decode(): int(v) for k, v in (await redis.hgetall(key)).items()}
-        return out
+        return await read_usage(redis, namespace)
     finally:
         await redis.aclose()

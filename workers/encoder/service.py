@@ -62,7 +62,7 @@ class EncoderService:
         return f"{self.prefix}:enc:ctx:{{{session_key(namespace, session_id)}}}"
 
     def usage_key(self, namespace: str) -> str:
-        return f"{self.prefix}:usage:{namespace}"
+        return usage_key(namespace, self.prefix)
 
     async def handle(self, segments: Sequence[Segment]) -> list[RecordBatch]:
         batches = [await self.encode(seg) for seg in segments]
@@ -114,8 +114,26 @@ class EncoderService:
         return batch
 
     async def usage(self, namespace: str) -> dict[str, int]:
-        raw = await self.redis.hgetall(self.usage_key(namespace))
-        return {(k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()}
+        return (await read_usage(self.redis, namespace, self.prefix)).get(namespace, {})
+
+
+def usage_key(namespace: str, prefix: str = "lychee") -> str:
+    return f"{prefix}:usage:{namespace}"
+
+
+async def read_usage(
+    redis: Redis, namespace: str | None = None, prefix: str = "lychee"
+) -> dict[str, dict[str, int]]:
+    """The token counters of one namespace, or of every namespace, by namespace."""
+    head = usage_key("", prefix)
+    out: dict[str, dict[str, int]] = {}
+    async for key in redis.scan_iter(match=usage_key(namespace or "*", prefix)):
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        raw = await redis.hgetall(name)
+        out[name.removeprefix(head)] = {
+            (k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()
+        }
+    return out
 
 
 def _usage_counts(usage: TokenUsage) -> dict[str, int]:
