@@ -278,6 +278,21 @@ def bench_longmemeval(data: Path, granularity: str, out: Path | None) -> None:
         click.echo(f"report: {out}")
 
 
+@bench.command("latency")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--conversation", default=None, help="sample id (default: the first)")
+@click.option("-k", "k", type=int, default=10, show_default=True)
+def bench_latency(data: Path, conversation: str | None, k: int) -> None:
+    """Retrieval latency p50/p95 (no LLM) and request/reply round trip on one conversation."""
+    from streams.bench_latency import run_latency
+    from streams.bench_locomo import BenchError
+
+    try:
+        run_latency(_settings(), data, conversation, k)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 @bench.command("segmentation")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 def bench_segmentation(data: Path) -> None:

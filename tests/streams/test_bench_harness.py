@@ -87,3 +87,14 @@ def test_bench_longmemeval_end_to_end(settings, tmp_path: Path) -> None:  # type
     assert session["recall_any@3"] == 1.0 and session["recall_all@3"] == 1.0
     assert 0.0 < session["ndcg_any@1"] <= 1.0 or session["recall_any@1"] == 0.0
     assert report.metrics["turn"]["recall_any@50"] == 1.0
+
+
+def test_bench_latency_reports_percentiles_for_every_question(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from streams.bench_latency import run_latency
+
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    result = run_latency(settings, data, "tiny", k=5)
+    assert result["questions"] == 5 and result["turns"] == 16
+    for key in ("retrieval_ms", "round_trip_ms"):
+        assert 0 < result[key]["p50"] <= result[key]["p95"]
