@@ -309,10 +309,6 @@ async def _throughput(
     }
 
 
-def _probe_ids(store: Any) -> set[str]:
-    return set(store.turn_ids("probe"))
-
-
 async def _probe_latency(stack: Stack, settings: Settings, client: MemoryClient, probes: int,
                          rate_hz: float = 20.0, timeout_s: float = 60.0) -> tuple[list[float], int]:  # fmt: skip
     from workers.embedding import bundled_model_info
@@ -327,7 +323,7 @@ async def _probe_latency(stack: Stack, settings: Settings, client: MemoryClient,
 
     async def poll() -> None:
         while True:
-            ids = await asyncio.to_thread(_probe_ids, store)
+            ids = await asyncio.to_thread(store.turn_ids, "probe")
             now = time.perf_counter()  # after the read: never claims faster than it was
             for tid in ids:
                 seen.setdefault(tid, now)

@@ -5,13 +5,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from streams.embedded import Child, Stack, free_port, redis_binary, wait_port
-
-LOCOMO_DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo-dev.json"
 
 
 @pytest.fixture(scope="session")
