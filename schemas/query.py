@@ -33,7 +33,9 @@ class EvidenceItem(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    kind: Literal["turn", "record"]
+    kind: Literal["turn", "window", "record"] = Field(
+        description="a memory record, a raw turn, or a window of neighbouring raw turns"
+    )
     item_id: str
     text: str
     turn_ids: list[str]

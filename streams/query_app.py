@@ -24,6 +24,8 @@ from streams.producer import KafkaPublisher
 from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings, llm_configured
 from workers.query.answer import LLMAnswerer
+from workers.query.multiroute import RecallConfig
+from workers.query.rerank import load_reranker
 from workers.query.service import HeuristicPlanner, Planner, QueryService
 
 log = structlog.get_logger("lychee.query")
@@ -82,7 +84,13 @@ class QueryHandler:
                 s = self.settings
                 embedder = await asyncio.to_thread(make_embedder, s)
                 self._service = QueryService(
-                    open_store(s), embedder, make_planner(s), answerer=make_answerer(s)
+                    open_store(s),
+                    embedder,
+                    make_planner(s),
+                    config=RecallConfig(turn_window=s.turn_window),
+                    answerer=make_answerer(s),
+                    reranker=await asyncio.to_thread(load_reranker, s.reranker_model),
+                    rerank_candidates=s.reranker_candidates,
                 )
                 log.info("query.ready", model=embedder.model_name)
         return self._service

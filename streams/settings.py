@@ -90,6 +90,16 @@ class Settings(BaseSettings):
     query_fetch_wait_ms: int = Field(
         default=10, ge=0, description="broker fetch wait of the query stage and reply readers"
     )
+    turn_window: int = Field(
+        default=1, ge=0, le=8, description="raw-turn hits expand to this many turns either side"
+    )
+    reranker_model: str | None = Field(
+        default=None,
+        description="FlagReranker cross-encoder (local path or hub name); off if unset",
+    )
+    reranker_candidates: int = Field(
+        default=100, ge=1, description="rerank pool per route: max(this, 4k) (paper App. C.4)"
+    )
     # logs
     log_level: str = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"

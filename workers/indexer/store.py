@@ -214,6 +214,25 @@ class EvidenceStore:
         )
         return list(q.to_list())
 
+    def turns_near(
+        self, namespace: str, spans: Sequence[tuple[str, int, int]]
+    ) -> list[dict[str, Any]]:
+        """Turns of `namespace` in the given `(session_id, first_seq, last_seq)` spans."""
+        tbl = self.table(TURNS)
+        if tbl is None or not spans:
+            return []
+        ranges = " OR ".join(
+            f"(session_id = '{_sql(s)}' AND seq >= {int(lo)} AND seq <= {int(hi)})"
+            for s, lo, hi in spans
+        )
+        q = (
+            tbl.search()
+            .where(f"{namespace_filter(namespace)} AND ({ranges})", prefilter=True)
+            .select(_READ_COLUMNS)
+            .limit(None)
+        )
+        return list(q.to_list())
+
     def count(self, name: str, namespace: str | None = None) -> int:
         tbl = self.table(name)
         if tbl is None:

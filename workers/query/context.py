@@ -1,7 +1,7 @@
 """The evidence context as the answer model reads it (paper App. E.3): two blocks.
 
 Episodic/semantic memories (records) carry `Date:`, the resolved date of what they say;
-raw memories (turns) carry `Mentioned:`, the date of the conversation they come from.
+raw memories (turns and windows of turns) carry `Mentioned:`, the date of the conversation they come from.
 Each item's line is also what an evidence budget counts (DESIGN §11.2).
 """
 
@@ -32,7 +32,8 @@ def item_line(item: EvidenceItem) -> str:
         resolved = _day(item.resolved_date or item.date)
         return f"- {item.text} (Date: {resolved})" if resolved else f"- {item.text}"
     mentioned = _day(item.date)
-    return f"- [Mentioned: {mentioned}] {item.text}" if mentioned else f"- {item.text}"
+    text = item.text.replace("\n", "\n  ")  # a window's turns, one per indented line
+    return f"- [Mentioned: {mentioned}] {text}" if mentioned else f"- {text}"
 
 
 def serialize_context(items: Sequence[EvidenceItem]) -> tuple[str, int]:

@@ -25,6 +25,7 @@ from workers.embedding import Embedder
 from workers.indexer.records_store import RecordsStore
 from workers.indexer.store import EvidenceStore
 from workers.query.selection import RRF_KAPPA, Candidate, RouteRanking
+from workers.query.windows import spans, windows
 
 SEARCH_NODE_TYPES = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.event_frame)
 
@@ -46,6 +47,7 @@ class RecallConfig:
     record_vector_only: bool = False  # ablation: records by vector search, nothing else
     type_boost: float = 1.15  # question-type score adjustment (DESIGN §8.3)
     records_per_node: int = 8  # newest linked records taken from each matched node
+    turn_window: int = 1  # raw-turn hits expand to this many turns either side (0: off)
 
 
 @dataclass
@@ -162,7 +164,12 @@ class MultiRouteRecall:
         by_text = [results[3 + 3 * i : 6 + 3 * i] for i in range(len(texts))]
         orders = [self._linked(nodes, node_b) for nodes in [*nodes_v, *(x[0] for x in by_text)]]
         wanted = list(dict.fromkeys(rid for order in orders for rid in order))
-        rows = {r["id"]: r for r in await asyncio.to_thread(rs.records_by_ids, namespace, wanted)}
+        turn_hits = [r for rows in [*turn_v, *(x[2] for x in by_text)] for r in rows]
+        found, around = await asyncio.gather(
+            asyncio.to_thread(rs.records_by_ids, namespace, wanted),
+            asyncio.to_thread(self._windows, namespace, turn_hits),
+        )
+        rows = {r["id"]: r for r in found}
 
         def linked(order: dict[str, str]) -> list[Hit]:
             return [
@@ -175,7 +182,7 @@ class MultiRouteRecall:
             v: [
                 ("node_vector", linked(orders[i])),
                 ("record_vector", _records(rec_v[i], session_id, "_distance")),
-                ("turn_vector", _turns(turn_v[i], "_distance")),
+                ("turn_vector", _turns(turn_v[i], "_distance", around)),
             ]
             for i, v in enumerate(variants)
         }
@@ -183,11 +190,19 @@ class MultiRouteRecall:
             t: [
                 ("node_text", linked(orders[len(variants) + j])),
                 ("record_text", _records(by_text[j][1], session_id, "_score")),
-                ("turn_text", _turns(by_text[j][2], "_score")),
+                ("turn_text", _turns(by_text[j][2], "_score", around)),
             ]
             for j, t in enumerate(texts)
         }
         return per_variant, per_route
+
+    def _windows(self, namespace: str, hits: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Raw-turn hits -> their windows of neighbouring turns (one read for all hits)."""
+        radius = self.config.turn_window
+        if radius <= 0 or not hits:
+            return {}
+        near = self.turns.turns_near(namespace, spans(hits, radius))
+        return windows(hits, near, radius)
 
     def _linked(self, nodes: Sequence[dict[str, Any]], budget: int) -> dict[str, str]:
         """Matched nodes -> their newest linked record ids, best node first, `budget` in all."""
@@ -278,11 +293,15 @@ def _records(rows: Sequence[dict[str, Any]], session_id: str | None, score_key: 
     return out
 
 
-def _turns(rows: Sequence[dict[str, Any]], score_key: str) -> list[Hit]:
+def _turns(
+    rows: Sequence[dict[str, Any]], score_key: str, around: dict[str, dict[str, Any]]
+) -> list[Hit]:
+    """Turn hits, each as its window when it has one (the hit's score carried over)."""
     out: list[Hit] = []
     for r in rows:
         score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
-        out.append((r["id"], r, score, None))
+        hit = around.get(r["id"], r)
+        out.append((hit["id"], hit, score, None))
     return out
 
 
@@ -307,6 +326,17 @@ def _candidate(item_id: str, a: _Acc) -> Candidate:
             memory_type=row.get("memory_type"),
             role=_role(row.get("source_role")),
             mentioned=_iso(row.get("created_at")),
+        )
+    if "turn_ids" in row:
+        return Candidate(
+            item_id=item_id,
+            kind="window",
+            text=row["text"],
+            session_id=row["session_id"],
+            turn_ids=tuple(row["turn_ids"]),
+            queries=tuple(sorted(a.queries)),
+            channel_scores={**a.channels, "route_rrf": a.score},
+            date=_iso(row.get("session_date")),
         )
     return Candidate(
         item_id=item_id,

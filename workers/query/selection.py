@@ -283,10 +283,3 @@ def sort_only(fused: Sequence[Fused], k: int) -> list[Fused]:
         return (-max(f.candidate.channel_scores.values(), default=0.0), f.item_id)
 
     return sorted(fused, key=key)[:k]
-
-
-def cap_kind(selected: Sequence[Fused], kind: CandidateKind, max_count: int) -> list[Fused]:
-    """Keep order; drop items of `kind` after the first `max_count` of them."""
-    of_kind = [f.item_id for f in selected if f.candidate.kind == kind]
-    keep = set(of_kind[: max(max_count, 0)])
-    return [f for f in selected if f.candidate.kind != kind or f.item_id in keep]

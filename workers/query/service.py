@@ -8,6 +8,7 @@ diversity-aware selection picks the evidence, serialized in the answer prompt's 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from datetime import UTC, datetime
@@ -23,7 +24,8 @@ from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import heuristic_plan
-from workers.query.selection import Fused, fuse_routes, select, sort_only
+from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
+from workers.query.selection import Fused, RouteRanking, fuse_routes, select, sort_only
 
 
 class Stopwatch:
@@ -73,11 +75,15 @@ class QueryService:
         planner: Planner | None = None,
         config: RecallConfig | None = None,
         answerer: LLMAnswerer | None = None,
+        reranker: Reranker | None = None,
+        rerank_candidates: int = RERANK_CANDIDATES,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.planner = planner or HeuristicPlanner()
         self.answerer = answerer
+        self.reranker = reranker
+        self.rerank_candidates = rerank_candidates
         records = RecordsStore(store)
         cfg = config or RecallConfig()
         self.recall = MultiRouteRecall(store, records, embedder, cfg)
@@ -96,6 +102,10 @@ class QueryService:
         recall = self.record_vector_only if req.ablation == "record-vector-only" else self.recall
         routes = await recall.recall(plan, req.query, req.namespace, req.k, req.session_id)
         t = watch.lap("recall", t)
+        if self.reranker is not None and req.ablation != "no-fusion":
+            pool = rerank_pool(recall.effective_k(req.k), self.rerank_candidates)
+            routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
+            t = watch.lap("rerank", t)
         fused = fuse_routes(routes)
         if req.ablation == "no-fusion":
             chosen = sort_only(fused, req.k)
@@ -127,6 +137,12 @@ class QueryService:
             timings_ms=watch.total(),
             served_at=datetime.now(UTC),
         )
+
+    def _rerank(self, routes: list[RouteRanking], question: str, pool: int) -> list[RouteRanking]:
+        """Each route's head scored against the question: routes narrow where to look, the
+        question says what counts as relevant."""
+        assert self.reranker is not None
+        return [rerank_route(r, question, self.reranker, pool) for r in routes]
 
     async def _answer(self, question: str, context: str) -> tuple[str, TokenUsage]:
         """A short answer under the paper's answer rules, or a plain note why there is none."""
@@ -164,7 +180,7 @@ def _evidence(f: Fused) -> EvidenceItem:
             scores=f.scores(),
         )
     return EvidenceItem(
-        kind="turn",
+        kind=c.kind,
         item_id=c.item_id,
         text=c.text,
         turn_ids=list(c.turn_ids),

@@ -9,7 +9,6 @@ from workers.query.selection import (
     CandidateKind,
     Fused,
     RouteRanking,
-    cap_kind,
     final_score,
     fuse_routes,
     route_quota,
@@ -211,13 +210,3 @@ def test_sort_only_orders_by_best_channel_score_then_item_id() -> None:
         fused(cand("r0", scores={"record_vector": 0.71}), 0.3),
     ]
     assert ids(sort_only(items, k=4)) == ["t1", "r2", "r0", "r1"]
-
-
-def test_cap_kind_keeps_order_and_bounds_one_kind() -> None:
-    kinds: list[tuple[str, CandidateKind]] = [
-        ("r1", "record"), ("t1", "turn"), ("t2", "turn"), ("r2", "record"), ("w1", "window"), ("t3", "turn"),
-    ]  # fmt: skip
-    items = [fused(cand(i, kind=k), 0.5) for i, k in kinds]
-    assert ids(cap_kind(items, "turn", 1)) == ["r1", "t1", "r2", "w1"]
-    assert ids(cap_kind(items, "turn", 0)) == ["r1", "r2", "w1"]
-    assert ids(cap_kind(items, "record", 5)) == ids(items)

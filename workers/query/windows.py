@@ -1,0 +1,72 @@
+"""Local expansion of raw-turn hits into windows of neighbouring turns (DESIGN §8.3).
+
+A turn alone often misses its other half: the question a reply answers, or the reply that
+confirms a plan. A hit becomes the window of `radius` turns either side of it, in
+conversation order within its session; the window keeps every turn id as provenance.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+Row = dict[str, Any]
+
+
+def spans(hits: Iterable[Row], radius: int) -> list[tuple[str, int, int]]:
+    """`(session_id, first_seq, last_seq)` covering every hit ± `radius` exchanges, merged.
+
+    An exchange holds at least one turn, so `radius` exchanges either side always contain
+    `radius` turns either side (when the session has them).
+    """
+    by_session: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for h in hits:
+        seq = int(h["seq"])
+        by_session[h["session_id"]].append((seq - radius, seq + radius))
+    out: list[tuple[str, int, int]] = []
+    for session, ranges in sorted(by_session.items()):
+        ranges.sort()
+        lo, hi = ranges[0]
+        for a, b in ranges[1:]:
+            if a > hi + 1:
+                out.append((session, lo, hi))
+                lo = a
+            hi = max(hi, b)
+        out.append((session, lo, hi))
+    return out
+
+
+def windows(hits: Iterable[Row], neighbours: Sequence[Row], radius: int) -> dict[str, Row]:
+    """Each hit's row id -> its window row; hits with no neighbour stay out (kept as turns).
+
+    A window row has the hit's namespace, session and conversation date, the turns' texts
+    one per line, all their turn ids in order and the id
+    `namespace/session/first_turn..last_turn`, so two hits with the same window merge.
+    """
+    ordered: dict[str, list[Row]] = defaultdict(list)
+    for row in neighbours:
+        ordered[row["session_id"]].append(row)
+    position: dict[str, tuple[str, int]] = {}
+    for session, rows in ordered.items():
+        rows.sort(key=lambda r: (int(r["seq"]), int(r["idx"])))
+        position.update((r["id"], (session, i)) for i, r in enumerate(rows))
+    out: dict[str, Row] = {}
+    for hit in hits:
+        if hit["id"] in out or hit["id"] not in position:
+            continue
+        session, i = position[hit["id"]]
+        rows = ordered[session][max(0, i - radius) : i + radius + 1]
+        if len(rows) < 2:
+            continue
+        first, last = rows[0]["turn_id"], rows[-1]["turn_id"]
+        out[hit["id"]] = {
+            "id": f"{hit['namespace']}/{session}/{first}..{last}",
+            "namespace": hit["namespace"],
+            "session_id": session,
+            "session_date": hit.get("session_date"),
+            "turn_ids": [r["turn_id"] for r in rows],
+            "text": "\n".join(r["text"] for r in rows),
+            "hit_turn_id": hit["turn_id"],
+        }
+    return out
