@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -279,17 +281,51 @@ def bench_longmemeval(data: Path, granularity: str, out: Path | None) -> None:
 
 
 @bench.command("latency")
-@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option(
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="LoCoMo file: time retrieval on one conversation ingested through the pipeline",
+)
 @click.option("--conversation", default=None, help="sample id (default: the first)")
+@click.option(
+    "--synthetic",
+    "records",
+    type=click.IntRange(min=1),
+    default=None,
+    help="time retrieval on a synthetic store of this many records (e.g. 1000000)",
+)
+@click.option("--namespaces", type=click.IntRange(min=1), default=1000, show_default=True)
+@click.option(
+    "--store",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="directory of the synthetic store, reused when it holds the same shape "
+    "(default: a temporary directory, removed afterwards)",
+)
 @click.option("-k", "k", type=int, default=10, show_default=True)
-def bench_latency(data: Path, conversation: str | None, k: int) -> None:
-    """Retrieval latency p50/p95 (no LLM) and request/reply round trip on one conversation."""
-    from streams.bench_latency import run_latency
+def bench_latency(
+    data: Path | None,
+    conversation: str | None,
+    records: int | None,
+    namespaces: int,
+    store: Path | None,
+    k: int,
+) -> None:
+    """Retrieval latency p50/p95 (no LLM): on a LoCoMo conversation (with the request/reply
+    round trip) and/or on a synthetic store of production size with its ANN indexes."""
+    from streams.bench_latency import print_synthetic, run_latency, run_synthetic
     from streams.bench_locomo import BenchError
 
+    if data is None and records is None:
+        raise click.UsageError("give --data (LoCoMo scale), --synthetic N (store scale), or both")
     try:
-        run_latency(_settings(), data, conversation, k)
-    except BenchError as exc:
+        if data is not None:
+            run_latency(_settings(), data, conversation, k)
+        if records is not None:
+            with contextlib.ExitStack() as stack:
+                path = store or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+                print_synthetic(run_synthetic(_settings(), records, namespaces, k, path))
+    except (BenchError, ValueError) as exc:
         raise click.ClickException(str(exc)) from exc
 
 

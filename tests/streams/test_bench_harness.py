@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from streams.bench_locomo import BenchError, run_locomo
@@ -98,3 +99,50 @@ def test_bench_latency_reports_percentiles_for_every_question(settings, tmp_path
     assert result["questions"] == 5 and result["turns"] == 16
     for key in ("retrieval_ms", "round_trip_ms"):
         assert 0 < result[key]["p50"] <= result[key]["p95"]
+
+
+def test_synthetic_store_spreads_rows_evenly_and_links_within_namespaces(
+    embedder, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from workers.evaluation import synthetic
+    from workers.indexer.records_store import RecordsStore
+    from workers.indexer.store import EvidenceStore
+
+    store = EvidenceStore(str(tmp_path / "db"), embedder.model_name, embedder.dim)
+    info = synthetic.build(store, embedder, 1200, 4, pool=32, chunk=500)
+    assert info.rows == {"records": 1200, "turns": 1200, "nodes": 600}
+    rs = RecordsStore(store)
+    assert [rs.count("records", ns) for ns in info.namespaces] == [300] * 4
+    assert [rs.count("turns", ns) for ns in info.namespaces] == [300] * 4
+    rows = rs.table("records").search().limit(None).to_arrow()  # type: ignore[union-attr]
+    norms = np.linalg.norm(np.stack(rows.column("vector").to_numpy(zero_copy_only=False)), axis=1)
+    assert np.allclose(norms, 1.0, atol=1e-5)
+    owner = dict(
+        zip(rows.column("id").to_pylist(), rows.column("namespace").to_pylist(), strict=True)
+    )
+    for node in rs.table("nodes").search().limit(None).to_list():  # type: ignore[union-attr]
+        assert node["record_ids"] and all(owner[r] == node["namespace"] for r in node["record_ids"])
+    with pytest.raises(ValueError, match="at least one record per namespace"):
+        synthetic.build(store, embedder, 3, 4)
+
+
+def test_bench_latency_on_a_synthetic_store_builds_ann_and_reports(
+    embedder, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    from streams.bench_latency import BenchError, run_synthetic
+    from streams.settings import Settings
+    from workers.evaluation import synthetic
+    from workers.indexer.store import EvidenceStore
+
+    path = tmp_path / "syn"
+    store = EvidenceStore(str(path), embedder.model_name, embedder.dim)
+    synthetic.build(store, embedder, 1200, 4, pool=32, chunk=500)
+    settings = Settings(ann_min_rows=256)
+    result = run_synthetic(settings, 1200, 4, 5, path, questions=6)
+    assert result["build_s"] == 0.0  # the store held this shape: reused, not rebuilt
+    assert result["ann_indexed"] == ["records", "turns", "nodes"] and result["ann_index_s"] > 0
+    assert result["namespace"] == synthetic.namespace(2) and result["questions"] == 6
+    assert 0 < result["retrieval_ms"]["p50"] <= result["retrieval_ms"]["p95"]
+    assert 0.0 < result["ann_vs_exact"]["recall"] <= 1.0
+    with pytest.raises(BenchError, match="another store"):
+        run_synthetic(settings, 2400, 4, 5, path, questions=6)

@@ -126,7 +126,7 @@ def build(
     rng = np.random.default_rng(seed)
     texts = sentences(pool)
     base = np.asarray(embedder.embed(texts), dtype=np.float32)
-    names = [f"syn{i:05d}" for i in range(namespaces)]
+    names = [namespace(i) for i in range(namespaces)]
     rs = RecordsStore(store)
     written = {}
     for name, make, n in (
@@ -158,6 +158,21 @@ def build(
             rs._ensure_indexes(name, tbl)
         written[name] = n
     return SyntheticStore(namespaces=names, rows=written, sentences=texts)
+
+
+def namespace(i: int) -> str:
+    return f"syn{i:05d}"
+
+
+def questions(n: int, seed: int = 0) -> list[str]:
+    """Questions in the store's vocabulary: about a person, a place, or an activity."""
+    rng = np.random.default_rng(seed)
+    forms = (
+        lambda: f"What did {rng.choice(NAMES)} do {rng.choice(PLACES)}?",
+        lambda: f"Who {rng.choice(ACTIVITIES)}?",
+        lambda: f"When did {rng.choice(NAMES)} and {rng.choice(NAMES)} meet {rng.choice(PLACES)}?",
+    )
+    return [forms[i % len(forms)]() for i in range(n)]
 
 
 def _namespace(i: int, names: list[str], total: int) -> str:
@@ -209,7 +224,8 @@ def _nodes(
         i = start + j
         ns, text = _namespace(i, names, total), texts[w]
         first = 2 * i
-        linked = [f"r{r:08d}" for r in range(first, min(first + 8, records))]
+        end = (first * len(names) // records + 1) * records // len(names)  # namespace's end
+        linked = [f"r{r:08d}" for r in range(first, min(first + 8, end))]
         key = f"{text.split()[0].lower()}|{' '.join(text.split()[1:3])}"
         yield {
             "id": f"{ns}/entity_topic/{key}/{i}", "namespace": ns, "node_type": "entity_topic",
