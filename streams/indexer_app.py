@@ -25,7 +25,13 @@ log = structlog.get_logger("lychee.indexer")
 def open_store(settings: Settings) -> EvidenceStore:
     """The store needs the embedding model's name and dimension, not the model."""
     name, dim = embedding_info(settings)
-    return EvidenceStore(settings.lancedb_uri, name, dim, settings.read_consistency_s)
+    return EvidenceStore(
+        settings.lancedb_uri,
+        name,
+        dim,
+        settings.read_consistency_s,
+        exact_max_rows=settings.exact_search_max_rows,
+    )
 
 
 def build(settings: Settings) -> faust.App:

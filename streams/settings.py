@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     ann_min_rows: int = Field(
         default=100_000, ge=256, description="build an ANN index once a table has this many rows"
     )
+    exact_search_max_rows: int = Field(
+        default=20_000, ge=0, description="namespaces up to this size are searched exactly"
+    )
     # query service
     query_concurrency: int = Field(default=4, ge=1)
     query_default_timeout_s: float = Field(default=15.0, gt=0)

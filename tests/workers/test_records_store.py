@@ -248,6 +248,13 @@ def test_records_store_builds_ann_index_past_min_rows_only(
     probe = table_rows(rs, RECORDS)[5]
     hits = rs.search_records_vector("a", np.asarray(probe["vector"]), 3)
     assert hits[0]["id"] == probe["id"]
+    # a namespace within `exact_max_rows` is searched exactly; past it, through the index
+    vec = np.asarray(probe["vector"], dtype=np.float32)
+    for max_rows, node in ((300, "KNNVectorDistance"), (299, "ANNSubIndex")):
+        store.exact_max_rows, store._sizes = max_rows, {}
+        plan = store.vector_query(tbl, RECORDS, vec, "namespace = 'a'", "a").explain_plan()
+        assert node in plan and ("ANN" in plan) == (node == "ANNSubIndex")
+        assert rs.search_records_vector("a", vec, 3)[0]["id"] == probe["id"]
 
 
 def test_records_store_refuses_another_embedding_model(

@@ -311,7 +311,7 @@ class RecordsStore:
     def search_records_vector(
         self, namespace: str, vec: np.ndarray, limit: int
     ) -> list[dict[str, Any]]:
-        return self._search_vector(RECORDS, namespace_filter(namespace), vec, limit)
+        return self._search_vector(RECORDS, namespace_filter(namespace), vec, limit, namespace)
 
     def search_records_text(self, namespace: str, text: str, limit: int) -> list[dict[str, Any]]:
         return self._search_text(RECORDS, namespace_filter(namespace), text, limit)
@@ -319,7 +319,7 @@ class RecordsStore:
     def search_records_vectors(
         self, namespace: str, vectors: np.ndarray, limit: int
     ) -> list[list[dict[str, Any]]]:
-        return self._search_vectors(RECORDS, namespace_filter(namespace), vectors, limit)
+        return self._search_vectors(RECORDS, namespace_filter(namespace), vectors, limit, namespace)
 
     def search_nodes_vectors(
         self,
@@ -328,7 +328,8 @@ class RecordsStore:
         limit: int,
         node_types: Iterable[NodeType | str] | None = None,
     ) -> list[list[dict[str, Any]]]:
-        return self._search_vectors(NODES, _node_filter(namespace, node_types), vectors, limit)
+        where = _node_filter(namespace, node_types)
+        return self._search_vectors(NODES, where, vectors, limit, namespace)
 
     def search_nodes_vector(
         self,
@@ -337,7 +338,8 @@ class RecordsStore:
         limit: int,
         node_types: Iterable[NodeType | str] | None = None,
     ) -> list[dict[str, Any]]:
-        return self._search_vector(NODES, _node_filter(namespace, node_types), vec, limit)
+        where = _node_filter(namespace, node_types)
+        return self._search_vector(NODES, where, vec, limit, namespace)
 
     def search_nodes_text(
         self,
@@ -389,37 +391,23 @@ class RecordsStore:
         return {c["values"]: int(c["counts"]) for c in sorted(counts, key=lambda c: c["values"])}
 
     def _search_vector(
-        self, name: str, where: str, vec: np.ndarray, limit: int
+        self, name: str, where: str, vec: np.ndarray, limit: int, namespace: str
     ) -> list[dict[str, Any]]:
-        tbl = self.table(name)
-        if tbl is None or limit <= 0:
-            return []
-        q = (
-            tbl.search(np.asarray(vec, dtype=np.float32), vector_column_name="vector")
-            .distance_type("cosine")
-            .where(where, prefilter=True)
-            .select([*_read_columns(tbl.schema), "_distance"])
-            .limit(limit)
-        )
-        return list(q.to_list())
+        return self._search_vectors(name, where, np.asarray([vec]), limit, namespace)[0]
 
     def _search_vectors(
-        self, name: str, where: str, vectors: np.ndarray, limit: int
+        self, name: str, where: str, vectors: np.ndarray, limit: int, namespace: str
     ) -> list[list[dict[str, Any]]]:
         """One search for several query vectors: a result list per vector."""
         tbl = self.table(name)
         if tbl is None or limit <= 0 or len(vectors) == 0:
             return [[] for _ in range(len(vectors))]
-        q = (
-            tbl.search(
-                [np.asarray(v, dtype=np.float32) for v in vectors], vector_column_name="vector"
-            )
-            .distance_type("cosine")
-            .where(where, prefilter=True)
-            .select([*_read_columns(tbl.schema), "_distance"])
-            .limit(limit)
+        query = [np.asarray(v, dtype=np.float32) for v in vectors]
+        q = self.store.vector_query(
+            tbl, name, query if len(query) > 1 else query[0], where, namespace
         )
-        return group_by_query(q.to_list(), len(vectors))
+        rows = q.select([*_read_columns(tbl.schema), "_distance"]).limit(limit).to_list()
+        return group_by_query(rows, len(vectors))
 
     def _search_text(self, name: str, where: str, text: str, limit: int) -> list[dict[str, Any]]:
         tbl = self.table(name)

@@ -25,6 +25,11 @@ from schemas import RawTurn
 log = structlog.get_logger("lychee.store")
 
 TURNS = "turns"
+# A namespace up to this size is searched exactly even where an ANN index exists: on the
+# 1,000,000-record store, exact search over one 1,000-row namespace took 5.2 ms against
+# 6.3 ms for the index, which also missed 12.5 % of the exact top 45 (`lychee bench latency`).
+EXACT_MAX_ROWS = 20_000
+_SIZE_TTL_S = 30.0
 
 
 class StoreError(RuntimeError):
@@ -79,9 +84,16 @@ class EvidenceStore:
     """One handle per process; thread-safe for the reads the query service runs in threads."""
 
     def __init__(
-        self, uri: str, embedding_model: str, dim: int, read_consistency_s: float = 0.0
+        self,
+        uri: str,
+        embedding_model: str,
+        dim: int,
+        read_consistency_s: float = 0.0,
+        exact_max_rows: int = EXACT_MAX_ROWS,
     ) -> None:
         self.uri = uri
+        self.exact_max_rows = exact_max_rows
+        self._sizes: dict[tuple[str, str], tuple[int, float]] = {}
         self.model = embedding_model
         self.dim = dim
         # Readers live in other processes than the writer: without a consistency interval
@@ -167,20 +179,38 @@ class EvidenceStore:
 
     # -- reads --------------------------------------------------------------------------
 
+    def vector_query(self, tbl: Any, name: str, query: Any, where: str, namespace: str) -> Any:
+        """A cosine vector query prefiltered by `where`; exact when the namespace is small.
+
+        A highly selective prefilter leaves an ANN index few candidates in the partitions
+        it probes, so small namespaces lose recall to it and gain no speed.
+        """
+        q = (
+            tbl.search(query, vector_column_name="vector")
+            .distance_type("cosine")
+            .where(where, prefilter=True)
+        )
+        return q.bypass_vector_index() if self._small(tbl, name, namespace) else q
+
+    def _small(self, tbl: Any, name: str, namespace: str) -> bool:
+        now = time.monotonic()
+        rows, expires = self._sizes.get((name, namespace), (0, 0.0))
+        if expires < now:
+            rows = int(tbl.count_rows(namespace_filter(namespace)))
+            if len(self._sizes) > 10_000:
+                self._sizes.clear()
+            self._sizes[(name, namespace)] = (rows, now + _SIZE_TTL_S)
+        return rows <= self.exact_max_rows
+
     def search_turns_vector(
         self, namespace: str, vector: np.ndarray, limit: int, session_id: str | None = None
     ) -> list[dict[str, Any]]:
         tbl = self.table(TURNS)
         if tbl is None:
             return []
-        q = (
-            tbl.search(vector.astype(np.float32), vector_column_name="vector")
-            .distance_type("cosine")
-            .where(namespace_filter(namespace, session_id), prefilter=True)
-            .select([*_READ_COLUMNS, "_distance"])
-            .limit(limit)
-        )
-        return list(q.to_list())
+        where = namespace_filter(namespace, session_id)
+        q = self.vector_query(tbl, TURNS, vector.astype(np.float32), where, namespace)
+        return list(q.select([*_READ_COLUMNS, "_distance"]).limit(limit).to_list())
 
     def search_turns_vectors(
         self, namespace: str, vectors: np.ndarray, limit: int, session_id: str | None = None
@@ -189,16 +219,12 @@ class EvidenceStore:
         tbl = self.table(TURNS)
         if tbl is None or len(vectors) == 0:
             return [[] for _ in range(len(vectors))]
-        q = (
-            tbl.search(
-                [np.asarray(v, dtype=np.float32) for v in vectors], vector_column_name="vector"
-            )
-            .distance_type("cosine")
-            .where(namespace_filter(namespace, session_id), prefilter=True)
-            .select([*_READ_COLUMNS, "_distance"])
-            .limit(limit)
+        where = namespace_filter(namespace, session_id)
+        query = [np.asarray(v, dtype=np.float32) for v in vectors]
+        q = self.vector_query(tbl, TURNS, query, where, namespace)
+        return group_by_query(
+            q.select([*_READ_COLUMNS, "_distance"]).limit(limit).to_list(), len(vectors)
         )
-        return group_by_query(q.to_list(), len(vectors))
 
     def search_turns_text(
         self, namespace: str, text: str, limit: int, session_id: str | None = None
