@@ -6,6 +6,7 @@ so that a stage added to the code without a service (or the reverse) fails here.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -144,7 +145,9 @@ def test_compose_redis_is_version_7_with_aof(services: dict[str, dict[str, Any]]
 def test_dockerfile_pins_cpu_torch_before_project_install() -> None:
     runs = [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("RUN ")]
     torch_at = next(i for i, line in enumerate(runs) if "pip install torch==2.13.0" in line)
-    project_at = next(i for i, line in enumerate(runs) if "pip install ." in line)
+    project_at = next(
+        i for i, line in enumerate(runs) if re.search(r"pip install \.|pip install \"\.\[", line)
+    )
     assert "download.pytorch.org/whl/cpu" in runs[torch_at]
     assert torch_at < project_at
 
