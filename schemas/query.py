@@ -10,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from schemas.base import Contract, Name
 from schemas.exchange import Role
 
+# retrieval ablations of the paper (Table 5), per request or as the service's default
+Ablation = Literal["record-vector-only", "no-planner", "no-fusion"]
+
 
 class QueryRequest(Contract):
     """A retrieval request. The client reads replies on its own `reply_partition`."""
@@ -23,7 +26,7 @@ class QueryRequest(Contract):
     reply_partition: int = Field(ge=0)
     deadline_ms: int = Field(gt=0, description="epoch milliseconds after which no reply is wanted")
     answer: bool = False
-    ablation: Literal["record-vector-only", "no-planner", "no-fusion"] | None = Field(
+    ablation: Ablation | None = Field(
         default=None, description="switch off a retrieval stage for this request (paper ablations)"
     )
 

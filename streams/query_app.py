@@ -91,6 +91,7 @@ class QueryHandler:
                     answerer=make_answerer(s),
                     reranker=await asyncio.to_thread(load_reranker, s.reranker_model),
                     rerank_candidates=s.reranker_candidates,
+                    ablation=s.query_ablation,
                 )
                 log.info("query.ready", model=embedder.model_name)
         return self._service

@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from schemas.query import Ablation
 from workers.segmenter.params import SegmenterParams
 
 
@@ -88,6 +89,9 @@ class Settings(BaseSettings):
         default=20_000, ge=0, description="namespaces up to this size are searched exactly"
     )
     # query service
+    query_ablation: Ablation | None = Field(
+        default=None, description="a retrieval ablation for requests that name none"
+    )
     query_concurrency: int = Field(default=4, ge=1)
     query_default_timeout_s: float = Field(default=15.0, gt=0)
     query_fetch_wait_ms: int = Field(

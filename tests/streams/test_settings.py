@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from schemas import SegmentMode
 from streams.settings import Settings
@@ -28,3 +29,13 @@ def test_settings_bad_value_names_the_variable(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("LYCHEE_TOPIC_PARTITIONS", "zero")
     with pytest.raises(ValueError, match="topic_partitions"):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def test_settings_query_ablation_accepts_the_paper_ablations_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LYCHEE_QUERY_ABLATION", "no-fusion")
+    assert Settings().query_ablation == "no-fusion"
+    monkeypatch.setenv("LYCHEE_QUERY_ABLATION", "no-rerank")
+    with pytest.raises(ValidationError, match="query_ablation"):
+        Settings()

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
 from schemas.plan import Plan, QuestionType, Route
+from schemas.query import Ablation
 from schemas.records import TokenUsage
 from workers.embedding import Embedder
 from workers.indexer.records_store import RecordsStore
@@ -77,6 +78,7 @@ class QueryService:
         answerer: LLMAnswerer | None = None,
         reranker: Reranker | None = None,
         rerank_candidates: int = RERANK_CANDIDATES,
+        ablation: Ablation | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
@@ -84,6 +86,7 @@ class QueryService:
         self.answerer = answerer
         self.reranker = reranker
         self.rerank_candidates = rerank_candidates
+        self.ablation = ablation  # applied to requests that name none
         records = RecordsStore(store)
         cfg = config or RecallConfig()
         self.recall = MultiRouteRecall(store, records, embedder, cfg)
@@ -94,20 +97,21 @@ class QueryService:
     async def search(self, req: QueryRequest) -> QueryReply:
         watch = Stopwatch()
         t = time.perf_counter()
-        if req.ablation == "no-planner":
+        ablation = req.ablation or self.ablation
+        if ablation == "no-planner":
             plan, usage = single_route_plan(req.query), TokenUsage()
         else:
             plan, usage = await self.planner.plan(req.query)
         t = watch.lap("plan", t)
-        recall = self.record_vector_only if req.ablation == "record-vector-only" else self.recall
+        recall = self.record_vector_only if ablation == "record-vector-only" else self.recall
         routes = await recall.recall(plan, req.query, req.namespace, req.k, req.session_id)
         t = watch.lap("recall", t)
-        if self.reranker is not None and req.ablation != "no-fusion":
+        if self.reranker is not None and ablation != "no-fusion":
             pool = rerank_pool(recall.effective_k(req.k), self.rerank_candidates)
             routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
             t = watch.lap("rerank", t)
         fused = fuse_routes(routes)
-        if req.ablation == "no-fusion":
+        if ablation == "no-fusion":
             chosen = sort_only(fused, req.k)
         else:
             chosen = select(fused, req.k, len(routes))

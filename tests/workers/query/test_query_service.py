@@ -144,3 +144,16 @@ async def test_answer_with_an_llm_uses_the_context_and_counts_tokens(store: Evid
     assert "Ann adopted a puppy named Biscuit" in prompt and "What is the puppy called?" in prompt
     assert reply.usage["calls"] == 1 and reply.usage["input_tokens"] > 0
     assert "answer" in reply.timings_ms
+
+
+async def test_configured_ablation_applies_to_requests_that_name_none(
+    store: EvidenceStore,
+) -> None:
+    svc = QueryService(store, HashEmbedder(), ablation="record-vector-only")
+    reply = await svc.search(request("a", "Biscuit the puppy"))
+    assert reply.evidence and all(set(e.scores) >= {"record_vector"} for e in reply.evidence)
+    assert not {"node_vector", "record_text", "turn_vector"} & {
+        k for e in reply.evidence for k in e.scores
+    }
+    own = await svc.search(request("a", "Biscuit the puppy", ablation="no-planner"))
+    assert own.plan is not None and own.plan["routes"][0]["queries"] == ["Biscuit the puppy"]
