@@ -151,30 +151,42 @@ async def complete(
 
 class ChatCaller:
     """A model behind a client, called through `complete` with the retry settings it holds:
-    the common base of LLMEncoder, LLMPlanner and LLMAnswerer, whose keyword-only
-    constructors carry their own defaults and pass them on here in this order."""
+    the common base of LLMEncoder, LLMPlanner and LLMAnswerer. Each subclass states its own
+    defaults as class attributes; keyword arguments left as None take them."""
+
+    max_attempts = 3
+    timeout_s = 30.0
+    base_delay_s = 0.25
+    max_delay_s = 4.0
+    json_mode = True
 
     def __init__(
         self,
         client: openai.AsyncOpenAI,
         model: str,
-        max_attempts: int,
-        timeout_s: float,
-        base_delay_s: float,
-        max_delay_s: float,
-        json_mode: bool,
-        sleep: Sleep,
-        rng: random.Random | None,
+        *,
+        max_attempts: int | None = None,
+        timeout_s: float | None = None,
+        base_delay_s: float | None = None,
+        max_delay_s: float | None = None,
+        json_mode: bool | None = None,
+        sleep: Sleep = asyncio.sleep,
+        rng: random.Random | None = None,
     ) -> None:
-        if max_attempts < 1:
+        if max_attempts is not None:
+            self.max_attempts = max_attempts
+        if timeout_s is not None:
+            self.timeout_s = timeout_s
+        if base_delay_s is not None:
+            self.base_delay_s = base_delay_s
+        if max_delay_s is not None:
+            self.max_delay_s = max_delay_s
+        if json_mode is not None:
+            self.json_mode = json_mode
+        if self.max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
         self.client = client
         self.model = model
-        self.max_attempts = max_attempts
-        self.timeout_s = timeout_s
-        self.base_delay_s = base_delay_s
-        self.max_delay_s = max_delay_s
-        self.json_mode = json_mode
         self._sleep = sleep
         self._rng = rng
         self.name = f"llm:{model}"

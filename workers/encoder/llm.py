@@ -9,10 +9,8 @@ the shared ones of `workers.llm`, re-exported here.
 
 from __future__ import annotations
 
-import asyncio
 import random
 
-import openai
 from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
@@ -80,22 +78,10 @@ class LLMEncoder(ChatCaller):
     at once: such a wait belongs to the caller's pause, not to a sleeping task.
     """
 
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI,
-        model: str,
-        *,
-        max_attempts: int = 5,
-        base_delay_s: float = 0.5,
-        max_delay_s: float = 30.0,
-        timeout_s: float = 60.0,
-        json_mode: bool = True,
-        sleep: Sleep = asyncio.sleep,
-        rng: random.Random | None = None,
-    ) -> None:
-        super().__init__(
-            client, model, max_attempts, timeout_s, base_delay_s, max_delay_s, json_mode, sleep, rng
-        )
+    max_attempts = 5
+    timeout_s = 60.0
+    base_delay_s = 0.5
+    max_delay_s = 30.0
 
     async def encode(self, segment: Segment, reference_context: str) -> EncodedSegment:
         """Records of `segment`: LLMUnavailable means later, InvalidEncoderOutput dead-letter;

@@ -8,15 +8,13 @@ error note on the reply.
 
 from __future__ import annotations
 
-import asyncio
 import random
 
-import openai
 from openai.types.chat import ChatCompletion
 
 from schemas.records import TokenUsage
 from workers.encoder.llm import EncoderError
-from workers.llm import ChatCaller, CompletionError, Sleep, content, usage_of
+from workers.llm import ChatCaller, CompletionError, content, usage_of
 
 # --- the prompt ------------------------------------------------------------------------
 
@@ -115,21 +113,7 @@ class LLMAnswerer(ChatCaller):
     client is waiting, and an error note is better than a long sleep.
     """
 
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI,
-        model: str,
-        *,
-        max_attempts: int = 3,
-        timeout_s: float = 30.0,
-        sleep: Sleep = asyncio.sleep,
-        base_delay_s: float = 0.25,
-        max_delay_s: float = 4.0,
-        rng: random.Random | None = None,
-    ) -> None:
-        super().__init__(
-            client, model, max_attempts, timeout_s, base_delay_s, max_delay_s, False, sleep, rng
-        )
+    json_mode = False  # a short free-text answer
 
     async def answer(
         self, question: str, context: str, *, time_basis: str = ""

@@ -8,7 +8,6 @@ reply: it logs why and answers with `heuristic_plan` instead.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import re
 from collections.abc import Iterable, Sequence
@@ -16,7 +15,6 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any, cast
 
-import openai
 import structlog
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -31,7 +29,7 @@ from schemas.plan import (
     date_bounds,
 )
 from schemas.records import TokenUsage
-from workers.llm import ChatCaller, CompletionError, Sleep, content, json_object, usage_of
+from workers.llm import ChatCaller, CompletionError, content, json_object, usage_of
 
 log = structlog.get_logger("lychee.planner")
 
@@ -853,23 +851,6 @@ class LLMPlanner(ChatCaller):
     A Retry-After longer than `max_delay_s` ends the attempts at once: a question waits
     for its plan, so the heuristic is better than a long sleep.
     """
-
-    def __init__(
-        self,
-        client: openai.AsyncOpenAI,
-        model: str,
-        *,
-        max_attempts: int = 3,
-        timeout_s: float = 30.0,
-        sleep: Sleep = asyncio.sleep,
-        base_delay_s: float = 0.25,
-        max_delay_s: float = 4.0,
-        json_mode: bool = True,
-        rng: random.Random | None = None,
-    ) -> None:
-        super().__init__(
-            client, model, max_attempts, timeout_s, base_delay_s, max_delay_s, json_mode, sleep, rng
-        )
 
     async def plan(
         self, question: str, speakers: Sequence[str] = (), recent_context: str = ""
