@@ -193,3 +193,36 @@ async def test_outbox_entries_round_trip(redis) -> None:
     assert ok
     assert not await store.commit("n/s", "0", state, [])  # stale version refused
     assert await store.pending("n/s") == [OutMessage("a", "n/s", b'{"x": "\\u00e9"}')]
+
+
+async def test_segmenter_service_same_exchange_id_in_two_namespaces_keeps_each_vector(
+    redis, embedder
+) -> None:
+    # loaders number exchanges per session ("s1:0"), so one batch can hold the same id twice
+    pub = ListPublisher()
+    a = exchanges("ns1", texts=TOPICS_A[:1])[0]
+    b = exchanges("ns2", texts=TOPICS_B[:1])[0]
+    two = a.model_copy(
+        update={
+            "exchange_id": "s1:1",
+            "seq": 1,
+            "turns": [
+                Turn(role=Role.user, speaker="Ann", content=TOPICS_A[1], turn_id="u"),
+                Turn(role=Role.assistant, content=TOPICS_B[1], turn_id="v"),
+            ],
+        }
+    )
+    c = two.model_copy(update={"namespace": "ns2"})
+    await make(redis, embedder, pub).handle([a, b, two, c])
+    sent = {
+        (m["namespace"], m["turn_id"]): m["embedding"]
+        for m in (orjson.loads(m.value) for m in pub.messages if m.topic == t.TURNS)
+    }
+    expected = embedder.embed(
+        [a.rendered(), b.rendered(), two.turns[0].rendered(), two.turns[1].rendered()]
+    )
+    for key, want in zip(
+        [("ns1", "s1-t0"), ("ns2", "s1-t0"), ("ns1", "u"), ("ns1", "v")], expected, strict=True
+    ):
+        assert sent[key] == pytest.approx(want.tolist(), abs=1e-5), key
+    assert sent[("ns2", "u")] == pytest.approx(sent[("ns1", "u")], abs=1e-5)

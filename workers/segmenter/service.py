@@ -74,12 +74,12 @@ class SegmenterService:
     async def handle(self, messages: Sequence[ExchangeTopicMessage]) -> BatchResult:
         result = BatchResult()
         exchanges = [m for m in messages if isinstance(m, Exchange)]
-        ex_vecs, turn_vecs = await self._embed(exchanges)
+        vectors = iter(await self._embed(exchanges))  # in the order of `exchanges`
         touched: dict[str, None] = {}
         for msg in messages:
             touched[msg.key] = None
             if isinstance(msg, Exchange):
-                decision = await self._apply_exchange(msg, ex_vecs[msg.exchange_id], turn_vecs)
+                decision = await self._apply_exchange(msg, *next(vectors))
             else:
                 decision = await self._apply_control(msg)
             result.decisions.append(decision)
@@ -115,33 +115,25 @@ class SegmenterService:
 
     # -- internals ----------------------------------------------------------------------
 
-    async def _embed(
-        self, exchanges: Sequence[Exchange]
-    ) -> tuple[dict[str, Matrix], dict[str, Matrix]]:
-        """One embedding call for the batch: exchange texts, plus turn texts of multi-turn exchanges."""
+    async def _embed(self, exchanges: Sequence[Exchange]) -> list[tuple[Matrix, list[Matrix]]]:
+        """One embedding call for the batch: per exchange, in order, its vector and one vector
+        per turn (a single-turn exchange's turn shares the exchange's). Matched by position:
+        exchange ids repeat across sessions and namespaces."""
         texts = [ex.rendered() for ex in exchanges]
-        multi = [
-            (ex, i, tid)
-            for ex in exchanges
-            if len(ex.turns) > 1
-            for i, tid in enumerate(ex.turn_ids())
-        ]
-        texts += [ex.turns[i].rendered() for ex, i, _ in multi]
-        matrix = (
-            await asyncio.to_thread(self.embedder.embed, texts)
-            if texts
-            else np.zeros((0, 1), np.float32)
-        )
-        ex_vecs = {ex.exchange_id: matrix[i] for i, ex in enumerate(exchanges)}
-        turn_vecs = {
-            f"{ex.exchange_id}\x1f{tid}": matrix[len(exchanges) + j]
-            for j, (ex, _, tid) in enumerate(multi)
-        }
-        return ex_vecs, turn_vecs
+        texts += [t.rendered() for ex in exchanges if len(ex.turns) > 1 for t in ex.turns]
+        if not texts:
+            return []
+        matrix = await asyncio.to_thread(self.embedder.embed, texts)
+        out, j = [], len(exchanges)
+        for i, ex in enumerate(exchanges):
+            if len(ex.turns) > 1:
+                out.append((matrix[i], list(matrix[j : j + len(ex.turns)])))
+                j += len(ex.turns)
+            else:
+                out.append((matrix[i], [matrix[i]]))
+        return out
 
-    async def _apply_exchange(
-        self, ex: Exchange, vec: Matrix, turn_vecs: dict[str, Matrix]
-    ) -> Decision:
+    async def _apply_exchange(self, ex: Exchange, vec: Matrix, turn_vecs: list[Matrix]) -> Decision:
         for _ in range(self.max_conflicts):
             version, state = await self.store.load(ex.key)
             state = state or SessionState(namespace=ex.namespace, session_id=ex.session_id)
@@ -149,7 +141,7 @@ class SegmenterService:
             if decision.action == "replay":
                 log.info("exchange.replayed", key=ex.key, seq=ex.seq, last_seq=state.last_seq)
                 return decision
-            outbox = self._turn_messages(ex, vec, turn_vecs) + _segment_messages(decision.finalized)
+            outbox = self._turn_messages(ex, turn_vecs) + _segment_messages(decision.finalized)
             if await self.store.commit(ex.key, version, state, outbox):
                 return decision
         raise StateConflict(f"session {ex.key} changed under us {self.max_conflicts} times")
@@ -186,12 +178,9 @@ class SegmenterService:
                 return Decision("flush", None, finalized)
         raise StateConflict(f"session {ctl.key} changed under us {self.max_conflicts} times")
 
-    def _turn_messages(
-        self, ex: Exchange, vec: Matrix, turn_vecs: dict[str, Matrix]
-    ) -> list[OutMessage]:
+    def _turn_messages(self, ex: Exchange, turn_vecs: list[Matrix]) -> list[OutMessage]:
         out = []
-        for i, (tid, turn) in enumerate(zip(ex.turn_ids(), ex.turns, strict=True)):
-            tvec = vec if len(ex.turns) == 1 else turn_vecs[f"{ex.exchange_id}\x1f{tid}"]
+        for i, (tid, turn, tvec) in enumerate(zip(ex.turn_ids(), ex.turns, turn_vecs, strict=True)):
             raw = RawTurn(
                 namespace=ex.namespace,
                 session_id=ex.session_id,
