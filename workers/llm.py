@@ -23,8 +23,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 
 from schemas.records import TokenUsage
-from workers.encoder.prompts import prompt_tokens
-from workers.tokens import count_tokens
+from workers.tokens import count_tokens, prompt_tokens
 
 Sleep = Callable[[float], Awaitable[None]]
 

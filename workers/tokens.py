@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 ENCODING = "o200k_base"
+MESSAGE_OVERHEAD_TOKENS = 4  # role and separators of one chat message
 
 
 def _offline_cache_dir() -> str | None:
@@ -37,3 +39,8 @@ def encoding(name: str = ENCODING) -> Any:
 
 def count_tokens(text: str) -> int:
     return len(encoding().encode(text, disallowed_special=()))
+
+
+def prompt_tokens(messages: Sequence[dict[str, str]]) -> int:
+    """Tokens chat messages cost as input: content plus a fixed per-message overhead."""
+    return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)

@@ -9,11 +9,11 @@ from schemas import Segment
 from schemas.records import TokenUsage
 from workers.encoder.extractive import encode_extractive
 from workers.encoder.llm import EncoderError, InvalidEncoderOutput, LLMEncoder, LLMUnavailable
-from workers.encoder.prompts import build_messages, prompt_tokens
+from workers.encoder.prompts import build_messages
 from workers.encoder.records import EncodedSegment
 from workers.encoder.service import records_json
 from workers.ports import TemporarilyUnavailable, Unprocessable
-from workers.tokens import count_tokens
+from workers.tokens import count_tokens, prompt_tokens
 
 
 class ExtractiveEncoder:

@@ -14,10 +14,10 @@ import numpy as np
 from schemas import Exchange, Segment, SegmentMode
 from workers.encoder.context import ReferenceContext
 from workers.encoder.extractive import encode_extractive
-from workers.encoder.prompts import build_messages, prompt_tokens
+from workers.encoder.prompts import build_messages
 from workers.segmenter.params import PAPER_CALIBRATION, SegmenterParams
 from workers.segmenter.policy import SegmentPolicy, SessionState
-from workers.tokens import count_tokens
+from workers.tokens import count_tokens, prompt_tokens
 
 
 def prompt_tokens_for(segments: Iterable[Segment]) -> int:

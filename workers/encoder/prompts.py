@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
@@ -18,13 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from schemas import Segment
 from schemas.records import MemoryType, SourceRole
 from workers.encoder.records import segment_turns
-from workers.tokens import count_tokens
 
 DISAMBIGUATION_MAX_CHARS = 1_200
 
 # Role markers and separators of the chat format; a fixed estimate keeps the count
 # offline and provider-neutral (OpenAI documents 3-4 tokens per message).
-MESSAGE_OVERHEAD_TOKENS = 4
 
 SYSTEM_PROMPT = """\
 You turn a chunk of conversation into memory records. Every record must make sense on its \
@@ -125,11 +122,6 @@ def repair_message(reason: str, n_turns: int) -> dict[str, str]:
         "role": "user",
         "content": REPAIR_TEMPLATE.format(reason=reason, last_index=max(n_turns - 1, 0)),
     }
-
-
-def prompt_tokens(messages: Sequence[dict[str, str]]) -> int:
-    """Tokens the messages cost as input: content plus a fixed per-message overhead."""
-    return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in messages)
 
 
 # --- the reply -------------------------------------------------------------------------

@@ -13,7 +13,6 @@ import random
 from openai.types.chat import ChatCompletion
 
 from schemas.records import TokenUsage
-from workers.encoder.llm import EncoderError
 from workers.llm import ChatCaller, CompletionError, content, usage_of
 
 # --- the prompt ------------------------------------------------------------------------
@@ -88,7 +87,7 @@ def build_answer_messages(
 # --- the answerer ----------------------------------------------------------------------
 
 
-class AnswerUnavailable(EncoderError):
+class AnswerUnavailable(Exception):
     """No usable answer: the server refused the request, kept failing through the bounded
     retries, or replied with nothing. `usage` is what the failed attempt still spent."""
 

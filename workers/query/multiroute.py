@@ -44,7 +44,6 @@ Hit = tuple[str, dict[str, Any], float, str | None]  # item id, row, channel sco
 @dataclass(frozen=True)
 class RecallConfig:
     plan_depth: int = 15
-    record_vector_only: bool = False  # ablation: records by vector search, nothing else
     type_boost: float = 1.15  # question-type score adjustment (DESIGN §8.3)
     records_per_node: int = 8  # newest linked records taken from each matched node
     turn_window: int = 1  # raw-turn hits expand to this many turns either side (0: off)
@@ -79,9 +78,19 @@ class MultiRouteRecall:
         return max(k, self.config.plan_depth, 1)
 
     async def recall(
-        self, plan: Plan, question: str, namespace: str, k: int, session_id: str | None = None
+        self,
+        plan: Plan,
+        question: str,
+        namespace: str,
+        k: int,
+        session_id: str | None = None,
+        *,
+        record_vector_only: bool = False,
     ) -> list[RouteRanking]:
-        """Every route's ranking; searches are shared by the routes that use a variant."""
+        """Every route's ranking; searches are shared by the routes that use a variant.
+
+        `record_vector_only` is the paper's ablation: records by vector search, nothing else.
+        """
         variants = list(dict.fromkeys([question, *(q for r in plan.routes for q in r.queries)]))
         await self._embed(variants)
         kk = self.effective_k(k)
@@ -92,16 +101,18 @@ class MultiRouteRecall:
             int(max(kk, 20) * turn_m),
         )
         route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
-        hits, fts = await self._search(variants, route_texts, namespace, session_id, budgets)
-        windows = [r.temporal_filter or plan.temporal_filter for r in plan.routes]
-        temporal = await asyncio.gather(
-            *(
-                asyncio.to_thread(self._temporal, namespace, w)
-                for w in windows
-                if w is not None and not self.config.record_vector_only
-            )
+        hits, fts = await self._search(
+            variants, route_texts, namespace, session_id, budgets, record_vector_only
         )
-        dated = iter(temporal)
+        filters = [
+            None if record_vector_only else r.temporal_filter or plan.temporal_filter
+            for r in plan.routes
+        ]
+        distinct = list(dict.fromkeys(f for f in filters if f is not None))  # routes share one
+        found = await asyncio.gather(
+            *(asyncio.to_thread(self._temporal, namespace, f) for f in distinct)
+        )
+        dated = dict(zip(distinct, found, strict=True))
         return [
             self._ranking(
                 i,
@@ -109,9 +120,9 @@ class MultiRouteRecall:
                 hits,
                 fts.get(route_texts[i], []),
                 plan,
-                next(dated) if w is not None and not self.config.record_vector_only else [],
-            )  # fmt: skip
-            for i, (route, w) in enumerate(zip(plan.routes, windows, strict=True))
+                dated[f] if f is not None else [],
+            )
+            for i, (route, f) in enumerate(zip(plan.routes, filters, strict=True))
         ]
 
     async def _embed(self, texts: Sequence[str]) -> None:
@@ -130,6 +141,7 @@ class MultiRouteRecall:
         namespace: str,
         session_id: str | None,
         budgets: tuple[int, int, int],
+        record_vector_only: bool,
     ) -> tuple[dict[str, list[tuple[str, list[Hit]]]], dict[str, list[tuple[str, list[Hit]]]]]:
         """Vector channels per variant (one multi-vector search per table) and full-text
         channels per route (one query with the words of all its variants: BM25 scores term by
@@ -137,7 +149,7 @@ class MultiRouteRecall:
         node_b, rec_b, turn_b = budgets
         vecs = np.stack([self._vec_cache[v] for v in variants])
         rs, ts = self.records, self.turns
-        if self.config.record_vector_only:
+        if record_vector_only:
             rec_v = await asyncio.to_thread(rs.search_records_vectors, namespace, vecs, rec_b)
             only = {
                 v: [("record_vector", _records(rows, session_id, "_distance"))]

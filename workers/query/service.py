@@ -9,7 +9,6 @@ diversity-aware selection picks the evidence, serialized in the answer prompt's 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from datetime import UTC, datetime
 from typing import Protocol
@@ -21,6 +20,7 @@ from schemas.records import TokenUsage
 from workers.embedding import Embedder
 from workers.indexer.records_store import RecordsStore
 from workers.indexer.store import EvidenceStore
+from workers.llm import total_usage
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
@@ -80,19 +80,12 @@ class QueryService:
         rerank_candidates: int = RERANK_CANDIDATES,
         ablation: Ablation | None = None,
     ) -> None:
-        self.store = store
-        self.embedder = embedder
         self.planner = planner or HeuristicPlanner()
         self.answerer = answerer
         self.reranker = reranker
         self.rerank_candidates = rerank_candidates
         self.ablation = ablation  # applied to requests that name none
-        records = RecordsStore(store)
-        cfg = config or RecallConfig()
-        self.recall = MultiRouteRecall(store, records, embedder, cfg)
-        self.record_vector_only = MultiRouteRecall(
-            store, records, embedder, dataclasses.replace(cfg, record_vector_only=True)
-        )
+        self.recall = MultiRouteRecall(store, RecordsStore(store), embedder, config)
 
     async def search(self, req: QueryRequest) -> QueryReply:
         watch = Stopwatch()
@@ -103,25 +96,28 @@ class QueryService:
         else:
             plan, usage = await self.planner.plan(req.query)
         t = watch.lap("plan", t)
-        recall = self.record_vector_only if ablation == "record-vector-only" else self.recall
-        routes = await recall.recall(plan, req.query, req.namespace, req.k, req.session_id)
+        routes = await self.recall.recall(
+            plan,
+            req.query,
+            req.namespace,
+            req.k,
+            req.session_id,
+            record_vector_only=ablation == "record-vector-only",
+        )
         t = watch.lap("recall", t)
         if self.reranker is not None and ablation != "no-fusion":
-            pool = rerank_pool(recall.effective_k(req.k), self.rerank_candidates)
+            pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates)
             routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
             t = watch.lap("rerank", t)
-        fused = fuse_routes(routes)
-        if ablation == "no-fusion":
-            chosen = sort_only(fused, req.k)
-        else:
-            chosen = select(fused, req.k, len(routes))
-        evidence = [_evidence(f) for f in chosen]
-        context, tokens = serialize_context(evidence)
+        # CPU-bound (greedy diversity, tokenizer): kept off the loop other requests share
+        evidence, context, tokens = await asyncio.to_thread(
+            _selected, routes, req.k, ablation == "no-fusion"
+        )
         t = watch.lap("selection", t)
         answer = None
         if req.answer:
             answer, answer_usage = await self._answer(req.query, context)
-            usage = _add(usage, answer_usage)
+            usage = total_usage([usage, answer_usage])
             watch.lap("answer", t)
         return QueryReply(
             correlation_id=req.correlation_id,
@@ -158,13 +154,15 @@ class QueryService:
             return f"no answer: {exc.reason}", exc.usage
 
 
-def _add(a: TokenUsage, b: TokenUsage) -> TokenUsage:
-    return TokenUsage(
-        input_tokens=a.input_tokens + b.input_tokens,
-        output_tokens=a.output_tokens + b.output_tokens,
-        calls=a.calls + b.calls,
-        estimated=a.estimated or b.estimated,
-    )
+def _selected(
+    routes: list[RouteRanking], k: int, no_fusion: bool
+) -> tuple[list[EvidenceItem], str, int]:
+    """Fusion and selection (or the no-fusion cut), then the evidence and its context."""
+    fused = fuse_routes(routes)
+    chosen = sort_only(fused, k) if no_fusion else select(fused, k, len(routes))
+    evidence = [_evidence(f) for f in chosen]
+    context, tokens = serialize_context(evidence)
+    return evidence, context, tokens
 
 
 def _evidence(f: Fused) -> EvidenceItem:

@@ -27,7 +27,8 @@ from workers.encoder.llm import (
     make_client,
     parse_reply,
 )
-from workers.encoder.prompts import SYSTEM_PROMPT, build_messages, prompt_tokens
+from workers.encoder.prompts import SYSTEM_PROMPT, build_messages
+from workers.tokens import prompt_tokens
 
 MODEL = "fake-model"
 
