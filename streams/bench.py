@@ -37,28 +37,9 @@ READY_NAMESPACE = "warmup"
 # -- the embedded stack with every worker (also used by the demo) -------------------------
 
 
-def stack_settings(stack: Stack) -> Settings:
-    return Settings(
-        kafka_bootstrap=stack.bootstrap,
-        kafka_idempotence=False,
-        redis_url=stack.redis_url,
-        lancedb_uri=stack.lancedb_uri,
-    )
-
-
 def launch(stack: Stack, extra_env: dict[str, str] | None = None) -> Settings:
-    """Broker, Redis, topics and every stage of STAGES; the caller stops the stack."""
-    from streams.stages import STAGES
-    from streams.topics import ensure_topics
-
-    stack.start_infra()
-    settings = stack_settings(stack)
-    asyncio.run(
-        ensure_topics(stack.bootstrap, settings.topic_partitions, settings.topic_replication)
-    )
-    for stage in STAGES:
-        stack.start_worker(stage, extra_env={**WORKER_ENV, **(extra_env or {})})
-    return settings
+    """`Stack.launch` with quiet workers (warnings only), for benchmarks and the demo."""
+    return stack.launch({**WORKER_ENV, **(extra_env or {})})
 
 
 def log_tail(path: Path | None, lines: int = 25) -> str:
@@ -131,20 +112,18 @@ def _segment_figures(segments: list[Segment], seconds: float) -> dict[str, Any]:
 
 def segmentation(settings: Settings, data_path: Path | str) -> dict[str, Any]:
     """Semantic, fixed-window and eager segmentation of a LoCoMo file, one embedding pass."""
+    from streams.models import make_embedder
     from workers.datasets import load_locomo
-    from workers.embedding import LocalEmbedder
     from workers.segmenter.policy import SegmentPolicy, SessionState
     from workers.tokens import count_tokens
 
     conversations = load_locomo(data_path)
     exchanges = [ex for conv in conversations for ex in conv.exchanges]
     texts = [ex.rendered() for ex in exchanges]
-    embedder = LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
-    batch = settings.embedding_batch_size
+    embedder = make_embedder(settings)
     started = time.perf_counter()
-    parts = [embedder.embed(texts[i : i + batch]) for i in range(0, len(texts), batch)]
+    vectors = embedder.embed(texts)  # batched by the embedder, `embedding_batch_size` a batch
     embed_s = time.perf_counter() - started
-    vectors = np.concatenate(parts) if parts else np.zeros((0, embedder.dim), np.float32)
     by_id = {(ex.namespace, ex.exchange_id): vectors[i] for i, ex in enumerate(exchanges)}
 
     base = settings.segmenter
@@ -290,7 +269,7 @@ async def _throughput(
         e2e_s = time.perf_counter() - t0
 
         # (c) produce-ack to searchable, one exchange at a time at ~20/s
-        latencies, missing = await _probe_latency(stack, settings, client, probes)
+        latencies, missing = await _probe_latency(settings, client, probes)
 
     e2e_rate = n / e2e_s if e2e_s > 0 else 0.0
     return {
@@ -309,13 +288,11 @@ async def _throughput(
     }
 
 
-async def _probe_latency(stack: Stack, settings: Settings, client: MemoryClient, probes: int,
+async def _probe_latency(settings: Settings, client: MemoryClient, probes: int,
                          rate_hz: float = 20.0, timeout_s: float = 60.0) -> tuple[list[float], int]:  # fmt: skip
-    from workers.embedding import bundled_model_info
-    from workers.indexer.store import EvidenceStore
+    from streams.models import open_store
 
-    name, dim = bundled_model_info(settings.embedding_model_path)
-    store = EvidenceStore(stack.lancedb_uri, name, dim)
+    store = open_store(settings)
     rng = random.Random(11)
     acked: dict[str, float] = {}
     seen: dict[str, float] = {}

@@ -26,16 +26,15 @@ from tqdm import tqdm
 from schemas import QueryRequest
 from streams.bench_locomo import BenchError, _rename, pipeline
 from streams.client import MemoryClient
-from streams.indexer_app import open_store
 from streams.ingest import produce
 from streams.lag import LagReader
-from streams.models import make_embedder
+from streams.models import make_embedder, open_store
 from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
 from workers.evaluation import synthetic
 from workers.evaluation.metrics import CATEGORIES, percentiles
 from workers.indexer.records_store import RECORDS, RecordsStore
-from workers.indexer.store import EvidenceStore, namespace_filter
+from workers.indexer.store import namespace_filter
 from workers.query.service import QueryService
 
 
@@ -57,7 +56,8 @@ async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]
         await produce(client, [conv], progress=False)
         async with LagReader(settings.kafka_bootstrap) as lag:
             await lag.wait_drained(timeout_s=1800)
-        svc = QueryService(open_store(settings), await asyncio.to_thread(make_embedder, settings))
+        embedder = await asyncio.to_thread(make_embedder, settings)
+        svc = QueryService(open_store(settings, embedder), embedder)
         await svc.search(_request(conv.namespace, questions[0], k))  # warm caches and tables
         in_process = []
         for q in questions:
@@ -103,12 +103,7 @@ def run_synthetic(
     """Build (or reuse, when `store_dir` already holds the same shape) the synthetic store,
     then time `questions` retrievals in one namespace, one at a time."""
     embedder = make_embedder(settings)
-    store = EvidenceStore(
-        str(store_dir),
-        embedder.model_name,
-        embedder.dim,
-        exact_max_rows=settings.exact_search_max_rows,
-    )
+    store = open_store(settings, embedder, str(store_dir))
     rs = RecordsStore(store)
     build_s = ann_s = 0.0
     if rs.count(RECORDS) != records or rs.count(RECORDS, synthetic.namespace(0)) != (
@@ -130,7 +125,8 @@ def run_synthetic(
     asked = synthetic.questions(questions)
     timings = asyncio.run(_timed(QueryService(store, embedder), target, asked, k))
     # the same questions with every vector search through the ANN index
-    ann_store = EvidenceStore(str(store_dir), embedder.model_name, embedder.dim, exact_max_rows=0)
+    every_ann = settings.model_copy(update={"exact_search_max_rows": 0})
+    ann_store = open_store(every_ann, embedder, str(store_dir))
     ann_timings = asyncio.run(_timed(QueryService(ann_store, embedder), target, asked, k))
     return {
         "records": records,

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from tqdm import tqdm
@@ -29,10 +29,11 @@ from streams.client import MemoryClient
 from streams.embedded import Stack
 from streams.ingest import produce
 from streams.lag import LagReader
+from streams.models import make_embedder, open_store
 from streams.reader import read_topic
-from streams.settings import Settings
+from streams.settings import Settings, llm_configured
 from workers.datasets import Conversation, load_locomo
-from workers.embedding import LocalEmbedder
+from workers.embedding import Embedder
 from workers.encoder.estimate import eager_segments, prompt_tokens_for
 from workers.evaluation.baselines import TurnCorpus, render_turn_line
 from workers.evaluation.metrics import (
@@ -57,6 +58,7 @@ VARIANTS: dict[str, tuple[dict[str, str], str | None]] = {
     "no-planner": ({}, "no-planner"),
     "no-fusion": ({}, "no-fusion"),
 }
+S = TypeVar("S", Segment, RecordBatch)
 RETRIEVE_K = 100  # enough items for the largest budget; recall@k reads the first k
 
 
@@ -78,6 +80,8 @@ class Run:
     lychee: list[QuestionResult] = field(default_factory=list)
     baselines: dict[str, list[QuestionResult]] = field(default_factory=dict)
     round_trip_ms: list[float] = field(default_factory=list)
+    query_calls: int = 0  # query-time LLM calls (planner, answers) over all questions
+    query_tokens: int = 0
 
 
 def evidence_line(item: EvidenceItem) -> RankedItem:
@@ -159,14 +163,14 @@ async def _run(
     progress: bool,
     started: float,
 ) -> LocomoReport:
-    embedder = await asyncio.to_thread(LocalEmbedder, settings.embedding_model_path)
-    store = EvidenceStore(settings.lancedb_uri, embedder.model_name, embedder.dim)
+    embedder = await asyncio.to_thread(make_embedder, settings)
+    store = open_store(settings, embedder)
     records_store = RecordsStore(store)
     run = Run(questions=_questions(conversations))
     async with MemoryClient(settings) as client:
         ingest = await _ingest(settings, client, store, conversations, progress)
-        segments = await _segments(settings, conversations)
-        batches = await _record_batches(settings, conversations)
+        segments = await _by_segment(settings, t.SEGMENTS, Segment, conversations)
+        batches = await _by_segment(settings, t.RECORDS, RecordBatch, conversations)
         await _ask(client, run, max(RETRIEVE_K, *ks), progress, VARIANTS[variant][1])
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
     systems: dict[str, Any] = {}
@@ -189,7 +193,7 @@ async def _run(
         "schema": "lychee.bench.locomo/1",
         "data": str(data),
         "variant": variant,
-        "llm": None,  # no LLM stage yet
+        "llm": settings.llm_model if llm_configured(settings) else None,
         "embedding": embedder.model_name,
         "conversations": len(conversations),
         "turns": turns,
@@ -201,14 +205,19 @@ async def _run(
             **construction,
         },
         "index_by_type": by_type,
-        "query": {"llm_calls_per_question": 0.0, "llm_tokens_per_question": 0.0},
+        "query": {
+            "llm_calls_per_question": _per_question(run.query_calls, run),
+            "llm_tokens_per_question": _per_question(run.query_tokens, run),
+        },
         "ingest": ingest,
         "counts": aggregate(run.lychee, ks, budgets)["counts"],
         "seconds": round(time.perf_counter() - started, 1),
         "notes": [
             f"encoder: {', '.join(sorted({b.encoder for b in batches})) or 'none'}; prompt "
             "estimates use the encoder's prompt builder with the session's reference context",
-            "no LLM configured: accuracy is null; the heuristic planner makes no LLM call",
+            "no LLM configured: accuracy is null; the heuristic planner makes no LLM call"
+            if not llm_configured(settings)
+            else "accuracy is null: answers are not judged (the LoCoMo judge protocol is not built)",
             f"lychee latency is the query service's retrieval time; client round trip p50/p95: "
             f"{percentiles(run.round_trip_ms)}",
             f"segments by reason: {_reasons(segments)}",
@@ -276,27 +285,18 @@ async def _ingest(
     }
 
 
-async def _segments(settings: Settings, conversations: list[Conversation]) -> list[Segment]:
+async def _by_segment(
+    settings: Settings, topic: str, model: type[S], conversations: list[Conversation]
+) -> list[S]:
+    """The run's messages of a segment-keyed topic, one per segment id (a redelivered copy
+    is the same message)."""
     wanted = {c.namespace for c in conversations}
-    records = await read_topic(settings.kafka_bootstrap, t.SEGMENTS)
-    by_id: dict[str, Segment] = {}
-    for key, value, _ in records:
+    out: dict[str, S] = {}
+    for key, value, _ in await read_topic(settings.kafka_bootstrap, topic):
         if key is not None and key.decode().split("/", 1)[0] in wanted and value is not None:
-            seg = Segment.model_validate_json(value)
-            by_id[seg.segment_id] = seg  # redelivered copies are the same segment
-    return list(by_id.values())
-
-
-async def _record_batches(
-    settings: Settings, conversations: list[Conversation]
-) -> list[RecordBatch]:
-    wanted = {c.namespace for c in conversations}
-    by_segment: dict[str, RecordBatch] = {}
-    for key, value, _ in await read_topic(settings.kafka_bootstrap, t.RECORDS):
-        if key is not None and key.decode().split("/", 1)[0] in wanted and value is not None:
-            batch = RecordBatch.model_validate_json(value)
-            by_segment[batch.segment_id] = batch  # a redelivered batch is the same batch
-    return list(by_segment.values())
+            msg = model.model_validate_json(value)
+            out[msg.segment_id] = msg
+    return list(out.values())
 
 
 def _construction(
@@ -313,6 +313,10 @@ def _construction(
             eager_segments([s.exchanges for c in conversations for s in c.sessions])
         ),
     }
+
+
+def _per_question(total: int, run: Run) -> float:
+    return round(total / len(run.questions), 3) if run.questions else 0.0
 
 
 def _reasons(segments: list[Segment]) -> dict[str, int]:
@@ -343,12 +347,12 @@ async def _ask(
             QuestionResult(q.category, q.gold, items, reply.timings_ms.get("total", 0.0))
         )
         run.round_trip_ms.append(rt)
+        run.query_calls += reply.usage.get("calls", 0)
+        run.query_tokens += reply.usage.get("input_tokens", 0) + reply.usage.get("output_tokens", 0)
     bar.close()
 
 
-def _baselines(
-    embedder: LocalEmbedder, conversations: list[Conversation], run: Run, k: int
-) -> None:
+def _baselines(embedder: Embedder, conversations: list[Conversation], run: Run, k: int) -> None:
     for name in ("dense", "bm25", "hybrid"):
         run.baselines[name] = []
     by_ns: dict[str, list[Question]] = {}

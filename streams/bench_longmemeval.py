@@ -20,6 +20,7 @@ from streams.client import MemoryClient
 from streams.lag import LagReader
 from streams.settings import Settings
 from workers.evaluation.longmemeval import (
+    Granularity,
     LongMemEvalInstance,
     build_longmemeval_report,
     evaluate_rankings,
@@ -31,7 +32,7 @@ RETRIEVE_K = max(LONGMEMEVAL_KS)
 
 
 def run_longmemeval(
-    settings: Settings, data: Path, granularity: str = "turn", progress: bool = True
+    settings: Settings, data: Path, granularity: Granularity = "turn", progress: bool = True
 ) -> LongMemEvalReport:
     started = time.perf_counter()
     prefix = f"b{uuid.uuid4().hex[:6]}-"
@@ -42,7 +43,7 @@ def run_longmemeval(
         str(data),
         granularity,
         rows,
-        seconds=round(time.perf_counter() - started, 1),  # type: ignore[arg-type]
+        seconds=round(time.perf_counter() - started, 1),
     )
 
 
@@ -53,7 +54,10 @@ def _prefixed(inst: LongMemEvalInstance, prefix: str) -> LongMemEvalInstance:
 
 
 async def _run(
-    settings: Settings, instances: list[LongMemEvalInstance], granularity: str, progress: bool
+    settings: Settings,
+    instances: list[LongMemEvalInstance],
+    granularity: Granularity,
+    progress: bool,
 ) -> list[tuple[str, dict[str, dict[str, float]]]]:
     async with MemoryClient(settings) as client:
         total = sum(len(i.exchanges) for i in instances)

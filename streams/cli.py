@@ -9,13 +9,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 import orjson
 
 from streams.logs import configure
 from streams.settings import Settings
+from streams.stages import STAGES
 
 
 def _settings() -> Settings:
@@ -38,7 +39,6 @@ def main() -> None:
 def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
     """Start broker, Redis and every worker on loopback; Ctrl-C stops them all."""
     from streams.embedded import Stack
-    from streams.stages import STAGES
 
     _settings()
     stack = Stack(data_dir.resolve(), kafka_port, redis_port)
@@ -50,12 +50,7 @@ def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     try:
-        stack.start_infra()
-        from streams.topics import ensure_topics
-
-        asyncio.run(ensure_topics(stack.bootstrap, Settings().topic_partitions))
-        for stage in STAGES:
-            stack.start_worker(stage)
+        stack.launch()
         click.echo(
             f"lychee is up: kafka {stack.bootstrap}, redis {stack.redis_url}, lancedb {stack.lancedb_uri}"
         )
@@ -77,17 +72,12 @@ def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
 
 
 @main.command()
-@click.argument("stage", type=click.Choice(["segmenter", "encoder", "indexer", "query"]))
+@click.argument("stage", type=click.Choice(STAGES))
 def worker(stage: str) -> None:
     """Run one stage against the configured Kafka, Redis and LanceDB."""
-    from streams.stages import STAGES, run_worker
+    from streams.stages import run_worker
 
-    settings = _settings()
-    if stage not in STAGES:
-        raise click.ClickException(
-            f"the {stage} stage is not built yet: finalized segments wait on memory.segments until it lands"
-        )
-    run_worker(stage, settings)
+    run_worker(stage, _settings())
 
 
 @main.group()
@@ -268,7 +258,9 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
     "--granularity", type=click.Choice(["session", "turn"]), default="turn", show_default=True
 )
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
-def bench_longmemeval(data: Path, granularity: str, out: Path | None) -> None:
+def bench_longmemeval(
+    data: Path, granularity: Literal["session", "turn"], out: Path | None
+) -> None:
     """Official LongMemEval retrieval metrics (recall_any/all@k, ndcg_any@k), _abs skipped."""
     from streams.bench_longmemeval import run_longmemeval
     from workers.evaluation.report import format_longmemeval_table

@@ -16,12 +16,14 @@ from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from redis.asyncio import Redis
 
 from schemas import ControlKind, Exchange, QueryReply, QueryRequest, SessionControl
 from schemas import topics as t
 from streams.producer import new_producer
 from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings
+from workers.encoder.service import read_usage
 
 T = TypeVar("T")
 
@@ -114,8 +116,6 @@ class MemoryClient:
 
     async def usage(self, namespace: str) -> dict[str, int]:
         """Construction token counters of a namespace (input, output, prompt, calls, segments)."""
-        from streams.status import construction_usage
-
         return (await construction_usage(self.settings, namespace)).get(namespace, {})
 
     # -- request/reply ------------------------------------------------------------------
@@ -197,8 +197,11 @@ class SyncMemoryClient:
         self._run(self._client.end_session(namespace, session_id, after_seq))
 
     def search(self, namespace: str, query: str, k: int = 10, session_id: str | None = None,
-               timeout_s: float | None = None) -> QueryReply:  # fmt: skip
-        return self._run(self._client.search(namespace, query, k, session_id, timeout_s))
+               timeout_s: float | None = None, ablation: str | None = None,
+               answer: bool = False) -> QueryReply:  # fmt: skip
+        return self._run(
+            self._client.search(namespace, query, k, session_id, timeout_s, ablation, answer)
+        )
 
     def usage(self, namespace: str) -> dict[str, int]:
         return self._run(self._client.usage(namespace))
@@ -213,3 +216,14 @@ class SyncMemoryClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+async def construction_usage(
+    settings: Settings, namespace: str | None = None
+) -> dict[str, dict[str, int]]:
+    """Per-namespace encoder token counters (DESIGN §6.5), as the encoder stage keeps them."""
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10)
+    try:
+        return await read_usage(redis, namespace)
+    finally:
+        await redis.aclose()

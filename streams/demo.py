@@ -60,12 +60,10 @@ async def run(stack: Stack, settings: Settings) -> None:
 
 async def show_records(settings: Settings, client: object) -> None:
     """What the encoder made of the conversation, and what it would have cost an LLM."""
-    from streams.models import embedding_info
+    from streams.models import open_store
     from workers.indexer.records_store import RecordsStore
-    from workers.indexer.store import EvidenceStore
 
-    name, dim = embedding_info(settings)
-    records = RecordsStore(EvidenceStore(settings.lancedb_uri, name, dim))
+    records = RecordsStore(open_store(settings))
     counts = await asyncio.to_thread(records.count_by_type, NAMESPACE)
     print("memory records by type:", counts["records"])
     print("evidence nodes by type:", counts["nodes"])

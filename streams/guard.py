@@ -107,7 +107,6 @@ def _wait_honouring_retry_after(base: Any) -> Callable[[Any], float]:
 
 async def retry_transient(fn: Callable[[], Awaitable[T]], what: str, max_wait_s: float = 30.0) -> T:
     """Retry `fn` while it fails transiently, without limit; other errors propagate."""
-    attempt = 0
     async for attempt_ctx in AsyncRetrying(
         retry=retry_if_exception(is_transient),
         wait=_wait_honouring_retry_after(wait_random_exponential(multiplier=0.2, max=max_wait_s)),
@@ -120,7 +119,6 @@ async def retry_transient(fn: Callable[[], Awaitable[T]], what: str, max_wait_s:
         ),  # fmt: skip
     ):
         with attempt_ctx:
-            attempt += 1
             return await fn()
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import faust
@@ -12,26 +13,13 @@ from schemas import topics as t
 from schemas.records import RecordBatch
 from streams.app import make_app, raw_topic
 from streams.guard import DeadLetters, Incoming, run_guarded
-from streams.models import embedding_info, make_embedder
+from streams.models import make_embedder, open_store
 from streams.producer import KafkaPublisher
 from streams.serde import decode
 from streams.settings import Settings
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.indexer.store import EvidenceStore
 
 log = structlog.get_logger("lychee.indexer")
-
-
-def open_store(settings: Settings) -> EvidenceStore:
-    """The store needs the embedding model's name and dimension, not the model."""
-    name, dim = embedding_info(settings)
-    return EvidenceStore(
-        settings.lancedb_uri,
-        name,
-        dim,
-        settings.read_consistency_s,
-        exact_max_rows=settings.exact_search_max_rows,
-    )
 
 
 def build(settings: Settings) -> faust.App:
@@ -61,7 +49,7 @@ def build(settings: Settings) -> faust.App:
     @app.agent(raw_topic(app, t.RECORDS), concurrency=1)
     async def index_records(stream: faust.StreamT[bytes]) -> None:
         if service.embedder is None:  # nodes and records are embedded here, once
-            service.embedder = make_embedder(settings)
+            service.embedder = await asyncio.to_thread(make_embedder, settings)
         await publisher.start()
         async for events in stream.take_events(64, settings.indexer_batch_wait_s):
             records = [Incoming.from_event(e) for e in events]

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import faust
+import openai
 import orjson
 import structlog
 
@@ -18,11 +19,10 @@ from schemas import QueryReply, QueryRequest
 from schemas import topics as t
 from streams.app import make_app, raw_topic
 from streams.guard import DeadLetters, Incoming, retry_transient
-from streams.indexer_app import open_store
-from streams.models import make_embedder
+from streams.models import make_embedder, make_llm_client, open_store
 from streams.producer import KafkaPublisher
 from streams.serde import SerdeError, decode, encode
-from streams.settings import Settings, llm_configured
+from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
 from workers.query.rerank import load_reranker
@@ -43,28 +43,13 @@ def reply_target(value: bytes | None) -> tuple[str, int, str] | None:
     return None
 
 
-def make_planner(settings: Settings) -> Planner:
+def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, timeout_s: float) -> Planner:
     """One LLM planning call when an LLM is configured, else the heuristic planner."""
-    if not llm_configured(settings):
+    if llm is None:
         return HeuristicPlanner()
-    from workers.encoder.llm import make_client
     from workers.query.planner import LLMPlanner
 
-    assert settings.llm_base_url and settings.llm_model
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    client = make_client(settings.llm_base_url, key, settings.llm_timeout_s)
-    return LLMPlanner(client, settings.llm_model, timeout_s=settings.llm_timeout_s)
-
-
-def make_answerer(settings: Settings) -> LLMAnswerer | None:
-    if not llm_configured(settings):
-        return None
-    from workers.encoder.llm import make_client
-
-    assert settings.llm_base_url and settings.llm_model
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    client = make_client(settings.llm_base_url, key, settings.llm_timeout_s)
-    return LLMAnswerer(client, settings.llm_model, timeout_s=settings.llm_timeout_s)
+    return LLMPlanner(*llm, timeout_s=timeout_s)
 
 
 class QueryHandler:
@@ -83,12 +68,13 @@ class QueryHandler:
                 await self.publisher.start()
                 s = self.settings
                 embedder = await asyncio.to_thread(make_embedder, s)
+                llm = make_llm_client(s)
                 self._service = QueryService(
-                    open_store(s),
+                    open_store(s, embedder),
                     embedder,
-                    make_planner(s),
+                    make_planner(llm, s.llm_timeout_s),
                     config=RecallConfig(turn_window=s.turn_window),
-                    answerer=make_answerer(s),
+                    answerer=LLMAnswerer(*llm, timeout_s=s.llm_timeout_s) if llm else None,
                     reranker=await asyncio.to_thread(load_reranker, s.reranker_model),
                     rerank_candidates=s.reranker_candidates,
                     ablation=s.query_ablation,

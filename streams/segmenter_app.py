@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import faust
@@ -42,7 +43,7 @@ def build(settings: Settings) -> faust.App:
     async def service() -> SegmenterService:
         if "svc" not in holder:
             await publisher.start()
-            embedder = make_embedder(settings)
+            embedder = await asyncio.to_thread(make_embedder, settings)
             p = settings.segmenter
             policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
             redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)

@@ -1,14 +1,15 @@
-"""The stages a worker process can run, and how to run one."""
+"""The stages a worker process can run, and how to run one (Faust is imported only then)."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-
-import faust
+from typing import TYPE_CHECKING
 
 from streams.settings import Settings
-from streams.topics import ensure_topics
+
+if TYPE_CHECKING:
+    import faust
 
 STAGES = ("segmenter", "encoder", "indexer", "query")
 
@@ -29,6 +30,10 @@ def builder(stage: str) -> Callable[[Settings], faust.App]:
 
 def run_worker(stage: str, settings: Settings) -> None:
     """Run one stage until SIGTERM/SIGINT; Faust drains in-flight work on the way out."""
+    import faust
+
+    from streams.topics import ensure_topics
+
     asyncio.run(
         ensure_topics(
             settings.kafka_bootstrap, settings.topic_partitions, settings.topic_replication

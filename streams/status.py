@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from redis.asyncio import Redis
-
 from schemas import topics as t
-from streams.indexer_app import open_store
+from streams.client import construction_usage
 from streams.lag import STAGE_INPUTS, LagReader
+from streams.models import open_store
 from streams.settings import Settings
 from streams.topics import DLQ_SOURCES
-from workers.encoder.service import read_usage
 
 
 async def collect(settings: Settings) -> dict[str, Any]:
@@ -43,14 +41,3 @@ async def collect(settings: Settings) -> dict[str, Any]:
         "rows": rows,
         "construction_tokens": usage,
     }
-
-
-async def construction_usage(
-    settings: Settings, namespace: str | None = None
-) -> dict[str, dict[str, int]]:
-    """Per-namespace encoder token counters (DESIGN §6.5), as the encoder stage keeps them."""
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10)
-    try:
-        return await read_usage(redis, namespace)
-    finally:
-        await redis.aclose()

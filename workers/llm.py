@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
+from pydantic import ValidationError
 
 from schemas.records import TokenUsage
 from workers.tokens import count_tokens, prompt_tokens
@@ -243,6 +244,34 @@ def total_usage(usages: list[TokenUsage]) -> TokenUsage:
         prompt_tokens=usages[0].prompt_tokens if usages else 0,
         calls=sum(u.calls for u in usages),
     )
+
+
+_BLANK = frozenset({"", "none", "null", "n/a", "na", "unknown", "-"})
+_ISO_DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}.*")
+
+
+def reply_date(v: Any) -> Any:
+    """A date as a model writes it: null and blank words become "", a timestamp its day, a
+    bare year number a string; anything else is left for the schema to judge."""
+    if v is None:
+        return ""
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = str(v)
+    if not isinstance(v, str):
+        return v
+    text = v.strip()
+    if text.lower() in _BLANK:
+        return ""
+    return m.group(1) if (m := _ISO_DATETIME.fullmatch(text)) else text
+
+
+def schema_errors(exc: ValidationError) -> str:
+    """The first validation errors of a reply, `field.path: message`, for logs and repairs."""
+    parts = [
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+        for err in exc.errors()[:8]
+    ]
+    return "schema errors: " + "; ".join(parts)
 
 
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n?(.*?)\n?```$", re.DOTALL)

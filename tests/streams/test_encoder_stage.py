@@ -18,9 +18,10 @@ from tests.fakes.openai_server import FakeOpenAI, text
 from tests.streams.test_pipeline import conversation, ingest, store
 from tests.workers.encoder.test_llm_encoder import make_segment
 from workers.encoder.adapters import GuardedLLMEncoder
-from workers.encoder.llm import LLMEncoder, make_client
+from workers.encoder.llm import LLMEncoder
 from workers.encoder.service import EncoderService
 from workers.indexer.records_store import RecordsStore
+from workers.llm import make_client
 from workers.ports import ListPublisher
 
 pytestmark = pytest.mark.integration

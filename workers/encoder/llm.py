@@ -3,8 +3,7 @@
 Failures come out as two errors the stage can act on: `LLMUnavailable` (the server is
 overloaded or unreachable: pause and retry the segment later, never drop it) and
 `InvalidEncoderOutput` (the reply stayed unusable after one repair: dead-letter the
-segment). The call, its retry rule (`is_retryable`, `retry_after_s`) and `make_client` are
-the shared ones of `workers.llm`, re-exported here.
+segment). The call and its retry rule are the shared ones of `workers.llm`.
 """
 
 from __future__ import annotations
@@ -26,27 +25,12 @@ from workers.encoder.records import EncodedSegment, build_record, segment_turns
 from workers.llm import (
     ChatCaller,
     CompletionError,
-    Sleep,
     content,
-    is_retryable,
     json_object,
-    make_client,
-    retry_after_s,
+    schema_errors,
     total_usage,
     usage_of,
 )
-
-__all__ = [
-    "EncoderError",
-    "InvalidEncoderOutput",
-    "LLMEncoder",
-    "LLMUnavailable",
-    "Sleep",
-    "is_retryable",
-    "make_client",
-    "parse_reply",
-    "retry_after_s",
-]
 
 
 class EncoderError(Exception):
@@ -147,12 +131,4 @@ def parse_reply(raw: str, n_turns: int) -> EncoderReply:
     try:
         return EncoderReply.model_validate(data, context={"n_turns": n_turns})
     except ValidationError as exc:
-        raise InvalidEncoderOutput(raw, _explain(exc)) from exc
-
-
-def _explain(exc: ValidationError) -> str:
-    parts = [
-        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-        for err in exc.errors()[:8]
-    ]
-    return "schema errors: " + "; ".join(parts)
+        raise InvalidEncoderOutput(raw, schema_errors(exc)) from exc

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from schemas import Segment
 from schemas.records import MemoryType, SourceRole
 from workers.encoder.records import segment_turns
+from workers.llm import reply_date
 
 DISAMBIGUATION_MAX_CHARS = 1_200
 
@@ -126,9 +127,7 @@ def repair_message(reason: str, n_turns: int) -> dict[str, str]:
 
 # --- the reply -------------------------------------------------------------------------
 
-_EMPTY = {"", "none", "null", "n/a", "na", "unknown", "-"}
 _ISO = re.compile(r"\d{4}(-(0[1-9]|1[0-2])(-\d{2})?)?")
-_ISO_DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}.*")
 
 
 class ReplyTemporal(BaseModel):
@@ -143,14 +142,10 @@ class ReplyTemporal(BaseModel):
     @field_validator("t_ref", "t_valid_from", "t_valid_to", mode="before")
     @classmethod
     def _iso(cls, v: Any) -> str:
-        if v is None:
-            return ""
-        text = str(v).strip()
-        if text.lower() in _EMPTY:
-            return ""
-        if m := _ISO_DATETIME.fullmatch(text):
-            text = m.group(1)
-        if not _ISO.fullmatch(text):
+        text = reply_date(v)
+        if not isinstance(text, str):
+            text = str(text)
+        if text and not _ISO.fullmatch(text):
             raise ValueError(f"must be YYYY, YYYY-MM, YYYY-MM-DD or empty (got {text!r})")
         if len(text) == 10:
             date.fromisoformat(text)  # a real calendar day, as `Temporal` will insist

@@ -124,16 +124,22 @@ def usage_key(namespace: str, prefix: str = "lychee") -> str:
 async def read_usage(
     redis: Redis, namespace: str | None = None, prefix: str = "lychee"
 ) -> dict[str, dict[str, int]]:
-    """The token counters of one namespace, or of every namespace, by namespace."""
+    """The token counters of one namespace (one read), or of every namespace (a SCAN), by
+    namespace; a namespace without counters is absent."""
     head = usage_key("", prefix)
+    if namespace is not None:
+        keys: list[str] = [usage_key(namespace, prefix)]
+    else:
+        keys = [_text(k) async for k in redis.scan_iter(match=usage_key("*", prefix))]
     out: dict[str, dict[str, int]] = {}
-    async for key in redis.scan_iter(match=usage_key(namespace or "*", prefix)):
-        name = key.decode() if isinstance(key, bytes) else str(key)
-        raw = await redis.hgetall(name)
-        out[name.removeprefix(head)] = {
-            (k.decode() if isinstance(k, bytes) else str(k)): int(v) for k, v in raw.items()
-        }
+    for name in keys:
+        if raw := await redis.hgetall(name):
+            out[name.removeprefix(head)] = {_text(k): int(v) for k, v in raw.items()}
     return out
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _usage_counts(usage: TokenUsage) -> dict[str, int]:

@@ -218,7 +218,8 @@ def format_table(report: LocomoReport) -> str:
     )
     judged = {n: s.accuracy for n, s in systems.items() if s.accuracy is not None}
     if not judged:
-        lines.append("accuracy: n/a (no LLM configured)")
+        why = "no LLM configured" if report.llm is None else "answers are not judged"
+        lines.append(f"accuracy: n/a ({why})")
     for name, acc in judged.items():
         lines.append(
             f"accuracy {name}: " + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)

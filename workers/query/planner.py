@@ -29,7 +29,15 @@ from schemas.plan import (
     date_bounds,
 )
 from schemas.records import TokenUsage
-from workers.llm import ChatCaller, CompletionError, content, json_object, usage_of
+from workers.llm import (
+    ChatCaller,
+    CompletionError,
+    content,
+    json_object,
+    reply_date,
+    schema_errors,
+    usage_of,
+)
 
 log = structlog.get_logger("lychee.planner")
 
@@ -662,10 +670,6 @@ class PlanReplyError(ValueError):
         self.reason = reason
 
 
-_BLANK = {"", "none", "null", "n/a", "na", "unknown", "-"}
-_ISO_DATETIME = re.compile(r"(\d{4}-\d{2}-\d{2})[T ]\d{2}:\d{2}.*")
-
-
 def _as_strings(v: Any) -> Any:
     """Lists of strings as a model writes them: null, one string, or {"kind", "value"} items."""
     if v is None:
@@ -701,16 +705,7 @@ class _ReplyFilter(BaseModel):
     @field_validator("since", "until", mode="before")
     @classmethod
     def _date(cls, v: Any) -> Any:
-        if v is None:
-            return ""
-        if isinstance(v, int) and not isinstance(v, bool):
-            v = str(v)
-        if not isinstance(v, str):
-            return v
-        text = v.strip()
-        if text.lower() in _BLANK:
-            return ""
-        return m.group(1) if (m := _ISO_DATETIME.fullmatch(text)) else text
+        return reply_date(v)
 
     def to_filter(self) -> TemporalFilter | None:
         """None when both sides are empty; a ValidationError for a date that is not ISO."""
@@ -833,11 +828,7 @@ def parse_plan_reply(raw: str, speakers: Sequence[str] = ()) -> Plan:
             source="llm",
         )
     except ValidationError as exc:
-        parts = [
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-            for err in exc.errors()[:8]
-        ]
-        raise PlanReplyError("schema errors: " + "; ".join(parts)) from exc
+        raise PlanReplyError(schema_errors(exc)) from exc
 
 
 # --- the LLM planner -------------------------------------------------------------------

@@ -9,8 +9,9 @@ from schemas.records import RecordBatch
 from tests.fakes.openai_server import FakeOpenAI, text, valid
 from tests.workers.encoder.test_llm_encoder import make_segment, record, reply
 from workers.encoder.adapters import ExtractiveEncoder, GuardedLLMEncoder
-from workers.encoder.llm import LLMEncoder, make_client
+from workers.encoder.llm import LLMEncoder
 from workers.encoder.service import EncoderService
+from workers.llm import make_client
 from workers.ports import ListPublisher, Unprocessable
 
 

@@ -23,11 +23,10 @@ from workers.encoder.llm import (
     InvalidEncoderOutput,
     LLMEncoder,
     LLMUnavailable,
-    is_retryable,
-    make_client,
     parse_reply,
 )
 from workers.encoder.prompts import SYSTEM_PROMPT, build_messages
+from workers.llm import is_retryable, make_client
 from workers.tokens import prompt_tokens
 
 MODEL = "fake-model"
