@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import lancedb
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from schemas import RawTurn, Role
-from workers.indexer.store import EmbeddingMismatch, EvidenceStore
+from workers.indexer.store import TURNS, EmbeddingMismatch, EvidenceStore
 from workers.query.selection import rrf
 
 DIM = 8
@@ -87,3 +89,13 @@ def test_rrf_scores_by_hand() -> None:
     assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
     assert scores["c"] == pytest.approx(1 / 63)
     assert scores["d"] == pytest.approx(1 / 62)
+
+
+def test_store_finds_its_tables_among_many(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # lancedb's deprecated table_names() lists one page of 10: the 13th table went missing
+    db = lancedb.connect(str(tmp_path / "db"))
+    for i in range(12):
+        db.create_table(f"a{i:02d}", schema=pa.schema([("x", pa.int64())]))
+    EvidenceStore(str(tmp_path / "db"), "toy", DIM).upsert_turns([turn("a", "t1", "hello", 0)])
+    fresh = EvidenceStore(str(tmp_path / "db"), "toy", DIM)
+    assert fresh.table(TURNS) is not None and fresh.count(TURNS) == 1

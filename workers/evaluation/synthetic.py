@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from workers.embedding import Embedder
-from workers.indexer.records_store import NODES, RECORDS, RecordsStore
+from workers.indexer.records_store import NODES, RECORDS, TEXT_COLUMN, RecordsStore
 from workers.indexer.store import TURNS, EvidenceStore
 
 NAMES = [
@@ -152,10 +152,7 @@ def build(
             tbl.add(data.select(tbl.schema.names))
             if progress:
                 progress(name, size)
-        if name == TURNS:
-            store._ensure_indexes(TURNS, tbl)
-        else:
-            rs._ensure_indexes(name, tbl)
+        store.ensure_indexes(name, tbl, TEXT_COLUMN[name])
         written[name] = n
     return SyntheticStore(namespaces=names, rows=written, sentences=texts)
 

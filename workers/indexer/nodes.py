@@ -17,6 +17,7 @@ from datetime import date, datetime
 from typing import Any
 
 from schemas.records import MemoryRecord, NodeType, RecordBatch
+from workers.indexer.store import naive
 
 _SEPARATORS = re.compile(r"[_\-/.]+")
 _PUNCTUATION = re.compile(r"[^\w\s]+")
@@ -94,7 +95,7 @@ def derive_nodes(batch: RecordBatch) -> list[NodeUpdate]:
         for node_type, key, label in _record_nodes(rec):
             link(node_type, key, label, rec)
 
-    updated_at = _naive(batch.session_date)
+    updated_at = naive(batch.session_date)
     out = [
         NodeUpdate(
             namespace=batch.namespace,
@@ -241,7 +242,7 @@ def merge_node(
         "session_id": update.session_id or old.get("session_id"),
         "first_turn_id": update.first_turn_id or old.get("first_turn_id"),
         "last_turn_id": update.last_turn_id or old.get("last_turn_id"),
-        "updated_at": _latest(_naive(old.get("updated_at")), update.updated_at),
+        "updated_at": _latest(naive(old.get("updated_at")), update.updated_at),
     }
 
 
@@ -277,8 +278,3 @@ def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
     if a is None or b is None:
         return a or b
     return max(a, b)
-
-
-def _naive(d: datetime | None) -> datetime | None:
-    # Conversation dates are stored as their wall-clock reading, as for raw turns.
-    return d.replace(tzinfo=None) if d is not None and d.tzinfo is not None else d

@@ -14,37 +14,37 @@ read a row before the other's write and drop the other's merge.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import structlog
-from lancedb.index import FTS, BTree, HnswSq
+from lancedb.index import HnswSq
 
 from schemas.records import MemoryRecord, NodeType, RecordBatch
 from workers.embedding import Embedder, Matrix
 from workers.indexer.nodes import NodeUpdate, combine_updates, derive_nodes, merge_node
 from workers.indexer.store import (
+    DIM_KEY,
+    MODEL_KEY,
     TURNS,
     EmbeddingMismatch,
     EvidenceStore,
     group_by_query,
+    naive,
     namespace_filter,
+    sql_quote,
 )
 
 log = structlog.get_logger("lychee.records")
 
 RECORDS = "records"
 NODES = "nodes"
-MODEL_KEY = "lychee.embedding_model"
-DIM_KEY = "lychee.embedding_dim"
 
-_TEXT_COLUMN = {RECORDS: "normalized_text", NODES: "text", TURNS: "text"}
+TEXT_COLUMN = {RECORDS: "normalized_text", NODES: "text", TURNS: "text"}
 _ID_CHUNK = 500  # ids per `id IN (...)` filter: keeps the SQL text small
 
 
@@ -123,7 +123,6 @@ class RecordsStore:
         max_node_text_chars: int = 2000,
     ) -> None:
         self.store = store
-        self.db = store.db
         self.model = store.model
         self.dim = store.dim
         self.max_node_records = max_node_records
@@ -132,61 +131,12 @@ class RecordsStore:
             RECORDS: records_schema(self.dim, self.model),
             NODES: nodes_schema(self.dim, self.model),
         }
-        self._tables: dict[str, Any] = {}
-        self._indexed: set[str] = set()
-        self._lock = threading.Lock()
 
     # -- tables -------------------------------------------------------------------------
 
     def table(self, name: str, create: bool = False) -> Any | None:
-        """`records`, `nodes` (or `turns`, through the `EvidenceStore`); None if absent."""
-        if name == TURNS:
-            return self.store.table(TURNS)
-        with self._lock:
-            if name in self._tables:
-                return self._tables[name]
-            if _has_table(self.db, name):
-                tbl = self.db.open_table(name)
-            elif create:
-                tbl = self.db.create_table(name, schema=self._schemas[name], exist_ok=True)
-            else:
-                return None
-            self._check_embedding(name, tbl.schema)
-            self._tables[name] = tbl
-            return tbl
-
-    def _check_embedding(self, name: str, schema: pa.Schema) -> None:
-        """Refuse a table whose vectors come from another model or dimension.
-
-        The vector column's width is checked too, so a table written without the
-        metadata cannot slip through.
-        """
-        meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
-        model, dim = meta.get(MODEL_KEY), meta.get(DIM_KEY)
-        vector = schema.field("vector").type if "vector" in schema.names else None
-        width = getattr(vector, "list_size", None)
-        if (model is not None and (model != self.model or dim != str(self.dim))) or (
-            width is not None and width != self.dim
-        ):
-            raise EmbeddingMismatch(
-                f"table {name!r} at {self.store.uri} holds {model or 'unknown'} embeddings of "
-                f"dimension {dim or width}; this process embeds with {self.model} ({self.dim}). "
-                "Use the same model, or point LYCHEE_LANCEDB_URI at a new store and re-ingest."
-            )
-
-    def _ensure_indexes(self, name: str, tbl: Any) -> None:
-        # Created after the first write: scalar and FTS indexes are trained on data.
-        if name in self._indexed:
-            return
-        existing = {idx.name for idx in tbl.list_indices()}
-        text = _TEXT_COLUMN[name]
-        if "namespace_idx" not in existing:
-            tbl.create_index("namespace", config=BTree(), replace=True)
-        if "id_idx" not in existing:
-            tbl.create_index("id", config=BTree(), replace=True)
-        if f"{text}_idx" not in existing:
-            tbl.create_index(text, config=FTS(with_position=False), replace=True)
-        self._indexed.add(name)
+        """`records`, `nodes` (or `turns`) on the store's connection; None if absent."""
+        return self.store.table(name, create, self._schemas.get(name))
 
     # -- writes -------------------------------------------------------------------------
 
@@ -262,7 +212,7 @@ class RecordsStore:
                 vectors[i] = vec
         data = _to_arrow(pending.rows, vectors, tbl.schema)
         tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
-        self._ensure_indexes(name, tbl)
+        self.store.ensure_indexes(name, tbl, TEXT_COLUMN[name])
 
     def _read_by_ids(
         self, tbl: Any, ids: Sequence[str], where: str | None = None
@@ -298,13 +248,6 @@ class RecordsStore:
             log.info("store.ann_built", table=name, rows=rows, partitions=partitions)
             built.append(name)
         return built
-
-    def optimize(self) -> None:
-        """Compact and fold new rows into the indexes (the turns table is the store's)."""
-        for name in (RECORDS, NODES):
-            tbl = self.table(name)
-            if tbl is not None:
-                tbl.optimize()
 
     # -- reads --------------------------------------------------------------------------
 
@@ -414,7 +357,7 @@ class RecordsStore:
         if tbl is None or limit <= 0 or not text.strip():
             return []
         q = (
-            tbl.search(text, query_type="fts", fts_columns=_TEXT_COLUMN[name])
+            tbl.search(text, query_type="fts", fts_columns=TEXT_COLUMN[name])
             .where(where, prefilter=True)
             .select([*_read_columns(tbl.schema), "_score"])
             .limit(limit)
@@ -465,16 +408,11 @@ def _merge_record(row: dict[str, Any], rec: MemoryRecord) -> dict[str, Any]:
         out[column] = row[column] or getattr(rec.temporal, column)
     out["source_role"] = row["source_role"] or rec.source_role
     out["confidence"] = max(float(row["confidence"] or 0.0), rec.confidence)
-    created = _naive(rec.created_at)
+    created = naive(rec.created_at)
     out["created_at"] = min(
         (d for d in (row["created_at"], created) if d is not None), default=None
     )
     return out
-
-
-def _naive(d: datetime | None) -> datetime | None:
-    # Conversation dates are stored as their wall-clock reading, as for raw turns.
-    return d.replace(tzinfo=None) if d is not None and d.tzinfo is not None else d
 
 
 def _to_arrow(
@@ -515,30 +453,15 @@ def _node_filter(namespace: str, node_types: Iterable[NodeType | str] | None) ->
         # An empty selection matches nothing (`IN ()` is not valid SQL).
         types = sorted({NodeType(t).value for t in node_types})
         clause += (
-            f" AND node_type IN ({', '.join(_quote(t) for t in types)})" if types else " AND false"
+            f" AND node_type IN ({', '.join(sql_quote(t) for t in types)})"
+            if types
+            else " AND false"
         )
     return clause
 
 
 def _id_in(ids: Sequence[str]) -> str:
-    return f"id IN ({', '.join(_quote(i) for i in ids)})"
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _has_table(db: Any, name: str) -> bool:
-    # `table_names()` is deprecated; `list_tables()` answers in pages, and a page object
-    # does not support `in` (it iterates over its fields, not over table names).
-    token: str | None = None
-    while True:
-        page = db.list_tables(page_token=token)
-        if name in page.tables:
-            return True
-        token = page.page_token
-        if not token:
-            return False
+    return f"id IN ({', '.join(sql_quote(i) for i in ids)})"
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

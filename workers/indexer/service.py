@@ -55,5 +55,4 @@ class IndexerService:
         async with self._turns_lock, self._records_lock:
             built: list[str] = await asyncio.to_thread(self.records.maybe_build_ann, ann_min_rows)
             await asyncio.to_thread(self.store.optimize)
-            await asyncio.to_thread(self.records.optimize)
         return built

@@ -25,6 +25,8 @@ from schemas import RawTurn
 log = structlog.get_logger("lychee.store")
 
 TURNS = "turns"
+MODEL_KEY = "lychee.embedding_model"
+DIM_KEY = "lychee.embedding_dim"
 # A namespace up to this size is searched exactly even where an ANN index exists: on the
 # 1,000,000-record store, exact search over one 1,000-row namespace took 5.2 ms against
 # 6.3 ms for the index, which also missed 12.5 % of the exact top 45 (`lychee bench latency`).
@@ -53,6 +55,24 @@ def _sql(value: str) -> str:
     return value.replace("'", "''")
 
 
+def sql_quote(value: str) -> str:
+    """A SQL string literal, quotes escaped."""
+    return f"'{_sql(value)}'"
+
+
+def has_table(db: Any, name: str) -> bool:
+    # `table_names()` is deprecated and returns one page of names; `list_tables()` answers
+    # in pages, and a page object does not support `in` (it iterates over its fields).
+    token: str | None = None
+    while True:
+        page = db.list_tables(page_token=token)
+        if name in page.tables:
+            return True
+        token = page.page_token
+        if not token:
+            return False
+
+
 def turns_schema(dim: int, model: str) -> pa.Schema:
     return pa.schema(
         [
@@ -72,7 +92,7 @@ def turns_schema(dim: int, model: str) -> pa.Schema:
             ("created_at", pa.timestamp("us", tz="UTC")),
             ("vector", pa.list_(pa.float32(), dim)),
         ],
-        metadata={"lychee.embedding_model": model, "lychee.embedding_dim": str(dim)},
+        metadata={MODEL_KEY: model, DIM_KEY: str(dim)},
     )
 
 
@@ -107,31 +127,63 @@ class EvidenceStore:
 
     # -- tables -------------------------------------------------------------------------
 
-    def table(self, name: str, create: bool = False) -> Any | None:
+    def table(self, name: str, create: bool = False, schema: pa.Schema | None = None) -> Any | None:
+        """An open table (cached), created with `schema` (default: the turns schema) when
+        `create`; None when absent. A table of another embedding model is refused."""
         with self._lock:
             if name in self._tables:
                 return self._tables[name]
-            if name in self.db.table_names():
+            if has_table(self.db, name):
                 tbl = self.db.open_table(name)
-                self._check_model(name, tbl.schema)
             elif create:
                 tbl = self.db.create_table(
-                    name, schema=turns_schema(self.dim, self.model), exist_ok=True
+                    name, schema=schema or turns_schema(self.dim, self.model), exist_ok=True
                 )
-                self._check_model(name, tbl.schema)
             else:
                 return None
+            self._check_embedding(name, tbl.schema)
             self._tables[name] = tbl
             return tbl
 
-    def _check_model(self, name: str, schema: pa.Schema) -> None:
+    def _check_embedding(self, name: str, schema: pa.Schema) -> None:
+        """Refuse a table whose vectors come from another model or dimension; the vector
+        column's width is checked too, so a table written without the metadata cannot slip
+        through."""
         meta = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
-        model, dim = meta.get("lychee.embedding_model"), meta.get("lychee.embedding_dim")
-        if model is not None and (model != self.model or dim != str(self.dim)):
+        model, dim = meta.get(MODEL_KEY), meta.get(DIM_KEY)
+        vector = schema.field("vector").type if "vector" in schema.names else None
+        width = getattr(vector, "list_size", None)
+        if (model is not None and (model != self.model or dim != str(self.dim))) or (
+            width is not None and width != self.dim
+        ):
             raise EmbeddingMismatch(
-                f"table {name!r} at {self.uri} holds {model} embeddings of dimension {dim}; "
-                f"this process embeds with {self.model} ({self.dim}). Use the same model, "
-                "or point LYCHEE_LANCEDB_URI at a new store and re-ingest."
+                f"table {name!r} at {self.uri} holds {model or 'unknown'} embeddings of "
+                f"dimension {dim or width}; this process embeds with {self.model} ({self.dim}). "
+                "Use the same model, or point LYCHEE_LANCEDB_URI at a new store and re-ingest."
+            )
+
+    def ensure_indexes(self, name: str, tbl: Any, text_column: str) -> None:
+        """Namespace and id scalar indexes and the full-text index, once per table.
+
+        Created after the first write: scalar and FTS indexes are trained on data."""
+        if name in self._indexed:
+            return
+        existing = {idx.name for idx in tbl.list_indices()}
+        if "namespace_idx" not in existing:
+            tbl.create_index("namespace", config=BTree(), replace=True)
+        if "id_idx" not in existing:
+            tbl.create_index("id", config=BTree(), replace=True)
+        if f"{text_column}_idx" not in existing:
+            tbl.create_index(text_column, config=FTS(with_position=False), replace=True)
+        self._indexed.add(name)
+
+    def optimize(self) -> None:
+        """Compact fragments and fold new rows into the indexes, every open table."""
+        for name in list(self._tables):
+            started = time.perf_counter()
+            self._tables[name].optimize()
+            log.info(
+                "store.optimized", table=name, ms=round((time.perf_counter() - started) * 1e3, 1)
             )
 
     # -- writes -------------------------------------------------------------------------
@@ -153,29 +205,8 @@ class EvidenceStore:
             [_turn_row(rid, t) for rid, t in rows.items()], schema=tbl.schema
         )
         tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
-        self._ensure_indexes(TURNS, tbl)
+        self.ensure_indexes(TURNS, tbl, "text")
         return len(rows)
-
-    def _ensure_indexes(self, name: str, tbl: Any) -> None:
-        if name in self._indexed:
-            return
-        existing = {idx.name for idx in tbl.list_indices()}
-        if "namespace_idx" not in existing:
-            tbl.create_index("namespace", config=BTree(), replace=True)
-        if "id_idx" not in existing:
-            tbl.create_index("id", config=BTree(), replace=True)
-        if "text_idx" not in existing:
-            tbl.create_index("text", config=FTS(with_position=False), replace=True)
-        self._indexed.add(name)
-
-    def optimize(self) -> None:
-        """Compact fragments and fold new rows into the indexes."""
-        for name in list(self._tables):
-            started = time.perf_counter()
-            self._tables[name].optimize()
-            log.info(
-                "store.optimized", table=name, ms=round((time.perf_counter() - started) * 1e3, 1)
-            )
 
     # -- reads --------------------------------------------------------------------------
 
@@ -300,13 +331,14 @@ def _turn_row(rid: str, t: RawTurn) -> dict[str, Any]:
         "content": t.text,
         "image_caption": t.image_caption,
         "text": t.rendered(),
-        "session_date": _naive(t.session_date),
+        "session_date": naive(t.session_date),
         "created_at": t.created_at,
         "vector": t.embedding,
     }
 
 
-def _naive(d: datetime | None) -> datetime | None:
+def naive(d: datetime | None) -> datetime | None:
+    """Conversation dates are stored as their wall-clock reading."""
     return d.replace(tzinfo=None) if d is not None and d.tzinfo is not None else d
 
 
