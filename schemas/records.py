@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from schemas.base import Contract, Name
 
+SEMANTIC_TEXT_MAX_CHARS = 4_000
+DISAMBIGUATION_MAX_CHARS = 1_200  # the note carried to the next segment (paper §3.3)
+
 
 class MemoryType(StrEnum):
     fact = "fact"  # stable attribute, relationship or state
@@ -63,7 +66,7 @@ class MemoryRecord(BaseModel):
     record_id: str
     namespace: Name
     memory_type: MemoryType
-    semantic_text: str = Field(min_length=1, max_length=4_000)
+    semantic_text: str = Field(min_length=1, max_length=SEMANTIC_TEXT_MAX_CHARS)
     normalized_text: str
     entities: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
@@ -103,7 +106,7 @@ class RecordBatch(Contract):
     session_date: datetime | None = None
     encoder: str = Field(description="`extractive` or `llm:<model>`")
     records: list[MemoryRecord] = Field(default_factory=list)
-    disambiguation_context: str = Field(default="", max_length=1_200)
+    disambiguation_context: str = Field(default="", max_length=DISAMBIGUATION_MAX_CHARS)
     usage: TokenUsage = TokenUsage()
 
     @model_validator(mode="after")

@@ -52,7 +52,7 @@ def test_store_reads_never_cross_namespaces(store: EvidenceStore) -> None:
         [turn("a", "t1", "secret lisbon trip", 0), turn("b", "t2", "lisbon trip plans", 0)]
     )
     q = np.eye(DIM, dtype=np.float32)[0]
-    assert {h["namespace"] for h in store.search_turns_vector("b", q, 10)} == {"b"}
+    assert {h["namespace"] for h in store.search_turns_vectors("b", q[None, :], 10)[0]} == {"b"}
     assert {h["namespace"] for h in store.search_turns_text("b", "secret lisbon", 10)} == {"b"}
     # a namespace that tries to widen the filter matches nothing
     assert store.search_turns_text("b' OR '1'='1", "lisbon", 10) == []

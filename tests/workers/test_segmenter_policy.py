@@ -700,3 +700,18 @@ def test_oversized_turn_with_a_long_caption_stays_under_the_cap() -> None:
     )
     d = p.step(state, big, E0, now=0.0)
     assert all(s.tokens <= 900 for s in d.finalized)
+
+
+def test_eager_keeps_a_segment_left_open_under_another_mode() -> None:
+    # the mode changed between deploys: the session's stored state still has an open segment
+    r = Runner(make_policy())
+    r.step(E0)
+    r.step(E0)
+    assert open_ids(r.state) == ["x0", "x1"] and not r.segments
+    r.policy = make_policy(mode=SegmentMode.eager)
+    d = r.step(E1)
+    assert [(s.reason, [x.exchange_id for x in s.exchanges]) for s in d.finalized] == [
+        (FinalizeReason.session_flush, ["x0", "x1"]),
+        (FinalizeReason.per_exchange, ["x2"]),
+    ]
+    assert not r.state.is_open

@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 
+import orjson
+
 from schemas import Segment
 from schemas.records import TokenUsage
 from workers.encoder.extractive import encode_extractive
 from workers.encoder.llm import EncoderError, InvalidEncoderOutput, LLMEncoder, LLMUnavailable
 from workers.encoder.prompts import build_messages
 from workers.encoder.records import EncodedSegment
-from workers.encoder.service import records_json
 from workers.ports import TemporarilyUnavailable, Unprocessable
 from workers.tokens import count_tokens, prompt_tokens
 
@@ -56,3 +57,23 @@ class GuardedLLMEncoder:
             if status in (400, 413, 422):
                 raise Unprocessable(str(exc)) from exc
             raise TemporarilyUnavailable(str(exc), 30.0) from exc
+
+
+def records_json(encoded: EncodedSegment) -> str:
+    """The records as an LLM would have written them: the offline output-token estimate."""
+    payload = {
+        "records": [
+            {
+                "memory_type": r.memory_type.value,
+                "semantic_text": r.semantic_text,
+                "entities": r.entities,
+                "temporal": r.temporal.model_dump(),
+                "tags": r.tags,
+                "evidence_turns": r.evidence,
+                "source_role": r.source_role,
+            }
+            for r in encoded.records
+        ],
+        "disambiguation_context": encoded.disambiguation_context,
+    }
+    return orjson.dumps(payload).decode()

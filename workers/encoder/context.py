@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from schemas.records import MemoryRecord
+from schemas.records import DISAMBIGUATION_MAX_CHARS, MemoryRecord
 
-NOTE_CHARS = 1_200
+NOTE_CHARS = DISAMBIGUATION_MAX_CHARS
 TOTAL_CHARS = 2_400
 RECENT_RECORDS = 12
 

@@ -18,14 +18,19 @@ from functools import lru_cache
 import dateparser
 
 from schemas import Role, Segment
-from schemas.records import MemoryRecord, MemoryType, SourceRole, Temporal
+from schemas.records import (
+    DISAMBIGUATION_MAX_CHARS,
+    SEMANTIC_TEXT_MAX_CHARS,
+    MemoryRecord,
+    MemoryType,
+    SourceRole,
+    Temporal,
+)
 from workers.encoder.records import EncodedSegment, build_record, segment_turns
 
 MAX_ENTITIES = 8
 MAX_TAGS = 5
 MIN_WORDS = 4  # a shorter sentence is kept only when it names something or has a number
-CONTEXT_CHARS = 1_200
-MAX_TEXT = 4_000
 
 
 def _wordlist(text: str) -> list[str]:
@@ -221,7 +226,9 @@ def _drafts(who: str, named: bool, raw: str, body: str, scope: _Scope) -> list[_
         if not sentence or _is_filler(sentence, scope):
             continue
         text, t_ref = _dates(sentence, scope.base)
-        text = _capitalize(_PRONOUN.sub(lambda m: _pronoun(m, subject), text))[:MAX_TEXT]
+        text = _capitalize(_PRONOUN.sub(lambda m: _pronoun(m, subject), text))[
+            :SEMANTIC_TEXT_MAX_CHARS
+        ]
         entities = (speaker + _entities(sentence, scope.known))[:MAX_ENTITIES]
         kind = _memory_type(sentence, t_ref)
         out.append((kind, text, entities, _tags(sentence, scope), t_ref))
@@ -439,4 +446,4 @@ def _context(speakers: list[str], base: datetime | None) -> str:
     parts = [f"Speakers: {', '.join(speakers)}."] if speakers else []
     if base is not None:
         parts.append(f"Session date: {base.date().isoformat()}.")
-    return " ".join(parts)[:CONTEXT_CHARS]
+    return " ".join(parts)[:DISAMBIGUATION_MAX_CHARS]

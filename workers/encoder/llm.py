@@ -14,9 +14,8 @@ from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from schemas import Segment
-from schemas.records import Temporal
+from schemas.records import DISAMBIGUATION_MAX_CHARS, Temporal
 from workers.encoder.prompts import (
-    DISAMBIGUATION_MAX_CHARS,
     EncoderReply,
     build_messages,
     repair_message,

@@ -15,11 +15,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from schemas import Segment
-from schemas.records import MemoryType, SourceRole
+from schemas.records import (
+    DISAMBIGUATION_MAX_CHARS,
+    SEMANTIC_TEXT_MAX_CHARS,
+    MemoryType,
+    SourceRole,
+)
 from workers.encoder.records import segment_turns
 from workers.llm import reply_date
-
-DISAMBIGUATION_MAX_CHARS = 1_200
 
 # Role markers and separators of the chat format; a fixed estimate keeps the count
 # offline and provider-neutral (OpenAI documents 3-4 tokens per message).
@@ -156,7 +159,7 @@ class ReplyRecord(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     memory_type: MemoryType
-    semantic_text: str = Field(default="", max_length=4_000)
+    semantic_text: str = Field(default="", max_length=SEMANTIC_TEXT_MAX_CHARS)
     entities: list[str] = Field(default_factory=list)
     temporal: ReplyTemporal = Field(default_factory=ReplyTemporal)
     tags: list[str] = Field(default_factory=list)

@@ -15,20 +15,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-import orjson
 import structlog
 from redis.asyncio import Redis
 
 from schemas import Segment, session_key
 from schemas import topics as t
-from schemas.records import RecordBatch, TokenUsage
+from schemas.records import DISAMBIGUATION_MAX_CHARS, RecordBatch, TokenUsage
 from workers.encoder.context import ReferenceContext
 from workers.encoder.records import EncodedSegment
 from workers.ports import OutMessage, Publisher
 
 log = structlog.get_logger("lychee.encoder")
-
-USAGE_FIELDS = ("input_tokens", "output_tokens", "prompt_tokens", "calls", "segments")
 
 
 class SegmentEncoder(Protocol):
@@ -94,7 +91,7 @@ class EncoderService:
             session_date=segment.session_date,
             encoder=encoded.encoder,
             records=encoded.records,
-            disambiguation_context=encoded.disambiguation_context[:1_200],
+            disambiguation_context=encoded.disambiguation_context[:DISAMBIGUATION_MAX_CHARS],
             usage=encoded.usage,
         )
         advanced = ctx.advanced(segment.index, encoded.disambiguation_context, encoded.records)
@@ -112,9 +109,6 @@ class EncoderService:
         log.info("segment.encoded", segment_id=segment.segment_id, records=len(batch.records),
                  encoder=batch.encoder)  # fmt: skip
         return batch
-
-    async def usage(self, namespace: str) -> dict[str, int]:
-        return (await read_usage(self.redis, namespace, self.prefix)).get(namespace, {})
 
 
 def usage_key(namespace: str, prefix: str = "lychee") -> str:
@@ -150,23 +144,3 @@ def _usage_counts(usage: TokenUsage) -> dict[str, int]:
         "calls": usage.calls,
         "segments": 1,
     }
-
-
-def records_json(encoded: EncodedSegment) -> str:
-    """The records as an LLM would have written them: the offline output-token estimate."""
-    payload = {
-        "records": [
-            {
-                "memory_type": r.memory_type.value,
-                "semantic_text": r.semantic_text,
-                "entities": r.entities,
-                "temporal": r.temporal.model_dump(),
-                "tags": r.tags,
-                "evidence_turns": r.evidence,
-                "source_role": r.source_role,
-            }
-            for r in encoded.records
-        ],
-        "disambiguation_context": encoded.disambiguation_context,
-    }
-    return orjson.dumps(payload).decode()

@@ -22,9 +22,6 @@ class IndexBatch:
     turns: list[RawTurn] = field(default_factory=list)
     records: list[RecordBatch] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return len(self.turns) + len(self.records)
-
 
 class IndexerService:
     def __init__(self, store: EvidenceStore, embedder: Embedder | None = None) -> None:

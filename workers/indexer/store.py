@@ -233,16 +233,6 @@ class EvidenceStore:
             self._sizes[(name, namespace)] = (rows, now + _SIZE_TTL_S)
         return rows <= self.exact_max_rows
 
-    def search_turns_vector(
-        self, namespace: str, vector: np.ndarray, limit: int, session_id: str | None = None
-    ) -> list[dict[str, Any]]:
-        tbl = self.table(TURNS)
-        if tbl is None:
-            return []
-        where = namespace_filter(namespace, session_id)
-        q = self.vector_query(tbl, TURNS, vector.astype(np.float32), where, namespace)
-        return list(q.select([*_READ_COLUMNS, "_distance"]).limit(limit).to_list())
-
     def search_turns_vectors(
         self, namespace: str, vectors: np.ndarray, limit: int, session_id: str | None = None
     ) -> list[list[dict[str, Any]]]:

@@ -94,9 +94,10 @@ class SegmentPolicy:
         if item.tokens > self.p.max_tokens:
             return self._split_oversized(state, ex, item, e)
         if self.p.mode is SegmentMode.eager:
-            state.exchanges, state.tokens, state.vector_sum = [], 0, None
+            out = self.flush(state)  # a segment left open under another mode is kept
             self._append(state, item, e)
-            return Decision("start", None, self._finalize(state, FinalizeReason.per_exchange, None))
+            out += self._finalize(state, FinalizeReason.per_exchange, None)
+            return Decision("start", None, out)
         if not state.is_open:
             return Decision("start", None, self._start(state, item, e))
 
@@ -118,10 +119,6 @@ class SegmentPolicy:
         if not state.is_open:
             return []
         return self._finalize(state, FinalizeReason.session_flush, None)
-
-    def signals_for(self, state: SessionState, emb: sig.Vector) -> BoundarySignals:
-        """The signals an exchange with this embedding would get now (no state change)."""
-        return self._signals(state, _unit(emb))
 
     # -- internals ----------------------------------------------------------------------
 
@@ -151,9 +148,7 @@ class SegmentPolicy:
         )
 
     def _start(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> list[Segment]:
-        state.exchanges = []
-        state.tokens = 0
-        state.vector_sum = None
+        """A new segment; only ever called with none open (`_finalize` resets the state)."""
         self._append(state, item, e)
         return self._close_if_full(state, None)
 
@@ -236,12 +231,18 @@ class SegmentPolicy:
             if self.count(sentence) <= budget:
                 pieces.append(sentence)
                 continue
-            words, run = sentence.split(), list[str]()  # a sentence longer than the cap: word runs
-            for w in words:
-                if run and self.count(" ".join([*run, w])) > budget:
+            # a sentence longer than the cap: word runs, counted as they grow (o200k splits
+            # before each space, so a run's count is the sum of its words' counts)
+            run: list[str] = []
+            used = 0
+            for w in sentence.split():
+                cost = self.count(f" {w}" if run else w)
+                if run and used + cost > budget:
                     pieces.append(" ".join(run))
-                    run = []
+                    run, cost = [], self.count(w)
+                    used = 0
                 run.append(w)
+                used += cost
             if run:
                 pieces.append(" ".join(run))
         return _merge_runs(pieces, budget, self.count)

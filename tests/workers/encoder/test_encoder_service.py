@@ -10,7 +10,7 @@ from tests.fakes.openai_server import FakeOpenAI, text, valid
 from tests.workers.encoder.test_llm_encoder import make_segment, record, reply
 from workers.encoder.adapters import ExtractiveEncoder, GuardedLLMEncoder
 from workers.encoder.llm import LLMEncoder
-from workers.encoder.service import EncoderService
+from workers.encoder.service import EncoderService, read_usage
 from workers.llm import make_client
 from workers.ports import ListPublisher, Unprocessable
 
@@ -31,12 +31,12 @@ async def test_encoder_service_redelivered_segment_yields_the_same_batch_counted
     svc = EncoderService(redis, ExtractiveEncoder(), pub)
     seg = make_segment(2)
     await svc.handle([seg])
-    usage = await svc.usage("ns")
+    usage = (await read_usage(redis, "ns"))["ns"]
     await svc.handle([seg])  # redelivered
     first, again = batches(pub)
     assert first == again and first.records
     assert first.usage.estimated and first.usage.prompt_tokens > 0 and first.encoder == "extractive"
-    assert await svc.usage("ns") == usage  # not counted twice
+    assert (await read_usage(redis, "ns"))["ns"] == usage  # not counted twice
     assert usage["segments"] == 1 and usage["prompt_tokens"] == first.usage.prompt_tokens
 
 
@@ -51,7 +51,7 @@ async def test_encoder_service_carries_reference_context_in_segment_order(redis)
     assert "Maria owns Rex" not in first  # nothing before the first segment
     assert "Maria owns Rex, a dog." in second  # the note of segment 0...
     assert "event: Maria adopted a dog named Rex" in second  # ...and its record summary
-    assert (await svc.usage("ns"))["calls"] == 2
+    assert (await read_usage(redis, "ns"))["ns"]["calls"] == 2
 
 
 async def test_encoder_service_invalid_output_twice_is_unprocessable(redis) -> None:  # type: ignore[no-untyped-def]
@@ -63,4 +63,4 @@ async def test_encoder_service_invalid_output_twice_is_unprocessable(redis) -> N
             await svc.handle([make_segment(1)])
         await client.close()
     assert await redis.get("lychee:enc:cache:ns/s1/0") is None  # nothing cached, nothing counted
-    assert await svc.usage("ns") == {}
+    assert await read_usage(redis, "ns") == {}
