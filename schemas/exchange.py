@@ -39,12 +39,15 @@ class Turn(BaseModel):
         return render_turn(self.speaker, self.role, self.content, self.image_caption)
 
 
+def turn_text(content: str, caption: str | None) -> str:
+    """`text [image: caption]`: a turn's words with what it showed."""
+    text = content.strip()
+    return f"{text} [image: {caption.strip()}]".strip() if caption else text
+
+
 def render_turn(speaker: str | None, role: Role, content: str, caption: str | None) -> str:
     """`Speaker: text [image: caption]`, the form that is embedded and searched."""
-    text = content.strip()
-    if caption:
-        text = f"{text} [image: {caption.strip()}]".strip()
-    return f"{speaker or role.value}: {text}"
+    return f"{speaker or role.value}: {turn_text(content, caption)}"
 
 
 class Exchange(Contract):

@@ -26,7 +26,7 @@ from schemas.records import (
     SourceRole,
     Temporal,
 )
-from workers.encoder.records import EncodedSegment, build_record, segment_turns
+from workers.encoder.records import EncodedSegment, build_record
 
 MAX_ENTITIES = 8
 MAX_TAGS = 5
@@ -141,7 +141,6 @@ _WORD = re.compile(r"[a-z]+(?:['’][a-z]+)?")
 _SENTENCE_END = re.compile(
     r"(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\b[A-Z]\.)(?<=[.!?…])\s+|\n+"
 )
-_IMAGE = re.compile(r"\s*\[image:\s*(.*?)\]\s*$", re.DOTALL)
 _CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORECASE)
 
 _PAST = (
@@ -188,10 +187,11 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
     shown is often what is later asked about, and the raw turn carries it too.
     """
     del reference_context  # never a source of facts, and no alias resolution here
-    all_turns = [t for ex in segment.exchanges for t in ex.turns]
-    speakers = list(dict.fromkeys(t.speaker for t in all_turns if t.speaker))
-    turns = segment_turns(segment)
-    bodies = [_IMAGE.sub("", text) for _, _, text in turns]
+    turns = [
+        (tid, t) for ex in segment.exchanges for tid, t in zip(ex.turn_ids, ex.turns, strict=True)
+    ]
+    speakers = list(dict.fromkeys(t.speaker for _, t in turns if t.speaker))
+    bodies = [t.content.strip() for _, t in turns]
     mid = {w for body in bodies for s in _sentences(body) for w in _mid_words(s)}
     words = [w for body in bodies for w in _words(body, set(speakers))]
     first: dict[str, int] = {}
@@ -200,9 +200,12 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
     base = segment.session_date.replace(tzinfo=None) if segment.session_date else None
     scope = _Scope(base, frozenset(speakers), frozenset(mid | set(speakers)), Counter(words), first)
     records: dict[str, MemoryRecord] = {}
-    for (tid, who, raw), turn, body in zip(turns, all_turns, bodies, strict=True):
+    for (tid, turn), body in zip(turns, bodies, strict=True):
         role = _SOURCE_ROLES.get(turn.role, "")
-        for kind, text, entities, tags, t_ref in _drafts(who, bool(turn.speaker), raw, body, scope):
+        who, caption = turn.speaker or turn.role.value, (turn.image_caption or "").strip()
+        for kind, text, entities, tags, t_ref in _drafts(
+            who, bool(turn.speaker), body, caption, scope
+        ):
             rec = build_record(
                 segment, kind, text, [tid], entities=entities, tags=tags,
                 temporal=Temporal(t_ref=t_ref), source_role=role,
@@ -216,7 +219,7 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
 _Draft = tuple[MemoryType, str, list[str], list[str], str]
 
 
-def _drafts(who: str, named: bool, raw: str, body: str, scope: _Scope) -> list[_Draft]:
+def _drafts(who: str, named: bool, body: str, caption: str, scope: _Scope) -> list[_Draft]:
     """(type, text, entities, tags, t_ref) of each kept sentence of one turn, then its image."""
     subject = who if named else f"the {who}"
     speaker = [who] if named else []
@@ -232,8 +235,7 @@ def _drafts(who: str, named: bool, raw: str, body: str, scope: _Scope) -> list[_
         entities = (speaker + _entities(sentence, scope.known))[:MAX_ENTITIES]
         kind = _memory_type(sentence, t_ref)
         out.append((kind, text, entities, _tags(sentence, scope), t_ref))
-    caption = _IMAGE.search(raw)
-    shown = caption.group(1).strip().rstrip(".") if caption else ""
+    shown = caption.rstrip(".")
     if shown:
         lead = _CAPTION_LEAD.match(shown)
         phrase = f"an image of {shown[lead.end() :]}" if lead else f"an image: {shown}"

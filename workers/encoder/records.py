@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from schemas import Segment
+from schemas.exchange import turn_text
 from schemas.records import (
     MemoryRecord,
     MemoryType,
@@ -63,8 +64,6 @@ def segment_turns(segment: Segment) -> list[tuple[str, str, str]]:
     out = []
     for ex in segment.exchanges:
         for tid, turn in zip(ex.turn_ids, ex.turns, strict=True):
-            text = turn.content.strip()
-            if turn.image_caption:
-                text = f"{text} [image: {turn.image_caption.strip()}]".strip()
+            text = turn_text(turn.content, turn.image_caption)
             out.append((tid, turn.speaker or turn.role.value, text))
     return out

@@ -25,6 +25,7 @@ from schemas import (
     Turn,
     segment_id,
 )
+from schemas.exchange import turn_text
 from workers.segmenter import signals as sig
 from workers.segmenter.params import SegmenterParams, SurpriseCalibration
 
@@ -202,7 +203,7 @@ class SegmentPolicy:
                 pieces.append((tid, turn))
                 continue
             # the caption is text like any other here: split with the content, not repeated
-            text = turn.content + (f" [image: {turn.image_caption}]" if turn.image_caption else "")
+            text = turn_text(turn.content, turn.image_caption)
             bare = turn.model_copy(update={"content": text, "image_caption": None})
             for piece in self._split_text(bare.rendered(), text):
                 pieces.append((tid, bare.model_copy(update={"content": piece})))

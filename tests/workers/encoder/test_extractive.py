@@ -243,6 +243,9 @@ def test_an_image_caption_becomes_its_own_record() -> None:
     seg = segment(("Ana", "I went to the beach."), caption="a photo of a dog on the sand")
     texts = [r.semantic_text for r in encode_extractive(seg).records]
     assert texts == ["Ana went to the beach.", "Ana shared an image of a dog on the sand."]
+    # only a real caption is an image: the same words typed in a message stay words
+    typed = segment(("Ana", "I went to the beach. [image: a photo of a dog on the sand]"))
+    assert not any("shared an image" in r.semantic_text for r in encode_extractive(typed).records)
 
 
 def test_evidence_role_and_provenance() -> None:
