@@ -94,10 +94,6 @@ class TemporalFilter(_Frozen):
         return self
 
     @property
-    def is_empty(self) -> bool:
-        return not self.since and not self.until
-
-    @property
     def start(self) -> date | None:
         """First day allowed, or None when open."""
         return date_bounds(self.since)[0] if self.since else None
@@ -106,6 +102,13 @@ class TemporalFilter(_Frozen):
     def end(self) -> date | None:
         """Last day allowed, or None when open."""
         return date_bounds(self.until)[1] if self.until else None
+
+    def overlaps(self, value: str) -> bool:
+        """Whether any day of an ISO date of any precision (YYYY, YYYY-MM, YYYY-MM-DD) lies
+        inside the filter."""
+        first, last = date_bounds(value)
+        start, end = self.start, self.end
+        return (start is None or last >= start) and (end is None or first <= end)
 
 
 class Route(_Frozen):

@@ -259,12 +259,9 @@ class MultiRouteRecall:
 
     def _temporal(self, namespace: str, window: TemporalFilter) -> list[dict[str, Any]]:
         """Records linked to temporal nodes whose date falls inside the filter."""
-        lo, hi = window.since or "0000", window.until or "9999"
-        nodes = self.records.temporal_nodes(namespace)
         ids: list[str] = []
-        for node in nodes:
-            date = node["key"].split(":", 1)[1]
-            if _overlaps(date, lo, hi):
+        for node in self.records.temporal_nodes(namespace):
+            if window.overlaps(node["key"].split(":", 1)[1]):  # day:, month: or year: keys
                 ids.extend(reversed(node.get("record_ids") or []))
         limit = max(10 * self.config.plan_depth, 100)
         return self.records.records_by_ids(namespace, list(dict.fromkeys(ids))[:limit])
@@ -288,11 +285,6 @@ def _fts_text(queries: Sequence[str]) -> str:
 def record_item_id(row: dict[str, Any]) -> str:
     """`namespace/record/<id>`, in the same form as a turn's `namespace/session/turn`."""
     return f"{row['namespace']}/record/{row['id']}"
-
-
-def _overlaps(date: str, lo: str, hi: str) -> bool:
-    """A YYYY[-MM[-DD]] date against an inclusive range of the same form."""
-    return date[: len(hi)] <= hi and lo[: len(date)] <= date
 
 
 def _records(rows: Sequence[dict[str, Any]], session_id: str | None, score_key: str) -> list[Hit]:

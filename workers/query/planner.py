@@ -13,10 +13,18 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any, cast
+from typing import Annotated, Any, cast
 
 import structlog
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from schemas.plan import (
     MAX_QUERIES,
@@ -483,9 +491,10 @@ def temporal_filter_of(question: str) -> TemporalFilter | None:
     until = "" if None in untils else max(cast("list[str]", untils), key=_last_day)
     if not since and not until:
         return None
-    if since and until and _first_day(since) > _last_day(until):
-        return None
-    return TemporalFilter(since=since, until=until)
+    try:
+        return TemporalFilter(since=since, until=until)
+    except ValidationError:
+        return None  # the dates contradict each other (`until` before `since`)
 
 
 # --- the heuristic planner -------------------------------------------------------------
@@ -718,58 +727,34 @@ def _as_filter(v: Any) -> Any:
     return None if v is None or v == "" or v == {} or v == [] else v
 
 
+# fields as a model writes them, normalized before validation
+_Strings = Annotated[list[str], BeforeValidator(_as_strings)]
+_Text = Annotated[str, BeforeValidator(_as_text)]
+_Filter = Annotated[_ReplyFilter | None, BeforeValidator(_as_filter)]
+
+
 class _ReplyRoute(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    goal: str = Field(default="", validation_alias=AliasChoices("evidence_goal", "goal"))
-    queries: list[str] = Field(default_factory=list)
-    constraints: list[str] = Field(default_factory=list)
-    temporal_filter: _ReplyFilter | None = None
-    speaker: str = ""
-
-    @field_validator("queries", "constraints", mode="before")
-    @classmethod
-    def _strings(cls, v: Any) -> Any:
-        return _as_strings(v)
-
-    @field_validator("goal", "speaker", mode="before")
-    @classmethod
-    def _texts(cls, v: Any) -> Any:
-        return _as_text(v)
-
-    @field_validator("temporal_filter", mode="before")
-    @classmethod
-    def _filter(cls, v: Any) -> Any:
-        return _as_filter(v)
+    goal: _Text = Field(default="", validation_alias=AliasChoices("evidence_goal", "goal"))
+    queries: _Strings = Field(default_factory=list)
+    constraints: _Strings = Field(default_factory=list)
+    temporal_filter: _Filter = None
+    speaker: _Text = ""
 
 
 class _Reply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     question_type: QuestionType
-    semantic_queries: list[str] = Field(default_factory=list)
-    temporal_filter: _ReplyFilter | None = None
-    evidence_target: str = ""
-    evidence_constraints: list[str] = Field(default_factory=list)
-    constraints: list[str] = Field(default_factory=list)
+    semantic_queries: _Strings = Field(default_factory=list)
+    temporal_filter: _Filter = None
+    evidence_target: _Text = ""
+    evidence_constraints: _Strings = Field(default_factory=list)
+    constraints: _Strings = Field(default_factory=list)
     routes: list[_ReplyRoute] = Field(
         default_factory=list, validation_alias=AliasChoices("evidence_routes", "routes")
     )
-
-    @field_validator("semantic_queries", "evidence_constraints", "constraints", mode="before")
-    @classmethod
-    def _strings(cls, v: Any) -> Any:
-        return _as_strings(v)
-
-    @field_validator("evidence_target", mode="before")
-    @classmethod
-    def _texts(cls, v: Any) -> Any:
-        return _as_text(v)
-
-    @field_validator("temporal_filter", mode="before")
-    @classmethod
-    def _filter(cls, v: Any) -> Any:
-        return _as_filter(v)
 
     @field_validator("routes", mode="before")
     @classmethod

@@ -225,7 +225,23 @@ def test_temporal_filter_validates_iso_dates_and_order() -> None:
             TemporalFilter(**bad)
     with pytest.raises(ValidationError):
         TemporalFilter(since="2023-06", until="2023-05-31")
-    assert TemporalFilter().is_empty
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "inside", "outside"),
+    [
+        ("", "", ["1999", "2023-05", "2030-01-01"], []),
+        ("2023-05-08", "2023-05-08", ["2023", "2023-05", "2023-05-08"], ["2023-05-09", "2023-04"]),
+        ("2023-05", "", ["2023", "2023-05-01", "2024-01"], ["2023-04-30", "2022"]),
+        ("", "2023-05-31", ["2023-05", "2020"], ["2023-06-01", "2024"]),
+    ],
+)
+def test_temporal_filter_overlaps_dates_of_every_precision(
+    since: str, until: str, inside: list[str], outside: list[str]
+) -> None:
+    window = TemporalFilter(since=since, until=until)
+    assert [v for v in inside if window.overlaps(v)] == inside
+    assert [v for v in outside if window.overlaps(v)] == []
 
 
 def test_models_enforce_caps_and_forbid_unknown_fields() -> None:
