@@ -14,10 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-try:
-    from streams.stages import STAGES
-except ImportError:  # the stage registry has not landed yet
-    STAGES = ("segmenter", "indexer", "query")
+from streams.stages import STAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"

@@ -11,7 +11,6 @@ import pytest
 
 from schemas import RawTurn, Role
 from workers.indexer.store import TURNS, EmbeddingMismatch, EvidenceStore
-from workers.query.selection import rrf
 
 DIM = 8
 
@@ -81,14 +80,6 @@ def test_store_new_rows_searchable_before_optimize(store: EvidenceStore) -> None
     assert [h["turn_id"] for h in store.search_turns_text("a", "kayak", 5)] == ["t2"]
     store.optimize()
     assert [h["turn_id"] for h in store.search_turns_text("a", "kayak", 5)] == ["t2"]
-
-
-def test_rrf_scores_by_hand() -> None:
-    scores = rrf([["a", "b", "c"], ["b", "d"]])
-    assert scores["a"] == pytest.approx(1 / 61)
-    assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
-    assert scores["c"] == pytest.approx(1 / 63)
-    assert scores["d"] == pytest.approx(1 / 62)
 
 
 def test_store_finds_its_tables_among_many(tmp_path) -> None:  # type: ignore[no-untyped-def]

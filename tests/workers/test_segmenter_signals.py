@@ -297,10 +297,6 @@ def test_length_pressure(tokens: int, expected: float) -> None:
     assert sig.length_pressure(tokens, P) == pytest.approx(expected, abs=1e-9)
 
 
-def test_length_pressure_899_is_about_2_797() -> None:
-    assert sig.length_pressure(899, P) == pytest.approx(2.797, abs=1e-9)
-
-
 def test_length_pressure_follows_params() -> None:
     p = SegmenterParams(min_tokens=100, target_tokens=200, max_tokens=300)
     assert sig.length_pressure(69, p) == -1.30  # below 0.7 * 100 = 70

@@ -115,4 +115,4 @@ async def test_service_reranks_each_route_and_the_no_fusion_ablation_does_not(
     assert reply.evidence and all("rerank" in e.scores for e in reply.evidence)
     plain = await svc.search(request("a", "blue vase", k=3, ablation="no-fusion"))
     assert "rerank" not in plain.timings_ms
-    assert all("rerank" not in e.scores for e in plain.evidence)
+    assert plain.evidence and all("rerank" not in e.scores for e in plain.evidence)

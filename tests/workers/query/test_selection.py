@@ -12,6 +12,7 @@ from workers.query.selection import (
     final_score,
     fuse_routes,
     route_quota,
+    rrf,
     select,
     signature_similarity,
     sort_only,
@@ -210,3 +211,11 @@ def test_sort_only_orders_by_best_channel_score_then_item_id() -> None:
         fused(cand("r0", scores={"record_vector": 0.71}), 0.3),
     ]
     assert ids(sort_only(items, k=4)) == ["t1", "r2", "r0", "r1"]
+
+
+def test_rrf_scores_by_hand() -> None:
+    scores = rrf([["a", "b", "c"], ["b", "d"]])
+    assert scores["a"] == pytest.approx(1 / 61)
+    assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores["c"] == pytest.approx(1 / 63)
+    assert scores["d"] == pytest.approx(1 / 62)
