@@ -7,8 +7,9 @@ from datetime import datetime
 
 import pytest
 
-from schemas import FinalizeReason, Role, Segment, SegmentExchange, SegmentMode, Turn, segment_id
+from schemas import Role, Segment, SegmentExchange, Turn
 from schemas.records import MemoryRecord, MemoryType, NodeType, RecordBatch, Temporal
+from tests.workers.segments import segment_of
 from workers.encoder.records import build_record
 from workers.indexer.nodes import (
     NodeUpdate,
@@ -28,12 +29,7 @@ def make_segment(
         exchange_id=f"{session}:e{index}", seq=index, turn_ids=list(turn_ids),
         turns=[Turn(role=Role.user, content="hello", speaker="Ann") for _ in turn_ids], tokens=4,
     )  # fmt: skip
-    return Segment(
-        segment_id=segment_id(ns, session, index), namespace=ns, session_id=session, index=index,
-        mode=SegmentMode.semantic, reason=FinalizeReason.session_flush, exchanges=[ex],
-        first_turn_id=turn_ids[0], last_turn_id=turn_ids[-1], tokens=4,
-        session_date=datetime(2024, 3, 2, 10, 0),
-    )  # fmt: skip
+    return segment_of([ex], date=datetime(2024, 3, 2, 10, 0), ns=ns, session=session, index=index)
 
 
 def make_batch(seg: Segment, records: list[MemoryRecord]) -> RecordBatch:

@@ -46,7 +46,7 @@ refers to. Keep exact names, quantities, dates, places, reasons and outcomes.
 2. When a session date is given, turn relative dates ("yesterday", "last week", "next \
 Friday") into absolute ISO dates (YYYY-MM-DD, or YYYY-MM / YYYY when only that is known), \
 both in semantic_text and in temporal.
-3. The text of a turn can itself start with a speaker name ("Maria: ..."); that name is \
+3. The text of a turn can itself start with a speaker name ("Ines: ..."); that name is \
 the real speaker, whatever the turn's role says.
 4. When a named speaker says "I", "me" or "my", write that speaker's name. Do not call a \
 named speaker "the user"; say "the user" only when no name is known.

@@ -42,15 +42,15 @@ async def test_encoder_service_redelivered_segment_yields_the_same_batch_counted
 
 async def test_encoder_service_carries_reference_context_in_segment_order(redis) -> None:  # type: ignore[no-untyped-def]
     with FakeOpenAI() as server:
-        server.script(valid(reply(record(), note="Maria owns Rex, a dog.")), valid(reply()))
+        server.script(valid(reply(record(), note="Ines owns Rex, a dog.")), valid(reply()))
         client = make_client(server.url, None, timeout_s=5.0)
         svc = EncoderService(redis, GuardedLLMEncoder(LLMEncoder(client, "m")), ListPublisher())
         await svc.handle([make_segment(2), second_segment()])
         await client.close()
         first, second = (r["messages"][-1]["content"] for r in server.requests)
-    assert "Maria owns Rex" not in first  # nothing before the first segment
-    assert "Maria owns Rex, a dog." in second  # the note of segment 0...
-    assert "event: Maria adopted a dog named Rex" in second  # ...and its record summary
+    assert "Ines owns Rex" not in first  # nothing before the first segment
+    assert "Ines owns Rex, a dog." in second  # the note of segment 0...
+    assert "event: Ines adopted a dog named Rex" in second  # ...and its record summary
     assert (await read_usage(redis, "ns"))["ns"]["calls"] == 2
 
 

@@ -10,8 +10,9 @@ from datetime import datetime
 
 import pytest
 
-from schemas import FinalizeReason, Role, Segment, SegmentExchange, SegmentMode, Turn
+from schemas import Role, Segment, SegmentExchange, Turn
 from schemas.records import MemoryRecord, MemoryType, TokenUsage
+from tests.workers.segments import segment_of
 from workers.encoder.extractive import encode_extractive
 
 DATE = datetime(2023, 5, 8, 13, 56)
@@ -35,19 +36,7 @@ def segment(*lines: Line, date: datetime | None = DATE, caption: str | None = No
                 exchange_id=f"s1:{i}", seq=i, turn_ids=[f"D1:{i + 1}"], turns=[turn], tokens=10
             )
         )
-    return Segment(
-        segment_id="ns/s1/0",
-        namespace="ns",
-        session_id="s1",
-        index=0,
-        mode=SegmentMode.semantic,
-        reason=FinalizeReason.session_flush,
-        exchanges=exchanges,
-        first_turn_id="D1:1",
-        last_turn_id=f"D1:{len(lines)}",
-        tokens=10 * len(lines),
-        session_date=date,
-    )
+    return segment_of(exchanges, date=date)
 
 
 def records(*lines: Line, date: datetime | None = DATE) -> list[MemoryRecord]:

@@ -14,10 +14,11 @@ import numpy as np
 import openai
 import pytest
 
-from schemas import FinalizeReason, Role, Segment, SegmentExchange, SegmentMode, Turn
+from schemas import Role, Segment, SegmentExchange, Turn
 from schemas.records import MemoryType, Temporal
 from tests.fakes.openai_server import FakeOpenAI, slow, status, text, valid
 from tests.workers.conftest import Sleeps
+from tests.workers.segments import segment_of
 from workers.embedding import OpenAIEmbedder
 from workers.encoder.llm import (
     InvalidEncoderOutput,
@@ -36,8 +37,8 @@ def make_segment(n_exchanges: int = 2, *, dated: bool = True) -> Segment:
     exchanges = []
     for i in range(n_exchanges):
         turns = [
-            Turn(role=Role.user, speaker="Maria", content=f"I adopted a dog named Rex {i}."),
-            Turn(role=Role.assistant, speaker="Sam", content=f"That's great,\nMaria {i}!"),
+            Turn(role=Role.user, speaker="Ines", content=f"I adopted a dog named Rex {i}."),
+            Turn(role=Role.assistant, speaker="Sam", content=f"That's great,\nInes {i}!"),
         ]
         exchanges.append(
             SegmentExchange(
@@ -48,26 +49,14 @@ def make_segment(n_exchanges: int = 2, *, dated: bool = True) -> Segment:
                 tokens=20,
             )
         )
-    return Segment(
-        segment_id="ns/s1/0",
-        namespace="ns",
-        session_id="s1",
-        index=0,
-        mode=SegmentMode.semantic,
-        reason=FinalizeReason.session_flush,
-        exchanges=exchanges,
-        first_turn_id="t0a",
-        last_turn_id=f"t{n_exchanges - 1}b",
-        tokens=20 * n_exchanges,
-        session_date=datetime(2023, 5, 8, 13, 56, tzinfo=UTC) if dated else None,
-    )
+    return segment_of(exchanges, date=datetime(2023, 5, 8, 13, 56, tzinfo=UTC) if dated else None)
 
 
 def record(**over: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "memory_type": "event",
-        "semantic_text": "Maria adopted a dog named Rex on 2023-05-07.",
-        "entities": ["Maria", "Rex"],
+        "semantic_text": "Ines adopted a dog named Rex on 2023-05-07.",
+        "entities": ["Ines", "Rex"],
         "temporal": {"t_ref": "2023-05-07", "t_valid_from": "", "t_valid_to": ""},
         "tags": ["Pets", "adoption"],
         "evidence_turns": [0, 2],
@@ -76,7 +65,7 @@ def record(**over: Any) -> dict[str, Any]:
     return base | over
 
 
-def reply(*records: dict[str, Any], note: str = "Maria owns Rex.") -> dict[str, Any]:
+def reply(*records: dict[str, Any], note: str = "Ines owns Rex.") -> dict[str, Any]:
     return {"records": list(records), "disambiguation_context": note}
 
 
@@ -93,23 +82,23 @@ async def test_encoder_valid_reply_maps_turn_ids_and_sends_temperature_zero_json
     server.script(valid(reply(record(), record(memory_type="fact", semantic_text="  "))))
     seg = make_segment()
 
-    out = await encoder(client).encode(seg, "Maria: a painter.")
+    out = await encoder(client).encode(seg, "Ines: a painter.")
 
     assert len(out.records) == 1  # the blank record is skipped
     rec = out.records[0]
     assert rec.memory_type is MemoryType.event
     assert rec.evidence == ["t0a", "t1a"]
     assert rec.temporal == Temporal(t_ref="2023-05-07")
-    assert rec.tags == ["pets", "adoption"] and rec.entities == ["Maria", "Rex"]
+    assert rec.tags == ["pets", "adoption"] and rec.entities == ["Ines", "Rex"]
     assert rec.source_role == "user" and rec.segment_id == seg.segment_id
-    assert out.disambiguation_context == "Maria owns Rex."
+    assert out.disambiguation_context == "Ines owns Rex."
     assert out.encoder == f"llm:{MODEL}"
 
     (body,) = server.requests
     assert body["model"] == MODEL
     assert body["temperature"] == 0
     assert body["response_format"] == {"type": "json_object"}
-    assert body["messages"] == build_messages(seg, "Maria: a painter.")
+    assert body["messages"] == build_messages(seg, "Ines: a painter.")
 
     (usage,) = server.usages
     assert out.usage.input_tokens == usage["prompt_tokens"]
@@ -325,18 +314,18 @@ def test_is_retryable_names_the_transient_failures() -> None:
 
 
 def test_build_messages_carries_the_date_context_and_indexed_turns() -> None:
-    system, user = build_messages(make_segment(), "Maria: a painter.")
+    system, user = build_messages(make_segment(), "Ines: a painter.")
     assert system == {"role": "system", "content": SYSTEM_PROMPT}
     assert user["role"] == "user"
     content = user["content"]
     assert "<SESSION_DATE>2023-05-08</SESSION_DATE>" in content
-    assert "<REFERENCE_CONTEXT>\nMaria: a painter.\n</REFERENCE_CONTEXT>" in content
+    assert "<REFERENCE_CONTEXT>\nInes: a painter.\n</REFERENCE_CONTEXT>" in content
     turns = content.split("<CURRENT_TURNS>\n")[1].split("\n</CURRENT_TURNS>")[0].splitlines()
     assert turns == [
-        "[0] Maria: I adopted a dog named Rex 0.",
-        "[1] Sam: That's great, Maria 0!",
-        "[2] Maria: I adopted a dog named Rex 1.",
-        "[3] Sam: That's great, Maria 1!",
+        "[0] Ines: I adopted a dog named Rex 0.",
+        "[1] Sam: That's great, Ines 0!",
+        "[2] Ines: I adopted a dog named Rex 1.",
+        "[3] Sam: That's great, Ines 1!",
     ]
 
 
