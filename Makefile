@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)  ## create .venv and install the project with its dev tools
 
 demo: $(STAMP)  ## start the embedded stack, ingest a sample conversation, ask questions, stop
-	$(BIN)/python -m streams.demo
+	$(BIN)/python -m streams.stack.demo
 
 test: $(STAMP)  ## run the whole test suite (unit and integration)
 	$(BIN)/python -m pytest -q

@@ -1,6 +1,7 @@
 """The contracts between stages. Pure data: no I/O, no other project imports."""
 
-from schemas.base import SCHEMA_VERSION, Contract, ContractError
+from schemas.base import SCHEMA_VERSION, Contract
+from schemas.errors import ContractError, LycheeError
 from schemas.exchange import (
     ControlKind,
     Exchange,
@@ -32,6 +33,7 @@ __all__ = [
     "Exchange",
     "ExchangeTopicMessage",
     "FinalizeReason",
+    "LycheeError",
     "QueryReply",
     "QueryRequest",
     "RawTurn",

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 SCHEMA_VERSION = 1
+
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")
 
@@ -32,18 +33,3 @@ class Contract(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
 
     schema_version: int = Field(default=SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION)
-
-
-class ContractError(ValueError):
-    """A message that does not satisfy its contract; `fields` names what is wrong."""
-
-    def __init__(self, contract: str, fields: list[tuple[str, str]]) -> None:
-        self.contract = contract
-        self.fields = fields
-        detail = "; ".join(f"{loc or '<root>'}: {msg}" for loc, msg in fields)
-        super().__init__(f"invalid {contract}: {detail}")
-
-    @classmethod
-    def from_validation(cls, contract: str, exc: ValidationError) -> ContractError:
-        fields = [(".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()]
-        return cls(contract, fields)

@@ -8,7 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from schemas.base import Contract, ContractError, Name
+from schemas.base import Contract, Name
+from schemas.errors import ContractError
 
 
 class Role(StrEnum):

@@ -14,9 +14,10 @@ from typing import Any, Literal
 import click
 import orjson
 
+from streams.apps import STAGES
+from streams.bench.harness import VARIANTS
 from streams.logs import configure
 from streams.settings import Settings
-from streams.stages import STAGES
 
 
 def _settings() -> Settings:
@@ -38,7 +39,7 @@ def main() -> None:
 @click.option("--redis-port", type=int, default=6379, show_default=True, help="0 picks a free port")
 def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
     """Start broker, Redis and every worker on loopback; Ctrl-C stops them all."""
-    from streams.embedded import Stack
+    from streams.stack.embedded import Stack
 
     _settings()
     stack = Stack(data_dir.resolve(), kafka_port, redis_port)
@@ -75,7 +76,7 @@ def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
 @click.argument("stage", type=click.Choice(STAGES))
 def worker(stage: str) -> None:
     """Run one stage against the configured Kafka, Redis and LanceDB."""
-    from streams.stages import run_worker
+    from streams.apps import run_worker
 
     run_worker(stage, _settings())
 
@@ -201,7 +202,7 @@ def bench() -> None:
 )
 def bench_throughput(n: int, sessions: int, probes: int) -> None:
     """Exchanges/s end to end vs raw embedding rate; produce-to-searchable p50/p95."""
-    from streams.bench import throughput
+    from streams.bench.throughput import throughput
 
     _settings()
     throughput(n, sessions, probes)
@@ -210,9 +211,7 @@ def bench_throughput(n: int, sessions: int, probes: int) -> None:
 @bench.command("locomo")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 @click.option("--conversations", default=None, help="comma-separated sample ids (default: all)")
-@click.option("--variant", default="full", show_default=True,
-              type=click.Choice(["full", "eager", "fixed-window", "no-cross-context",
-                                 "record-vector-only", "no-planner", "no-fusion"]))  # fmt: skip
+@click.option("--variant", default="full", show_default=True, type=click.Choice(list(VARIANTS)))
 @click.option("--k", "ks", default="5,10,15", show_default=True)
 @click.option("--budgets", default="500,1000,2000", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
@@ -225,7 +224,8 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
     Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
     LYCHEE_KAFKA_BOOTSTRAP is not set.
     """
-    from streams.bench_locomo import BenchError, run_locomo
+    from streams.bench.harness import BenchError
+    from streams.bench.locomo import run_locomo
     from workers.evaluation.report import format_table
 
     s = _settings()
@@ -262,7 +262,7 @@ def bench_longmemeval(
     data: Path, granularity: Literal["session", "turn"], out: Path | None
 ) -> None:
     """Official LongMemEval retrieval metrics (recall_any/all@k, ndcg_any@k), _abs skipped."""
-    from streams.bench_longmemeval import run_longmemeval
+    from streams.bench.longmemeval import run_longmemeval
     from workers.evaluation.report import format_longmemeval_table
 
     report = run_longmemeval(_settings(), data, granularity)
@@ -305,8 +305,8 @@ def bench_latency(
 ) -> None:
     """Retrieval latency p50/p95 (no LLM): on a LoCoMo conversation (with the request/reply
     round trip) and/or on a synthetic store of production size with its ANN indexes."""
-    from streams.bench_latency import print_synthetic, run_latency, run_synthetic
-    from streams.bench_locomo import BenchError
+    from streams.bench.harness import BenchError
+    from streams.bench.latency import print_synthetic, run_latency, run_synthetic
 
     if data is None and records is None:
         raise click.UsageError("give --data (LoCoMo scale), --synthetic N (store scale), or both")
@@ -325,7 +325,7 @@ def bench_latency(
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 def bench_segmentation(data: Path) -> None:
     """Segments and turns per segment on a LoCoMo file, for the configured segmenter."""
-    from streams.bench import segmentation
+    from streams.bench.segmentation import segmentation
 
     segmentation(_settings(), data)
 

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 
 from schemas import ControlKind, Exchange, QueryReply, QueryRequest, SessionControl
 from schemas import topics as t
+from schemas.errors import LycheeError
 from streams.producer import new_producer
 from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings
@@ -28,7 +29,7 @@ from workers.encoder.service import read_usage
 T = TypeVar("T")
 
 
-class ClientError(RuntimeError):
+class ClientError(LycheeError, RuntimeError):
     """Base of the client's errors."""
 
 

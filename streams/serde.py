@@ -8,11 +8,12 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from schemas import ContractError
+from schemas.errors import LycheeError
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class SerdeError(ValueError):
+class SerdeError(LycheeError, ValueError):
     """A message that cannot be decoded or does not satisfy its contract."""
 
     def __init__(self, reason: str, error_type: str) -> None:

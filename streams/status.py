@@ -7,8 +7,8 @@ from typing import Any
 
 from schemas import topics as t
 from streams.client import construction_usage
+from streams.factories import open_store
 from streams.lag import STAGE_INPUTS, LagReader
-from streams.models import open_store
 from streams.settings import Settings
 from streams.topics import DLQ_SOURCES
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.embedded import Child, Stack, free_port, redis_binary, wait_port
+from streams.stack.embedded import Child, Stack, free_port, redis_binary, wait_port
 
 
 @pytest.fixture(scope="session")
@@ -67,7 +67,7 @@ READY = {stage: f"{stage}.ready" for stage in ("segmenter", "encoder", "indexer"
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Broker, Redis and the segmenter, indexer and query workers, as `lychee up` runs them."""
-    from streams.stages import STAGES
+    from streams.apps import STAGES
     from streams.topics import ensure_topics
 
     s = Stack(tmp_path_factory.mktemp("stack"))

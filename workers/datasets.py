@@ -24,6 +24,7 @@ from dateutil import parser as dateparser
 from pydantic import ValidationError
 
 from schemas import ContractError, Exchange, Role, Turn
+from schemas.errors import LycheeError
 
 _SESSION_RE = re.compile(r"^session_(\d+)$")
 
@@ -60,7 +61,7 @@ class Conversation:
         return sum(len(e.turns) for e in self.exchanges)
 
 
-class DatasetError(ValueError):
+class DatasetError(LycheeError, ValueError):
     """A conversation file that does not have the expected layout; says where."""
 
 

@@ -23,6 +23,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from pydantic import ValidationError
 
+from schemas.errors import LycheeError
 from schemas.records import TokenUsage
 from workers.tokens import count_tokens, prompt_tokens
 
@@ -75,7 +76,7 @@ def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.
     )
 
 
-class CompletionError(Exception):
+class CompletionError(LycheeError):
     """No completion came back; `str()` is `reason`.
 
     `retryable_exhausted` is False when the server refused the request (a non-retryable

@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from schemas.errors import LycheeError
+
 
 @dataclass(frozen=True)
 class OutMessage:
@@ -30,11 +32,11 @@ class ListPublisher:
         self.messages.extend(messages)
 
 
-class Unprocessable(Exception):
+class Unprocessable(LycheeError):
     """This message can never be processed as it is: dead-letter it now, with this reason."""
 
 
-class TemporarilyUnavailable(Exception):
+class TemporarilyUnavailable(LycheeError):
     """A dependency is down for now: retry later (pausing consumption), never drop the work."""
 
     def __init__(self, message: str, retry_after_s: float | None = None) -> None:

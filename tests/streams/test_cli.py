@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.embedded import Stack
+from streams.stack.embedded import Stack
 
 pytestmark = pytest.mark.integration
 

@@ -17,11 +17,11 @@ from redis.asyncio import Redis
 from schemas import Exchange, QueryReply, Role, Segment, Turn
 from schemas import topics as t
 from streams.client import MemoryClient
-from streams.embedded import Stack
 from streams.lag import LagReader
 from streams.reader import read_topic
+from streams.stack.embedded import Stack
 from workers.embedding import bundled_model_info
-from workers.indexer.store import EvidenceStore
+from workers.store import EvidenceStore
 
 pytestmark = pytest.mark.integration
 

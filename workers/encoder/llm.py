@@ -14,6 +14,7 @@ from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from schemas import Segment
+from schemas.errors import LycheeError
 from schemas.records import DISAMBIGUATION_MAX_CHARS, Temporal
 from workers.encoder.prompts import (
     EncoderReply,
@@ -32,7 +33,7 @@ from workers.llm import (
 )
 
 
-class EncoderError(Exception):
+class EncoderError(LycheeError):
     """Root of the encoder's errors; raised as such for requests the server refuses (4xx)."""
 
 

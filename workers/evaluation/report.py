@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from schemas.base import ContractError
+from schemas.errors import ContractError
 from workers.evaluation.metrics import CATEGORY_ORDER
 
 LOCOMO_SCHEMA = "lychee.bench.locomo/1"

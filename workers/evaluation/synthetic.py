@@ -18,8 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from workers.embedding import Embedder
-from workers.indexer.records_store import NODES, RECORDS, TEXT_COLUMN, RecordsStore
-from workers.indexer.store import TURNS, EvidenceStore
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore
 
 NAMES = [
     "Avery",
@@ -120,21 +119,20 @@ def build(
 ) -> SyntheticStore:
     """`records` records, as many raw turns and half as many entity-topic nodes, spread
     evenly over `namespaces`; scalar and full-text indexes as the indexer builds them.
-    ANN indexes are left to `RecordsStore.maybe_build_ann`."""
+    ANN indexes are left to `EvidenceStore.maybe_build_ann`."""
     if records < namespaces or namespaces < 1:
         raise ValueError("need at least one record per namespace")
     rng = np.random.default_rng(seed)
     texts = sentences(pool)
     base = np.asarray(embedder.embed(texts), dtype=np.float32)
     names = [namespace(i) for i in range(namespaces)]
-    rs = RecordsStore(store)
     written = {}
     for name, make, n in (
         (RECORDS, _records, records),
         (TURNS, _turns, records),
         (NODES, _nodes, records // 2),
     ):
-        tbl = rs.table(name, create=True) if name != TURNS else store.table(TURNS, create=True)
+        tbl = store.table(name, create=True)
         assert tbl is not None
         for start in range(0, n, chunk):
             size = min(chunk, n - start)
@@ -152,7 +150,7 @@ def build(
             tbl.add(data.select(tbl.schema.names))
             if progress:
                 progress(name, size)
-        store.ensure_indexes(name, tbl, TEXT_COLUMN[name])
+        store.db.ensure_indexes(name, tbl, store.tables[name].text_column)
         written[name] = n
     return SyntheticStore(namespaces=names, rows=written, sentences=texts)
 

@@ -1,10 +1,8 @@
 """Evidence nodes derived from record metadata (DESIGN §7, paper §3.4 and App. C.3).
 
 Pure bookkeeping, no I/O and no LLM: a `RecordBatch` yields `NodeUpdate`s (entity,
-topic, entity-topic, temporal and event-frame nodes), and `merge_node` folds an update
-into the stored row. Linked records are bounded with the newest kept; a record seen again
-moves to the newest position, which keeps the fold idempotent under in-order redelivery:
-re-applying the updates of a batch that was already applied reproduces the same row.
+topic, entity-topic, temporal and event-frame nodes), which the `nodes` table of the store
+folds into its rows (`workers.store.nodes`).
 """
 
 from __future__ import annotations
@@ -14,10 +12,10 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
 
 from schemas.records import MemoryRecord, NodeType, RecordBatch
-from workers.indexer.store import naive
+from workers.store.database import naive
+from workers.store.nodes import NodeUpdate, combine_updates
 
 _SEPARATORS = re.compile(r"[_\-/.]+")
 _PUNCTUATION = re.compile(r"[^\w\s]+")
@@ -32,34 +30,6 @@ def normalize_key(text: str) -> str:
     folded = unicodedata.normalize("NFKC", text).casefold()
     spaced = _SEPARATORS.sub(" ", folded)
     return " ".join(_PUNCTUATION.sub("", spaced).split())
-
-
-def node_id(namespace: str, node_type: NodeType | str, key: str) -> str:
-    return f"{namespace}/{NodeType(node_type).value}/{key}"
-
-
-@dataclass(frozen=True)
-class NodeUpdate:
-    """Records to link to one node; `texts[i]` is the semantic text of `record_ids[i]`.
-
-    `updated_at` is the latest conversation date seen (not wall-clock time), so a
-    replayed batch writes the same value.
-    """
-
-    namespace: str
-    node_type: NodeType
-    key: str
-    label: str
-    record_ids: tuple[str, ...]
-    texts: tuple[str, ...]
-    session_id: str | None = None
-    first_turn_id: str | None = None
-    last_turn_id: str | None = None
-    updated_at: datetime | None = None
-
-    @property
-    def id(self) -> str:
-        return node_id(self.namespace, self.node_type, self.key)
 
 
 @dataclass
@@ -180,101 +150,8 @@ def _event_frame(batch: RecordBatch, updated_at: datetime | None) -> NodeUpdate 
     )
 
 
-def combine_updates(updates: Sequence[NodeUpdate]) -> list[NodeUpdate]:
-    """Fold updates of the same node (across batches, in order) into one per node.
+def updates_of(batches: Sequence[RecordBatch]) -> list[NodeUpdate]:
+    """The node updates of several batches, one per node, in order (see `combine_updates`).
 
-    Equivalent to applying them one after another with `merge_node`: a record met again
-    moves to the newest position, the first label stays, and later provenance wins.
-    """
-    merged: dict[str, NodeUpdate] = {}
-    for up in updates:
-        prev = merged.get(up.id)
-        if prev is None:
-            merged[up.id] = up
-            continue
-        ids, texts = _link(
-            zip(prev.record_ids, prev.texts, strict=True),
-            zip(up.record_ids, up.texts, strict=True),
-        )
-        merged[up.id] = NodeUpdate(
-            namespace=up.namespace,
-            node_type=up.node_type,
-            key=up.key,
-            label=prev.label,
-            record_ids=tuple(ids),
-            texts=tuple(texts),
-            session_id=up.session_id or prev.session_id,
-            first_turn_id=up.first_turn_id or prev.first_turn_id,
-            last_turn_id=up.last_turn_id or prev.last_turn_id,
-            updated_at=_latest(prev.updated_at, up.updated_at),
-        )
-    return list(merged.values())
-
-
-def merge_node(
-    existing: dict[str, Any] | None,
-    update: NodeUpdate,
-    max_records: int = 64,
-    max_text_chars: int = 2000,
-) -> dict[str, Any]:
-    """The row to write for `update` over the stored row `existing` (without `vector`).
-
-    Links are existing then new, a repeated id moved to the newest place, and only the
-    newest `max_records` kept; `record_texts` stays aligned with `record_ids` so the
-    search text can be rebuilt whenever the bounds change.
-    """
-    old = existing or {}
-    ids, texts = _link(
-        zip(old.get("record_ids") or [], old.get("record_texts") or [], strict=True),
-        zip(update.record_ids, update.texts, strict=True),
-    )
-    ids, texts = ids[-max_records:], [t[:max_text_chars] for t in texts[-max_records:]]
-    label = old.get("label") or update.label
-    return {
-        "id": update.id,
-        "namespace": update.namespace,
-        "node_type": update.node_type.value,
-        "key": update.key,
-        "label": label,
-        "text": node_text(label, texts, max_text_chars),
-        "record_ids": ids,
-        "record_texts": texts,
-        "session_id": update.session_id or old.get("session_id"),
-        "first_turn_id": update.first_turn_id or old.get("first_turn_id"),
-        "last_turn_id": update.last_turn_id or old.get("last_turn_id"),
-        "updated_at": _latest(naive(old.get("updated_at")), update.updated_at),
-    }
-
-
-def node_text(label: str, texts: Sequence[str], max_chars: int = 2000) -> str:
-    """Label, then the linked texts newest first, cut at `max_chars`.
-
-    Newest first because embedding models truncate long inputs: what they see is the
-    label and the most recent evidence.
-    """
-    parts = [label]
-    size = len(label)
-    for text in reversed(texts):
-        room = max_chars - size - 1
-        if room <= 0:
-            break
-        parts.append(text[:room])
-        size += 1 + min(len(text), room)
-    return "\n".join(parts)[:max_chars]
-
-
-def _link(
-    old: Iterable[tuple[str, str]], new: Iterable[tuple[str, str]]
-) -> tuple[list[str], list[str]]:
-    """Old links then new ones; a repeated id keeps only its newest position and text."""
-    out: dict[str, str] = {}
-    for rid, text in (*old, *new):
-        out.pop(rid, None)
-        out[rid] = text
-    return list(out), list(out.values())
-
-
-def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
-    if a is None or b is None:
-        return a or b
-    return max(a, b)
+    Raises before anything is written when a batch is malformed."""
+    return combine_updates([u for b in batches for u in derive_nodes(b)])

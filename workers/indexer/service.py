@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from schemas import RawTurn
 from schemas.records import RecordBatch
 from workers.embedding import Embedder
-from workers.indexer.records_store import RecordsStore
-from workers.indexer.store import EvidenceStore
+from workers.indexer.nodes import updates_of
+from workers.store import EvidenceStore
 
 
 @dataclass
@@ -27,7 +27,6 @@ class IndexerService:
     def __init__(self, store: EvidenceStore, embedder: Embedder | None = None) -> None:
         self.store = store
         self.embedder = embedder
-        self.records = RecordsStore(store)
         # one writer per table: turns and records/nodes are written independently, so raw
         # turns stay searchable at once however long record embedding takes
         self._turns_lock = asyncio.Lock()
@@ -37,19 +36,20 @@ class IndexerService:
         written: dict[str, int] = {}
         if batch.turns:
             async with self._turns_lock:
-                written["turns"] = await asyncio.to_thread(self.store.upsert_turns, batch.turns)
+                written["turns"] = await asyncio.to_thread(self.store.turns.upsert, batch.turns)
         if batch.records:
             if self.embedder is None:
                 raise RuntimeError("the indexer needs an embedder to write records and nodes")
             async with self._records_lock:
-                counts = await asyncio.to_thread(
-                    self.records.upsert_batch, batch.records, self.embedder
-                )
+                counts = await asyncio.to_thread(self._write_records, batch.records, self.embedder)
             written.update(counts)
         return written
 
+    def _write_records(self, batches: list[RecordBatch], embedder: Embedder) -> dict[str, int]:
+        return self.store.upsert_batches(batches, updates_of(batches), embedder)
+
     async def optimize(self, ann_min_rows: int) -> list[str]:
         async with self._turns_lock, self._records_lock:
-            built: list[str] = await asyncio.to_thread(self.records.maybe_build_ann, ann_min_rows)
+            built: list[str] = await asyncio.to_thread(self.store.maybe_build_ann, ann_min_rows)
             await asyncio.to_thread(self.store.optimize)
         return built

@@ -12,6 +12,7 @@ import random
 
 from openai.types.chat import ChatCompletion
 
+from schemas.errors import LycheeError
 from schemas.records import TokenUsage
 from workers.llm import ChatCaller, CompletionError, content, usage_of
 
@@ -87,7 +88,7 @@ def build_answer_messages(
 # --- the answerer ----------------------------------------------------------------------
 
 
-class AnswerUnavailable(Exception):
+class AnswerUnavailable(LycheeError):
     """No usable answer: the server refused the request, kept failing through the bounded
     retries, or replied with nothing. `usage` is what the failed attempt still spent."""
 

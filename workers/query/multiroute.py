@@ -15,30 +15,53 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from schemas.plan import Plan, QuestionType, TemporalFilter
 from schemas.records import NodeType
+from workers.concurrency import gather_bounded
 from workers.embedding import Embedder
-from workers.indexer.records_store import RecordsStore
-from workers.indexer.store import EvidenceStore
 from workers.query.selection import RRF_KAPPA, Candidate, RouteRanking
 from workers.query.windows import spans, windows
+from workers.store import EvidenceStore
 
 SEARCH_NODE_TYPES = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.event_frame)
 
-# per question type: multipliers of the (node, record, turn) budgets
-BUDGET_MULTIPLIERS: dict[QuestionType, tuple[float, float, float]] = {
-    QuestionType.aggregate: (1.5, 1.5, 1.5),
-    QuestionType.comparison: (1.2, 1.2, 1.2),
-    QuestionType.temporal: (1.0, 1.0, 1.5),
-    QuestionType.prior_assistant_response: (0.5, 0.5, 2.0),
+
+class Budgets(NamedTuple):
+    """Candidates asked of each table, or multipliers of those counts."""
+
+    nodes: float
+    records: float
+    turns: float
+
+
+# per question type: multipliers of the budgets
+BUDGET_MULTIPLIERS: dict[QuestionType, Budgets] = {
+    QuestionType.aggregate: Budgets(1.5, 1.5, 1.5),
+    QuestionType.comparison: Budgets(1.2, 1.2, 1.2),
+    QuestionType.temporal: Budgets(1.0, 1.0, 1.5),
+    QuestionType.prior_assistant_response: Budgets(0.5, 0.5, 2.0),
 }
+_SAME = Budgets(1.0, 1.0, 1.0)
 
 
-Hit = tuple[str, dict[str, Any], float, str | None]  # item id, row, channel score, via node
+class Hit(NamedTuple):
+    """One row a channel found, with the score it gave and the node it came through."""
+
+    item_id: str
+    row: dict[str, Any]
+    score: float
+    node: str | None
+
+
+class Channel(NamedTuple):
+    """The ranked hits of one search channel (`node_vector`, `turn_text`, ...)."""
+
+    name: str
+    hits: list[Hit]
 
 
 @dataclass(frozen=True)
@@ -47,6 +70,7 @@ class RecallConfig:
     type_boost: float = 1.15  # question-type score adjustment (DESIGN §8.3)
     records_per_node: int = 8  # newest linked records taken from each matched node
     turn_window: int = 1  # raw-turn hits expand to this many turns either side (0: off)
+    max_concurrent_searches: int = 6  # table searches of one request running at once
 
 
 @dataclass
@@ -62,14 +86,9 @@ class _Acc:
 
 class MultiRouteRecall:
     def __init__(
-        self,
-        turns: EvidenceStore,
-        records: RecordsStore,
-        embedder: Embedder,
-        config: RecallConfig | None = None,
+        self, store: EvidenceStore, embedder: Embedder, config: RecallConfig | None = None
     ) -> None:
-        self.turns = turns
-        self.records = records
+        self.store = store
         self.embedder = embedder
         self.config = config or RecallConfig()
         self._vec_cache: dict[str, np.ndarray] = {}
@@ -94,11 +113,11 @@ class MultiRouteRecall:
         variants = list(dict.fromkeys([question, *(q for r in plan.routes for q in r.queries)]))
         await self._embed(variants)
         kk = self.effective_k(k)
-        node_m, rec_m, turn_m = BUDGET_MULTIPLIERS.get(plan.question_type, (1.0, 1.0, 1.0))
-        budgets = (
-            int(max(3 * kk, 30) * node_m),
-            int(max(3 * kk, 30) * rec_m),
-            int(max(kk, 20) * turn_m),
+        m = BUDGET_MULTIPLIERS.get(plan.question_type, _SAME)
+        budgets = Budgets(
+            int(max(3 * kk, 30) * m.nodes),
+            int(max(3 * kk, 30) * m.records),
+            int(max(kk, 20) * m.turns),
         )
         route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
         hits, fts = await self._search(
@@ -140,69 +159,75 @@ class MultiRouteRecall:
         route_texts: list[str],
         namespace: str,
         session_id: str | None,
-        budgets: tuple[int, int, int],
+        budgets: Budgets,
         record_vector_only: bool,
-    ) -> tuple[dict[str, list[tuple[str, list[Hit]]]], dict[str, list[tuple[str, list[Hit]]]]]:
+    ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]]]:
         """Vector channels per variant (one multi-vector search per table) and full-text
         channels per route (one query with the words of all its variants: BM25 scores term by
         term, so a query per variant would repeat the same lookups)."""
-        node_b, rec_b, turn_b = budgets
+        node_b, rec_b, turn_b = int(budgets.nodes), int(budgets.records), int(budgets.turns)
         vecs = np.stack([self._vec_cache[v] for v in variants])
-        rs, ts = self.records, self.turns
+        st, ns = self.store, namespace
         if record_vector_only:
-            rec_v = await asyncio.to_thread(rs.search_records_vectors, namespace, vecs, rec_b)
+            rec_v = await asyncio.to_thread(st.records.search_vectors, ns, vecs, rec_b)
             only = {
-                v: [("record_vector", _records(rows, session_id, "_distance"))]
+                v: [Channel("record_vector", _records(rows, session_id, "_distance"))]
                 for v, rows in zip(variants, rec_v, strict=True)
             }
             return only, {}
         texts = list(dict.fromkeys(route_texts))
-        vector_calls = [
-            asyncio.to_thread(rs.search_nodes_vectors, namespace, vecs, node_b, SEARCH_NODE_TYPES),
-            asyncio.to_thread(rs.search_records_vectors, namespace, vecs, rec_b),
-            asyncio.to_thread(ts.search_turns_vectors, namespace, vecs, turn_b, session_id),
-        ]
-        text_calls = [
-            call
-            for t in texts
-            for call in (
-                asyncio.to_thread(rs.search_nodes_text, namespace, t, node_b, SEARCH_NODE_TYPES),
-                asyncio.to_thread(rs.search_records_text, namespace, t, rec_b),
-                asyncio.to_thread(ts.search_turns_text, namespace, t, turn_b, session_id),
-            )
-        ]
-        results = await asyncio.gather(*vector_calls, *text_calls)
-        nodes_v, rec_v, turn_v = results[:3]
-        by_text = [results[3 + 3 * i : 6 + 3 * i] for i in range(len(texts))]
-        orders = [self._linked(nodes, node_b) for nodes in [*nodes_v, *(x[0] for x in by_text)]]
-        wanted = list(dict.fromkeys(rid for order in orders for rid in order))
-        turn_hits = [r for rows in [*turn_v, *(x[2] for x in by_text)] for r in rows]
-        found, around = await asyncio.gather(
-            asyncio.to_thread(rs.records_by_ids, namespace, wanted),
-            asyncio.to_thread(self._windows, namespace, turn_hits),
+        # every table search of the request, keyed by (how, table, route text)
+        calls: dict[tuple[str, str, str], Any] = {
+            ("vector", "nodes", ""): (st.nodes.search_vectors, vecs, node_b, SEARCH_NODE_TYPES),
+            ("vector", "records", ""): (st.records.search_vectors, vecs, rec_b),
+            ("vector", "turns", ""): (st.turns.search_vectors, vecs, turn_b, session_id),
+        }
+        for t in texts:
+            calls["text", "nodes", t] = (st.nodes.search_text, t, node_b, SEARCH_NODE_TYPES)
+            calls["text", "records", t] = (st.records.search_text, t, rec_b)
+            calls["text", "turns", t] = (st.turns.search_text, t, turn_b, session_id)
+        found = await gather_bounded(
+            (asyncio.to_thread(fn, ns, *args) for fn, *args in calls.values()),
+            self.config.max_concurrent_searches,
         )
-        rows = {r["id"]: r for r in found}
+        got = dict(zip(calls, found, strict=True))
+        node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
+        orders = [self._linked(nodes, node_b) for nodes in node_lists]
+        wanted = list(dict.fromkeys(rid for order in orders for rid in order))
+        turn_hits = [
+            r
+            for rows in [*got["vector", "turns", ""], *(got["text", "turns", t] for t in texts)]
+            for r in rows
+        ]
+        records_found, around = await asyncio.gather(
+            asyncio.to_thread(st.records.by_ids, ns, wanted),
+            asyncio.to_thread(self._windows, ns, turn_hits),
+        )
+        rows = {r["id"]: r for r in records_found}
 
         def linked(order: dict[str, str]) -> list[Hit]:
             return [
-                (record_item_id(rows[r]), rows[r], 1.0, nid)
+                Hit(record_item_id(rows[r]), rows[r], 1.0, nid)
                 for r, nid in order.items()
                 if r in rows and (session_id is None or rows[r]["source_session"] == session_id)
             ]
 
         per_variant = {
             v: [
-                ("node_vector", linked(orders[i])),
-                ("record_vector", _records(rec_v[i], session_id, "_distance")),
-                ("turn_vector", _turns(turn_v[i], "_distance", around)),
+                Channel("node_vector", linked(orders[i])),
+                Channel(
+                    "record_vector",
+                    _records(got["vector", "records", ""][i], session_id, "_distance"),
+                ),
+                Channel("turn_vector", _turns(got["vector", "turns", ""][i], "_distance", around)),
             ]
             for i, v in enumerate(variants)
         }
         per_route = {
             t: [
-                ("node_text", linked(orders[len(variants) + j])),
-                ("record_text", _records(by_text[j][1], session_id, "_score")),
-                ("turn_text", _turns(by_text[j][2], "_score", around)),
+                Channel("node_text", linked(orders[len(variants) + j])),
+                Channel("record_text", _records(got["text", "records", t], session_id, "_score")),
+                Channel("turn_text", _turns(got["text", "turns", t], "_score", around)),
             ]
             for j, t in enumerate(texts)
         }
@@ -213,7 +238,7 @@ class MultiRouteRecall:
         radius = self.config.turn_window
         if radius <= 0 or not hits:
             return {}
-        near = self.turns.turns_near(namespace, spans(hits, radius))
+        near = self.store.turns.near(namespace, spans(hits, radius))
         return windows(hits, near, radius)
 
     def _linked(self, nodes: Sequence[dict[str, Any]], budget: int) -> dict[str, str]:
@@ -230,8 +255,8 @@ class MultiRouteRecall:
         self,
         index: int,
         queries: list[str],
-        hits: dict[str, list[tuple[str, list[Hit]]]],
-        text_hits: list[tuple[str, list[Hit]]],
+        hits: dict[str, list[Channel]],
+        text_hits: list[Channel],
         plan: Plan,
         dated: list[dict[str, Any]],
     ) -> RouteRanking:
@@ -260,11 +285,11 @@ class MultiRouteRecall:
     def _temporal(self, namespace: str, window: TemporalFilter) -> list[dict[str, Any]]:
         """Records linked to temporal nodes whose date falls inside the filter."""
         ids: list[str] = []
-        for node in self.records.temporal_nodes(namespace):
+        for node in self.store.nodes.temporal(namespace):
             if window.overlaps(node["key"].split(":", 1)[1]):  # day:, month: or year: keys
                 ids.extend(reversed(node.get("record_ids") or []))
         limit = max(10 * self.config.plan_depth, 100)
-        return self.records.records_by_ids(namespace, list(dict.fromkeys(ids))[:limit])
+        return self.store.records.by_ids(namespace, list(dict.fromkeys(ids))[:limit])
 
     def _adjustment(self, qtype: QuestionType, row: dict[str, Any]) -> float:
         boost = self.config.type_boost
@@ -293,7 +318,7 @@ def _records(rows: Sequence[dict[str, Any]], session_id: str | None, score_key: 
         if session_id is not None and r.get("source_session") != session_id:
             continue
         score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
-        out.append((record_item_id(r), r, score, None))
+        out.append(Hit(record_item_id(r), r, score, None))
     return out
 
 
@@ -305,7 +330,7 @@ def _turns(
     for r in rows:
         score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
         hit = around.get(r["id"], r)
-        out.append((hit["id"], hit, score, None))
+        out.append(Hit(hit["id"], hit, score, None))
     return out
 
 

@@ -26,6 +26,7 @@ from pydantic import (
     field_validator,
 )
 
+from schemas.errors import LycheeError
 from schemas.plan import (
     MAX_QUERIES,
     MAX_ROUTE_QUERIES,
@@ -671,7 +672,7 @@ def build_planner_messages(question: str, recent_context: str = "") -> list[dict
 # --- the LLM planner: reply ------------------------------------------------------------
 
 
-class PlanReplyError(ValueError):
+class PlanReplyError(LycheeError, ValueError):
     """The planner's reply cannot become a plan; `reason` says why."""
 
     def __init__(self, reason: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -18,8 +19,6 @@ from schemas.plan import Plan, QuestionType, Route
 from schemas.query import Ablation
 from schemas.records import TokenUsage
 from workers.embedding import Embedder
-from workers.indexer.records_store import RecordsStore
-from workers.indexer.store import EvidenceStore
 from workers.llm import total_usage
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.context import serialize_context
@@ -27,6 +26,7 @@ from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import heuristic_plan
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
 from workers.query.selection import Fused, RouteRanking, fuse_routes, select, sort_only
+from workers.store import EvidenceStore
 
 
 class Stopwatch:
@@ -66,26 +66,33 @@ def single_route_plan(question: str) -> Plan:
     )
 
 
+@dataclass(frozen=True)
+class QueryDeps:
+    """Everything the query stage uses from outside, built once by its app (STYLE 3)."""
+
+    store: EvidenceStore
+    embedder: Embedder
+    planner: Planner = field(default_factory=HeuristicPlanner)
+    answerer: LLMAnswerer | None = None
+    reranker: Reranker | None = None
+
+
 class QueryService:
     """Plan, recall per route, fuse, select, serialize (paper Alg. 2)."""
 
     def __init__(
         self,
-        store: EvidenceStore,
-        embedder: Embedder,
-        planner: Planner | None = None,
+        deps: QueryDeps,
         config: RecallConfig | None = None,
-        answerer: LLMAnswerer | None = None,
-        reranker: Reranker | None = None,
         rerank_candidates: int = RERANK_CANDIDATES,
         ablation: Ablation | None = None,
     ) -> None:
-        self.planner = planner or HeuristicPlanner()
-        self.answerer = answerer
-        self.reranker = reranker
+        self.planner = deps.planner
+        self.answerer = deps.answerer
+        self.reranker = deps.reranker
         self.rerank_candidates = rerank_candidates
         self.ablation = ablation  # applied to requests that name none
-        self.recall = MultiRouteRecall(store, RecordsStore(store), embedder, config)
+        self.recall = MultiRouteRecall(deps.store, deps.embedder, config)
 
     async def search(self, req: QueryRequest) -> QueryReply:
         watch = Stopwatch()

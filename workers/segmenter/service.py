@@ -31,6 +31,7 @@ from schemas import (
     session_key,
 )
 from schemas import topics as t
+from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
 from workers.ports import OutMessage, Publisher
 from workers.segmenter.policy import Decision, SegmentPolicy, SessionState
@@ -39,7 +40,7 @@ from workers.segmenter.state_store import SessionStore
 log = structlog.get_logger("lychee.segmenter")
 
 
-class StateConflict(RuntimeError):
+class StateConflict(LycheeError, RuntimeError):
     """Another writer kept changing a session's state; the batch is retried."""
 
 

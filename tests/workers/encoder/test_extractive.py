@@ -12,7 +12,7 @@ import pytest
 
 from schemas import Role, Segment, SegmentExchange, Turn
 from schemas.records import MemoryRecord, MemoryType, TokenUsage
-from tests.workers.segments import segment_of
+from tests.workers.builders import segment_of
 from workers.encoder.extractive import encode_extractive
 
 DATE = datetime(2023, 5, 8, 13, 56)

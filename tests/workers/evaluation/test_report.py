@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from schemas.base import ContractError
+from schemas.errors import ContractError
 from workers.evaluation.metrics import CATEGORY_ORDER
 from workers.evaluation.plot import plot_recall_vs_budget
 from workers.evaluation.report import (

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from tests.workers.query.test_query_service import request
+from tests.workers.builders import HashEmbedder
+from tests.workers.query.test_service import request
 from tests.workers.query.test_windows import store as store  # noqa: F401 - a fixture
-from tests.workers.test_records_store import HashEmbedder
-from workers.indexer.store import EvidenceStore
 from workers.query.rerank import FlagCrossEncoder, load_reranker, rerank_pool, rerank_route
 from workers.query.selection import Candidate, RouteRanking
-from workers.query.service import QueryService
+from workers.query.service import QueryDeps, QueryService
+from workers.store import EvidenceStore
 
 VOCAB = "[PAD] [UNK] [CLS] [SEP] [MASK] the a blue vase pottery class glazing workshop bo ann"
 
@@ -109,7 +109,7 @@ async def test_service_reranks_each_route_and_the_no_fusion_ablation_does_not(
     store: EvidenceStore,  # noqa: F811
     tiny_model: Path,
 ) -> None:
-    svc = QueryService(store, HashEmbedder(), reranker=load_reranker(str(tiny_model)))
+    svc = QueryService(QueryDeps(store, HashEmbedder(), reranker=load_reranker(str(tiny_model))))
     reply = await svc.search(request("a", "blue vase", k=3))
     assert "rerank" in reply.timings_ms
     assert reply.evidence and all("rerank" in e.scores for e in reply.evidence)

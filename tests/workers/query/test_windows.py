@@ -8,14 +8,12 @@ from typing import Any
 import pytest
 
 from schemas.plan import Plan, QuestionType, Route
-from tests.workers.query.test_query_service import request
-from tests.workers.test_indexer_store import turn
-from tests.workers.test_records_store import DIM, HashEmbedder
-from workers.indexer.records_store import RecordsStore
-from workers.indexer.store import EvidenceStore
+from tests.workers.builders import HASH_DIM, HashEmbedder, turn
+from tests.workers.query.test_service import request
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
-from workers.query.service import QueryService
+from workers.query.service import QueryDeps, QueryService
 from workers.query.windows import spans, windows
+from workers.store import EvidenceStore
 
 
 def row(tid: str, seq: int, idx: int = 0, session: str = "s1") -> dict[str, Any]:
@@ -51,7 +49,7 @@ def test_a_hit_without_neighbours_stays_a_turn() -> None:
 
 @pytest.fixture
 def store(tmp_path: Path) -> EvidenceStore:
-    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, DIM)
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     lines = [
         ("a", "s1", "t1", "Ann", "I finally finished the pottery class"),
         ("a", "s1", "t2", "Bo", "What did you make there?"),
@@ -66,7 +64,7 @@ def store(tmp_path: Path) -> EvidenceStore:
         for ns, session, tid, speaker, text in lines
     ]
     vecs = HashEmbedder().embed([r.rendered() for r in rows])
-    s.upsert_turns(
+    s.turns.upsert(
         [
             r.model_copy(
                 update={"embedding": v.tolist(), "embedding_model": HashEmbedder.model_name}
@@ -78,12 +76,12 @@ def store(tmp_path: Path) -> EvidenceStore:
 
 
 def test_turns_near_reads_only_the_asked_spans_of_the_namespace(store: EvidenceStore) -> None:
-    got = store.turns_near("a", [("s1", 2, 3), ("s2", 1, 9)])
+    got = store.turns.near("a", [("s1", 2, 3), ("s2", 1, 9)])
     assert sorted((r["session_id"], r["turn_id"]) for r in got) == [
         ("s1", "t2"), ("s1", "t3"), ("s2", "t3"),
     ]  # fmt: skip
-    assert store.turns_near("a", []) == []
-    assert store.turns_near("a", [("s1' OR '1'='1", 0, 99)]) == []
+    assert store.turns.near("a", []) == []
+    assert store.turns.near("a", [("s1' OR '1'='1", 0, 99)]) == []
 
 
 def plan(question: str) -> Plan:
@@ -96,7 +94,7 @@ def plan(question: str) -> Plan:
 @pytest.mark.asyncio
 async def test_recall_returns_windows_with_every_turn_as_provenance(store: EvidenceStore) -> None:
     q = "blue vase grandmother"
-    recall = MultiRouteRecall(store, RecordsStore(store), HashEmbedder())
+    recall = MultiRouteRecall(store, HashEmbedder())
     (route,) = await recall.recall(plan(q), q, "a", 5)
     by_id = {c.item_id: c for c in route.candidates}
     vase = by_id["a/s1/t2..t4"]
@@ -106,14 +104,16 @@ async def test_recall_returns_windows_with_every_turn_as_provenance(store: Evide
     assert by_id["a/s2/t3"].kind == "turn"
     assert all(i.startswith("a/") for i in by_id)
 
-    off = MultiRouteRecall(store, RecordsStore(store), HashEmbedder(), RecallConfig(turn_window=0))
+    off = MultiRouteRecall(store, HashEmbedder(), RecallConfig(turn_window=0))
     (route,) = await off.recall(plan(q), q, "a", 5)
     assert {c.kind for c in route.candidates} == {"turn"}
 
 
 @pytest.mark.asyncio
 async def test_a_window_is_one_raw_memory_in_the_context(store: EvidenceStore) -> None:
-    reply = await QueryService(store, HashEmbedder()).search(request("a", "blue vase", k=3))
+    reply = await QueryService(QueryDeps(store, HashEmbedder())).search(
+        request("a", "blue vase", k=3)
+    )
     window = next(e for e in reply.evidence if e.kind == "window")
     assert window.turn_ids == ["t2", "t3", "t4"] and window.date is not None
     raw = reply.context.split("Raw Memories:\n", 1)[1]

@@ -1,0 +1,50 @@
+"""The stages a worker process can run, and how to run one (Faust is imported only then)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from streams.settings import Settings
+
+if TYPE_CHECKING:
+    import faust
+
+STAGES = ("segmenter", "encoder", "indexer", "query")
+
+
+def builder(stage: str) -> Callable[[Settings], faust.App]:
+    if stage == "segmenter":
+        from streams.apps.segmenter import build
+    elif stage == "encoder":
+        from streams.apps.encoder import build
+    elif stage == "indexer":
+        from streams.apps.indexer import build
+    elif stage == "query":
+        from streams.apps.query import build
+    else:
+        raise ValueError(f"unknown stage {stage!r}")
+    return build
+
+
+def run_worker(stage: str, settings: Settings) -> None:
+    """Run one stage until SIGTERM/SIGINT; Faust drains in-flight work on the way out."""
+    import faust
+
+    from streams.topics import ensure_topics
+
+    asyncio.run(
+        ensure_topics(
+            settings.kafka_bootstrap, settings.topic_partitions, settings.topic_replication
+        )
+    )
+    app = builder(stage)(settings)
+    worker = faust.Worker(
+        app,
+        loglevel=settings.log_level,
+        redirect_stdouts=False,
+        override_logging=False,
+        quiet=True,
+    )
+    worker.execute_from_commandline()

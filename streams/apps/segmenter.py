@@ -1,0 +1,93 @@
+"""Segmenter worker: `memory.exchanges` -> `memory.turns` + `memory.segments`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import faust
+import structlog
+from redis.asyncio import Redis
+
+from schemas import ContractError, ExchangeTopicMessage, parse_exchange_message
+from schemas import topics as t
+from streams.apps.base import make_app, raw_topic
+from streams.factories import make_embedder
+from streams.guard import DeadLetters, Incoming, retry_transient, run_guarded
+from streams.producer import KafkaPublisher
+from streams.serde import SerdeError, decode_json
+from streams.settings import Settings
+from workers.segmenter.policy import SegmentPolicy
+from workers.segmenter.service import SegmenterService
+from workers.segmenter.state_store import SessionStore
+from workers.tokens import count_tokens
+
+log = structlog.get_logger("lychee.segmenter")
+
+
+def parse(rec: Incoming) -> ExchangeTopicMessage:
+    data = decode_json(rec.value)
+    try:
+        return parse_exchange_message(data)
+    except ContractError as exc:
+        raise SerdeError(str(exc), "schema") from exc
+
+
+def build(settings: Settings) -> faust.App:
+    app = make_app("segmenter", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
+    topic = raw_topic(app, t.EXCHANGES)
+    publisher = KafkaPublisher.from_settings(settings)
+    dead = DeadLetters(publisher, "segmenter")
+    holder: dict[str, SegmenterService] = {}
+
+    async def service() -> SegmenterService:
+        if "svc" not in holder:
+            await publisher.start()
+            embedder = await asyncio.to_thread(make_embedder, settings)
+            p = settings.segmenter
+            policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
+            redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+            holder["svc"] = SegmenterService(
+                SessionStore(redis),
+                embedder,
+                policy,
+                publisher,
+                ended_ttl_s=settings.ended_session_ttl_s,
+            )
+            log.info("segmenter.ready", model=embedder.model_name, mode=p.mode.value)
+        return holder["svc"]
+
+    @app.agent(topic, concurrency=1)
+    async def segment(stream: faust.StreamT[bytes]) -> None:
+        svc = await service()
+
+        async def handle(msgs: Sequence[ExchangeTopicMessage]) -> None:
+            result = await svc.handle(msgs)
+            if result.segments or result.replays:
+                log.info(
+                    "batch.done", size=len(msgs), segments=result.segments, replays=result.replays
+                )
+
+        try:
+            async for events in stream.take_events(
+                settings.segmenter_batch_size, settings.segmenter_batch_wait_s
+            ):
+                records = [Incoming.from_event(e) for e in events]
+                await run_guarded("segmenter", records, parse, handle, dead)
+        finally:
+            await publisher.stop()
+
+    @app.timer(settings.idle_scan_interval_s)
+    async def idle_flush() -> None:
+        if "svc" not in holder:
+            return
+        try:
+            closed = await retry_transient(
+                lambda: holder["svc"].flush_idle(settings.idle_timeout_s), what="idle flush"
+            )
+            if closed:
+                log.info("idle.flushed", segments=closed)
+        except Exception as exc:  # noqa: BLE001 - a timer must not die; next tick retries
+            log.error("idle.flush_failed", error=repr(exc))
+
+    return app

@@ -1,0 +1,94 @@
+"""What every benchmark shares: the variants, the stack to run against, and its errors.
+
+A benchmark runs against the configured stack (when `LYCHEE_KAFKA_BOOTSTRAP` is set) or
+starts the embedded one in a temporary directory; `pipeline` yields the settings of
+whichever it is. A variant names what it changes: the workers' environment (only possible
+on the embedded stack) and the per-request retrieval ablation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from schemas.errors import LycheeError
+
+from schemas import SegmentMode
+from schemas.query import Ablation
+from streams.settings import Settings
+from streams.stack.embedded import Stack
+from workers.datasets import Conversation
+
+
+class BenchError(LycheeError, RuntimeError):
+    """The benchmark cannot run as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One system configuration of a benchmark run (the paper's ablations)."""
+
+    name: str
+    worker_env: Mapping[str, str] = field(default_factory=dict)
+    ablation: Ablation | None = None
+
+
+def _variants(*variants: Variant) -> dict[str, Variant]:
+    return {v.name: v for v in variants}
+
+
+VARIANTS: dict[str, Variant] = _variants(
+    Variant("full"),
+    Variant("eager", {"LYCHEE_SEGMENTER__MODE": SegmentMode.eager.value}),
+    Variant("fixed-window", {"LYCHEE_SEGMENTER__MODE": SegmentMode.fixed_window.value}),
+    Variant("no-cross-context", {"LYCHEE_ENCODER_CROSS_CONTEXT": "false"}),
+    Variant("record-vector-only", ablation="record-vector-only"),
+    Variant("no-planner", ablation="no-planner"),
+    Variant("no-fusion", ablation="no-fusion"),
+)
+
+
+def variant(name: str) -> Variant:
+    if name not in VARIANTS:
+        raise BenchError(f"unknown variant {name!r}; choose from {', '.join(VARIANTS)}")
+    return VARIANTS[name]
+
+
+@contextlib.contextmanager
+def pipeline(settings: Settings, chosen: Variant) -> Iterator[Settings]:
+    """The configured stack, or an embedded one when Kafka is not configured."""
+    if "kafka_bootstrap" in settings.model_fields_set:
+        if chosen.worker_env:
+            wanted = " ".join(f"{k}={v}" for k, v in chosen.worker_env.items())
+            raise BenchError(
+                f"variant {chosen.name!r} changes the workers ({wanted}): run it on the embedded "
+                "stack (leave LYCHEE_KAFKA_BOOTSTRAP unset) or start the workers with that setting"
+            )
+        yield settings
+        return
+    from streams.stack.ready import launch, wait_ready
+
+    data_dir = Path(tempfile.mkdtemp(prefix="lychee-bench-"))
+    stack = Stack(data_dir)
+    try:
+        local = launch(stack, dict(chosen.worker_env))
+        asyncio.run(wait_ready(stack, local, timeout_s=300))
+        yield local
+    finally:
+        stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def rename_namespace(conv: Conversation, namespace: str) -> None:
+    """Move a loaded conversation to another namespace (run-unique prefixes keep repeated
+    runs against one stack apart)."""
+    conv.namespace = namespace
+    for session in conv.sessions:
+        session.exchanges = [
+            e.model_copy(update={"namespace": namespace}) for e in session.exchanges
+        ]

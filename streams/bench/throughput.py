@@ -1,0 +1,193 @@
+"""`lychee bench throughput`: exchanges/s end to end against the raw embedding rate.
+
+It starts the embedded stack in a temporary directory, produces synthetic exchanges, waits
+until every stage has drained, and times paced probes from produce-ack to searchable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import shutil
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+
+from schemas import Exchange, Role, Turn
+from streams.client import MemoryClient
+from streams.lag import LagReader
+from streams.settings import Settings
+from streams.stack.embedded import Stack
+from streams.stack.ready import READY_NAMESPACE, launch, wait_ready
+
+WORDS = (
+    "river", "morning", "train", "coffee", "garden", "marathon", "recipe", "bread", "flour",
+    "oven", "lisbon", "tram", "castle", "sister", "job", "office", "team", "pipeline",
+    "robot", "data", "bike", "commute", "weekend", "dinner", "friend", "knee", "physio",
+    "plan", "week", "mile", "tempo", "pace", "starter", "jar", "water", "market", "sardines",
+    "ticket", "flight", "hotel", "museum", "book", "chapter", "guitar", "song", "concert",
+    "rain", "umbrella", "spring", "summer", "budget", "invoice", "meeting",
+)  # fmt: skip
+NAMES = ("Ana", "Ben", "Chloe", "Dev", "Eli", "Fay")
+
+
+def synthetic_sentence(rng: random.Random) -> str:
+    words = [rng.choice(WORDS) for _ in range(rng.randint(20, 40))]
+    return " ".join(words).capitalize() + "."
+
+
+def synthetic_exchanges(n: int, sessions: int, seed: int = 7) -> list[Exchange]:
+    """`n` one-turn exchanges, round-robin over `sessions` sessions of namespace "bench"."""
+    rng = random.Random(seed)
+    date = datetime(2024, 1, 1, 12, 0)
+    seqs = [0] * sessions
+    out = []
+    for i in range(n):
+        j = i % sessions
+        turn = Turn(
+            role=Role.user,
+            speaker=NAMES[i % len(NAMES)],
+            content=synthetic_sentence(rng),
+            turn_id=f"b{i}",
+        )
+        out.append(Exchange(namespace="bench", session_id=f"s{j}", seq=seqs[j], exchange_id=f"s{j}:{seqs[j]}",
+                            session_date=date, turns=[turn]))  # fmt: skip
+        seqs[j] += 1
+    return out
+
+
+def throughput(n: int = 2000, sessions: int = 20, probes: int = 100) -> dict[str, Any]:
+    """Exchanges/s end to end vs the raw embedding rate; produce-to-searchable p50/p95."""
+    stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-bench-")))
+    try:
+        settings = launch(stack)
+        result = asyncio.run(_throughput(stack, settings, n, max(1, sessions), probes))
+    finally:
+        stack.stop()
+        shutil.rmtree(stack.data_dir, ignore_errors=True)
+    _print_throughput(result)
+    return result
+
+
+async def _throughput(
+    stack: Stack, settings: Settings, n: int, sessions: int, probes: int
+) -> dict[str, Any]:
+    from workers.embedding import LocalEmbedder
+
+    await wait_ready(stack, settings)
+    exchanges = synthetic_exchanges(n, sessions)
+    texts = [ex.rendered() for ex in exchanges]
+
+    # (a) raw embedding rate, in this process, while the workers are idle
+    embedder = await asyncio.to_thread(LocalEmbedder, settings.embedding_model_path, 64)
+    await asyncio.to_thread(embedder.embed, texts[:64])  # warm-up
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), 64):
+        await asyncio.to_thread(embedder.embed, texts[i : i + 64])
+    raw_rate = len(texts) / (time.perf_counter() - t0)
+    del embedder
+
+    async with MemoryClient(settings) as client, LagReader(settings.kafka_bootstrap) as lag:
+        # warm the indexer (table and index creation happen once) before timing
+        warm = Exchange(namespace=READY_NAMESPACE, session_id="warm", seq=0, exchange_id="warm:0",
+                        turns=[Turn(role=Role.user, speaker="Ana", content="warming up the pipeline", turn_id="w0")])  # fmt: skip
+        await client.add([warm])
+        await client.end_session(READY_NAMESPACE, "warm", after_seq=0)
+        await lag.wait_drained(timeout_s=120)
+
+        # (b) end to end: produce everything, end every session, wait until indexed
+        t0 = time.perf_counter()
+        for i in range(0, n, 200):
+            await client.add(exchanges[i : i + 200])
+        produce_s = time.perf_counter() - t0
+        last: dict[str, int] = {}
+        for ex in exchanges:
+            last[ex.session_id] = ex.seq
+        for sid, seq in last.items():
+            await client.end_session("bench", sid, after_seq=seq)
+        await lag.wait_drained(timeout_s=max(600.0, n / 2))
+        e2e_s = time.perf_counter() - t0
+
+        # (c) produce-ack to searchable, one exchange at a time at ~20/s
+        latencies, missing = await _probe_latency(settings, client, probes)
+
+    e2e_rate = n / e2e_s if e2e_s > 0 else 0.0
+    return {
+        "exchanges": n,
+        "sessions": sessions,
+        "produce_seconds": produce_s,
+        "seconds": e2e_s,
+        "exchanges_per_s": e2e_rate,
+        "raw_embedding_texts_per_s": raw_rate,
+        "ratio_end_to_end_to_raw": e2e_rate / raw_rate if raw_rate else 0.0,
+        "probes": probes,
+        "probes_missing": missing,
+        "searchable_p50_ms": float(np.percentile(latencies, 50)) * 1e3 if latencies else None,
+        "searchable_p95_ms": float(np.percentile(latencies, 95)) * 1e3 if latencies else None,
+        "searchable_max_ms": max(latencies) * 1e3 if latencies else None,
+    }
+
+
+async def _probe_latency(settings: Settings, client: MemoryClient, probes: int,
+                         rate_hz: float = 20.0, timeout_s: float = 60.0) -> tuple[list[float], int]:  # fmt: skip
+    from streams.factories import open_store
+
+    store = open_store(settings)
+    rng = random.Random(11)
+    acked: dict[str, float] = {}
+    seen: dict[str, float] = {}
+    done = asyncio.Event()
+
+    async def poll() -> None:
+        while True:
+            ids = await asyncio.to_thread(store.turns.ids, "probe")
+            now = time.perf_counter()  # after the read: never claims faster than it was
+            for tid in ids:
+                seen.setdefault(tid, now)
+            if done.is_set() and acked.keys() <= seen.keys():
+                return
+            await asyncio.sleep(0.02)
+
+    poller = asyncio.create_task(poll())
+    try:
+        for i in range(probes):
+            ex = Exchange(namespace="probe", session_id=f"p{i}", seq=0, exchange_id=f"p{i}:0",
+                          turns=[Turn(role=Role.user, speaker="Ana", content=synthetic_sentence(rng), turn_id=f"probe-{i}")])  # fmt: skip
+            sent = time.perf_counter()
+            await client.add([ex])
+            acked[f"probe-{i}"] = time.perf_counter()
+            await asyncio.sleep(max(0.0, sent + 1 / rate_hz - time.perf_counter()))
+        done.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(poller), timeout_s)
+    finally:
+        poller.cancel()
+        await asyncio.gather(poller, return_exceptions=True)
+    latencies = [seen[t] - acked[t] for t in acked if t in seen]
+    return latencies, len(acked) - len(latencies)
+
+
+def _print_throughput(r: dict[str, Any]) -> None:
+    click.echo(
+        f"exchanges:                 {r['exchanges']} in {r['sessions']} sessions (produced in {r['produce_seconds'] * 1e3:.0f} ms)"
+    )
+    click.echo(f"seconds (produce->indexed): {r['seconds']:.1f}")
+    click.echo(f"exchanges/s end to end:    {r['exchanges_per_s']:.1f}")
+    click.echo(
+        f"raw embedding texts/s:     {r['raw_embedding_texts_per_s']:.1f} (batches of 64, bench process)"
+    )
+    click.echo(f"end to end / raw:          {r['ratio_end_to_end_to_raw']:.2f}")
+    if r["searchable_p50_ms"] is None:
+        click.echo(f"searchable latency:        no probe became searchable ({r['probes']} sent)")
+        return
+    missing = f", {r['probes_missing']} never seen" if r["probes_missing"] else ""
+    click.echo(
+        f"produce-ack to searchable: p50 {r['searchable_p50_ms']:.0f} ms, p95 {r['searchable_p95_ms']:.0f} ms, "
+        f"max {r['searchable_max_ms']:.0f} ms ({r['probes']} probes at ~20/s{missing})"
+    )

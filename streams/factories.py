@@ -1,0 +1,66 @@
+"""What every stage builds from settings, in one place: the embedder, the chat LLM client and
+the evidence store."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from streams.settings import Settings, llm_configured
+from workers.embedding import Embedder, LocalEmbedder, bundled_model_info
+from workers.store import EvidenceStore
+
+if TYPE_CHECKING:
+    import openai
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """Local MiniLM (default, offline) or an OpenAI-compatible embeddings endpoint."""
+    if settings.embedding_provider == "openai":
+        import openai
+
+        from workers.embedding import OpenAIEmbedder
+
+        base_url = settings.embedding_base_url or settings.llm_base_url
+        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
+        client = openai.OpenAI(base_url=base_url, api_key=key, timeout=settings.llm_timeout_s)
+        return OpenAIEmbedder(client, settings.embedding_model, dim=settings.embedding_dim)
+    return LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
+
+
+def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None:
+    """The configured chat model's client and name, or None when no LLM is configured.
+
+    One client serves every caller of a process; it never retries on its own.
+    """
+    if not llm_configured(settings):
+        return None
+    from workers.llm import make_client
+
+    assert settings.llm_base_url and settings.llm_model
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    return make_client(settings.llm_base_url, key, settings.llm_timeout_s), settings.llm_model
+
+
+def open_store(
+    settings: Settings, embedder: Embedder | None = None, uri: str | None = None
+) -> EvidenceStore:
+    """The evidence store at `uri` (default: the configured one). It needs the embedding
+    model's name and dimension, taken from `embedder` when one is loaded already."""
+    name, dim = (embedder.model_name, embedder.dim) if embedder else embedding_info(settings)
+    return EvidenceStore(
+        uri or settings.lancedb_uri,
+        name,
+        dim,
+        settings.read_consistency_s,
+        exact_max_rows=settings.exact_search_max_rows,
+    )
+
+
+def embedding_info(settings: Settings) -> tuple[str, int]:
+    """Model name and dimension, without loading a local model."""
+    if settings.embedding_provider == "openai":
+        if settings.embedding_dim is None:
+            emb = make_embedder(settings)
+            return emb.model_name, emb.dim
+        return settings.embedding_model, settings.embedding_dim
+    return bundled_model_info(settings.embedding_model_path)

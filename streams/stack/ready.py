@@ -1,0 +1,74 @@
+"""Starting the embedded stack quietly and waiting until its workers answer.
+
+Shared by the demo and the benchmarks: `launch` starts every stage with warnings-only logs,
+`wait_ready` probes the segmenter and the query service end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from streams.client import MemoryClient, ReplyTimeout
+from streams.lag import LagReader
+from streams.settings import Settings
+from streams.stack.embedded import Stack, StackError
+
+WORKER_ENV = {"LYCHEE_LOG_LEVEL": "WARNING"}
+READY_NAMESPACE = "warmup"
+
+
+def launch(stack: Stack, extra_env: dict[str, str] | None = None) -> Settings:
+    """`Stack.launch` with quiet workers (warnings only), for benchmarks and the demo."""
+    return stack.launch({**WORKER_ENV, **(extra_env or {})})
+
+
+def log_tail(path: Path | None, lines: int = 25) -> str:
+    if path is None or not path.is_file():
+        return "(no log)"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty log)"
+
+
+def check_alive(stack: Stack) -> None:
+    for child in stack.children:
+        if not child.alive:
+            rc = child.proc.returncode if child.proc else "?"
+            raise StackError(
+                f"{child.name} exited with {rc}; last lines of {child.log_path}:\n{log_tail(child.log_path)}"
+            )
+
+
+async def wait_ready(stack: Stack, settings: Settings, timeout_s: float = 120.0) -> None:
+    """Wait until the segmenter consumes and the query service answers.
+
+    Workers log `segmenter.ready` / `query.ready` at INFO, which a WARNING level hides,
+    so readiness is probed instead: the segmenter commits a no-op control message only
+    once its model is loaded, and the query service answers only once its model is.
+    """
+    deadline = time.monotonic() + timeout_s
+
+    def left() -> float:
+        check_alive(stack)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            tails = "\n".join(
+                f"--- {c.name}\n{log_tail(c.log_path)}"
+                for c in stack.children
+                if c.name in ("segmenter", "query")
+            )
+            raise TimeoutError(f"workers not ready after {timeout_s:.0f}s\n{tails}")
+        return remaining
+
+    async with MemoryClient(settings) as client:
+        await client.end_session(READY_NAMESPACE, "ready")  # no state: a no-op that gets committed
+        async with LagReader(settings.kafka_bootstrap) as lag:
+            while (await lag.stage("segmenter")).lag:
+                left()
+                await asyncio.sleep(0.25)
+        while True:
+            try:
+                await client.search(READY_NAMESPACE, "ready?", k=1, timeout_s=min(3.0, left()))
+                return
+            except ReplyTimeout:
+                continue

@@ -1,0 +1,48 @@
+"""`lychee bench locomo` end to end on a file written here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams.bench.harness import BenchError
+from streams.bench.locomo import run_locomo
+from tests.streams.bench.files import write_locomo
+from workers.evaluation.plot import plot_recall_vs_budget
+from workers.evaluation.report import format_table, validate_report
+
+pytestmark = pytest.mark.integration
+
+
+def test_bench_locomo_end_to_end_report_matches_the_schema(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    report = run_locomo(settings, data, progress=False)
+    assert validate_report(report.to_json_dict()) == report
+    assert report.conversations == 1 and report.turns == 16
+    assert report.questions == 5  # category 5 dropped; the empty-evidence one is asked...
+    assert report.counts is not None and report.counts["all"] == 4  # ...and left out of recall
+    assert set(report.systems) == {"lychee", "dense", "bm25", "hybrid"}
+    for system in report.systems.values():
+        for cat, row in system.recall_at_k.items():
+            assert set(row) == {"5", "10", "15"} and all(0.0 <= v <= 1.0 for v in row.values()), cat
+    # 16 short turns fit into 2000 tokens: every system finds all the evidence there
+    for name in ("lychee", "dense", "hybrid"):  # BM25 ranks only turns that share a word
+        assert report.systems[name].recall_at_budget["all"]["2000"] == 1.0, name
+    assert report.construction.segments >= 2 and report.construction.turns_per_segment > 1
+    assert report.ingest.exchanges == 16
+    assert "accuracy: n/a" in format_table(report)
+    png = plot_recall_vs_budget(report, tmp_path / "recall.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_locomo_worker_variant_on_a_configured_stack_is_refused(
+    settings, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    with pytest.raises(BenchError, match="LYCHEE_SEGMENTER__MODE=eager"):
+        run_locomo(settings, data, variant="eager", progress=False)
+    with pytest.raises(BenchError, match="no conversation"):
+        run_locomo(settings, data, conversation_ids=["nope"], progress=False)

@@ -1,0 +1,41 @@
+"""`lychee bench segmentation` on a tiny LoCoMo-layout file: the figures add up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from streams.bench.segmentation import segmentation
+from streams.settings import Settings
+from tests.streams.bench.files import SESSION_1, SESSION_2, write_locomo
+
+
+def test_segmentation_figures_are_consistent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "tiny-locomo.json"
+    write_locomo(data, qa=())
+
+    result = segmentation(Settings(_env_file=None), data)  # type: ignore[call-arg]
+
+    exchanges = len(SESSION_1) + len(SESSION_2)
+    assert result["conversations"] == 1
+    assert result["sessions"] == 2
+    assert result["exchanges"] == exchanges
+    assert result["turns"] == exchanges
+    assert result["embedding_texts_per_s"] > 0
+    assert set(result["modes"]) == {"semantic", "fixed_window", "eager"}
+    for mode, m in result["modes"].items():
+        assert m["segments"] >= result["sessions"], mode  # a segment never spans sessions
+        assert m["turns_in_segments"] == exchanges, mode  # every turn counted once
+        assert sum(m["reasons"].values()) == m["segments"], mode
+        assert m["turns_per_segment_mean"] == pytest.approx(exchanges / m["segments"]), mode
+        assert m["tokens_per_segment_mean"] > 0, mode
+    eager = result["modes"]["eager"]
+    assert eager["segments"] == exchanges
+    assert eager["reasons"] == {"per_exchange": exchanges}
+    assert result["modes"]["semantic"]["segments"] <= exchanges
+
+    out = capsys.readouterr().out
+    assert "semantic" in out and "fixed_window" in out and "eager" in out

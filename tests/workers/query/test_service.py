@@ -1,0 +1,161 @@
+"""The query service in-process on a real LanceDB: routes, temporal filters, isolation, output."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from schemas import QueryRequest
+from schemas.plan import Plan, QuestionType, Route, TemporalFilter
+from schemas.records import Temporal
+from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches, turn
+from workers.query.multiroute import MultiRouteRecall
+from workers.query.service import QueryDeps, QueryService
+from workers.store import EvidenceStore
+
+pytestmark = pytest.mark.asyncio
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> EvidenceStore:
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    emb = HashEmbedder()
+    index_batches(
+        s,
+        [
+            batch(
+                "a", 0, ["Ann adopted a puppy named Biscuit"], temporal=Temporal(t_ref="2024-03-02")
+            ),
+            batch(
+                "a", 1, ["Ann ran the spring half marathon"], temporal=Temporal(t_ref="2024-05-19")
+            ),
+            batch(
+                "a", 2, ["Ann visited Lisbon with her sister"], temporal=Temporal(t_ref="2024-06")
+            ),
+            batch("b", 0, ["Bo adopted a puppy named Biscuit too"], entities=("Bo",)),
+        ],
+        emb,
+    )
+    return s
+
+
+def request(ns: str, q: str, k: int = 5, **kw: object) -> QueryRequest:
+    return QueryRequest(
+        correlation_id="c", namespace=ns, query=q, k=k, reply_partition=0,
+        deadline_ms=int((time.time() + 30) * 1000), **kw,  # type: ignore[arg-type]
+    )  # fmt: skip
+
+
+def service(store: EvidenceStore) -> QueryService:
+    return QueryService(QueryDeps(store, HashEmbedder()))
+
+
+async def test_query_never_returns_another_namespace_whatever_the_wording(
+    store: EvidenceStore,
+) -> None:
+    svc = service(store)
+    for q in ("Bo adopted a puppy named Biscuit too", "namespace = 'b'", "b' OR '1'='1"):
+        reply = await svc.search(request("a", q, k=10))
+        assert reply.evidence and all(e.item_id.startswith("a/") for e in reply.evidence), q
+        assert "Bo adopted" not in reply.context
+
+
+@pytest.mark.parametrize(
+    ("window", "expected"),
+    [
+        (
+            TemporalFilter(since="2024-03-02", until="2024-03-02"),
+            {"Ann adopted a puppy named Biscuit"},
+        ),
+        (TemporalFilter(since="2024-05", until="2024-05"), {"Ann ran the spring half marathon"}),
+        (
+            TemporalFilter(since="2024-05-01", until="2024-06-30"),
+            {"Ann ran the spring half marathon", "Ann visited Lisbon with her sister"},
+        ),
+    ],
+)
+async def test_temporal_filter_day_month_and_range(
+    store: EvidenceStore, window: TemporalFilter, expected: set[str]
+) -> None:
+    recall = MultiRouteRecall(store, HashEmbedder())
+    assert {r["semantic_text"] for r in recall._temporal("a", window)} == expected
+
+
+async def test_temporal_route_adds_records_in_range_to_the_ranking(store: EvidenceStore) -> None:
+    plan = Plan(
+        question_type=QuestionType.temporal, semantic_queries=["what happened"],
+        temporal_filter=TemporalFilter(since="2024-06", until="2024-06"),
+        routes=[Route(goal="g", queries=["what happened"])], source="heuristic",
+    )  # fmt: skip
+    recall = MultiRouteRecall(store, HashEmbedder())
+    (route,) = await recall.recall(plan, "what happened", "a", 5)
+    lisbon = next(c for c in route.candidates if "Lisbon" in c.text)
+    assert "temporal" in lisbon.channel_scores
+
+
+async def test_reply_carries_plan_context_and_provenance(store: EvidenceStore) -> None:
+    raw = turn("a", "t7", "Ann: my puppy Biscuit chewed the sofa", 3)
+    vec = HashEmbedder().embed([raw.text])[0].tolist()
+    store.turns.upsert([raw.model_copy(update={"embedding": vec, "embedding_model": "hash-16"})])
+    reply = await service(store).search(request("a", "What is the name of Ann's puppy?", k=3))
+    assert reply.plan and reply.plan["routes"] and reply.plan["source"] == "heuristic"
+    kinds = {e.kind for e in reply.evidence}
+    assert "record" in kinds
+    assert (
+        reply.context.startswith("Episodic/Semantic Memories:") and "Raw Memories:" in reply.context
+    )
+    assert "(Date: 2 March 2024)" in reply.context  # a record's resolved date
+    assert reply.context_tokens > 0 and all(e.turn_ids for e in reply.evidence)
+    assert reply.answer is None
+    with_answer = await service(store).search(request("a", "puppy", answer=True))
+    assert with_answer.answer == "no answer model is configured"
+
+
+@pytest.mark.parametrize("ablation", ["record-vector-only", "no-planner", "no-fusion"])
+async def test_ablations_run_the_same_service(store: EvidenceStore, ablation: str) -> None:
+    reply = await service(store).search(request("a", "Biscuit the puppy", ablation=ablation))
+    assert reply.evidence
+    if ablation == "record-vector-only":
+        assert {e.kind for e in reply.evidence} == {"record"}
+        assert all(set(e.scores) >= {"record_vector"} for e in reply.evidence)
+    if ablation == "no-planner":
+        assert reply.plan is not None and [r["queries"] for r in reply.plan["routes"]] == [
+            ["Biscuit the puppy"]
+        ]
+    if ablation == "no-fusion":  # sorted by the best raw channel score, nothing fused
+        fusion = {"rrf", "best", "route", "final"}
+        best = [max(v for n, v in e.scores.items() if n not in fusion) for e in reply.evidence]
+        assert best == sorted(best, reverse=True)
+
+
+async def test_answer_with_an_llm_uses_the_context_and_counts_tokens(store: EvidenceStore) -> None:
+    from tests.fakes.openai_server import FakeOpenAI, text
+    from workers.llm import make_client
+    from workers.query.answer import LLMAnswerer
+
+    with FakeOpenAI() as server:
+        server.script(text("Biscuit"))
+        client = make_client(server.url, None, timeout_s=5.0)
+        svc = QueryService(QueryDeps(store, HashEmbedder(), answerer=LLMAnswerer(client, "m")))
+        reply = await svc.search(request("a", "What is the puppy called?", answer=True))
+        await client.close()
+        prompt = server.requests[0]["messages"][-1]["content"]
+    assert reply.answer == "Biscuit"
+    assert "Ann adopted a puppy named Biscuit" in prompt and "What is the puppy called?" in prompt
+    assert reply.usage["calls"] == 1 and reply.usage["input_tokens"] > 0
+    assert "answer" in reply.timings_ms
+
+
+async def test_configured_ablation_applies_to_requests_that_name_none(
+    store: EvidenceStore,
+) -> None:
+    svc = QueryService(QueryDeps(store, HashEmbedder()), ablation="record-vector-only")
+    reply = await svc.search(request("a", "Biscuit the puppy"))
+    assert reply.evidence and all(set(e.scores) >= {"record_vector"} for e in reply.evidence)
+    assert not {"node_vector", "record_text", "turn_vector"} & {
+        k for e in reply.evidence for k in e.scores
+    }
+    own = await svc.search(request("a", "Biscuit the puppy", ablation="no-planner"))
+    assert own.plan is not None and own.plan["routes"][0]["queries"] == ["Biscuit the puppy"]

@@ -1,0 +1,78 @@
+"""The evidence store on a real LanceDB directory."""
+
+from __future__ import annotations
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from tests.workers.builders import TOY_DIM, turn
+from workers.store import TURNS, EmbeddingMismatch, EvidenceStore
+
+
+@pytest.fixture
+def store(tmp_path) -> EvidenceStore:  # type: ignore[no-untyped-def]
+    return EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
+
+
+def test_store_upsert_is_idempotent_on_turn_ids(store: EvidenceStore) -> None:
+    batch = [turn("a", "t1", "sourdough starter doubled", 0), turn("a", "t2", "half marathon", 1)]
+    store.turns.upsert(batch)
+    store.turns.upsert(batch)
+    store.turns.upsert([turn("a", "t2", "half marathon training", 1)])
+    assert store.count("turns") == 2
+    hits = store.turns.search_text("a", "training", 5)
+    assert [h["turn_id"] for h in hits] == ["t2"]
+
+
+def test_store_same_turn_id_in_two_namespaces_is_two_rows(store: EvidenceStore) -> None:
+    store.turns.upsert([turn("a", "t1", "x one", 0), turn("b", "t1", "x two", 0)])
+    assert store.count("turns") == 2
+    assert store.count("turns", "a") == 1
+
+
+def test_store_reads_never_cross_namespaces(store: EvidenceStore) -> None:
+    store.turns.upsert(
+        [turn("a", "t1", "secret lisbon trip", 0), turn("b", "t2", "lisbon trip plans", 0)]
+    )
+    q = np.eye(TOY_DIM, dtype=np.float32)[0]
+    assert {h["namespace"] for h in store.turns.search_vectors("b", q[None, :], 10)[0]} == {"b"}
+    assert {h["namespace"] for h in store.turns.search_text("b", "secret lisbon", 10)} == {"b"}
+    # a namespace that tries to widen the filter matches nothing
+    assert store.turns.search_text("b' OR '1'='1", "lisbon", 10) == []
+
+
+def test_store_session_filter(store: EvidenceStore) -> None:
+    store.turns.upsert([turn("a", "t1", "lisbon", 0, "s1"), turn("a", "t2", "lisbon", 0, "s2")])
+    hits = store.turns.search_text("a", "lisbon", 10, session_id="s2")
+    assert [h["turn_id"] for h in hits] == ["t2"]
+
+
+def test_store_refuses_another_embedding_model(store: EvidenceStore, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store.turns.upsert([turn("a", "t1", "x", 0)])
+    other = EvidenceStore(str(tmp_path / "db"), "other-model", TOY_DIM)
+    with pytest.raises(EmbeddingMismatch, match="toy"):
+        other.table("turns")
+    with pytest.raises(EmbeddingMismatch):
+        store.turns.upsert(
+            [turn("a", "t9", "x", 0).model_copy(update={"embedding_model": "other"})]
+        )
+
+
+def test_store_new_rows_searchable_before_optimize(store: EvidenceStore) -> None:
+    store.turns.upsert([turn("a", "t1", "first row", 0)])  # creates the indexes
+    store.turns.upsert([turn("a", "t2", "kayak on the river", 1)])  # not yet in the FTS index
+    assert [h["turn_id"] for h in store.turns.search_text("a", "kayak", 5)] == ["t2"]
+    store.optimize()
+    assert [h["turn_id"] for h in store.turns.search_text("a", "kayak", 5)] == ["t2"]
+
+
+def test_store_finds_its_tables_among_many(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # lancedb's deprecated table_names() lists one page of 10: the 13th table went missing
+    db = lancedb.connect(str(tmp_path / "db"))
+    for i in range(12):
+        db.create_table(f"a{i:02d}", schema=pa.schema([("x", pa.int64())]))
+    EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM).turns.upsert([turn("a", "t1", "hello", 0)])
+    fresh = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
+    assert fresh.table(TURNS) is not None and fresh.count(TURNS) == 1

@@ -1,0 +1,113 @@
+"""The evidence store: the LanceDB tables the indexer writes and the query stage reads.
+
+`EvidenceStore` bundles one connection (`Database`) with its three tables: `turns` (raw
+turns), `records` (memory records) and `nodes` (evidence nodes). One instance per process;
+reads are safe from threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from schemas.records import RecordBatch
+from workers.embedding import Embedder
+from workers.store.database import (
+    EXACT_MAX_ROWS,
+    Database,
+    EmbeddingMismatch,
+    StoreError,
+    namespace_filter,
+)
+from workers.store.nodes import NODES, NodesTable, NodeUpdate
+from workers.store.records import RECORDS, RecordsTable, value_counts
+from workers.store.turns import TURNS, TurnsTable
+
+TABLES = (TURNS, RECORDS, NODES)
+
+__all__ = [
+    "NODES",
+    "RECORDS",
+    "TABLES",
+    "TURNS",
+    "Database",
+    "EmbeddingMismatch",
+    "EvidenceStore",
+    "StoreError",
+    "namespace_filter",
+]
+
+
+class EvidenceStore:
+    def __init__(
+        self,
+        uri: str,
+        embedding_model: str,
+        dim: int,
+        read_consistency_s: float = 0.0,
+        exact_max_rows: int = EXACT_MAX_ROWS,
+        max_node_records: int = 64,
+        max_node_text_chars: int = 2000,
+    ) -> None:
+        self.db = Database(uri, embedding_model, dim, read_consistency_s, exact_max_rows)
+        self.turns = TurnsTable(self.db)
+        self.records = RecordsTable(self.db)
+        self.nodes = NodesTable(self.db, max_node_records, max_node_text_chars)
+        self.tables: dict[str, TurnsTable | RecordsTable | NodesTable] = {
+            t.name: t for t in (self.turns, self.records, self.nodes)
+        }
+
+    @property
+    def uri(self) -> str:
+        return self.db.uri
+
+    @property
+    def model(self) -> str:
+        return self.db.model
+
+    @property
+    def dim(self) -> int:
+        return self.db.dim
+
+    def table(self, name: str, create: bool = False) -> Any | None:
+        """An open LanceDB table by name; None when it does not exist yet."""
+        return self.tables[name].table(create)
+
+    def upsert_batches(
+        self, batches: Sequence[RecordBatch], updates: Sequence[NodeUpdate], embedder: Embedder
+    ) -> dict[str, int]:
+        """Write the records of `batches`, then their evidence `updates`.
+
+        Records are written before nodes, so a reader never meets a node that links to a
+        record not yet stored; a crash between the two is repaired by redelivery, since
+        both writes are idempotent. Only rows whose content changes are written and only
+        new texts are embedded, so a redelivered batch costs reads only.
+        """
+        self.db.check_embedder(embedder)
+        records = [r for b in batches for r in b.records]
+        if not records:
+            return {"records": 0, "records_written": 0, "nodes": 0, "nodes_written": 0}
+        records_written = self.records.upsert(records, embedder)
+        nodes_written = self.nodes.upsert(updates, embedder)
+        return {
+            "records": len({r.record_id for r in records}),
+            "records_written": records_written,
+            "nodes": len(updates),
+            "nodes_written": nodes_written,
+        }
+
+    def count(self, name: str, namespace: str | None = None) -> int:
+        return self.db.count(name, namespace)
+
+    def count_by_type(self, namespace: str) -> dict[str, dict[str, int]]:
+        """Rows of `namespace` per memory type and per node type."""
+        return {
+            RECORDS: value_counts(self.db, RECORDS, namespace, "memory_type"),
+            NODES: value_counts(self.db, NODES, namespace, "node_type"),
+        }
+
+    def maybe_build_ann(self, min_rows: int) -> list[str]:
+        return self.db.maybe_build_ann((RECORDS, NODES, TURNS), min_rows)
+
+    def optimize(self) -> None:
+        self.db.optimize()

@@ -1,0 +1,293 @@
+"""The `nodes` table: evidence nodes and how an update folds into a stored node (DESIGN §7).
+
+A node (entity, topic, entity-topic, temporal, event frame) links the records that share
+it. Linked records are bounded with the newest kept; a record seen again moves to the
+newest position, which keeps the fold idempotent under in-order redelivery: re-applying
+the updates of a batch that was already applied reproduces the same row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from schemas.records import NodeType
+from workers.embedding import Embedder
+from workers.store.database import (
+    DIM_KEY,
+    MODEL_KEY,
+    Database,
+    Pending,
+    naive,
+    namespace_filter,
+    sql_quote,
+)
+
+NODES = "nodes"
+TEXT_COLUMN = "text"
+
+
+def node_id(namespace: str, node_type: NodeType | str, key: str) -> str:
+    return f"{namespace}/{NodeType(node_type).value}/{key}"
+
+
+@dataclass(frozen=True)
+class NodeUpdate:
+    """Records to link to one node; `texts[i]` is the semantic text of `record_ids[i]`.
+
+    `updated_at` is the latest conversation date seen (not wall-clock time), so a
+    replayed batch writes the same value.
+    """
+
+    namespace: str
+    node_type: NodeType
+    key: str
+    label: str
+    record_ids: tuple[str, ...]
+    texts: tuple[str, ...]
+    session_id: str | None = None
+    first_turn_id: str | None = None
+    last_turn_id: str | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        return node_id(self.namespace, self.node_type, self.key)
+
+
+def nodes_schema(dim: int, model: str) -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.string()),  # namespace/node_type/key
+            ("namespace", pa.string()),
+            ("node_type", pa.string()),
+            ("key", pa.string()),
+            ("label", pa.string()),
+            ("text", pa.string()),  # label + linked texts, bounded: what is searched
+            ("record_ids", pa.list_(pa.string())),  # oldest first, newest kept
+            ("record_texts", pa.list_(pa.string())),  # aligned with record_ids
+            ("session_id", pa.string()),
+            ("first_turn_id", pa.string()),
+            ("last_turn_id", pa.string()),
+            ("updated_at", pa.timestamp("us")),  # latest conversation date linked
+            ("vector", pa.list_(pa.float32(), dim)),
+        ],
+        metadata={MODEL_KEY: model, DIM_KEY: str(dim)},
+    )
+
+
+class NodesTable:
+    name = NODES
+    text_column = TEXT_COLUMN
+
+    def __init__(
+        self, db: Database, max_node_records: int = 64, max_node_text_chars: int = 2000
+    ) -> None:
+        self.db = db
+        self.schema = nodes_schema(db.dim, db.model)
+        self.max_node_records = max_node_records
+        self.max_node_text_chars = max_node_text_chars
+
+    def table(self, create: bool = False) -> Any | None:
+        return self.db.table(NODES, create, self.schema)
+
+    def upsert(self, updates: Sequence[NodeUpdate], embedder: Embedder) -> int:
+        """Fold `updates` into their nodes; only changed rows are written and only changed
+        embedding texts re-embedded. Returns the number of rows written."""
+        if not updates:
+            return 0
+        tbl = self.table(create=True)
+        pending = self._merge(tbl, updates)
+        self.db.write(NODES, tbl, pending, embedder, TEXT_COLUMN)
+        return len(pending.rows)
+
+    def _merge(self, tbl: Any, updates: Sequence[NodeUpdate]) -> Pending:
+        existing = self.db.read_by_ids(tbl, [u.id for u in updates])
+        pending = Pending()
+        for up in updates:
+            old, vector = existing.get(up.id, (None, None))
+            row = merge_node(old, up, self.max_node_records, self.max_node_text_chars)
+            if row == old:
+                continue
+            # Same embedded text, same embedding: only links or provenance changed.
+            embedded = _node_embedding_text(row)
+            keep = vector if old is not None and _node_embedding_text(old) == embedded else None
+            pending.add(row, keep, embedded)
+        return pending
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def search_vectors(
+        self,
+        namespace: str,
+        vectors: np.ndarray,
+        limit: int,
+        node_types: Iterable[NodeType | str] | None = None,
+    ) -> list[list[dict[str, Any]]]:
+        where = _node_filter(namespace, node_types)
+        return self.db.search_vectors(NODES, where, vectors, limit, namespace)
+
+    def search_vector(
+        self,
+        namespace: str,
+        vec: np.ndarray,
+        limit: int,
+        node_types: Iterable[NodeType | str] | None = None,
+    ) -> list[dict[str, Any]]:
+        return self.search_vectors(namespace, np.asarray([vec]), limit, node_types)[0]
+
+    def search_text(
+        self,
+        namespace: str,
+        text: str,
+        limit: int,
+        node_types: Iterable[NodeType | str] | None = None,
+    ) -> list[dict[str, Any]]:
+        where = _node_filter(namespace, node_types)
+        return self.db.search_text(NODES, TEXT_COLUMN, where, text, limit)
+
+    def temporal(self, namespace: str) -> list[dict[str, Any]]:
+        """Every temporal node of a namespace (a few per month of conversation), by key."""
+        tbl = self.table()
+        if tbl is None:
+            return []
+        where = _node_filter(namespace, [NodeType.temporal])
+        rows = tbl.search().where(where).select(["id", "key", "record_ids"]).limit(None).to_list()
+        return sorted(rows, key=lambda r: str(r["key"]))
+
+
+def combine_updates(updates: Sequence[NodeUpdate]) -> list[NodeUpdate]:
+    """Fold updates of the same node (across batches, in order) into one per node.
+
+    Equivalent to applying them one after another with `merge_node`: a record met again
+    moves to the newest position, the first label stays, and later provenance wins.
+    """
+    merged: dict[str, NodeUpdate] = {}
+    for up in updates:
+        prev = merged.get(up.id)
+        if prev is None:
+            merged[up.id] = up
+            continue
+        ids, texts = _link(
+            zip(prev.record_ids, prev.texts, strict=True),
+            zip(up.record_ids, up.texts, strict=True),
+        )
+        merged[up.id] = NodeUpdate(
+            namespace=up.namespace,
+            node_type=up.node_type,
+            key=up.key,
+            label=prev.label,
+            record_ids=tuple(ids),
+            texts=tuple(texts),
+            session_id=up.session_id or prev.session_id,
+            first_turn_id=up.first_turn_id or prev.first_turn_id,
+            last_turn_id=up.last_turn_id or prev.last_turn_id,
+            updated_at=_latest(prev.updated_at, up.updated_at),
+        )
+    return list(merged.values())
+
+
+def merge_node(
+    existing: dict[str, Any] | None,
+    update: NodeUpdate,
+    max_records: int = 64,
+    max_text_chars: int = 2000,
+) -> dict[str, Any]:
+    """The row to write for `update` over the stored row `existing` (without `vector`).
+
+    Links are existing then new, a repeated id moved to the newest place, and only the
+    newest `max_records` kept; `record_texts` stays aligned with `record_ids` so the
+    search text can be rebuilt whenever the bounds change.
+    """
+    old = existing or {}
+    ids, texts = _link(
+        zip(old.get("record_ids") or [], old.get("record_texts") or [], strict=True),
+        zip(update.record_ids, update.texts, strict=True),
+    )
+    ids, texts = ids[-max_records:], [t[:max_text_chars] for t in texts[-max_records:]]
+    label = old.get("label") or update.label
+    return {
+        "id": update.id,
+        "namespace": update.namespace,
+        "node_type": update.node_type.value,
+        "key": update.key,
+        "label": label,
+        "text": node_text(label, texts, max_text_chars),
+        "record_ids": ids,
+        "record_texts": texts,
+        "session_id": update.session_id or old.get("session_id"),
+        "first_turn_id": update.first_turn_id or old.get("first_turn_id"),
+        "last_turn_id": update.last_turn_id or old.get("last_turn_id"),
+        "updated_at": _latest(naive(old.get("updated_at")), update.updated_at),
+    }
+
+
+def node_text(label: str, texts: Sequence[str], max_chars: int = 2000) -> str:
+    """Label, then the linked texts newest first, cut at `max_chars`.
+
+    Newest first because embedding models truncate long inputs: what they see is the
+    label and the most recent evidence.
+    """
+    parts = [label]
+    size = len(label)
+    for text in reversed(texts):
+        room = max_chars - size - 1
+        if room <= 0:
+            break
+        parts.append(text[:room])
+        size += 1 + min(len(text), room)
+    return "\n".join(parts)[:max_chars]
+
+
+def _link(
+    old: Iterable[tuple[str, str]], new: Iterable[tuple[str, str]]
+) -> tuple[list[str], list[str]]:
+    """Old links then new ones; a repeated id keeps only its newest position and text."""
+    out: dict[str, str] = {}
+    for rid, text in (*old, *new):
+        out.pop(rid, None)
+        out[rid] = text
+    return list(out), list(out.values())
+
+
+def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
+    if a is None or b is None:
+        return a or b
+    return max(a, b)
+
+
+def _node_filter(namespace: str, node_types: Iterable[NodeType | str] | None) -> str:
+    clause = namespace_filter(namespace)
+    if node_types is not None:
+        # An empty selection matches nothing (`IN ()` is not valid SQL).
+        types = sorted({NodeType(t).value for t in node_types})
+        clause += (
+            f" AND node_type IN ({', '.join(sql_quote(t) for t in types)})"
+            if types
+            else " AND false"
+        )
+    return clause
+
+
+NODE_EMBED_CHARS = 480
+
+
+def _node_embedding_text(row: dict[str, Any]) -> str:
+    """What a node's vector is computed from.
+
+    Temporal nodes are found by key, so their vector comes from the label alone. Other
+    nodes embed their label and their OLDEST linked texts up to `NODE_EMBED_CHARS`: the
+    head stops changing once it is full, so a busy node is not re-embedded every time it
+    gains a link (MiniLM reads only 256 tokens anyway); the full merged text stays in the
+    full-text index.
+    """
+    if row["node_type"] == NodeType.temporal.value:
+        return str(row["label"])
+    return "\n".join([str(row["label"]), *map(str, row.get("record_texts") or [])])[
+        :NODE_EMBED_CHARS
+    ]

@@ -1,0 +1,167 @@
+"""The `turns` table: raw turns with the embedding the segmenter computed for them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from schemas import RawTurn
+from workers.store.database import (
+    DIM_KEY,
+    MODEL_KEY,
+    Database,
+    EmbeddingMismatch,
+    group_by_query,
+    naive,
+    namespace_filter,
+    sql_quote,
+)
+
+TURNS = "turns"
+TEXT_COLUMN = "text"
+
+_READ_COLUMNS = [
+    "id", "namespace", "session_id", "turn_id", "exchange_id", "seq", "idx",
+    "role", "speaker", "text", "session_date",
+]  # fmt: skip
+
+
+def turns_schema(dim: int, model: str) -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("namespace", pa.string()),
+            ("session_id", pa.string()),
+            ("turn_id", pa.string()),
+            ("exchange_id", pa.string()),
+            ("seq", pa.int64()),
+            ("idx", pa.int32()),
+            ("role", pa.string()),
+            ("speaker", pa.string()),
+            ("content", pa.string()),
+            ("image_caption", pa.string()),
+            ("text", pa.string()),
+            ("session_date", pa.timestamp("us")),
+            ("created_at", pa.timestamp("us", tz="UTC")),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ],
+        metadata={MODEL_KEY: model, DIM_KEY: str(dim)},
+    )
+
+
+def turn_row_id(namespace: str, session_id: str, turn_id: str) -> str:
+    return f"{namespace}/{session_id}/{turn_id}"
+
+
+class TurnsTable:
+    name = TURNS
+    text_column = TEXT_COLUMN
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.schema = turns_schema(db.dim, db.model)
+
+    def table(self, create: bool = False) -> Any | None:
+        return self.db.table(TURNS, create, self.schema)
+
+    def upsert(self, turns: Sequence[RawTurn]) -> int:
+        """One merge_insert for the batch; the last version of a repeated id wins."""
+        if not turns:
+            return 0
+        for tr in turns:
+            if tr.embedding_model != self.db.model or len(tr.embedding) != self.db.dim:
+                raise EmbeddingMismatch(
+                    f"turn {tr.turn_id} of {tr.namespace} carries {tr.embedding_model} "
+                    f"({len(tr.embedding)}-d); the store holds {self.db.model} ({self.db.dim}-d)"
+                )
+        rows = {turn_row_id(t.namespace, t.session_id, t.turn_id): t for t in turns}
+        tbl = self.table(create=True)
+        assert tbl is not None
+        data = pa.Table.from_pylist(
+            [_turn_row(rid, t) for rid, t in rows.items()], schema=tbl.schema
+        )
+        tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        self.db.ensure_indexes(TURNS, tbl, TEXT_COLUMN)
+        return len(rows)
+
+    def search_vectors(
+        self, namespace: str, vectors: np.ndarray, limit: int, session_id: str | None = None
+    ) -> list[list[dict[str, Any]]]:
+        """One search for several query vectors (as fast as one): a result list per vector."""
+        tbl = self.table()
+        if tbl is None or len(vectors) == 0:
+            return [[] for _ in range(len(vectors))]
+        where = namespace_filter(namespace, session_id)
+        query = [np.asarray(v, dtype=np.float32) for v in vectors]
+        q = self.db.vector_query(tbl, TURNS, query, where, namespace)
+        return group_by_query(
+            q.select([*_READ_COLUMNS, "_distance"]).limit(limit).to_list(), len(vectors)
+        )
+
+    def search_text(
+        self, namespace: str, text: str, limit: int, session_id: str | None = None
+    ) -> list[dict[str, Any]]:
+        tbl = self.table()
+        if tbl is None or not text.strip():
+            return []
+        q = (
+            tbl.search(text, query_type="fts", fts_columns=TEXT_COLUMN)
+            .where(namespace_filter(namespace, session_id), prefilter=True)
+            .select([*_READ_COLUMNS, "_score"])
+            .limit(limit)
+        )
+        return list(q.to_list())
+
+    def near(self, namespace: str, spans: Sequence[tuple[str, int, int]]) -> list[dict[str, Any]]:
+        """Turns of `namespace` in the given `(session_id, first_seq, last_seq)` spans."""
+        tbl = self.table()
+        if tbl is None or not spans:
+            return []
+        ranges = " OR ".join(
+            f"(session_id = {sql_quote(s)} AND seq >= {int(lo)} AND seq <= {int(hi)})"
+            for s, lo, hi in spans
+        )
+        q = (
+            tbl.search()
+            .where(f"{namespace_filter(namespace)} AND ({ranges})", prefilter=True)
+            .select(_READ_COLUMNS)
+            .limit(None)
+        )
+        return list(q.to_list())
+
+    def ids(self, namespace: str) -> set[str]:
+        """Turn ids of a namespace as of the latest version, whoever wrote it."""
+        tbl = self.table()
+        if tbl is None:
+            return set()
+        rows = (
+            tbl.search()
+            .where(namespace_filter(namespace))
+            .select(["turn_id"])
+            .limit(None)
+            .to_list()
+        )
+        return {r["turn_id"] for r in rows}
+
+
+def _turn_row(rid: str, t: RawTurn) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "namespace": t.namespace,
+        "session_id": t.session_id,
+        "turn_id": t.turn_id,
+        "exchange_id": t.exchange_id,
+        "seq": t.seq,
+        "idx": t.index,
+        "role": t.role.value,
+        "speaker": t.speaker,
+        "content": t.text,
+        "image_caption": t.image_caption,
+        "text": t.rendered(),
+        "session_date": naive(t.session_date),
+        "created_at": t.created_at,
+        "vector": t.embedding,
+    }
