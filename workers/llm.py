@@ -17,6 +17,7 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import openai
@@ -76,6 +77,25 @@ def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.
     )
 
 
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How one LLM call is tried: attempts, the deadline of each, and the full-jitter
+    backoff between them (`uniform(0, min(max_delay_s, base_delay_s * 2**n))`)."""
+
+    max_attempts: int = 3
+    timeout_s: float = 30.0
+    base_delay_s: float = 0.25
+    max_delay_s: float = 4.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+
+    def with_(self, **changes: Any) -> RetryPolicy:
+        """This policy with some fields changed (None leaves a field as it is)."""
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
 class CompletionError(LycheeError):
     """No completion came back; `str()` is `reason`.
 
@@ -106,21 +126,19 @@ async def complete(
     messages: list[dict[str, str]],
     *,
     json_mode: bool,
-    timeout_s: float,
-    max_attempts: int,
-    base_delay_s: float,
-    max_delay_s: float,
+    policy: RetryPolicy,
     sleep: Sleep,
     rng: random.Random,
 ) -> ChatCompletion:
     """One completion at temperature 0 (JSON mode when `json_mode`), retried on
-    `is_retryable` errors; each attempt has one deadline of `timeout_s`.
+    `is_retryable` errors under `policy`; each attempt has one deadline of `timeout_s`.
 
     Backoff is full jitter (`uniform(0, min(max_delay_s, base_delay_s * 2**n))`), never less
     than the server's Retry-After. A Retry-After longer than `max_delay_s` ends the attempts
     at once. Raises CompletionError when no completion came back.
     """
-    for attempt in range(1, max_attempts + 1):
+    timeout_s, max_delay_s = policy.timeout_s, policy.max_delay_s
+    for attempt in range(1, policy.max_attempts + 1):
         try:
             async with asyncio.timeout(timeout_s):
                 return await client.chat.completions.create(
@@ -138,27 +156,24 @@ async def complete(
                     retryable_exhausted=False,
                 ) from exc
             hint = retry_after_s(exc)
-            if attempt == max_attempts or (hint or 0.0) > max_delay_s:
+            if attempt == policy.max_attempts or (hint or 0.0) > max_delay_s:
                 raise CompletionError(
                     f"LLM unavailable after {attempt} attempt(s): {describe(exc)}",
                     error=exc,
                     retryable_exhausted=True,
                     retry_after_s=hint,
                 ) from exc
-            ceiling = min(max_delay_s, base_delay_s * 2 ** (attempt - 1))
+            ceiling = min(max_delay_s, policy.base_delay_s * 2 ** (attempt - 1))
             await sleep(max(rng.uniform(0, ceiling), hint or 0.0))
     raise AssertionError("unreachable")  # the loop returns or raises (max_attempts >= 1)
 
 
 class ChatCaller:
-    """A model behind a client, called through `complete` with the retry settings it holds:
-    the common base of LLMEncoder, LLMPlanner and LLMAnswerer. Each subclass states its own
-    defaults as class attributes; keyword arguments left as None take them."""
+    """A model behind a client, called through `complete` with its retry policy: the common
+    base of LLMEncoder, LLMPlanner and LLMAnswerer. Each subclass states its default
+    `policy` as a class attribute."""
 
-    max_attempts = 3
-    timeout_s = 30.0
-    base_delay_s = 0.25
-    max_delay_s = 4.0
+    policy = RetryPolicy()
     json_mode = True
 
     def __init__(
@@ -166,26 +181,15 @@ class ChatCaller:
         client: openai.AsyncOpenAI,
         model: str,
         *,
-        max_attempts: int | None = None,
-        timeout_s: float | None = None,
-        base_delay_s: float | None = None,
-        max_delay_s: float | None = None,
+        policy: RetryPolicy | None = None,
         json_mode: bool | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        if max_attempts is not None:
-            self.max_attempts = max_attempts
-        if timeout_s is not None:
-            self.timeout_s = timeout_s
-        if base_delay_s is not None:
-            self.base_delay_s = base_delay_s
-        if max_delay_s is not None:
-            self.max_delay_s = max_delay_s
+        if policy is not None:
+            self.policy = policy
         if json_mode is not None:
             self.json_mode = json_mode
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be at least 1")
         self.client = client
         self.model = model
         self._sleep = sleep
@@ -199,10 +203,7 @@ class ChatCaller:
             self.model,
             messages,
             json_mode=self.json_mode,
-            timeout_s=self.timeout_s,
-            max_attempts=self.max_attempts,
-            base_delay_s=self.base_delay_s,
-            max_delay_s=self.max_delay_s,
+            policy=self.policy,
             sleep=self._sleep,
             rng=rng,
         )

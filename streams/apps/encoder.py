@@ -29,11 +29,10 @@ def make_encoder(settings: Settings) -> SegmentEncoder:
     if llm is None:
         return ExtractiveEncoder()
     client, model = llm
-    return GuardedLLMEncoder(
-        LLMEncoder(
-            client, model, max_attempts=settings.llm_max_attempts, timeout_s=settings.llm_timeout_s
-        )
+    policy = LLMEncoder.policy.with_(
+        max_attempts=settings.llm_max_attempts, timeout_s=settings.llm_timeout_s
     )
+    return GuardedLLMEncoder(LLMEncoder(client, model, policy=policy))
 
 
 def build(settings: Settings) -> faust.App:

@@ -25,8 +25,9 @@ from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
+from workers.query.planner import HeuristicPlanner, Planner
 from workers.query.rerank import load_reranker
-from workers.query.service import HeuristicPlanner, Planner, QueryDeps, QueryService
+from workers.query.service import QueryDeps, QueryService
 
 log = structlog.get_logger("lychee.query")
 
@@ -47,9 +48,9 @@ def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, timeout_s: float) -
     """One LLM planning call when an LLM is configured, else the heuristic planner."""
     if llm is None:
         return HeuristicPlanner()
-    from workers.query.planner import LLMPlanner
+    from workers.query.planner.llm import LLMPlanner
 
-    return LLMPlanner(*llm, timeout_s=timeout_s)
+    return LLMPlanner(*llm, policy=LLMPlanner.policy.with_(timeout_s=timeout_s))
 
 
 class QueryHandler:
@@ -73,7 +74,11 @@ class QueryHandler:
                     store=open_store(s, embedder),
                     embedder=embedder,
                     planner=make_planner(llm, s.llm_timeout_s),
-                    answerer=LLMAnswerer(*llm, timeout_s=s.llm_timeout_s) if llm else None,
+                    answerer=LLMAnswerer(
+                        *llm, policy=LLMAnswerer.policy.with_(timeout_s=s.llm_timeout_s)
+                    )
+                    if llm
+                    else None,
                     reranker=await asyncio.to_thread(load_reranker, s.reranker_model),
                 )
                 self._service = QueryService(

@@ -27,55 +27,61 @@ from schemas.records import (
     Temporal,
 )
 from workers.encoder.records import EncodedSegment, build_record
+from workers.vocabulary import (
+    MONTH_NUMBERS,
+    MONTH_PATTERN,
+    MONTHS,
+    TAG_STOPWORDS,
+    WEEKDAYS,
+    wordset,
+)
 
 MAX_ENTITIES = 8
 MAX_TAGS = 5
 MIN_WORDS = 4  # a shorter sentence is kept only when it names something or has a number
 
 
-def _wordlist(text: str) -> list[str]:
-    return text.split()
-
-
-def _wordset(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
-_MONTHS = _wordlist(
-    "January February March April May June July August September October November December"
-)
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _NUMBERS = {"a": 1, "an": 1} | {
     w: i
     for i, w in enumerate(
-        _wordlist("one two three four five six seven eight nine ten eleven twelve"), 1
+        [
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ],
+        1,
     )
 }
-_CALENDAR = {m.lower() for m in _MONTHS} | set(_WEEKDAYS)
+_CALENDAR = {m.lower() for m in MONTHS} | set(WEEKDAYS)
 _NUM = r"(?:\d{1,3}|" + "|".join(_NUMBERS) + ")"
-_MON = (
-    r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
-)
 _RELATIVE = re.compile(
     r"\b(?:(?P<simple>yesterday|today|tonight|tomorrow|last night)"
-    rf"|(?P<rel>last|this|next) (?P<what>{'|'.join(_WEEKDAYS)}|week|month|year)"
-    rf"|on (?P<on>{'|'.join(_WEEKDAYS)})"
+    rf"|(?P<rel>last|this|next) (?P<what>{'|'.join(WEEKDAYS)}|week|month|year)"
+    rf"|on (?P<on>{'|'.join(WEEKDAYS)})"
     rf"|(?P<ago>{_NUM}) (?P<ago_unit>day|week|month|year)s? ago"
     rf"|in (?P<inn>{_NUM}) (?P<in_unit>day|week|month|year)s?)\b",
     re.IGNORECASE,
 )
 _EXPLICIT = re.compile(
     r"\b(?:(?P<iso>\d{4}-\d{2}-\d{2})"
-    rf"|(?P<d1>\d{{1,2}})(?:st|nd|rd|th)? (?P<m1>{_MON}),? (?P<y1>\d{{4}})"
-    rf"|(?P<m2>{_MON}) (?P<d2>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y2>\d{{4}})"
-    rf"|(?P<m3>{_MON}),? (?P<y3>\d{{4}})"
+    rf"|(?P<d1>\d{{1,2}})(?:st|nd|rd|th)? (?P<m1>{MONTH_PATTERN}),? (?P<y1>\d{{4}})"
+    rf"|(?P<m2>{MONTH_PATTERN}) (?P<d2>\d{{1,2}})(?:st|nd|rd|th)?,? (?P<y2>\d{{4}})"
+    rf"|(?P<m3>{MONTH_PATTERN}),? (?P<y3>\d{{4}})"
     r"|(?:in|since|during|of) (?P<y4>(?:19|20)\d{2}))\b",
     re.IGNORECASE,
 )
 _FUTURE = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to)\b|['’]ll\b", re.IGNORECASE)
 # A word before the phrase that already says how the date relates ("since last week").
-_PREPOSITIONS = _wordset("since until till by before after from on in during of for around")
+_PREPOSITIONS = wordset("since until till by before after from on in during of for around")
 
 _ADVERBS = (
     "really|also|just|still|always|never|usually|often|sometimes|actually|totally|definitely|even"
@@ -96,7 +102,7 @@ _IRREGULAR = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "don�
 _IRREGULAR |= {"haven't": "hasn't", "haven’t": "hasn’t"}
 # Present-tense verbs conjugated after the speaker's name; any other word is left as written,
 # since "read" or "went" must not become "reads" or "wents".
-_VERBS = _wordset(
+_VERBS = wordset(
     "love like enjoy want need think feel hope know go work live play plan prefer hate miss "
     "wish wonder find keep use teach volunteer paint run write cook bake believe guess mean "
     "agree remember try get make take see say visit practice study collect own dance sing "
@@ -104,7 +110,7 @@ _VERBS = _wordset(
     "understand stay start hear give bring come promise mentor rely recommend learn call meet fly "
     "leave move travel drive walk"
 )
-_FILLER = _wordset(
+_FILLER = wordset(
     "hi hello hey there thanks thank you so much very really oh wow aw aww haha hahaha lol ok "
     "okay sure yes yeah yep no nope cool nice great awesome amazing wonderful lovely sweet glad "
     "congrats congratulations good luck bye see later take care night morning totally exactly "
@@ -116,20 +122,7 @@ _FILLER = _wordset(
 _GREETING = re.compile(
     r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|haha\w*|aww*|thanks)\b[^,.!]{0,20}[,!.]\s+)+", re.I
 )
-_STOPWORDS = _wordset(
-    "that this with have from they them their there what when were been will would could should "
-    "about just really also some very much more like know think going into your yours than then "
-    "these those only even well because which while where here doing being does things thing "
-    "something anything everything always never still such over after before again other "
-    "others each most many sure yeah thanks great awesome amazing glad haha cause though "
-    "through gonna wanna didn doesn wasn couldn wouldn shouldn haven hasn aren weren isn "
-    "love feel want make made time good lots pretty totally definitely super kind keep "
-    "right said says getting maybe actually probably especially another every nice cool "
-    "wonderful today tomorrow yesterday tonight week weeks month months year years days "
-    "last next ago hope take took come came back around whole since until image shared "
-    "photo picture someone thank ours mine myself"
-)
-_CAP_STOP = _wordset(
+_CAP_STOP = wordset(
     "I I. I'm I've I'll I'd I’m I’ve I’ll I’d The A An My Our It This That Oh Hey Hi OK"
 )
 _CAP_STOP |= {w.capitalize() for w in _CALENDAR}
@@ -203,12 +196,10 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
     for (tid, turn), body in zip(turns, bodies, strict=True):
         role = _SOURCE_ROLES.get(turn.role, "")
         who, caption = turn.speaker or turn.role.value, (turn.image_caption or "").strip()
-        for kind, text, entities, tags, t_ref in _drafts(
-            who, bool(turn.speaker), body, caption, scope
-        ):
+        for d in _drafts(who, bool(turn.speaker), body, caption, scope):
             rec = build_record(
-                segment, kind, text, [tid], entities=entities, tags=tags,
-                temporal=Temporal(t_ref=t_ref), source_role=role,
+                segment, d.kind, d.text, [tid], entities=d.entities, tags=d.tags,
+                temporal=Temporal(t_ref=d.t_ref), source_role=role,
             )  # fmt: skip
             seen = records.setdefault(rec.record_id, rec)  # the same statement twice: one record
             evidence = list(dict.fromkeys([*seen.evidence, tid]))
@@ -216,11 +207,19 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
     return EncodedSegment(list(records.values()), _context(speakers, base))
 
 
-_Draft = tuple[MemoryType, str, list[str], list[str], str]
+@dataclass(frozen=True)
+class _Draft:
+    """One statement of a turn before it becomes a record."""
+
+    kind: MemoryType
+    text: str
+    entities: list[str]
+    tags: list[str]
+    t_ref: str = ""
 
 
 def _drafts(who: str, named: bool, body: str, caption: str, scope: _Scope) -> list[_Draft]:
-    """(type, text, entities, tags, t_ref) of each kept sentence of one turn, then its image."""
+    """A draft for each kept sentence of one turn, then one for its image."""
     subject = who if named else f"the {who}"
     speaker = [who] if named else []
     out: list[_Draft] = []
@@ -234,13 +233,13 @@ def _drafts(who: str, named: bool, body: str, caption: str, scope: _Scope) -> li
         ]
         entities = (speaker + _entities(sentence, scope.known))[:MAX_ENTITIES]
         kind = _memory_type(sentence, t_ref)
-        out.append((kind, text, entities, _tags(sentence, scope), t_ref))
+        out.append(_Draft(kind, text, entities, _tags(sentence, scope), t_ref))
     shown = caption.rstrip(".")
     if shown:
         lead = _CAPTION_LEAD.match(shown)
         phrase = f"an image of {shown[lead.end() :]}" if lead else f"an image: {shown}"
         text = _capitalize(f"{subject} shared {phrase}.")
-        out.append((MemoryType.fact, text, speaker, _tags(shown, scope), ""))
+        out.append(_Draft(MemoryType.fact, text, speaker, _tags(shown, scope)))
     return out
 
 
@@ -294,14 +293,14 @@ def _capitalize(text: str) -> str:
 
 
 _DAY_AFTER = re.compile(
-    rf",?\s+(?:the\s+)?(?:{_MON}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?\s+{_MON})",
+    rf",?\s+(?:the\s+)?(?:{MONTH_PATTERN}\s+\d{{1,2}}(?:st|nd|rd|th)?\b|\d{{1,2}}(?:st|nd|rd|th)?(?:\s+of)?\s+{MONTH_PATTERN})",
     re.IGNORECASE,
 )
 
 
 def _dated_weekday(m: re.Match[str], sentence: str) -> bool:
     """`on Sunday, May 19th`: the weekday names a day the sentence dates itself."""
-    weekday = m.group("on") or (m.group("what") or "").lower() in _WEEKDAYS
+    weekday = m.group("on") or (m.group("what") or "").lower() in WEEKDAYS
     return bool(weekday) and bool(_DAY_AFTER.match(sentence, m.end()))
 
 
@@ -355,7 +354,7 @@ def _relative(m: re.Match[str], base: datetime, future_tense: bool) -> tuple[str
     found = _parse(phrase, base.isoformat(), future)
     if found is None:
         return None
-    month = f"{_MONTHS[found.month - 1]} {found.year}"
+    month = f"{MONTHS[found.month - 1]} {found.year}"
     if unit == "year":
         return "in", str(found.year), f"{found.year:04d}"
     if unit == "month":
@@ -384,7 +383,7 @@ def _explicit(m: re.Match[str]) -> str:
         if m.group("iso"):
             return date.fromisoformat(m.group("iso")).isoformat()
         name = (m.group("m1") or m.group("m2") or m.group("m3")).lower()[:3]
-        month = next(i for i, full in enumerate(_MONTHS, 1) if full.lower().startswith(name))
+        month = MONTH_NUMBERS[name]
         year = int(m.group("y1") or m.group("y2") or m.group("y3"))
         day = m.group("d1") or m.group("d2")
         return date(year, month, int(day)).isoformat() if day else f"{year:04d}-{month:02d}"
@@ -421,7 +420,7 @@ def _entities(sentence: str, known: Set[str]) -> list[str]:
 
 def _words(text: str, speakers: Set[str]) -> list[str]:
     """Content words: lowercase, 4+ letters, no stopword, number, date word or speaker name."""
-    skip = _STOPWORDS | _CALENDAR | _NUMBERS.keys() | {s.lower() for s in speakers}
+    skip = TAG_STOPWORDS | _CALENDAR | _NUMBERS.keys() | {s.lower() for s in speakers}
     words = (re.sub(r"['’]s$", "", w) for w in _WORD.findall(text.lower()))
     return [w for w in words if len(w) >= 4 and w.isalpha() and w not in skip]
 

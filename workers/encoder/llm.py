@@ -25,6 +25,7 @@ from workers.encoder.records import EncodedSegment, build_record, segment_turns
 from workers.llm import (
     ChatCaller,
     CompletionError,
+    RetryPolicy,
     content,
     json_object,
     schema_errors,
@@ -62,10 +63,7 @@ class LLMEncoder(ChatCaller):
     at once: such a wait belongs to the caller's pause, not to a sleeping task.
     """
 
-    max_attempts = 5
-    timeout_s = 60.0
-    base_delay_s = 0.5
-    max_delay_s = 30.0
+    policy = RetryPolicy(max_attempts=5, timeout_s=60.0, base_delay_s=0.5, max_delay_s=30.0)
 
     async def encode(self, segment: Segment, reference_context: str) -> EncodedSegment:
         """Records of `segment`: LLMUnavailable means later, InvalidEncoderOutput dead-letter;

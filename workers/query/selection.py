@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
+from workers.vocabulary import SIMILARITY_STOPWORDS
+
 RRF_KAPPA = 60
 
 
@@ -36,13 +38,6 @@ SIGNATURE_WEIGHTS: Mapping[str, float] = dict(
     session=0.15, entities=0.20, queries=0.10, nodes=0.15, turns=0.20, text=0.20
 )
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-_STOPWORD_TEXT = (
-    "a an the and or but if of to in on at by for with from as is are was were be been being "
-    "it its this that these those i me my we our you your he him his she her they them their "
-    "do does did have has had not no so than then there here what when where which who how "
-    "about into over just also very can will would could should"
-)
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @dataclass(frozen=True)
@@ -175,7 +170,9 @@ def route_quota(k: int, routes: int) -> int:
 
 def _tokens(text: str) -> frozenset[str]:
     """Lowercased word tokens without stopwords or single characters."""
-    return frozenset(t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in _STOPWORDS)
+    return frozenset(
+        t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in SIMILARITY_STOPWORDS
+    )
 
 
 def _signature(c: Candidate) -> dict[str, frozenset[str]]:

@@ -12,10 +12,8 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Protocol
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
-from schemas.plan import Plan, QuestionType, Route
 from schemas.query import Ablation
 from schemas.records import TokenUsage
 from workers.embedding import Embedder
@@ -23,7 +21,7 @@ from workers.llm import total_usage
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
-from workers.query.planner import heuristic_plan
+from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
 from workers.query.selection import Fused, RouteRanking, fuse_routes, select, sort_only
 from workers.store import EvidenceStore
@@ -42,28 +40,6 @@ class Stopwatch:
     def total(self) -> dict[str, float]:
         self.timings["total"] = round((time.perf_counter() - self._t0) * 1e3, 3)
         return self.timings
-
-
-class Planner(Protocol):
-    async def plan(self, question: str) -> tuple[Plan, TokenUsage]: ...
-
-
-class HeuristicPlanner:
-    """The planner without an LLM (DESIGN §8.2)."""
-
-    async def plan(self, question: str) -> tuple[Plan, TokenUsage]:
-        return heuristic_plan(question), TokenUsage()
-
-
-def single_route_plan(question: str) -> Plan:
-    """The no-planner ablation: one route whose only query is the question."""
-    return Plan(
-        question_type=QuestionType.single,
-        semantic_queries=[question],
-        temporal_filter=None,
-        routes=[Route(goal=question, queries=[question])],
-        source="heuristic",
-    )
 
 
 @dataclass(frozen=True)

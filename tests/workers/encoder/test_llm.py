@@ -70,7 +70,9 @@ def reply(*records: dict[str, Any], note: str = "Ines owns Rex.") -> dict[str, A
 
 
 def encoder(client: openai.AsyncOpenAI, sleeps: Sleeps | None = None, **kw: Any) -> LLMEncoder:
-    return LLMEncoder(client, MODEL, sleep=sleeps or Sleeps(), **kw)
+    json_mode = kw.pop("json_mode", None)
+    policy = LLMEncoder.policy.with_(**kw)
+    return LLMEncoder(client, MODEL, policy=policy, json_mode=json_mode, sleep=sleeps or Sleeps())
 
 
 # --- success ---------------------------------------------------------------------------

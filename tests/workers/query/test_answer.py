@@ -13,6 +13,7 @@ from schemas import EvidenceItem
 from tests.fakes.openai_server import FakeOpenAI, Reply, slow, status, text
 from tests.workers.conftest import Sleeps
 from workers.encoder.llm import EncoderError
+from workers.llm import RetryPolicy
 from workers.query.answer import (
     ANSWER_SYSTEM_PROMPT,
     AnswerUnavailable,
@@ -50,7 +51,9 @@ def evidence_context() -> str:
 
 
 def answerer(client: openai.AsyncOpenAI, sleeps: Sleeps | None = None, **kw: Any) -> LLMAnswerer:
-    return LLMAnswerer(client, MODEL, sleep=sleeps or Sleeps(), **kw)
+    json_mode = kw.pop("json_mode", None)
+    policy = LLMAnswerer.policy.with_(**kw)
+    return LLMAnswerer(client, MODEL, policy=policy, json_mode=json_mode, sleep=sleeps or Sleeps())
 
 
 # --- the prompt ------------------------------------------------------------------------
@@ -243,6 +246,6 @@ async def test_answer_blank_question_is_rejected_without_a_call(
     assert server.requests == []
 
 
-async def test_answerer_needs_at_least_one_attempt(client: openai.AsyncOpenAI) -> None:
+def test_retry_policy_needs_at_least_one_attempt() -> None:
     with pytest.raises(ValueError, match="max_attempts"):
-        LLMAnswerer(client, MODEL, max_attempts=0)
+        RetryPolicy(max_attempts=0)

@@ -1,0 +1,146 @@
+"""The heuristic planner (DESIGN §8.2): question types, routes and queries from the wording."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas.plan import MAX_QUERIES, MAX_ROUTE_QUERIES, MAX_ROUTES, QuestionType
+from workers.query.planner import heuristic_plan
+from workers.query.planner.wording import unique_queries
+
+SPEAKERS = ("Ana", "Bruno")
+
+
+# --- the heuristic: question types ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [
+        ("When did Ana move to the new flat?", QuestionType.temporal),
+        ("What date was the concert Bruno went to?", QuestionType.temporal),
+        ("How long ago did Ana start painting?", QuestionType.temporal),
+        ("Which year did Bruno finish school?", QuestionType.temporal),
+        ("Did Ana adopt the cat before the move?", QuestionType.temporal),
+        ("Did Bruno start running after the surgery?", QuestionType.temporal),
+        ("Can you compare the two laptops Ana looked at?", QuestionType.comparison),
+        ("Do Ana and Bruno both play the piano?", QuestionType.comparison),
+        ("What is the difference between the gym and the pool?", QuestionType.comparison),
+        ("Did Ana prefer tea or coffee?", QuestionType.comparison),
+        ("Does Bruno read more than Ana?", QuestionType.comparison),
+        ("How many books did Ana read?", QuestionType.aggregate),
+        ("List the cities Bruno visited.", QuestionType.aggregate),
+        ("What are all the pets Ana owns?", QuestionType.aggregate),
+        ("Which instruments have Bruno played?", QuestionType.aggregate),
+        ("Can you recommend a podcast for my commute?", QuestionType.personalized_advice),
+        ("What should I cook for dinner tonight?", QuestionType.personalized_advice),
+        ("Any advice on my morning routine?", QuestionType.personalized_advice),
+        ("What was the restaurant you recommended to me?", QuestionType.prior_assistant_response),
+        ("Remind me what you said about the hiking boots.", QuestionType.prior_assistant_response),
+        ("Did you mention a stretching routine?", QuestionType.prior_assistant_response),
+        ("What is Ana's favourite colour?", QuestionType.single),
+        ("Where does Bruno work?", QuestionType.single),
+    ],
+)
+def test_heuristic_question_type_from_wording(question: str, expected: QuestionType) -> None:
+    plan = heuristic_plan(question)
+    assert plan.question_type is expected
+    assert plan.source == "heuristic"
+
+
+# --- the heuristic: routes -------------------------------------------------------------
+
+
+def test_two_named_speakers_get_one_route_each() -> None:
+    plan = heuristic_plan("What do Ana and Bruno like to cook?", SPEAKERS)
+
+    assert [r.speaker for r in plan.routes] == ["Ana", "Bruno"]
+    ana, bruno = plan.routes
+    assert ana.queries[0] == "Ana like to cook"
+    assert bruno.queries[0] == "Bruno like to cook"
+    assert all("Bruno" not in q for q in ana.queries[:3])
+    assert "speaker: Ana" in ana.constraints
+
+
+def test_speakers_are_found_without_a_speaker_list_too() -> None:
+    plan = heuristic_plan("What hobbies did Ana share with Bruno?")
+    assert [r.speaker for r in plan.routes] == ["Ana", "Bruno"]
+
+
+def test_one_named_speaker_gives_one_route_with_that_speaker() -> None:
+    plan = heuristic_plan("Where did Ana go to Lisbon from?", SPEAKERS)
+    assert len(plan.routes) == 1
+    assert plan.routes[0].speaker == "Ana"
+
+
+def test_a_place_after_a_preposition_is_not_a_second_person() -> None:
+    plan = heuristic_plan("Why did Ana move to Lisbon?")
+    assert len(plan.routes) == 1
+    assert plan.routes[0].speaker == "Ana"
+
+
+def test_comparison_x_or_y_gets_one_route_per_item() -> None:
+    plan = heuristic_plan("Which did Ana enjoy more, the hiking trip or the cooking class?")
+
+    assert plan.question_type is QuestionType.comparison
+    assert [r.queries[0] for r in plan.routes] == [
+        "Ana enjoy more the hiking trip",
+        "Ana enjoy more the cooking class",
+    ]
+    assert [r.speaker for r in plan.routes] == ["Ana", "Ana"]
+    assert "cooking" not in plan.routes[0].queries[0]
+
+
+def test_comparison_between_two_speakers_sets_each_routes_speaker() -> None:
+    plan = heuristic_plan("Who is older, Ana or Bruno?", SPEAKERS)
+    assert [r.speaker for r in plan.routes] == ["Ana", "Bruno"]
+    assert plan.routes[0].queries[0] == "older Ana"
+
+
+def test_single_question_gets_one_route_with_the_question_and_key_phrases() -> None:
+    plan = heuristic_plan("What kind of car does Bruno drive?", SPEAKERS)
+
+    assert len(plan.routes) == 1
+    assert plan.semantic_queries == [
+        "What kind of car does Bruno drive?",
+        "kind of car Bruno drive",  # the key phrase: no question words or auxiliaries
+        "car",  # runs of content words
+        "Bruno drive",
+    ]
+    assert plan.routes[0].queries == plan.semantic_queries
+    assert plan.routes[0].speaker == "Bruno"
+    assert plan.temporal_filter is None
+
+
+# --- the heuristic: queries ------------------------------------------------------------
+
+
+def test_queries_are_deduped_case_insensitively_and_capped() -> None:
+    assert unique_queries(["Ana", " ana ", "ANA", "Bruno  runs", "bruno runs", ""], 5) == [
+        "Ana",
+        "Bruno runs",
+    ]
+    assert unique_queries([f"q{i}" for i in range(40)], 16) == [f"q{i}" for i in range(16)]
+
+
+def test_heuristic_plan_respects_the_caps_and_has_no_duplicates() -> None:
+    names = [f"Name{chr(65 + i)}" for i in range(12)]
+    question = "What do " + ", ".join(names) + " and Zed like?"
+    plan = heuristic_plan(question, [*names, "Zed"])
+
+    assert len(plan.routes) == MAX_ROUTES
+    assert len(plan.semantic_queries) <= MAX_QUERIES
+    assert all(len(r.queries) <= MAX_ROUTE_QUERIES for r in plan.routes)
+    folded = [" ".join(q.casefold().split()) for q in plan.semantic_queries]
+    assert len(folded) == len(set(folded))
+
+
+def test_heuristic_plan_is_deterministic() -> None:
+    question = "Did Ana prefer tea or coffee on 8 May 2023?"
+    plans = [heuristic_plan(question, SPEAKERS).model_dump_json() for _ in range(3)]
+    assert len(set(plans)) == 1
+
+
+def test_blank_question_is_refused() -> None:
+    with pytest.raises(ValueError):
+        heuristic_plan("   ")

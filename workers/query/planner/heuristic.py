@@ -1,0 +1,109 @@
+"""The planner without an LLM (DESIGN §8.2): a plan from the wording alone."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from schemas.plan import MAX_QUERIES, MAX_ROUTE_QUERIES, MAX_ROUTES, Plan, QuestionType, Route
+from schemas.records import TokenUsage
+from workers.query.planner.dates import temporal_filter_of
+from workers.query.planner.wording import (
+    compared_items,
+    key_phrase,
+    named_people,
+    normalized,
+    noun_phrases,
+    question_type_of,
+    speaker_of,
+    tokens,
+    unique_queries,
+    without_items,
+)
+from workers.vocabulary import QUESTION_STOPWORDS
+
+
+def _focus_queries(item: str, others: Sequence[str], key: str) -> list[str]:
+    focused = without_items(key, others)
+    if normalized(item) not in normalized(focused):
+        focused = f"{item} {focused}"
+    content = [
+        t.text
+        for t in tokens(focused)
+        if t.is_word and t.date_span is None and t.text.lower() not in QUESTION_STOPWORDS
+    ]
+    return unique_queries([focused, " ".join(content), item, key], MAX_ROUTE_QUERIES)
+
+
+def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
+    """A plan from the wording alone (DESIGN §8.2): deterministic, no model, no I/O.
+
+    One route per compared item ("tea or coffee") in a comparison, else one per named
+    speaker when two or more are named, else a single route.
+    """
+    question = " ".join(question.split())
+    if not question:
+        raise ValueError("the question is blank")
+    qtype = question_type_of(question)
+    names = named_people(question, speakers)
+    key = key_phrase(question)
+    base = unique_queries([question, key, *noun_phrases(question)], MAX_QUERIES)
+    items = compared_items(question) if qtype is QuestionType.comparison else []
+    if len(items) < 2:
+        items = names if len(names) >= 2 else []
+
+    routes: list[Route] = []
+    only = names[0] if len(names) == 1 else None
+    for item in items[:MAX_ROUTES]:
+        others = [o for o in items if o != item]
+        speaker = speaker_of(item, names) or only
+        routes.append(
+            Route(
+                goal=f"Evidence about {item} for: {question}",
+                queries=_focus_queries(item, others, key),
+                constraints=[f"speaker: {speaker}"] if speaker else [],
+                speaker=speaker,
+            )
+        )
+    if not routes:
+        routes.append(
+            Route(
+                goal=f"Evidence needed to answer: {question}",
+                queries=base[:MAX_ROUTE_QUERIES],
+                constraints=[f"speaker: {only}"] if only else [],
+                speaker=only,
+            )
+        )
+    window = temporal_filter_of(question)
+    time_constraint = (
+        [f"time: {window.since or '...'} to {window.until or '...'}"] if window else []
+    )
+    return Plan(
+        question_type=qtype,
+        semantic_queries=unique_queries(
+            [*base, *(q for r in routes for q in r.queries)], MAX_QUERIES
+        ),
+        temporal_filter=window,
+        evidence_target=key or question,
+        evidence_constraints=[*names, *time_constraint],
+        constraints=[*(f"entity: {n}" for n in names), *time_constraint],
+        routes=routes,
+        source="heuristic",
+    )
+
+
+class HeuristicPlanner:
+    """The planner without an LLM (DESIGN §8.2)."""
+
+    async def plan(self, question: str) -> tuple[Plan, TokenUsage]:
+        return heuristic_plan(question), TokenUsage()
+
+
+def single_route_plan(question: str) -> Plan:
+    """The no-planner ablation: one route whose only query is the question."""
+    return Plan(
+        question_type=QuestionType.single,
+        semantic_queries=[question],
+        temporal_filter=None,
+        routes=[Route(goal=question, queries=[question])],
+        source="heuristic",
+    )
