@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import lancedb
 import numpy as np
@@ -25,6 +25,8 @@ from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
 
 log = structlog.get_logger("lychee.store")
+
+T = TypeVar("T")
 
 MODEL_KEY = "lychee.embedding_model"
 DIM_KEY = "lychee.embedding_dim"
@@ -348,6 +350,37 @@ class Database:
         data = to_arrow(pending.rows, vectors, tbl.schema)
         tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
         self.ensure_indexes(name, tbl, text_column)
+
+
+class Table:
+    """One table of the store: its name, schema and full-text column on the shared database."""
+
+    name: str
+    text_column: str
+
+    def __init__(self, db: Database, schema: pa.Schema) -> None:
+        self.db = db
+        self.schema = schema
+
+    def table(self, create: bool = False) -> Any | None:
+        return self.db.table(self.name, create, self.schema)
+
+
+class MergedTable(Table, Generic[T]):
+    """A table whose rows absorb repeated input (read, merge, write only what changed)."""
+
+    def _merge(self, tbl: Any, items: Sequence[T]) -> Pending:
+        raise NotImplementedError
+
+    def upsert(self, items: Sequence[T], embedder: Embedder) -> int:
+        """Merge `items` into their rows; only changed rows are written and only changed
+        texts embedded. Returns the number of rows written."""
+        if not items:
+            return 0
+        tbl = self.table(create=True)
+        pending = self._merge(tbl, items)
+        self.db.write(self.name, tbl, pending, embedder, self.text_column)
+        return len(pending.rows)
 
 
 def has_ann(tbl: Any) -> bool:

@@ -17,11 +17,11 @@ import numpy as np
 import pyarrow as pa
 
 from schemas.records import NodeType
-from workers.embedding import Embedder
 from workers.store.database import (
     DIM_KEY,
     MODEL_KEY,
     Database,
+    MergedTable,
     Pending,
     naive,
     namespace_filter,
@@ -81,30 +81,16 @@ def nodes_schema(dim: int, model: str) -> pa.Schema:
     )
 
 
-class NodesTable:
+class NodesTable(MergedTable[NodeUpdate]):
     name = NODES
     text_column = TEXT_COLUMN
 
     def __init__(
         self, db: Database, max_node_records: int = 64, max_node_text_chars: int = 2000
     ) -> None:
-        self.db = db
-        self.schema = nodes_schema(db.dim, db.model)
+        super().__init__(db, nodes_schema(db.dim, db.model))
         self.max_node_records = max_node_records
         self.max_node_text_chars = max_node_text_chars
-
-    def table(self, create: bool = False) -> Any | None:
-        return self.db.table(NODES, create, self.schema)
-
-    def upsert(self, updates: Sequence[NodeUpdate], embedder: Embedder) -> int:
-        """Fold `updates` into their nodes; only changed rows are written and only changed
-        embedding texts re-embedded. Returns the number of rows written."""
-        if not updates:
-            return 0
-        tbl = self.table(create=True)
-        pending = self._merge(tbl, updates)
-        self.db.write(NODES, tbl, pending, embedder, TEXT_COLUMN)
-        return len(pending.rows)
 
     def _merge(self, tbl: Any, updates: Sequence[NodeUpdate]) -> Pending:
         existing = self.db.read_by_ids(tbl, [u.id for u in updates])

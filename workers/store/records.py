@@ -15,11 +15,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.records import MemoryRecord
-from workers.embedding import Embedder
 from workers.store.database import (
     DIM_KEY,
     MODEL_KEY,
     Database,
+    MergedTable,
     Pending,
     naive,
     namespace_filter,
@@ -55,26 +55,12 @@ def records_schema(dim: int, model: str) -> pa.Schema:
     )
 
 
-class RecordsTable:
+class RecordsTable(MergedTable[MemoryRecord]):
     name = RECORDS
     text_column = TEXT_COLUMN
 
     def __init__(self, db: Database) -> None:
-        self.db = db
-        self.schema = records_schema(db.dim, db.model)
-
-    def table(self, create: bool = False) -> Any | None:
-        return self.db.table(RECORDS, create, self.schema)
-
-    def upsert(self, records: Sequence[MemoryRecord], embedder: Embedder) -> int:
-        """Merge `records` into their rows; only changed rows are written and only new
-        texts embedded. Returns the number of rows written."""
-        if not records:
-            return 0
-        tbl = self.table(create=True)
-        pending = self._merge(tbl, records)
-        self.db.write(RECORDS, tbl, pending, embedder, TEXT_COLUMN)
-        return len(pending.rows)
+        super().__init__(db, records_schema(db.dim, db.model))
 
     def _merge(self, tbl: Any, records: Sequence[MemoryRecord]) -> Pending:
         seen: dict[str, list[MemoryRecord]] = {}

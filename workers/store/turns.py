@@ -14,6 +14,7 @@ from workers.store.database import (
     MODEL_KEY,
     Database,
     EmbeddingMismatch,
+    Table,
     group_by_query,
     naive,
     namespace_filter,
@@ -56,16 +57,12 @@ def turn_row_id(namespace: str, session_id: str, turn_id: str) -> str:
     return f"{namespace}/{session_id}/{turn_id}"
 
 
-class TurnsTable:
+class TurnsTable(Table):
     name = TURNS
     text_column = TEXT_COLUMN
 
     def __init__(self, db: Database) -> None:
-        self.db = db
-        self.schema = turns_schema(db.dim, db.model)
-
-    def table(self, create: bool = False) -> Any | None:
-        return self.db.table(TURNS, create, self.schema)
+        super().__init__(db, turns_schema(db.dim, db.model))
 
     def upsert(self, turns: Sequence[RawTurn]) -> int:
         """One merge_insert for the batch; the last version of a repeated id wins."""
