@@ -1,23 +1,30 @@
-"""Common base for every contract: strict, versioned, namespaced."""
+"""Common base for every contract: strict, versioned, namespaced, bounded."""
 
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = 1
-
+MAX_INT64 = 2**63 - 1  # what Redis, Arrow and LanceDB columns can hold
+METADATA_MAX_DEPTH = 16  # free-form JSON deeper than this is refused at the door
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """`repr(value)` cut to `limit` characters: an error must name a bad value, not echo 10 kB."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 def _check_name(value: str) -> str:
     if not _NAME_RE.fullmatch(value):
         raise ValueError(
             "must be 1-128 characters of letters, digits and . _ : @ + -, starting with a "
-            f"letter or digit (got {value!r})"
+            f"letter or digit (got {shown(value)})"
         )
     return value
 
@@ -26,10 +33,47 @@ def _check_name(value: str) -> str:
 # alphabet keeps them safe to embed there without escaping games.
 Name = Annotated[str, AfterValidator(_check_name)]
 
+# Sequence numbers and positions: never negative, and they fit an int64 column.
+Count = Annotated[int, Field(ge=0, le=MAX_INT64)]
+
+
+def json_depth(value: Any) -> int:
+    """Nesting depth of decoded JSON (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def _check_depth(value: dict[str, Any]) -> dict[str, Any]:
+    # Deep JSON validates fine but breaks later: serializers and log lines hit their
+    # recursion limits (DESIGN §10: bad input is refused with a clear error, at the door).
+    depth = json_depth(value)
+    if depth > METADATA_MAX_DEPTH:
+        raise ValueError(f"nested {depth} levels deep; at most {METADATA_MAX_DEPTH} allowed")
+    return value
+
+
+Metadata = Annotated[dict[str, Any], AfterValidator(_check_depth)]
+
 
 class Contract(BaseModel):
     """Every message on a topic: frozen, no unknown fields, carries its schema version."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
 
-    schema_version: int = Field(default=SCHEMA_VERSION, ge=1, le=SCHEMA_VERSION)
+    schema_version: int = SCHEMA_VERSION
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known_version(cls, v: int) -> int:
+        if not 1 <= v <= SCHEMA_VERSION:
+            raise ValueError(
+                f"unsupported schema_version {shown(v)}: this worker reads 1 to {SCHEMA_VERSION}"
+            )
+        return v

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from schemas.base import Contract, Name
+from schemas.base import MAX_INT64, Contract, Count, Metadata, Name, shown
 from schemas.errors import ContractError
 
 
@@ -61,11 +61,11 @@ class Exchange(Contract):
     kind: Literal["exchange"] = "exchange"
     namespace: Name
     session_id: Name
-    seq: int = Field(ge=0)
+    seq: Count
     exchange_id: str = Field(min_length=1, max_length=200)
     turns: list[Turn] = Field(min_length=1, max_length=64)
     session_date: datetime | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -93,6 +93,7 @@ class SessionControl(Contract):
     after_seq: int | None = Field(
         default=None,
         ge=-1,
+        le=MAX_INT64,
         description="seq of the producer's last exchange before this message; a replayed "
         "control message whose after_seq is behind the session is ignored",
     )
@@ -118,12 +119,12 @@ def parse_exchange_message(data: Any) -> ExchangeTopicMessage:
     model: type[Exchange] | type[SessionControl]
     if kind == "exchange":
         model = Exchange
-    elif kind in ControlKind.__members__:
+    elif isinstance(kind, str) and kind in ControlKind.__members__:
         model = SessionControl
-    else:
+    else:  # any JSON value may stand here: a list or an object must not raise TypeError
         raise ContractError(
             "exchange message",
-            [("kind", f"must be 'exchange', 'flush' or 'end_session' (got {kind!r})")],
+            [("kind", f"must be 'exchange', 'flush' or 'end_session' (got {shown(kind)})")],
         )
     try:
         return model.model_validate(data)

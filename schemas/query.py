@@ -7,8 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.base import Contract, Name
+from schemas.base import MAX_INT64, Contract, Name
 from schemas.exchange import Role
+
+CORRELATION_ID_MAX_CHARS = 100
 
 # retrieval ablations of the paper (Table 5), per request or as the service's default
 Ablation = Literal["record-vector-only", "no-planner", "no-fusion"]
@@ -18,13 +20,20 @@ class QueryRequest(Contract):
     """A retrieval request. The client reads replies on its own `reply_partition`."""
 
     kind: Literal["query"] = "query"
-    correlation_id: str = Field(min_length=1, max_length=100)
+    correlation_id: str = Field(min_length=1, max_length=CORRELATION_ID_MAX_CHARS)
     namespace: Name
     query: str = Field(min_length=1, max_length=4_000)
     k: int = Field(default=10, ge=1, le=200)
     session_id: Name | None = None
-    reply_partition: int = Field(ge=0)
-    deadline_ms: int = Field(gt=0, description="epoch milliseconds after which no reply is wanted")
+    reply_partition: int = Field(
+        ge=0, le=1_000_000, description="checked against the reply topic by the query service"
+    )
+    deadline_ms: int = Field(
+        gt=0,
+        le=MAX_INT64,
+        description="epoch milliseconds after which no reply is wanted; the query service "
+        "refuses deadlines further ahead than its `query_max_deadline_s`",
+    )
     answer: bool = False
     ablation: Ablation | None = Field(
         default=None, description="switch off a retrieval stage for this request (paper ablations)"

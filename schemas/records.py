@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.base import Contract, Name
+from schemas.base import Contract, Count, Name
 
 SEMANTIC_TEXT_MAX_CHARS = 4_000
 DISAMBIGUATION_MAX_CHARS = 1_200  # the note carried to the next segment (paper §3.3)
@@ -100,7 +100,7 @@ class RecordBatch(Contract):
     namespace: Name
     session_id: Name
     segment_id: str
-    segment_index: int = Field(ge=0)
+    segment_index: Count
     first_turn_id: str
     last_turn_id: str
     session_date: datetime | None = None

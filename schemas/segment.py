@@ -7,7 +7,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.base import Contract, Name
+from schemas.base import Contract, Count, Name
 from schemas.exchange import Turn
 
 
@@ -47,7 +47,7 @@ class SegmentExchange(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     exchange_id: str
-    seq: int
+    seq: Count
     turn_ids: list[str] = Field(description="one per turn (a split turn repeats its id)")
     turns: list[Turn]
     tokens: int
@@ -61,7 +61,7 @@ class Segment(Contract):
     segment_id: str
     namespace: Name
     session_id: Name
-    index: int = Field(ge=0)
+    index: Count
     mode: SegmentMode
     reason: FinalizeReason
     exchanges: list[SegmentExchange] = Field(min_length=1)

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from schemas.base import Contract, Name
+from schemas.base import Contract, Count, Name
 from schemas.exchange import Role, render_turn
 
 
@@ -18,16 +18,16 @@ class RawTurn(Contract):
     session_id: Name
     turn_id: str = Field(min_length=1, max_length=200)
     exchange_id: str = Field(min_length=1, max_length=200)
-    seq: int = Field(ge=0)
-    index: int = Field(ge=0, description="position of the turn inside its exchange")
+    seq: Count
+    index: int = Field(ge=0, le=1_000, description="position of the turn inside its exchange")
     role: Role
-    speaker: str | None = None
-    text: str
-    image_caption: str | None = None
+    speaker: str | None = Field(default=None, max_length=200)
+    text: str = Field(max_length=200_000)
+    image_caption: str | None = Field(default=None, max_length=10_000)
     session_date: datetime | None = None
     created_at: datetime | None = None
-    embedding: list[float] = Field(min_length=1)
-    embedding_model: str
+    embedding: list[float] = Field(min_length=1, max_length=8_192)
+    embedding_model: str = Field(min_length=1, max_length=200)
 
     def rendered(self) -> str:
         return render_turn(self.speaker, self.role, self.text, self.image_caption)

@@ -15,18 +15,20 @@ import uuid
 from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
+import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from redis.asyncio import Redis
 
 from schemas import ControlKind, Exchange, QueryReply, QueryRequest, SessionControl
 from schemas import topics as t
 from schemas.errors import LycheeError
-from streams.producer import new_producer
+from streams.producer import start_producer
 from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings
 from workers.encoder.service import read_usage
 
 T = TypeVar("T")
+log = structlog.get_logger("lychee.client")
 
 
 class ClientError(LycheeError, RuntimeError):
@@ -64,29 +66,38 @@ class MemoryClient:
 
     async def start(self) -> None:
         s = self.settings
-        self.producer = new_producer(s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s)
-        # a short fetch wait: replies are small and latency is the point
-        self.replies = AIOKafkaConsumer(
-            bootstrap_servers=s.kafka_bootstrap,
-            enable_auto_commit=False,
-            fetch_max_wait_ms=s.query_fetch_wait_ms,
+        self.producer = await start_producer(
+            s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s, s.kafka_max_request_bytes
         )
-        await self.producer.start()
-        await self.replies.start()
-        parts = await self.producer.partitions_for(t.REPLIES)
-        self.reply_partition = random.choice(sorted(parts))
-        tp = TopicPartition(t.REPLIES, self.reply_partition)
-        self.replies.assign([tp])
-        await self.replies.seek_to_end(tp)
-        await self.replies.position(tp)  # resolve now: replies to our requests come after
+        try:
+            # a short fetch wait: replies are small and latency is the point
+            self.replies = AIOKafkaConsumer(
+                bootstrap_servers=s.kafka_bootstrap,
+                enable_auto_commit=False,
+                fetch_max_wait_ms=s.query_fetch_wait_ms,
+                request_timeout_ms=int(s.request_timeout_s * 1000),
+            )
+            async with asyncio.timeout(s.request_timeout_s):
+                await self.replies.start()
+                parts = await self.producer.partitions_for(t.REPLIES)
+                self.reply_partition = random.choice(sorted(parts))
+                tp = TopicPartition(t.REPLIES, self.reply_partition)
+                self.replies.assign([tp])
+                await self.replies.seek_to_end(tp)
+                await self.replies.position(tp)  # resolve now: replies to our requests come after
+        except BaseException:
+            await self.close()
+            raise
         self._reader = asyncio.create_task(self._read_replies())
 
     async def close(self) -> None:
         if self._reader:
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
-        await self.replies.stop()
-        await self.producer.stop()
+        if hasattr(self, "replies"):
+            await self.replies.stop()
+        if hasattr(self, "producer"):
+            await self.producer.stop()
 
     # -- producing ----------------------------------------------------------------------
 
@@ -163,16 +174,31 @@ class MemoryClient:
 
     async def _read_replies(self) -> None:
         while True:
-            batches = await self.replies.getmany(timeout_ms=500)
+            try:
+                batches = await self.replies.getmany(timeout_ms=500)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the broker is away: pending searches time out
+                log.warning("client.replies_unreadable", error=repr(exc))
+                await asyncio.sleep(1.0)
+                continue
             for records in batches.values():
                 for rec in records:
-                    fut = self._pending.get(rec.key.decode() if rec.key else "")
-                    if fut is None or fut.done():
-                        continue  # another client's reply on the shared partition
-                    try:
-                        fut.set_result(decode(rec.value, QueryReply))
-                    except SerdeError as exc:
-                        fut.set_exception(ClientError(f"unreadable reply: {exc}"))
+                    self._resolve(rec.key, rec.value)
+
+    def _resolve(self, key: bytes | None, value: bytes | None) -> None:
+        """Hand a reply to the search waiting for it; anything else on the shared partition
+        (another client's reply, garbage from a hostile producer) is skipped."""
+        try:
+            fut = self._pending.get(key.decode() if key else "")
+        except UnicodeDecodeError:
+            return
+        if fut is None or fut.done():
+            return
+        try:
+            fut.set_result(decode(value, QueryReply))
+        except SerdeError as exc:
+            fut.set_exception(ClientError(f"unreadable reply: {exc}"))
 
 
 class SyncMemoryClient:

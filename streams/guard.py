@@ -1,64 +1,146 @@
 """What stands between a Faust agent loop and an exception (DESIGN §9).
 
 Faust acks a message whose handler raised and restarts the actor: the message is lost.
-So nothing may escape. Transient failures (broker, Redis, timeouts) are retried with
-jittered exponential backoff for as long as they last, which stops consumption (Faust
-then pauses the partitions when its buffer is full); any other failure is retried
-message by message, and a message that still fails goes to the dead-letter topic
-with its original bytes and the reason.
+So nothing may escape. One named rule (`is_transient`) splits failures in two:
+- transient (the infrastructure failed: broker, Redis, an LLM or embeddings endpoint that
+  is down, rate-limited or refusing our key): retried with jittered exponential backoff for
+  as long as it lasts. The stage pauses on the same message (Faust stops fetching once its
+  buffer is full) and says why once per `TransientPolicy.log_every_s`; nothing is dropped;
+- permanent (the message is at fault, or its output can never be sent): retried message by
+  message to isolate it, then the message goes to the dead-letter topic with its original
+  bytes and the reason, and the stage moves on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import structlog
-from aiokafka.errors import KafkaError
+from aiokafka.errors import (
+    KafkaError,
+    KafkaTimeoutError,
+    MessageSizeTooLargeError,
+    ProducerClosed,
+    RecordListTooLargeError,
+)
+from redis.exceptions import (
+    ClusterDownError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from schemas import topics as t
-from streams.producer import KafkaPublisher
-from streams.serde import SerdeError
-from workers.ports import TemporarilyUnavailable, Unprocessable
+from streams.fetch import UNDECODABLE, take_undecodable
+from streams.producer import DEFAULT_MAX_REQUEST_BYTES, PublisherStopped
+from streams.serde import SCHEMA, SerdeError
+from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
 
 log = structlog.get_logger("lychee.guard")
 
 T = TypeVar("T")
 
+# Reason codes of the dead letters written here (streams.serde has the decoding ones).
+UNPROCESSABLE = "unprocessable"
+PROCESSING = "processing"
+OUTPUT_TOO_LARGE = "output_too_large"
+INTERNAL = "internal"
+
+_REDIS_TRANSIENT = (
+    RedisConnectionError  # BusyLoadingError and AuthenticationError are subclasses
+    | RedisTimeoutError
+    | OutOfMemoryError  # maxmemory with noeviction: frees up when consumers catch up
+    | ReadOnlyError  # a replica during failover
+    | TryAgainError
+    | ClusterDownError
+)
+
 
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying as is: the infrastructure, not the message, failed."""
-    return isinstance(
-        exc,
-        KafkaError
-        | RedisConnectionError
-        | RedisTimeoutError
-        | ConnectionError
-        | TimeoutError
-        | OSError,
-    )
+    """The retry rule: True when the infrastructure failed, not the message.
+
+    - Kafka: by aiokafka's own `retriable` flag (leader moves, unreachable nodes...), plus
+      KafkaTimeoutError (a full accumulator: the broker is slow, whatever its flag says)
+      and our own shutdown (ProducerClosed, PublisherStopped). MessageSizeTooLargeError and
+      the other non-retriable errors are permanent: retrying cannot change the outcome.
+    - TemporarilyUnavailable (an LLM or embeddings endpoint down, rate-limited, or refusing
+      our configuration): the work waits for it, without limit.
+    - Redis: connection errors, timeouts, out of memory, read-only replicas.
+    - OSError (includes the builtin ConnectionError and TimeoutError, disk full, LanceDB I/O):
+      a message's bytes cannot cause one; pausing beats dead-lettering good data.
+    """
+    if isinstance(exc, KafkaTimeoutError | ProducerClosed | PublisherStopped):
+        return True
+    if isinstance(exc, KafkaError):
+        return bool(exc.retriable)
+    if isinstance(exc, TemporarilyUnavailable | _REDIS_TRANSIENT):
+        return True
+    return isinstance(exc, OSError)
+
+
+def reason_code(exc: BaseException) -> str:
+    """The dead-letter reason code of a permanent failure."""
+    if isinstance(exc, Unprocessable):
+        return UNPROCESSABLE
+    if isinstance(exc, MessageSizeTooLargeError | RecordListTooLargeError):
+        return OUTPUT_TOO_LARGE
+    return PROCESSING
+
+
+def describe(exc: BaseException, limit: int = 2000) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+@dataclass(frozen=True)
+class TransientPolicy:
+    """How transient failures are waited out: full-jitter backoff up to `max_wait_s` (never
+    shorter than a dependency's Retry-After), and one log line per `log_every_s`."""
+
+    max_wait_s: float = 30.0
+    log_every_s: float = 60.0
+    base_wait_s: float = 0.2
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> TransientPolicy:
+        return cls(
+            max_wait_s=settings.transient_max_wait_s, log_every_s=settings.pause_log_interval_s
+        )
+
+
+DEFAULT_POLICY = TransientPolicy()
 
 
 @dataclass(frozen=True)
 class Incoming:
-    """A consumed record, as much of it as dead-lettering needs."""
+    """A consumed record, as much of it as dead-lettering needs.
+
+    `undecodable` is set for the marker that stands in for a record batch the consumer
+    could not decode (streams.fetch): the reason, to be dead-lettered as such.
+    """
 
     topic: str
     partition: int
     offset: int
     key: bytes | None
     value: bytes | None
+    headers: tuple[tuple[str, bytes], ...] = ()
+    undecodable: str | None = None
 
     @classmethod
     def from_event(cls, event: Any) -> Incoming:
         m = event.message
-        return cls(m.topic, m.partition, m.offset, m.key, m.value)
+        headers = tuple(m.headers or ())
+        marker = take_undecodable(m.topic, m.partition, m.offset) if m.value is None else None
+        return cls(m.topic, m.partition, m.offset, m.key, m.value, headers, marker)
 
 
 @dataclass(frozen=True)
@@ -67,29 +149,85 @@ class Parsed(Generic[T]):
     value: T
 
 
+def _h(text: str) -> bytes:
+    """A header value that can always be encoded, whatever the text holds."""
+    return text.encode("utf-8", "backslashreplace")
+
+
 class DeadLetters:
-    def __init__(self, publisher: KafkaPublisher, stage: str) -> None:
+    """Writes `<topic>.dlq`: original key and bytes, the reason in headers.
+
+    Headers: `error` (the reason, naming the field or the problem), `error_type` (its
+    code: json, schema, too_large, unprocessable...), `stage`, `source_topic`,
+    `source_partition`, `source_offset`, `failed_at_ms`; `value_null` when the original value
+    was null (Kafka clients refuse a record with neither key nor value, so it goes as b"");
+    `value_dropped`, `value_size`, `value_sha256` when the original was too large to copy
+    (it stays in the source topic at that offset). `send` never raises (but cancellation).
+    """
+
+    HEADROOM_BYTES = 64 * 1024  # headers and record framing
+
+    def __init__(
+        self, publisher: Any, stage: str, policy: TransientPolicy = DEFAULT_POLICY
+    ) -> None:
         self.publisher = publisher
         self.stage = stage
+        self.policy = policy
 
-    async def send(self, record: Incoming, reason: str, error_type: str) -> None:
-        headers = [
-            ("error", reason[:8000].encode()),
-            ("error_type", error_type.encode()),
-            ("stage", self.stage.encode()),
-            ("source_topic", record.topic.encode()),
+    def _headers(self, record: Incoming, reason: str, error_type: str) -> list[tuple[str, bytes]]:
+        return [
+            ("error", _h(reason[:8000])),
+            ("error_type", _h(error_type)),
+            ("stage", _h(self.stage)),
+            ("source_topic", _h(record.topic)),
             ("source_partition", str(record.partition).encode()),
             ("source_offset", str(record.offset).encode()),
             ("failed_at_ms", str(int(time.time() * 1000)).encode()),
         ]
+
+    async def send(self, record: Incoming, reason: str, error_type: str) -> None:
+        headers = self._headers(record, reason, error_type)
+        value, key = record.value, record.key
+        if value is None:
+            value = b""
+            headers.append(("value_null", b"1"))
         log.warning("message.dead_lettered", topic=record.topic, partition=record.partition,
                     offset=record.offset, error_type=error_type, reason=reason[:500])  # fmt: skip
-        await retry_transient(
-            lambda: self.publisher.send_raw(
-                t.dlq(record.topic), record.value, record.key, headers=headers
-            ),
-            what="dead-letter",
-        )
+        limit = getattr(self.publisher, "max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
+        fits = len(value) + len(key or b"") + self.HEADROOM_BYTES <= limit
+        if fits and await self._try(record, value, key, headers):
+            return
+        await self._try(record, b"", key if len(key or b"") <= 1024 else None,
+                        headers + _dropped(value, key))  # fmt: skip
+
+    async def _try(
+        self, record: Incoming, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]]
+    ) -> bool:
+        try:
+            await retry_transient(
+                lambda: self.publisher.send_raw(t.dlq(record.topic), value, key, headers=headers),
+                what=f"{self.stage} dead-letter",
+                policy=self.policy,
+            )
+            return True
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a dead letter must never take the stage down
+            log.error("dead_letter.failed", topic=record.topic, partition=record.partition,
+                      offset=record.offset, bytes=len(value), error=describe(exc, 500),
+                      note="the original stays in the source topic at this offset")  # fmt: skip
+            return False
+
+
+def _dropped(value: bytes, key: bytes | None) -> list[tuple[str, bytes]]:
+    out = [
+        ("value_dropped", b"1"),
+        ("value_size", str(len(value)).encode()),
+        ("value_sha256", hashlib.sha256(value).hexdigest().encode()),
+    ]
+    if key is not None and len(key) > 1024:
+        out.append(("key_size", str(len(key)).encode()))
+    return out
 
 
 def _wait_honouring_retry_after(base: Any) -> Callable[[Any], float]:
@@ -105,21 +243,59 @@ def _wait_honouring_retry_after(base: Any) -> Callable[[Any], float]:
     return wait
 
 
-async def retry_transient(fn: Callable[[], Awaitable[T]], what: str, max_wait_s: float = 30.0) -> T:
+class _PauseLog:
+    """One line when a pause starts, then one per `every_s`, and one when it ends."""
+
+    def __init__(self, what: str, every_s: float) -> None:
+        self.what = what
+        self.every_s = every_s
+        self.started: float | None = None
+        self.last = 0.0
+
+    def failed(self, attempt: int, exc: BaseException | None) -> None:
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+        elif now - self.last < self.every_s:
+            return
+        self.last = now
+        fields: dict[str, Any] = {
+            "what": self.what,
+            "attempt": attempt,
+            "paused_s": round(now - self.started, 1),
+            "error": describe(exc, 500) if exc else None,
+            "effect": "retrying the same work; nothing is dropped",
+        }
+        if isinstance(exc, Refused):
+            log.error("stage.paused", **fields, hint=exc.hint or "check the configuration")
+        else:
+            log.warning("stage.paused", **fields)
+
+    def succeeded(self, attempts: int) -> None:
+        if self.started is not None:
+            log.info("stage.resumed", what=self.what, attempts=attempts,
+                     paused_s=round(time.monotonic() - self.started, 1))  # fmt: skip
+
+
+async def retry_transient(
+    fn: Callable[[], Awaitable[T]], what: str, policy: TransientPolicy = DEFAULT_POLICY
+) -> T:
     """Retry `fn` while it fails transiently, without limit; other errors propagate."""
+    pause = _PauseLog(what, policy.log_every_s)
     async for attempt_ctx in AsyncRetrying(
         retry=retry_if_exception(is_transient),
-        wait=_wait_honouring_retry_after(wait_random_exponential(multiplier=0.2, max=max_wait_s)),
+        wait=_wait_honouring_retry_after(
+            wait_random_exponential(multiplier=policy.base_wait_s, max=policy.max_wait_s)
+        ),
         reraise=True,
-        before_sleep=lambda rs: log.warning(
-            "retrying.transient",
-            what=what,
-            attempt=rs.attempt_number,
-            error=repr(rs.outcome.exception()) if rs.outcome else None,
-        ),  # fmt: skip
+        before_sleep=lambda rs: pause.failed(
+            rs.attempt_number, rs.outcome.exception() if rs.outcome else None
+        ),
     ):
         with attempt_ctx:
-            return await fn()
+            result = await fn()
+            pause.succeeded(attempt_ctx.retry_state.attempt_number)
+            return result
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -130,35 +306,60 @@ async def run_guarded(
     handle: Callable[[Sequence[T]], Awaitable[Any]],
     dead_letters: DeadLetters,
     poison_attempts: int = 3,
+    policy: TransientPolicy = DEFAULT_POLICY,
 ) -> None:
     """Parse, dead-letter what does not parse, handle the rest; never raises.
 
     Returns only when every record is either handled or dead-lettered, so that the
     caller's ack (and the offset commit after it) comes after the side effects.
     """
+    try:
+        await _run(stage, records, parse, handle, dead_letters, poison_attempts, policy)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a bug here must still not lose the batch
+        log.exception("guard.failed", stage=stage, size=len(records))
+        for rec in records:
+            await dead_letters.send(rec, f"internal error: {describe(exc)}", INTERNAL)
+
+
+async def _run(
+    stage: str,
+    records: Sequence[Incoming],
+    parse: Callable[[Incoming], T],
+    handle: Callable[[Sequence[T]], Awaitable[Any]],
+    dead_letters: DeadLetters,
+    poison_attempts: int,
+    policy: TransientPolicy,
+) -> None:
     good: list[Parsed[T]] = []
     for rec in records:
+        if rec.undecodable is not None:
+            await dead_letters.send(rec, rec.undecodable, UNDECODABLE)
+            continue
         try:
             good.append(Parsed(rec, parse(rec)))
         except SerdeError as exc:
             await dead_letters.send(rec, exc.reason, exc.error_type)
+        except Exception as exc:  # noqa: BLE001 - any parse failure is the message's fault
+            await dead_letters.send(rec, f"cannot be parsed: {describe(exc)}", SCHEMA)
     if not good:
         return
     try:
-        await retry_transient(lambda: handle([p.value for p in good]), what=f"{stage} batch")
+        await retry_transient(
+            lambda: handle([p.value for p in good]), what=f"{stage} batch", policy=policy
+        )
         return
     except asyncio.CancelledError:
         raise
-    except Unprocessable as exc:
-        if len(good) == 1:  # nothing to isolate: do not pay for the same failure twice
-            await dead_letters.send(good[0].record, str(exc), "unprocessable")
-            return
-        log.error("batch.failed", stage=stage, size=len(good), error=repr(exc))
     except Exception as exc:  # noqa: BLE001 - isolate the poison message below
-        log.error("batch.failed", stage=stage, size=len(good), error=repr(exc))
+        if len(good) == 1:  # nothing to isolate: do not pay for the same failure twice
+            await dead_letters.send(good[0].record, describe(exc), reason_code(exc))
+            return
+        log.error("batch.failed", stage=stage, size=len(good), error=describe(exc, 500))
     # one by one, in order: what succeeded before the failure is redone idempotently
     for p in good:
-        await _handle_one(stage, p, handle, dead_letters, poison_attempts)
+        await _handle_one(stage, p, handle, dead_letters, poison_attempts, policy)
 
 
 async def _handle_one(
@@ -167,20 +368,21 @@ async def _handle_one(
     handle: Callable[[Sequence[T]], Awaitable[Any]],
     dead_letters: DeadLetters,
     attempts: int,
+    policy: TransientPolicy,
 ) -> None:
     try:
         async for attempt_ctx in AsyncRetrying(
             stop=stop_after_attempt(attempts),
             wait=wait_random_exponential(multiplier=0.1, max=2),
-            retry=retry_if_exception(lambda e: not isinstance(e, Unprocessable)),
+            retry=retry_if_exception(lambda e: reason_code(e) == PROCESSING),
             reraise=True,
         ):
             with attempt_ctx:
-                await retry_transient(lambda: handle([p.value]), what=f"{stage} message")
+                await retry_transient(
+                    lambda: handle([p.value]), what=f"{stage} message", policy=policy
+                )
         return
     except asyncio.CancelledError:
         raise
-    except Unprocessable as exc:
-        await dead_letters.send(p.record, str(exc), "unprocessable")
     except Exception as exc:  # noqa: BLE001
-        await dead_letters.send(p.record, f"{type(exc).__name__}: {exc}", "processing")
+        await dead_letters.send(p.record, describe(exc), reason_code(exc))

@@ -1,4 +1,11 @@
-"""Bytes <-> contracts. Errors name the topic, the field and what is wrong."""
+"""Bytes <-> contracts. Errors name the topic, the field and what is wrong.
+
+What comes off a topic is checked in this order, each step before any work is spent on it:
+present (a null or empty value), size (`max_bytes`, before the bytes are parsed), JSON
+(orjson: invalid UTF-8, lone surrogates and nesting past 1024 are refused here), contract
+(types, bounds, unknown fields, schema version). Each failure carries `error_type`, the
+short reason code that dead letters carry in their headers.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,16 @@ from schemas.errors import LycheeError
 
 M = TypeVar("M", bound=BaseModel)
 
+# The reason codes of dead letters written here (DeadLetters adds the processing ones).
+NULL_VALUE = "null_value"
+EMPTY = "empty"
+TOO_LARGE = "too_large"
+ENCODING = "encoding"
+TOO_DEEP = "too_deep"
+JSON = "json"
+SCHEMA = "schema"
+SCHEMA_VERSION = "schema_version"
+
 
 class SerdeError(LycheeError, ValueError):
     """A message that cannot be decoded or does not satisfy its contract."""
@@ -22,22 +39,50 @@ class SerdeError(LycheeError, ValueError):
         self.error_type = error_type
 
 
-def decode_json(value: bytes | None) -> Any:
+def check_size(value: bytes | None, max_bytes: int | None) -> bytes:
+    """The value, if there is one and it is small enough to be parsed at all."""
     if value is None:
-        raise SerdeError("empty message value", "empty")
+        raise SerdeError("the message value is null", NULL_VALUE)
+    if not value:
+        raise SerdeError("the message value is empty", EMPTY)
+    if max_bytes is not None and len(value) > max_bytes:
+        raise SerdeError(
+            f"the message value is {len(value)} bytes, more than the {max_bytes} accepted "
+            "(max_message_bytes)",
+            TOO_LARGE,
+        )
+    return value
+
+
+def decode_json(value: bytes | None, max_bytes: int | None = None) -> Any:
+    raw = check_size(value, max_bytes)
     try:
-        return orjson.loads(value)
+        return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise SerdeError(f"not valid JSON: {exc}", "json") from exc
+        text = str(exc)
+        if "UTF-8" in text or "surrogate" in text:
+            raise SerdeError(f"not valid UTF-8 text: {text}", ENCODING) from exc
+        if "depth" in text or "recursion" in text.lower():
+            raise SerdeError(f"JSON nested too deep: {text}", TOO_DEEP) from exc
+        raise SerdeError(f"not valid JSON: {text}", JSON) from exc
 
 
-def decode(value: bytes | None, model: type[M]) -> M:
-    data = decode_json(value)
+def contract_error(err: ContractError) -> SerdeError:
+    """A contract violation as a serde error; an unknown schema version gets its own code."""
+    kind = SCHEMA_VERSION if any(loc == "schema_version" for loc, _ in err.fields) else SCHEMA
+    return SerdeError(str(err), kind)
+
+
+def decode(value: bytes | None, model: type[M], max_bytes: int | None = None) -> M:
+    data = decode_json(value, max_bytes)
+    if not isinstance(data, dict):
+        raise SerdeError(
+            f"invalid {model.__name__}: expected a JSON object, got {type(data).__name__}", SCHEMA
+        )
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = ContractError.from_validation(model.__name__, exc)
-        raise SerdeError(str(err), "schema") from exc
+        raise contract_error(ContractError.from_validation(model.__name__, exc)) from exc
 
 
 def encode(message: BaseModel) -> bytes:

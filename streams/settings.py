@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas.query import Ablation
@@ -29,7 +29,20 @@ class Settings(BaseSettings):
     kafka_bootstrap: str = "127.0.0.1:9092"
     kafka_idempotence: bool = Field(
         default=True,
-        description="idempotent producer; off for brokers without InitProducerId (Tansu)",
+        description="prefer an idempotent producer; where the broker gives no producer id "
+        "(Tansu 0.6 to aiokafka) the producer falls back to a plain one with one warning",
+    )
+    max_message_bytes: int = Field(
+        default=1_048_576,
+        ge=1024,
+        description="input values larger than this are dead-lettered before parsing "
+        "(error_type too_large); Kafka's own default limit is about 1 MiB too",
+    )
+    kafka_max_request_bytes: int = Field(
+        default=8_388_608,
+        ge=1_048_576,
+        description="largest message a stage publishes (aiokafka max_request_size); at least "
+        "4x max_message_bytes, so that what a stage makes of any accepted input fits",
     )
     topic_partitions: int = Field(default=12, ge=1)
     topic_replication: int = Field(default=1, ge=1)
@@ -38,6 +51,18 @@ class Settings(BaseSettings):
         default=10.0,
         gt=0,
         description="consumer group session: how soon a dead worker's partitions move",
+    )
+    max_poll_interval_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="a paused stage (LLM down, 401) stays in its group this long; liveness "
+        "is the session timeout's job (heartbeats run while a stage waits)",
+    )
+    transient_max_wait_s: float = Field(
+        default=30.0, gt=0, description="longest wait between retries of a transient failure"
+    )
+    pause_log_interval_s: float = Field(
+        default=60.0, gt=0, description="a paused stage says why once per this interval"
     )
     # Redis and LanceDB
     redis_url: str = "redis://127.0.0.1:6379/0"
@@ -94,6 +119,11 @@ class Settings(BaseSettings):
     )
     query_concurrency: int = Field(default=4, ge=1)
     query_default_timeout_s: float = Field(default=15.0, gt=0)
+    query_max_deadline_s: float = Field(
+        default=600.0,
+        gt=0,
+        description="a request whose deadline is further ahead gets an error reply",
+    )
     query_fetch_wait_ms: int = Field(
         default=10, ge=0, description="broker fetch wait of the query stage and reply readers"
     )
@@ -110,6 +140,16 @@ class Settings(BaseSettings):
     # logs
     log_level: str = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
+
+    @model_validator(mode="after")
+    def _outputs_fit(self) -> Settings:
+        if self.kafka_max_request_bytes < 4 * self.max_message_bytes:
+            raise ValueError(
+                f"kafka_max_request_bytes ({self.kafka_max_request_bytes}) must be at least 4x "
+                f"max_message_bytes ({self.max_message_bytes}): a stage's output (a turn with its "
+                "embedding, a segment, a dead letter with its headers) must fit"
+            )
+        return self
 
 
 def llm_configured(settings: Settings) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import random
 import re
 import time
@@ -21,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import openai
+import orjson
 from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
 from pydantic import ValidationError
 
@@ -283,6 +283,8 @@ def json_object(raw: str) -> dict[str, Any]:
     """The JSON object in a model's reply; ValueError says why there is none.
 
     Code fences and prose around the object are tolerated: cheaper than a repair call.
+    orjson, not the stdlib: it rejects lone surrogates (`"\\ud800"`), which the stdlib accepts
+    and which would fail later at every sink (Redis, LanceDB, Kafka).
     """
     text = raw.strip()
     if m := _FENCE.match(text):
@@ -290,12 +292,12 @@ def json_object(raw: str) -> dict[str, Any]:
     if not text:
         raise ValueError("the reply is empty")
     try:
-        data: Any = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data: Any = orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
         start, end = text.find("{"), text.rfind("}")
         try:
-            data = json.loads(text[start : end + 1]) if 0 <= start < end else None
-        except json.JSONDecodeError:
+            data = orjson.loads(text[start : end + 1]) if 0 <= start < end else None
+        except orjson.JSONDecodeError:
             data = None
         if data is None:
             raise ValueError(f"not valid JSON ({exc})") from exc

@@ -42,3 +42,13 @@ class TemporarilyUnavailable(LycheeError):
     def __init__(self, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class Refused(TemporarilyUnavailable):
+    """A dependency refuses every request until someone fixes the configuration (a 401, 403 or
+    404: key, permissions, model name). Nothing is wrong with the message, so the stage pauses
+    like for an outage and keeps saying why (`hint` names what to check); it never drops work."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message, None)
+        self.hint = hint

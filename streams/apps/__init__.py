@@ -32,8 +32,10 @@ def run_worker(stage: str, settings: Settings) -> None:
     """Run one stage until SIGTERM/SIGINT; Faust drains in-flight work on the way out."""
     import faust
 
+    from streams.fetch import check_codecs
     from streams.topics import ensure_topics
 
+    check_codecs()  # refuse to start rather than crash on the first compressed batch
     asyncio.run(
         ensure_topics(
             settings.kafka_bootstrap, settings.topic_partitions, settings.topic_replication

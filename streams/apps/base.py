@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import faust
 
+from streams import fetch
+from streams.guard import DeadLetters, TransientPolicy
+from streams.producer import KafkaPublisher
 from streams.settings import Settings
 
 _FETCH_WAIT_MS = {"value": 1500}
@@ -34,6 +39,7 @@ def _patch_fetch_wait() -> None:
 def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust.App:
     _FETCH_WAIT_MS["value"] = fetch_wait_ms
     _patch_fetch_wait()
+    fetch.install()  # an undecodable batch becomes a dead letter, not a dead fetcher
     brokers = ";".join(f"kafka://{b.strip()}" for b in settings.kafka_bootstrap.split(","))
     return faust.App(
         f"lychee-{stage}",
@@ -54,7 +60,29 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
         producer_acks=-1,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=max(0.5, settings.session_timeout_s / 10),
+        # Faust stops polling while every partition waits on a paused agent (LLM down); past
+        # this interval aiokafka leaves the group and never rejoins (kafka.md §5). Heartbeats
+        # keep running meanwhile, so a dead worker is still noticed by the session timeout.
+        broker_max_poll_interval=settings.max_poll_interval_s,
     )
+
+
+def stage_outputs(
+    app: faust.App, stage: str, settings: Settings
+) -> tuple[KafkaPublisher, DeadLetters]:
+    """The stage's publisher and dead letters, living as long as the app.
+
+    The publisher starts on first use and stops once, when the app shuts down (after the
+    consumer has stopped and in-flight events are acked): never in an agent's `finally`,
+    or an agent restarted by Faust would find it stopped.
+    """
+    publisher = KafkaPublisher.from_settings(settings)
+
+    @app.on_before_shutdown.connect
+    async def _stop_publisher(sender: Any, **kwargs: Any) -> None:
+        await publisher.stop()
+
+    return publisher, DeadLetters(publisher, stage, TransientPolicy.from_settings(settings))
 
 
 def raw_topic(app: faust.App, name: str) -> faust.TopicT:

@@ -10,10 +10,9 @@ from redis.asyncio import Redis
 
 from schemas import Segment
 from schemas import topics as t
-from streams.apps.base import make_app, raw_topic
+from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_llm_client
-from streams.guard import DeadLetters, Incoming, run_guarded
-from streams.producer import KafkaPublisher
+from streams.guard import Incoming, TransientPolicy, run_guarded
 from streams.serde import decode
 from streams.settings import Settings
 from workers.encoder.service import EncoderService, SegmentEncoder
@@ -37,8 +36,8 @@ def make_encoder(settings: Settings) -> SegmentEncoder:
 
 def build(settings: Settings) -> faust.App:
     app = make_app("encoder", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
-    publisher = KafkaPublisher.from_settings(settings)
-    dead = DeadLetters(publisher, "encoder")
+    publisher, dead = stage_outputs(app, "encoder", settings)
+    policy = TransientPolicy.from_settings(settings)
     redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
     service = EncoderService(
         redis,
@@ -53,15 +52,11 @@ def build(settings: Settings) -> faust.App:
 
     @app.agent(raw_topic(app, t.SEGMENTS), concurrency=1)  # one session's segments in order
     async def encode(stream: faust.StreamT[bytes]) -> None:
-        await publisher.start()
         log.info("encoder.ready", encoder=service.encoder.name)
-        try:
-            async for events in stream.take_events(settings.encoder_batch_size, 0.2):
-                records = [Incoming.from_event(e) for e in events]
-                await run_guarded(
-                    "encoder", records, lambda r: decode(r.value, Segment), handle, dead
-                )
-        finally:
-            await publisher.stop()
+        async for events in stream.take_events(settings.encoder_batch_size, 0.2):
+            records = [Incoming.from_event(e) for e in events]
+            await run_guarded("encoder", records,
+                              lambda r: decode(r.value, Segment, settings.max_message_bytes),
+                              handle, dead, policy=policy)  # fmt: skip
 
     return app

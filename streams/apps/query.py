@@ -17,11 +17,20 @@ import structlog
 
 from schemas import QueryReply, QueryRequest
 from schemas import topics as t
-from streams.apps.base import make_app, raw_topic
+from schemas.query import CORRELATION_ID_MAX_CHARS
+from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_embedder, make_llm_client, open_store
-from streams.guard import DeadLetters, Incoming, retry_transient
+from streams.fetch import UNDECODABLE
+from streams.guard import (
+    INTERNAL,
+    DeadLetters,
+    Incoming,
+    TransientPolicy,
+    describe,
+    retry_transient,
+)
 from streams.producer import KafkaPublisher
-from streams.serde import SerdeError, decode, encode
+from streams.serde import TOO_LARGE, SerdeError, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
@@ -31,17 +40,24 @@ from workers.query.service import QueryDeps, QueryService
 
 log = structlog.get_logger("lychee.query")
 
+REPLY_PARTITION = "reply_partition"  # dead-letter reason code: no partition to answer on
+
 
 def reply_target(value: bytes | None) -> tuple[str, int, str] | None:
-    """Correlation id, reply partition and namespace of a request that failed validation."""
+    """Correlation id, reply partition and namespace of a request that failed validation,
+    when they can be read (the partition is checked against the topic by the caller)."""
     try:
         data: Any = orjson.loads(value or b"")
-        cid, part = data["correlation_id"], data["reply_partition"]
-        if isinstance(cid, str) and cid and isinstance(part, int) and part >= 0:
-            return cid, part, str(data.get("namespace", ""))
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        pass
-    return None
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    cid, part, ns = data.get("correlation_id"), data.get("reply_partition"), data.get("namespace")
+    if not (isinstance(cid, str) and 0 < len(cid) <= CORRELATION_ID_MAX_CHARS):
+        return None
+    if not isinstance(part, int) or isinstance(part, bool) or part < 0:
+        return None
+    return cid, part, ns if isinstance(ns, str) and len(ns) <= 128 else ""
 
 
 def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, timeout_s: float) -> Planner:
@@ -54,19 +70,21 @@ def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, timeout_s: float) -
 
 
 class QueryHandler:
-    """One request in, one reply out (or a dead letter when nobody can be answered)."""
+    """One request in, one reply out: an answer, an error reply naming the problem, or (when
+    nobody can be answered) a dead letter with the reason. Never silence, but for a request
+    past its deadline, which is dropped and logged."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, publisher: KafkaPublisher, dead: DeadLetters) -> None:
         self.settings = settings
-        self.publisher = KafkaPublisher.from_settings(settings)
-        self.dead = DeadLetters(self.publisher, "query")
+        self.publisher = publisher
+        self.dead = dead
+        self.policy = TransientPolicy.from_settings(settings)
         self._service: QueryService | None = None
         self._ready = asyncio.Lock()
 
     async def service(self) -> QueryService:
         async with self._ready:
             if self._service is None:
-                await self.publisher.start()
                 s = self.settings
                 embedder = await asyncio.to_thread(make_embedder, s)
                 llm = make_llm_client(s)
@@ -96,24 +114,57 @@ class QueryHandler:
                 t.REPLIES, encode(msg), msg.correlation_id.encode(), partition
             ),
             what="reply",
+            policy=self.policy,
         )
+
+    async def partition_problem(self, partition: int) -> str | None:
+        """Why `partition` cannot take a reply (aiokafka would assert), or None."""
+        parts = await retry_transient(
+            lambda: self.publisher.partitions(t.REPLIES), what="reply metadata", policy=self.policy
+        )
+        if partition in parts:
+            return None
+        return (
+            f"reply_partition {partition} is out of range: {t.REPLIES} has {len(parts)} "
+            f"partitions (0-{max(parts, default=0)})"
+        )
+
+    async def refuse(self, rec: Incoming, reason: str, error_type: str) -> None:
+        """An error reply when the request says where to send one, else a dead letter."""
+        target = reply_target(rec.value) if error_type != TOO_LARGE else None
+        if target is not None:
+            cid, part, ns = target
+            problem = await self.partition_problem(part)
+            if problem is None:
+                error = QueryReply(correlation_id=cid, namespace=ns, status="error", error=reason)
+                await self.reply(error, part)
+                return
+            reason = f"{reason}; no reply possible: {problem}"
+        await self.dead.send(rec, reason, error_type)
 
     async def serve(self, rec: Incoming) -> None:
         svc = await self.service()
+        if rec.undecodable is not None:
+            await self.dead.send(rec, rec.undecodable, UNDECODABLE)
+            return
         try:
-            req = decode(rec.value, QueryRequest)
+            req = decode(rec.value, QueryRequest, self.settings.max_message_bytes)
         except SerdeError as exc:
-            target = reply_target(rec.value)
-            if target is None:
-                await self.dead.send(rec, exc.reason, exc.error_type)
-                return
-            cid, part, ns = target
-            error = QueryReply(correlation_id=cid, namespace=ns, status="error", error=exc.reason)
-            await self.reply(error, part)
+            await self.refuse(rec, exc.reason, exc.error_type)
+            return
+        if problem := await self.partition_problem(req.reply_partition):
+            await self.dead.send(rec, problem, REPLY_PARTITION)
             return
         remaining_s = req.deadline_ms / 1000 - time.time()
         if remaining_s <= 0:
             log.info("query.expired", correlation_id=req.correlation_id, late_s=-remaining_s)
+            return
+        if remaining_s > self.settings.query_max_deadline_s:
+            error = (
+                f"deadline_ms is {remaining_s:.0f}s ahead; at most "
+                f"{self.settings.query_max_deadline_s:.0f}s (query_max_deadline_s) allowed"
+            )
+            await self.reply(self._error(req, error), req.reply_partition)
             return
         try:
             out = await asyncio.wait_for(svc.search(req), timeout=remaining_s)
@@ -122,27 +173,32 @@ class QueryHandler:
             return
         except Exception as exc:  # noqa: BLE001 - answer with the error, never silence
             log.error("query.failed", correlation_id=req.correlation_id, error=repr(exc))
-            out = QueryReply(
-                correlation_id=req.correlation_id, namespace=req.namespace, query=req.query,
-                status="error", error=f"{type(exc).__name__}: {exc}",
-            )  # fmt: skip
+            out = self._error(req, f"{type(exc).__name__}: {exc}")
         await self.reply(out, req.reply_partition)
+
+    @staticmethod
+    def _error(req: QueryRequest, error: str) -> QueryReply:
+        return QueryReply(
+            correlation_id=req.correlation_id, namespace=req.namespace, query=req.query,
+            status="error", error=error,
+        )  # fmt: skip
 
 
 def build(settings: Settings) -> faust.App:
     app = make_app("query", settings, fetch_wait_ms=settings.query_fetch_wait_ms)
-    handler = QueryHandler(settings)
+    handler = QueryHandler(settings, *stage_outputs(app, "query", settings))
 
     @app.agent(raw_topic(app, t.QUERIES), concurrency=settings.query_concurrency)
     async def answer(stream: faust.StreamT[bytes]) -> None:
         await handler.service()
-        try:
-            async for event in stream.events():
-                try:
-                    await handler.serve(Incoming.from_event(event))
-                except Exception as exc:  # noqa: BLE001 - nothing escapes the agent loop
-                    log.error("query.unhandled", error=repr(exc))
-        finally:
-            await handler.publisher.stop()
+        async for event in stream.events():
+            rec = Incoming.from_event(event)
+            try:
+                await handler.serve(rec)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - nothing escapes the agent loop
+                log.error("query.unhandled", error=describe(exc, 500))
+                await handler.dead.send(rec, f"internal error: {describe(exc)}", INTERNAL)
 
     return app

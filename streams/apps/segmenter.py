@@ -11,11 +11,10 @@ from redis.asyncio import Redis
 
 from schemas import ContractError, ExchangeTopicMessage, parse_exchange_message
 from schemas import topics as t
-from streams.apps.base import make_app, raw_topic
+from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_embedder
-from streams.guard import DeadLetters, Incoming, retry_transient, run_guarded
-from streams.producer import KafkaPublisher
-from streams.serde import SerdeError, decode_json
+from streams.guard import Incoming, TransientPolicy, retry_transient, run_guarded
+from streams.serde import contract_error, decode_json
 from streams.settings import Settings
 from workers.segmenter.policy import SegmentPolicy
 from workers.segmenter.service import SegmenterService
@@ -25,24 +24,23 @@ from workers.tokens import count_tokens
 log = structlog.get_logger("lychee.segmenter")
 
 
-def parse(rec: Incoming) -> ExchangeTopicMessage:
-    data = decode_json(rec.value)
+def parse(rec: Incoming, max_bytes: int | None = None) -> ExchangeTopicMessage:
+    data = decode_json(rec.value, max_bytes)
     try:
         return parse_exchange_message(data)
     except ContractError as exc:
-        raise SerdeError(str(exc), "schema") from exc
+        raise contract_error(exc) from exc
 
 
 def build(settings: Settings) -> faust.App:
     app = make_app("segmenter", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
     topic = raw_topic(app, t.EXCHANGES)
-    publisher = KafkaPublisher.from_settings(settings)
-    dead = DeadLetters(publisher, "segmenter")
+    publisher, dead = stage_outputs(app, "segmenter", settings)
+    policy = TransientPolicy.from_settings(settings)
     holder: dict[str, SegmenterService] = {}
 
     async def service() -> SegmenterService:
         if "svc" not in holder:
-            await publisher.start()
             embedder = await asyncio.to_thread(make_embedder, settings)
             p = settings.segmenter
             policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
@@ -68,14 +66,13 @@ def build(settings: Settings) -> faust.App:
                     "batch.done", size=len(msgs), segments=result.segments, replays=result.replays
                 )
 
-        try:
-            async for events in stream.take_events(
-                settings.segmenter_batch_size, settings.segmenter_batch_wait_s
-            ):
-                records = [Incoming.from_event(e) for e in events]
-                await run_guarded("segmenter", records, parse, handle, dead)
-        finally:
-            await publisher.stop()
+        async for events in stream.take_events(
+            settings.segmenter_batch_size, settings.segmenter_batch_wait_s
+        ):
+            records = [Incoming.from_event(e) for e in events]
+            await run_guarded("segmenter", records,
+                              lambda r: parse(r, settings.max_message_bytes), handle, dead,
+                              policy=policy)  # fmt: skip
 
     @app.timer(settings.idle_scan_interval_s)
     async def idle_flush() -> None:

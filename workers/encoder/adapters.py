@@ -13,7 +13,7 @@ from workers.encoder.extractive import encode_extractive
 from workers.encoder.llm import EncoderError, InvalidEncoderOutput, LLMEncoder, LLMUnavailable
 from workers.encoder.prompts import build_messages
 from workers.encoder.records import EncodedSegment
-from workers.ports import TemporarilyUnavailable, Unprocessable
+from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
 from workers.tokens import count_tokens, prompt_tokens
 
 
@@ -56,7 +56,9 @@ class GuardedLLMEncoder:
             status = getattr(exc.__cause__, "status_code", None)
             if status in (400, 413, 422):
                 raise Unprocessable(str(exc)) from exc
-            raise TemporarilyUnavailable(str(exc), 30.0) from exc
+            raise Refused(
+                str(exc), hint="check LYCHEE_LLM_API_KEY, LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL"
+            ) from exc
 
 
 def records_json(encoded: EncodedSegment) -> str:

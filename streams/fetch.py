@@ -1,0 +1,139 @@
+"""Record batches a worker cannot decode, caught below the agent (poison pills on the wire).
+
+A batch with a codec the worker lacks, a wrong CRC, or a header key that is not UTF-8 is
+stored by the broker as it is; aiokafka then raises while unpacking it, inside Faust's
+fetcher, before any agent code runs. Faust crashes the fetcher and the worker exits, and
+the same batch kills every restart: one hostile client stops a stage for good.
+
+`install()` wraps aiokafka's batch unpacking (`PartitionRecords._unpack_records`, the one
+place every fetched batch passes) so that a batch that raises is replaced by one empty
+marker record at its last offset; the fetch position moves past it. Records before it
+are delivered as usual, Faust treats the skipped offsets as a gap, and the agent gets the
+marker: `take_undecodable` tells it what went wrong, and the guard dead-letters it with
+that reason and the offset range (the bytes stay in the source topic). Missing codecs are
+refused at worker start instead (`check_codecs`), so a misinstalled worker never turns
+good compressed batches into dead letters.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import structlog
+from aiokafka.consumer import fetcher
+from aiokafka.structs import ConsumerRecord
+
+from schemas.errors import LycheeError
+
+log = structlog.get_logger("lychee.fetch")
+
+UNDECODABLE = "undecodable"
+
+# (topic, partition, offset of the marker) -> reason. Written by Faust's consumer thread,
+# read by the agents on the main loop: a lock, not the event loop, keeps it consistent.
+_markers: dict[tuple[str, int, int], str] = {}
+_lock = threading.Lock()
+_original: Any = None
+
+
+class CodecsMissing(LycheeError, RuntimeError):
+    """The worker could not read batches compressed the way standard producers do."""
+
+
+def check_codecs() -> None:
+    """Refuse to start without every codec Kafka defines (gzip is in the stdlib)."""
+    from aiokafka import codec
+
+    missing = [
+        name
+        for name, present in (
+            ("snappy", codec.has_snappy()),
+            ("lz4", codec.has_lz4()),
+            ("zstd", codec.has_zstd()),
+        )
+        if not present
+    ]
+    if missing:
+        raise CodecsMissing(
+            f"this worker cannot read {'/'.join(missing)}-compressed record batches, which "
+            "standard producers send: install the aiokafka extras "
+            "(pip install 'aiokafka[lz4,snappy,zstd]', which brings cramjam)"
+        )
+
+
+def take_undecodable(topic: str, partition: int, offset: int) -> str | None:
+    """The reason a marker record stands at this offset, or None for a real record."""
+    with _lock:
+        return _markers.pop((topic, partition, offset), None)
+
+
+class _Tracked:
+    """A fetch's record set that remembers the batch being unpacked."""
+
+    def __init__(self, records: Any) -> None:
+        self._records = records
+        self.current: Any = None
+
+    def has_next(self) -> bool:
+        return bool(self._records.has_next())
+
+    def next_batch(self) -> Any:
+        self.current = self._records.next_batch()
+        return self.current
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._records, name)
+
+
+def _guarded_unpack(self: Any) -> Iterator[ConsumerRecord[Any, Any]]:
+    """aiokafka's own unpacking, resumed past any batch that raises (see the module doc)."""
+    tracked = _Tracked(self._records)
+    self._records = tracked
+    while True:
+        try:
+            yield from _original(self)
+            return
+        except Exception as exc:  # noqa: BLE001 - anything raised by one batch's bytes
+            batch, tracked.current = tracked.current, None
+            try:
+                first, after = int(batch.base_offset), int(batch.next_offset)
+            except Exception:  # noqa: BLE001 - not even the batch header: fail as before
+                raise exc from None
+            if after <= self.next_fetch_offset:
+                raise
+            tp = self._tp
+            first = max(first, self.next_fetch_offset)
+            reason = (
+                f"undecodable record batch at {tp.topic}[{tp.partition}] offsets "
+                f"{first}..{after - 1}: {type(exc).__name__}: {exc}"
+            )
+            with _lock:
+                _markers[(tp.topic, tp.partition, after - 1)] = reason
+            log.error("batch.undecodable", topic=tp.topic, partition=tp.partition,
+                      first=first, last=after - 1, error=repr(exc))  # fmt: skip
+            self.next_fetch_offset = after
+            yield ConsumerRecord(
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=after - 1,
+                timestamp=int(time.time() * 1000),
+                timestamp_type=0,
+                key=None,
+                value=None,
+                checksum=None,
+                serialized_key_size=-1,
+                serialized_value_size=-1,
+                headers=(),
+            )
+
+
+def install() -> None:
+    """Wrap aiokafka's batch unpacking in this process (idempotent)."""
+    global _original
+    cls = fetcher.PartitionRecords
+    if _original is None:
+        _original = cls._unpack_records
+        cls._unpack_records = _guarded_unpack  # type: ignore[method-assign]
