@@ -384,6 +384,22 @@ def bench_latency(
         raise click.ClickException(str(exc)) from exc
 
 
+@bench.command("fuzz")
+@click.option("--messages", "n", type=click.IntRange(min=1), default=2000, show_default=True)
+@click.option("--seed", type=int, default=11, show_default=True)
+def bench_fuzz(n: int, seed: int) -> None:
+    """Hostile input on every input topic (librdkafka and aiokafka, every codec), interleaved
+    with good exchanges and queries, on the embedded stack: what was dead-lettered and why,
+    what was answered, what was lost (must be 0), whether every stage is still up."""
+    from streams.bench.fuzz import format_report, run_fuzz
+
+    _settings()
+    report = run_fuzz(n, seed)
+    click.echo(format_report(report))
+    if report.lost or report.mismatched or "NO" in report.stages_alive:
+        raise click.ClickException("hostile input was lost or mishandled (see above)")
+
+
 @bench.command("segmentation")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 def bench_segmentation(data: Path) -> None:

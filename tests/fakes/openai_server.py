@@ -7,8 +7,10 @@ clients (sync and async) talk to it over real sockets:
         server.script(status(429), valid({"records": []}))
         client = openai.AsyncOpenAI(base_url=server.url, api_key="x", max_retries=0)
 
-Chat requests consume one scripted action each; with the script empty they get
-`default_reply`. Embeddings are deterministic per input text.
+Chat requests consume one scripted action each; with the script empty they follow the
+timed phases, if any (`phases((90, status(503)), (30, status(429)))`: every request in the
+first 90 s after the first one gets a 503, then 429s for 30 s), then `default_reply`.
+Embeddings are deterministic per input text; `script_embeddings` scripts their failures.
 """
 
 from __future__ import annotations
@@ -94,6 +96,9 @@ class FakeOpenAI:
         self.embedding_requests: list[dict[str, Any]] = []
         self.usages: list[dict[str, int]] = []  # usage of every completion answered
         self._script: deque[Action] = deque()
+        self._embedding_script: deque[Action] = deque()
+        self._phases: list[tuple[float, Action]] = []
+        self._phase_start: float | None = None
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -107,6 +112,30 @@ class FakeOpenAI:
     def script(self, *actions: Action) -> None:
         with self._lock:
             self._script.extend(actions)
+
+    def script_embeddings(self, *actions: Action) -> None:
+        with self._lock:
+            self._embedding_script.extend(actions)
+
+    def phases(self, *phases: tuple[float, Action]) -> None:
+        """Timed behaviour: each (seconds, action) holds for that long, the clock starting
+        at the next chat request; afterwards `default_reply`."""
+        with self._lock:
+            self._phases = list(phases)
+            self._phase_start = None
+
+    def _phase_action(self) -> Action | None:
+        if not self._phases:
+            return None
+        now = time.monotonic()
+        if self._phase_start is None:
+            self._phase_start = now
+        elapsed = now - self._phase_start
+        for seconds, action in self._phases:
+            if elapsed < seconds:
+                return action
+            elapsed -= seconds
+        return None
 
     @property
     def pending(self) -> int:
@@ -167,7 +196,11 @@ class FakeOpenAI:
         body = await request.json()
         with self._lock:
             self.requests.append(body)
-            action = self._script.popleft() if self._script else self.default_reply
+            action = (
+                self._script.popleft()
+                if self._script
+                else self._phase_action() or self.default_reply
+            )
         while isinstance(action, Slow):
             await asyncio.sleep(action.seconds)
             action = action.then or self.default_reply
@@ -203,6 +236,13 @@ class FakeOpenAI:
         body = await request.json()
         with self._lock:
             self.embedding_requests.append(body)
+            action = self._embedding_script.popleft() if self._embedding_script else None
+        while isinstance(action, Slow):
+            await asyncio.sleep(action.seconds)
+            action = action.then
+        if isinstance(action, Status):
+            payload = action.body or {"error": {"message": f"scripted {action.code}"}}
+            return web.json_response(payload, status=action.code, headers=action.headers)
         inputs = body["input"]
         inputs = [inputs] if isinstance(inputs, str) else inputs
         data = []

@@ -1,0 +1,81 @@
+"""Contracts against hostile shapes: every failure is a ContractError naming the field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from schemas import ContractError, QueryRequest, parse_exchange_message
+
+
+def exchange(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "namespace": "ns",
+        "session_id": "s1",
+        "seq": 0,
+        "exchange_id": "e0",
+        "turns": [{"role": "user", "content": "hello"}],
+    }
+    return base | over
+
+
+def nested(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = {"n": value}
+    return value
+
+
+@pytest.mark.parametrize("kind", [[], {"a": 1}, 3, None, True])
+def test_exchange_kind_of_any_json_type_is_a_contract_error(kind: Any) -> None:
+    with pytest.raises(ContractError) as err:
+        parse_exchange_message(exchange(kind=kind))
+    assert "kind" in str(err.value)
+
+
+def test_exchange_unknown_control_kind_is_refused_by_name() -> None:
+    with pytest.raises(ContractError, match="'pause'"):
+        parse_exchange_message({"kind": "pause", "namespace": "ns", "session_id": "s"})
+
+
+def test_exchange_metadata_nested_past_the_bound_is_refused() -> None:
+    assert parse_exchange_message(exchange(metadata=nested(16)))
+    with pytest.raises(ContractError, match="metadata: .*nested 200 levels deep"):
+        parse_exchange_message(exchange(metadata=nested(200)))
+
+
+def test_exchange_10k_character_name_error_does_not_echo_the_name() -> None:
+    with pytest.raises(ContractError) as err:
+        parse_exchange_message(exchange(session_id="s" * 10_000))
+    text = str(err.value)
+    assert "session_id" in text and "10002 characters" in text and len(text) < 500
+
+
+def test_exchange_name_with_quotes_is_refused() -> None:
+    with pytest.raises(ContractError, match="namespace"):
+        parse_exchange_message(exchange(namespace="it's \"quoted\""))
+
+
+def test_exchange_unknown_schema_version_says_which_versions_are_read() -> None:
+    with pytest.raises(ContractError, match="unsupported schema_version 2: this worker reads 1"):
+        parse_exchange_message(exchange(schema_version=2))
+
+
+@pytest.mark.parametrize("seq", [-1, 2**63, 10**30])
+def test_exchange_seq_outside_int64_or_negative_is_refused(seq: int) -> None:
+    with pytest.raises(ContractError, match="seq"):
+        parse_exchange_message(exchange(seq=seq))
+
+
+def test_exchange_unknown_field_is_named() -> None:
+    with pytest.raises(ContractError, match="colour"):
+        parse_exchange_message(exchange(colour="blue"))
+
+
+def test_query_deadline_beyond_int64_is_refused() -> None:
+    with pytest.raises(ValueError, match="deadline_ms"):
+        QueryRequest.model_validate(
+            {"correlation_id": "c", "namespace": "n", "query": "q", "reply_partition": 0,
+             "deadline_ms": 10**30}
+        )  # fmt: skip
