@@ -26,6 +26,17 @@ def _settings() -> Settings:
     return s
 
 
+def _client_settings() -> Settings:
+    """Settings for a command that is a Kafka client: the client library's own error lines
+    are silenced, the command reports a failure once, as one line (`expected_error`)."""
+    import logging
+
+    s = _settings()
+    for name in ("aiokafka", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    return s
+
+
 class Unavailable(click.ClickException):
     """Kafka or Redis cannot be reached (exit code 3)."""
 
@@ -154,7 +165,7 @@ def topics_create() -> None:
     """Create missing topics with the configured partition count (idempotent)."""
     from streams.topics import ensure_topics
 
-    s = _settings()
+    s = _client_settings()
     created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topic_partitions, s.topic_replication))
     click.echo(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else ""))
 
@@ -171,7 +182,7 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
     """Produce the conversations of FILE to memory.exchanges."""
     from streams.ingest import ingest_file
 
-    s = _settings()
+    s = _client_settings()
     try:
         stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
     except ValueError as exc:
@@ -195,7 +206,7 @@ def ask(
     """Retrieve evidence for QUESTION through the request/reply topics."""
     from streams.client import ClientError, MemoryClient
 
-    s = _settings()
+    s = _client_settings()
 
     async def run() -> Any:
         async with MemoryClient(s) as client:
@@ -234,7 +245,7 @@ def status(as_json: bool) -> None:
     """Consumer lag per stage, dead letters, and row counts."""
     from streams.status import collect
 
-    s = _settings()
+    s = _client_settings()
     report = asyncio.run(collect(s))
     if as_json:
         click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
@@ -398,6 +409,38 @@ def bench_fuzz(n: int, seed: int) -> None:
     click.echo(format_report(report))
     if report.lost or report.mismatched or "NO" in report.stages_alive:
         raise click.ClickException("hostile input was lost or mishandled (see above)")
+
+
+@bench.command("llm-outage")
+@click.option("--outage-s", type=float, default=90.0, show_default=True, help="seconds of 503s")
+@click.option(
+    "--rate-limit-s", type=float, default=30.0, show_default=True,
+    help="then seconds of 429s with Retry-After",
+)  # fmt: skip
+@click.option("--refused-s", type=float, default=0.0, show_default=True, help="then 401s")
+@click.option("--segments", type=click.IntRange(min=1), default=6, show_default=True)
+def bench_llm_outage(outage_s: float, rate_limit_s: float, refused_s: float, segments: int) -> None:
+    """The encoder against an LLM endpoint that fails, then recovers: pauses, resumes, dead
+    letters (must be 0), calls and token counters per segment (must be 1 each).
+
+    The endpoint is the scripted fake of the test suite (tests/fakes/openai_server.py): run it
+    from a source checkout.
+    """
+    try:
+        from tests.fakes.openai_server import FakeOpenAI, status, valid
+    except ImportError as exc:
+        raise click.ClickException(
+            "the fake LLM endpoint lives in tests/fakes: run this from a source checkout"
+        ) from exc
+    from streams.bench.llm_faults import VALID_REPLY, format_report, run_llm_faults
+
+    _settings()
+    phases = [(outage_s, status(503, {})), (rate_limit_s, status(429, {"Retry-After": "5"}))]
+    if refused_s:
+        phases.append((refused_s, status(401, {})))
+    with FakeOpenAI(default_reply=valid(VALID_REPLY)) as server:
+        report = run_llm_faults(server, [p for p in phases if p[0] > 0], segments)
+    click.echo(format_report(report))
 
 
 @bench.command("segmentation")

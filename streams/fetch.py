@@ -137,3 +137,11 @@ def install() -> None:
     if _original is None:
         _original = cls._unpack_records
         cls._unpack_records = _guarded_unpack  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    """Undo `install()` (for tests that compare both behaviours)."""
+    global _original
+    if _original is not None:
+        fetcher.PartitionRecords._unpack_records = _original  # type: ignore[method-assign]
+        _original = None

@@ -35,6 +35,18 @@ class Lag:
         return self.end - self.committed
 
 
+async def stop_consumer(consumer: AIOKafkaConsumer) -> None:
+    """`consumer.stop()`, minus an aiokafka race: a consumer stopped right after it started
+    awaits its own just-cancelled internal task and raises CancelledError (aiokafka 0.14,
+    `NoGroupCoordinator.close`). Only a cancellation of the caller propagates."""
+    try:
+        await consumer.stop()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+
+
 class LagReader:
     def __init__(self, bootstrap: str) -> None:
         self.bootstrap = bootstrap
@@ -42,12 +54,16 @@ class LagReader:
     async def __aenter__(self) -> LagReader:
         self.consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         self._groups: dict[str, AIOKafkaConsumer] = {}
-        await self.consumer.start()
+        try:
+            await self.consumer.start()
+        except BaseException:
+            await stop_consumer(self.consumer)
+            raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         for c in [self.consumer, *self._groups.values()]:
-            await c.stop()
+            await stop_consumer(c)
 
     async def _group(self, group: str) -> AIOKafkaConsumer:
         # OffsetFetch through a group's (unsubscribed) consumer: it never joins the group,
@@ -85,7 +101,7 @@ class LagReader:
                 for tp, records in batches.items():
                     ends[tp] = max(ends[tp], records[-1].offset + 1)
         finally:
-            await probe.stop()
+            await stop_consumer(probe)
         return ends
 
     async def stage(self, stage: str) -> Lag:

@@ -6,7 +6,7 @@ import time
 
 from aiokafka import AIOKafkaConsumer
 
-from streams.lag import LagReader
+from streams.lag import LagReader, stop_consumer
 
 Record = tuple[bytes | None, bytes | None, dict[str, bytes]]
 
@@ -37,5 +37,5 @@ async def read_topic(
         if remaining:
             raise TimeoutError(f"{topic}: could not read to the end within {timeout_s}s")
     finally:
-        await consumer.stop()
+        await stop_consumer(consumer)
     return out

@@ -57,3 +57,36 @@ def test_cli_bad_input_file_is_a_clear_error(stack: Stack, tmp_path: Path) -> No
     out = lychee(stack, "ingest", str(bad), "--format", "jsonl")
     assert out.returncode != 0
     assert "bad.jsonl:1" in out.stderr and "turns" in out.stderr
+
+
+def test_cli_ingest_without_pasted_exports_warns_once_and_works(stack: Stack) -> None:
+    env = {k: v for k, v in stack.env().items() if k != "LYCHEE_KAFKA_IDEMPOTENCE"}
+    out = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "ingest", str(DEMO), "--format", "jsonl",
+         "--namespace", "cli-noexport"],
+        env={**{k: v for k, v in os.environ.items() if k != "LYCHEE_KAFKA_IDEMPOTENCE"}, **env,
+             "LYCHEE_LOG_LEVEL": "WARNING"},
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "produced 28 exchanges" in out.stdout
+    assert out.stderr.count("idempotence_off") == 1
+    assert "Traceback" not in out.stderr and "UnknownError" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("ingest", str(DEMO), "--format", "jsonl"), ("ask", "--namespace", "n", "anything?"),
+     ("status",)],
+)  # fmt: skip
+def test_cli_unreachable_broker_is_a_one_line_error_with_exit_code_3(args: tuple[str, ...]) -> None:
+    from streams.stack.embedded import free_port
+
+    env = {**os.environ, "LYCHEE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}",
+           "LYCHEE_REQUEST_TIMEOUT_S": "5", "LYCHEE_LOG_LEVEL": "WARNING"}  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert out.returncode == 3, out.stderr
+    assert "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "cannot reach Kafka" in errors[0]

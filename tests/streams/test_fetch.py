@@ -1,0 +1,87 @@
+"""Record batches no client can decode: a dead letter's marker instead of a dead fetcher."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.record.util import calc_crc32c
+
+from streams import fetch
+from streams.stack.embedded import Stack
+
+
+def test_check_codecs_missing_codec_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiokafka import codec
+
+    fetch.check_codecs()  # this environment has them all
+    monkeypatch.setattr(codec, "has_zstd", lambda: False)
+    with pytest.raises(fetch.CodecsMissing, match=r"zstd-compressed .*aiokafka\[lz4,snappy,zstd\]"):
+        fetch.check_codecs()
+
+
+async def _produce(bootstrap: str, topic: str) -> None:
+    """good, bad header key, good, bad CRC, good: five single-record batches."""
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await p.start()
+    try:
+        for i, damage in enumerate([None, "header", None, "crc", None]):
+            if damage is None:
+                await p.send_and_wait(topic, f"good{i}".encode(), partition=0)
+                continue
+            batch = p.create_batch()
+            batch.append(
+                key=b"k", value=f"bad{i}".encode(), timestamp=None, headers=[("ZZZZ", b"x")]
+            )
+            buf = bytearray(batch._build())
+            if damage == "header":
+                j = buf.index(b"ZZZZ")
+                buf[j : j + 4] = b"\xff\xfe\xff\xfe"  # not UTF-8, with a valid CRC
+                struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+            else:
+                buf[-3] ^= 0xFF  # bytes changed, CRC not
+            batch._buffer = bytes(buf)
+            await (await p.send_batch(batch, topic, partition=0))
+    finally:
+        await p.stop()
+
+
+async def _read(bootstrap: str, topic: str, n: int) -> list[tuple[int, bytes | None]]:
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await c.start()
+    tp = TopicPartition(topic, 0)
+    out: list[tuple[int, bytes | None]] = []
+    try:
+        c.assign([tp])
+        c.seek(tp, 0)
+        for _ in range(20):
+            for r in (await c.getmany(tp, timeout_ms=1000)).get(tp, []):
+                out.append((r.offset, r.value))
+            if len(out) >= n:
+                break
+    finally:
+        await c.stop()
+    return out
+
+
+@pytest.mark.integration
+async def test_fetch_undecodable_batches_become_markers_and_good_records_all_arrive(
+    stack: Stack,
+) -> None:
+    topic = f"poison-{uuid.uuid4().hex[:6]}"
+    await _produce(stack.bootstrap, topic)
+    with pytest.raises(UnicodeDecodeError):  # what aiokafka (and so Faust's fetcher) does alone
+        await _read(stack.bootstrap, topic, 5)
+    fetch.install()
+    try:
+        got = await _read(stack.bootstrap, topic, 5)
+    finally:
+        fetch.uninstall()
+    assert got == [(0, b"good0"), (1, None), (2, b"good2"), (3, None), (4, b"good4")]
+    header = fetch.take_undecodable(topic, 0, 1)
+    crc = fetch.take_undecodable(topic, 0, 3)
+    assert header is not None and "UnicodeDecodeError" in header and "offsets 1..1" in header
+    assert crc is not None and "Invalid CRC" in crc
+    assert fetch.take_undecodable(topic, 0, 2) is None
