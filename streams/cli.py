@@ -204,7 +204,7 @@ def ask(
     namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float
 ) -> None:
     """Retrieve evidence for QUESTION through the request/reply topics."""
-    from streams.client import ClientError, MemoryClient
+    from streams.client import ClientError, MemoryClient, ReplyTimeout
 
     s = _client_settings()
 
@@ -216,6 +216,8 @@ def ask(
 
     try:
         reply = asyncio.run(run())
+    except ReplyTimeout as exc:
+        raise TimedOut(f"{exc} (is the query worker running?)") from exc
     except ClientError as exc:
         raise click.ClickException(str(exc)) from exc
     if as_json:

@@ -6,13 +6,15 @@ fetcher, before any agent code runs. Faust crashes the fetcher and the worker ex
 the same batch kills every restart: one hostile client stops a stage for good.
 
 `install()` wraps aiokafka's batch unpacking (`PartitionRecords._unpack_records`, the one
-place every fetched batch passes) so that a batch that raises is replaced by one empty
-marker record at its last offset; the fetch position moves past it. Records before it
-are delivered as usual, Faust treats the skipped offsets as a gap, and the agent gets the
-marker: `take_undecodable` tells it what went wrong, and the guard dead-letters it with
-that reason and the offset range (the bytes stay in the source topic). Missing codecs are
-refused at worker start instead (`check_codecs`), so a misinstalled worker never turns
-good compressed batches into dead letters.
+place every fetched batch passes) so that a batch that raises is replaced by empty marker
+records, one per offset it covers that was not delivered yet; the fetch position moves past
+it. Records before it are delivered as usual, and the offsets stay contiguous, so Faust
+acks and commits past the batch like past any other (a gap would stall its commits). The
+agent asks `take_undecodable` about a record with a null value: the first marker carries
+the reason, which the guard dead-letters with the offset range (the bytes stay in the
+source topic); the others are covered by it and skipped. Missing codecs are refused at
+worker start instead (`check_codecs`), so a misinstalled worker never turns good
+compressed batches into dead letters.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from schemas.errors import LycheeError
 log = structlog.get_logger("lychee.fetch")
 
 UNDECODABLE = "undecodable"
+COVERED = ""  # a marker whose batch was dead-lettered under its first marker
 
 # (topic, partition, offset of the marker) -> reason. Written by Faust's consumer thread,
 # read by the agents on the main loop: a lock, not the event loop, keeps it consistent.
@@ -65,7 +68,8 @@ def check_codecs() -> None:
 
 
 def take_undecodable(topic: str, partition: int, offset: int) -> str | None:
-    """The reason a marker record stands at this offset, or None for a real record."""
+    """The reason a marker record stands at this offset (COVERED for the batch's later
+    offsets, dead-lettered with the first), or None for a real record."""
     with _lock:
         return _markers.pop((topic, partition, offset), None)
 
@@ -111,23 +115,28 @@ def _guarded_unpack(self: Any) -> Iterator[ConsumerRecord[Any, Any]]:
                 f"{first}..{after - 1}: {type(exc).__name__}: {exc}"
             )
             with _lock:
-                _markers[(tp.topic, tp.partition, after - 1)] = reason
+                for offset in range(first, after):
+                    _markers[(tp.topic, tp.partition, offset)] = (
+                        reason if offset == first else COVERED
+                    )
             log.error("batch.undecodable", topic=tp.topic, partition=tp.partition,
                       first=first, last=after - 1, error=repr(exc))  # fmt: skip
-            self.next_fetch_offset = after
-            yield ConsumerRecord(
-                topic=tp.topic,
-                partition=tp.partition,
-                offset=after - 1,
-                timestamp=int(time.time() * 1000),
-                timestamp_type=0,
-                key=None,
-                value=None,
-                checksum=None,
-                serialized_key_size=-1,
-                serialized_value_size=-1,
-                headers=(),
-            )
+            now_ms = int(time.time() * 1000)
+            for offset in range(first, after):
+                self.next_fetch_offset = offset + 1
+                yield ConsumerRecord(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offset=offset,
+                    timestamp=now_ms,
+                    timestamp_type=0,
+                    key=None,
+                    value=None,
+                    checksum=None,
+                    serialized_key_size=-1,
+                    serialized_value_size=-1,
+                    headers=(),
+                )
 
 
 def install() -> None:

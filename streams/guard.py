@@ -39,7 +39,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from schemas import topics as t
-from streams.fetch import UNDECODABLE, take_undecodable
+from streams.fetch import COVERED, UNDECODABLE, take_undecodable
 from streams.producer import DEFAULT_MAX_REQUEST_BYTES, PublisherStopped
 from streams.serde import SCHEMA, SerdeError
 from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
@@ -335,7 +335,8 @@ async def _run(
     good: list[Parsed[T]] = []
     for rec in records:
         if rec.undecodable is not None:
-            await dead_letters.send(rec, rec.undecodable, UNDECODABLE)
+            if rec.undecodable != COVERED:
+                await dead_letters.send(rec, rec.undecodable, UNDECODABLE)
             continue
         try:
             good.append(Parsed(rec, parse(rec)))

@@ -20,7 +20,7 @@ from schemas import topics as t
 from schemas.query import CORRELATION_ID_MAX_CHARS
 from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_embedder, make_llm_client, open_store
-from streams.fetch import UNDECODABLE
+from streams.fetch import COVERED, UNDECODABLE
 from streams.guard import (
     INTERNAL,
     DeadLetters,
@@ -145,7 +145,8 @@ class QueryHandler:
     async def serve(self, rec: Incoming) -> None:
         svc = await self.service()
         if rec.undecodable is not None:
-            await self.dead.send(rec, rec.undecodable, UNDECODABLE)
+            if rec.undecodable != COVERED:
+                await self.dead.send(rec, rec.undecodable, UNDECODABLE)
             return
         try:
             req = decode(rec.value, QueryRequest, self.settings.max_message_bytes)

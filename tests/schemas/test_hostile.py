@@ -54,7 +54,7 @@ def test_exchange_10k_character_name_error_does_not_echo_the_name() -> None:
 
 def test_exchange_name_with_quotes_is_refused() -> None:
     with pytest.raises(ContractError, match="namespace"):
-        parse_exchange_message(exchange(namespace="it's \"quoted\""))
+        parse_exchange_message(exchange(namespace='it\'s "quoted"'))
 
 
 def test_exchange_unknown_schema_version_says_which_versions_are_read() -> None:

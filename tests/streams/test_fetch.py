@@ -23,7 +23,8 @@ def test_check_codecs_missing_codec_names_the_extra(monkeypatch: pytest.MonkeyPa
 
 
 async def _produce(bootstrap: str, topic: str) -> None:
-    """good, bad header key, good, bad CRC, good: five single-record batches."""
+    """good, bad header key, good, bad CRC, good (single-record batches); then a batch of
+    three whose middle record cannot be read, and a good record."""
     p = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await p.start()
     try:
@@ -44,6 +45,17 @@ async def _produce(bootstrap: str, topic: str) -> None:
                 buf[-3] ^= 0xFF  # bytes changed, CRC not
             batch._buffer = bytes(buf)
             await (await p.send_batch(batch, topic, partition=0))
+        # offsets 5-7 in one batch, the middle record's header key not UTF-8; then a good one
+        batch = p.create_batch()
+        for i, name in enumerate(("AAAA", "ZZZZ", "AAAA")):
+            batch.append(key=b"k", value=f"m{i}".encode(), timestamp=None, headers=[(name, b"x")])
+        buf = bytearray(batch._build())
+        j = buf.index(b"ZZZZ")
+        buf[j : j + 4] = b"\xff\xfe\xff\xfe"
+        struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
+        batch._buffer = bytes(buf)
+        await (await p.send_batch(batch, topic, partition=0))
+        await p.send_and_wait(topic, b"good8", partition=0)
     finally:
         await p.stop()
 
@@ -73,15 +85,29 @@ async def test_fetch_undecodable_batches_become_markers_and_good_records_all_arr
     topic = f"poison-{uuid.uuid4().hex[:6]}"
     await _produce(stack.bootstrap, topic)
     with pytest.raises(UnicodeDecodeError):  # what aiokafka (and so Faust's fetcher) does alone
-        await _read(stack.bootstrap, topic, 5)
+        await _read(stack.bootstrap, topic, 9)
     fetch.install()
     try:
-        got = await _read(stack.bootstrap, topic, 5)
+        got = await _read(stack.bootstrap, topic, 9)
     finally:
         fetch.uninstall()
-    assert got == [(0, b"good0"), (1, None), (2, b"good2"), (3, None), (4, b"good4")]
+    assert got == [(0, b"good0"), (1, None), (2, b"good2"), (3, None), (4, b"good4"),
+                   (5, b"m0"), (6, None), (7, None), (8, b"good8")]  # fmt: skip
+    # contiguous offsets (Faust commits past them); the first marker carries the reason
+    middle = fetch.take_undecodable(topic, 0, 6)
+    assert middle is not None and "offsets 6..7" in middle
+    assert fetch.take_undecodable(topic, 0, 7) == fetch.COVERED
     header = fetch.take_undecodable(topic, 0, 1)
     crc = fetch.take_undecodable(topic, 0, 3)
     assert header is not None and "UnicodeDecodeError" in header and "offsets 1..1" in header
     assert crc is not None and "Invalid CRC" in crc
     assert fetch.take_undecodable(topic, 0, 2) is None
+
+
+def test_pyproject_declares_the_codec_extras_and_librdkafka_for_tests() -> None:
+    import tomllib
+    from pathlib import Path
+
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    assert any(d.startswith("aiokafka[lz4,snappy,zstd]") for d in project["dependencies"])
+    assert any(d.startswith("confluent-kafka") for d in project["optional-dependencies"]["dev"])

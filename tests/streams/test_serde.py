@@ -29,7 +29,12 @@ def test_decode_too_large_is_refused_before_parsing() -> None:
 
 @pytest.mark.parametrize(
     "raw",
-    [b'{"query": "a\xff b"}', b'{"query": "\\ud800"}', b'{"query": "\\udc00 x"}', b'"\xed\xa0\x80"'],
+    [
+        b'{"query": "a\xff b"}',
+        b'{"query": "\\ud800"}',
+        b'{"query": "\\udc00 x"}',
+        b'"\xed\xa0\x80"',
+    ],
 )
 def test_decode_invalid_utf8_and_lone_surrogates_are_encoding_errors(raw: bytes) -> None:
     assert code_of(raw) == "encoding"

@@ -39,3 +39,13 @@ def test_settings_query_ablation_accepts_the_paper_ablations_only(
     monkeypatch.setenv("LYCHEE_QUERY_ABLATION", "no-rerank")
     with pytest.raises(ValidationError, match="query_ablation"):
         Settings()
+
+
+def test_settings_request_limit_below_four_input_sizes_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LYCHEE_MAX_MESSAGE_BYTES", "4194304")  # 4 MiB in, 8 MiB out: no room
+    with pytest.raises(ValidationError, match="kafka_max_request_bytes .* at least 4x"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
+    monkeypatch.setenv("LYCHEE_KAFKA_MAX_REQUEST_BYTES", "16777216")
+    assert Settings(_env_file=None).max_message_bytes == 4194304  # type: ignore[call-arg]
