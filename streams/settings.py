@@ -85,6 +85,11 @@ class Settings(BaseSettings):
     idle_timeout_s: float = Field(default=1800.0, gt=0)
     idle_scan_interval_s: float = Field(default=5.0, gt=0)
     ended_session_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
+    outbox_grace_s: float = Field(
+        default=10.0,
+        ge=0,
+        description="the timer republishes outbox entries left unpublished for this long",
+    )
     segmenter_batch_size: int = Field(default=64, ge=1)
     segmenter_batch_wait_s: float = Field(default=0.05, ge=0)
     stage_fetch_wait_ms: int = Field(

@@ -16,7 +16,7 @@ from streams.factories import make_embedder
 from streams.guard import Incoming, TransientPolicy, retry_transient, run_guarded
 from streams.serde import contract_error, decode_json
 from streams.settings import Settings
-from workers.segmenter.policy import SegmentPolicy
+from workers.segmenter.policy import Position, SegmentPolicy
 from workers.segmenter.service import SegmenterService
 from workers.segmenter.state_store import SessionStore
 from workers.tokens import count_tokens
@@ -30,6 +30,23 @@ def parse(rec: Incoming, max_bytes: int | None = None) -> ExchangeTopicMessage:
         return parse_exchange_message(data)
     except ContractError as exc:
         raise contract_error(exc) from exc
+
+
+def parse_positioned(
+    rec: Incoming, max_bytes: int | None = None
+) -> tuple[ExchangeTopicMessage, Position]:
+    """The message with where it was read: the segmenter fences redeliveries by it."""
+    return parse(rec, max_bytes), Position(rec.partition, rec.offset)
+
+
+async def drain_left_behind(svc: SegmenterService, grace_s: float) -> None:
+    """Outboxes nobody published (a publish failed after its commit, a process died in
+    between): published at start-up and on every timer tick, without waiting for the
+    session's next message."""
+    try:
+        await retry_transient(lambda: svc.drain_pending(grace_s), what="outbox drain")
+    except Exception as exc:  # noqa: BLE001 - a timer must not die; next tick retries
+        log.error("outbox.drain_failed", error=repr(exc))
 
 
 def build(settings: Settings) -> faust.App:
@@ -58,26 +75,27 @@ def build(settings: Settings) -> faust.App:
     @app.agent(topic, concurrency=1)
     async def segment(stream: faust.StreamT[bytes]) -> None:
         svc = await service()
+        await drain_left_behind(svc, settings.outbox_grace_s)
 
-        async def handle(msgs: Sequence[ExchangeTopicMessage]) -> None:
-            result = await svc.handle(msgs)
-            if result.segments or result.replays:
-                log.info(
-                    "batch.done", size=len(msgs), segments=result.segments, replays=result.replays
-                )
+        async def handle(items: Sequence[tuple[ExchangeTopicMessage, Position]]) -> None:
+            result = await svc.handle([m for m, _ in items], [p for _, p in items])
+            if result.segments or result.replays or result.redeliveries:
+                log.info("batch.done", size=len(items), segments=result.segments,
+                         replays=result.replays, redeliveries=result.redeliveries)  # fmt: skip
 
         async for events in stream.take_events(
             settings.segmenter_batch_size, settings.segmenter_batch_wait_s
         ):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded("segmenter", records,
-                              lambda r: parse(r, settings.max_message_bytes), handle, dead,
-                              policy=policy)  # fmt: skip
+                              lambda r: parse_positioned(r, settings.max_message_bytes), handle,
+                              dead, policy=policy)  # fmt: skip
 
     @app.timer(settings.idle_scan_interval_s)
     async def idle_flush() -> None:
         if "svc" not in holder:
             return
+        await drain_left_behind(holder["svc"], settings.outbox_grace_s)
         try:
             closed = await retry_transient(
                 lambda: holder["svc"].flush_idle(settings.idle_timeout_s), what="idle flush"

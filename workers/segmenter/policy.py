@@ -32,6 +32,14 @@ from workers.segmenter.params import SegmenterParams, SurpriseCalibration
 TokenCounter = Callable[[str], int]
 
 
+@dataclass(frozen=True)
+class Position:
+    """Where an input message sits in its source log (a Kafka partition and offset)."""
+
+    partition: int
+    offset: int
+
+
 class SessionState(BaseModel):
     """Everything the segmenter keeps per session (stored as one JSON value in Redis)."""
 
@@ -47,6 +55,23 @@ class SessionState(BaseModel):
     session_date: datetime | None = None
     updated_at: float = 0.0
     ended: bool = False
+    # Position of the last input message applied to this session (see the service):
+    # every message of a session comes from one partition, in order, so a message at or
+    # before it is a redelivery, whatever its kind and fields.
+    partition: int = -1
+    last_offset: int = -1
+
+    def seen(self, position: Position | None) -> bool:
+        """Whether the message at `position` was applied already (a redelivery)."""
+        return (
+            position is not None
+            and position.partition == self.partition
+            and position.offset <= self.last_offset
+        )
+
+    def mark(self, position: Position | None) -> None:
+        if position is not None:
+            self.partition, self.last_offset = position.partition, position.offset
 
     @property
     def is_open(self) -> bool:
@@ -57,7 +82,7 @@ class SessionState(BaseModel):
 class Decision:
     """What happened to one exchange, for logs and tests."""
 
-    action: str  # start | append | cut | capacity | split | replay
+    action: str  # start | append | cut | capacity | split | replay | redelivery
     signals: BoundarySignals | None
     finalized: list[Segment]
 

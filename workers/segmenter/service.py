@@ -3,12 +3,21 @@
 Broker-free: it takes validated messages and hands what it produces to a `Publisher`.
 Order of operations (this is what makes it at-least-once without duplicates):
 1. embed the whole batch at once;
-2. per message: load state, fence on `seq`, decide, and write the new state together
-   with its outgoing messages (outbox) in one atomic Redis script;
+2. per message: load state, fence it, decide, and write the new state together with
+   its outgoing messages (outbox) and the message's position in one atomic Redis script;
 3. publish every touched session's outbox and wait for the broker's acks;
-4. trim the published entries; only then may the caller commit the input offsets.
+4. delete exactly the published entries; only then may the caller commit the offsets.
 A crash anywhere replays input that the fence turns into no-ops, while step 3 of the
-replay publishes whatever an earlier run left in the outbox.
+replay publishes whatever an earlier run left in the outbox. An outbox that no input
+will ever touch again (the idle timer's segment, a publish that failed after its
+commit) is found through the store's `pending` set by `drain_pending`, which the stage
+runs at start-up and on its timer.
+
+Fencing: every message of a session arrives from one partition, in order, so a message
+at or before the last applied position is a redelivery and changes nothing, whatever
+its kind (a redelivered `flush` must not close what was opened after it). Exchanges are
+also fenced by `seq`, which catches a producer sending the same exchange twice; such
+replays are counted per session so that `lychee ingest --wait` can report them.
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ from schemas import topics as t
 from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
 from workers.ports import OutMessage, Publisher
-from workers.segmenter.policy import Decision, SegmentPolicy, SessionState
+from workers.segmenter.policy import Decision, Position, SegmentPolicy, SessionState
 from workers.segmenter.state_store import SessionStore
 
 log = structlog.get_logger("lychee.segmenter")
@@ -49,7 +58,8 @@ class BatchResult:
     decisions: list[Decision] = field(default_factory=list)
     segments: int = 0
     turns: int = 0
-    replays: int = 0
+    replays: int = 0  # fenced by seq or after_seq: the producer sent something old
+    redeliveries: int = 0  # fenced by position: the broker delivered a message again
 
 
 class SegmenterService:
@@ -72,44 +82,72 @@ class SegmenterService:
         self.clock = clock
         self.max_conflicts = max_conflicts
 
-    async def handle(self, messages: Sequence[ExchangeTopicMessage]) -> BatchResult:
+    async def handle(
+        self,
+        messages: Sequence[ExchangeTopicMessage],
+        positions: Sequence[Position | None] | None = None,
+    ) -> BatchResult:
+        """Apply a batch in order; `positions[i]` is where `messages[i]` was read from
+        (None when unknown: then only `seq` and `after_seq` fence)."""
+        where = list(positions) if positions is not None else [None] * len(messages)
+        if len(where) != len(messages):
+            raise ValueError("one position per message")
         result = BatchResult()
         exchanges = [m for m in messages if isinstance(m, Exchange)]
         vectors = iter(await self._embed(exchanges))  # in the order of `exchanges`
         touched: dict[str, None] = {}
-        for msg in messages:
+        for msg, pos in zip(messages, where, strict=True):
             touched[msg.key] = None
             if isinstance(msg, Exchange):
-                decision = await self._apply_exchange(msg, *next(vectors))
+                decision = await self._apply_exchange(msg, *next(vectors), pos)
             else:
-                decision = await self._apply_control(msg)
+                decision = await self._apply_control(msg, pos)
             result.decisions.append(decision)
             result.segments += len(decision.finalized)
             result.replays += decision.action == "replay"
-            if decision.action != "replay" and isinstance(msg, Exchange):
+            result.redeliveries += decision.action == "redelivery"
+            if decision.action not in ("replay", "redelivery") and isinstance(msg, Exchange):
                 result.turns += len(msg.turns)
         await self.drain(list(touched))
         return result
 
     async def drain(self, keys: Sequence[str]) -> int:
-        """Publish every pending outbox entry of these sessions, then trim them."""
+        """Publish the outbox entries of these sessions, then delete exactly those.
+
+        A concurrent drainer of the same session may publish an entry twice (ids are
+        deterministic downstream), but an entry is only ever deleted by a drainer that
+        published it."""
         pending = [(k, await self.store.pending(k)) for k in keys]
-        flat = [m for _, msgs in pending for m in msgs]
+        flat = [m for _, entries in pending for _, m in entries]
         if not flat:
             return 0
         await self.publisher.publish(flat)
-        for k, msgs in pending:
-            await self.store.trim(k, len(msgs))
+        for k, entries in pending:
+            await self.store.trim(k, [entry_id for entry_id, _ in entries])
         return len(flat)
 
+    async def drain_pending(self, grace_s: float, limit: int = 500) -> int:
+        """Publish outboxes left behind: older than `grace_s`, so that the agent, which
+        drains what it commits within its batch, is rarely raced."""
+        keys = await self.store.pending_sessions(self.clock() - grace_s, limit)
+        published = await self.drain(keys) if keys else 0
+        if published:
+            log.info("outbox.drained", sessions=len(keys), messages=published)
+        return published
+
     async def flush_idle(self, idle_timeout_s: float) -> int:
-        """Finalize open segments of sessions idle for longer than the timeout."""
+        """Finalize open segments of sessions idle for longer than the timeout.
+
+        The flush has no input position: it changes the state like any message, and a
+        redelivered message is still fenced by the position of the last real one."""
         keys = await self.store.idle_sessions(self.clock() - idle_timeout_s)
         closed = 0
         for key in keys:
             namespace, _, session_id = key.partition("/")
             ctl = SessionControl(kind=ControlKind.flush, namespace=namespace, session_id=session_id)
-            decision = await self._apply_control(ctl, idle_before=self.clock() - idle_timeout_s)
+            decision = await self._apply_control(
+                ctl, None, idle_before=self.clock() - idle_timeout_s
+            )
             closed += len(decision.finalized)
         await self.drain(keys)
         return closed
@@ -134,26 +172,34 @@ class SegmenterService:
                 out.append((matrix[i], [matrix[i]]))
         return out
 
-    async def _apply_exchange(self, ex: Exchange, vec: Matrix, turn_vecs: list[Matrix]) -> Decision:
+    async def _apply_exchange(
+        self, ex: Exchange, vec: Matrix, turn_vecs: list[Matrix], pos: Position | None
+    ) -> Decision:
         for _ in range(self.max_conflicts):
             version, state = await self.store.load(ex.key)
             state = state or SessionState(namespace=ex.namespace, session_id=ex.session_id)
+            if state.seen(pos):
+                return Decision("redelivery", None, [])
             decision = self.policy.step(state, ex, vec, self.clock())
             if decision.action == "replay":
                 log.info("exchange.replayed", key=ex.key, seq=ex.seq, last_seq=state.last_seq)
+                await self.store.count_replay(ex.key, pos)
                 return decision
+            state.mark(pos)
             outbox = self._turn_messages(ex, turn_vecs) + _segment_messages(decision.finalized)
-            if await self.store.commit(ex.key, version, state, outbox):
+            if await self.store.commit(ex.key, version, state, outbox, now=self.clock()):
                 return decision
         raise StateConflict(f"session {ex.key} changed under us {self.max_conflicts} times")
 
     async def _apply_control(
-        self, ctl: SessionControl, idle_before: float | None = None
+        self, ctl: SessionControl, pos: Position | None, idle_before: float | None = None
     ) -> Decision:
         for _ in range(self.max_conflicts):
             version, state = await self.store.load(ctl.key)
             if state is None:
                 return Decision("noop", None, [])
+            if state.seen(pos):
+                return Decision("redelivery", None, [])
             if ctl.after_seq is not None and ctl.after_seq < state.last_seq:
                 return Decision("replay", None, [])  # later exchanges were applied already
             if state.ended and not state.is_open:
@@ -168,7 +214,9 @@ class SegmenterService:
                 ttl = self.ended_ttl_s  # keep seq and segment counter for fencing a while
             elif not finalized:
                 return Decision("noop", None, [])
-            if await self.store.commit(ctl.key, version, state, _segment_messages(finalized), ttl):
+            state.mark(pos)
+            outbox = _segment_messages(finalized)
+            if await self.store.commit(ctl.key, version, state, outbox, ttl, now=self.clock()):
                 if finalized:
                     log.info(
                         "segment.flushed",

@@ -4,6 +4,15 @@ The state and the messages it produces are written by one Lua script, so after a
 kill -9 they cannot disagree: either both the new state and its outbox entries exist
 or neither does. Outbox entries are published and only then trimmed; a crash in
 between republishes them, and downstream writes are idempotent on the ids inside.
+
+The outbox is a Redis stream per session: every entry has its own increasing id, and
+a trim deletes exactly the ids that were published. Two drainers of one session (the
+agent and the idle timer, or two processes across a rebalance) may therefore publish
+an entry twice, which is harmless, but never delete one the other has not read. The
+same scripts keep `pending`, a sorted set of the sessions whose outbox is not empty
+scored by the time of their oldest entry, so a drainer finds outboxes that nobody
+published (a publish that failed after the commit, a process killed in between)
+without waiting for the session's next message.
 """
 
 from __future__ import annotations
@@ -15,12 +24,18 @@ import orjson
 from redis.asyncio import Redis
 
 from workers.ports import OutMessage
-from workers.segmenter.policy import SessionState
+from workers.segmenter.policy import Position, SessionState
 
+# KEYS: state, outbox, active, pending
+# ARGV: version, state json, session key, active score ('' = not open), ttl_s, now,
+#       entries...
+# Entry ids are `<major>-<i>`, `major` the new state version (or one past the stream's
+# last id when an expired state restarted its versions), so they only ever increase.
 _COMMIT = """
 local v = redis.call('HGET', KEYS[1], 'v')
 if (v or '0') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'v', tostring(tonumber(ARGV[1]) + 1), 'state', ARGV[2])
+local nv = tonumber(ARGV[1]) + 1
+redis.call('HSET', KEYS[1], 'v', tostring(nv), 'state', ARGV[2])
 if ARGV[4] == '' then
   redis.call('ZREM', KEYS[3], ARGV[3])
 else
@@ -31,9 +46,56 @@ if tonumber(ARGV[5]) > 0 then
 else
   redis.call('PERSIST', KEYS[1])
 end
-for i = 6, #ARGV do redis.call('RPUSH', KEYS[2], ARGV[i]) end
+if #ARGV >= 7 then
+  local major = nv
+  local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
+  if #last > 0 then
+    local lm = tonumber(string.match(last[1][1], '^(%d+)'))
+    if lm >= major then major = lm + 1 end
+  end
+  for i = 7, #ARGV do
+    redis.call('XADD', KEYS[2], major .. '-' .. (i - 6), 'm', ARGV[i], 'at', ARGV[6])
+  end
+  redis.call('ZADD', KEYS[4], 'NX', ARGV[6], ARGV[3])
+end
 return 1
 """
+
+# KEYS: outbox, pending; ARGV: session key, published ids...
+# Deletes exactly the published entries; the session leaves `pending` only when its
+# outbox is empty, else its score moves to the oldest entry still there.
+_TRIM = """
+redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+local first = redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)
+if #first == 0 then
+  redis.call('DEL', KEYS[1])
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 0
+end
+local f = first[1][2]
+for i = 1, #f, 2 do
+  if f[i] == 'at' then redis.call('ZADD', KEYS[2], 'XX', f[i + 1], ARGV[1]) end
+end
+return redis.call('XLEN', KEYS[1])
+"""
+
+# KEYS: replays hash; ARGV: partition, offset (-1 -1: unknown), ttl_s
+# Counts a replayed exchange once: a redelivery of the same message is not counted again.
+_REPLAY = """
+local p = tonumber(ARGV[1])
+local o = tonumber(ARGV[2])
+if o >= 0 then
+  local seen = redis.call('HMGET', KEYS[1], 'p', 'o')
+  if seen[1] and tonumber(seen[1]) == p and tonumber(seen[2]) >= o then return 0 end
+  redis.call('HSET', KEYS[1], 'p', p, 'o', o)
+end
+redis.call('HINCRBY', KEYS[1], 'n', 1)
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+return 1
+"""
+
+
+_TRIM_CHUNK = 1000
 
 
 class SessionStore:
@@ -41,13 +103,19 @@ class SessionStore:
         self.redis = redis
         self.prefix = prefix
         self.active_key = f"{prefix}:seg:active"
+        self.pending_key = f"{prefix}:seg:pending"
         self._commit = redis.register_script(_COMMIT)
+        self._trim = redis.register_script(_TRIM)
+        self._replay = redis.register_script(_REPLAY)
 
     def _state_key(self, key: str) -> str:
         return f"{self.prefix}:seg:{{{key}}}:state"
 
     def _outbox_key(self, key: str) -> str:
-        return f"{self.prefix}:seg:{{{key}}}:outbox"
+        return f"{self.prefix}:seg:{{{key}}}:outq"
+
+    def _replays_key(self, key: str) -> str:
+        return f"{self.prefix}:seg:{{{key}}}:replays"
 
     async def load(self, key: str) -> tuple[str, SessionState | None]:
         version, raw = await self.redis.hmget(self._state_key(key), ["v", "state"])
@@ -61,27 +129,70 @@ class SessionStore:
         state: SessionState,
         outbox: Sequence[OutMessage],
         ttl_s: int = 0,
+        now: float = 0.0,
     ) -> bool:
-        """Write state and outbox atomically if nobody wrote since `version` was read."""
+        """Write state and outbox atomically if nobody wrote since `version` was read;
+        `now` dates the outbox entries (for `pending_sessions`)."""
         entries = [orjson.dumps({"t": m.topic, "k": m.key, "v": m.value.decode()}) for m in outbox]
         score = repr(state.updated_at) if state.is_open else ""
-        args: list[Any] = [version, state.model_dump_json(), key, score, ttl_s, *entries]
-        keys = [self._state_key(key), self._outbox_key(key), self.active_key]
+        args: list[Any] = [
+            version, state.model_dump_json(), key, score, ttl_s, repr(now), *entries,
+        ]  # fmt: skip
+        keys = [self._state_key(key), self._outbox_key(key), self.active_key, self.pending_key]
         return bool(await self._commit(keys=keys, args=args))
 
-    async def pending(self, key: str) -> list[OutMessage]:
-        raw = await self.redis.lrange(self._outbox_key(key), 0, -1)
+    async def pending(self, key: str) -> list[tuple[str, OutMessage]]:
+        """The outbox of one session, oldest first, each entry with its id."""
+        raw = await self.redis.xrange(self._outbox_key(key), "-", "+")
         out = []
-        for item in raw:
-            d = orjson.loads(item)
-            out.append(OutMessage(d["t"], d["k"], d["v"].encode()))
+        for entry_id, fields in raw:
+            d = orjson.loads(fields[b"m"])
+            out.append((_text(entry_id), OutMessage(d["t"], d["k"], d["v"].encode())))
         return out
 
-    async def trim(self, key: str, count: int) -> None:
-        """Drop the first `count` outbox entries (published); later ones stay."""
-        if count:
-            await self.redis.ltrim(self._outbox_key(key), count, -1)
+    async def trim(self, key: str, entry_ids: Sequence[str]) -> int:
+        """Delete exactly these (published) entries; returns how many are left."""
+        if not entry_ids:
+            return await self.redis.xlen(self._outbox_key(key))  # type: ignore[no-any-return]
+        keys = [self._outbox_key(key), self.pending_key]
+        left = 0
+        for start in range(0, len(entry_ids), _TRIM_CHUNK):  # Lua's unpack() is bounded
+            chunk = entry_ids[start : start + _TRIM_CHUNK]
+            left = int(await self._trim(keys=keys, args=[key, *chunk]))
+        return left
+
+    async def pending_sessions(self, before: float, limit: int = 500) -> list[str]:
+        """Sessions whose oldest unpublished outbox entry was written before `before`."""
+        raw = await self.redis.zrangebyscore(self.pending_key, "-inf", before, start=0, num=limit)
+        return [_text(r) for r in raw]
 
     async def idle_sessions(self, before: float, limit: int = 500) -> list[str]:
         raw = await self.redis.zrangebyscore(self.active_key, "-inf", before, start=0, num=limit)
-        return [r.decode() if isinstance(r, bytes) else str(r) for r in raw]
+        return [_text(r) for r in raw]
+
+    async def count_replay(
+        self, key: str, position: Position | None, ttl_s: int = 30 * 24 * 3600
+    ) -> bool:
+        """Count one exchange fenced as a replay (not again when it is redelivered)."""
+        p, o = (position.partition, position.offset) if position else (-1, -1)
+        return bool(await self._replay(keys=[self._replays_key(key)], args=[p, o, ttl_s]))
+
+    async def replays(self, keys: Sequence[str]) -> dict[str, int]:
+        """Exchanges fenced as replays so far, per session (sessions without any: 0)."""
+        out = {}
+        for k in keys:
+            raw = await self.redis.hget(self._replays_key(k), "n")
+            out[k] = int(raw or 0)
+        return out
+
+    async def last_seqs(self, keys: Sequence[str]) -> dict[str, int]:
+        """The last applied `seq` per session; -1 for a session without state."""
+        out = {}
+        for k in keys:
+            _, state = await self.load(k)
+            out[k] = state.last_seq if state is not None else -1
+        return out
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 import orjson
@@ -11,7 +12,7 @@ from schemas import ControlKind, Exchange, Role, Segment, SessionControl, Turn
 from schemas import topics as t
 from workers.ports import ListPublisher, OutMessage
 from workers.segmenter.params import SegmenterParams
-from workers.segmenter.policy import SegmentPolicy
+from workers.segmenter.policy import Position, SegmentPolicy
 from workers.segmenter.service import SegmenterService
 from workers.segmenter.state_store import SessionStore
 from workers.tokens import count_tokens
@@ -133,7 +134,8 @@ async def test_segmenter_service_crash_between_commit_and_publish_republishes(
     result = await svc2.handle(exchanges())
     assert result.replays == 5  # the state had already advanced...
     assert turn_ids_of(pub) == [f"s1-t{i}" for i in range(5)]  # ...and nothing is lost
-    assert await redis.llen("lychee:seg:{ns1/s1}:outbox") == 0
+    assert await redis.exists("lychee:seg:{ns1/s1}:outq") == 0
+    assert await redis.zcard("lychee:seg:pending") == 0
 
 
 async def test_segmenter_service_idle_session_is_flushed(redis, embedder) -> None:
@@ -192,7 +194,8 @@ async def test_outbox_entries_round_trip(redis) -> None:
     ok = await store.commit("n/s", "0", state, [OutMessage("a", "n/s", b'{"x": "\\u00e9"}')])
     assert ok
     assert not await store.commit("n/s", "0", state, [])  # stale version refused
-    assert await store.pending("n/s") == [OutMessage("a", "n/s", b'{"x": "\\u00e9"}')]
+    [(_, msg)] = await store.pending("n/s")
+    assert msg == OutMessage("a", "n/s", b'{"x": "\\u00e9"}')
 
 
 async def test_segmenter_service_same_exchange_id_in_two_namespaces_keeps_each_vector(
@@ -226,3 +229,171 @@ async def test_segmenter_service_same_exchange_id_in_two_namespaces_keeps_each_v
     ):
         assert sent[key] == pytest.approx(want.tolist(), abs=1e-5), key
     assert sent[("ns2", "u")] == pytest.approx(sent[("ns1", "u")], abs=1e-5)
+
+
+# -- outbox: left behind, drained concurrently ----------------------------------------------
+
+
+class FailingPublisher(ListPublisher):
+    """Refuses every publish, like a broker that went away after the commit."""
+
+    async def publish(self, messages):  # type: ignore[no-untyped-def]
+        raise ConnectionError("broker gone")
+
+
+async def test_segmenter_service_idle_segment_whose_publish_failed_is_published_without_new_input(
+    redis, embedder
+) -> None:
+    clock = Clock()
+    pub = ListPublisher()
+    await make(redis, embedder, pub, clock, mode="fixed_window").handle(
+        exchanges(texts=TOPICS_A[:2])
+    )
+    assert segments_of(pub) == []
+    clock.now += 61
+    crashed = make(redis, embedder, FailingPublisher(), clock, mode="fixed_window")
+    with pytest.raises(ConnectionError):
+        await crashed.flush_idle(idle_timeout_s=60)  # committed, then the publish failed
+    assert await redis.zcard("lychee:seg:active") == 0  # no longer open: idle flush won't see it
+    later = make(
+        redis, embedder, pub, clock, mode="fixed_window"
+    )  # the same process's timer, or a restarted one
+    assert await later.drain_pending(grace_s=10) == 0  # too fresh: the agent may be draining it
+    clock.now += 11
+    assert await later.drain_pending(grace_s=10) == 1
+    [seg] = segments_of(pub)
+    assert seg.reason.value == "session_flush" and seg.turn_ids == ["s1-t0", "s1-t1"]
+    assert await redis.zcard("lychee:seg:pending") == 0
+    assert await later.drain_pending(grace_s=0) == 0
+
+
+class GatedPublisher(ListPublisher):
+    """Publishes only once released, and says when it was called."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.called = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def publish(self, messages):  # type: ignore[no-untyped-def]
+        self.called.set()
+        await self.release.wait()
+        await super().publish(messages)
+
+
+def msg(i: int) -> OutMessage:
+    return OutMessage("topic", "n/s", f'{{"i": {i}}}'.encode())
+
+
+async def commit_entries(store: SessionStore, entries: list[OutMessage]) -> None:
+    from workers.segmenter.policy import SessionState
+
+    version, state = await store.load("n/s")
+    assert await store.commit(
+        "n/s", version, state or SessionState(namespace="n", session_id="s"), entries
+    )
+
+
+async def test_outbox_drainer_never_deletes_an_entry_another_drainer_has_not_published(
+    redis, embedder
+) -> None:
+    store = SessionStore(redis)
+    await commit_entries(store, [msg(1), msg(2)])
+    slow, fast = GatedPublisher(), ListPublisher()
+    a = make(redis, embedder, slow)
+    b = make(redis, embedder, fast)
+    first = asyncio.create_task(a.drain(["n/s"]))
+    await asyncio.wait_for(slow.called.wait(), 10)  # a has read entries 1 and 2
+    await b.drain(["n/s"])  # b publishes and deletes 1 and 2
+    await commit_entries(store, [msg(3)])  # a new entry behind them
+    slow.release.set()
+    await asyncio.wait_for(first, 10)  # a deletes what it published: 1 and 2 only
+    await b.drain(["n/s"])
+    published = [m.value for m in slow.messages + fast.messages]
+    assert published.count(msg(3).value) == 1  # 3 survived a's trim and went out
+    assert await redis.exists("lychee:seg:{n/s}:outq") == 0
+
+
+async def test_outbox_two_drainers_racing_a_writer_lose_nothing(redis, embedder) -> None:
+    store = SessionStore(redis)
+    a_pub, b_pub = ListPublisher(), ListPublisher()
+    a, b = make(redis, embedder, a_pub), make(redis, embedder, b_pub)
+    done = asyncio.Event()
+
+    async def write() -> None:
+        for i in range(200):
+            await commit_entries(store, [msg(i)])
+            await asyncio.sleep(0)
+        done.set()
+
+    async def drain(svc: SegmenterService) -> None:
+        while not done.is_set():
+            await svc.drain(["n/s"])
+            await asyncio.sleep(0)
+        await svc.drain(["n/s"])
+
+    await asyncio.wait_for(asyncio.gather(write(), drain(a), drain(b)), 60)
+    published = {m.value for m in a_pub.messages + b_pub.messages}
+    assert published == {msg(i).value for i in range(200)}
+    assert await redis.exists("lychee:seg:{n/s}:outq") == 0
+    assert await redis.zcard("lychee:seg:pending") == 0
+
+
+# -- fencing by position ------------------------------------------------------------------------
+
+
+def at(*offsets: int) -> list[Position]:
+    return [Position(0, o) for o in offsets]
+
+
+async def test_segmenter_service_redelivered_flush_without_after_seq_closes_nothing(
+    redis, embedder
+) -> None:
+    pub = ListPublisher()
+    svc = make(redis, embedder, pub, mode="fixed_window")
+    exs = exchanges()
+    flush = SessionControl(kind=ControlKind.flush, namespace="ns1", session_id="s1")
+    await svc.handle([exs[0], exs[1], flush], at(0, 1, 2))
+    closed = segments_of(pub)
+    assert [t for s in closed for t in s.turn_ids] == ["s1-t0", "s1-t1"]
+    await svc.handle(exs[2:4], at(3, 4))  # opens a new segment
+    result = await svc.handle([flush], at(2))  # the flush again, e.g. after a rebalance
+    assert result.redeliveries == 1 and result.segments == 0
+    assert segments_of(pub) == closed  # exchanges 2-3 stay open
+    end = SessionControl(kind=ControlKind.end_session, namespace="ns1", session_id="s1")
+    await svc.handle([end], at(5))
+    assert [t for s in segments_of(pub) for t in s.turn_ids][2:] == ["s1-t2", "s1-t3"]
+    await svc.handle([exs[4]], at(6))  # the session goes on after its end
+    result = await svc.handle([end, flush], at(5, 2))  # both redelivered: nothing closes
+    assert result.redeliveries == 2 and len(segments_of(pub)) == 2
+
+
+async def test_segmenter_service_redelivery_after_idle_flush_stays_fenced(redis, embedder) -> None:
+    clock = Clock()
+    pub = ListPublisher()
+    svc = make(redis, embedder, pub, clock, mode="fixed_window")
+    exs = exchanges()
+    flush = SessionControl(kind=ControlKind.flush, namespace="ns1", session_id="s1")
+    await svc.handle([exs[0], flush, exs[1]], at(0, 1, 2))
+    clock.now += 61
+    assert await svc.flush_idle(idle_timeout_s=60) == 1  # no position of its own
+    await svc.handle([exs[2]], at(3))
+    before = segments_of(pub)
+    result = await svc.handle([exs[0], flush, exs[1]], at(0, 1, 2))
+    assert result.redeliveries == 3 and segments_of(pub) == before
+
+
+async def test_segmenter_service_counts_replayed_exchanges_once_per_message(
+    redis, embedder
+) -> None:
+    store = SessionStore(redis)
+    svc = make(redis, embedder)
+    exs = exchanges()
+    await svc.handle(exs, at(0, 1, 2, 3, 4))
+    assert await store.replays(["ns1/s1"]) == {"ns1/s1": 0}
+    result = await svc.handle(exs[:3], at(5, 6, 7))  # sent again: new offsets, old seqs
+    assert result.replays == 3
+    assert await store.replays(["ns1/s1", "ns1/other"]) == {"ns1/s1": 3, "ns1/other": 0}
+    await svc.handle(exs[:3], at(5, 6, 7))  # those messages redelivered: not counted again
+    assert await store.replays(["ns1/s1"]) == {"ns1/s1": 3}
+    assert await store.last_seqs(["ns1/s1", "ns1/other"]) == {"ns1/s1": 4, "ns1/other": -1}
