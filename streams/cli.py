@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -27,11 +25,16 @@ def _settings() -> Settings:
 
 
 def _client_settings() -> Settings:
-    """Settings for a command that is a Kafka client: the client library's own error lines
-    are silenced, the command reports a failure once, as one line (`expected_error`)."""
+    """Settings for a command that is a Kafka client: the configured stack, or the running
+    `lychee up` when no LYCHEE_* connection variable is set (streams.stack.endpoints). The
+    client library's own error lines are silenced: a failure is reported once, as one line
+    (`expected_error`)."""
     import logging
 
-    s = _settings()
+    from streams.stack.endpoints import client_settings
+
+    s = client_settings()
+    configure(s.log_level, s.log_format)
     for name in ("aiokafka", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return s
@@ -111,39 +114,37 @@ def main() -> None:
 )
 @click.option("--kafka-port", type=int, default=9092, show_default=True, help="0 picks a free port")
 @click.option("--redis-port", type=int, default=6379, show_default=True, help="0 picks a free port")
-def up(data_dir: Path, kafka_port: int, redis_port: int) -> None:
-    """Start broker, Redis and every worker on loopback; Ctrl-C stops them all."""
-    from streams.stack.embedded import Stack
+@click.option(
+    "--ephemeral",
+    is_flag=True,
+    help="broker in memory and Redis without persistence: nothing queued survives a stop",
+)
+@click.option(
+    "--grace",
+    "grace_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="seconds Ctrl-C lets the stages drain [default: LYCHEE_DRAIN_GRACE_S, 60]",
+)
+def up(
+    data_dir: Path, kafka_port: int, redis_port: int, ephemeral: bool, grace_s: float | None
+) -> None:
+    """Start SeaweedFS, broker, Redis and every worker on loopback and supervise them;
+    Ctrl-C drains the stages and stops everything. Restarting on the same data directory
+    resumes where the stack stopped."""
+    from streams.stack.embedded import DURABLE, EPHEMERAL, StackError
+    from streams.stack.launcher import run_up
 
-    _settings()
-    stack = Stack(data_dir.resolve(), kafka_port, redis_port)
-    stop = {"now": False}
-
-    def _stop(*_: Any) -> None:
-        stop["now"] = True
-
-    signal.signal(signal.SIGINT, _stop)
-    signal.signal(signal.SIGTERM, _stop)
+    s = _settings()
+    if grace_s is not None:
+        s = s.model_copy(update={"drain_grace_s": grace_s})
     try:
-        stack.launch()
-        click.echo(
-            f"lychee is up: kafka {stack.bootstrap}, redis {stack.redis_url}, lancedb {stack.lancedb_uri}"
+        code = run_up(
+            data_dir.resolve(), EPHEMERAL if ephemeral else DURABLE, s, kafka_port, redis_port
         )
-        click.echo("for clients in another shell:")
-        for k, v in stack.env().items():
-            click.echo(f"  export {k}={v}")
-        click.echo(f"logs in {data_dir / 'logs'}; Ctrl-C to stop")
-        while not stop["now"]:
-            for child in stack.children:
-                if not child.alive:
-                    raise click.ClickException(
-                        f"{child.name} exited ({child.proc.returncode if child.proc else '?'}); see {child.log_path}"
-                    )
-            time.sleep(0.5)
-    finally:
-        click.echo("stopping...")
-        stack.stop()
-        click.echo("stopped")
+    except StackError as exc:
+        raise click.ClickException(str(exc)) from exc
+    sys.exit(code)
 
 
 @main.command()
@@ -243,19 +244,37 @@ def format_evidence(reply: Any) -> str:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True)
-def status(as_json: bool) -> None:
-    """Consumer lag per stage, dead letters, and row counts."""
-    from streams.status import collect
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the data directory of a lychee up, for its workers' restarts "
+    "[default: that of the running lychee up]",
+)
+def status(as_json: bool, data_dir: Path | None) -> None:
+    """Workers (restarts, failed stages), consumer lag per stage, dead letters, row counts."""
+    from streams.status import collect, launcher_dir
 
     s = _client_settings()
-    report = asyncio.run(collect(s))
+    report = asyncio.run(collect(s, data_dir or launcher_dir(s)))
     if as_json:
         click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
         return
-    click.echo(f"{'stage':<10} {'group':<18} {'topic':<18} {'end':>8} {'committed':>9} {'lag':>6}")
+    sup = report["supervision"]
+    if sup is not None:
+        state = sup.get("state", "?") if sup["launcher_alive"] else "not running"
+        click.echo(f"lychee up (pid {sup.get('pid')}, {sup.get('preset')}): {state}")
+        for w in sup["stages"]:
+            click.echo(
+                f"  {w['stage']:<10} {w['state']:<8} restarts {w['restarts']:<3} "
+                + (f"pid {w['pid']}" if w["pid"] else f"last exit {w['last_exit_code']}")
+            )
+        if sup["failed"]:
+            click.echo(f"  failed stages: {', '.join(sup['failed'])} (see their logs)")
+    click.echo(f"{'stage':<16} {'group':<18} {'topic':<18} {'end':>8} {'committed':>9} {'lag':>6}")
     for row in report["stages"]:
         click.echo(
-            f"{row['stage']:<10} {row['group']:<18} {row['topic']:<18} {row['end']:>8} {row['committed']:>9} {row['lag']:>6}"
+            f"{row['stage']:<16} {row['group']:<18} {row['topic']:<18} {row['end']:>8} {row['committed']:>9} {row['lag']:>6}"
         )
     click.echo("dead letters: " + ", ".join(f"{k}={v}" for k, v in report["dead_letters"].items()))
     click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in report["rows"].items()))
@@ -276,12 +295,59 @@ def bench() -> None:
 @click.option(
     "--probes", type=int, default=100, show_default=True, help="exchanges timed to searchable"
 )
-def bench_throughput(n: int, sessions: int, probes: int) -> None:
-    """Exchanges/s end to end vs raw embedding rate; produce-to-searchable p50/p95."""
+@click.option(
+    "--stack",
+    "stacks",
+    type=click.Choice(["durable", "ephemeral", "durable-everysec"]),
+    multiple=True,
+    default=("durable", "ephemeral"),
+    show_default=True,
+    help="embedded stack presets measured one after the other (repeat the option)",
+)
+def bench_throughput(n: int, sessions: int, probes: int, stacks: tuple[str, ...]) -> None:
+    """Exchanges/s end to end vs raw embedding rate; produce-to-searchable p50/p95; per stack
+    preset (durable: broker on S3 and Redis fsync always; ephemeral: all in memory)."""
     from streams.bench.throughput import throughput
+    from streams.stack.embedded import PRESETS
 
     _settings()
-    throughput(n, sessions, probes)
+    throughput(n, sessions, probes, tuple(PRESETS[name] for name in stacks))
+
+
+@bench.command("durability")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--conversation", default=None, help="sample id (default: the first)")
+@click.option(
+    "--mode",
+    "modes",
+    type=click.Choice(["kill", "ctrl-c"]),
+    multiple=True,
+    default=("kill", "ctrl-c"),
+    show_default=True,
+    help="how lychee up is stopped half way (repeat for both)",
+)
+@click.option(
+    "--baselines",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="undisturbed runs (two measure the noise between runs)",
+)
+@click.option("--at", type=click.FloatRange(0.05, 0.95), default=0.5, show_default=True)
+def bench_durability(
+    data: Path, conversation: str | None, modes: tuple[str, ...], baselines: int, at: float
+) -> None:
+    """kill -9 (or Ctrl-C) lychee up half way through a LoCoMo conversation, start it again on
+    the same data directory: turns indexed vs produced, records and nodes vs undisturbed runs,
+    dead letters, processes left of the first run."""
+    from streams.bench.durability import durability
+    from streams.bench.harness import BenchError
+
+    _settings()
+    try:
+        durability(data, conversation, modes, baselines, at)  # type: ignore[arg-type]
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @bench.command("locomo")

@@ -25,6 +25,7 @@ from schemas.errors import LycheeError
 from streams.producer import start_producer
 from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings
+from streams.stack.endpoints import client_settings
 from workers.encoder.service import read_usage
 
 T = TypeVar("T")
@@ -50,7 +51,9 @@ class QueryFailed(ClientError):
 
 class MemoryClient:
     def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings or Settings()
+        """`settings` default: the LYCHEE_* environment, or the running `lychee up` when it
+        sets no connection variable (streams.stack.endpoints)."""
+        self.settings = settings or client_settings()
         self.producer: AIOKafkaProducer
         self.replies: AIOKafkaConsumer
         self.reply_partition = -1

@@ -53,6 +53,7 @@ def open_store(
         dim,
         settings.read_consistency_s,
         exact_max_rows=settings.exact_search_max_rows,
+        storage_options=settings.lancedb_storage_options,
     )
 
 

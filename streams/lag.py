@@ -53,16 +53,29 @@ class LagReader:
 
     async def __aenter__(self) -> LagReader:
         self.consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+        # reads nothing it keeps: one fetch per partition for the high watermark in the answer.
+        # A short wait (Tansu answers a wait of 0 with nothing, not even the watermark) and
+        # the smallest fetch size (the broker still returns at least one batch).
+        self.probe = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=1,
+            fetch_max_bytes=1,
+            max_partition_fetch_bytes=1,
+        )
         self._groups: dict[str, AIOKafkaConsumer] = {}
+        self._seen: dict[TopicPartition, int] = {}
         try:
             await self.consumer.start()
+            await self.probe.start()
         except BaseException:
-            await stop_consumer(self.consumer)
+            await self.__aexit__()
             raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        for c in [self.consumer, *self._groups.values()]:
+        for c in [self.consumer, self.probe, *self._groups.values()]:
             await stop_consumer(c)
 
     async def _group(self, group: str) -> AIOKafkaConsumer:
@@ -76,12 +89,14 @@ class LagReader:
             self._groups[group] = c
         return self._groups[group]
 
-    async def end_offsets(self, topic: str) -> dict[TopicPartition, int]:
-        """High-water marks, verified by reading from the reported end.
+    async def end_offsets(self, topic: str, timeout_s: float = 30.0) -> dict[TopicPartition, int]:
+        """High-water marks, from the Fetch response of each partition.
 
-        Tansu answers ListOffsets with the base offset of the last record batch rather
-        than the high-water mark, so the reported figure can be a few records short;
-        reading on from it finds the true end (and costs one empty fetch on Kafka).
+        Tansu answers ListOffsets(latest) wrongly: with the base offset of the last batch on
+        its memory engine, and with a much lower, arbitrary figure on S3 (4 for a partition
+        of 111 records). The high watermark in a Fetch response is right on both engines and
+        on Kafka. Each fetch starts where the partition's end was last seen (ends only grow;
+        an offset past a restarted memory broker's end is reset to the beginning).
         """
         parts = self.consumer.partitions_for_topic(topic)
         if parts is None:
@@ -90,18 +105,21 @@ class LagReader:
         tps = [TopicPartition(topic, p) for p in sorted(parts)]
         if not tps:
             return {}
-        ends = dict(await self.consumer.end_offsets(tps))
-        probe = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
-        await probe.start()
-        try:
-            probe.assign(tps)
+        self.probe.assign(tps)  # a fresh assignment: no high watermark known yet
+        for tp in tps:
+            self.probe.seek(tp, self._seen.get(tp, 0))
+        ends: dict[TopicPartition, int] = {}
+        deadline = time.monotonic() + timeout_s
+        while len(ends) < len(tps):
+            if time.monotonic() > deadline:
+                missing = ", ".join(str(tp.partition) for tp in tps if tp not in ends)
+                raise TimeoutError(f"{topic}: no high watermark for partitions {missing}")
+            await self.probe.getmany(*[tp for tp in tps if tp not in ends], timeout_ms=10)
             for tp in tps:
-                probe.seek(tp, ends[tp])
-            while batches := await probe.getmany(timeout_ms=200, max_records=10_000):
-                for tp, records in batches.items():
-                    ends[tp] = max(ends[tp], records[-1].offset + 1)
-        finally:
-            await stop_consumer(probe)
+                hw = self.probe.highwater(tp)
+                if hw is not None:
+                    ends[tp] = hw
+        self._seen.update(ends)
         return ends
 
     async def stage(self, stage: str) -> Lag:

@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     # Redis and LanceDB
     redis_url: str = "redis://127.0.0.1:6379/0"
     lancedb_uri: str = "./data/lancedb"
+    lancedb_storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="object-store options of an s3:// (gs://, az://) LanceDB URI, as JSON: "
+        "aws_endpoint, aws_access_key_id, aws_secret_access_key, aws_region, allow_http, ...",
+    )
     read_consistency_s: float = Field(
         default=0.0,
         ge=0,
@@ -93,7 +98,9 @@ class Settings(BaseSettings):
     segmenter_batch_size: int = Field(default=64, ge=1)
     segmenter_batch_wait_s: float = Field(default=0.05, ge=0)
     stage_fetch_wait_ms: int = Field(
-        default=100, ge=0, description="broker fetch wait of the segmenter and indexer stages"
+        default=100,
+        ge=1,  # Tansu answers a fetch with a wait of 0 with no data at all
+        description="broker fetch wait of the segmenter and indexer stages",
     )
     # indexer
     indexer_batch_size: int = Field(default=500, ge=1)
@@ -130,7 +137,9 @@ class Settings(BaseSettings):
         description="a request whose deadline is further ahead gets an error reply",
     )
     query_fetch_wait_ms: int = Field(
-        default=10, ge=0, description="broker fetch wait of the query stage and reply readers"
+        default=10,
+        ge=1,  # Tansu answers a fetch with a wait of 0 with no data at all
+        description="broker fetch wait of the query stage and reply readers",
     )
     turn_window: int = Field(
         default=1, ge=0, le=8, description="raw-turn hits expand to this many turns either side"
@@ -141,6 +150,16 @@ class Settings(BaseSettings):
     )
     reranker_candidates: int = Field(
         default=100, ge=1, description="rerank pool per route: max(this, 4k) (paper App. C.4)"
+    )
+    # supervision by `lychee up`: a worker that exits is restarted after a backoff that doubles
+    # from restart_backoff_s up to restart_backoff_max_s; restart_max_crashes exits within
+    # restart_window_s mark its stage failed
+    restart_backoff_s: float = Field(default=1.0, gt=0)
+    restart_backoff_max_s: float = Field(default=30.0, gt=0)
+    restart_max_crashes: int = Field(default=5, ge=1)
+    restart_window_s: float = Field(default=300.0, gt=0)
+    drain_grace_s: float = Field(
+        default=60.0, ge=0, description="how long Ctrl-C lets the stages drain before they stop"
     )
     # logs
     log_level: str = "INFO"

@@ -1,8 +1,9 @@
-"""What `lychee status` reports: lag per stage, dead letters, rows."""
+"""What `lychee status` reports: the workers of `lychee up`, lag per stage, dead letters, rows."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from schemas import topics as t
@@ -10,10 +11,29 @@ from streams.client import construction_usage
 from streams.factories import open_store
 from streams.lag import STAGE_INPUTS, LagReader
 from streams.settings import Settings
+from streams.stack.endpoints import read_endpoints
+from streams.stack.lock import pid_alive
+from streams.stack.supervisor import read_supervision
 from streams.topics import DLQ_SOURCES
 
 
-async def collect(settings: Settings) -> dict[str, Any]:
+def launcher_dir(settings: Settings) -> Path | None:
+    """The data directory of the running `lychee up` these settings point at, if any."""
+    endpoints = read_endpoints()
+    if endpoints is None or endpoints.kafka_bootstrap != settings.kafka_bootstrap:
+        return None
+    return Path(endpoints.data_dir)
+
+
+def supervision(data_dir: Path | None) -> dict[str, Any] | None:
+    """Restarts and failed stages as the launcher last wrote them, and whether it still runs."""
+    report = read_supervision(data_dir) if data_dir else None
+    if report is not None:
+        report["launcher_alive"] = bool(report.get("pid")) and pid_alive(int(report["pid"]))
+    return report
+
+
+async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str, Any]:
     async with LagReader(settings.kafka_bootstrap) as reader:
         stages = [await reader.stage(s) for s in STAGE_INPUTS]
         dead = {}
@@ -26,6 +46,7 @@ async def collect(settings: Settings) -> dict[str, Any]:
     }
     usage = await construction_usage(settings)
     return {
+        "supervision": supervision(data_dir),
         "stages": [
             {
                 "stage": x.stage,

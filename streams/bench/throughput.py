@@ -1,7 +1,10 @@
 """`lychee bench throughput`: exchanges/s end to end against the raw embedding rate.
 
 It starts the embedded stack in a temporary directory, produces synthetic exchanges, waits
-until every stage has drained, and times paced probes from produce-ack to searchable.
+until every stage has drained, and times paced probes from produce-ack to searchable. With
+several stack presets (durable: Tansu on S3 and Redis fsyncing every write; ephemeral: all in
+memory; durable-everysec) it runs the same measurement on each, one after the other, and
+compares their rates.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from schemas import Exchange, Role, Turn
 from streams.client import MemoryClient
 from streams.lag import LagReader
 from streams.settings import Settings
-from streams.stack.embedded import Stack
+from streams.stack.embedded import EPHEMERAL, Stack, StackPreset
 from streams.stack.ready import READY_NAMESPACE, launch, wait_ready
 
 WORDS = (
@@ -62,17 +65,42 @@ def synthetic_exchanges(n: int, sessions: int, seed: int = 7) -> list[Exchange]:
     return out
 
 
-def throughput(n: int = 2000, sessions: int = 20, probes: int = 100) -> dict[str, Any]:
-    """Exchanges/s end to end vs the raw embedding rate; produce-to-searchable p50/p95."""
-    stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-bench-")))
-    try:
-        settings = launch(stack)
-        result = asyncio.run(_throughput(stack, settings, n, max(1, sessions), probes))
-    finally:
-        stack.stop()
-        shutil.rmtree(stack.data_dir, ignore_errors=True)
-    _print_throughput(result)
-    return result
+def throughput(
+    n: int = 2000,
+    sessions: int = 20,
+    probes: int = 100,
+    presets: tuple[StackPreset, ...] = (EPHEMERAL,),
+) -> list[dict[str, Any]]:
+    """Exchanges/s end to end vs the raw embedding rate; produce-to-searchable p50/p95; for
+    each stack preset in turn."""
+    results = []
+    for preset in presets:
+        stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-bench-")), preset=preset)
+        try:
+            settings = launch(stack)
+            result = asyncio.run(_throughput(stack, settings, n, max(1, sessions), probes))
+        finally:
+            stack.stop()
+            shutil.rmtree(stack.data_dir, ignore_errors=True)
+        result["stack"] = preset.name
+        click.echo(f"stack: {preset.name} (broker storage {preset.storage}, "
+                   f"Redis appendfsync {preset.redis_fsync})")  # fmt: skip
+        _print_throughput(result)
+        results.append(result)
+    if len(results) > 1:
+        _print_comparison(results)
+    return results
+
+
+def _print_comparison(results: list[dict[str, Any]]) -> None:
+    base = results[0]
+    click.echo(
+        f"\n{'stack':<18} {'exchanges/s':>12} {'vs ' + base['stack']:>16} {'searchable p50':>15}"
+    )
+    for r in results:
+        ratio = r["exchanges_per_s"] / base["exchanges_per_s"] if base["exchanges_per_s"] else 0.0
+        p50 = f"{r['searchable_p50_ms']:.0f} ms" if r["searchable_p50_ms"] is not None else "-"
+        click.echo(f"{r['stack']:<18} {r['exchanges_per_s']:>12.1f} {ratio:>15.2f}x {p50:>15}")
 
 
 async def _throughput(
@@ -80,7 +108,7 @@ async def _throughput(
 ) -> dict[str, Any]:
     from workers.embedding import LocalEmbedder
 
-    await wait_ready(stack, settings)
+    await wait_ready(stack, settings, timeout_s=900)
     exchanges = synthetic_exchanges(n, sessions)
     texts = [ex.rendered() for ex in exchanges]
 

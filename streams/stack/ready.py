@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
+from collections.abc import Callable
 
 from streams.client import MemoryClient, ReplyTimeout
 from streams.lag import LagReader
 from streams.settings import Settings
 from streams.stack.embedded import Stack, StackError
+from streams.stack.process import log_tail
 
 WORKER_ENV = {"LYCHEE_LOG_LEVEL": "WARNING"}
 READY_NAMESPACE = "warmup"
@@ -22,12 +23,6 @@ READY_NAMESPACE = "warmup"
 def launch(stack: Stack, extra_env: dict[str, str] | None = None) -> Settings:
     """`Stack.launch` with quiet workers (warnings only), for benchmarks and the demo."""
     return stack.launch({**WORKER_ENV, **(extra_env or {})})
-
-
-def log_tail(path: Path | None, lines: int = 25) -> str:
-    if path is None or not path.is_file():
-        return "(no log)"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) or "(empty log)"
 
 
 def check_alive(stack: Stack) -> None:
@@ -40,24 +35,38 @@ def check_alive(stack: Stack) -> None:
 
 
 async def wait_ready(stack: Stack, settings: Settings, timeout_s: float = 120.0) -> None:
+    """`wait_workers` for a stack started in this process: a worker that died is an error."""
+
+    def tails() -> str:
+        return "\n".join(
+            f"--- {c.name}\n{log_tail(c.log_path)}"
+            for c in stack.children
+            if c.name in ("segmenter", "query")
+        )
+
+    await wait_workers(settings, timeout_s, lambda: check_alive(stack), tails)
+
+
+async def wait_workers(
+    settings: Settings,
+    timeout_s: float = 120.0,
+    check: Callable[[], None] = lambda: None,
+    tails: Callable[[], str] = lambda: "",
+) -> None:
     """Wait until the segmenter consumes and the query service answers.
 
     Workers log `segmenter.ready` / `query.ready` at INFO, which a WARNING level hides,
     so readiness is probed instead: the segmenter commits a no-op control message only
     once its model is loaded, and the query service answers only once its model is.
+    `check` raises when waiting is pointless (a worker died, a stop was asked for).
     """
     deadline = time.monotonic() + timeout_s
 
     def left() -> float:
-        check_alive(stack)
+        check()
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            tails = "\n".join(
-                f"--- {c.name}\n{log_tail(c.log_path)}"
-                for c in stack.children
-                if c.name in ("segmenter", "query")
-            )
-            raise TimeoutError(f"workers not ready after {timeout_s:.0f}s\n{tails}")
+            raise TimeoutError(f"workers not ready after {timeout_s:.0f}s\n{tails()}")
         return remaining
 
     async with MemoryClient(settings) as client:

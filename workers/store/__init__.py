@@ -7,7 +7,7 @@ reads are safe from threads.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from schemas.records import RecordBatch
@@ -48,8 +48,11 @@ class EvidenceStore:
         exact_max_rows: int = EXACT_MAX_ROWS,
         max_node_records: int = 64,
         max_node_text_chars: int = 2000,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
-        self.db = Database(uri, embedding_model, dim, read_consistency_s, exact_max_rows)
+        self.db = Database(
+            uri, embedding_model, dim, read_consistency_s, exact_max_rows, storage_options
+        )
         self.turns = TurnsTable(self.db)
         self.records = RecordsTable(self.db)
         self.nodes = NodesTable(self.db, max_node_records, max_node_text_chars)

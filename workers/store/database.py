@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -164,6 +164,7 @@ class Database:
         dim: int,
         read_consistency_s: float = 0.0,
         exact_max_rows: int = EXACT_MAX_ROWS,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         self.uri = uri
         self.model = embedding_model
@@ -172,8 +173,12 @@ class Database:
         self._sizes: dict[tuple[str, str], tuple[int, float]] = {}
         # Readers live in other processes than the writer: without a consistency interval
         # an open table would keep serving the version it was opened at.
+        # storage_options: object-store settings of an s3:// (gs://, az://) URI, for example
+        # the endpoint and keys of an S3-compatible store; ignored for a local directory.
         self.db = lancedb.connect(
-            uri, read_consistency_interval=timedelta(seconds=read_consistency_s)
+            uri,
+            read_consistency_interval=timedelta(seconds=read_consistency_s),
+            storage_options=dict(storage_options) if storage_options else None,
         )
         self._tables: dict[str, Any] = {}
         self._indexed: set[str] = set()

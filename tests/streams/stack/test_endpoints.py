@@ -1,0 +1,118 @@
+"""Clients find a running `lychee up` through its endpoints file; real variables win."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from streams.stack.endpoints import (
+    Endpoints,
+    client_settings,
+    process_start,
+    read_endpoints,
+    remove_endpoints,
+    well_known_path,
+    write_endpoints,
+)
+
+
+@pytest.fixture
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    for name in list(os.environ):
+        if name.startswith("LYCHEE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)  # no .env file here
+    return tmp_path / "state"
+
+
+def endpoints(pid: int | None = None, **kw: object) -> Endpoints:
+    pid = pid or os.getpid()
+    fields = {
+        "kafka_bootstrap": "127.0.0.1:21001",
+        "redis_url": "redis://127.0.0.1:21002/0",
+        "lancedb_uri": "/data/lancedb",
+        "pid": pid,
+        "pid_start": process_start(pid),
+        "data_dir": "/data",
+        "storage": "s3",
+        **kw,
+    }
+    return Endpoints(**fields)  # type: ignore[arg-type]
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_endpoints_no_variables_set_client_uses_the_running_stack(state: Path) -> None:
+    write_endpoints(endpoints(), well_known_path())
+    s = client_settings()
+    assert well_known_path() == state / "lychee" / "endpoints.json"
+    assert (s.kafka_bootstrap, s.redis_url, s.lancedb_uri) == (
+        "127.0.0.1:21001", "redis://127.0.0.1:21002/0", "/data/lancedb",
+    )  # fmt: skip
+    assert s.kafka_idempotence is False
+
+
+def test_endpoints_one_connection_variable_set_ignores_the_file_entirely(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_endpoints(endpoints(), well_known_path())
+    monkeypatch.setenv("LYCHEE_KAFKA_BOOTSTRAP", "kafka.prod:9092")
+    s = client_settings()
+    assert s.kafka_bootstrap == "kafka.prod:9092"
+    assert s.redis_url == "redis://127.0.0.1:6379/0"  # the default, not the file's Redis
+    assert s.kafka_idempotence is True
+
+
+def test_endpoints_idempotence_variable_wins_over_the_file(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_endpoints(endpoints(), well_known_path())
+    monkeypatch.setenv("LYCHEE_KAFKA_IDEMPOTENCE", "true")
+    s = client_settings()
+    assert s.kafka_bootstrap == "127.0.0.1:21001" and s.kafka_idempotence is True
+
+
+def test_endpoints_file_of_a_dead_launcher_is_ignored(state: Path) -> None:
+    write_endpoints(endpoints(dead_pid()), well_known_path())
+    assert read_endpoints() is None
+    assert client_settings().kafka_bootstrap == "127.0.0.1:9092"
+
+
+def test_endpoints_reused_pid_with_another_start_time_is_ignored(state: Path) -> None:
+    start = process_start(os.getpid())
+    assert start is not None
+    write_endpoints(endpoints(pid_start=start - 1), well_known_path())
+    assert read_endpoints() is None
+
+
+def test_endpoints_unreadable_file_is_ignored(state: Path) -> None:
+    well_known_path().parent.mkdir(parents=True)
+    well_known_path().write_text("{half a fi")
+    assert read_endpoints() is None
+
+
+def test_endpoints_write_is_atomic_and_private(state: Path) -> None:
+    path = well_known_path()
+    write_endpoints(endpoints(), path)
+    write_endpoints(endpoints(kafka_bootstrap="127.0.0.1:21009"), path)
+    assert [p.name for p in path.parent.iterdir()] == ["endpoints.json"]  # no temporary left
+    assert path.stat().st_mode & 0o077 == 0
+    found = read_endpoints(path)
+    assert found is not None and found.kafka_bootstrap == "127.0.0.1:21009"
+
+
+def test_endpoints_removed_only_by_the_launcher_that_wrote_them(state: Path) -> None:
+    path = well_known_path()
+    write_endpoints(endpoints(), path)
+    remove_endpoints(path, os.getpid() + 1)
+    assert path.exists()
+    remove_endpoints(path, os.getpid())
+    assert not path.exists()

@@ -1,0 +1,116 @@
+"""Ports below the ephemeral range, named when busy; the data-directory lock; children that
+die with their parent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from streams.settings import Settings
+from streams.stack.lock import DataDirInUse, DataDirLock
+from streams.stack.process import PORT_FLOOR, PortInUse, claim_port, ephemeral_floor, free_port
+
+
+def test_free_port_is_below_the_ephemeral_range_and_never_handed_out_twice() -> None:
+    ports = [free_port() for _ in range(50)]
+    assert all(PORT_FLOOR <= p < ephemeral_floor() for p in ports)
+    assert len(set(ports)) == len(ports)
+    admin = free_port(pair_offset=10000)
+    assert admin + 10000 < ephemeral_floor()
+
+
+def test_claim_port_in_use_is_an_error_that_names_it() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.1 \\(Kafka\\)"):
+            claim_port(port, "Kafka")
+
+
+def test_lock_second_holder_is_refused_with_the_holders_pid(tmp_path: Path) -> None:
+    first = DataDirLock(tmp_path)
+    first.acquire()
+    try:
+        with pytest.raises(
+            DataDirInUse, match=f"in use by another lychee up \\(pid {os.getpid()}\\)"
+        ):
+            DataDirLock(tmp_path).acquire(wait_dead_holder_s=0)
+    finally:
+        first.release()
+    DataDirLock(tmp_path).acquire()  # released: free again
+
+
+def test_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import time
+            from pathlib import Path
+            from streams.stack.lock import DataDirLock
+            DataDirLock(Path({str(tmp_path)!r})).acquire()
+            print("locked", flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3],
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(DataDirInUse, match=f"pid {holder.pid}"):
+            DataDirLock(tmp_path).acquire(wait_dead_holder_s=0)
+        holder.kill()
+        holder.wait(10)
+        DataDirLock(tmp_path).acquire(wait_dead_holder_s=0)
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_child_dies_with_its_parent_killed_by_sigkill(tmp_path: Path) -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent("""
+            import time
+            from streams.stack.process import Child
+            child = Child("sleeper", ["sleep", "60"])
+            child.start()
+            print(child.pid, flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3],
+    )  # fmt: skip
+    child_pid = 0
+    try:
+        assert parent.stdout is not None
+        child_pid = int(parent.stdout.readline())
+        assert psutil.pid_exists(child_pid)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 5
+        while psutil.pid_exists(child_pid) and time.monotonic() < deadline:
+            if psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE:
+                break
+            time.sleep(0.05)
+        assert (
+            not psutil.pid_exists(child_pid)
+            or psutil.Process(child_pid).status() == psutil.STATUS_ZOMBIE
+        )
+    finally:
+        parent.kill()
+        parent.wait(10)
+        if child_pid and psutil.pid_exists(child_pid):
+            os.kill(child_pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("name", ["stage_fetch_wait_ms", "query_fetch_wait_ms"])
+def test_settings_fetch_wait_of_zero_is_refused(name: str) -> None:
+    # Tansu answers a fetch with a wait of 0 with no data at all: a consumer would never read
+    with pytest.raises(ValueError, match=name):
+        Settings(**{name: 0})  # type: ignore[arg-type]

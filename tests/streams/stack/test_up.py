@@ -1,0 +1,259 @@
+"""`lychee up` as a user runs it: clients in another shell, supervision, the lock, ports,
+kill -9 and Ctrl-C mid-ingest, and resume on the same data directory."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from schemas import Exchange, Role, Turn
+from streams.client import MemoryClient
+from streams.lag import PIPELINE, LagReader
+from streams.settings import Settings
+from streams.stack import seaweed
+from streams.stack.ready import wait_workers
+from streams.stack.supervisor import read_supervision
+from streams.stack.up_process import UpProcess
+from tests.streams.stack.conftest import S3Store
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[3]
+DEMO = ROOT / "deploy" / "demo" / "conversation.jsonl"
+WORDS = ("kayak", "lantern", "orchard", "violin", "glacier", "pepper", "compass", "harbor",
+         "meadow", "quilt", "saddle", "tundra", "walnut", "yarrow", "ember", "falcon")  # fmt: skip
+READY_S = 600.0
+
+
+def conversation(ns: str, sessions: int, per_session: int) -> list[Exchange]:
+    out = []
+    for s in range(sessions):
+        for i in range(per_session):
+            words = " ".join(WORDS[(s * 7 + i * 3 + k) % len(WORDS)] for k in range(12))
+            out.append(Exchange(
+                namespace=ns, session_id=f"s{s}", seq=i, exchange_id=f"s{s}:{i}",
+                session_date=datetime(2024, 5, 1 + s, 9, 0),
+                turns=[Turn(role=Role.user, speaker=("Ines", "Omar")[i % 2],
+                            content=f"Note {s}.{i}: {words}.", turn_id=f"T{s}:{i}")],
+            ))  # fmt: skip
+    return out
+
+
+def client_env(state_dir: Path) -> dict[str, str]:
+    """A fresh shell: no LYCHEE_* variable, only where the user's state lives."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LYCHEE_")}
+    return {**env, "XDG_STATE_HOME": str(state_dir), "LYCHEE_LOG_LEVEL": "WARNING"}
+
+
+def lychee(
+    env: dict[str, str], *args: str, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+
+
+async def ready(up: UpProcess) -> Settings:
+    settings = up.settings()
+    await wait_workers(settings, READY_S, up.check)
+    return settings
+
+
+async def produce(settings: Settings, exchanges: list[Exchange], end: bool) -> None:
+    async with MemoryClient(settings) as client:
+        for i in range(0, len(exchanges), 20):
+            await client.add(exchanges[i : i + 20])
+        if end:
+            last: dict[str, int] = {}
+            for ex in exchanges:
+                last[ex.session_id] = ex.seq
+            for sid, seq in last.items():
+                await client.end_session(exchanges[0].namespace, sid, after_seq=seq)
+
+
+async def drained(settings: Settings) -> None:
+    async with LagReader(settings.kafka_bootstrap) as lag:
+        await lag.wait_drained(timeout_s=600)
+
+
+async def lags(settings: Settings) -> dict[str, int]:
+    async with LagReader(settings.kafka_bootstrap) as lag:
+        return {name: (await lag.stage(name)).lag for name in PIPELINE}
+
+
+def turn_ids(settings: Settings, ns: str) -> list[str]:
+    from streams.factories import open_store
+    from workers.store import namespace_filter
+
+    tbl = open_store(settings).db.table("turns")
+    rows = tbl.search().where(namespace_filter(ns)).select(["turn_id"]).limit(None).to_list()
+    return [r["turn_id"] for r in rows]
+
+
+# -- one durable lychee up, its LanceDB on another S3 store, shared by the tests below --------
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory, s3_store: S3Store) -> Iterator[UpProcess]:
+    root = tmp_path_factory.mktemp("up")
+    env = {
+        "LYCHEE_LANCEDB_URI": f"s3://{seaweed.BUCKET}/lancedb-up",
+        "LYCHEE_LANCEDB_STORAGE_OPTIONS": json.dumps(s3_store.options()),
+        "LYCHEE_TOPIC_PARTITIONS": "4",
+        "LYCHEE_RESTART_BACKOFF_S": "0.2",
+        "LYCHEE_RESTART_MAX_CRASHES": "2",
+        "LYCHEE_RESTART_WINDOW_S": "600",
+    }
+    launcher = UpProcess.start(root / "data", root / "state", env=env)
+    try:
+        asyncio.run(ready(launcher))
+        yield launcher
+    finally:
+        launcher.cleanup()
+
+
+def test_up_clients_in_another_shell_need_no_exports(up: UpProcess, s3_store: S3Store) -> None:
+    env = client_env(up.state_dir)
+    out = lychee(
+        env, "ingest", str(DEMO), "--format", "jsonl", "--namespace", "two-shell", "--wait"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "produced 28 exchanges" in out.stdout
+    ask = lychee(
+        env, "ask", "--namespace", "two-shell", "sourdough starter name", "-k", "3", "--json"
+    )
+    assert ask.returncode == 0, ask.stderr
+    assert json.loads(ask.stdout)["evidence"]
+    status = lychee(env, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["rows"]["turns"] >= 28  # read from the S3 store through the endpoints file
+    assert report["supervision"]["pid"] == up.proc.pid
+    assert {w["stage"]: w["state"] for w in report["supervision"]["stages"]} == {
+        "segmenter": "running", "encoder": "running", "indexer": "running", "query": "running",
+    }  # fmt: skip
+    # indexer and query worked on the S3 LanceDB: rows in the bucket, none in the data dir
+    listed = s3_store.client().list_objects_v2(Bucket=seaweed.BUCKET, Prefix="lancedb-up/")
+    assert listed["KeyCount"] > 0 and not (up.data_dir / "lancedb").exists()
+
+
+def test_up_second_launcher_on_the_same_directory_refuses_naming_the_pid(up: UpProcess) -> None:
+    out = lychee(client_env(up.state_dir), "up", "--data-dir", str(up.data_dir),
+                 "--kafka-port", "0", "--redis-port", "0", timeout=120)  # fmt: skip
+    assert out.returncode == 1
+    assert f"{up.data_dir} is in use by another lychee up (pid {up.proc.pid})" in out.stderr
+    assert read_supervision(up.data_dir)["pid"] == up.proc.pid  # type: ignore[index]
+
+
+def test_up_port_in_use_is_an_error_naming_it(up: UpProcess, tmp_path: Path) -> None:
+    port = up.endpoints().kafka_bootstrap.rsplit(":", 1)[1]
+    out = lychee(client_env(tmp_path), "up", "--data-dir", str(tmp_path / "other"),
+                 "--kafka-port", port, "--redis-port", "0", timeout=120)  # fmt: skip
+    assert out.returncode == 1
+    assert f"port {port} on 127.0.0.1 (Kafka) is already in use" in out.stderr
+
+
+def test_up_every_listener_is_on_loopback(up: UpProcess) -> None:
+    addresses = set()
+    for pid in up.remember_tree():
+        try:
+            conns = psutil.Process(pid).net_connections("inet")
+        except psutil.NoSuchProcess:
+            continue
+        addresses |= {c.laddr.ip for c in conns if c.status == psutil.CONN_LISTEN}
+    assert addresses == {"127.0.0.1"}
+
+
+def wait_supervision(
+    up: UpProcess, stage: str, check: Any, timeout_s: float = 120
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        report = read_supervision(up.data_dir) or {"stages": []}
+        row = next((r for r in report["stages"] if r["stage"] == stage), None)
+        if row is not None and check(row):
+            return row
+        time.sleep(0.2)
+    raise TimeoutError(f"{stage}: {read_supervision(up.data_dir)}\n{up.output()}")
+
+
+def test_up_crashing_worker_is_restarted_then_marked_failed_while_the_rest_serves(
+    up: UpProcess,
+) -> None:
+    first = wait_supervision(up, "encoder", lambda r: r["state"] == "running")
+    os.kill(first["pid"], 9)
+    second = wait_supervision(
+        up, "encoder", lambda r: r["restarts"] == 1 and r["state"] == "running"
+    )
+    assert second["pid"] != first["pid"] and second["last_exit_code"] == -9
+    os.kill(second["pid"], 9)  # the second exit within the window: LYCHEE_RESTART_MAX_CRASHES=2
+    failed = wait_supervision(up, "encoder", lambda r: r["state"] == "failed")
+    assert failed["restarts"] == 1
+    assert "encoder exited with -9, 2 times" in up.output() and "Last lines of" in up.output()
+    env = client_env(up.state_dir)
+    status = lychee(env, "status")
+    assert "encoder    failed" in status.stdout and "failed stages: encoder" in status.stdout
+    # the other stages still serve: raw turns are indexed and searchable
+    out = lychee(env, "ingest", str(DEMO), "--format", "jsonl", "--namespace", "after-failure")
+    assert out.returncode == 0, out.stderr
+    settings = up.settings()
+    deadline = time.monotonic() + 300
+    while len(turn_ids(settings, "after-failure")) < 28 and time.monotonic() < deadline:
+        time.sleep(1)
+    assert len(turn_ids(settings, "after-failure")) == 28
+    assert up.alive
+
+
+# -- kill -9 and Ctrl-C mid-ingest, then resume ---------------------------------------------
+
+
+@pytest.fixture
+def launchers() -> Iterator[list[UpProcess]]:
+    started: list[UpProcess] = []
+    yield started
+    for launcher in started:
+        launcher.cleanup()
+
+
+@pytest.mark.parametrize("stop", ["kill", "ctrl-c"])
+def test_up_stopped_mid_ingest_resumes_with_every_turn_once_and_no_process_left(
+    stop: str, tmp_path: Path, launchers: list[UpProcess]
+) -> None:
+    data, state = tmp_path / "data", tmp_path / "state"
+    env = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
+           "LYCHEE_DRAIN_GRACE_S": "5"}  # fmt: skip
+    exchanges = conversation(f"resume-{stop}", sessions=3, per_session=40)
+    half = len(exchanges) // 2
+    first = UpProcess.start(data, state, env=env)
+    launchers.append(first)
+    settings = asyncio.run(ready(first))
+    asyncio.run(produce(settings, exchanges[:half], end=False))
+    assert sum(asyncio.run(lags(settings)).values()) > 0, "the stop should land mid-stream"
+    if stop == "kill":
+        first.kill9()
+    else:
+        assert first.interrupt() == 0
+        assert "stopping: draining the stages upstream first" in first.output()
+    assert first.wait_gone(10) == [], "a process of the first run survived"
+    assert (state / "lychee" / "endpoints.json").exists() == (stop == "kill")  # stale, ignored
+
+    second = UpProcess.start(data, state, env=env)
+    launchers.append(second)
+    settings = asyncio.run(ready(second))
+    asyncio.run(produce(settings, exchanges[half:], end=True))
+    asyncio.run(drained(settings))
+    ids = turn_ids(settings, f"resume-{stop}")
+    assert sorted(ids) == sorted(t.turn_id for e in exchanges for t in e.turns or [])
+    assert second.interrupt() == 0
+    assert second.wait_gone(10) == []
+    assert not (state / "lychee" / "endpoints.json").exists()
