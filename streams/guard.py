@@ -23,6 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from schemas import topics as t
+from streams import metrics
 from streams.producer import KafkaPublisher
 from streams.serde import SerdeError
 from workers.ports import TemporarilyUnavailable, Unprocessable
@@ -82,6 +83,7 @@ class DeadLetters:
             ("source_offset", str(record.offset).encode()),
             ("failed_at_ms", str(int(time.time() * 1000)).encode()),
         ]
+        metrics.DEAD_LETTERED.labels(self.stage, record.topic, error_type).inc()
         log.warning("message.dead_lettered", topic=record.topic, partition=record.partition,
                     offset=record.offset, error_type=error_type, reason=reason[:500])  # fmt: skip
         await retry_transient(
@@ -136,6 +138,18 @@ async def run_guarded(
     Returns only when every record is either handled or dead-lettered, so that the
     caller's ack (and the offset commit after it) comes after the side effects.
     """
+    with metrics.timed_batch(stage, len(records)):
+        await _run_guarded(stage, records, parse, handle, dead_letters, poison_attempts)
+
+
+async def _run_guarded(
+    stage: str,
+    records: Sequence[Incoming],
+    parse: Callable[[Incoming], T],
+    handle: Callable[[Sequence[T]], Awaitable[Any]],
+    dead_letters: DeadLetters,
+    poison_attempts: int,
+) -> None:
     good: list[Parsed[T]] = []
     for rec in records:
         try:

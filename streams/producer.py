@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from aiokafka import AIOKafkaProducer
 
+from streams import metrics
 from streams.settings import Settings
 from workers.ports import OutMessage
 
@@ -46,6 +47,8 @@ class KafkaPublisher:
             await self.producer.send(m.topic, value=m.value, key=m.key.encode()) for m in messages
         ]
         await asyncio.wait_for(asyncio.gather(*futures), timeout=self.timeout_s)
+        for m in messages:
+            metrics.MESSAGES_OUT.labels(m.topic).inc()
 
     async def send_raw(
         self,
@@ -59,6 +62,7 @@ class KafkaPublisher:
             topic, value=value, key=key, partition=partition, headers=headers
         )
         await asyncio.wait_for(fut, timeout=self.timeout_s)
+        metrics.MESSAGES_OUT.labels(topic).inc()
 
 
 def new_producer(bootstrap: str, idempotence: bool, timeout_s: float = 30.0) -> AIOKafkaProducer:

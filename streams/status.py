@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from redis.asyncio import Redis
+
 from schemas import topics as t
+from streams import metrics
 from streams.client import construction_usage
 from streams.factories import open_store
 from streams.lag import STAGE_INPUTS, LagReader
@@ -25,6 +28,7 @@ async def collect(settings: Settings) -> dict[str, Any]:
         name: await asyncio.to_thread(store.count, name) for name in ("turns", "records", "nodes")
     }
     usage = await construction_usage(settings)
+    endpoints = await metrics_endpoints(settings)
     return {
         "stages": [
             {
@@ -40,4 +44,14 @@ async def collect(settings: Settings) -> dict[str, Any]:
         "dead_letters": dead,
         "rows": rows,
         "construction_tokens": usage,
+        "metrics_endpoints": endpoints,
     }
+
+
+async def metrics_endpoints(settings: Settings) -> list[dict[str, Any]]:
+    """Every process's live /metrics endpoint, as each registered it in Redis."""
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10)
+    try:
+        return await metrics.endpoints(redis)
+    finally:
+        await redis.aclose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import faust
 
+from streams.apps.monitor import StageMonitor
 from streams.settings import Settings
 
 _FETCH_WAIT_MS = {"value": 1500}
@@ -54,6 +55,7 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
         producer_acks=-1,
         broker_session_timeout=settings.session_timeout_s,
         broker_heartbeat_interval=max(0.5, settings.session_timeout_s / 10),
+        monitor=StageMonitor(stage),  # messages in and consumer lag as metrics
     )
 
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import faust
 import structlog
+from redis.asyncio import Redis
 
 from schemas import RawTurn
 from schemas import topics as t
@@ -15,6 +16,7 @@ from streams.apps.base import make_app, raw_topic
 from streams.factories import make_embedder, open_store
 from streams.guard import DeadLetters, Incoming, run_guarded
 from streams.producer import KafkaPublisher
+from streams.progress import Progress
 from streams.serde import decode
 from streams.settings import Settings
 from workers.indexer.service import IndexBatch, IndexerService
@@ -27,9 +29,12 @@ def build(settings: Settings) -> faust.App:
     publisher = KafkaPublisher.from_settings(settings)
     dead = DeadLetters(publisher, "indexer")
     service = IndexerService(open_store(settings))
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    progress = Progress(redis)
 
     async def write_turns(turns: Sequence[RawTurn]) -> None:
         await service.write(IndexBatch(turns=list(turns)))
+        await progress.record_indexed(turns)  # per-session watermark: what is searchable
 
     async def write_records(batches: Sequence[RecordBatch]) -> None:
         await service.write(IndexBatch(records=list(batches)))

@@ -16,9 +16,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemas.errors import LycheeError
-
 from schemas import SegmentMode
+from schemas.errors import LycheeError
 from schemas.query import Ablation
 from streams.settings import Settings
 from streams.stack.embedded import Stack

@@ -113,6 +113,7 @@ class Stack:
     data_dir: Path
     kafka_port: int = 0
     redis_port: int = 0
+    gateway_port: int | None = None  # None: no gateway; 0: a free port
     children: list[Child] = field(default_factory=list)
 
     @property
@@ -159,6 +160,8 @@ class Stack:
         )
         for stage in STAGES:
             self.start_worker(stage, extra_env)
+        if self.gateway_port is not None:
+            self.start_gateway(extra_env)
         return settings
 
     def start_infra(self) -> None:
@@ -202,6 +205,29 @@ class Stack:
         )
         child.start()
         self.children.append(child)
+        return child
+
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}"
+
+    def start_gateway(self, extra_env: dict[str, str] | None = None) -> Child:
+        """The HTTP gateway on loopback (no API keys: `lychee gateway` refuses other addresses)."""
+        self.gateway_port = self.gateway_port or free_port()
+        env = {**os.environ, **self.env(), **(extra_env or {})}
+        child = Child(
+            "gateway",
+            [sys.executable, "-m", "streams.cli", "gateway", "--host", "127.0.0.1",
+             "--port", str(self.gateway_port)],
+            self.data_dir / "logs" / "gateway.log",
+            env,
+        )  # fmt: skip
+        child.start()
+        self.children.append(child)
+        try:
+            wait_port(self.gateway_port, 60, child.proc)
+        except StackError as exc:
+            raise StackError(f"gateway: {exc} (log: {child.log_path})") from exc
         return child
 
     def stop(self, grace_s: float = 10.0) -> None:
