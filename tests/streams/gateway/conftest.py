@@ -43,7 +43,7 @@ def wait_ready(url: str, child: Child, timeout_s: float = 240) -> None:
     raise TimeoutError(f"gateway {url} not ready after {timeout_s}s")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateways]:
     work = tmp_path_factory.mktemp("gateway")
     keys_file = work / "keys.json"

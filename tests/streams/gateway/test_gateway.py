@@ -18,7 +18,7 @@ from streams.settings import Settings
 from streams.status import metrics_endpoints
 from tests.streams.gateway.conftest import Gateways
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]  # two gateways to start
 
 PROBLEM = "application/problem+json"
 
@@ -186,6 +186,7 @@ async def test_gateway_key_for_a_gets_403_on_b_and_no_key_401_on_every_route(
                 assert r.status_code in (200, 202), (method, path, r.text)
 
 
+@pytest.mark.timeout(900)
 async def test_gateway_1000_concurrent_adds_lose_nothing_and_keep_session_order(
     gateways: Gateways, settings: Settings
 ) -> None:
