@@ -17,9 +17,17 @@ from typing import Any, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import RecordMetadata
 from redis.asyncio import Redis
 
-from schemas import ControlKind, Exchange, QueryReply, QueryRequest, SessionControl
+from schemas import (
+    ControlKind,
+    Exchange,
+    ExchangeTopicMessage,
+    QueryReply,
+    QueryRequest,
+    SessionControl,
+)
 from schemas import topics as t
 from schemas.errors import LycheeError
 from streams.producer import start_producer
@@ -106,28 +114,34 @@ class MemoryClient:
 
     async def add(self, exchanges: Iterable[Exchange]) -> int:
         """Produce exchanges; returns once the broker acknowledged all of them."""
-        futures = [
-            await self.producer.send(t.EXCHANGES, value=encode(ex), key=ex.key.encode())
-            for ex in exchanges
-        ]
+        futures = [await self.send(ex) for ex in exchanges]
         await asyncio.gather(*futures)
         return len(futures)
 
-    async def flush(self, namespace: str, session_id: str, after_seq: int | None = None) -> None:
-        await self._control(ControlKind.flush, namespace, session_id, after_seq)
+    async def send(self, message: ExchangeTopicMessage) -> asyncio.Future[RecordMetadata]:
+        """Enqueue one message for `memory.exchanges`; the future resolves with its partition
+        and offset once the broker acked it. Sends of one session keep their order."""
+        return await self.producer.send(
+            t.EXCHANGES, value=encode(message), key=message.key.encode()
+        )
+
+    async def flush(
+        self, namespace: str, session_id: str, after_seq: int | None = None
+    ) -> RecordMetadata:
+        return await self._control(ControlKind.flush, namespace, session_id, after_seq)
 
     async def end_session(
         self, namespace: str, session_id: str, after_seq: int | None = None
-    ) -> None:
-        await self._control(ControlKind.end_session, namespace, session_id, after_seq)
+    ) -> RecordMetadata:
+        return await self._control(ControlKind.end_session, namespace, session_id, after_seq)
 
     async def _control(
         self, kind: ControlKind, namespace: str, session_id: str, after_seq: int | None
-    ) -> None:
+    ) -> RecordMetadata:
         msg = SessionControl(
             kind=kind, namespace=namespace, session_id=session_id, after_seq=after_seq
         )
-        await self.producer.send_and_wait(t.EXCHANGES, value=encode(msg), key=msg.key.encode())
+        return await (await self.send(msg))
 
     async def usage(self, namespace: str) -> dict[str, int]:
         """Construction token counters of a namespace (input, output, prompt, calls, segments)."""

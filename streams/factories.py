@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from streams.metrics import ObservedEmbedder, ObservedTransport
 from streams.settings import Settings, llm_configured
 from workers.embedding import Embedder, LocalEmbedder, bundled_model_info
 from workers.store import EvidenceStore
@@ -14,7 +15,12 @@ if TYPE_CHECKING:
 
 
 def make_embedder(settings: Settings) -> Embedder:
-    """Local MiniLM (default, offline) or an OpenAI-compatible embeddings endpoint."""
+    """Local MiniLM (default, offline) or an OpenAI-compatible embeddings endpoint, with its
+    batch sizes and latency recorded as metrics."""
+    return ObservedEmbedder(_embedder(settings))
+
+
+def _embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "openai":
         import openai
 
@@ -30,15 +36,20 @@ def make_embedder(settings: Settings) -> Embedder:
 def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None:
     """The configured chat model's client and name, or None when no LLM is configured.
 
-    One client serves every caller of a process; it never retries on its own.
+    One client serves every caller of a process; it never retries on its own. Its HTTP
+    transport records calls, errors, latency and tokens as metrics.
     """
     if not llm_configured(settings):
         return None
+    import openai
+
     from workers.llm import make_client
 
     assert settings.llm_base_url and settings.llm_model
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    return make_client(settings.llm_base_url, key, settings.llm_timeout_s), settings.llm_model
+    client = make_client(settings.llm_base_url, key, settings.llm_timeout_s)
+    observed = openai.DefaultAsyncHttpxClient(transport=ObservedTransport(settings.llm_model))
+    return client.copy(http_client=observed), settings.llm_model
 
 
 def open_store(

@@ -39,6 +39,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from schemas import topics as t
+from streams import metrics
 from streams.fetch import COVERED, UNDECODABLE, take_undecodable
 from streams.producer import DEFAULT_MAX_REQUEST_BYTES, PublisherStopped
 from streams.serde import SCHEMA, SerdeError
@@ -191,6 +192,7 @@ class DeadLetters:
         if value is None:
             value = b""
             headers.append(("value_null", b"1"))
+        metrics.DEAD_LETTERED.labels(self.stage, record.topic, error_type).inc()
         log.warning("message.dead_lettered", topic=record.topic, partition=record.partition,
                     offset=record.offset, error_type=error_type, reason=reason[:500])  # fmt: skip
         limit = getattr(self.publisher, "max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
@@ -314,7 +316,8 @@ async def run_guarded(
     caller's ack (and the offset commit after it) comes after the side effects.
     """
     try:
-        await _run(stage, records, parse, handle, dead_letters, poison_attempts, policy)
+        with metrics.timed_batch(stage, len(records)):
+            await _run(stage, records, parse, handle, dead_letters, poison_attempts, policy)
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - a bug here must still not lose the batch

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import BrokerResponseError
 
 from schemas.errors import LycheeError
+from streams import metrics
 from streams.settings import Settings
 from workers.ports import OutMessage
 
@@ -175,6 +176,8 @@ class KafkaPublisher:
             await producer.send(m.topic, value=m.value, key=m.key.encode()) for m in messages
         ]
         await asyncio.wait_for(asyncio.gather(*futures), timeout=self.timeout_s)
+        for m in messages:
+            metrics.MESSAGES_OUT.labels(m.topic).inc()
 
     async def send_raw(
         self,
@@ -187,3 +190,4 @@ class KafkaPublisher:
         producer = await self._ready()
         fut = await producer.send(topic, value=value, key=key, partition=partition, headers=headers)
         await asyncio.wait_for(fut, timeout=self.timeout_s)
+        metrics.MESSAGES_OUT.labels(topic).inc()

@@ -7,6 +7,7 @@ the environment does not set and never overrides a real environment variable.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr, model_validator
@@ -160,6 +161,44 @@ class Settings(BaseSettings):
     restart_window_s: float = Field(default=300.0, gt=0)
     drain_grace_s: float = Field(
         default=60.0, ge=0, description="how long Ctrl-C lets the stages drain before they stop"
+    )
+    # HTTP gateway and MCP server (`lychee gateway`, `lychee mcp`)
+    api_keys_file: Path | None = Field(
+        default=None,
+        description="JSON file of hashed API keys and their namespaces; unset: loopback only",
+    )
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = Field(default=8080, ge=0, le=65535)
+    gateway_max_in_flight: int = Field(
+        default=256, ge=1, description="requests served at once; more wait, then get 503"
+    )
+    gateway_queue_timeout_s: float = Field(
+        default=10.0, gt=0, description="how long a request waits for a slot or its session"
+    )
+    gateway_max_exchanges: int = Field(default=1000, ge=1, description="exchanges per request")
+    gateway_max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
+    gateway_produce_timeout_s: float = Field(
+        default=10.0, gt=0, description="wait for the broker's acks of one add"
+    )
+    gateway_max_timeout_s: float = Field(
+        default=60.0, gt=0, description="the longest search (and wait_for) a caller may ask for"
+    )
+    seq_ttl_s: int = Field(
+        default=30 * 24 * 3600,
+        ge=60,
+        description="how long a session's exchange ids are remembered for idempotent re-adds",
+    )
+    mcp_namespace: str | None = Field(
+        default=None, description="the namespace MCP tools use when a call names none"
+    )
+    # Prometheus metrics of workers (the gateway serves /metrics on its own port)
+    metrics_enabled: bool = True
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(
+        default=0, ge=0, le=65535, description="0: a free port (several workers on one host)"
+    )
+    metrics_heartbeat_s: float = Field(
+        default=10.0, gt=0, description="how often a process re-registers its metrics endpoint"
     )
     # logs
     log_level: str = "INFO"

@@ -6,7 +6,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from redis.asyncio import Redis
+
 from schemas import topics as t
+from streams import metrics
 from streams.client import construction_usage
 from streams.factories import open_store
 from streams.lag import STAGE_INPUTS, LagReader
@@ -45,6 +48,7 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
         name: await asyncio.to_thread(store.count, name) for name in ("turns", "records", "nodes")
     }
     usage = await construction_usage(settings)
+    endpoints = await metrics_endpoints(settings)
     return {
         "supervision": supervision(data_dir),
         "stages": [
@@ -61,4 +65,14 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
         "dead_letters": dead,
         "rows": rows,
         "construction_tokens": usage,
+        "metrics_endpoints": endpoints,
     }
+
+
+async def metrics_endpoints(settings: Settings) -> list[dict[str, Any]]:
+    """Every process's live /metrics endpoint, as each registered it in Redis."""
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10)
+    try:
+        return await metrics.endpoints(redis)
+    finally:
+        await redis.aclose()

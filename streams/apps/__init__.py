@@ -32,6 +32,7 @@ def run_worker(stage: str, settings: Settings) -> None:
     """Run one stage until SIGTERM/SIGINT; Faust drains in-flight work on the way out."""
     import faust
 
+    from streams import metrics
     from streams.fetch import check_codecs
     from streams.topics import ensure_topics
 
@@ -41,6 +42,7 @@ def run_worker(stage: str, settings: Settings) -> None:
             settings.kafka_bootstrap, settings.topic_partitions, settings.topic_replication
         )
     )
+    registration = metrics.serve(stage, settings)  # /metrics, listed in `lychee status`
     app = builder(stage)(settings)
     worker = faust.Worker(
         app,
@@ -49,4 +51,8 @@ def run_worker(stage: str, settings: Settings) -> None:
         override_logging=False,
         quiet=True,
     )
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    finally:
+        if registration is not None:
+            registration.stop()

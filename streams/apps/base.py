@@ -7,6 +7,7 @@ from typing import Any
 import faust
 
 from streams import fetch
+from streams.apps.monitor import StageMonitor
 from streams.guard import DeadLetters, TransientPolicy
 from streams.producer import KafkaPublisher
 from streams.settings import Settings
@@ -64,6 +65,7 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
         # this interval aiokafka leaves the group and never rejoins (kafka.md §5). Heartbeats
         # keep running meanwhile, so a dead worker is still noticed by the session timeout.
         broker_max_poll_interval=settings.max_poll_interval_s,
+        monitor=StageMonitor(stage),  # messages in and consumer lag as metrics
     )
 
 

@@ -10,6 +10,7 @@ from redis.asyncio import Redis
 
 from schemas import Segment
 from schemas import topics as t
+from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_llm_client
 from streams.guard import Incoming, TransientPolicy, run_guarded
@@ -31,7 +32,7 @@ def make_encoder(settings: Settings) -> SegmentEncoder:
     policy = LLMEncoder.policy.with_(
         max_attempts=settings.llm_max_attempts, timeout_s=settings.llm_timeout_s
     )
-    return GuardedLLMEncoder(LLMEncoder(client, model, policy=policy))
+    return GuardedLLMEncoder(LLMEncoder(client, model, policy=policy, sleep=metrics.retry_sleep()))
 
 
 def build(settings: Settings) -> faust.App:

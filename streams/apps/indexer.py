@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 
 import faust
 import structlog
+from redis.asyncio import Redis
 
 from schemas import RawTurn
 from schemas import topics as t
@@ -14,6 +15,7 @@ from schemas.records import RecordBatch
 from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_embedder, open_store
 from streams.guard import Incoming, TransientPolicy, run_guarded
+from streams.progress import Progress
 from streams.serde import SCHEMA, SerdeError, decode
 from streams.settings import Settings
 from workers.indexer.service import IndexBatch, IndexerService
@@ -43,11 +45,14 @@ def build(settings: Settings) -> faust.App:
     policy = TransientPolicy.from_settings(settings)
     store = open_store(settings)
     service = IndexerService(store)
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    progress = Progress(redis)
 
     parse_turn = turn_parser(store, settings.max_message_bytes)
 
     async def write_turns(turns: Sequence[RawTurn]) -> None:
         await service.write(IndexBatch(turns=list(turns)))
+        await progress.record_indexed(turns)  # per-session watermark: what is searchable
 
     async def write_records(batches: Sequence[RecordBatch]) -> None:
         await service.write(IndexBatch(records=list(batches)))

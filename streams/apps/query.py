@@ -18,6 +18,7 @@ import structlog
 from schemas import QueryReply, QueryRequest
 from schemas import topics as t
 from schemas.query import CORRELATION_ID_MAX_CHARS
+from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_embedder, make_llm_client, open_store
 from streams.fetch import COVERED, UNDECODABLE
@@ -66,7 +67,9 @@ def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, timeout_s: float) -
         return HeuristicPlanner()
     from workers.query.planner.llm import LLMPlanner
 
-    return LLMPlanner(*llm, policy=LLMPlanner.policy.with_(timeout_s=timeout_s))
+    return LLMPlanner(
+        *llm, policy=LLMPlanner.policy.with_(timeout_s=timeout_s), sleep=metrics.retry_sleep()
+    )
 
 
 class QueryHandler:
@@ -93,7 +96,9 @@ class QueryHandler:
                     embedder=embedder,
                     planner=make_planner(llm, s.llm_timeout_s),
                     answerer=LLMAnswerer(
-                        *llm, policy=LLMAnswerer.policy.with_(timeout_s=s.llm_timeout_s)
+                        *llm,
+                        policy=LLMAnswerer.policy.with_(timeout_s=s.llm_timeout_s),
+                        sleep=metrics.retry_sleep(),
                     )
                     if llm
                     else None,
@@ -109,6 +114,7 @@ class QueryHandler:
         return self._service
 
     async def reply(self, msg: QueryReply, partition: int) -> None:
+        metrics.observe_reply(msg.status, msg.timings_ms)
         await retry_transient(
             lambda: self.publisher.send_raw(
                 t.REPLIES, encode(msg), msg.correlation_id.encode(), partition
@@ -159,6 +165,7 @@ class QueryHandler:
         remaining_s = req.deadline_ms / 1000 - time.time()
         if remaining_s <= 0:
             log.info("query.expired", correlation_id=req.correlation_id, late_s=-remaining_s)
+            metrics.observe_reply("expired")
             return
         if remaining_s > self.settings.query_max_deadline_s:
             error = (
@@ -171,6 +178,7 @@ class QueryHandler:
             out = await asyncio.wait_for(svc.search(req), timeout=remaining_s)
         except TimeoutError:
             log.warning("query.deadline", correlation_id=req.correlation_id)
+            metrics.observe_reply("deadline")
             return
         except Exception as exc:  # noqa: BLE001 - answer with the error, never silence
             log.error("query.failed", correlation_id=req.correlation_id, error=repr(exc))

@@ -109,6 +109,7 @@ class Stack:
     preset: StackPreset = EPHEMERAL
     lancedb: str | None = None  # default: a directory under data_dir
     lancedb_options: Mapping[str, str] = field(default_factory=dict)
+    gateway_port: int | None = None  # None: no gateway; 0: a free port
     children: list[Child] = field(default_factory=list)
     weed_ports: seaweed.WeedPorts | None = None
     lock: DataDirLock | None = None
@@ -162,7 +163,8 @@ class Stack:
         )
 
     def launch(self, extra_env: dict[str, str] | None = None) -> Settings:
-        """Infrastructure, topics and every stage of STAGES; the caller stops the stack."""
+        """Infrastructure, topics, every stage of STAGES and the gateway if it has a port; the
+        caller stops the stack."""
         from streams.apps import STAGES
 
         self.start_infra()
@@ -170,6 +172,8 @@ class Stack:
             settings = self.create_topics()
             for stage in STAGES:
                 self.start_worker(stage, extra_env)
+            if self.gateway_port is not None:
+                self.start_gateway(extra_env)
         except BaseException:
             self.stop()
             raise
@@ -259,11 +263,15 @@ class Stack:
 
     def worker(self, stage: str, extra_env: Mapping[str, str] | None = None) -> Child:
         """A (not yet started) worker process of `stage`."""
+        return self.child(stage, ["worker", stage], extra_env)
+
+    def child(self, name: str, args: list[str], extra_env: Mapping[str, str] | None) -> Child:
+        """A (not yet started) `lychee ARGS` process; it holds the data-directory lock too."""
         env = {**os.environ, **self.env(), **(extra_env or {})}
         return Child(
-            stage,
-            [sys.executable, "-m", "streams.cli", "worker", stage],
-            self.logs / f"{stage}.log",
+            name,
+            [sys.executable, "-m", "streams.cli", *args],
+            self.logs / f"{name}.log",
             env,
             pass_fds=(self.lock.fd,) if self.lock and self.lock.fd is not None else (),
         )
@@ -282,12 +290,32 @@ class Stack:
     def workers(self) -> list[Child]:
         return [c for c in self.children if c.name not in ("seaweedfs", "broker", "redis")]
 
+    @property
+    def gateway_url(self) -> str:
+        return f"http://127.0.0.1:{self.gateway_port}"
+
+    def start_gateway(self, extra_env: Mapping[str, str] | None = None) -> Child:
+        """The HTTP gateway on loopback (no API keys: `lychee gateway` refuses other addresses)."""
+        self.gateway_port = self.gateway_port or free_port()
+        child = self.child(
+            "gateway",
+            ["gateway", "--host", "127.0.0.1", "--port", str(self.gateway_port)],
+            extra_env,
+        )
+        child.start()
+        self.children.append(child)
+        try:
+            wait_port(self.gateway_port, 60, child.proc)
+        except StackError as exc:
+            raise StackError(f"gateway: {exc} (log: {child.log_path})") from exc
+        return child
+
     def stop(self, grace_s: float = 10.0) -> None:
         """Workers first, upstream first (what a stopping stage publishes is still read by
         the next), then Redis, the broker and SeaweedFS; then the lock is released."""
         from streams.apps import STAGES
 
-        order = {stage: i for i, stage in enumerate(STAGES)}
+        order = {stage: i for i, stage in enumerate(("gateway", *STAGES))}
         for child in sorted(self.workers, key=lambda c: order.get(c.name, len(order))):
             child.stop(grace_s)
         for child in reversed(self.infra):

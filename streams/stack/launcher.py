@@ -52,6 +52,7 @@ DRAIN_ORDER: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("query", ()),
 )
 POLL_S = 0.5
+GATEWAY = "gateway"  # supervised like a stage; stopped first, so intake ends before the drain
 
 
 class Interrupted(Exception):
@@ -97,12 +98,14 @@ class Launcher:
         settings: Settings,
         kafka_port: int = 9092,
         redis_port: int = 6379,
+        gateway_port: int | None = None,
         echo: Callable[[str], None] = click.echo,
     ) -> None:
         lancedb = settings.lancedb_uri if "lancedb_uri" in settings.model_fields_set else None
         self.stack = Stack(
             data_dir, kafka_port, redis_port, preset, lancedb, settings.lancedb_storage_options
         )
+        self.stack.gateway_port = gateway_port
         self.settings = settings
         self.echo = echo
         self.signals = Signals()
@@ -151,6 +154,8 @@ class Launcher:
         self.settings = stack.create_topics()
         for stage in STAGES:
             self.supervisor.add(stage, stack.start_worker(stage))
+        if stack.gateway_port is not None:
+            self.supervisor.add(GATEWAY, stack.start_gateway())
         self._write_endpoints()
         self.supervisor.info["state"] = "running"
         self.supervisor.save()
@@ -172,6 +177,8 @@ class Launcher:
             f"  clients in another shell find it through {self.endpoint_paths[1]} "
             "(no exports needed; LYCHEE_* variables win)"
         )
+        if stack.gateway_port is not None:
+            self.echo(f"  gateway {stack.gateway_url} (OpenAPI at /docs, MCP at /mcp)")
         self.echo(f"  logs in {stack.logs}; Ctrl-C drains and stops (twice: stops at once)")
 
     async def _probe_ready(self) -> float:
@@ -226,6 +233,8 @@ class Launcher:
             remove_endpoints(path, os.getpid())  # first: no new client finds a stopping stack
         self.supervisor.info["state"] = "stopping"
         self.supervisor.save()
+        if GATEWAY in self.supervisor.stages:  # intake first
+            self._stop_stage(GATEWAY, grace_s=0.0 if self.signals.now else 10.0)
         if drain and self.stack.workers:
             self.echo("stopping: draining the stages upstream first (Ctrl-C again: stop at once)")
             try:
@@ -344,7 +353,7 @@ class Launcher:
 
     def _respawn(self, stage: str) -> Child:
         self.stack.children[:] = [c for c in self.stack.children if c.name != stage]
-        return self.stack.start_worker(stage)
+        return self.stack.start_gateway() if stage == GATEWAY else self.stack.start_worker(stage)
 
     def _write_endpoints(self) -> None:
         stack = self.stack
@@ -370,5 +379,6 @@ def run_up(
     settings: Settings,
     kafka_port: int,
     redis_port: int,
+    gateway_port: int | None = None,
 ) -> int:
-    return Launcher(data_dir, preset, settings, kafka_port, redis_port).run()
+    return Launcher(data_dir, preset, settings, kafka_port, redis_port, gateway_port).run()

@@ -6,6 +6,7 @@ so that a stage added to the code without a service (or the reverse) fails here.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,3 +195,114 @@ def test_k8s_deployments_read_env_from_the_configmap() -> None:
         refs = [src["configMapRef"]["name"] for src in container["envFrom"]]
         env = {k: v for ref in refs for k, v in configmaps[ref].items()}
         assert all(env.get(key) for key in REQUIRED_ENV), deployment["metadata"]["name"]
+
+
+# -- gateway and metrics ---------------------------------------------------------------------
+
+PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "lychee.json"
+
+
+def _gateway_port(command: list[str]) -> int:
+    return int(command[command.index("--port") + 1])
+
+
+def test_compose_gateway_listens_beyond_loopback_only_with_api_keys(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    gateway = services["gateway"]
+    command = gateway["command"]
+    assert command[0] == "gateway" and command[command.index("--host") + 1] == "0.0.0.0"
+    env = _environment(gateway)
+    keys = env["LYCHEE_API_KEYS_FILE"]  # `lychee gateway` refuses 0.0.0.0 without keys
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in gateway["volumes"]}
+    assert any(keys.startswith(target + "/") for target in mounts), (keys, mounts)
+    assert env["LYCHEE_KAFKA_BOOTSTRAP"] == "kafka:9092" and all(env.get(k) for k in REQUIRED_ENV)
+    port = _gateway_port(command)
+    assert f"127.0.0.1:{port}:{port}" in gateway["ports"]
+    assert f"127.0.0.1:{port}/readyz" in " ".join(gateway["healthcheck"]["test"])
+    deps = _depends_on(gateway)
+    assert deps["kafka"]["condition"] == "service_healthy"
+    assert deps["topics"]["condition"] == "service_completed_successfully"
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_compose_worker_serves_metrics_on_a_fixed_port(
+    services: dict[str, dict[str, Any]], stage: str
+) -> None:
+    env = _environment(_service_for(services, stage))
+    assert env["LYCHEE_METRICS_HOST"] == "0.0.0.0" and int(env["LYCHEE_METRICS_PORT"]) > 0
+
+
+def test_compose_monitoring_profile_scrapes_every_stage_and_the_gateway(
+    services: dict[str, dict[str, Any]],
+) -> None:
+    for name in ("prometheus", "grafana"):
+        assert services[name]["profiles"] == ["monitoring"], name
+    assert (
+        "./deploy/prometheus/prometheus.yml:/etc/prometheus/prometheus.yml:ro"
+        in (services["prometheus"]["volumes"])
+    )
+    config = yaml.safe_load(PROMETHEUS.read_text())
+    targets: dict[str, int] = {}
+    for job in config["scrape_configs"]:
+        for sd in job["dns_sd_configs"]:
+            targets.update({name: sd["port"] for name in sd["names"]})
+    metrics_port = int(_environment(_service_for(services, STAGES[0]))["LYCHEE_METRICS_PORT"])
+    assert targets == {**{s: metrics_port for s in STAGES},
+                       "gateway": _gateway_port(services["gateway"]["command"])}  # fmt: skip
+    mounts = " ".join(services["grafana"]["volumes"])
+    assert "./deploy/grafana/provisioning:" in mounts and "./deploy/grafana/dashboards:" in mounts
+
+
+def test_grafana_dashboard_queries_only_metrics_the_code_defines() -> None:
+    from prometheus_client.metrics import MetricWrapperBase
+
+    from streams import metrics
+
+    defined = {
+        m._name for m in vars(metrics).values() if isinstance(m, MetricWrapperBase)
+    }  # Counter names without `_total`
+    dashboard = json.loads(DASHBOARD.read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    used = {
+        re.sub(r"_(total|bucket|count|sum)$", "", name)
+        for e in exprs for name in re.findall(r"\blychee_[a-z_]+", e)
+    }  # fmt: skip
+    assert used and used <= defined, used - defined
+    assert defined <= used, f"metrics no panel shows: {defined - used}"
+
+
+def test_k8s_gateway_runs_with_keys_from_a_secret_behind_a_service() -> None:
+    docs = _k8s_documents()
+    deployment = next(
+        d for d in docs if d["kind"] == "Deployment" and "gateway" in d["metadata"]["name"]
+    )
+    pod = deployment["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["args"][0] == "gateway" and "0.0.0.0" in container["args"]
+    keys = next(e["value"] for e in container["env"] if e["name"] == "LYCHEE_API_KEYS_FILE")
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    secret_volume = next(v["name"] for v in pod["volumes"] if "secret" in v)
+    assert keys.startswith(mounts[secret_volume] + "/")
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    service = next(d for d in docs if d["kind"] == "Service" and "gateway" in d["metadata"]["name"])
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+
+
+def test_k8s_every_deployment_is_scraped_on_the_port_it_serves_metrics_on() -> None:
+    docs = _k8s_documents()
+    env = next(d["data"] for d in docs if d["kind"] == "ConfigMap")
+    for deployment in (d for d in docs if d["kind"] == "Deployment"):
+        template = deployment["spec"]["template"]
+        notes = template["metadata"]["annotations"]
+        container = template["spec"]["containers"][0]
+        assert notes["prometheus.io/scrape"] == "true" and notes["prometheus.io/path"] == "/metrics"
+        ports = {p["containerPort"] for p in container["ports"]}
+        assert int(notes["prometheus.io/port"]) in ports, deployment["metadata"]["name"]
+        if container["args"][0] == "worker":
+            assert int(notes["prometheus.io/port"]) == int(env["LYCHEE_METRICS_PORT"])
+            assert env["LYCHEE_METRICS_HOST"] == "0.0.0.0"
+        else:
+            assert int(notes["prometheus.io/port"]) == _gateway_port(container["args"])

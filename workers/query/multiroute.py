@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
@@ -28,6 +30,26 @@ from workers.query.windows import spans, windows
 from workers.store import EvidenceStore
 
 SEARCH_NODE_TYPES = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.event_frame)
+
+T = TypeVar("T")
+
+
+class ChannelTimes:
+    """Milliseconds spent per recall channel, summed over the channel's searches and measured
+    inside their threads (waits for a thread or the fan-out bound are not counted)."""
+
+    def __init__(self) -> None:
+        self.ms: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def call(self, channel: str, fn: Callable[..., T], *args: Any) -> T:
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            spent = (time.perf_counter() - t0) * 1e3
+            with self._lock:
+                self.ms[channel] = self.ms.get(channel, 0.0) + spent
 
 
 class Budgets(NamedTuple):
@@ -105,13 +127,16 @@ class MultiRouteRecall:
         session_id: str | None = None,
         *,
         record_vector_only: bool = False,
+        timings: dict[str, float] | None = None,
     ) -> list[RouteRanking]:
         """Every route's ranking; searches are shared by the routes that use a variant.
 
         `record_vector_only` is the paper's ablation: records by vector search, nothing else.
+        `timings`, when given, receives the milliseconds of each channel as `recall.<channel>`.
         """
+        clock = ChannelTimes()
         variants = list(dict.fromkeys([question, *(q for r in plan.routes for q in r.queries)]))
-        await self._embed(variants)
+        await self._embed(variants, clock)
         kk = self.effective_k(k)
         m = BUDGET_MULTIPLIERS.get(plan.question_type, _SAME)
         budgets = Budgets(
@@ -121,7 +146,7 @@ class MultiRouteRecall:
         )
         route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
         hits, fts = await self._search(
-            variants, route_texts, namespace, session_id, budgets, record_vector_only
+            variants, route_texts, namespace, session_id, budgets, record_vector_only, clock
         )
         filters = [
             None if record_vector_only else r.temporal_filter or plan.temporal_filter
@@ -129,9 +154,14 @@ class MultiRouteRecall:
         ]
         distinct = list(dict.fromkeys(f for f in filters if f is not None))  # routes share one
         found = await asyncio.gather(
-            *(asyncio.to_thread(self._temporal, namespace, f) for f in distinct)
+            *(
+                asyncio.to_thread(clock.call, "temporal", self._temporal, namespace, f)
+                for f in distinct
+            )
         )
         dated = dict(zip(distinct, found, strict=True))
+        if timings is not None:
+            timings.update({f"recall.{k}": round(v, 3) for k, v in clock.ms.items()})
         return [
             self._ranking(
                 i,
@@ -144,11 +174,11 @@ class MultiRouteRecall:
             for i, (route, f) in enumerate(zip(plan.routes, filters, strict=True))
         ]
 
-    async def _embed(self, texts: Sequence[str]) -> None:
+    async def _embed(self, texts: Sequence[str], clock: ChannelTimes) -> None:
         """One batched call for the variants not seen before (a small per-process cache)."""
         missing = [t for t in texts if t not in self._vec_cache]
         if missing:
-            matrix = await asyncio.to_thread(self.embedder.embed, missing)
+            matrix = await asyncio.to_thread(clock.call, "embed", self.embedder.embed, missing)
             if len(self._vec_cache) > 4096:
                 self._vec_cache.clear()
             self._vec_cache.update(zip(missing, matrix, strict=True))
@@ -161,6 +191,7 @@ class MultiRouteRecall:
         session_id: str | None,
         budgets: Budgets,
         record_vector_only: bool,
+        clock: ChannelTimes,
     ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]]]:
         """Vector channels per variant (one multi-vector search per table) and full-text
         channels per route (one query with the words of all its variants: BM25 scores term by
@@ -169,7 +200,9 @@ class MultiRouteRecall:
         vecs = np.stack([self._vec_cache[v] for v in variants])
         st, ns = self.store, namespace
         if record_vector_only:
-            rec_v = await asyncio.to_thread(st.records.search_vectors, ns, vecs, rec_b)
+            rec_v = await asyncio.to_thread(
+                clock.call, "record_vector", st.records.search_vectors, ns, vecs, rec_b
+            )
             only = {
                 v: [Channel("record_vector", _records(rows, session_id, "_distance"))]
                 for v, rows in zip(variants, rec_v, strict=True)
@@ -187,7 +220,10 @@ class MultiRouteRecall:
             calls["text", "records", t] = (st.records.search_text, t, rec_b)
             calls["text", "turns", t] = (st.turns.search_text, t, turn_b, session_id)
         found = await gather_bounded(
-            (asyncio.to_thread(fn, ns, *args) for fn, *args in calls.values()),
+            (
+                asyncio.to_thread(clock.call, f"{table[:-1]}_{how}", fn, ns, *args)
+                for (how, table, _), (fn, *args) in calls.items()
+            ),
             self.config.max_concurrent_searches,
         )
         got = dict(zip(calls, found, strict=True))
@@ -200,8 +236,8 @@ class MultiRouteRecall:
             for r in rows
         ]
         records_found, around = await asyncio.gather(
-            asyncio.to_thread(st.records.by_ids, ns, wanted),
-            asyncio.to_thread(self._windows, ns, turn_hits),
+            asyncio.to_thread(clock.call, "links", st.records.by_ids, ns, wanted),
+            asyncio.to_thread(clock.call, "windows", self._windows, ns, turn_hits),
         )
         rows = {r["id"]: r for r in records_found}
 

@@ -86,6 +86,7 @@ class QueryService:
             req.k,
             req.session_id,
             record_vector_only=ablation == "record-vector-only",
+            timings=watch.timings,
         )
         t = watch.lap("recall", t)
         if self.reranker is not None and ablation != "no-fusion":

@@ -145,7 +145,8 @@ class SessionStore:
         """The outbox of one session, oldest first, each entry with its id."""
         raw = await self.redis.xrange(self._outbox_key(key), "-", "+")
         out = []
-        for entry_id, fields in raw:
+        for entry_id, fields in raw or []:
+            assert fields is not None  # an entry always has its field
             d = orjson.loads(fields[b"m"])
             out.append((_text(entry_id), OutMessage(d["t"], d["k"], d["v"].encode())))
         return out
@@ -153,7 +154,7 @@ class SessionStore:
     async def trim(self, key: str, entry_ids: Sequence[str]) -> int:
         """Delete exactly these (published) entries; returns how many are left."""
         if not entry_ids:
-            return await self.redis.xlen(self._outbox_key(key))  # type: ignore[no-any-return]
+            return int(await self.redis.xlen(self._outbox_key(key)))
         keys = [self._outbox_key(key), self.pending_key]
         left = 0
         for start in range(0, len(entry_ids), _TRIM_CHUNK):  # Lua's unpack() is bounded
@@ -194,5 +195,5 @@ class SessionStore:
         return out
 
 
-def _text(value: bytes | str) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)

@@ -159,3 +159,15 @@ async def test_configured_ablation_applies_to_requests_that_name_none(
     }
     own = await svc.search(request("a", "Biscuit the puppy", ablation="no-planner"))
     assert own.plan is not None and own.plan["routes"][0]["queries"] == ["Biscuit the puppy"]
+
+
+async def test_reply_timings_name_each_recall_channel(store: EvidenceStore) -> None:
+    reply = await service(store).search(request("a", "When did Ann visit Lisbon in 2024-06?"))
+    channels = {k.removeprefix("recall.") for k in reply.timings_ms if k.startswith("recall.")}
+    assert {"embed", "node_vector", "record_vector", "turn_vector", "node_text", "record_text",
+            "turn_text", "links"} <= channels  # fmt: skip
+    assert all(reply.timings_ms[f"recall.{c}"] >= 0 for c in channels)
+    only = await service(store).search(request("a", "Lisbon", ablation="record-vector-only"))
+    assert {k for k in only.timings_ms if k.startswith("recall.")} <= {
+        "recall.embed", "recall.record_vector"
+    }  # fmt: skip

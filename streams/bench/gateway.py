@@ -1,0 +1,162 @@
+"""`lychee bench gateway`: latency of the HTTP gateway against an embedded stack.
+
+It starts the embedded stack with its gateway (as `lychee up` does) in a temporary directory
+and measures, over real HTTP:
+- add: time from sending one exchange (no seq: the gateway numbers it) to the 202 receipt,
+  with `concurrency` callers at once spread over `sessions` sessions;
+- add then search with the receipt as `wait_for`: time to the first reply that can see it
+  (read-your-writes);
+- search: round trip of one search at a time on the indexed data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+import httpx
+
+from streams.bench.throughput import WORDS, synthetic_sentence
+from streams.stack.embedded import Stack
+from streams.stack.ready import launch, wait_ready
+from workers.evaluation.metrics import percentiles
+
+NAMESPACE = "bench-gw"
+
+
+def gateway_bench(
+    n: int, sessions: int, concurrency: int, searches: int, probes: int = 50
+) -> dict[str, Any]:
+    stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-bench-gw-")), gateway_port=0)
+    try:
+        settings = launch(stack)
+        asyncio.run(wait_ready(stack, settings))
+        result = asyncio.run(_bench(stack.gateway_url, n, max(1, sessions), max(1, concurrency),
+                                    searches, probes))  # fmt: skip
+    finally:
+        stack.stop()
+        shutil.rmtree(stack.data_dir, ignore_errors=True)
+    _print(result)
+    return result
+
+
+async def _ready(client: httpx.AsyncClient, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (await client.get("/readyz")).status_code != 200:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the gateway is not ready")
+        await asyncio.sleep(0.5)
+
+
+def _exchange(sid: str, eid: str, rng: random.Random) -> dict[str, Any]:
+    turn = {"role": "user", "speaker": "Ana", "content": synthetic_sentence(rng)}
+    return {"exchanges": [{"session_id": sid, "exchange_id": eid, "turns": [turn]}]}
+
+
+async def _bench(
+    url: str, n: int, sessions: int, concurrency: int, searches: int, probes: int
+) -> dict[str, Any]:
+    limits = httpx.Limits(
+        max_connections=concurrency + 8, max_keepalive_connections=concurrency + 8
+    )
+    async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
+        await _ready(client)
+        rng = random.Random(5)
+        adds = f"/v1/namespaces/{NAMESPACE}/exchanges"
+        # warm-up: the first add and search create tables and load what is loaded lazily
+        warm = await client.post(adds, json=_exchange("warm", "warm", rng))
+        await client.post(f"/v1/namespaces/{NAMESPACE}/search",
+                          json={"query": "warming up", "wait_for": warm.json(), "timeout_s": 120})  # fmt: skip
+
+        # (a) adds: `concurrency` callers, one exchange per request
+        bodies = [_exchange(f"s{i % sessions}", f"e{i}", rng) for i in range(n)]
+        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        for b in bodies:
+            queue.put_nowait(b)
+        add_s: list[float] = []
+        failures: dict[int, int] = {}
+
+        async def caller() -> None:
+            while not queue.empty():
+                body = queue.get_nowait()
+                t0 = time.perf_counter()
+                r = await client.post(adds, json=body)
+                if r.status_code == 202:
+                    add_s.append(time.perf_counter() - t0)
+                else:
+                    failures[r.status_code] = failures.get(r.status_code, 0) + 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(caller() for _ in range(concurrency)))
+        adds_wall_s = time.perf_counter() - t0
+
+        # everything accepted becomes searchable
+        t1 = time.perf_counter()
+        while not (await client.get(f"/v1/namespaces/{NAMESPACE}/status")).json()["searchable"]:
+            await asyncio.sleep(0.2)
+        drain_s = time.perf_counter() - t1
+
+        # (b) read your writes: one add, then a search that waits for its receipt
+        rw_s: list[float] = []
+        for i in range(probes):
+            t0 = time.perf_counter()
+            r = await client.post(adds, json=_exchange("probe", f"p{i}", rng))
+            reply = await client.post(f"/v1/namespaces/{NAMESPACE}/search", json={
+                "query": "probe", "k": 1, "wait_for": r.json(), "timeout_s": 60,
+            })  # fmt: skip
+            if reply.status_code == 200:
+                rw_s.append(time.perf_counter() - t0)
+
+        # (c) search round trip, one at a time
+        search_s: list[float] = []
+        for _ in range(searches):
+            q = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
+            t0 = time.perf_counter()
+            r = await client.post(f"/v1/namespaces/{NAMESPACE}/search", json={"query": q, "k": 10})
+            if r.status_code == 200:
+                search_s.append(time.perf_counter() - t0)
+
+    def ms(values: list[float]) -> dict[str, float]:
+        return {k: v * 1e3 for k, v in percentiles(values).items()}
+
+    return {
+        "adds": n,
+        "sessions": sessions,
+        "concurrency": concurrency,
+        "adds_accepted": len(add_s),
+        "add_failures": failures,
+        "adds_per_s": len(add_s) / adds_wall_s if adds_wall_s else 0.0,
+        "add_ms": ms(add_s),
+        "drain_s": drain_s,
+        "read_your_writes_ms": ms(rw_s),
+        "probes": probes,
+        "searches": len(search_s),
+        "search_ms": ms(search_s),
+    }
+
+
+def _print(r: dict[str, Any]) -> None:
+    fail = f", failed: {r['add_failures']}" if r["add_failures"] else ""
+    click.echo(
+        f"adds:             {r['adds_accepted']}/{r['adds']} accepted, {r['sessions']} sessions, "
+        f"{r['concurrency']} callers at once{fail}"
+    )
+    click.echo(
+        f"add (to the 202): p50 {r['add_ms']['p50']:.1f} ms, p95 {r['add_ms']['p95']:.1f} ms; "
+        f"{r['adds_per_s']:.0f} adds/s"
+    )
+    click.echo(f"all searchable:   {r['drain_s']:.1f} s after the last 202")
+    click.echo(
+        f"add + search(wait_for): p50 {r['read_your_writes_ms']['p50']:.1f} ms, "
+        f"p95 {r['read_your_writes_ms']['p95']:.1f} ms ({r['probes']} probes, one at a time)"
+    )
+    click.echo(
+        f"search round trip: p50 {r['search_ms']['p50']:.1f} ms, p95 {r['search_ms']['p95']:.1f} ms "
+        f"({r['searches']} searches, one at a time)"
+    )

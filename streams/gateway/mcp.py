@@ -1,0 +1,276 @@
+"""The MCP server (official SDK, v2 `MCPServer`): memory tools for agents.
+
+Served on stdio by `lychee mcp` (the process talks to Kafka and Redis itself) and over
+streamable HTTP at `/mcp` of the gateway (the same API keys as the REST routes). The tools
+share the gateway's `MemoryService`; an add returns at once with a receipt.
+
+Not here yet: `list_memories` and `delete_all_memories` come with the forget issue (#12).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+
+from schemas import Role, Turn
+from schemas.base import Name
+from streams.gateway.auth import Principal
+from streams.gateway.errors import GatewayError
+from streams.gateway.models import (
+    ExchangeIn,
+    NamespaceStatus,
+    Receipt,
+    SearchIn,
+    WaitFor,
+)
+from streams.gateway.service import MemoryService
+from streams.settings import Settings
+
+INSTRUCTIONS = (
+    "Long-term memory across conversations. Store what the user tells you that may matter "
+    "later with add_memory (it returns at once; memory is searchable within seconds), and "
+    "call search_memory before answering anything that may depend on earlier conversations."
+)
+
+_NAME = TypeAdapter(Name)
+
+
+class Message(BaseModel):
+    role: Role = Role.user
+    content: str = Field(min_length=1, max_length=200_000)
+    speaker: str | None = Field(default=None, max_length=200)
+
+
+class Memory(BaseModel):
+    text: str
+    kind: str = Field(description="record (a consolidated fact), turn or window (raw words)")
+    date: str | None = Field(description="when it was said or happened (ISO)")
+    session_id: str
+    speaker: str | None = None
+    memory_type: str | None = None
+    turn_ids: list[str]
+    score: float
+
+
+class SearchResult(BaseModel):
+    query: str
+    memories: list[Memory]
+
+
+ResolvePrincipal = Callable[[Context[Any, Any]], Principal]
+
+
+def build_mcp(
+    service: Callable[[], MemoryService],
+    principal_of: ResolvePrincipal,
+    default_namespace: str | None = None,
+    lifespan: Callable[[MCPServer[Any]], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+) -> MCPServer[Any]:
+    """The tools, bound to a service and to how a call's caller is known."""
+    server: MCPServer[Any] = MCPServer(
+        "lychee-memory", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
+    )
+
+    def namespace_of(ctx: Context[Any, Any], namespace: str | None) -> str:
+        principal = principal_of(ctx)
+        ns = namespace or default_namespace or principal.default_namespace()
+        if ns is None:
+            raise ToolError("name the namespace: this server has no default namespace")
+        try:
+            _NAME.validate_python(ns)
+        except ValidationError as exc:
+            raise ToolError(f"namespace: {exc.errors()[0]['msg']}") from exc
+        if not principal.allows(ns):
+            raise ToolError(f"forbidden: this API key may not use namespace {ns!r}")
+        return ns
+
+    @server.tool(
+        name="add_memory",
+        description=(
+            "Store a message or fact in long-term memory. Call it for anything the user says "
+            "that may matter in a later conversation: facts about them, preferences, plans, "
+            "decisions, events with dates. Pass the user's own words in `content` (or several "
+            "turns in `messages`); keep one conversation in one `session_id` so that its "
+            "messages are consolidated together. Returns at once with a receipt: memory is "
+            "searchable within seconds. To search what you just stored, pass the receipt as "
+            "search_memory's `wait_for`. Re-sending the same `exchange_id` stores nothing twice."
+        ),
+    )
+    async def add_memory(
+        ctx: Context[Any, Any],
+        content: Annotated[
+            str | None, Field(description="the text to remember, in the speaker's words")
+        ] = None,
+        messages: Annotated[
+            list[Message] | None,
+            Field(description="several turns of one exchange instead of `content`"),
+        ] = None,
+        role: Annotated[Role, Field(description="who said `content`")] = Role.user,
+        speaker: Annotated[str | None, Field(description="the speaker's name, if known")] = None,
+        session_id: Annotated[
+            str, Field(description="the conversation this belongs to")
+        ] = "default",
+        exchange_id: Annotated[
+            str | None, Field(description="your id for this message, to make re-sends safe")
+        ] = None,
+        session_date: Annotated[
+            datetime | None,
+            Field(description="when the conversation took place (ISO 8601); default: now"),
+        ] = None,
+        namespace: Annotated[
+            str | None, Field(description="whose memory; default: the server's")
+        ] = None,
+    ) -> Receipt:
+        when = session_date or datetime.now(UTC)
+        ex = _exchange_in(content, messages, role, speaker, session_id, exchange_id, when)
+        ns = namespace_of(ctx, namespace)
+        return await _call(service().add(ns, [ex]))
+
+    @server.tool(
+        name="search_memory",
+        description=(
+            "Search long-term memory. Call it before answering anything that may depend on "
+            "earlier conversations: what the user told you about themselves, their "
+            "preferences, plans, people, dates, or what was said or decided before. Ask a "
+            "specific question in natural language (e.g. 'Where does the user work?', 'What "
+            "did we decide about the trip in May?'). Returns the best memories with their "
+            "dates and sources; an empty list means nothing relevant is stored."
+        ),
+    )
+    async def search_memory(
+        ctx: Context[Any, Any],
+        query: Annotated[str, Field(description="what to look for, as a question")],
+        k: Annotated[int, Field(ge=1, le=50, description="how many memories")] = 10,
+        session_id: Annotated[
+            str | None, Field(description="only this conversation (default: all)")
+        ] = None,
+        wait_for: Annotated[
+            dict[str, Any] | None,
+            Field(description="a receipt from add_memory: wait until it is searchable"),
+        ] = None,
+        namespace: Annotated[
+            str | None, Field(description="whose memory; default: the server's")
+        ] = None,
+    ) -> SearchResult:
+        try:
+            req = SearchIn(
+                query=query,
+                k=k,
+                session_id=session_id,
+                wait_for=WaitFor.model_validate(wait_for) if wait_for is not None else None,
+            )
+        except ValidationError as exc:
+            raise ToolError(_fields(exc)) from exc
+        ns = namespace_of(ctx, namespace)
+        reply = await _call(service().search(ns, req))
+        memories = [
+            Memory(
+                text=e.text,
+                kind=e.kind,
+                date=e.resolved_date or (e.date.isoformat() if e.date else None),
+                session_id=e.session_id,
+                speaker=e.speaker,
+                memory_type=e.memory_type,
+                turn_ids=e.turn_ids,
+                score=round(e.scores.get("final", e.scores.get("rrf", 0.0)), 4),
+            )
+            for e in reply.evidence
+        ]
+        return SearchResult(query=query, memories=memories)
+
+    @server.tool(
+        name="get_status",
+        description=(
+            "Whether what was stored is searchable yet: per conversation (session), the last "
+            "message accepted, segmented and indexed. Use it when a search does not find "
+            "something you just stored, or to confirm a large import finished."
+        ),
+    )
+    async def get_status(
+        ctx: Context[Any, Any],
+        session_id: Annotated[str | None, Field(description="one conversation only")] = None,
+        namespace: Annotated[
+            str | None, Field(description="whose memory; default: the server's")
+        ] = None,
+    ) -> NamespaceStatus:
+        ns = namespace_of(ctx, namespace)
+        if session_id is not None:
+            try:
+                _NAME.validate_python(session_id)
+            except ValidationError as exc:
+                raise ToolError(f"session_id: {exc.errors()[0]['msg']}") from exc
+        return await _call(service().status(ns, session_id))
+
+    return server
+
+
+def _exchange_in(
+    content: str | None,
+    messages: list[Message] | None,
+    role: Role,
+    speaker: str | None,
+    session_id: str,
+    exchange_id: str | None,
+    session_date: datetime | None,
+) -> ExchangeIn:
+    if (content is None) == (messages is None):
+        raise ToolError("give either `content` or `messages`")
+    try:
+        turns = (
+            [Turn(role=role, content=content or "", speaker=speaker)]
+            if messages is None
+            else [Turn(role=m.role, content=m.content, speaker=m.speaker) for m in messages]
+        )
+        return ExchangeIn(
+            session_id=session_id, exchange_id=exchange_id, turns=turns, session_date=session_date
+        )
+    except ValidationError as exc:
+        raise ToolError(_fields(exc)) from exc
+
+
+async def _call(aw: Any) -> Any:
+    try:
+        return await aw
+    except GatewayError as exc:
+        raise ToolError(f"{exc.title}: {exc.detail}") from exc
+
+
+def _fields(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or '<input>'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+def request_principal(ctx: Context[Any, Any]) -> Principal:
+    """The caller of an HTTP request, as the gateway's `/mcp` authentication left it."""
+    request = ctx.request_context.request
+    principal = getattr(getattr(request, "state", None), "lychee_principal", None)
+    if not isinstance(principal, Principal):
+        raise ToolError("unauthenticated")
+    return principal
+
+
+def run_stdio(settings: Settings, namespace: str | None) -> None:
+    """`lychee mcp`: the tools on stdin/stdout for a local MCP host (no keys: the host's user
+    runs this process with the stack's credentials already)."""
+    holder: dict[str, MemoryService] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
+        async with MemoryService.running(settings) as svc:
+            holder["svc"] = svc
+            yield {}
+
+    server = build_mcp(
+        lambda: holder["svc"],
+        lambda _: Principal.local(),
+        namespace or settings.mcp_namespace,
+        lifespan=lifespan,
+    )
+    server.run("stdio")

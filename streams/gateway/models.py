@@ -1,0 +1,154 @@
+"""What the gateway's routes and MCP tools take and return (JSON over HTTP).
+
+Inputs reuse the `schemas` contracts' field rules (names, turns, limits); the namespace comes
+from the path, `seq` and `exchange_id` may be left to the gateway.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas import Turn
+from schemas.base import Name
+from schemas.query import Ablation
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ExchangeIn(_In):
+    """One exchange of a session (a speaker turn, or a user message with its reply)."""
+
+    session_id: Name
+    exchange_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="the caller's id: re-sending it with the same turns returns the first "
+        "receipt instead of adding it twice (other turns: 409); generated when omitted (then a "
+        "re-send is a new exchange)",
+    )
+    seq: int | None = Field(
+        default=None,
+        ge=0,
+        description="the caller's per-session order; omit it to let the gateway number the "
+        "session's exchanges in arrival order",
+    )
+    turns: list[Turn] = Field(min_length=1, max_length=64)
+    session_date: datetime | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    namespace: Name | None = Field(
+        default=None, description="optional; must equal the namespace of the path"
+    )
+
+
+class AddExchanges(_In):
+    exchanges: list[ExchangeIn] = Field(min_length=1)
+
+
+class ExchangeReceipt(BaseModel):
+    exchange_id: str
+    session_id: str
+    seq: int
+    partition: int
+    offset: int
+    duplicate: bool = Field(description="accepted before: the first receipt, nothing produced")
+
+
+class SessionReceipt(BaseModel):
+    session_id: str
+    last_seq: int = Field(description="the highest seq of this request in the session")
+    partition: int
+    offsets: list[int]
+
+
+class Receipt(BaseModel):
+    """What an add returns at once: pass it as `wait_for` to a search to read your writes."""
+
+    namespace: str
+    sessions: list[SessionReceipt]
+    exchanges: list[ExchangeReceipt]
+
+
+class SessionSeq(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    session_id: Name
+    last_seq: int = Field(ge=0)
+
+
+class WaitFor(BaseModel):
+    """A receipt (or its `sessions`): the search waits until these seqs are indexed."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    namespace: Name | None = None
+    sessions: list[SessionSeq] = Field(min_length=1, max_length=1000)
+
+
+class SearchIn(_In):
+    query: str = Field(min_length=1, max_length=4_000)
+    k: int = Field(default=10, ge=1, le=200)
+    session_id: Name | None = None
+    answer: bool = False
+    ablation: Ablation | None = None
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="the whole request's budget, waiting included"
+    )
+    wait_for: WaitFor | None = Field(
+        default=None, description="a receipt to wait for before searching (read your writes)"
+    )
+
+
+class ControlIn(_In):
+    after_seq: int | None = Field(
+        default=None,
+        ge=-1,
+        description="seq of the last exchange this control follows; default: the session's "
+        "last seq allocated, acked or applied",
+    )
+
+
+class ControlReceipt(BaseModel):
+    namespace: str
+    session_id: str
+    kind: Literal["flush", "end_session"]
+    after_seq: int
+    partition: int
+    offset: int
+
+
+class SessionStatus(BaseModel):
+    session_id: str
+    last_seq_accepted: int | None = Field(description="highest seq the gateway got acked")
+    segmented_seq: int | None = Field(description="highest seq the segmenter applied")
+    indexed_seq: int | None = Field(description="highest seq whose raw turns are indexed")
+    open_segment_exchanges: int = Field(description="exchanges waiting in the open segment")
+    ended: bool
+    searchable: bool = Field(description="everything accepted is indexed")
+
+
+class NamespaceStatus(BaseModel):
+    namespace: str
+    sessions: list[SessionStatus]
+    searchable: bool
+
+
+class FieldError(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details (`application/problem+json`)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    instance: str | None = None
+    errors: list[FieldError] | None = None

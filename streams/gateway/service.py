@@ -1,0 +1,371 @@
+"""What the gateway does, shared by its HTTP routes and the MCP tools.
+
+One `MemoryService` per process holds one `MemoryClient` (one producer, one reply partition
+for every search), one Redis client, the seq allocator and the progress reader. Callers check
+namespaces before they call it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import importlib
+import time
+import uuid
+from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import orjson
+import structlog
+from aiokafka.errors import KafkaError
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from schemas import ControlKind, Exchange, QueryReply, SessionControl
+from streams import metrics
+from streams.client import MemoryClient, QueryFailed, ReplyTimeout
+from streams.gateway.errors import Conflict, Invalid, Timeout, TooLarge, Unavailable, UpstreamFailed
+from streams.gateway.models import (
+    ControlReceipt,
+    ExchangeIn,
+    ExchangeReceipt,
+    NamespaceStatus,
+    Receipt,
+    SearchIn,
+    SessionReceipt,
+    SessionStatus,
+    WaitFor,
+)
+from streams.progress import Progress
+from streams.seqs import Ack, Allocation, SeqAllocator, SeqRejected, SessionBusy, Wanted
+from streams.settings import Settings
+
+log = structlog.get_logger("lychee.gateway")
+
+_READY_TIMEOUT_S = 3.0
+
+
+class MemoryService:
+    def __init__(self, settings: Settings, client: MemoryClient, redis: Redis) -> None:
+        self.settings = settings
+        self.client = client
+        self.redis = redis
+        self.progress = Progress(redis)
+        self.allocator = SeqAllocator(
+            redis, ttl_s=settings.seq_ttl_s, lease_s=settings.gateway_produce_timeout_s + 5.0
+        )
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def running(cls, settings: Settings) -> AsyncIterator[MemoryService]:
+        redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+        client = MemoryClient(settings)
+        try:
+            await client.start()
+            await asyncio.to_thread(importlib.import_module, "lancedb")  # slow the first time
+            yield cls(settings, client, redis)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+            await redis.aclose()
+
+    def _deadline(self, budget_s: float) -> float:
+        return asyncio.get_running_loop().time() + budget_s
+
+    # -- adding ---------------------------------------------------------------------------
+
+    async def add(self, namespace: str, exchanges: Sequence[ExchangeIn]) -> Receipt:
+        """Number, produce and confirm; returns once the broker acked every new exchange."""
+        if len(exchanges) > self.settings.gateway_max_exchanges:
+            raise TooLarge(
+                f"{len(exchanges)} exchanges in one request; at most "
+                f"{self.settings.gateway_max_exchanges}",
+                field="exchanges",
+            )
+        groups = _by_session(namespace, exchanges)
+        deadline = self._deadline(self.settings.gateway_queue_timeout_s)
+        try:
+            return await self._add(namespace, exchanges, groups, deadline)
+        except SessionBusy as exc:
+            raise Unavailable(str(exc), retry_after_s=1.0) from exc
+        except (RedisError, KafkaError) as exc:
+            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+
+    async def _add(
+        self,
+        namespace: str,
+        exchanges: Sequence[ExchangeIn],
+        groups: dict[str, list[tuple[int, str]]],
+        deadline: float,
+    ) -> Receipt:
+        sessions = sorted(groups)  # one lock order for every request: no deadlock
+        allocated: dict[int, Allocation] = {}
+        sends: list[tuple[int, asyncio.Future[Any]]] = []
+        async with contextlib.AsyncExitStack() as held:
+            handles = {
+                sid: await held.enter_async_context(
+                    self.allocator.session(namespace, sid, deadline)
+                )
+                for sid in sessions
+            }
+            async with contextlib.AsyncExitStack() as ordered:
+                for sid in sessions:
+                    await ordered.enter_async_context(handles[sid].ordered())
+                for sid in sessions:
+                    wanted = [
+                        Wanted(eid, exchanges[i].seq, content_digest(exchanges[i]))
+                        for i, eid in groups[sid]
+                    ]
+                    try:
+                        got = await handles[sid].allocate(wanted)
+                    except SeqRejected as exc:
+                        index = groups[sid][exc.index][0]
+                        what = "exchange_id" if exc.reason in ("conflict", "changed") else "seq"
+                        raise Conflict(
+                            f"exchanges.{index}: {exc.describe()}",
+                            field=f"exchanges.{index}.{what}",
+                        ) from exc
+                    for (i, _), a in zip(groups[sid], got, strict=True):
+                        allocated[i] = a
+                # every session validated: only now is anything produced
+                for sid in sessions:
+                    for i, _ in groups[sid]:
+                        a = allocated[i]
+                        if not a.duplicate:
+                            ex = _exchange(namespace, exchanges[i], a)
+                            sends.append((i, await self.client.send(ex)))
+            try:
+                async with asyncio.timeout(self.settings.gateway_produce_timeout_s):
+                    acked = await asyncio.gather(*(f for _, f in sends))
+            except TimeoutError as exc:
+                raise Unavailable(
+                    "the broker did not acknowledge in time; send the same request again "
+                    "(exchange ids keep their seqs)",
+                    retry_after_s=1.0,
+                ) from exc
+            acks: dict[str, list[Ack]] = defaultdict(list)
+            for (i, _), meta in zip(sends, acked, strict=True):
+                a = allocated[i]
+                allocated[i] = Allocation(a.exchange_id, a.seq, False, meta.partition, meta.offset)
+                digest = content_digest(exchanges[i])
+                acks[exchanges[i].session_id].append(
+                    Ack(a.exchange_id, a.seq, meta.partition, meta.offset, digest)
+                )
+            for sid, session_acks in acks.items():
+                await handles[sid].confirm(session_acks)
+        metrics.GATEWAY_EXCHANGES.labels("accepted").inc(len(sends))
+        metrics.GATEWAY_EXCHANGES.labels("duplicate").inc(len(exchanges) - len(sends))
+        return _receipt(namespace, exchanges, groups, allocated)
+
+    async def control(
+        self, kind: ControlKind, namespace: str, session_id: str, after_seq: int | None
+    ) -> ControlReceipt:
+        """Flush or end a session, ordered after every exchange produced for it before."""
+        deadline = self._deadline(self.settings.gateway_queue_timeout_s)
+        try:
+            async with self.allocator.session(namespace, session_id, deadline) as s:
+                async with s.ordered():
+                    after = await s.last() if after_seq is None else after_seq
+                    msg = SessionControl(
+                        kind=kind, namespace=namespace, session_id=session_id, after_seq=after
+                    )
+                    fut = await self.client.send(msg)
+                async with asyncio.timeout(self.settings.gateway_produce_timeout_s):
+                    meta = await fut
+        except SessionBusy as exc:
+            raise Unavailable(str(exc), retry_after_s=1.0) from exc
+        except (RedisError, KafkaError, TimeoutError) as exc:
+            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+        return ControlReceipt(
+            namespace=namespace,
+            session_id=session_id,
+            kind=kind.value,
+            after_seq=after,
+            partition=meta.partition,
+            offset=meta.offset,
+        )
+
+    # -- reading --------------------------------------------------------------------------
+
+    async def search(self, namespace: str, req: SearchIn) -> QueryReply:
+        budget = min(
+            req.timeout_s or self.settings.query_default_timeout_s,
+            self.settings.gateway_max_timeout_s,
+        )
+        deadline = time.monotonic() + budget
+        if req.wait_for is not None:
+            await self.wait_for(namespace, req.wait_for, deadline)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise Timeout(f"no time left to search within {budget:.1f}s", field="timeout_s")
+        try:
+            return await self.client.search(
+                namespace,
+                req.query,
+                k=req.k,
+                session_id=req.session_id,
+                timeout_s=remaining,
+                ablation=req.ablation,
+                answer=req.answer,
+            )
+        except ReplyTimeout as exc:
+            raise Timeout(f"the query service did not answer within {budget:.1f}s") from exc
+        except QueryFailed as exc:
+            raise UpstreamFailed(str(exc)) from exc
+        except KafkaError as exc:
+            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+
+    async def wait_for(self, namespace: str, wait: WaitFor, deadline: float) -> None:
+        """Return once every session of `wait` is indexed up to its seq (monotonic deadline)."""
+        if wait.namespace is not None and wait.namespace != namespace:
+            raise Invalid(
+                f"the receipt is of namespace {wait.namespace!r}, not {namespace!r}",
+                field="wait_for.namespace",
+            )
+        wanted: dict[str, int] = {}
+        for s in wait.sessions:
+            wanted[s.session_id] = max(wanted.get(s.session_id, -1), s.last_seq)
+        delay = 0.01
+        while True:
+            try:
+                indexed = await self.progress.indexed(namespace, list(wanted))
+            except RedisError as exc:
+                raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+            behind = {sid: seq for sid, seq in wanted.items() if indexed.get(sid, -1) < seq}
+            if not behind:
+                return
+            if time.monotonic() + delay > deadline:
+                where = ", ".join(
+                    f"{sid} indexed to {indexed.get(sid, -1)} of {seq}"
+                    for sid, seq in sorted(behind.items())
+                )
+                raise Timeout(f"the receipt was not searchable in time: {where}", field="wait_for")
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.2)
+
+    async def status(self, namespace: str, session_id: str | None = None) -> NamespaceStatus:
+        try:
+            found = await self.progress.namespace(namespace, session_id)
+        except RedisError as exc:
+            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+        sessions = [
+            SessionStatus(
+                session_id=p.session_id,
+                last_seq_accepted=p.accepted,
+                segmented_seq=p.segmented,
+                indexed_seq=p.indexed,
+                open_segment_exchanges=p.open_exchanges,
+                ended=p.ended,
+                searchable=p.searchable,
+            )
+            for p in found
+        ]
+        return NamespaceStatus(
+            namespace=namespace, sessions=sessions, searchable=all(s.searchable for s in sessions)
+        )
+
+    async def readiness(self) -> dict[str, str]:
+        """`ok` or the error, for the broker, Redis and LanceDB, checked at once."""
+
+        async def broker() -> None:
+            await self.client.producer.client.fetch_all_metadata()
+
+        async def redis() -> None:
+            await self.redis.ping()
+
+        def list_tables() -> None:
+            import lancedb as ldb  # in the thread: a first import takes seconds
+
+            ldb.connect(self.settings.lancedb_uri).list_tables()
+
+        async def lancedb() -> None:
+            await asyncio.to_thread(list_tables)
+
+        async def check(fn: Any) -> str:
+            try:
+                async with asyncio.timeout(_READY_TIMEOUT_S):
+                    await fn()
+                return "ok"
+            except Exception as exc:  # noqa: BLE001 - reported, not raised
+                return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+        results = await asyncio.gather(check(broker), check(redis), check(lancedb))
+        return dict(zip(("broker", "redis", "lancedb"), results, strict=True))
+
+
+def _by_session(
+    namespace: str, exchanges: Sequence[ExchangeIn]
+) -> dict[str, list[tuple[int, str]]]:
+    """Request positions and exchange ids per session, checked for what the path decides."""
+    groups: dict[str, list[tuple[int, str]]] = defaultdict(list)
+    seen: dict[tuple[str, str], int] = {}
+    for i, ex in enumerate(exchanges):
+        if ex.namespace is not None and ex.namespace != namespace:
+            raise Invalid(
+                f"exchanges.{i}.namespace is {ex.namespace!r}, the path says {namespace!r}",
+                field=f"exchanges.{i}.namespace",
+            )
+        eid = ex.exchange_id or uuid.uuid4().hex
+        if (ex.session_id, eid) in seen:
+            raise Invalid(
+                f"exchanges.{i}.exchange_id repeats exchanges.{seen[ex.session_id, eid]}",
+                field=f"exchanges.{i}.exchange_id",
+            )
+        seen[ex.session_id, eid] = i
+        groups[ex.session_id].append((i, eid))
+    return groups
+
+
+def content_digest(ex: ExchangeIn) -> str:
+    """What a re-sent exchange id must carry again: its turns' words (who said what). Dates
+    and metadata may differ, so that a retry stamped anew is still the same exchange."""
+    words = [(t.role.value, t.speaker, t.content, t.image_caption, t.turn_id) for t in ex.turns]
+    return hashlib.sha256(orjson.dumps(words)).hexdigest()[:16]
+
+
+def _exchange(namespace: str, ex: ExchangeIn, a: Allocation) -> Exchange:
+    return Exchange(
+        namespace=namespace,
+        session_id=ex.session_id,
+        seq=a.seq,
+        exchange_id=a.exchange_id,
+        turns=ex.turns,
+        session_date=ex.session_date,
+        metadata=ex.metadata,
+    )
+
+
+def _receipt(
+    namespace: str,
+    exchanges: Sequence[ExchangeIn],
+    groups: dict[str, list[tuple[int, str]]],
+    allocated: dict[int, Allocation],
+) -> Receipt:
+    items = []
+    for i in range(len(exchanges)):
+        a = allocated[i]
+        assert a.partition is not None and a.offset is not None
+        items.append(
+            ExchangeReceipt(
+                exchange_id=a.exchange_id,
+                session_id=exchanges[i].session_id,
+                seq=a.seq,
+                partition=a.partition,
+                offset=a.offset,
+                duplicate=a.duplicate,
+            )
+        )
+    sessions = []
+    for sid in sorted(groups):
+        mine = [items[i] for i, _ in groups[sid]]
+        sessions.append(
+            SessionReceipt(
+                session_id=sid,
+                last_seq=max(x.seq for x in mine),
+                partition=mine[-1].partition,
+                offsets=[x.offset for x in mine],
+            )
+        )
+    return Receipt(namespace=namespace, sessions=sessions, exchanges=items)

@@ -1,0 +1,301 @@
+"""Prometheus metrics: every definition in one place, and the few helpers that record them.
+
+Stage code records through small hooks at central points (the guard, dead-lettering, the
+publisher, the query handler, the embedder and LLM client factories, the Faust monitor), so
+that `workers/` stays free of any metrics library. Every process serves its own registry:
+workers on `metrics_port` (0 picks a free port, since several workers of one stage may share
+a host), the gateway on its HTTP port. Each registers its endpoint in Redis with a TTL and a
+heartbeat, so that `lychee status --json` lists every live endpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+import orjson
+import structlog
+from prometheus_client import (
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
+
+log = structlog.get_logger("lychee.metrics")
+
+disable_created_metrics()  # no `_created` series: half the output, nothing a dashboard reads
+
+ENDPOINTS_KEY = "lychee:metrics:endpoints"  # sorted set: endpoint JSON -> expiry (epoch s)
+
+_LATENCY_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+# -- stages ------------------------------------------------------------------------------------
+MESSAGES_IN = Counter(
+    "lychee_messages_in_total", "Messages a stage consumed, per topic", ["stage", "topic"]
+)
+MESSAGES_OUT = Counter(
+    "lychee_messages_out_total", "Messages produced and acked, per topic", ["topic"]
+)
+DEAD_LETTERED = Counter(
+    "lychee_messages_dead_lettered_total",
+    "Messages sent to a dead-letter topic, per source topic and reason",
+    ["stage", "topic", "error_type"],
+)
+STAGE_SECONDS = Histogram(
+    "lychee_stage_batch_seconds",
+    "Time a stage took for one batch, from parsed to handled or dead-lettered",
+    ["stage"],
+    buckets=_LATENCY_S,
+)
+STAGE_BATCH = Histogram(
+    "lychee_stage_batch_size", "Messages per batch a stage handled", ["stage"], buckets=_SIZES
+)
+CONSUMER_LAG = Gauge(
+    "lychee_consumer_lag",
+    "Messages behind the partition end (end offset seen at fetch minus committed offset)",
+    ["stage", "topic", "partition"],
+)
+# -- models ------------------------------------------------------------------------------------
+LLM_CALLS = Counter("lychee_llm_calls_total", "HTTP calls to the LLM server", ["stage", "model"])
+LLM_ERRORS = Counter(
+    "lychee_llm_errors_total",
+    "Failed LLM calls by reason (http_429, http_4xx, http_5xx, timeout, connection)",
+    ["stage", "model", "reason"],
+)
+LLM_RETRIES = Counter(
+    "lychee_llm_retries_total", "LLM calls tried again after a retryable failure", ["stage"]
+)
+LLM_TOKENS = Counter(
+    "lychee_llm_tokens_total", "LLM tokens reported by the server", ["stage", "model", "direction"]
+)
+LLM_SECONDS = Histogram(
+    "lychee_llm_call_seconds", "LLM call latency", ["stage", "model"], buckets=_LATENCY_S
+)
+EMBED_BATCH = Histogram(
+    "lychee_embedding_batch_size", "Texts per embedding call", ["stage", "model"], buckets=_SIZES
+)
+EMBED_SECONDS = Histogram(
+    "lychee_embedding_seconds", "Embedding call latency", ["stage", "model"], buckets=_LATENCY_S
+)
+# -- query service -----------------------------------------------------------------------------
+QUERIES = Counter(
+    "lychee_queries_total", "Requests the query service took, by outcome", ["outcome"]
+)
+RETRIEVAL_SECONDS = Histogram(
+    "lychee_retrieval_seconds",
+    "Retrieval latency per step (plan, recall and each recall channel, rerank, selection, "
+    "answer, total)",
+    ["step"],
+    buckets=_LATENCY_S,
+)
+# -- gateway -----------------------------------------------------------------------------------
+GATEWAY_SECONDS = Histogram(
+    "lychee_gateway_request_seconds",
+    "Gateway latency by route template, method and status",
+    ["method", "route", "status"],
+    buckets=_LATENCY_S,
+)
+GATEWAY_IN_FLIGHT = Gauge("lychee_gateway_in_flight", "Gateway requests being served")
+GATEWAY_EXCHANGES = Counter(
+    "lychee_gateway_exchanges_total",
+    "Exchanges the gateway accepted (new) or recognised as re-sent (duplicate)",
+    ["outcome"],
+)
+
+_process = {"stage": "client"}
+
+
+def set_stage(stage: str) -> None:
+    """Name the stage this process runs; model metrics carry it as their `stage` label."""
+    _process["stage"] = stage
+
+
+def stage() -> str:
+    return _process["stage"]
+
+
+# -- recording helpers -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def timed_batch(stage_name: str, size: int) -> Iterator[None]:
+    STAGE_BATCH.labels(stage_name).observe(size)
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        STAGE_SECONDS.labels(stage_name).observe(time.perf_counter() - t0)
+
+
+def observe_reply(outcome: str, timings_ms: dict[str, float] | None = None) -> None:
+    """One answered (or dropped) query: its outcome and the latency of each retrieval step."""
+    QUERIES.labels(outcome).inc()
+    for step, ms in (timings_ms or {}).items():
+        RETRIEVAL_SECONDS.labels(step).observe(ms / 1000)
+
+
+class ObservedEmbedder:
+    """An embedder that records batch sizes and latency; everything else is the inner one's."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_name: str = inner.model_name
+        self.dim: int = inner.dim
+
+    def embed(self, texts: list[str]) -> Any:
+        t0 = time.perf_counter()
+        out = self.inner.embed(texts)
+        EMBED_SECONDS.labels(stage(), self.model_name).observe(time.perf_counter() - t0)
+        EMBED_BATCH.labels(stage(), self.model_name).observe(len(texts))
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class ObservedTransport(httpx.AsyncBaseTransport):
+    """The LLM client's HTTP transport, counting calls, errors, latency and reported tokens.
+
+    Measured at the HTTP boundary so that the callers in `workers/` need no hooks; each retry
+    of the callers' loop is its own call here.
+    """
+
+    def __init__(self, model: str, inner: httpx.AsyncBaseTransport | None = None) -> None:
+        self.model = model
+        self.inner = inner or httpx.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        labels = (stage(), self.model)
+        LLM_CALLS.labels(*labels).inc()
+        t0 = time.perf_counter()
+        try:
+            response = await self.inner.handle_async_request(request)
+        except httpx.TimeoutException:
+            LLM_ERRORS.labels(*labels, "timeout").inc()
+            raise
+        except httpx.TransportError:
+            LLM_ERRORS.labels(*labels, "connection").inc()
+            raise
+        finally:
+            LLM_SECONDS.labels(*labels).observe(time.perf_counter() - t0)
+        status = response.status_code
+        if status >= 400:
+            reason = "http_429" if status == 429 else f"http_{status // 100}xx"
+            LLM_ERRORS.labels(*labels, reason).inc()
+        elif request.url.path.endswith("/chat/completions"):
+            await response.aread()  # cached on the response: the client reads it again
+            with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
+                usage = orjson.loads(response.content).get("usage") or {}
+                LLM_TOKENS.labels(*labels, "input").inc(int(usage.get("prompt_tokens") or 0))
+                LLM_TOKENS.labels(*labels, "output").inc(int(usage.get("completion_tokens") or 0))
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def retry_sleep(
+    sleep: Callable[[float], Awaitable[None]] | None = None,
+) -> Callable[[float], Awaitable[None]]:
+    """The LLM callers' backoff sleep, counting each retry (they sleep once per retry)."""
+    import asyncio
+
+    inner = sleep or asyncio.sleep
+
+    async def counted(delay_s: float) -> None:
+        LLM_RETRIES.labels(stage()).inc()
+        await inner(delay_s)
+
+    return counted
+
+
+# -- serving and registration ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    stage: str
+    url: str
+    host: str
+    pid: int
+
+
+def advertised_host(bind_host: str) -> str:
+    """The address others reach a server on: the bind address, or this host's for 0.0.0.0."""
+    if bind_host not in ("0.0.0.0", "::", ""):
+        return bind_host
+    name = socket.gethostname()
+    try:
+        return socket.gethostbyname(name)
+    except OSError:
+        return name
+
+
+class Registration:
+    """Keeps one endpoint listed in Redis while the process lives (a TTL refreshed by a
+    daemon thread); a killed process drops out of the list when its TTL passes."""
+
+    def __init__(self, redis_url: str, endpoint: Endpoint, heartbeat_s: float) -> None:
+        from redis import Redis
+
+        self.endpoint = endpoint
+        self.member = orjson.dumps(asdict(endpoint)).decode()
+        self.heartbeat_s = heartbeat_s
+        self._redis = Redis.from_url(redis_url, socket_timeout=5, socket_connect_timeout=5)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metrics-registration", daemon=True)
+
+    def start(self) -> Registration:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.time()
+            try:
+                self._redis.zadd(ENDPOINTS_KEY, {self.member: now + 3 * self.heartbeat_s})
+                self._redis.zremrangebyscore(ENDPOINTS_KEY, "-inf", now)
+            except Exception as exc:  # noqa: BLE001 - Redis down: try again next beat
+                log.warning("metrics.register_failed", error=repr(exc))
+            self._stop.wait(self.heartbeat_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            self._redis.zrem(ENDPOINTS_KEY, self.member)
+            self._redis.close()
+
+
+def serve(stage_name: str, settings: Any) -> Registration | None:
+    """Serve this process's metrics and register the endpoint; None when metrics are off."""
+    set_stage(stage_name)
+    if not settings.metrics_enabled:
+        return None
+    server, _ = start_http_server(settings.metrics_port, addr=settings.metrics_host)
+    port = server.server_port
+    host = advertised_host(settings.metrics_host)
+    endpoint = Endpoint(stage_name, f"http://{host}:{port}/metrics", host, os.getpid())
+    log.info("metrics.serving", url=endpoint.url)
+    return register(settings, endpoint)
+
+
+def register(settings: Any, endpoint: Endpoint) -> Registration:
+    return Registration(settings.redis_url, endpoint, settings.metrics_heartbeat_s).start()
+
+
+async def endpoints(redis: Any) -> list[dict[str, Any]]:
+    """Every live registered endpoint, ordered by stage and URL."""
+    now = time.time()
+    raw = await redis.zrangebyscore(ENDPOINTS_KEY, now, "+inf")
+    found = [orjson.loads(m) for m in raw]
+    return sorted(found, key=lambda e: (e["stage"], e["url"]))

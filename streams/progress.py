@@ -1,0 +1,123 @@
+"""How far each session has come through the pipeline, read from Redis.
+
+Three watermarks per session, each the highest `seq` that reached a point:
+- accepted: acked by the broker for the gateway (`streams.seqs` writes it);
+- segmented: applied by the segmenter (its own state, `last_seq`);
+- indexed: raw turns written to LanceDB (the indexer writes it after each write).
+
+Turns of one session travel one partition in order and the indexer writes them in order, so
+an indexed watermark at or past a seq means every earlier seq of that session is searchable
+too (as raw turns; records follow once the session's segment is encoded).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from schemas import RawTurn, session_key
+from workers.segmenter.state_store import SessionStore
+
+PREFIX = "lychee"
+
+# HSET field to value only when the value is higher: watermarks never go back
+_RAISE = """
+for i = 1, #ARGV, 2 do
+  local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '-1')
+  if tonumber(ARGV[i + 1]) > cur then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+return 1
+"""
+
+
+def accepted_key(namespace: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:gw:ns:{{{namespace}}}:accepted"
+
+
+def indexed_key(namespace: str, prefix: str = PREFIX) -> str:
+    return f"{prefix}:idx:ns:{{{namespace}}}:seq"
+
+
+@dataclass(frozen=True)
+class SessionProgress:
+    session_id: str
+    accepted: int | None
+    segmented: int | None
+    indexed: int | None
+    open_exchanges: int
+    ended: bool
+
+    @property
+    def searchable(self) -> bool:
+        """Everything the gateway accepted for the session is indexed (as raw turns)."""
+        return self.accepted is None or (self.indexed is not None and self.indexed >= self.accepted)
+
+
+class Progress:
+    def __init__(self, redis: Redis, prefix: str = PREFIX) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.sessions = SessionStore(redis, prefix)
+        self._raise = redis.register_script(_RAISE)
+
+    async def record_indexed(self, turns: Iterable[RawTurn]) -> None:
+        """Raise each session's indexed watermark to the highest seq among `turns`."""
+        top: dict[str, dict[str, int]] = defaultdict(dict)
+        for turn in turns:
+            per_ns = top[turn.namespace]
+            per_ns[turn.session_id] = max(per_ns.get(turn.session_id, -1), turn.seq)
+        for ns, seqs in top.items():
+            args = [x for sid, seq in seqs.items() for x in (sid, seq)]
+            await self._raise(keys=[indexed_key(ns, self.prefix)], args=args)
+
+    async def raise_accepted(self, namespace: str, seqs: dict[str, int]) -> None:
+        args = [x for sid, seq in seqs.items() for x in (sid, seq)]
+        if args:
+            await self._raise(keys=[accepted_key(namespace, self.prefix)], args=args)
+
+    async def indexed(self, namespace: str, session_ids: Sequence[str]) -> dict[str, int]:
+        return await self._read(indexed_key(namespace, self.prefix), session_ids)
+
+    async def _read(self, key: str, fields: Sequence[str]) -> dict[str, int]:
+        if not fields:
+            return {}
+        values = await self.redis.hmget(key, list(fields))
+        return {f: int(v) for f, v in zip(fields, values, strict=True) if v is not None}
+
+    async def _all(self, key: str) -> dict[str, int]:
+        raw = await self.redis.hgetall(key)
+        return {_text(k): int(v) for k, v in raw.items()}
+
+    async def namespace(
+        self, namespace: str, session_id: str | None = None
+    ) -> list[SessionProgress]:
+        """Every session the gateway accepted or the indexer wrote, in session-id order."""
+        if session_id is not None:
+            accepted = await self._read(accepted_key(namespace, self.prefix), [session_id])
+            indexed = await self._read(indexed_key(namespace, self.prefix), [session_id])
+            ids = [session_id]
+        else:
+            accepted = await self._all(accepted_key(namespace, self.prefix))
+            indexed = await self._all(indexed_key(namespace, self.prefix))
+            ids = sorted(accepted.keys() | indexed.keys())
+        out = []
+        for sid in ids:
+            _, state = await self.sessions.load(session_key(namespace, sid))
+            out.append(
+                SessionProgress(
+                    session_id=sid,
+                    accepted=accepted.get(sid),
+                    segmented=state.last_seq if state and state.last_seq >= 0 else None,
+                    indexed=indexed.get(sid),
+                    open_exchanges=len(state.exchanges) if state else 0,
+                    ended=bool(state and state.ended),
+                )
+            )
+        return out
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -1,0 +1,82 @@
+"""Two gateway processes with API keys against the session's stack (as two replicas)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from streams.gateway.auth import add_key
+from streams.stack.embedded import Child, Stack, free_port
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class Gateways:
+    urls: list[str]
+    keys: dict[str, str]  # key name -> key
+    env: dict[str, str]
+
+    def headers(self, name: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.keys[name]}"}
+
+
+def wait_ready(url: str, child: Child, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not child.alive:
+            log = child.log_path.read_text(errors="replace") if child.log_path else ""
+            raise RuntimeError(f"gateway exited:\n{log[-3000:]}")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise TimeoutError(f"gateway {url} not ready after {timeout_s}s")
+
+
+@pytest.fixture(scope="session")
+def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateways]:
+    work = tmp_path_factory.mktemp("gateway")
+    keys_file = work / "keys.json"
+    keys = {
+        "a": add_key(keys_file, "a", ["gw-a"]),
+        "b": add_key(keys_file, "b", ["gw-b"]),
+        "all": add_key(keys_file, "all", ["gw-*"]),
+    }
+    env = {
+        **os.environ,
+        **stack.env(),
+        "LYCHEE_API_KEYS_FILE": str(keys_file),
+        "LYCHEE_TOPIC_PARTITIONS": "4",
+        "LYCHEE_GATEWAY_MAX_EXCHANGES": "50",
+        "LYCHEE_LOG_LEVEL": "INFO",
+    }
+    children, urls = [], []
+    try:
+        for i in range(2):
+            port = free_port()
+            child = Child(
+                f"gateway-{i}",
+                [sys.executable, "-m", "streams.cli", "gateway", "--host", "127.0.0.1",
+                 "--port", str(port)],
+                work / f"gateway-{i}.log",
+                env,
+            )  # fmt: skip
+            child.start()
+            children.append(child)
+            urls.append(f"http://127.0.0.1:{port}")
+        for url, child in zip(urls, children, strict=True):
+            wait_ready(url, child)
+        yield Gateways(urls, keys, env)
+    finally:
+        for child in children:
+            child.stop()

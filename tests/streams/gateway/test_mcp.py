@@ -1,0 +1,107 @@
+"""The MCP server through the SDK's own client: streamable HTTP at the gateway's /mcp (API keys)
+and stdio (`lychee mcp`), against the real stack."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from streams.stack.embedded import Stack
+from tests.streams.gateway.conftest import ROOT, Gateways
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+TOOLS = {"add_memory", "search_memory", "get_status"}
+
+
+def http_client(gateways: Gateways, key: str | None, replica: int = 0) -> Client:
+    headers = {"Authorization": f"Bearer {gateways.keys[key]}"} if key else {}
+    transport = streamable_http_client(
+        f"{gateways.urls[replica]}/mcp",
+        http_client=httpx2.AsyncClient(headers=headers, timeout=120),
+    )
+    return Client(transport, read_timeout_seconds=120)
+
+
+async def check_memory_tools(client: Client, namespace: str | None) -> None:
+    """add, then search waiting for the receipt, then status: what an agent does."""
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert len(tool.description or "") > 150, tool.name  # enough to act on unprompted
+        assert "namespace" in tool.input_schema["properties"]
+    ns: dict[str, Any] = {"namespace": namespace} if namespace else {}
+    added = await client.call_tool("add_memory", {
+        "content": "I keep my climbing shoes in the blue locker at the gym.", "speaker": "Rafa",
+        "session_id": "mcp-s1", "exchange_id": "mcp-e1", **ns,
+    })  # fmt: skip
+    assert not added.is_error, added.content
+    receipt = added.structured_content
+    assert receipt is not None and receipt["exchanges"][0]["seq"] == 0
+    again = await client.call_tool("add_memory", {
+        "content": "I keep my climbing shoes in the blue locker at the gym.", "speaker": "Rafa",
+        "session_id": "mcp-s1", "exchange_id": "mcp-e1", **ns,
+    })  # fmt: skip
+    assert again.structured_content and again.structured_content["exchanges"][0]["duplicate"]
+    found = await client.call_tool("search_memory", {
+        "query": "Where are the climbing shoes kept?", "k": 3, "wait_for": receipt, **ns
+    })  # fmt: skip
+    assert not found.is_error, found.content
+    memories = (found.structured_content or {})["memories"]
+    assert any("blue locker" in m["text"] for m in memories)
+    status = await client.call_tool("get_status", {"session_id": "mcp-s1", **ns})
+    (session,) = (status.structured_content or {})["sessions"]
+    assert session["last_seq_accepted"] == 0 and session["searchable"]
+    bad = await client.call_tool("add_memory", {"session_id": "mcp-s1", **ns})
+    assert bad.is_error and "content" in bad.content[0].text
+
+
+async def test_mcp_http_tools_with_the_keys_namespace(gateways: Gateways) -> None:
+    # key "a" has exactly one namespace: the tools use it when a call names none
+    async with http_client(gateways, "a") as client:
+        await check_memory_tools(client, None)
+
+
+async def test_mcp_http_key_for_a_is_refused_b_on_every_tool(gateways: Gateways) -> None:
+    calls = {
+        "add_memory": {"content": "secret", "session_id": "x"},
+        "search_memory": {"query": "secret"},
+        "get_status": {},
+    }
+    async with http_client(gateways, "a", replica=1) as client:
+        for tool, args in calls.items():
+            for ns in ("gw-b", "other"):
+                out = await client.call_tool(tool, {**args, "namespace": ns})
+                assert out.is_error, (tool, ns)
+                assert f"may not use namespace '{ns}'" in out.content[0].text
+    async with http_client(gateways, "all") as client:  # a pattern key names its namespace
+        out = await client.call_tool("get_status", {})
+        assert out.is_error and "name the namespace" in out.content[0].text
+    # no key, or a wrong one: the HTTP endpoint refuses before any tool runs
+    for headers in ({}, {"Authorization": "Bearer lyk_wrong"}):
+        r = httpx.post(f"{gateways.urls[0]}/mcp", headers=headers, timeout=30,
+                       json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})  # fmt: skip
+        assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
+
+
+async def test_mcp_stdio_tools_through_the_sdk_client(stack: Stack) -> None:
+    env = {**os.environ, **stack.env(), "LYCHEE_LOG_LEVEL": "WARNING",
+           "LYCHEE_TOPIC_PARTITIONS": "4", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "streams.cli", "mcp", "--namespace", "mcp-stdio"],
+        env=env,
+        cwd=str(ROOT),
+    )
+    async with Client(params, read_timeout_seconds=180) as client:
+        await check_memory_tools(client, None)
+        # the configured namespace is a default, a tool argument another namespace
+        await check_memory_tools(client, "mcp-stdio-2")

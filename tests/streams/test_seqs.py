@@ -1,0 +1,175 @@
+"""The per-session seq allocator and the progress watermarks, against real Redis."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from schemas import RawTurn, Role, session_key
+from streams.progress import Progress
+from streams.seqs import Ack, SeqAllocator, SeqRejected, SessionBusy, Wanted, segmenter_state_key
+from workers.segmenter.policy import SessionState
+from workers.segmenter.state_store import SessionStore
+
+
+def allocator(redis, lease_s: float = 5.0) -> SeqAllocator:  # type: ignore[no-untyped-def]
+    return SeqAllocator(redis, ttl_s=3600, lease_s=lease_s)
+
+
+def deadline(seconds: float = 5.0) -> float:
+    return asyncio.get_running_loop().time() + seconds
+
+
+async def allocate(alloc: SeqAllocator, wanted: list[Wanted], sid: str = "s1"):  # type: ignore[no-untyped-def]
+    async with alloc.session("ns", sid, deadline()) as s, s.ordered():
+        return await s.allocate(wanted)
+
+
+async def test_seqs_state_key_is_the_segmenters(redis) -> None:  # type: ignore[no-untyped-def]
+    key = session_key("ns", "s1")
+    assert segmenter_state_key(key) == SessionStore(redis)._state_key(key)
+
+
+async def test_seqs_new_session_numbers_from_zero_in_request_order(redis) -> None:  # type: ignore[no-untyped-def]
+    got = await allocate(allocator(redis), [Wanted("a"), Wanted("b"), Wanted("c")])
+    assert [(a.exchange_id, a.seq, a.duplicate) for a in got] == [
+        ("a", 0, False), ("b", 1, False), ("c", 2, False)
+    ]  # fmt: skip
+
+
+async def test_seqs_continue_after_the_segmenters_applied_last_seq(redis) -> None:  # type: ignore[no-untyped-def]
+    store = SessionStore(redis)
+    state = SessionState(namespace="ns", session_id="s1", last_seq=41)
+    assert await store.commit(session_key("ns", "s1"), "0", state, [])
+    got = await allocate(allocator(redis), [Wanted("x"), Wanted("y")])
+    assert [a.seq for a in got] == [42, 43]
+
+
+async def test_seqs_acked_id_is_a_duplicate_with_its_first_receipt(redis) -> None:  # type: ignore[no-untyped-def]
+    alloc = allocator(redis)
+    async with alloc.session("ns", "s1", deadline()) as s:
+        async with s.ordered():
+            (a,) = await s.allocate([Wanted("e1", None, "d1")])
+        assert await s.confirm([Ack("e1", a.seq, 3, 117, "d1")]) == 0
+    (again, new) = await allocate(alloc, [Wanted("e1", None, "d1"), Wanted("e2", None, "d2")])
+    assert (again.seq, again.duplicate, again.partition, again.offset) == (0, True, 3, 117)
+    assert (new.seq, new.duplicate) == (1, False)
+
+
+async def test_seqs_acked_id_with_other_words_is_rejected(redis) -> None:  # type: ignore[no-untyped-def]
+    alloc = allocator(redis)
+    async with alloc.session("ns", "s1", deadline()) as s:
+        async with s.ordered():
+            (a,) = await s.allocate([Wanted("e1", None, "d1")])
+        await s.confirm([Ack("e1", a.seq, 0, 5, "d1")])
+    with pytest.raises(SeqRejected) as err:
+        await allocate(alloc, [Wanted("e1", None, "other")])
+    assert err.value.reason == "changed" and err.value.index == 0
+    with pytest.raises(SeqRejected, match="accepted with seq 0"):
+        await allocate(alloc, [Wanted("e1", 7, "d1")])
+
+
+async def test_seqs_callers_seq_must_pass_everything_acked_or_applied(redis) -> None:  # type: ignore[no-untyped-def]
+    alloc = allocator(redis)
+    async with alloc.session("ns", "s1", deadline()) as s:
+        async with s.ordered():
+            got = await s.allocate([Wanted("a", 5), Wanted("b", 9)])
+        await s.confirm([Ack(x.exchange_id, x.seq, 0, i) for i, x in enumerate(got)])
+    with pytest.raises(SeqRejected) as stale:
+        await allocate(alloc, [Wanted("c", 9)])
+    assert (stale.value.reason, stale.value.seq) == ("stale", 9)
+    with pytest.raises(SeqRejected) as order:
+        await allocate(alloc, [Wanted("c", 12), Wanted("d", 11)])
+    assert (order.value.reason, order.value.index) == ("order", 1)
+    # a rejected request wrote nothing: the next auto seq follows 9, not 12
+    (c,) = await allocate(alloc, [Wanted("c")])
+    assert c.seq == 10
+
+
+async def test_seqs_unacked_id_sent_again_keeps_its_seq(redis) -> None:  # type: ignore[no-untyped-def]
+    alloc = allocator(redis)
+    (first,) = await allocate(alloc, [Wanted("e1")])
+    (again,) = await allocate(alloc, [Wanted("e1")])
+    assert again.seq == first.seq and not again.duplicate
+
+
+async def test_seqs_concurrent_callers_get_distinct_seqs_in_enqueue_order(redis) -> None:  # type: ignore[no-untyped-def]
+    alloc = allocator(redis)
+    enqueued: list[int] = []
+
+    async def one(i: int) -> None:
+        async with alloc.session("ns", "s1", deadline(30)) as s:
+            async with s.ordered():
+                (a,) = await s.allocate([Wanted(f"e{i}")])
+                enqueued.append(a.seq)  # what the gateway's send does under the lock
+            await asyncio.sleep(0.001 * (i % 7))  # acks come back in any order
+            await s.confirm([Ack(a.exchange_id, a.seq, 0, a.seq)])
+
+    await asyncio.gather(*(one(i) for i in range(300)))
+    assert enqueued == list(range(300))
+
+
+async def test_seqs_second_process_waits_for_the_lease_then_continues(redis) -> None:  # type: ignore[no-untyped-def]
+    a, b = allocator(redis), allocator(redis)  # two gateway processes
+    async with a.session("ns", "s1", deadline()) as s:
+        async with s.ordered():
+            (x,) = await s.allocate([Wanted("x")])
+        with pytest.raises(SessionBusy):
+            async with b.session("ns", "s1", deadline(0.3)) as other, other.ordered():
+                pytest.fail("entered a session another process holds")
+        await s.confirm([Ack("x", x.seq, 0, 0)])
+    (y,) = await allocate(b, [Wanted("y")])
+    assert (x.seq, y.seq) == (0, 1)
+
+
+async def test_seqs_expired_lease_of_a_dead_process_is_taken_over(redis) -> None:  # type: ignore[no-untyped-def]
+    dead = allocator(redis, lease_s=0.2)
+    s = dead.session("ns", "s1", deadline())
+    handle = await s.__aenter__()  # never left: the process died holding the lease
+    async with handle.ordered():
+        await handle.allocate([Wanted("x")])
+    (y,) = await allocate(allocator(redis), [Wanted("y")])
+    assert y.seq == 1
+
+
+async def test_progress_watermarks_only_rise_and_say_what_is_searchable(redis) -> None:  # type: ignore[no-untyped-def]
+    progress = Progress(redis)
+
+    def turn(sid: str, seq: int) -> RawTurn:
+        return RawTurn(namespace="ns", session_id=sid, turn_id=f"{sid}{seq}", exchange_id=f"{sid}{seq}",
+                       seq=seq, index=0, role=Role.user, text="t", embedding=[1.0],
+                       embedding_model="m")  # fmt: skip
+
+    await progress.raise_accepted("ns", {"s1": 4, "s2": 1})
+    await progress.record_indexed([turn("s1", 2), turn("s1", 4), turn("s2", 0)])
+    await progress.record_indexed([turn("s1", 3)])  # a redelivery does not lower it
+    assert await progress.indexed("ns", ["s1", "s2", "s3"]) == {"s1": 4, "s2": 0}
+    found = {p.session_id: p for p in await progress.namespace("ns")}
+    assert found["s1"].searchable and not found["s2"].searchable
+    assert (found["s2"].accepted, found["s2"].indexed) == (1, 0)
+    assert [p.session_id for p in await progress.namespace("ns", "s2")] == ["s2"]
+    assert await progress.namespace("other") == []
+
+
+async def test_seqs_hot_session_on_two_processes_is_served_by_both_in_seq_order(redis) -> None:  # type: ignore[no-untyped-def]
+    a, b = allocator(redis), allocator(redis)
+    order: list[tuple[str, int]] = []
+
+    async def one(alloc: SeqAllocator, name: str, i: int) -> None:
+        async with alloc.session("ns", "hot", deadline(60)) as s:
+            async with s.ordered():
+                (x,) = await s.allocate([Wanted(f"{name}{i}")])
+                order.append((name, x.seq))  # the broker sees sends in this order
+            await asyncio.sleep(0.005)
+            await s.confirm([Ack(x.exchange_id, x.seq, 0, x.seq)])
+
+    async def caller(alloc: SeqAllocator, name: str, i: int) -> None:
+        await asyncio.sleep(0.01 * i)  # a steady stream of callers on both, for about 1.5 s
+        await one(alloc, name, i)
+
+    await asyncio.gather(*(caller(a, "a", i) for i in range(150)),
+                         *(caller(b, "b", i) for i in range(150)))  # fmt: skip
+    assert [seq for _, seq in order] == list(range(300))
+    turns = sum(1 for x, y in zip(order, order[1:], strict=False) if x[0] != y[0])
+    assert turns >= 2, "one process kept the session to itself"
