@@ -141,6 +141,7 @@ def test_up_clients_in_another_shell_need_no_exports(up: UpProcess, s3_store: S3
     assert report["supervision"]["pid"] == up.proc.pid
     assert {w["stage"]: w["state"] for w in report["supervision"]["stages"]} == {
         "segmenter": "running", "encoder": "running", "indexer": "running", "query": "running",
+        "gateway": "running",
     }  # fmt: skip
     # indexer and query worked on the S3 LanceDB: rows in the bucket, none in the data dir
     listed = s3_store.client().list_objects_v2(Bucket=seaweed.BUCKET, Prefix="lancedb-up/")
