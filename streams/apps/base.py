@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -48,6 +51,8 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
         key_serializer="raw",
         value_serializer="raw",
         store="memory://",
+        # Faust creates its data directory even for the memory store; not in the worker's cwd
+        datadir=str(Path(tempfile.gettempdir()) / f"lychee-faust-{os.getuid()}" / stage),
         web_enabled=False,
         autodiscover=False,
         topic_allow_declare=False,  # topics are pre-created with fixed partition counts
