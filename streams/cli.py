@@ -508,11 +508,14 @@ def bench_llm_outage(outage_s: float, rate_limit_s: float, refused_s: float, seg
     The endpoint is the scripted fake of the test suite (tests/fakes/openai_server.py): run it
     from a source checkout.
     """
+    checkout = Path(__file__).resolve().parents[1]  # an editable install's source tree
+    if (checkout / "tests" / "fakes").is_dir() and str(checkout) not in sys.path:
+        sys.path.append(str(checkout))
     try:
         from tests.fakes.openai_server import FakeOpenAI, status, valid
     except ImportError as exc:
         raise click.ClickException(
-            "the fake LLM endpoint lives in tests/fakes: run this from a source checkout"
+            "the fake LLM endpoint lives in tests/fakes: install from a source checkout"
         ) from exc
     from streams.bench.llm_faults import VALID_REPLY, format_report, run_llm_faults
 

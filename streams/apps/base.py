@@ -45,14 +45,16 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
     _patch_fetch_wait()
     fetch.install()  # an undecodable batch becomes a dead letter, not a dead fetcher
     brokers = ";".join(f"kafka://{b.strip()}" for b in settings.kafka_bootstrap.split(","))
+    # Faust creates its data directory even for the memory store; not in the worker's cwd
+    datadir = Path(tempfile.gettempdir()) / f"lychee-faust-{os.getuid()}" / stage
+    datadir.mkdir(parents=True, exist_ok=True)
     return faust.App(
         f"lychee-{stage}",
         broker=brokers,
         key_serializer="raw",
         value_serializer="raw",
         store="memory://",
-        # Faust creates its data directory even for the memory store; not in the worker's cwd
-        datadir=str(Path(tempfile.gettempdir()) / f"lychee-faust-{os.getuid()}" / stage),
+        datadir=str(datadir),
         web_enabled=False,
         autodiscover=False,
         topic_allow_declare=False,  # topics are pre-created with fixed partition counts

@@ -190,16 +190,23 @@ class Database:
         with self._lock:
             if name in self._tables:
                 return self._tables[name]
-            if has_table(self.db, name):
-                tbl = self.db.open_table(name)
-            elif create:
+            tbl = self._open(name) if has_table(self.db, name) else None
+            if tbl is None and create:
                 assert schema is not None, "creating a table needs its schema"
                 tbl = self.db.create_table(name, schema=schema, exist_ok=True)
-            else:
+            if tbl is None:
                 return None
             self._check_embedding(name, tbl.schema)
             self._tables[name] = tbl
             return tbl
+
+    def _open(self, name: str) -> Any | None:
+        """The table, or None while another process is still creating it: its directory is
+        listed before its first version is committed, and opening it then fails."""
+        try:
+            return self.db.open_table(name)
+        except (ValueError, FileNotFoundError):  # not cached: the next call opens it again
+            return None
 
     def _check_embedding(self, name: str, schema: pa.Schema) -> None:
         """Refuse a table whose vectors come from another model or dimension; the vector

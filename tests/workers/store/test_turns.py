@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import lancedb
 import numpy as np
 import pyarrow as pa
@@ -76,3 +78,12 @@ def test_store_finds_its_tables_among_many(tmp_path) -> None:  # type: ignore[no
     EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM).turns.upsert([turn("a", "t1", "hello", 0)])
     fresh = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
     assert fresh.table(TURNS) is not None and fresh.count(TURNS) == 1
+
+
+def test_turns_table_listed_before_its_first_commit_reads_as_absent(tmp_path: pathlib.Path) -> None:
+    # another process is creating the table: its directory is listed, no version committed yet
+    (tmp_path / "db" / "turns.lance" / "_versions").mkdir(parents=True)
+    store = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
+    assert store.table(TURNS) is None
+    vectors = np.zeros((1, TOY_DIM), dtype=np.float32)
+    assert store.turns.search_vectors("ns", vectors, 5) == [[]]
