@@ -120,6 +120,12 @@ class Settings(BaseSettings):
     encoder_cross_context: bool = Field(
         default=True, description="carry the session's reference context between segments"
     )
+    encoder_lease_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="a segment's encoding lease in Redis, renewed while the LLM call runs: "
+        "another worker handed the segment waits for its batch instead of calling the LLM too",
+    )
     ann_min_rows: int = Field(
         default=100_000, ge=256, description="build an ANN index once a table has this many rows"
     )
