@@ -200,10 +200,18 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
         stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    dups = f", {stats.duplicates} already accepted (not sent again)" if stats.duplicates else ""
     click.echo(
-        f"produced {stats.exchanges} exchanges ({stats.turns} turns) in {stats.namespaces} namespaces, "
-        f"{stats.sessions} sessions, {stats.seconds:.1f}s" + (" - indexed" if wait else "")
+        f"produced {stats.exchanges - stats.duplicates} exchanges ({stats.turns} turns) in "
+        f"{stats.namespaces} namespaces, {stats.sessions} sessions{dups}, {stats.seconds:.1f}s"
+        + (" - indexed" if wait and not stats.replays else "")
     )
+    if stats.replays:
+        raise click.ClickException(
+            f"{stats.replays} exchanges were fenced as replays: their sessions had already "
+            "applied those seqs, so they were NOT indexed (give them higher seqs, or leave seq "
+            "out of the file to continue each session)"
+        )
 
 
 @main.command()
