@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     indexer_batch_size: int = Field(default=500, ge=1)
     indexer_batch_wait_s: float = Field(default=0.25, ge=0)
     optimize_interval_s: float = Field(default=60.0, gt=0)
+    optimize_budget_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="index builds and compactions of one tick: no table is started after this",
+    )
     # encoder: an OpenAI-compatible LLM when configured, else the offline extractive encoder
     llm_base_url: str | None = None
     llm_model: str | None = None
