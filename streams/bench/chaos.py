@@ -36,9 +36,7 @@ from streams.lag import LagReader
 from streams.reader import read_topic
 from streams.stack.embedded import Child, Stack
 from streams.topics import ensure_topics
-from workers.embedding import bundled_model_info
 from workers.encoder.service import read_usage
-from workers.store import RECORDS, TURNS, EvidenceStore, namespace_filter
 
 STAGES = ("segmenter", "encoder", "indexer")
 READY = {stage: f"{stage}.ready" for stage in STAGES}
@@ -200,6 +198,10 @@ async def _ingest_and_measure(stack: Stack, exchanges: list[Exchange], report: C
 
 
 async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: ChaosReport) -> None:
+    # imported here: lancedb in this process before the workers are forked warns at each fork
+    from workers.embedding import bundled_model_info
+    from workers.store import RECORDS, TURNS, EvidenceStore, namespace_filter
+
     model, dim = bundled_model_info()
     store = EvidenceStore(stack.lancedb_uri, model, dim)
     for name, attr in ((TURNS, "duplicate_turn_rows"), (RECORDS, "duplicate_record_rows")):
