@@ -118,6 +118,17 @@ class RecordBatch(Contract):
                 )
         return self
 
+    @property
+    def key(self) -> str:
+        """The Kafka key on `memory.records`: the namespace, not the session.
+
+        Records and evidence nodes are merged into their rows by read-modify-write (provenance
+        unioned, links folded). Keyed by namespace, every batch of a namespace goes through one
+        partition, so one indexer process at a time owns the namespace's rows, whatever the
+        number of indexers: no two writers merge into one row (DESIGN §9, scale-out).
+        """
+        return self.namespace
+
 
 class NodeType(StrEnum):
     entity = "entity"

@@ -200,10 +200,18 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
         stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    dups = f", {stats.duplicates} already accepted (not sent again)" if stats.duplicates else ""
     click.echo(
-        f"produced {stats.exchanges} exchanges ({stats.turns} turns) in {stats.namespaces} namespaces, "
-        f"{stats.sessions} sessions, {stats.seconds:.1f}s" + (" - indexed" if wait else "")
+        f"produced {stats.exchanges - stats.duplicates} exchanges ({stats.turns} turns) in "
+        f"{stats.namespaces} namespaces, {stats.sessions} sessions{dups}, {stats.seconds:.1f}s"
+        + (" - indexed" if wait and not stats.replays else "")
     )
+    if stats.replays:
+        raise click.ClickException(
+            f"{stats.replays} exchanges were fenced as replays: their sessions had already "
+            "applied those seqs, so they were NOT indexed (give them higher seqs, or leave seq "
+            "out of the file to continue each session)"
+        )
 
 
 @main.command()
@@ -525,6 +533,43 @@ def bench_llm_outage(outage_s: float, rate_limit_s: float, refused_s: float, seg
         phases.append((refused_s, status(401, {})))
     with FakeOpenAI(default_reply=valid(VALID_REPLY)) as server:
         report = run_llm_faults(server, [p for p in phases if p[0] > 0], segments)
+    click.echo(format_report(report))
+
+
+@bench.command("chaos")
+@click.option("--kills", type=click.IntRange(min=0), default=20, show_default=True)
+@click.option("--processes", type=click.IntRange(min=1), default=2, show_default=True,
+              help="workers per ingest stage (segmenter, encoder, indexer)")  # fmt: skip
+@click.option("--interval", "interval_s", type=float, default=4.0, show_default=True,
+              help="mean seconds between kills")  # fmt: skip
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="a LoCoMo file; default: a synthetic conversation")  # fmt: skip
+@click.option("--conversation", "conversation_id", default=None, help="sample id in --data")
+@click.option("--sessions", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--per-session", type=click.IntRange(min=1), default=40, show_default=True)
+@click.option("--seed", type=int, default=7, show_default=True)
+def bench_chaos(kills: int, processes: int, interval_s: float, data: Path | None,
+                conversation_id: str | None, sessions: int, per_session: int, seed: int) -> None:  # fmt: skip
+    """Ingest while random ingest workers are killed -9 and restarted: lost and duplicated
+    turns, exchanges in no or two segments, encodes against segments, dead letters."""
+    import uuid
+
+    from streams.bench.chaos import format_report, run_chaos, synthetic
+
+    _settings()
+    if data is not None:
+        from workers.datasets import load_locomo
+
+        convs = load_locomo(data)
+        chosen = [c for c in convs if conversation_id in (None, c.namespace)]
+        if not chosen:
+            raise click.ClickException(f"no conversation {conversation_id!r} in {data}")
+        exchanges = list(chosen[0].exchanges)
+    else:
+        exchanges = synthetic(f"chaos-{uuid.uuid4().hex[:6]}", sessions, per_session)
+    report = run_chaos(exchanges, kills=kills, processes=processes, interval_s=interval_s,
+                       seed=seed)  # fmt: skip
+    click.echo("\n".join(report.kill_log))
     click.echo(format_report(report))
 
 

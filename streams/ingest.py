@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from redis.asyncio import Redis
 from tqdm import tqdm
 
+from schemas import Exchange, session_key
+from schemas.errors import LycheeError
 from streams.client import MemoryClient
+from streams.gateway.service import content_digest
 from streams.lag import LagReader
+from streams.seqs import Ack, SeqAllocator, SeqRejected, Wanted
 from streams.settings import Settings
-from workers.datasets import Conversation, load
+from workers.datasets import Conversation, Session, load
+from workers.segmenter.state_store import SessionStore
+
+
+class IngestError(LycheeError, ValueError):
+    """A file's exchanges cannot be accepted as they are (for example a stale `seq`)."""
 
 
 @dataclass
@@ -21,6 +32,8 @@ class IngestStats:
     exchanges: int
     turns: int
     seconds: float
+    duplicates: int = 0  # exchange ids accepted before: not produced again
+    replays: int | None = None  # fenced by the segmenter as already applied (with --wait)
 
 
 async def produce(client: MemoryClient, conversations: list[Conversation], progress: bool = True,
@@ -45,14 +58,112 @@ async def produce(client: MemoryClient, conversations: list[Conversation], progr
     return IngestStats(len(conversations), sessions, total, turns, time.perf_counter() - started)
 
 
+async def produce_numbered(
+    client: MemoryClient,
+    allocator: SeqAllocator,
+    conversations: list[Conversation],
+    progress: bool = True,
+    chunk: int = 200,
+    timeout_s: float = 30.0,
+) -> IngestStats:
+    """Like `produce`, with each session's seqs from the gateway's allocator (streams.seqs).
+
+    A line without `seq` continues after the session's last allocated, accepted or applied
+    seq, so a second file continues a session instead of being fenced as replays; a line's
+    own seq must be above those (else IngestError, nothing of that chunk produced); an
+    exchange id accepted before keeps its seq and is not produced again.
+    """
+    started = time.perf_counter()
+    total = sum(len(s.exchanges) for c in conversations for s in c.sessions)
+    bar = tqdm(total=total, unit="ex", desc="ingest", disable=not progress, leave=False)
+    sessions = turns = duplicates = 0
+    for conv in conversations:
+        for session in conv.sessions:
+            last = -1
+            for i in range(0, len(session.exchanges), chunk):
+                part = session.exchanges[i : i + chunk]
+                top, dups = await _add_numbered(client, allocator, session, part, timeout_s)
+                last, duplicates = max(last, top), duplicates + dups
+                bar.update(len(part))
+            if session.exchanges:
+                await client.end_session(conv.namespace, session.session_id, after_seq=last)
+            sessions += 1
+            turns += sum(len(e.turns) for e in session.exchanges)
+    bar.close()
+    stats = IngestStats(len(conversations), sessions, total, turns, time.perf_counter() - started)
+    stats.duplicates = duplicates
+    return stats
+
+
+async def _add_numbered(
+    client: MemoryClient,
+    allocator: SeqAllocator,
+    session: Session,
+    part: list[Exchange],
+    timeout_s: float,
+) -> tuple[int, int]:
+    """Allocate, produce and confirm one chunk of a session; (highest seq, duplicates)."""
+    ns, sid = part[0].namespace, session.session_id
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    wanted = [
+        Wanted(e.exchange_id, None if e.exchange_id in session.unnumbered else e.seq,
+               content_digest(e))  # type: ignore[arg-type]  # the same turns as an ExchangeIn
+        for e in part
+    ]  # fmt: skip
+    async with allocator.session(ns, sid, deadline) as handle:
+        async with handle.ordered():
+            try:
+                got = await handle.allocate(wanted)
+            except SeqRejected as exc:
+                ex = part[exc.index]
+                raise IngestError(
+                    f"namespace {ns!r}, session {sid!r}, exchange {ex.exchange_id!r}: "
+                    f"{exc.describe()}"
+                ) from exc
+            sends = [
+                (w, a.seq, await client.send(e.model_copy(update={"seq": a.seq})))
+                for e, w, a in zip(part, wanted, got, strict=True)
+                if not a.duplicate
+            ]
+        async with asyncio.timeout(timeout_s):
+            acked = await asyncio.gather(*(f for _, _, f in sends))
+        await handle.confirm(
+            [
+                Ack(w.exchange_id, seq, m.partition, m.offset, w.digest)
+                for (w, seq, _), m in zip(sends, acked, strict=True)
+            ]  # fmt: skip
+        )
+    return max(a.seq for a in got), len(part) - len(sends)
+
+
 async def ingest_file(settings: Settings, path: Path, fmt: str, namespace: str | None,
                       wait: bool, timeout_s: float) -> IngestStats:  # fmt: skip
+    """Produce FILE; JSON lines are numbered per session through Redis (`produce_numbered`).
+
+    With `wait`, returns once everything is indexed, with the exchanges the segmenter fenced
+    as replays meanwhile (already applied: nothing of them was indexed again).
+    """
     started = time.perf_counter()
     conversations = load(path, fmt, namespace)
-    async with MemoryClient(settings) as client:
-        stats = await produce(client, conversations)
-    if wait:
-        async with LagReader(settings.kafka_bootstrap) as lag:
-            await lag.wait_drained(timeout_s=timeout_s)
-        stats.seconds = time.perf_counter() - started
+    keys = [session_key(c.namespace, s.session_id) for c in conversations for s in c.sessions]
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    try:
+        sessions = SessionStore(redis)
+        replays_before = await sessions.replays(keys) if wait else {}
+        async with MemoryClient(settings) as client:
+            if fmt == "jsonl":
+                allocator = SeqAllocator(
+                    redis, ttl_s=settings.seq_ttl_s, lease_s=settings.gateway_produce_timeout_s + 5
+                )
+                stats = await produce_numbered(client, allocator, conversations)
+            else:
+                stats = await produce(client, conversations)
+        if wait:
+            async with LagReader(settings.kafka_bootstrap) as lag:
+                await lag.wait_drained(timeout_s=timeout_s)
+            after = await sessions.replays(keys)
+            stats.replays = sum(after[k] - replays_before.get(k, 0) for k in keys)
+            stats.seconds = time.perf_counter() - started
+    finally:
+        await redis.aclose()
     return stats

@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     indexer_batch_size: int = Field(default=500, ge=1)
     indexer_batch_wait_s: float = Field(default=0.25, ge=0)
     optimize_interval_s: float = Field(default=60.0, gt=0)
+    optimize_budget_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="index builds and compactions of one tick: no table is started after this",
+    )
     # encoder: an OpenAI-compatible LLM when configured, else the offline extractive encoder
     llm_base_url: str | None = None
     llm_model: str | None = None
@@ -119,6 +124,12 @@ class Settings(BaseSettings):
     encoder_cache_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)
     encoder_cross_context: bool = Field(
         default=True, description="carry the session's reference context between segments"
+    )
+    encoder_lease_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="a segment's encoding lease in Redis, renewed while the LLM call runs: "
+        "another worker handed the segment waits for its batch instead of calling the LLM too",
     )
     ann_min_rows: int = Field(
         default=100_000, ge=256, description="build an ANN index once a table has this many rows"

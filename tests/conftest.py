@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 
@@ -42,7 +43,9 @@ async def redis(redis_url: str):  # type: ignore[no-untyped-def]
     await client.aclose()
 
 
-def wait_log(stack: Stack, stage: str, text: str, timeout_s: float = 180) -> None:
+def wait_log(stack: Stack, stage: str, text: str, timeout_s: float | None = None) -> None:
+    # a shared, busy machine can need longer for workers to load their models
+    timeout_s = timeout_s or float(os.environ.get("LYCHEE_TEST_READY_TIMEOUT_S", "180"))
     log = stack.data_dir / "logs" / f"{stage}.log"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

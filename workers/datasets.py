@@ -5,12 +5,16 @@ LoCoMo (`locomo10.json`): one namespace per sample (its `sample_id`), one sessio
 turn id and `blip_caption` kept as the image caption.
 
 JSON lines: one exchange per line in the `Exchange` layout; `namespace` may come from
-the caller, `seq` defaults to the line's order within its session and `exchange_id` to
-`session_id:seq`.
+the caller. A line without `seq` is numbered by whoever produces it (`lychee ingest`
+continues after the session's last accepted seq, so a second file can continue a session);
+until then it carries its order within the session in this file, and it is listed in its
+session's `unnumbered`. `exchange_id` defaults to `session_id:n:digest`, n that order and
+digest a hash of the turns, so the same file ingested again is recognised exchange by exchange.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -34,6 +38,7 @@ class Session:
     session_id: str
     date: datetime | None
     exchanges: list[Exchange]
+    unnumbered: frozenset[str] = frozenset()  # exchange ids whose file gave no seq
 
 
 @dataclass
@@ -135,6 +140,7 @@ def _locomo_sample(sample: Any, i: int, namespace: str | None) -> Conversation:
 
 def load_jsonl(path: str | Path, namespace: str | None = None) -> list[Conversation]:
     by_ns: dict[str, dict[str, list[Exchange]]] = defaultdict(lambda: defaultdict(list))
+    unnumbered: dict[tuple[str, str], set[str]] = defaultdict(set)
     with Path(path).open("rb") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
@@ -149,17 +155,33 @@ def load_jsonl(path: str | Path, namespace: str | None = None) -> list[Conversat
                 obj["namespace"] = namespace
             if "namespace" not in obj:
                 raise DatasetError(f"{path}:{lineno}: no namespace (give --namespace)")
-            session = by_ns[str(obj["namespace"])][str(obj.get("session_id", ""))]
-            obj.setdefault("seq", len(session))
-            obj.setdefault("exchange_id", f"{obj.get('session_id')}:{obj['seq']}")
+            ns, sid = str(obj["namespace"]), str(obj.get("session_id", ""))
+            session = by_ns[ns][sid]
+            if "seq" not in obj:
+                obj["seq"] = len(session)
+                obj.setdefault("exchange_id", f"{sid}:{len(session)}:{_digest(obj)}")
+                unnumbered[(ns, sid)].add(str(obj["exchange_id"]))
+            obj.setdefault("exchange_id", f"{sid}:{obj['seq']}")
             try:
                 session.append(Exchange.model_validate(obj))
             except ValidationError as exc:
                 detail = ContractError.from_validation("Exchange", exc)
                 raise DatasetError(f"{path}:{lineno}: {detail}") from exc
     return [
-        Conversation(ns, [Session(sid, exs[0].session_date, exs) for sid, exs in sessions.items()])
+        Conversation(
+            ns,
+            [
+                Session(sid, exs[0].session_date, exs, frozenset(unnumbered[(ns, sid)]))
+                for sid, exs in sessions.items()
+            ],
+        )
         for ns, sessions in by_ns.items()
+    ]
+
+
+def _digest(obj: dict[str, Any]) -> str:
+    return hashlib.sha256(orjson.dumps(obj.get("turns"), option=orjson.OPT_SORT_KEYS)).hexdigest()[
+        :12
     ]
 
 

@@ -46,6 +46,7 @@ def build(settings: Settings) -> faust.App:
         publisher,
         cache_ttl_s=settings.encoder_cache_ttl_s,
         cross_context=settings.encoder_cross_context,
+        lease_s=settings.encoder_lease_s,
     )
 
     async def handle(segments: Sequence[Segment]) -> None:

@@ -79,9 +79,13 @@ def build(settings: Settings) -> faust.App:
     @app.timer(settings.optimize_interval_s)
     async def optimize() -> None:
         try:
-            built = await service.optimize(settings.ann_min_rows)
-            if built:
-                log.info("ann.built", tables=built)
+            report = await service.optimize(settings.ann_min_rows, settings.optimize_budget_s)
+            if report.built:
+                log.info("ann.built", tables=report.built)
+            if report.deferred:
+                log.info(
+                    "optimize.deferred", tables=report.deferred, budget_s=settings.optimize_budget_s
+                )
         except Exception as exc:  # noqa: BLE001 - next tick retries
             log.error("optimize.failed", error=repr(exc))
 

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from faust.sensors.monitor import Monitor
 
 from streams import metrics
+
+log = structlog.get_logger("lychee.monitor")
 
 
 class StageMonitor(Monitor):
@@ -35,6 +38,12 @@ class StageMonitor(Monitor):
         state: dict[str, Any] = super().on_rebalance_start(app)
         metrics.CONSUMER_LAG.clear()  # partitions may move: stale gauges would lie
         return state
+
+    def on_rebalance_end(self, app: Any, state: dict[str, Any]) -> None:
+        super().on_rebalance_end(app, state)
+        # which member owns what: with several processes per stage, the place to look
+        assigned = sorted(f"{tp.topic}:{tp.partition}" for tp in app.consumer.assignment())
+        log.info("stage.assigned", stage=self.stage, partitions=assigned)
 
     def _lag(self, tp: Any) -> None:
         end, committed = self.tp_end_offsets.get(tp), self.tp_committed_offsets.get(tp)

@@ -91,3 +91,36 @@ def test_cli_unreachable_broker_is_a_one_line_error_with_exit_code_3(args: tuple
     assert "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("Error:")]
     assert len(errors) == 1 and "cannot reach Kafka" in errors[0]
+
+
+def _lines_file(path: Path, texts: list[str], seqs: list[int] | None = None) -> Path:
+    rows = []
+    for i, text in enumerate(texts):
+        row: dict[str, object] = {"session_id": "s",
+                                  "turns": [{"role": "user", "speaker": "Odile", "content": text}]}  # fmt: skip
+        if seqs is not None:
+            row["seq"] = seqs[i]
+        rows.append(json.dumps(row))
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_cli_ingest_second_jsonl_file_continues_the_session(stack: Stack, tmp_path: Path) -> None:
+    from tests.streams.test_pipeline import store
+
+    ns = f"cli-cont-{os.getpid()}"
+    first = _lines_file(tmp_path / "a.jsonl", ["I planted tulips.", "The tulips are red."])
+    second = _lines_file(tmp_path / "b.jsonl", ["Kasimir brought plum jam.", "The jam is gone."])
+    for path in (first, second):
+        out = lychee(stack, "ingest", str(path), "--format", "jsonl", "--namespace", ns, "--wait")
+        assert out.returncode == 0, out.stderr
+        assert "produced 2 exchanges" in out.stdout and "indexed" in out.stdout
+    assert store(stack).count("turns", ns) == 4  # the second file was not fenced as replays
+    again = lychee(stack, "ingest", str(second), "--format", "jsonl", "--namespace", ns, "--wait")
+    assert again.returncode == 0, again.stderr
+    assert "produced 0 exchanges" in again.stdout and "2 already accepted" in again.stdout
+    stale = _lines_file(tmp_path / "c.jsonl", ["An old line."], seqs=[1])
+    out = lychee(stack, "ingest", str(stale), "--format", "jsonl", "--namespace", ns, "--wait")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "seq must be above 3" in out.stderr
+    assert store(stack).count("turns", ns) == 4

@@ -220,10 +220,12 @@ def test_load_jsonl_fills_seq_and_exchange_id(tmp_path: Path) -> None:
     assert [s.session_id for s in conv.sessions] == ["s1", "s2"]
     s1, s2 = conv.sessions
     assert [e.seq for e in s1.exchanges] == [0, 1, 2]
-    assert [e.exchange_id for e in s1.exchanges] == ["s1:0", "s1:1", "custom"]
+    ids = [e.exchange_id for e in s1.exchanges]
+    assert ids[0].startswith("s1:0:") and ids[1].startswith("s1:1:") and ids[2] == "custom"
+    assert s1.unnumbered == frozenset(ids)  # no seq in the file: the producer numbers them
     assert [e.turns[0].content for e in s1.exchanges] == ["one", "two", "three"]
     assert [e.seq for e in s2.exchanges] == [0]
-    assert s2.exchanges[0].exchange_id == "s2:0"
+    assert s2.exchanges[0].exchange_id.startswith("s2:0:")
     assert s1.date == datetime(2024, 2, 1, 10, 0)
     assert s2.date is None
     assert all(e.namespace == "ns" for e in conv.exchanges)
@@ -242,7 +244,8 @@ def test_load_jsonl_keeps_explicit_seq_and_namespace_per_line(tmp_path: Path) ->
     convs = load_jsonl(path)
     assert [c.namespace for c in convs] == ["u1", "u2"]
     assert [(e.seq, e.exchange_id) for e in convs[0].exchanges] == [(5, "s:5"), (9, "s:9")]
-    assert [(e.seq, e.exchange_id) for e in convs[1].exchanges] == [(0, "s:0")]
+    assert [e.seq for e in convs[1].exchanges] == [0]
+    assert not convs[0].sessions[0].unnumbered and convs[1].sessions[0].unnumbered
 
 
 def test_load_jsonl_namespace_argument_overrides_lines(tmp_path: Path) -> None:

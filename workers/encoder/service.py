@@ -3,15 +3,24 @@
 Order of operations per segment (at-least-once without double work downstream):
 1. a cached batch for the segment id is reused as is (a redelivered segment yields the
    same records and is not counted twice);
-2. otherwise read the session's reference context, encode, and in ONE Redis transaction
-   store the batch in the cache, advance the reference context and add the token counts;
-3. publish the batches and wait for the broker; only then may input offsets be committed.
+2. otherwise take the segment's lease in Redis (SET NX with an expiry, renewed while the
+   encoder runs). A worker that finds it taken (its partitions moved while the former owner
+   is still inside an LLM call) waits for the holder's batch instead of calling the LLM too,
+   and takes over only when the lease expires (the holder died);
+3. read the session's reference context, encode, and in ONE atomic step, only if no batch is
+   stored yet, store the batch, advance the reference context and add the token counts; a
+   batch stored meanwhile wins and is the one published, so a segment is counted once and
+   every publication of it carries the same records;
+4. publish the batches and wait for the broker; only then may input offsets be committed.
 Segments of one session arrive in order on one partition and are handled one at a time,
 so the reference context always reflects the segments before the current one.
 """
 
 from __future__ import annotations
 
+import asyncio
+import secrets
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -34,6 +43,29 @@ class SegmentEncoder(Protocol):
     async def encode(self, segment: Segment, reference_context: str) -> EncodedSegment: ...
 
 
+# Store the batch, advance the context and count the tokens, only if no batch is stored yet;
+# returns the stored batch (ours, or the one that was there). KEYS: cache, context, usage.
+# ARGV: batch json, ttl s, context json, estimated flag, then counter name/value pairs.
+_STORE_ONCE = """
+local stored = redis.call('GET', KEYS[1])
+if stored then return stored end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3])
+for i = 5, #ARGV, 2 do redis.call('HINCRBY', KEYS[3], ARGV[i], ARGV[i + 1]) end
+if ARGV[4] == '1' then redis.call('HSET', KEYS[3], 'estimated', 1) end
+return ARGV[1]
+"""
+# Extend or drop a lease only while it is still ours. KEYS: lease. ARGV: token, ms (renew).
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
 class EncoderService:
     def __init__(
         self,
@@ -44,6 +76,8 @@ class EncoderService:
         prefix: str = "lychee",
         cache_ttl_s: int = 7 * 24 * 3600,
         cross_context: bool = True,
+        lease_s: float = 30.0,
+        lease_poll_s: float = 0.25,
     ) -> None:
         self.cross_context = cross_context  # off: the paper's no-cross-context ablation
         self.redis = redis
@@ -51,9 +85,17 @@ class EncoderService:
         self.publisher = publisher
         self.prefix = prefix
         self.cache_ttl_s = cache_ttl_s
+        self.lease_ms = max(1, int(lease_s * 1000))
+        self.lease_poll_s = lease_poll_s
+        self._store_once = redis.register_script(_STORE_ONCE)
+        self._renew = redis.register_script(_RENEW)
+        self._release = redis.register_script(_RELEASE)
 
     def _cache_key(self, segment_id: str) -> str:
         return f"{self.prefix}:enc:cache:{segment_id}"
+
+    def _lease_key(self, segment_id: str) -> str:
+        return f"{self.prefix}:enc:lease:{segment_id}"
 
     def _context_key(self, namespace: str, session_id: str) -> str:
         return f"{self.prefix}:enc:ctx:{{{session_key(namespace, session_id)}}}"
@@ -64,19 +106,52 @@ class EncoderService:
     async def handle(self, segments: Sequence[Segment]) -> list[RecordBatch]:
         batches = [await self.encode(seg) for seg in segments]
         await self.publisher.publish(
-            [
-                OutMessage(
-                    t.RECORDS, session_key(b.namespace, b.session_id), b.model_dump_json().encode()
-                )
-                for b in batches
-            ]
+            [OutMessage(t.RECORDS, b.key, b.model_dump_json().encode()) for b in batches]
         )
         return batches
 
     async def encode(self, segment: Segment) -> RecordBatch:
-        cached = await self.redis.get(self._cache_key(segment.segment_id))
-        if cached:
-            return RecordBatch.model_validate_json(cached)
+        """The segment's batch: the stored one, or encoded here under the segment's lease."""
+        cache_key = self._cache_key(segment.segment_id)
+        lease_key = self._lease_key(segment.segment_id)
+        token = secrets.token_hex(8)
+        waited_since: float | None = None
+        while True:
+            cached = await self.redis.get(cache_key)
+            if cached:
+                if waited_since is not None:
+                    log.info("segment.lease_waited", segment_id=segment.segment_id,
+                             waited_s=round(time.monotonic() - waited_since, 1))  # fmt: skip
+                return RecordBatch.model_validate_json(cached)
+            if await self.redis.set(lease_key, token, nx=True, px=self.lease_ms):
+                break
+            if waited_since is None:  # another worker is encoding it right now
+                waited_since = time.monotonic()
+                log.info("segment.lease_busy", segment_id=segment.segment_id)
+            await asyncio.sleep(self.lease_poll_s)
+        renewer = asyncio.create_task(self._keep_lease(lease_key, token))
+        try:
+            return await self._encode_and_store(segment)
+        finally:
+            renewer.cancel()
+            await asyncio.gather(renewer, return_exceptions=True)
+            try:
+                await self._release(keys=[lease_key], args=[token])
+            except Exception as exc:  # noqa: BLE001 - the lease expires on its own
+                log.warning("segment.lease_release_failed", segment_id=segment.segment_id,
+                            error=repr(exc))  # fmt: skip
+
+    async def _keep_lease(self, lease_key: str, token: str) -> None:
+        """Renew the lease every third of its life while the encoder runs (an LLM call under
+        retries can outlast it); a failed renewal is retried at the next tick."""
+        while True:
+            await asyncio.sleep(self.lease_ms / 3000)
+            try:
+                await self._renew(keys=[lease_key], args=[token, self.lease_ms])
+            except Exception as exc:  # noqa: BLE001 - at worst another worker encodes too
+                log.warning("segment.lease_renew_failed", key=lease_key, error=repr(exc))
+
+    async def _encode_and_store(self, segment: Segment) -> RecordBatch:
         ctx_key = self._context_key(segment.namespace, segment.session_id)
         raw_ctx = await self.redis.get(ctx_key)
         ctx = ReferenceContext.model_validate_json(raw_ctx) if raw_ctx else ReferenceContext()
@@ -95,17 +170,18 @@ class EncoderService:
             usage=encoded.usage,
         )
         advanced = ctx.advanced(segment.index, encoded.disambiguation_context, encoded.records)
-        async with self.redis.pipeline(transaction=True) as tx:
-            tx.set(
-                self._cache_key(segment.segment_id), batch.model_dump_json(), ex=self.cache_ttl_s
-            )
-            tx.set(ctx_key, advanced.model_dump_json())
-            usage_key = self.usage_key(segment.namespace)
-            for name, value in _usage_counts(encoded.usage).items():
-                tx.hincrby(usage_key, name, value)
-            if encoded.usage.estimated:
-                tx.hset(usage_key, "estimated", 1)
-            await tx.execute()
+        counts = [x for name, value in _usage_counts(encoded.usage).items() for x in (name, value)]
+        mine = batch.model_dump_json()
+        stored = await self._store_once(
+            keys=[self._cache_key(segment.segment_id), ctx_key, self.usage_key(segment.namespace)],
+            args=[mine, self.cache_ttl_s, advanced.model_dump_json(),
+                  "1" if encoded.usage.estimated else "0", *counts],
+        )  # fmt: skip
+        text = stored.decode() if isinstance(stored, bytes) else str(stored)
+        if text != mine:  # a batch stored meanwhile (our lease had expired): publish that one
+            log.warning("segment.encoded_twice", segment_id=segment.segment_id,
+                        note="kept the stored batch; these tokens were not counted")  # fmt: skip
+            return RecordBatch.model_validate_json(text)
         log.info("segment.encoded", segment_id=segment.segment_id, records=len(batch.records),
                  encoder=batch.encoder)  # fmt: skip
         return batch

@@ -109,8 +109,8 @@ class EvidenceStore:
             NODES: value_counts(self.db, NODES, namespace, "node_type"),
         }
 
-    def maybe_build_ann(self, min_rows: int) -> list[str]:
-        return self.db.maybe_build_ann((RECORDS, NODES, TURNS), min_rows)
+    def maybe_build_ann(self, min_rows: int, names: Sequence[str] = TABLES) -> list[str]:
+        return self.db.maybe_build_ann(names, min_rows)
 
-    def optimize(self) -> None:
-        self.db.optimize()
+    def optimize(self, names: Sequence[str] | None = None) -> list[str]:
+        return self.db.optimize(names)

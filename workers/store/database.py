@@ -23,6 +23,7 @@ from lancedb.index import FTS, BTree, HnswSq
 
 from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
+from workers.ports import TemporarilyUnavailable
 
 log = structlog.get_logger("lychee.store")
 
@@ -44,6 +45,41 @@ class StoreError(LycheeError, RuntimeError):
 
 class EmbeddingMismatch(StoreError):
     """A table was built with another embedding model or dimension."""
+
+
+class CommitConflict(StoreError, TemporarilyUnavailable):
+    """A write kept losing LanceDB's optimistic commit to concurrent ones (a compaction, an
+    index build, another process): transient, the stage retries the batch."""
+
+
+_CONFLICT_RETRIES = 6
+
+
+def is_commit_conflict(exc: BaseException) -> bool:
+    # lance raises a bare RuntimeError("lance error: Retryable commit conflict for version ...")
+    return isinstance(exc, RuntimeError) and "commit conflict" in str(exc).lower()
+
+
+def upsert_rows(tbl: Any, data: pa.Table) -> None:
+    """One merge_insert on `id`, retried when it loses a commit race.
+
+    LanceDB commits optimistically: a write concurrent with a compaction or an index build
+    of the same table may be refused as a retryable conflict (or the compaction is: which one
+    loses depends on the operations). A refused merge_insert wrote nothing, so running it
+    again is safe; `optimize()` therefore needs no writer's lock.
+    """
+    for attempt in range(_CONFLICT_RETRIES):
+        try:
+            tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
+                data
+            )
+            return
+        except RuntimeError as exc:
+            if not is_commit_conflict(exc):
+                raise
+            if attempt == _CONFLICT_RETRIES - 1:
+                raise CommitConflict(f"{exc}".splitlines()[0][:300], retry_after_s=1.0) from exc
+            time.sleep(0.05 * 2**attempt)
 
 
 # -- SQL --------------------------------------------------------------------------------------
@@ -247,14 +283,29 @@ class Database:
             tbl.create_index(text_column, config=FTS(with_position=False), replace=True)
         self._indexed.add(name)
 
-    def optimize(self) -> None:
-        """Compact fragments and fold new rows into the indexes, every open table."""
-        for name in list(self._tables):
+    def optimize(self, names: Sequence[str] | None = None) -> list[str]:
+        """Compact fragments and fold new rows into the indexes: the open tables among `names`
+        (default: every open table), one after the other. A compaction that loses its commit
+        to a concurrent write is skipped (logged); the next call tries again. Returns the
+        tables compacted."""
+        done = []
+        for name in list(self._tables) if names is None else names:
+            tbl = self._tables.get(name)
+            if tbl is None:
+                continue
             started = time.perf_counter()
-            self._tables[name].optimize()
+            try:
+                tbl.optimize()
+            except RuntimeError as exc:
+                if not is_commit_conflict(exc):
+                    raise
+                log.info("store.optimize_preempted", table=name, error=str(exc)[:200])
+                continue
             log.info(
                 "store.optimized", table=name, ms=round((time.perf_counter() - started) * 1e3, 1)
             )
+            done.append(name)
+        return done
 
     def maybe_build_ann(self, names: Sequence[str], min_rows: int) -> list[str]:
         """Build a cosine HNSW-SQ index on each table with >= `min_rows` rows and none yet.
@@ -359,8 +410,7 @@ class Database:
             matrix = check_matrix(embedder.embed([t for _, t in pending.to_embed]), self.dim)
             for (i, _), vec in zip(pending.to_embed, matrix, strict=True):
                 vectors[i] = vec
-        data = to_arrow(pending.rows, vectors, tbl.schema)
-        tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        upsert_rows(tbl, to_arrow(pending.rows, vectors, tbl.schema))
         self.ensure_indexes(name, tbl, text_column)
 
 

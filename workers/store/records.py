@@ -2,12 +2,15 @@
 
 A record id seen again keeps one row with its provenance (evidence turns, segments)
 unioned: a read-merge-write that is idempotent, so a redelivered batch leaves the table
-as it was. This assumes one writer per record id at a time (the indexer stage).
+as it was, and order-independent (the row does not depend on which segment arrived first,
+hence not on how many encoders published them). It assumes one writer per record id at a
+time: `memory.records` is keyed by namespace, so one indexer owns a namespace's rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -74,7 +77,9 @@ class RecordsTable(MergedTable[MemoryRecord]):
             for rec in occurrences:
                 row = _merge_record(row, rec)
             if row != old:
-                pending.add(row, vector, row["normalized_text"])
+                text = row["normalized_text"]  # the earliest wording: embed it if it changed
+                keep = vector if old is not None and old["normalized_text"] == text else None
+                pending.add(row, keep, text)
         return pending
 
     # -- reads --------------------------------------------------------------------------------
@@ -136,8 +141,10 @@ def _record_row(rec: MemoryRecord) -> dict[str, Any]:
 def _merge_record(row: dict[str, Any], rec: MemoryRecord) -> dict[str, Any]:
     """`row` with one more occurrence of its statement: provenance unioned, gaps filled.
 
-    Every step is a union, a max or a fill of an empty field, so merging the same
-    occurrence twice changes nothing.
+    Every step is a union, a min or a max, so merging the same occurrence twice changes
+    nothing and occurrences merge to the same row in any order (lists keep arrival order;
+    as sets they agree). The wording, session and segment of the row are those of the
+    earliest occurrence (by conversation date, then segment id), not of the first to arrive.
     """
     out = dict(row)
     for column, values in (
@@ -147,12 +154,28 @@ def _merge_record(row: dict[str, Any], rec: MemoryRecord) -> dict[str, Any]:
         ("tags", rec.tags),
     ):
         out[column] = list(dict.fromkeys([*(row[column] or []), *values]))
-    for column in ("t_ref", "t_valid_from", "t_valid_to"):
-        out[column] = row[column] or getattr(rec.temporal, column)
-    out["source_role"] = row["source_role"] or rec.source_role
-    out["confidence"] = max(float(row["confidence"] or 0.0), rec.confidence)
     created = naive(rec.created_at)
+    if _occurrence(created, rec.segment_id) < _occurrence(row["created_at"], row["segment_id"]):
+        out["semantic_text"] = rec.semantic_text
+        out["normalized_text"] = rec.normalized_text
+        out["source_session"] = rec.source_session
+        out["segment_id"] = rec.segment_id
+    for column in ("t_ref", "t_valid_from", "t_valid_to"):
+        out[column] = _least_filled(row[column], getattr(rec.temporal, column))
+    out["source_role"] = _least_filled(row["source_role"], rec.source_role)
+    out["confidence"] = max(float(row["confidence"] or 0.0), rec.confidence)
     out["created_at"] = min(
         (d for d in (row["created_at"], created) if d is not None), default=None
     )
     return out
+
+
+def _occurrence(created: datetime | None, segment_id: str) -> tuple[bool, datetime, str]:
+    """The order of a statement's occurrences: dated before undated, earliest first."""
+    return (created is None, created or datetime.min, segment_id)
+
+
+def _least_filled(a: str | None, b: str | None) -> str:
+    """The smaller of two values, ignoring empty ones: commutative, unlike "first wins"."""
+    filled = [v for v in (a, b) if v]
+    return min(filled) if filled else ""

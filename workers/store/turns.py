@@ -19,6 +19,7 @@ from workers.store.database import (
     naive,
     namespace_filter,
     sql_quote,
+    upsert_rows,
 )
 
 TURNS = "turns"
@@ -80,7 +81,7 @@ class TurnsTable(Table):
         data = pa.Table.from_pylist(
             [_turn_row(rid, t) for rid, t in rows.items()], schema=tbl.schema
         )
-        tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        upsert_rows(tbl, data)
         self.db.ensure_indexes(TURNS, tbl, TEXT_COLUMN)
         return len(rows)
 

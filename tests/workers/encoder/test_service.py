@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from schemas import topics as t
 from schemas.records import RecordBatch
-from tests.fakes.openai_server import FakeOpenAI, text, valid
+from tests.fakes.openai_server import FakeOpenAI, slow, text, valid
 from tests.workers.encoder.test_llm import make_segment, record, reply
 from workers.encoder.adapters import ExtractiveEncoder, GuardedLLMEncoder
 from workers.encoder.llm import LLMEncoder
@@ -64,3 +66,58 @@ async def test_encoder_service_invalid_output_twice_is_unprocessable(redis) -> N
         await client.close()
     assert await redis.get("lychee:enc:cache:ns/s1/0") is None  # nothing cached, nothing counted
     assert await read_usage(redis, "ns") == {}
+
+
+async def test_encoder_service_records_of_two_sessions_share_the_namespace_key(redis) -> None:  # type: ignore[no-untyped-def]
+    # Records and nodes are merged by read-modify-write: one key per namespace puts all of a
+    # namespace's batches on one partition, so one indexer at a time owns its rows.
+    pub = ListPublisher()
+    svc = EncoderService(redis, ExtractiveEncoder(), pub)
+    other = make_segment(2).model_copy(update={"session_id": "s2", "segment_id": "ns/s2/0"})
+    await svc.handle([make_segment(2), other])
+    keys = [m.key for m in pub.messages if m.topic == t.RECORDS]
+    assert keys == ["ns", "ns"]
+
+
+async def test_encoder_service_two_concurrent_encodes_of_one_segment_call_the_llm_once(
+    redis,
+) -> None:  # type: ignore[no-untyped-def]
+    # A rebalance while the former owner is still inside its LLM call: the new owner gets the
+    # same segment. One LLM call, one count, and both publish the very same batch.
+    with FakeOpenAI() as server:
+        server.script(
+            slow(1.5, valid(reply(record()))),
+            valid(reply(record(semantic_text="Ines adopted a cat named Tom."))),
+        )
+        client = make_client(server.url, None, timeout_s=10.0)
+        pubs = [ListPublisher(), ListPublisher()]
+        workers = [
+            EncoderService(
+                redis, GuardedLLMEncoder(LLMEncoder(client, "m")), pub, lease_poll_s=0.05
+            )  # fmt: skip
+            for pub in pubs
+        ]
+        seg = make_segment(2)
+        first = asyncio.create_task(workers[0].handle([seg]))
+        await asyncio.sleep(0.3)  # the first is inside its LLM call
+        await workers[1].handle([seg])
+        await first
+        await client.close()
+        calls = len(server.requests)
+    (one,), (two,) = batches(pubs[0]), batches(pubs[1])
+    assert calls == 1
+    assert one == two and [r.semantic_text for r in one.records] == [
+        "Ines adopted a dog named Rex on 2023-05-07."
+    ]
+    usage = (await read_usage(redis, "ns"))["ns"]
+    assert usage["calls"] == 1 and usage["segments"] == 1
+    assert usage["input_tokens"] == one.usage.input_tokens
+
+
+async def test_encoder_service_lease_of_a_dead_worker_expires_and_is_taken_over(redis) -> None:  # type: ignore[no-untyped-def]
+    svc = EncoderService(redis, ExtractiveEncoder(), ListPublisher(), lease_s=0.5,
+                         lease_poll_s=0.05)  # fmt: skip
+    seg = make_segment(2)
+    await redis.set(f"lychee:enc:lease:{seg.segment_id}", "a-dead-worker", px=500)
+    (batch,) = await svc.handle([seg])
+    assert batch.records and (await read_usage(redis, "ns"))["ns"]["segments"] == 1

@@ -272,3 +272,23 @@ def test_records_store_record_row_fields(records: EvidenceStore, emb: HashEmbedd
     assert row["entities"] == ["Ann"] and row["tags"] == ["travel"]
     assert row["created_at"] == b.session_date
     assert np.allclose(row["vector"], emb.embed([r.normalized_text])[0])
+
+
+def test_records_store_occurrences_in_either_order_make_the_same_row(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    # Two encoders publish the segments of two sessions in either order into a namespace's
+    # partition: the row may not depend on which arrived first.
+    b0 = batch("a", 0, ["Ann is vegetarian"], tags=["food"], temporal=Temporal(t_ref="2024-03"))
+    b1 = batch("a", 1, ["ann is   VEGETARIAN"], tags=["diet"], session="s2",
+               temporal=Temporal(t_ref="2024-02"))  # fmt: skip
+    rows = []
+    for i, order in enumerate(([b0, b1], [b1, b0])):
+        rs = EvidenceStore(str(tmp_path / f"db{i}"), emb.model_name, HASH_DIM)
+        for b in order:
+            index_batches(rs, [b], emb)
+        (row,) = table_rows(rs, RECORDS)
+        rows.append({k: sorted(v) if isinstance(v, list) else v for k, v in row.items()})
+    assert rows[0] == rows[1]
+    assert rows[0]["source_session"] == "s1" and rows[0]["semantic_text"] == "Ann is vegetarian"
+    assert rows[0]["t_ref"] == "2024-02"

@@ -1,0 +1,166 @@
+"""Scale-out: the rows do not depend on how many processes run each ingest stage (DESIGN §9).
+
+One stack of its own (a second member joining would rebalance the shared fixture's groups):
+the same conversation goes in once with one process per stage (segmenter, encoder, indexer)
+and once more, under another namespace, with two processes per stage. The offline encoder is
+deterministic, so the turns, the records with their provenance and the nodes with their links
+must come out identical; vectors are left out (MiniLM's vary slightly with batch composition).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from schemas import Exchange, Role, Turn
+from streams.stack.embedded import Stack
+from streams.topics import ensure_topics
+from tests.conftest import READY, wait_log
+from tests.streams.test_pipeline import ingest
+from workers.embedding import bundled_model_info
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore, namespace_filter
+
+# Six worker processes start and load their models: on a busy 2-core machine that alone can
+# take minutes, hence the longer time limit.
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+STAGES = ("segmenter", "encoder", "indexer")
+ENV = {
+    "LYCHEE_TOPIC_PARTITIONS": "4",
+    "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
+    "LYCHEE_ENCODER_BATCH_SIZE": "2",
+    "LYCHEE_INDEXER_BATCH_SIZE": "8",
+    "LYCHEE_LOG_LEVEL": "INFO",
+    "LYCHEE_SESSION_TIMEOUT_S": "6",
+}
+
+# Invented people and places; every session mentions the same ones, so their entity and topic
+# nodes gather links from every session (the rows two writers would race on).
+LINES = [
+    ("Odile", "I booked the ferry to Vennholm for the harvest festival in June."),
+    ("Bram", "Is Kasimir coming with you to Vennholm this time?"),
+    ("Odile", "Kasimir is bringing his accordion and the plum jam he made."),
+    ("Bram", "I repaired the old tandem bicycle so we can ride around Vennholm."),
+    ("Odile", "The festival opens with a lantern parade along the harbour."),
+    ("Bram", "My sister Yelka wants to sell her woven baskets at the market."),
+]
+
+
+def conversation(ns: str, sessions: int = 6, per_session: int = 8) -> list[Exchange]:
+    return [
+        Exchange(
+            namespace=ns,
+            session_id=f"s{s}",
+            seq=i,
+            exchange_id=f"s{s}:{i}",
+            session_date=datetime(2024, 5, 1 + s, 9, 0),
+            turns=[
+                Turn(
+                    role=Role.user,
+                    speaker=LINES[(i + s) % len(LINES)][0],
+                    content=f"{LINES[(i + s) % len(LINES)][1]} Note {s}-{i}.",
+                    turn_id=f"D{s}:{i}",
+                )
+            ],
+        )
+        for s in range(sessions)
+        for i in range(per_session)
+    ]
+
+
+def _rows(store: EvidenceStore, name: str, ns: str) -> list[dict[str, Any]]:
+    tbl = store.table(name)
+    assert tbl is not None, f"no {name} table"
+    data = tbl.search().where(namespace_filter(ns)).limit(None).to_arrow().drop_columns(["vector"])
+    return [_neutral(r, ns) for r in data.to_pylist()]
+
+
+def _neutral(value: Any, ns: str) -> Any:
+    """`value` with the namespace replaced, so that two namespaces' rows compare."""
+    if isinstance(value, str):
+        return value.replace(ns, "NS")
+    if isinstance(value, list):
+        return [_neutral(v, ns) for v in value]
+    if isinstance(value, dict):
+        return {k: _neutral(v, ns) for k, v in value.items()}
+    return value
+
+
+def snapshot(store: EvidenceStore, ns: str) -> dict[str, Any]:
+    """Turns, records (by text, with provenance) and nodes (with their links as a set)."""
+    turns = sorted((r for r in _rows(store, TURNS, ns)), key=lambda r: r["id"])
+    records = _rows(store, RECORDS, ns)
+    text_of = {r["id"]: r["normalized_text"] for r in records}  # record ids hash the namespace
+    by_text = {r.pop("normalized_text"): _provenance(r) for r in records}
+    nodes = {}
+    for row in _rows(store, NODES, ns):
+        nodes[row["id"]] = {
+            "links": sorted(text_of[rid] for rid in row["record_ids"]),
+            **{k: row[k] for k in ("node_type", "key", "session_id", "first_turn_id",
+                                   "last_turn_id", "updated_at")},
+        }  # fmt: skip
+    return {"turns": [_without(r, "created_at") for r in turns], "records": by_text,
+            "nodes": nodes}  # fmt: skip
+
+
+def _provenance(row: dict[str, Any]) -> dict[str, Any]:
+    out = _without(row, "id")
+    for column in ("evidence", "segment_ids", "entities", "tags"):
+        out[column] = sorted(out[column] or [])
+    return out
+
+
+def _without(row: dict[str, Any], *columns: str) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in columns}
+
+
+@pytest.fixture
+def stack(tmp_path) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
+    s = Stack(tmp_path / "stack")
+    s.start_infra()
+    try:
+        asyncio.run(ensure_topics(s.bootstrap, 4))
+        yield s
+    finally:
+        s.stop(grace_s=5)
+
+
+def _lines(stack: Stack, name: str, text: str) -> int:
+    log = stack.logs / f"{name}.log"
+    return log.read_text(errors="replace").count(text) if log.exists() else 0
+
+
+def test_scale_out_two_processes_per_stage_write_the_rows_of_one(stack: Stack) -> None:
+    # fixed names: the six sessions of `duo` hash to all four partitions, so whichever two
+    # partitions each member gets, both members of every stage have work
+    solo, duo = "scale-one", "scale-two"
+    settings = stack.settings()
+    for stage in STAGES:
+        stack.start_worker(stage, ENV)
+    for stage in STAGES:
+        wait_log(stack, stage, READY[stage])
+    asyncio.run(ingest(settings, conversation(solo)))
+
+    for stage in STAGES:  # a second member of each consumer group, with its own log
+        child = stack.child(f"{stage}-2", ["worker", stage], ENV)
+        child.start()
+        stack.children.append(child)
+    for stage in STAGES:
+        wait_log(stack, f"{stage}-2", READY[stage])
+        wait_log(stack, f"{stage}-2", '"stage.assigned"')
+    before = {s: _lines(stack, s, "segment.encoded") for s in ("encoder", "encoder-2")}
+    asyncio.run(ingest(settings, conversation(duo)))
+
+    encoded = {s: _lines(stack, s, "segment.encoded") - before[s] for s in before}
+    assert all(n > 0 for n in encoded.values()), f"one encoder did all the work: {encoded}"
+    name, dim = bundled_model_info()
+    store = EvidenceStore(stack.lancedb_uri, name, dim)
+    one, two = snapshot(store, solo), snapshot(store, duo)
+    assert len(one["turns"]) == 48 and one["records"] and one["nodes"]
+    assert two["turns"] == one["turns"]
+    assert two["records"] == one["records"]
+    assert two["nodes"] == one["nodes"]

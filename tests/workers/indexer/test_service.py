@@ -1,0 +1,106 @@
+"""The indexer's maintenance beside its writes: no writer waits behind `optimize`."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from streams.guard import is_transient
+from tests.workers.builders import TOY_DIM, turn
+from workers.indexer.service import IndexBatch, IndexerService
+from workers.store import TABLES, EvidenceStore
+from workers.store.database import CommitConflict, upsert_rows
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> EvidenceStore:
+    return EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
+
+
+async def test_indexer_write_does_not_wait_for_a_running_optimize(store: EvidenceStore) -> None:
+    svc = IndexerService(store)
+    await svc.write(IndexBatch(turns=[turn("ns", "t1", "hello", 0)]))
+    entered, release = threading.Event(), threading.Event()
+    compact = store.optimize
+
+    def slow_compaction(names: Any = None) -> Any:  # a compaction that takes its time
+        entered.set()
+        release.wait(60)
+        return compact(names)
+
+    store.optimize = slow_compaction  # type: ignore[method-assign]
+    running = asyncio.create_task(svc.optimize(10**9))
+    try:
+        assert await asyncio.to_thread(entered.wait, 30)
+        write = svc.write(IndexBatch(turns=[turn("ns", "t2", "world", 1)]))
+        assert await asyncio.wait_for(write, 30) == {"turns": 1}
+    finally:
+        release.set()
+        report = await running
+    assert store.count("turns", "ns") == 2
+    assert report.optimized == ["turns"]
+
+
+async def test_indexer_optimize_spent_budget_defers_the_rest_to_the_next_call(
+    store: EvidenceStore,
+) -> None:
+    svc = IndexerService(store)
+    await svc.write(IndexBatch(turns=[turn("ns", "t1", "hello", 0)]))
+    reports = [await svc.optimize(10**9, budget_s=0) for _ in range(4)]
+    turns, records, nodes = TABLES
+    # one table per call, in turn: each call starts where the last one stopped
+    assert [r.deferred for r in reports] == [
+        [records, nodes], [nodes, turns], [turns, records], [records, nodes]
+    ]  # fmt: skip
+    assert reports[0].optimized == reports[3].optimized == ["turns"]
+
+
+class _Conflicting:
+    """A LanceDB table whose first commits lose to a concurrent compaction."""
+
+    def __init__(self, conflicts: int) -> None:
+        self.conflicts = conflicts
+        self.executed = 0
+
+    def merge_insert(self, on: str) -> _Conflicting:
+        return self
+
+    def when_matched_update_all(self) -> _Conflicting:
+        return self
+
+    def when_not_matched_insert_all(self) -> _Conflicting:
+        return self
+
+    def execute(self, data: pa.Table) -> None:
+        if self.conflicts:
+            self.conflicts -= 1
+            raise RuntimeError(
+                "lance error: Retryable commit conflict for version 24: This Update transaction "
+                "was preempted by concurrent transaction Rewrite at version 24. Please retry."
+            )
+        self.executed += 1
+
+
+def test_store_upsert_retries_a_lost_commit_then_reports_it_as_transient() -> None:
+    data = pa.table({"id": ["a"]})
+    tbl = _Conflicting(conflicts=2)
+    upsert_rows(tbl, data)
+    assert tbl.executed == 1
+    with pytest.raises(CommitConflict) as lost:
+        upsert_rows(_Conflicting(conflicts=100), data)
+    assert is_transient(lost.value)  # the stage pauses and retries; nothing is dead-lettered
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        upsert_rows(_Raising(), data)
+
+
+class _Raising(_Conflicting):
+    def __init__(self) -> None:
+        super().__init__(0)
+
+    def execute(self, data: pa.Table) -> None:
+        raise RuntimeError("disk on fire")
