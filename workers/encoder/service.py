@@ -17,12 +17,14 @@ from typing import Protocol
 
 import structlog
 from redis.asyncio import Redis
+from redis.exceptions import WatchError
 
 from schemas import Segment, session_key
 from schemas import topics as t
 from schemas.records import DISAMBIGUATION_MAX_CHARS, RecordBatch, TokenUsage
 from workers.encoder.context import ReferenceContext
 from workers.encoder.records import EncodedSegment
+from workers.forget import Fences, Source, delete_matching, fence_key, glob_escape
 from workers.ports import OutMessage, Publisher
 
 log = structlog.get_logger("lychee.encoder")
@@ -51,6 +53,7 @@ class EncoderService:
         self.publisher = publisher
         self.prefix = prefix
         self.cache_ttl_s = cache_ttl_s
+        self.fences = Fences(redis, prefix)
 
     def _cache_key(self, segment_id: str) -> str:
         return f"{self.prefix}:enc:cache:{segment_id}"
@@ -61,19 +64,52 @@ class EncoderService:
     def usage_key(self, namespace: str) -> str:
         return usage_key(namespace, self.prefix)
 
-    async def handle(self, segments: Sequence[Segment]) -> list[RecordBatch]:
-        batches = [await self.encode(seg) for seg in segments]
+    async def handle(
+        self, segments: Sequence[Segment], sources: Sequence[Source | None] | None = None
+    ) -> list[RecordBatch]:
+        """Encode and publish; a segment below a forget fence is dropped (`sources[i]` is
+        the lineage of `segments[i]`, carried on to its record batch)."""
+        srcs = list(sources) if sources is not None else [None] * len(segments)
+        out: list[tuple[RecordBatch, Source | None]] = []
+        for seg, src in zip(segments, srcs, strict=True):
+            batch = await self.encode(seg, src)
+            if batch is not None:
+                out.append((batch, src))
         await self.publisher.publish(
             [
                 OutMessage(
-                    t.RECORDS, session_key(b.namespace, b.session_id), b.model_dump_json().encode()
+                    t.RECORDS,
+                    session_key(b.namespace, b.session_id),
+                    b.model_dump_json().encode(),
+                    (src.header(),) if src is not None else (),
                 )
-                for b in batches
+                for b, src in out
             ]
         )
-        return batches
+        return [b for b, _ in out]
 
-    async def encode(self, segment: Segment) -> RecordBatch:
+    async def _stale(self, segment: Segment, src: Source | None) -> bool:
+        return (await self.fences.stale([(segment.namespace, segment.session_id, src)]))[0]
+
+    async def forget(self, namespace: str, session_id: str | None) -> int:
+        """Delete the cached batches, reference contexts and (for a namespace) the token
+        counters; the fence must be raised first. Returns the number of keys deleted."""
+        ns = glob_escape(namespace)
+        if session_id is None:
+            patterns = [f"{self.prefix}:enc:cache:{ns}/*", f"{self.prefix}:enc:ctx:{{{ns}/*"]
+            return await delete_matching(self.redis, patterns, [self.usage_key(namespace)])
+        sid = glob_escape(session_id)
+        patterns = [f"{self.prefix}:enc:cache:{ns}/{sid}/*"]
+        return await delete_matching(
+            self.redis, patterns, [self._context_key(namespace, session_id)]
+        )
+
+    async def encode(self, segment: Segment, src: Source | None = None) -> RecordBatch | None:
+        """The segment's batch; None when it lies below a forget fence (nothing is kept:
+        the cache and context writes are watched against the fence)."""
+        if await self._stale(segment, src):
+            log.info("segment.forgotten", segment_id=segment.segment_id)
+            return None
         cached = await self.redis.get(self._cache_key(segment.segment_id))
         if cached:
             return RecordBatch.model_validate_json(cached)
@@ -95,7 +131,38 @@ class EncoderService:
             usage=encoded.usage,
         )
         advanced = ctx.advanced(segment.index, encoded.disambiguation_context, encoded.records)
+        fences = [fence_key(segment.namespace, None, self.prefix),
+                  fence_key(segment.namespace, segment.session_id, self.prefix)]  # fmt: skip
+        for _ in range(8):
+            try:
+                if not await self._commit(segment, batch, ctx_key, advanced, encoded, fences, src):
+                    return None
+                break
+            except WatchError:
+                continue  # a forget raised a fence meanwhile: check again
+        else:
+            raise WatchError(f"fences of {segment.segment_id} kept changing")
+        log.info("segment.encoded", segment_id=segment.segment_id, records=len(batch.records),
+                 encoder=batch.encoder)  # fmt: skip
+        return batch
+
+    async def _commit(
+        self,
+        segment: Segment,
+        batch: RecordBatch,
+        ctx_key: str,
+        advanced: ReferenceContext,
+        encoded: EncodedSegment,
+        fences: list[str],
+        src: Source | None,
+    ) -> bool:
+        """Cache, context and counters in one transaction that fails if a fence moved; False
+        (nothing written) when the segment is below a fence."""
         async with self.redis.pipeline(transaction=True) as tx:
+            await tx.watch(*fences)
+            if await self._stale(segment, src):
+                return False
+            tx.multi()
             tx.set(
                 self._cache_key(segment.segment_id), batch.model_dump_json(), ex=self.cache_ttl_s
             )
@@ -106,9 +173,7 @@ class EncoderService:
             if encoded.usage.estimated:
                 tx.hset(usage_key, "estimated", 1)
             await tx.execute()
-        log.info("segment.encoded", segment_id=segment.segment_id, records=len(batch.records),
-                 encoder=batch.encoder)  # fmt: skip
-        return batch
+        return True
 
 
 def usage_key(namespace: str, prefix: str = "lychee") -> str:

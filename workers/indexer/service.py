@@ -8,25 +8,39 @@ commits input offsets only after `write` returns.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from schemas import RawTurn
 from schemas.records import RecordBatch
 from workers.embedding import Embedder
 from workers.indexer.nodes import updates_of
-from workers.store import EvidenceStore
+from workers.forget import Fences, Source
+from workers.store import EvidenceStore, Forgotten
+
+T = TypeVar("T")
 
 
 @dataclass
 class IndexBatch:
+    """What to write; `*_sources[i]` is the lineage of item i (workers.forget), checked
+    against the forget fences under the table's lock, so that nothing produced before a
+    forget is written after it."""
+
     turns: list[RawTurn] = field(default_factory=list)
     records: list[RecordBatch] = field(default_factory=list)
+    turn_sources: list[Source | None] | None = None
+    record_sources: list[Source | None] | None = None
 
 
 class IndexerService:
-    def __init__(self, store: EvidenceStore, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, store: EvidenceStore, embedder: Embedder | None = None, fences: Fences | None = None
+    ) -> None:
         self.store = store
         self.embedder = embedder
+        self.fences = fences
         # one writer per table: turns and records/nodes are written independently, so raw
         # turns stay searchable at once however long record embedding takes
         self._turns_lock = asyncio.Lock()
@@ -36,14 +50,47 @@ class IndexerService:
         written: dict[str, int] = {}
         if batch.turns:
             async with self._turns_lock:
-                written["turns"] = await asyncio.to_thread(self.store.turns.upsert, batch.turns)
+                turns = await self._live(
+                    batch.turns, batch.turn_sources, lambda x: (x.namespace, x.session_id)
+                )
+                written["turns"] = await asyncio.to_thread(self.store.turns.upsert, turns)
+                written["turns_forgotten"] = len(batch.turns) - len(turns)
         if batch.records:
             if self.embedder is None:
                 raise RuntimeError("the indexer needs an embedder to write records and nodes")
             async with self._records_lock:
-                counts = await asyncio.to_thread(self._write_records, batch.records, self.embedder)
+                records = await self._live(
+                    batch.records, batch.record_sources, lambda x: (x.namespace, x.session_id)
+                )
+                counts = await asyncio.to_thread(self._write_records, records, self.embedder)
             written.update(counts)
+            written["batches_forgotten"] = len(batch.records) - len(records)
         return written
+
+    async def _live(
+        self,
+        items: list[T],
+        sources: list[Source | None] | None,
+        names: Callable[[T], tuple[str, str]],
+    ) -> list[T]:
+        """`items` without those produced before a forget of their namespace or session."""
+        if self.fences is None:
+            return items
+        srcs = sources if sources is not None else [None] * len(items)
+        stale = await self.fences.stale([(*names(x), s) for x, s in zip(items, srcs, strict=True)])
+        return [x for x, gone in zip(items, stale, strict=True) if not gone]
+
+    async def forget(
+        self, namespace: str, session_id: str | None, exchanges_end: dict[int, int]
+    ) -> Forgotten:
+        """Raise the fence, then remove the rows (both writers held: no batch read before
+        the fence is written after the removal)."""
+        async with self._turns_lock, self._records_lock:
+            if self.fences is not None:
+                await self.fences.raise_to(namespace, session_id, exchanges_end)
+            return await asyncio.to_thread(
+                self.store.forget, namespace, session_id, self.embedder
+            )
 
     def _write_records(self, batches: list[RecordBatch], embedder: Embedder) -> dict[str, int]:
         return self.store.upsert_batches(batches, updates_of(batches), embedder)

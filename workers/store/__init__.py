@@ -22,6 +22,7 @@ from workers.store.database import (
 from workers.store.nodes import NODES, NodesTable, NodeUpdate
 from workers.store.records import RECORDS, RecordsTable, value_counts
 from workers.store.turns import TURNS, TurnsTable
+from workers.store.forget import Forgotten, forget  # noqa: I001 - after the tables it uses
 
 TABLES = (TURNS, RECORDS, NODES)
 
@@ -33,6 +34,7 @@ __all__ = [
     "Database",
     "EmbeddingMismatch",
     "EvidenceStore",
+    "Forgotten",
     "StoreError",
     "namespace_filter",
 ]
@@ -114,3 +116,10 @@ class EvidenceStore:
 
     def optimize(self) -> None:
         self.db.optimize()
+
+    def forget(
+        self, namespace: str, session_id: str | None = None, embedder: Embedder | None = None
+    ) -> Forgotten:
+        """Remove a namespace, or one session of it, for good (workers.store.forget); the
+        embedder re-embeds nodes that lose linked text (needed for a session only)."""
+        return forget(self, namespace, session_id, embedder)
