@@ -126,6 +126,10 @@ class Settings(BaseSettings):
     exact_search_max_rows: int = Field(
         default=20_000, ge=0, description="namespaces up to this size are searched exactly"
     )
+    # forgetting (issue 12)
+    forget_timeout_s: float = Field(
+        default=300.0, gt=0, description="how long a client waits for every stage's receipt"
+    )
     # query service
     query_ablation: Ablation | None = Field(
         default=None, description="a retrieval ablation for requests that name none"

@@ -7,7 +7,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from schemas import topics as t
 
 # Every stage topic gets a dead-letter topic; requests and replies answer with errors instead.
-DLQ_SOURCES = (t.EXCHANGES, t.TURNS, t.SEGMENTS, t.RECORDS, t.QUERIES)
+DLQ_SOURCES = (t.EXCHANGES, t.TURNS, t.SEGMENTS, t.RECORDS, t.QUERIES, t.CONTROL)
 
 
 def all_topics() -> list[str]:

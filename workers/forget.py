@@ -84,17 +84,13 @@ class Fences:
         self.ttl_s = ttl_s
         self._raise = redis.register_script(_RAISE)
 
-    async def raise_to(
-        self, namespace: str, session_id: str | None, ends: dict[int, int]
-    ) -> None:
+    async def raise_to(self, namespace: str, session_id: str | None, ends: dict[int, int]) -> None:
         args: list[object] = [self.ttl_s]
         for p, end in sorted(ends.items()):
             args += [f"p{p}", end]
         await self._raise(keys=[fence_key(namespace, session_id, self.prefix)], args=args)
 
-    async def stale(
-        self, items: Sequence[tuple[str, str | None, Source | None]]
-    ) -> list[bool]:
+    async def stale(self, items: Sequence[tuple[str, str | None, Source | None]]) -> list[bool]:
         """Per `(namespace, session_id, source)`: whether it was produced before a forget of
         its namespace or session. A message without a source is stale as soon as any fence
         covers it (it cannot prove it is newer)."""

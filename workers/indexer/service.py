@@ -8,15 +8,15 @@ commits input offsets only after `write` returns.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from schemas import RawTurn
 from schemas.records import RecordBatch
 from workers.embedding import Embedder
-from workers.indexer.nodes import updates_of
 from workers.forget import Fences, Source
+from workers.indexer.nodes import updates_of
 from workers.store import EvidenceStore, Forgotten
 
 T = TypeVar("T")
@@ -46,7 +46,13 @@ class IndexerService:
         self._turns_lock = asyncio.Lock()
         self._records_lock = asyncio.Lock()
 
-    async def write(self, batch: IndexBatch) -> dict[str, int]:
+    async def write(
+        self,
+        batch: IndexBatch,
+        on_turns: Callable[[list[RawTurn]], Awaitable[None]] | None = None,
+    ) -> dict[str, int]:
+        """Write the batch; `on_turns` gets the turns written, before the lock is let go
+        (a forget cannot come in between and leave a watermark of what it removed)."""
         written: dict[str, int] = {}
         if batch.turns:
             async with self._turns_lock:
@@ -55,6 +61,8 @@ class IndexerService:
                 )
                 written["turns"] = await asyncio.to_thread(self.store.turns.upsert, turns)
                 written["turns_forgotten"] = len(batch.turns) - len(turns)
+                if on_turns is not None and turns:
+                    await on_turns(turns)
         if batch.records:
             if self.embedder is None:
                 raise RuntimeError("the indexer needs an embedder to write records and nodes")
@@ -88,9 +96,7 @@ class IndexerService:
         async with self._turns_lock, self._records_lock:
             if self.fences is not None:
                 await self.fences.raise_to(namespace, session_id, exchanges_end)
-            return await asyncio.to_thread(
-                self.store.forget, namespace, session_id, self.embedder
-            )
+            return await asyncio.to_thread(self.store.forget, namespace, session_id, self.embedder)
 
     def _write_records(self, batches: list[RecordBatch], embedder: Embedder) -> dict[str, int]:
         return self.store.upsert_batches(batches, updates_of(batches), embedder)

@@ -43,7 +43,9 @@ end
 # last id when an expired state restarted its versions), so they only ever increase.
 # A state whose first applied message lies below a forget fence is stale: it is wiped
 # with its outbox instead of written (returns 2), and the caller starts afresh.
-_COMMIT = _FENCE + """
+_COMMIT = (
+    _FENCE
+    + """
 if ARGV[7] ~= '-1' and tonumber(ARGV[8]) < fence(5, 6, ARGV[7]) then
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[7])
   redis.call('ZREM', KEYS[3], ARGV[3])
@@ -78,6 +80,7 @@ if #ARGV >= 9 then
 end
 return 1
 """
+)
 
 # KEYS: outbox, pending; ARGV: session key, published ids...
 # Deletes exactly the published entries; the session leaves `pending` only when its
@@ -118,7 +121,9 @@ return 1
 # Forget one session's state unless it began after the fence (then everything in it came
 # after the forget: an exchange consumed before this stage saw the forget); returns the
 # number of keys deleted, or -1 when the state was kept.
-_FORGET = _FENCE + """
+_FORGET = (
+    _FENCE
+    + """
 local raw = redis.call('HGET', KEYS[1], 'state')
 if raw then
   local st = cjson.decode(raw)
@@ -132,6 +137,7 @@ redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
 return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 """
+)
 
 _TRIM_CHUNK = 1000
 
@@ -176,8 +182,12 @@ class SessionStore:
         0 on a conflict, 2 when the state predates a forget and was wiped instead."""
         entries = [
             orjson.dumps(
-                {"t": m.topic, "k": m.key, "v": m.value.decode(),
-                 "h": [[n, v.decode()] for n, v in m.headers]}  # fmt: skip
+                {
+                    "t": m.topic,
+                    "k": m.key,
+                    "v": m.value.decode(),
+                    "h": [[n, v.decode()] for n, v in m.headers],
+                }  # fmt: skip
             )
             for m in outbox
         ]
@@ -192,7 +202,10 @@ class SessionStore:
 
     def _fence_keys(self, key: str) -> list[str]:
         namespace, _, session_id = key.partition("/")
-        return [fence_key(namespace, None, self.prefix), fence_key(namespace, session_id, self.prefix)]
+        return [
+            fence_key(namespace, None, self.prefix),
+            fence_key(namespace, session_id, self.prefix),
+        ]
 
     async def forget(self, namespace: str, session_id: str | None) -> tuple[int, set[str]]:
         """Delete the state, outbox and replay counter of every session of `namespace` (or

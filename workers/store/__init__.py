@@ -19,10 +19,10 @@ from workers.store.database import (
     StoreError,
     namespace_filter,
 )
+from workers.store.forget import Forgotten, forget
 from workers.store.nodes import NODES, NodesTable, NodeUpdate
 from workers.store.records import RECORDS, RecordsTable, value_counts
 from workers.store.turns import TURNS, TurnsTable
-from workers.store.forget import Forgotten, forget  # noqa: I001 - after the tables it uses
 
 TABLES = (TURNS, RECORDS, NODES)
 

@@ -70,7 +70,9 @@ def unlink(
     None when no link is left."""
     pairs = [
         (rid, text)
-        for rid, text in zip(node.get("record_ids") or [], node.get("record_texts") or [], strict=True)
+        for rid, text in zip(
+            node.get("record_ids") or [], node.get("record_texts") or [], strict=True
+        )
         if rid not in removed
     ]
     if not pairs:
@@ -122,9 +124,7 @@ def forget(
             gone.add(row["id"])
         elif after is not row:
             kept.append((after, vec))
-    removed, pruned = db.rewrite(
-        RECORDS, store.records.text_column, _ids_mask(gone), kept
-    )
+    removed, pruned = db.rewrite(RECORDS, store.records.text_column, _ids_mask(gone), kept)
     account(RECORDS, removed, len(kept), pruned)
 
     node_gone: set[str] = set()
@@ -154,7 +154,11 @@ def _rows_of(store: Any, name: str, namespace: str) -> dict[str, tuple[dict[str,
         return {}
     ids = [
         r["id"]
-        for r in tbl.search().where(namespace_filter(namespace)).select(["id"]).limit(None).to_list()
+        for r in tbl.search()
+        .where(namespace_filter(namespace))
+        .select(["id"])
+        .limit(None)
+        .to_list()
     ]
     result: dict[str, tuple[dict[str, Any], np.ndarray]] = store.db.read_by_ids(tbl, ids)
     return result

@@ -51,7 +51,9 @@ def fill(store: EvidenceStore, emb: HashEmbedder) -> None:
     for ns in ("a", "b"):
         store.turns.upsert([raw(ns, "s1", "s1t0a", f"quokka{ns} sailed to the harbour", emb),
                             raw(ns, "s2", "s2t1a", f"pangolin{ns} baked bread at dawn", emb)])  # fmt: skip
-        index_batches(store, [batch(ns, 0, [f"Ann owns a quokka{ns} boat", "Ann is vegetarian"])], emb)
+        index_batches(
+            store, [batch(ns, 0, [f"Ann owns a quokka{ns} boat", "Ann is vegetarian"])], emb
+        )
         index_batches(store, [batch(ns, 1, [f"Ann bakes pangolin{ns} loaves", "ann is VEGETARIAN"],
                                     session="s2")], emb)  # fmt: skip
     store.optimize()
