@@ -34,7 +34,10 @@ LINES = [
 def exchanges(ns: str, session: str, marker: str, first_seq: int = 0) -> list[Exchange]:
     return [
         Exchange(
-            namespace=ns, session_id=session, seq=first_seq + i, exchange_id=f"{session}:{first_seq + i}",
+            namespace=ns,
+            session_id=session,
+            seq=first_seq + i,
+            exchange_id=f"{session}:{first_seq + i}",
             session_date=datetime(2024, 5, 2, 18, 0),
             turns=[Turn(role=Role.user, speaker="Ann", content=line.format(m=marker))],
         )  # fmt: skip
@@ -154,7 +157,9 @@ async def test_forget_namespace_removes_it_everywhere_and_leaves_the_other(
                 receipt = await client.forget(ns_a)
 
                 assert set(receipt.stages) == {"segmenter", "encoder", "indexer"}
-                assert receipt.rows_removed == {n: len(before_a[n]) for n in (TURNS, RECORDS, NODES)}
+                assert receipt.rows_removed == {
+                    n: len(before_a[n]) for n in (TURNS, RECORDS, NODES)
+                }
                 assert receipt.redis_keys_removed > 0 and receipt.versions_pruned > 0
                 assert (await client.search(ns_a, "who restores sailing boats?")).evidence == []
                 assert (await client.search(ns_b, "who restores sailing boats?")).evidence

@@ -231,7 +231,10 @@ class SegmenterService:
             done = await self.store.commit(ex.key, version, state, outbox, now=self.clock())
             if done == 1:
                 return decision
-            # 0: another writer won; 2: the state predated a forget and was wiped
+            # 0: another writer won; 2: the state predated a forget and was wiped, and a
+            # message from before that forget must not start a new one
+            if done == 2 and pos is not None and (await self._forgotten([ex], [pos]))[0]:
+                return Decision("forgotten", None, [])
         raise StateConflict(f"session {ex.key} changed under us {self.max_conflicts} times")
 
     async def _apply_control(
