@@ -85,7 +85,7 @@ class Fences:
         self._raise = redis.register_script(_RAISE)
 
     async def raise_to(self, namespace: str, session_id: str | None, ends: dict[int, int]) -> None:
-        args: list[object] = [self.ttl_s]
+        args: list[str | int] = [self.ttl_s]
         for p, end in sorted(ends.items()):
             args += [f"p{p}", end]
         await self._raise(keys=[fence_key(namespace, session_id, self.prefix)], args=args)

@@ -189,7 +189,7 @@ async def test_forget_session_removes_only_that_session(stack: Stack, settings: 
         assert {r["session_id"] for r in after[TURNS]} == {"s1"}
         assert len(after[TURNS]) == len(LINES)
         assert after[RECORDS] and all(m_gone not in r["semantic_text"] for r in after[RECORDS])
-        assert all("s0" != r["source_session"] for r in after[RECORDS])
+        assert all(r["source_session"] != "s0" for r in after[RECORDS])
         assert all(m_gone not in r["text"] for r in after[NODES])
         assert files_holding(Path(stack.lancedb_uri), [m_gone]) == []
         assert files_holding(Path(stack.lancedb_uri), [m_kept])

@@ -7,7 +7,6 @@ from datetime import datetime
 from pathlib import Path
 
 from schemas import RawTurn, Role
-from schemas import topics as t
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch
 from tests.workers.encoder.test_llm import make_segment
 from tests.workers.segmenter.test_service import exchanges, make

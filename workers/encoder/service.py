@@ -162,7 +162,7 @@ class EncoderService:
             await tx.watch(*fences)
             if await self._stale(segment, src):
                 return False
-            tx.multi()
+            tx.multi()  # type: ignore[no-untyped-call]
             tx.set(
                 self._cache_key(segment.segment_id), batch.model_dump_json(), ex=self.cache_ttl_s
             )
