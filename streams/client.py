@@ -14,8 +14,8 @@ import time
 import uuid
 from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, TypeVar
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -41,6 +41,10 @@ from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings
 from streams.stack.endpoints import client_settings
 from workers.encoder.service import read_usage
+
+if TYPE_CHECKING:  # LanceDB is imported on first listing: a client that only talks is quick
+    from workers.store import EvidenceStore
+    from workers.store.listing import Page
 
 T = TypeVar("T")
 log = structlog.get_logger("lychee.client")
@@ -115,6 +119,7 @@ class MemoryClient:
         self.reply_partition = -1
         self._pending: dict[str, asyncio.Future[QueryReply]] = {}
         self._forgets: dict[str, _ForgetWait] = {}
+        self._evidence: EvidenceStore | None = None
         self._reader: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> MemoryClient:
@@ -254,6 +259,44 @@ class MemoryClient:
             stages=dict(wait.parts),
         )
 
+    # -- listing --------------------------------------------------------------------------
+
+    async def list_records(
+        self,
+        namespace: str,
+        session_id: str | None = None,
+        memory_type: str | None = None,
+        since: date | None = None,
+        page: int = 1,
+        page_size: int = 50,
+    ) -> Page:
+        """What is remembered about a namespace (or one session): records, a page at a time.
+
+        Read from LanceDB directly, like `lychee status` counts rows: listing is rare and
+        needs no ranking, so the query service (and its request contract) stays as it is."""
+        from workers.store.listing import list_records
+
+        store = await self._store()
+        return await asyncio.to_thread(
+            list_records, store.db, namespace, session_id, memory_type, since, page, page_size
+        )
+
+    async def list_turns(
+        self, namespace: str, session_id: str | None = None, page: int = 1, page_size: int = 50
+    ) -> Page:
+        """The raw turns of a namespace (or one session), in conversation order."""
+        from workers.store.listing import list_turns
+
+        store = await self._store()
+        return await asyncio.to_thread(list_turns, store.db, namespace, session_id, page, page_size)
+
+    async def _store(self) -> EvidenceStore:
+        if self._evidence is None:
+            from streams.factories import open_store
+
+            self._evidence = await asyncio.to_thread(open_store, self.settings)
+        return self._evidence
+
     # -- request/reply ------------------------------------------------------------------
 
     async def search(
@@ -376,6 +419,18 @@ class SyncMemoryClient:
         self, namespace: str, session_id: str | None = None, timeout_s: float | None = None
     ) -> Receipt:
         return self._run(self._client.forget(namespace, session_id, timeout_s))
+
+    def list_records(self, namespace: str, session_id: str | None = None,
+                     memory_type: str | None = None, since: date | None = None,
+                     page: int = 1, page_size: int = 50) -> Page:  # fmt: skip
+        return self._run(
+            self._client.list_records(namespace, session_id, memory_type, since, page, page_size)
+        )
+
+    def list_turns(
+        self, namespace: str, session_id: str | None = None, page: int = 1, page_size: int = 50
+    ) -> Page:
+        return self._run(self._client.list_turns(namespace, session_id, page, page_size))
 
     def close(self) -> None:
         self._run(self._client.close())

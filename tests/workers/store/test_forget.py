@@ -130,3 +130,40 @@ def test_unlink_node_without_links_left_is_dropped() -> None:
     assert left is not None
     assert left["record_ids"] == ["r2"] and left["text"] == "Ann\ntwo"
     assert left["session_id"] is None and left["first_turn_id"] is None
+
+
+def test_list_records_and_turns_filter_and_paginate(store: EvidenceStore) -> None:
+    from workers.store.listing import list_records, list_turns
+
+    emb = HashEmbedder()
+    fill(store, emb)
+    every = list_records(store.db, "a", page_size=2)
+    assert every.total == 3 and len(every.items) == 2 and every.pages == 2
+    assert len(list_records(store.db, "a", page=2, page_size=2).items) == 1
+    assert list_records(store.db, "a", page=3, page_size=2).items == []
+    s1 = list_records(store.db, "a", session_id="s1")
+    assert {r["normalized_text"] for r in s1.items} == {
+        "fact: Ann owns a quokkaa boat", "fact: Ann is vegetarian"
+    }  # fmt: skip
+    assert list_records(store.db, "a", memory_type="preference").total == 0
+    assert "vector" not in every.items[0]
+    turns = list_turns(store.db, "a")
+    assert [t["session_id"] for t in turns.items] == ["s1", "s2"]
+    assert (
+        list_turns(store.db, "a", "s2").items[0]["text"].endswith("pangolina baked bread at dawn")
+    )
+    assert list_records(store.db, "nobody").total == 0
+    with pytest.raises(ValueError, match="page_size"):
+        list_records(store.db, "a", page_size=0)
+
+
+def test_list_records_since_keeps_records_from_that_day_on(store: EvidenceStore) -> None:
+    from datetime import date
+
+    from workers.store.listing import list_records
+
+    fill(store, HashEmbedder())
+    dates = sorted(r["created_at"] for r in list_records(store.db, "a").items)
+    assert dates[0] is not None
+    assert list_records(store.db, "a", since=dates[0].date()).total == 3
+    assert list_records(store.db, "a", since=date(2999, 1, 1)).total == 0
