@@ -107,6 +107,12 @@ class Settings(BaseSettings):
     indexer_batch_size: int = Field(default=500, ge=1)
     indexer_batch_wait_s: float = Field(default=0.25, ge=0)
     optimize_interval_s: float = Field(default=60.0, gt=0)
+    retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="turns and records whose conversation date is older than this are removed "
+        "for good on the optimize timer (unset: kept forever)",
+    )
     # encoder: an OpenAI-compatible LLM when configured, else the offline extractive encoder
     llm_base_url: str | None = None
     llm_model: str | None = None

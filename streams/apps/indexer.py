@@ -103,6 +103,13 @@ def build(settings: Settings) -> faust.App:
     @app.timer(settings.optimize_interval_s)
     async def optimize() -> None:
         try:
+            if settings.retention_days is not None:
+                if service.embedder is None:  # nodes losing linked text are re-embedded
+                    service.embedder = await asyncio.to_thread(make_embedder, settings)
+                expired = await service.expire(settings.retention_days)
+                if any(expired.rows_removed.values()):
+                    log.info("retention.expired", rows=expired.rows_removed,
+                             versions_pruned=expired.versions_pruned)  # fmt: skip
             built = await service.optimize(settings.ann_min_rows)
             if built:
                 log.info("ann.built", tables=built)

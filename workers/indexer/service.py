@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from schemas import RawTurn
@@ -100,6 +101,12 @@ class IndexerService:
 
     def _write_records(self, batches: list[RecordBatch], embedder: Embedder) -> dict[str, int]:
         return self.store.upsert_batches(batches, updates_of(batches), embedder)
+
+    async def expire(self, retention_days: float) -> Forgotten:
+        """Retention: remove what is older than `retention_days` (both writers held)."""
+        cutoff = datetime.now(UTC) - timedelta(days=retention_days)
+        async with self._turns_lock, self._records_lock:
+            return await asyncio.to_thread(self.store.expire, cutoff, self.embedder)
 
     async def optimize(self, ann_min_rows: int) -> list[str]:
         async with self._turns_lock, self._records_lock:

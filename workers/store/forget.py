@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -141,6 +142,62 @@ def forget(
     removed, pruned = db.rewrite(NODES, store.nodes.text_column, _ids_mask(node_gone), updated)
     account(NODES, removed, len(updated), pruned)
     return out
+
+
+def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten:
+    """Remove turns and records dated before `cutoff` (conversation dates: a turn's session
+    date, else its own; a record's first date), and the node links to those records, with
+    the same pruning as a forget. Rows without a date are kept."""
+    db = store.db
+    out = Forgotten()
+    naive_cutoff = pa.scalar(cutoff.replace(tzinfo=None), pa.timestamp("us"))
+    aware_cutoff = pa.scalar(cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC),
+                             pa.timestamp("us", tz="UTC"))  # fmt: skip
+
+    def old_turns(d: pa.Table) -> Any:
+        by_session = pc.less(d.column("session_date"), naive_cutoff)
+        by_turn = pc.less(d.column("created_at"), aware_cutoff)
+        return pc.fill_null(pc.coalesce(by_session, by_turn), False)
+
+    removed, pruned = db.rewrite(TURNS, store.turns.text_column, old_turns)
+    out.rows_removed[TURNS], out.versions_pruned = removed, pruned
+    tbl = db.table(RECORDS)
+    gone: set[str] = set()
+    if tbl is not None:
+        ids = tbl.search().select(["id", "created_at"]).limit(None).to_arrow()
+        mask = pc.fill_null(pc.less(ids.column("created_at"), naive_cutoff), False)
+        gone = set(ids.filter(mask).column("id").to_pylist())
+    removed, pruned = db.rewrite(RECORDS, store.records.text_column, _ids_mask(gone))
+    out.rows_removed[RECORDS] = removed
+    out.versions_pruned += pruned
+    if gone:
+        node_gone, updated = _unlink_all(store, gone, None, embedder)
+        removed, pruned = db.rewrite(NODES, store.nodes.text_column, _ids_mask(node_gone), updated)
+        out.rows_removed[NODES], out.rows_updated[NODES] = removed, len(updated)
+        out.versions_pruned += pruned
+    return out
+
+
+def _unlink_all(
+    store: Any, gone: set[str], session_id: str | None, embedder: Embedder | None
+) -> tuple[set[str], list[tuple[dict[str, Any], np.ndarray]]]:
+    """Nodes to drop, and the rewritten rows of the others, once `gone` records are removed."""
+    tbl = store.db.table(NODES)
+    if tbl is None:
+        return set(), []
+    rows = tbl.search().select(["id", "record_ids"]).limit(None).to_list()
+    touched = [r["id"] for r in rows if gone.intersection(r["record_ids"] or ())]
+    node_gone: set[str] = set()
+    changed: list[dict[str, Any]] = []
+    old_vectors: dict[str, tuple[str, np.ndarray]] = {}
+    for row, vec in store.db.read_by_ids(tbl, touched).values():
+        after = unlink(row, gone, session_id, store.nodes.max_node_text_chars)
+        if after is None:
+            node_gone.add(row["id"])
+        else:
+            changed.append(after)
+            old_vectors[row["id"]] = (_node_embedding_text(row), vec)
+    return node_gone, _reembed(changed, old_vectors, embedder, store.db.dim)
 
 
 def _ids_mask(ids: set[str]) -> Any:

@@ -167,3 +167,34 @@ def test_list_records_since_keeps_records_from_that_day_on(store: EvidenceStore)
     assert dates[0] is not None
     assert list_records(store.db, "a", since=dates[0].date()).total == 3
     assert list_records(store.db, "a", since=date(2999, 1, 1)).total == 0
+
+
+def test_expire_removes_turns_and_records_dated_before_the_cutoff_only(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    emb = HashEmbedder()
+    fill(store, emb)
+    old_turn = raw("a", "s9", "s9t0a", "wombata crossed the old bridge", emb).model_copy(
+        update={"session_date": datetime(2020, 1, 5)}
+    )
+    store.turns.upsert([old_turn])
+    old = batch("a", 5, ["Ann once owned a wombata farm"], session="s9")
+    old = old.model_copy(
+        update={
+            "records": [
+                r.model_copy(update={"created_at": datetime(2020, 1, 5)}) for r in old.records
+            ]
+        }  # fmt: skip
+    )
+    index_batches(store, [old], emb)
+    before = {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)}
+
+    done = store.expire(datetime(2022, 1, 1), emb)
+
+    assert done.rows_removed[TURNS] == 1 and done.rows_removed[RECORDS] == 1
+    assert store.count(TURNS, "a") == 2 and store.count(RECORDS, "a") == 3
+    assert all("wombata" not in r["text"] for r in rows(store, NODES, "a"))
+    assert {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)} == before
+    assert files_holding(tmp_path / "db", ["wombata"]) == []
+    again = store.expire(datetime(2022, 1, 1), emb)
+    assert sum(again.rows_removed.values()) == 0 and again.versions_pruned == 0
