@@ -56,6 +56,17 @@ def forgetter(
     return forget
 
 
+async def expire(service: IndexerService, settings: Settings) -> None:
+    """Retention on the optimize timer: what is older than `retention_days` goes for good."""
+    assert settings.retention_days is not None
+    if service.embedder is None:  # nodes losing linked text are re-embedded
+        service.embedder = await asyncio.to_thread(make_embedder, settings)
+    expired = await service.expire(settings.retention_days)
+    if any(expired.rows_removed.values()):
+        log.info("retention.expired", rows=expired.rows_removed,
+                 versions_pruned=expired.versions_pruned)  # fmt: skip
+
+
 def build(settings: Settings) -> faust.App:
     app = make_app("indexer", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
     publisher, dead = stage_outputs(app, "indexer", settings)
@@ -104,12 +115,7 @@ def build(settings: Settings) -> faust.App:
     async def optimize() -> None:
         try:
             if settings.retention_days is not None:
-                if service.embedder is None:  # nodes losing linked text are re-embedded
-                    service.embedder = await asyncio.to_thread(make_embedder, settings)
-                expired = await service.expire(settings.retention_days)
-                if any(expired.rows_removed.values()):
-                    log.info("retention.expired", rows=expired.rows_removed,
-                             versions_pruned=expired.versions_pruned)  # fmt: skip
+                await expire(service, settings)
             built = await service.optimize(settings.ann_min_rows)
             if built:
                 log.info("ann.built", tables=built)
