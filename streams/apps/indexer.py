@@ -43,6 +43,13 @@ def turn_parser(
     return parse
 
 
+def parse_batch(max_bytes: int) -> Callable[[Incoming], tuple[RecordBatch, Source | None]]:
+    def parse(rec: Incoming) -> tuple[RecordBatch, Source | None]:
+        return decode(rec.value, RecordBatch, max_bytes), source_of(rec.headers)
+
+    return parse
+
+
 def forgetter(
     service: IndexerService, progress: Progress, settings: Settings
 ) -> Callable[[ForgetRequest], Awaitable[Applied]]:
@@ -87,9 +94,6 @@ def build(settings: Settings) -> faust.App:
         batch = IndexBatch(records=[x for x, _ in items], record_sources=[s for _, s in items])
         await service.write(batch)
 
-    def parse_batch(rec: Incoming) -> tuple[RecordBatch, Source | None]:
-        return decode(rec.value, RecordBatch, settings.max_message_bytes), source_of(rec.headers)
-
     forget_agent(
         app, "indexer", settings, publisher, dead, redis, forgetter(service, progress, settings)
     )
@@ -109,7 +113,8 @@ def build(settings: Settings) -> faust.App:
             service.embedder = await asyncio.to_thread(make_embedder, settings)
         async for events in stream.take_events(64, settings.indexer_batch_wait_s):
             records = [Incoming.from_event(e) for e in events]
-            await run_guarded("indexer", records, parse_batch, write_records, dead, policy=policy)
+            await run_guarded("indexer", records, parse_batch(settings.max_message_bytes),
+                              write_records, dead, policy=policy)  # fmt: skip
 
     @app.timer(settings.optimize_interval_s)
     async def optimize() -> None:
