@@ -177,10 +177,14 @@ def topics() -> None:
 @topics.command("create")
 def topics_create() -> None:
     """Create missing topics with the configured partition count (idempotent)."""
-    from streams.topics import ensure_topics
+    from streams.topics import ensure_topics, topic_retention
 
     s = _client_settings()
-    created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topic_partitions, s.topic_replication))
+    created = asyncio.run(
+        ensure_topics(
+            s.kafka_bootstrap, s.topic_partitions, s.topic_replication, topic_retention(s)
+        )
+    )
     click.echo(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else ""))
 
 

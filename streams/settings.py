@@ -107,6 +107,16 @@ class Settings(BaseSettings):
     indexer_batch_size: int = Field(default=500, ge=1)
     indexer_batch_wait_s: float = Field(default=0.25, ge=0)
     optimize_interval_s: float = Field(default=60.0, gt=0)
+    topic_retention_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="retention.ms set at creation on exchanges, turns, segments, records, "
+        "control and the dead-letter topics: how long message text (also of a forgotten "
+        "namespace) can stay in the log",
+    )
+    request_retention_s: float = Field(
+        default=3600.0, gt=0, description="retention.ms set at creation on queries and replies"
+    )
     retention_days: float | None = Field(
         default=None,
         gt=0,
