@@ -10,8 +10,9 @@ however late it arrives, and one from after it is ingested normally. Nothing dep
 the order in which stages see the forget and the data.
 
 The fence keys are named by a hash of the namespace (and session), so that after a
-forget no Redis key names what was forgotten; they expire with the retention of the
-exchanges topic (after which nothing below the fence can be read any more).
+forget no Redis key names what was forgotten. They do not expire by default (`ttl_s=0`):
+Tansu keeps every message whatever the topic's retention, so a consumer group reset to the
+beginning would meet the forgotten exchanges again; a fence is a few bytes per partition.
 """
 
 from __future__ import annotations
