@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -31,6 +33,17 @@ async def ingest(c: httpx.AsyncClient, ns: str, headers: dict[str, str], tag: st
         r = await c.post(f"/v1/namespaces/{ns}/sessions/{sid}/end", headers=headers)
         assert r.status_code == 202, r.text
     await wait_status(c, ns, headers, lambda b: b["searchable"] and len(b["sessions"]) == 2)
+    # records follow the turns once each ended session's segment is encoded
+    deadline = time.monotonic() + 240
+    for sid in ("s1", "s2"):
+        while True:
+            r = await c.get(f"/v1/namespaces/{ns}/records", params={"session_id": sid},
+                            headers=headers)  # fmt: skip
+            assert r.status_code == 200, r.text
+            if r.json()["total"]:
+                break
+            assert time.monotonic() < deadline, f"no records of {sid}"
+            await asyncio.sleep(0.25)
 
 
 async def test_gateway_records_listing_and_delete_routes_check_keys_and_forget(
