@@ -1,6 +1,7 @@
 """The contracts between stages. Pure data: no I/O, no other project imports."""
 
 from schemas.base import SCHEMA_VERSION, Contract
+from schemas.control import ForgetReceipt, ForgetRequest
 from schemas.errors import ContractError, LycheeError
 from schemas.exchange import (
     ControlKind,
@@ -33,6 +34,8 @@ __all__ = [
     "Exchange",
     "ExchangeTopicMessage",
     "FinalizeReason",
+    "ForgetReceipt",
+    "ForgetRequest",
     "LycheeError",
     "QueryReply",
     "QueryRequest",

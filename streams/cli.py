@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -176,10 +177,14 @@ def topics() -> None:
 @topics.command("create")
 def topics_create() -> None:
     """Create missing topics with the configured partition count (idempotent)."""
-    from streams.topics import ensure_topics
+    from streams.topics import ensure_topics, topic_retention
 
     s = _client_settings()
-    created = asyncio.run(ensure_topics(s.kafka_bootstrap, s.topic_partitions, s.topic_replication))
+    created = asyncio.run(
+        ensure_topics(
+            s.kafka_bootstrap, s.topic_partitions, s.topic_replication, topic_retention(s)
+        )
+    )
     click.echo(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else ""))
 
 
@@ -245,6 +250,99 @@ def ask(
         click.echo(orjson.dumps(reply.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
         return
     click.echo(format_evidence(reply))
+
+
+@main.command()
+@click.argument("namespace")
+@click.option("--session", "session_id", default=None, help="forget only this session")
+@click.option("--yes", is_flag=True, help="confirm: the data cannot be brought back")
+@click.option("--json", "as_json", is_flag=True, help="print the receipt as JSON")
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
+def forget(
+    namespace: str, session_id: str | None, yes: bool, as_json: bool, timeout_s: float
+) -> None:
+    """Forget NAMESPACE (or one --session of it) in every stage, then print the receipt."""
+    from streams.client import MemoryClient, ReplyTimeout
+
+    if not yes:
+        raise click.UsageError(
+            f"forgetting {namespace}{'/' + session_id if session_id else ''} removes it for "
+            "good; pass --yes to confirm"
+        )
+    s = _client_settings()
+
+    async def run() -> Any:
+        async with MemoryClient(s) as client:
+            return await client.forget(namespace, session_id, timeout_s)
+
+    try:
+        receipt = asyncio.run(run())
+    except ReplyTimeout as exc:
+        raise TimedOut(f"{exc} (are the segmenter, encoder and indexer running?)") from exc
+    if as_json:
+        click.echo(orjson.dumps(receipt.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        return
+    what = f"{namespace}/{session_id}" if session_id else namespace
+    click.echo(f"forgot {what} (forget id {receipt.forget_id}) in {receipt.elapsed_s:.2f}s")
+    for name, n in sorted(receipt.rows_removed.items()):
+        updated = receipt.rows_updated.get(name, 0)
+        click.echo(f"  {name:<8} {n} rows removed" + (f", {updated} updated" if updated else ""))
+    click.echo(f"  redis    {receipt.redis_keys_removed} keys removed")
+    click.echo(f"  lancedb  {receipt.versions_pruned} versions pruned")
+    click.echo(
+        "  stages   "
+        + ", ".join(f"{st} {r.elapsed_s:.2f}s" for st, r in sorted(receipt.stages.items()))
+    )
+
+
+@main.command()
+@click.argument("namespace")
+@click.option("--session", "session_id", default=None)
+@click.option("--type", "memory_type", default=None, help="records of this memory type only")
+@click.option("--since", type=click.DateTime(["%Y-%m-%d"]), default=None, help="YYYY-MM-DD")
+@click.option("--turns", "turns", is_flag=True, help="list raw turns instead of records")
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--page-size", type=click.IntRange(1, 500), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def records(
+    namespace: str,
+    session_id: str | None,
+    memory_type: str | None,
+    since: datetime | None,
+    turns: bool,
+    page: int,
+    page_size: int,
+    as_json: bool,
+) -> None:
+    """What is remembered about NAMESPACE: its records (or --turns), a page at a time."""
+    from streams.client import MemoryClient
+
+    s = _client_settings()
+
+    async def run() -> Any:
+        client = MemoryClient(s)  # reads LanceDB only: no broker connection needed
+        if turns:
+            return await client.list_turns(namespace, session_id, page, page_size)
+        day = since.date() if since else None
+        return await client.list_records(namespace, session_id, memory_type, day, page, page_size)
+
+    result = asyncio.run(run())
+    if as_json:
+        out = {"total": result.total, "page": result.page, "page_size": result.page_size,
+               "pages": result.pages, "items": result.items}  # fmt: skip
+        click.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2, default=str).decode())
+        return
+    for item in result.items:
+        if turns:
+            when = item["session_date"].strftime("%Y-%m-%d") if item["session_date"] else "?"
+            click.echo(f"[{when}] {item['session_id']} #{item['seq']} {item['text']}")
+        else:
+            when = item["created_at"].strftime("%Y-%m-%d") if item["created_at"] else "?"
+            click.echo(
+                f"[{when}] {item['memory_type']:<11} {item['semantic_text']}  ({item['id']})"
+            )
+    kind = "turns" if turns else "records"
+    click.echo(f"page {result.page}/{result.pages}, {result.total} {kind}")
 
 
 def format_evidence(reply: Any) -> str:

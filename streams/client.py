@@ -13,7 +13,9 @@ import threading
 import time
 import uuid
 from collections.abc import Coroutine, Iterable
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -24,17 +26,25 @@ from schemas import (
     ControlKind,
     Exchange,
     ExchangeTopicMessage,
+    ForgetReceipt,
+    ForgetRequest,
     QueryReply,
     QueryRequest,
     SessionControl,
 )
 from schemas import topics as t
+from schemas.control import FORGET_STAGES
 from schemas.errors import LycheeError
+from streams.lag import LagReader
 from streams.producer import start_producer
 from streams.serde import SerdeError, decode, encode
 from streams.settings import Settings
 from streams.stack.endpoints import client_settings
 from workers.encoder.service import read_usage
+
+if TYPE_CHECKING:  # LanceDB is imported on first listing: a client that only talks is quick
+    from workers.store import EvidenceStore
+    from workers.store.listing import Page
 
 T = TypeVar("T")
 log = structlog.get_logger("lychee.client")
@@ -57,6 +67,48 @@ class QueryFailed(ClientError):
         self.reply = reply
 
 
+class ForgetFailed(ClientError):
+    def __init__(self, forget_id: str, errors: dict[str, str]) -> None:
+        super().__init__(
+            f"forget {forget_id} failed: " + "; ".join(f"{s}: {e}" for s, e in errors.items())
+        )
+        self.errors = errors
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """What a forget removed, once every stage confirmed it."""
+
+    forget_id: str
+    namespace: str
+    session_id: str | None
+    rows_removed: dict[str, int]
+    rows_updated: dict[str, int]
+    redis_keys_removed: int
+    versions_pruned: int
+    elapsed_s: float
+    stages: dict[str, ForgetReceipt]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "forget_id": self.forget_id,
+            "namespace": self.namespace,
+            "session_id": self.session_id,
+            "rows_removed": self.rows_removed,
+            "rows_updated": self.rows_updated,
+            "redis_keys_removed": self.redis_keys_removed,
+            "versions_pruned": self.versions_pruned,
+            "elapsed_s": self.elapsed_s,
+            "stages": {s: r.elapsed_s for s, r in self.stages.items()},
+        }
+
+
+@dataclass
+class _ForgetWait:
+    parts: dict[str, ForgetReceipt] = field(default_factory=dict)
+    done: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class MemoryClient:
     def __init__(self, settings: Settings | None = None) -> None:
         """`settings` default: the LYCHEE_* environment, or the running `lychee up` when it
@@ -66,6 +118,8 @@ class MemoryClient:
         self.replies: AIOKafkaConsumer
         self.reply_partition = -1
         self._pending: dict[str, asyncio.Future[QueryReply]] = {}
+        self._forgets: dict[str, _ForgetWait] = {}
+        self._evidence: EvidenceStore | None = None
         self._reader: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> MemoryClient:
@@ -147,6 +201,102 @@ class MemoryClient:
         """Construction token counters of a namespace (input, output, prompt, calls, segments)."""
         return (await construction_usage(self.settings, namespace)).get(namespace, {})
 
+    # -- forgetting -----------------------------------------------------------------------
+
+    async def forget(
+        self, namespace: str, session_id: str | None = None, timeout_s: float | None = None
+    ) -> Receipt:
+        """Forget a namespace, or one session of it, in every stage; returns the receipt
+        once the segmenter, encoder and indexer all confirmed. Exchanges already sent (acked
+        before this call) are forgotten even if no stage has read them yet; exchanges sent
+        after it returns are ingested normally. Raises ForgetFailed or ReplyTimeout."""
+        budget = timeout_s or self.settings.forget_timeout_s
+        started = time.perf_counter()
+        fid = uuid.uuid4().hex
+        wait = self._forgets[fid] = _ForgetWait()
+        try:
+            async with asyncio.timeout(budget):
+                async with LagReader(self.settings.kafka_bootstrap) as lag:
+                    ends = await lag.end_offsets(t.EXCHANGES, timeout_s=budget)
+                req = ForgetRequest(
+                    forget_id=fid,
+                    namespace=namespace,
+                    session_id=session_id,
+                    exchanges_end={tp.partition: end for tp, end in ends.items()},
+                    reply_partition=self.reply_partition,
+                    requested_at=datetime.now(UTC),
+                )
+                await self.producer.send_and_wait(
+                    t.CONTROL, value=encode(req), key=namespace.encode()
+                )
+                await wait.done.wait()
+        except TimeoutError as exc:
+            missing = sorted(set(FORGET_STAGES) - set(wait.parts))
+            raise ReplyTimeout(
+                f"forget {fid} (no receipt from {', '.join(missing)})", budget
+            ) from exc
+        finally:
+            self._forgets.pop(fid, None)
+        errors = {s: r.error for s, r in wait.parts.items() if r.error}
+        if errors:
+            raise ForgetFailed(fid, errors)
+        rows: dict[str, int] = {}
+        updated: dict[str, int] = {}
+        for part in wait.parts.values():
+            for name, n in part.rows_removed.items():
+                rows[name] = rows.get(name, 0) + n
+            for name, n in part.rows_updated.items():
+                updated[name] = updated.get(name, 0) + n
+        return Receipt(
+            forget_id=fid,
+            namespace=namespace,
+            session_id=session_id,
+            rows_removed=rows,
+            rows_updated=updated,
+            redis_keys_removed=sum(p.redis_keys_removed for p in wait.parts.values()),
+            versions_pruned=sum(p.versions_pruned for p in wait.parts.values()),
+            elapsed_s=round(time.perf_counter() - started, 3),
+            stages=dict(wait.parts),
+        )
+
+    # -- listing --------------------------------------------------------------------------
+
+    async def list_records(
+        self,
+        namespace: str,
+        session_id: str | None = None,
+        memory_type: str | None = None,
+        since: date | None = None,
+        page: int = 1,
+        page_size: int = 50,
+    ) -> Page:
+        """What is remembered about a namespace (or one session): records, a page at a time.
+
+        Read from LanceDB directly, like `lychee status` counts rows: listing is rare and
+        needs no ranking, so the query service (and its request contract) stays as it is."""
+        from workers.store.listing import list_records
+
+        store = await self._store()
+        return await asyncio.to_thread(
+            list_records, store.db, namespace, session_id, memory_type, since, page, page_size
+        )
+
+    async def list_turns(
+        self, namespace: str, session_id: str | None = None, page: int = 1, page_size: int = 50
+    ) -> Page:
+        """The raw turns of a namespace (or one session), in conversation order."""
+        from workers.store.listing import list_turns
+
+        store = await self._store()
+        return await asyncio.to_thread(list_turns, store.db, namespace, session_id, page, page_size)
+
+    async def _store(self) -> EvidenceStore:
+        if self._evidence is None:
+            from streams.factories import open_store
+
+            self._evidence = await asyncio.to_thread(open_store, self.settings)
+        return self._evidence
+
     # -- request/reply ------------------------------------------------------------------
 
     async def search(
@@ -207,15 +357,30 @@ class MemoryClient:
         """Hand a reply to the search waiting for it; anything else on the shared partition
         (another client's reply, garbage from a hostile producer) is skipped."""
         try:
-            fut = self._pending.get(key.decode() if key else "")
+            cid = key.decode() if key else ""
         except UnicodeDecodeError:
             return
+        if cid in self._forgets:
+            self._receipt_part(self._forgets[cid], value)
+            return
+        fut = self._pending.get(cid)
         if fut is None or fut.done():
             return
         try:
             fut.set_result(decode(value, QueryReply))
         except SerdeError as exc:
             fut.set_exception(ClientError(f"unreadable reply: {exc}"))
+
+    @staticmethod
+    def _receipt_part(wait: _ForgetWait, value: bytes | None) -> None:
+        try:
+            part = decode(value, ForgetReceipt)
+        except SerdeError as exc:
+            log.warning("client.unreadable_receipt", error=str(exc)[:200])
+            return
+        wait.parts[part.stage] = part
+        if set(FORGET_STAGES) <= set(wait.parts) or part.error:
+            wait.done.set()
 
 
 class SyncMemoryClient:
@@ -249,6 +414,23 @@ class SyncMemoryClient:
 
     def usage(self, namespace: str) -> dict[str, int]:
         return self._run(self._client.usage(namespace))
+
+    def forget(
+        self, namespace: str, session_id: str | None = None, timeout_s: float | None = None
+    ) -> Receipt:
+        return self._run(self._client.forget(namespace, session_id, timeout_s))
+
+    def list_records(self, namespace: str, session_id: str | None = None,
+                     memory_type: str | None = None, since: date | None = None,
+                     page: int = 1, page_size: int = 50) -> Page:  # fmt: skip
+        return self._run(
+            self._client.list_records(namespace, session_id, memory_type, since, page, page_size)
+        )
+
+    def list_turns(
+        self, namespace: str, session_id: str | None = None, page: int = 1, page_size: int = 50
+    ) -> Page:
+        return self._run(self._client.list_turns(namespace, session_id, page, page_size))
 
     def close(self) -> None:
         self._run(self._client.close())

@@ -173,7 +173,10 @@ class KafkaPublisher:
     async def publish(self, messages: Sequence[OutMessage]) -> None:
         producer = await self._ready()
         futures = [
-            await producer.send(m.topic, value=m.value, key=m.key.encode()) for m in messages
+            await producer.send(
+                m.topic, value=m.value, key=m.key.encode(), headers=list(m.headers) or None
+            )
+            for m in messages
         ]
         await asyncio.wait_for(asyncio.gather(*futures), timeout=self.timeout_s)
         for m in messages:

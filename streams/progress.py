@@ -78,6 +78,16 @@ class Progress:
         if args:
             await self._raise(keys=[accepted_key(namespace, self.prefix)], args=args)
 
+    async def forget(self, namespace: str, session_id: str | None) -> int:
+        """Drop the watermarks of a namespace (its keys) or of one session (its fields);
+        returns the number of keys deleted."""
+        keys = [accepted_key(namespace, self.prefix), indexed_key(namespace, self.prefix)]
+        if session_id is None:
+            return int(await self.redis.delete(*keys))
+        for key in keys:
+            await self.redis.hdel(key, session_id)
+        return 0
+
     async def indexed(self, namespace: str, session_ids: Sequence[str]) -> dict[str, int]:
         return await self._read(indexed_key(namespace, self.prefix), session_ids)
 

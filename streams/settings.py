@@ -112,6 +112,22 @@ class Settings(BaseSettings):
         gt=0,
         description="index builds and compactions of one tick: no table is started after this",
     )
+    topic_retention_s: float = Field(
+        default=7 * 24 * 3600.0,
+        gt=0,
+        description="retention.ms set at creation on exchanges, turns, segments, records, "
+        "control and the dead-letter topics: how long message text (also of a forgotten "
+        "namespace) can stay in the log",
+    )
+    request_retention_s: float = Field(
+        default=3600.0, gt=0, description="retention.ms set at creation on queries and replies"
+    )
+    retention_days: float | None = Field(
+        default=None,
+        gt=0,
+        description="turns and records whose conversation date is older than this are removed "
+        "for good on the optimize timer (unset: kept forever)",
+    )
     # encoder: an OpenAI-compatible LLM when configured, else the offline extractive encoder
     llm_base_url: str | None = None
     llm_model: str | None = None
@@ -136,6 +152,10 @@ class Settings(BaseSettings):
     )
     exact_search_max_rows: int = Field(
         default=20_000, ge=0, description="namespaces up to this size are searched exactly"
+    )
+    # forgetting (issue 12)
+    forget_timeout_s: float = Field(
+        default=300.0, gt=0, description="how long a client waits for every stage's receipt"
     )
     # query service
     query_ablation: Ablation | None = Field(

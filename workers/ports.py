@@ -14,6 +14,7 @@ class OutMessage:
     topic: str
     key: str
     value: bytes
+    headers: tuple[tuple[str, bytes], ...] = ()  # lineage (workers.forget): where it came from
 
 
 class Publisher(Protocol):

@@ -34,12 +34,15 @@ def run_worker(stage: str, settings: Settings) -> None:
 
     from streams import metrics
     from streams.fetch import check_codecs
-    from streams.topics import ensure_topics
+    from streams.topics import ensure_topics, topic_retention
 
     check_codecs()  # refuse to start rather than crash on the first compressed batch
     asyncio.run(
         ensure_topics(
-            settings.kafka_bootstrap, settings.topic_partitions, settings.topic_replication
+            settings.kafka_bootstrap,
+            settings.topic_partitions,
+            settings.topic_replication,
+            topic_retention(settings),
         )
     )
     registration = metrics.serve(stage, settings)  # /metrics, listed in `lychee status`

@@ -8,15 +8,17 @@ import faust
 import structlog
 from redis.asyncio import Redis
 
-from schemas import Segment
+from schemas import ForgetRequest, Segment
 from schemas import topics as t
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
+from streams.apps.control import Applied, forget_agent
 from streams.factories import make_llm_client
 from streams.guard import Incoming, TransientPolicy, run_guarded
 from streams.serde import decode
 from streams.settings import Settings
 from workers.encoder.service import EncoderService, SegmentEncoder
+from workers.forget import Source, source_of
 
 log = structlog.get_logger("lychee.encoder")
 
@@ -49,16 +51,23 @@ def build(settings: Settings) -> faust.App:
         lease_s=settings.encoder_lease_s,
     )
 
-    async def handle(segments: Sequence[Segment]) -> None:
-        await service.handle(segments)
+    async def handle(items: Sequence[tuple[Segment, Source | None]]) -> None:
+        await service.handle([s for s, _ in items], [src for _, src in items])
+
+    def parse(rec: Incoming) -> tuple[Segment, Source | None]:
+        return decode(rec.value, Segment, settings.max_message_bytes), source_of(rec.headers)
+
+    async def forget(req: ForgetRequest) -> Applied:
+        await service.fences.raise_to(req.namespace, req.session_id, req.exchanges_end)
+        return Applied(redis_keys_removed=await service.forget(req.namespace, req.session_id))
+
+    forget_agent(app, "encoder", settings, publisher, dead, redis, forget)
 
     @app.agent(raw_topic(app, t.SEGMENTS), concurrency=1)  # one session's segments in order
     async def encode(stream: faust.StreamT[bytes]) -> None:
         log.info("encoder.ready", encoder=service.encoder.name)
         async for events in stream.take_events(settings.encoder_batch_size, 0.2):
             records = [Incoming.from_event(e) for e in events]
-            await run_guarded("encoder", records,
-                              lambda r: decode(r.value, Segment, settings.max_message_bytes),
-                              handle, dead, policy=policy)  # fmt: skip
+            await run_guarded("encoder", records, parse, handle, dead, policy=policy)
 
     return app

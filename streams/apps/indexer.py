@@ -3,29 +3,33 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import faust
 import structlog
 from redis.asyncio import Redis
 
-from schemas import RawTurn
+from schemas import ForgetRequest, RawTurn
 from schemas import topics as t
 from schemas.records import RecordBatch
 from streams.apps.base import make_app, raw_topic, stage_outputs
+from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder, open_store
 from streams.guard import Incoming, TransientPolicy, run_guarded
 from streams.progress import Progress
 from streams.serde import SCHEMA, SerdeError, decode
 from streams.settings import Settings
+from workers.forget import Fences, Source, source_of
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import EvidenceStore
 
 log = structlog.get_logger("lychee.indexer")
 
 
-def turn_parser(store: EvidenceStore, max_bytes: int) -> Callable[[Incoming], RawTurn]:
-    def parse(rec: Incoming) -> RawTurn:
+def turn_parser(
+    store: EvidenceStore, max_bytes: int
+) -> Callable[[Incoming], tuple[RawTurn, Source | None]]:
+    def parse(rec: Incoming) -> tuple[RawTurn, Source | None]:
         turn = decode(rec.value, RawTurn, max_bytes)
         if turn.embedding_model != store.model or len(turn.embedding) != store.dim:
             # the store refuses it too, but only after failing the whole batch first
@@ -34,28 +38,80 @@ def turn_parser(store: EvidenceStore, max_bytes: int) -> Callable[[Incoming], Ra
                 f"({len(turn.embedding)}-d); the store holds {store.model!r} ({store.dim}-d)",
                 SCHEMA,
             )
-        return turn
+        return turn, source_of(rec.headers)
 
     return parse
 
 
+def parse_batch(max_bytes: int) -> Callable[[Incoming], tuple[RecordBatch, Source | None]]:
+    def parse(rec: Incoming) -> tuple[RecordBatch, Source | None]:
+        return decode(rec.value, RecordBatch, max_bytes), source_of(rec.headers)
+
+    return parse
+
+
+def forgetter(
+    service: IndexerService, progress: Progress, settings: Settings
+) -> Callable[[ForgetRequest], Awaitable[Applied]]:
+    async def forget(req: ForgetRequest) -> Applied:
+        if service.embedder is None and req.session_id is not None:  # nodes are re-embedded
+            service.embedder = await asyncio.to_thread(make_embedder, settings)
+        done = await service.forget(req.namespace, req.session_id, req.exchanges_end)
+        keys = await progress.forget(req.namespace, req.session_id)
+        return Applied(keys, done.rows_removed, done.rows_updated, done.versions_pruned)
+
+    return forget
+
+
+async def expire(service: IndexerService, settings: Settings) -> None:
+    """Retention on the optimize timer: what is older than `retention_days` goes for good."""
+    assert settings.retention_days is not None
+    if service.embedder is None:  # nodes losing linked text are re-embedded
+        service.embedder = await asyncio.to_thread(make_embedder, settings)
+    expired = await service.expire(settings.retention_days)
+    if any(expired.rows_removed.values()):
+        log.info("retention.expired", rows=expired.rows_removed,
+                 versions_pruned=expired.versions_pruned)  # fmt: skip
+
+
+async def maintain(service: IndexerService, settings: Settings) -> None:
+    """The optimize timer: retention first, then index builds and compaction within budget."""
+    try:
+        if settings.retention_days is not None:
+            await expire(service, settings)
+        report = await service.optimize(settings.ann_min_rows, settings.optimize_budget_s)
+        if report.built:
+            log.info("ann.built", tables=report.built)
+        if report.deferred:
+            log.info("optimize.deferred", tables=report.deferred,
+                     budget_s=settings.optimize_budget_s)  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - next tick retries
+        log.error("optimize.failed", error=repr(exc))
+
+
 def build(settings: Settings) -> faust.App:
     app = make_app("indexer", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
-    _, dead = stage_outputs(app, "indexer", settings)
+    publisher, dead = stage_outputs(app, "indexer", settings)
     policy = TransientPolicy.from_settings(settings)
     store = open_store(settings)
-    service = IndexerService(store)
     redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    service = IndexerService(store, fences=Fences(redis))
     progress = Progress(redis)
 
     parse_turn = turn_parser(store, settings.max_message_bytes)
 
-    async def write_turns(turns: Sequence[RawTurn]) -> None:
-        await service.write(IndexBatch(turns=list(turns)))
-        await progress.record_indexed(turns)  # per-session watermark: what is searchable
+    async def write_turns(items: Sequence[tuple[RawTurn, Source | None]]) -> None:
+        batch = IndexBatch(turns=[x for x, _ in items], turn_sources=[s for _, s in items])
+        # per-session watermark: what is searchable
+        await service.write(batch, on_turns=progress.record_indexed)
 
-    async def write_records(batches: Sequence[RecordBatch]) -> None:
-        await service.write(IndexBatch(records=list(batches)))
+    async def write_records(items: Sequence[tuple[RecordBatch, Source | None]]) -> None:
+        batch = IndexBatch(records=[x for x, _ in items], record_sources=[s for _, s in items])
+        await service.write(batch)
+
+    forget_agent(
+        app, "indexer", settings, publisher, dead, redis, forgetter(service, progress, settings)
+    )
 
     @app.agent(raw_topic(app, t.TURNS), concurrency=1)
     async def index_turns(stream: faust.StreamT[bytes]) -> None:
@@ -72,21 +128,11 @@ def build(settings: Settings) -> faust.App:
             service.embedder = await asyncio.to_thread(make_embedder, settings)
         async for events in stream.take_events(64, settings.indexer_batch_wait_s):
             records = [Incoming.from_event(e) for e in events]
-            await run_guarded("indexer", records,
-                              lambda r: decode(r.value, RecordBatch, settings.max_message_bytes),
+            await run_guarded("indexer", records, parse_batch(settings.max_message_bytes),
                               write_records, dead, policy=policy)  # fmt: skip
 
     @app.timer(settings.optimize_interval_s)
     async def optimize() -> None:
-        try:
-            report = await service.optimize(settings.ann_min_rows, settings.optimize_budget_s)
-            if report.built:
-                log.info("ann.built", tables=report.built)
-            if report.deferred:
-                log.info(
-                    "optimize.deferred", tables=report.deferred, budget_s=settings.optimize_budget_s
-                )
-        except Exception as exc:  # noqa: BLE001 - next tick retries
-            log.error("optimize.failed", error=repr(exc))
+        await maintain(service, settings)
 
     return app

@@ -9,9 +9,10 @@ import faust
 import structlog
 from redis.asyncio import Redis
 
-from schemas import ContractError, ExchangeTopicMessage, parse_exchange_message
+from schemas import ContractError, ExchangeTopicMessage, ForgetRequest, parse_exchange_message
 from schemas import topics as t
 from streams.apps.base import make_app, raw_topic, stage_outputs
+from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder
 from streams.guard import Incoming, TransientPolicy, retry_transient, run_guarded
 from streams.serde import contract_error, decode_json
@@ -55,6 +56,7 @@ def build(settings: Settings) -> faust.App:
     publisher, dead = stage_outputs(app, "segmenter", settings)
     policy = TransientPolicy.from_settings(settings)
     holder: dict[str, SegmenterService] = {}
+    control_redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
 
     async def service() -> SegmenterService:
         if "svc" not in holder:
@@ -90,6 +92,13 @@ def build(settings: Settings) -> faust.App:
             await run_guarded("segmenter", records,
                               lambda r: parse_positioned(r, settings.max_message_bytes), handle,
                               dead, policy=policy)  # fmt: skip
+
+    async def forget(req: ForgetRequest) -> Applied:
+        svc = await service()
+        keys = await svc.forget(req.namespace, req.session_id, req.exchanges_end)
+        return Applied(redis_keys_removed=keys)
+
+    forget_agent(app, "segmenter", settings, publisher, dead, control_redis, forget)
 
     @app.timer(settings.idle_scan_interval_s)
     async def idle_flush() -> None:

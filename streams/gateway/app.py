@@ -13,6 +13,7 @@ import contextlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from datetime import date
 from typing import Annotated, Any
 
 import orjson
@@ -27,6 +28,7 @@ from starlette.routing import Route
 
 from schemas import ControlKind, QueryReply
 from schemas.base import Name
+from schemas.records import MemoryType
 from streams import metrics
 from streams.gateway.auth import KeyRing, Principal, presented_key
 from streams.gateway.errors import Forbidden, GatewayError, Unauthorized
@@ -36,9 +38,11 @@ from streams.gateway.models import (
     ControlIn,
     ControlReceipt,
     FieldError,
+    ForgetOut,
     NamespaceStatus,
     Problem,
     Receipt,
+    RecordsPage,
     SearchIn,
 )
 from streams.gateway.service import MemoryService
@@ -145,6 +149,40 @@ async def search(namespace: AuthorizedNamespace, body: SearchIn, svc: Service) -
     """Evidence for a question through the request/reply topics; with `wait_for` (a receipt),
     only once that receipt is searchable (bounded by `timeout_s`)."""
     return await svc.search(namespace, body)
+
+
+@router.get("/records", response_model=RecordsPage)
+async def list_records(
+    namespace: AuthorizedNamespace,
+    svc: Service,
+    session_id: Annotated[Name | None, Query(description="one session only")] = None,
+    memory_type: Annotated[MemoryType | None, Query(description="one memory type only")] = None,
+    since: Annotated[date | None, Query(description="records from this day on")] = None,
+    turns: Annotated[bool, Query(description="raw turns instead of records")] = False,
+    page: Annotated[int, Query(ge=1)] = 1,
+    page_size: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> RecordsPage:
+    """What is remembered about the namespace (or one session), oldest first, a page at a
+    time: memory records, or the raw turns with `turns=true`."""
+    kind = memory_type.value if memory_type else None
+    return await svc.records(namespace, session_id, kind, since, turns, page, page_size)
+
+
+@router.delete("/sessions/{session_id}", response_model=ForgetOut,
+               responses={502: {"model": Problem}, 504: {"model": Problem}})  # fmt: skip
+async def forget_session(
+    namespace: AuthorizedNamespace, session_id: SessionId, svc: Service
+) -> ForgetOut:
+    """Forget one session everywhere (its turns, the records only it supports, their links,
+    its state); returns the receipt once every stage confirmed."""
+    return await svc.forget(namespace, session_id)
+
+
+@router.delete("", response_model=ForgetOut,
+               responses={502: {"model": Problem}, 504: {"model": Problem}})  # fmt: skip
+async def forget_namespace(namespace: AuthorizedNamespace, svc: Service) -> ForgetOut:
+    """Forget the whole namespace everywhere; returns the receipt once every stage confirmed."""
+    return await svc.forget(namespace)
 
 
 @router.get("/status", response_model=NamespaceStatus)

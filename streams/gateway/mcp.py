@@ -20,12 +20,15 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from schemas import Role, Turn
 from schemas.base import Name
+from schemas.records import MemoryType
 from streams.gateway.auth import Principal
 from streams.gateway.errors import GatewayError
 from streams.gateway.models import (
     ExchangeIn,
+    ForgetOut,
     NamespaceStatus,
     Receipt,
+    RecordsPage,
     SearchIn,
     WaitFor,
 )
@@ -207,7 +210,76 @@ def build_mcp(
                 raise ToolError(f"session_id: {exc.errors()[0]['msg']}") from exc
         return await _call(service().status(ns, session_id))
 
+    _memory_admin_tools(server, service, namespace_of)
     return server
+
+
+def _memory_admin_tools(
+    server: MCPServer[Any],
+    service: Callable[[], MemoryService],
+    namespace_of: Callable[[Context[Any, Any], str | None], str],
+) -> None:
+    """Listing and deleting what is remembered (issue 12)."""
+
+    @server.tool(
+        name="list_memories",
+        description=(
+            "List what is remembered about the user, oldest first, a page at a time: the "
+            "memory records (facts, preferences, events...) or, with `turns`, the raw "
+            "messages. Use it when the user asks what you know or keep about them."
+        ),
+    )
+    async def list_memories(
+        ctx: Context[Any, Any],
+        session_id: Annotated[str | None, Field(description="one conversation only")] = None,
+        memory_type: Annotated[
+            MemoryType | None, Field(description="one kind of memory only")
+        ] = None,
+        turns: Annotated[bool, Field(description="raw messages instead of records")] = False,
+        page: Annotated[int, Field(ge=1)] = 1,
+        page_size: Annotated[int, Field(ge=1, le=200)] = 50,
+        namespace: Annotated[
+            str | None, Field(description="whose memory; default: the server's")
+        ] = None,
+    ) -> RecordsPage:
+        ns = namespace_of(ctx, namespace)
+        if session_id is not None:
+            _check_name("session_id", session_id)
+        kind = memory_type.value if memory_type else None
+        return await _call(service().records(ns, session_id, kind, None, turns, page, page_size))
+
+    @server.tool(
+        name="delete_all_memories",
+        description=(
+            "Permanently forget everything remembered about the user (or one conversation "
+            "with `session_id`), in every store, and return a receipt of what was removed. "
+            "Only call it when the user explicitly asks to delete their memory; pass the "
+            "namespace being deleted again in `confirm`. It cannot be undone."
+        ),
+    )
+    async def delete_all_memories(
+        ctx: Context[Any, Any],
+        confirm: Annotated[str, Field(description="the namespace to delete, repeated to confirm")],
+        session_id: Annotated[
+            str | None, Field(description="only this conversation (default: everything)")
+        ] = None,
+        namespace: Annotated[
+            str | None, Field(description="whose memory; default: the server's")
+        ] = None,
+    ) -> ForgetOut:
+        ns = namespace_of(ctx, namespace)
+        if confirm != ns:
+            raise ToolError(f"not deleted: `confirm` must be the namespace {ns!r}")
+        if session_id is not None:
+            _check_name("session_id", session_id)
+        return await _call(service().forget(ns, session_id))
+
+
+def _check_name(field: str, value: str) -> None:
+    try:
+        _NAME.validate_python(value)
+    except ValidationError as exc:
+        raise ToolError(f"{field}: {exc.errors()[0]['msg']}") from exc
 
 
 def _exchange_in(

@@ -152,3 +152,29 @@ class Problem(BaseModel):
     detail: str
     instance: str | None = None
     errors: list[FieldError] | None = None
+
+
+class ForgetOut(BaseModel):
+    """What a forget removed, once the segmenter, encoder and indexer all confirmed."""
+
+    forget_id: str
+    namespace: str
+    session_id: str | None = None
+    rows_removed: dict[str, int]
+    rows_updated: dict[str, int]
+    redis_keys_removed: int
+    versions_pruned: int
+    elapsed_s: float
+    stages: dict[str, float] = Field(description="seconds each stage took")
+
+
+class RecordsPage(BaseModel):
+    """One page of what is remembered: records, or raw turns with `turns=true`."""
+
+    namespace: str
+    kind: Literal["records", "turns"]
+    total: int
+    page: int
+    page_size: int
+    pages: int
+    items: list[dict[str, Any]]

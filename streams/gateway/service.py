@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import AsyncIterator, Sequence
+from datetime import date
 from typing import Any
 
 import orjson
@@ -25,14 +26,16 @@ from redis.exceptions import RedisError
 
 from schemas import ControlKind, Exchange, QueryReply, SessionControl
 from streams import metrics
-from streams.client import MemoryClient, QueryFailed, ReplyTimeout
+from streams.client import ForgetFailed, MemoryClient, QueryFailed, ReplyTimeout
 from streams.gateway.errors import Conflict, Invalid, Timeout, TooLarge, Unavailable, UpstreamFailed
 from streams.gateway.models import (
     ControlReceipt,
     ExchangeIn,
     ExchangeReceipt,
+    ForgetOut,
     NamespaceStatus,
     Receipt,
+    RecordsPage,
     SearchIn,
     SessionReceipt,
     SessionStatus,
@@ -265,6 +268,44 @@ class MemoryService:
         return NamespaceStatus(
             namespace=namespace, sessions=sessions, searchable=all(s.searchable for s in sessions)
         )
+
+    # -- forgetting and listing (issue 12) --------------------------------------------------
+
+    async def forget(self, namespace: str, session_id: str | None = None) -> ForgetOut:
+        """Forget in every stage; returns once all confirmed (bounded by the forget timeout)."""
+        try:
+            receipt = await self.client.forget(namespace, session_id)
+        except ReplyTimeout as exc:
+            raise Timeout(f"not every stage confirmed the forget: {exc}") from exc
+        except ForgetFailed as exc:
+            raise UpstreamFailed(str(exc)) from exc
+        except KafkaError as exc:
+            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+        return ForgetOut.model_validate(receipt.as_dict())
+
+    async def records(
+        self,
+        namespace: str,
+        session_id: str | None = None,
+        memory_type: str | None = None,
+        since: date | None = None,
+        turns: bool = False,
+        page: int = 1,
+        page_size: int = 50,
+    ) -> RecordsPage:
+        try:
+            if turns:
+                got = await self.client.list_turns(namespace, session_id, page, page_size)
+            else:
+                got = await self.client.list_records(
+                    namespace, session_id, memory_type, since, page, page_size
+                )
+        except ValueError as exc:
+            raise Invalid(str(exc)) from exc
+        items = [{k: v for k, v in item.items() if k != "namespace"} for item in got.items]
+        return RecordsPage(namespace=namespace, kind="turns" if turns else "records",
+                           total=got.total, page=got.page, page_size=got.page_size,
+                           pages=got.pages, items=items)  # fmt: skip
 
     async def readiness(self) -> dict[str, str]:
         """`ok` or the error, for the broker, Redis and LanceDB, checked at once."""

@@ -180,11 +180,16 @@ class Stack:
         return settings
 
     def create_topics(self) -> Settings:
-        from streams.topics import ensure_topics
+        from streams.topics import ensure_topics, topic_retention
 
         settings = self.settings()
         asyncio.run(
-            ensure_topics(self.bootstrap, settings.topic_partitions, settings.topic_replication)
+            ensure_topics(
+                self.bootstrap,
+                settings.topic_partitions,
+                settings.topic_replication,
+                topic_retention(settings),
+            )
         )
         return settings
 

@@ -124,3 +124,27 @@ def test_cli_ingest_second_jsonl_file_continues_the_session(stack: Stack, tmp_pa
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "seq must be above 3" in out.stderr
     assert store(stack).count("turns", ns) == 4
+
+
+def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) -> None:
+    ns = "cli-forget"
+    out = lychee(stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", ns, "--wait",
+                 timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    recs = lychee(stack, "records", ns, "--page-size", "5", "--json")
+    assert recs.returncode == 0, recs.stderr
+    page = json.loads(recs.stdout)
+    assert page["total"] > 5 and len(page["items"]) == 5 and page["pages"] >= 2
+    turns = lychee(stack, "records", ns, "--turns", "--page", "2", "--page-size", "20")
+    assert turns.returncode == 0, turns.stderr
+    assert "page 2/2, 28 turns" in turns.stdout
+    refused = lychee(stack, "forget", ns)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    done = lychee(stack, "forget", ns, "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads(done.stdout)
+    assert receipt["rows_removed"]["turns"] == 28
+    assert receipt["rows_removed"]["records"] == page["total"]
+    assert set(receipt["stages"]) == {"segmenter", "encoder", "indexer"}
+    after = lychee(stack, "records", ns, "--json")
+    assert json.loads(after.stdout)["total"] == 0

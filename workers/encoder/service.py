@@ -10,7 +10,9 @@ Order of operations per segment (at-least-once without double work downstream):
 3. read the session's reference context, encode, and in ONE atomic step, only if no batch is
    stored yet, store the batch, advance the reference context and add the token counts; a
    batch stored meanwhile wins and is the one published, so a segment is counted once and
-   every publication of it carries the same records;
+   every publication of it carries the same records. That step runs in a transaction
+   watching the forget fences (workers.forget): a segment below a fence is dropped, and a
+   forget landing mid-encode leaves no cache or context key behind;
 4. publish the batches and wait for the broker; only then may input offsets be committed.
 Segments of one session arrive in order on one partition and are handled one at a time,
 so the reference context always reflects the segments before the current one.
@@ -26,12 +28,14 @@ from typing import Protocol
 
 import structlog
 from redis.asyncio import Redis
+from redis.exceptions import WatchError
 
 from schemas import Segment, session_key
 from schemas import topics as t
 from schemas.records import DISAMBIGUATION_MAX_CHARS, RecordBatch, TokenUsage
 from workers.encoder.context import ReferenceContext
 from workers.encoder.records import EncodedSegment
+from workers.forget import Fences, Source, delete_matching, fence_key, glob_escape
 from workers.ports import OutMessage, Publisher
 
 log = structlog.get_logger("lychee.encoder")
@@ -90,6 +94,7 @@ class EncoderService:
         self._store_once = redis.register_script(_STORE_ONCE)
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
+        self.fences = Fences(redis, prefix)
 
     def _cache_key(self, segment_id: str) -> str:
         return f"{self.prefix}:enc:cache:{segment_id}"
@@ -103,15 +108,52 @@ class EncoderService:
     def usage_key(self, namespace: str) -> str:
         return usage_key(namespace, self.prefix)
 
-    async def handle(self, segments: Sequence[Segment]) -> list[RecordBatch]:
-        batches = [await self.encode(seg) for seg in segments]
+    async def handle(
+        self, segments: Sequence[Segment], sources: Sequence[Source | None] | None = None
+    ) -> list[RecordBatch]:
+        """Encode and publish; a segment below a forget fence is dropped (`sources[i]` is
+        the lineage of `segments[i]`, carried on to its record batch)."""
+        srcs = list(sources) if sources is not None else [None] * len(segments)
+        out: list[tuple[RecordBatch, Source | None]] = []
+        for seg, src in zip(segments, srcs, strict=True):
+            batch = await self.encode(seg, src)
+            if batch is not None:
+                out.append((batch, src))
         await self.publisher.publish(
-            [OutMessage(t.RECORDS, b.key, b.model_dump_json().encode()) for b in batches]
+            [
+                OutMessage(
+                    t.RECORDS,
+                    b.key,
+                    b.model_dump_json().encode(),
+                    (src.header(),) if src is not None else (),
+                )
+                for b, src in out
+            ]
         )
-        return batches
+        return [b for b, _ in out]
 
-    async def encode(self, segment: Segment) -> RecordBatch:
-        """The segment's batch: the stored one, or encoded here under the segment's lease."""
+    async def _stale(self, segment: Segment, src: Source | None) -> bool:
+        return (await self.fences.stale([(segment.namespace, segment.session_id, src)]))[0]
+
+    async def forget(self, namespace: str, session_id: str | None) -> int:
+        """Delete the cached batches, reference contexts and (for a namespace) the token
+        counters; the fence must be raised first. Returns the number of keys deleted."""
+        ns = glob_escape(namespace)
+        if session_id is None:
+            patterns = [f"{self.prefix}:enc:cache:{ns}/*", f"{self.prefix}:enc:ctx:{{{ns}/*"]
+            return await delete_matching(self.redis, patterns, [self.usage_key(namespace)])
+        sid = glob_escape(session_id)
+        patterns = [f"{self.prefix}:enc:cache:{ns}/{sid}/*"]
+        return await delete_matching(
+            self.redis, patterns, [self._context_key(namespace, session_id)]
+        )
+
+    async def encode(self, segment: Segment, src: Source | None = None) -> RecordBatch | None:
+        """The segment's batch: the stored one, or encoded here under the segment's lease;
+        None when it lies below a forget fence."""
+        if await self._stale(segment, src):
+            log.info("segment.forgotten", segment_id=segment.segment_id)
+            return None
         cache_key = self._cache_key(segment.segment_id)
         lease_key = self._lease_key(segment.segment_id)
         token = secrets.token_hex(8)
@@ -131,7 +173,7 @@ class EncoderService:
             await asyncio.sleep(self.lease_poll_s)
         renewer = asyncio.create_task(self._keep_lease(lease_key, token))
         try:
-            return await self._encode_and_store(segment)
+            return await self._encode_and_store(segment, src)
         finally:
             renewer.cancel()
             await asyncio.gather(renewer, return_exceptions=True)
@@ -151,7 +193,7 @@ class EncoderService:
             except Exception as exc:  # noqa: BLE001 - at worst another worker encodes too
                 log.warning("segment.lease_renew_failed", key=lease_key, error=repr(exc))
 
-    async def _encode_and_store(self, segment: Segment) -> RecordBatch:
+    async def _encode_and_store(self, segment: Segment, src: Source | None) -> RecordBatch | None:
         ctx_key = self._context_key(segment.namespace, segment.session_id)
         raw_ctx = await self.redis.get(ctx_key)
         ctx = ReferenceContext.model_validate_json(raw_ctx) if raw_ctx else ReferenceContext()
@@ -172,11 +214,26 @@ class EncoderService:
         advanced = ctx.advanced(segment.index, encoded.disambiguation_context, encoded.records)
         counts = [x for name, value in _usage_counts(encoded.usage).items() for x in (name, value)]
         mine = batch.model_dump_json()
-        stored = await self._store_once(
-            keys=[self._cache_key(segment.segment_id), ctx_key, self.usage_key(segment.namespace)],
-            args=[mine, self.cache_ttl_s, advanced.model_dump_json(),
-                  "1" if encoded.usage.estimated else "0", *counts],
-        )  # fmt: skip
+        keys = [self._cache_key(segment.segment_id), ctx_key, self.usage_key(segment.namespace)]
+        args = [mine, self.cache_ttl_s, advanced.model_dump_json(),
+                "1" if encoded.usage.estimated else "0", *counts]  # fmt: skip
+        fences = [fence_key(segment.namespace, None, self.prefix),
+                  fence_key(segment.namespace, segment.session_id, self.prefix)]  # fmt: skip
+        for _ in range(8):
+            try:
+                async with self.redis.pipeline(transaction=True) as tx:
+                    await tx.watch(*fences)
+                    if await self._stale(segment, src):
+                        log.info("segment.forgotten", segment_id=segment.segment_id)
+                        return None
+                    tx.multi()  # type: ignore[no-untyped-call]
+                    await self._store_once(keys=keys, args=args, client=tx)
+                    (stored,) = await tx.execute()
+                break
+            except WatchError:
+                continue  # a forget raised a fence meanwhile: check again
+        else:
+            raise WatchError(f"fences of {segment.segment_id} kept changing")
         text = stored.decode() if isinstance(stored, bytes) else str(stored)
         if text != mine:  # a batch stored meanwhile (our lease had expired): publish that one
             log.warning("segment.encoded_twice", segment_id=segment.segment_id,

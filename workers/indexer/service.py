@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from schemas import RawTurn
 from schemas.records import RecordBatch
 from workers.embedding import Embedder
+from workers.forget import Fences, Source
 from workers.indexer.nodes import updates_of
-from workers.store import TABLES, EvidenceStore
+from workers.store import TABLES, EvidenceStore, Forgotten
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -28,35 +34,89 @@ class OptimizeReport:
 
 @dataclass
 class IndexBatch:
+    """What to write; `*_sources[i]` is the lineage of item i (workers.forget), checked
+    against the forget fences under the table's lock, so that nothing produced before a
+    forget is written after it."""
+
     turns: list[RawTurn] = field(default_factory=list)
     records: list[RecordBatch] = field(default_factory=list)
+    turn_sources: list[Source | None] | None = None
+    record_sources: list[Source | None] | None = None
 
 
 class IndexerService:
-    def __init__(self, store: EvidenceStore, embedder: Embedder | None = None) -> None:
+    def __init__(
+        self, store: EvidenceStore, embedder: Embedder | None = None, fences: Fences | None = None
+    ) -> None:
         self.store = store
         self.embedder = embedder
+        self.fences = fences
         # one writer per table: turns and records/nodes are written independently, so raw
         # turns stay searchable at once however long record embedding takes
         self._turns_lock = asyncio.Lock()
         self._records_lock = asyncio.Lock()
         self._next_table = 0  # where the next optimize starts: tables take turns
 
-    async def write(self, batch: IndexBatch) -> dict[str, int]:
+    async def write(
+        self,
+        batch: IndexBatch,
+        on_turns: Callable[[list[RawTurn]], Awaitable[None]] | None = None,
+    ) -> dict[str, int]:
+        """Write the batch; `on_turns` gets the turns written, before the lock is let go
+        (a forget cannot come in between and leave a watermark of what it removed)."""
         written: dict[str, int] = {}
         if batch.turns:
             async with self._turns_lock:
-                written["turns"] = await asyncio.to_thread(self.store.turns.upsert, batch.turns)
+                turns = await self._live(
+                    batch.turns, batch.turn_sources, lambda x: (x.namespace, x.session_id)
+                )
+                written["turns"] = await asyncio.to_thread(self.store.turns.upsert, turns)
+                written["turns_forgotten"] = len(batch.turns) - len(turns)
+                if on_turns is not None and turns:
+                    await on_turns(turns)
         if batch.records:
             if self.embedder is None:
                 raise RuntimeError("the indexer needs an embedder to write records and nodes")
             async with self._records_lock:
-                counts = await asyncio.to_thread(self._write_records, batch.records, self.embedder)
+                records = await self._live(
+                    batch.records, batch.record_sources, lambda x: (x.namespace, x.session_id)
+                )
+                counts = await asyncio.to_thread(self._write_records, records, self.embedder)
             written.update(counts)
+            written["batches_forgotten"] = len(batch.records) - len(records)
         return written
+
+    async def _live(
+        self,
+        items: list[T],
+        sources: list[Source | None] | None,
+        names: Callable[[T], tuple[str, str]],
+    ) -> list[T]:
+        """`items` without those produced before a forget of their namespace or session."""
+        if self.fences is None:
+            return items
+        srcs = sources if sources is not None else [None] * len(items)
+        stale = await self.fences.stale([(*names(x), s) for x, s in zip(items, srcs, strict=True)])
+        return [x for x, gone in zip(items, stale, strict=True) if not gone]
+
+    async def forget(
+        self, namespace: str, session_id: str | None, exchanges_end: dict[int, int]
+    ) -> Forgotten:
+        """Raise the fence, then remove the rows (both writers held: no batch read before
+        the fence is written after the removal)."""
+        async with self._turns_lock, self._records_lock:
+            if self.fences is not None:
+                await self.fences.raise_to(namespace, session_id, exchanges_end)
+            return await asyncio.to_thread(self.store.forget, namespace, session_id, self.embedder)
 
     def _write_records(self, batches: list[RecordBatch], embedder: Embedder) -> dict[str, int]:
         return self.store.upsert_batches(batches, updates_of(batches), embedder)
+
+    async def expire(self, retention_days: float) -> Forgotten:
+        """Retention: remove what is older than `retention_days` (both writers held)."""
+        cutoff = datetime.now(UTC) - timedelta(days=retention_days)
+        async with self._turns_lock, self._records_lock:
+            return await asyncio.to_thread(self.store.expire, cutoff, self.embedder)
 
     async def optimize(self, ann_min_rows: int, budget_s: float = 60.0) -> OptimizeReport:
         """Build due ANN indexes and compact, one table at a time, holding no writer's lock.

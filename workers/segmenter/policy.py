@@ -60,6 +60,9 @@ class SessionState(BaseModel):
     # before it is a redelivery, whatever its kind and fields.
     partition: int = -1
     last_offset: int = -1
+    # Offset of the first message this state applied: the lineage of its segments, which a
+    # forget fence compares (workers.forget). A state older than a fence is wiped, not used.
+    first_offset: int = -1
 
     def seen(self, position: Position | None) -> bool:
         """Whether the message at `position` was applied already (a redelivery)."""
@@ -71,6 +74,8 @@ class SessionState(BaseModel):
 
     def mark(self, position: Position | None) -> None:
         if position is not None:
+            if self.first_offset < 0:
+                self.first_offset = position.offset
             self.partition, self.last_offset = position.partition, position.offset
 
     @property

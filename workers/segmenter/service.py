@@ -42,6 +42,7 @@ from schemas import (
 from schemas import topics as t
 from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
+from workers.forget import Source, delete_matching, glob_escape
 from workers.ports import OutMessage, Publisher
 from workers.segmenter.policy import Decision, Position, SegmentPolicy, SessionState
 from workers.segmenter.state_store import SessionStore
@@ -60,6 +61,7 @@ class BatchResult:
     turns: int = 0
     replays: int = 0  # fenced by seq or after_seq: the producer sent something old
     redeliveries: int = 0  # fenced by position: the broker delivered a message again
+    forgotten: int = 0  # produced before a forget of their namespace or session: dropped
 
 
 class SegmenterService:
@@ -93,6 +95,10 @@ class SegmenterService:
         if len(where) != len(messages):
             raise ValueError("one position per message")
         result = BatchResult()
+        forgotten = await self._forgotten(messages, where)
+        messages = [m for m, gone in zip(messages, forgotten, strict=True) if not gone]
+        where = [p for p, gone in zip(where, forgotten, strict=True) if not gone]
+        result.forgotten = sum(forgotten)
         exchanges = [m for m in messages if isinstance(m, Exchange)]
         vectors = iter(await self._embed(exchanges))  # in the order of `exchanges`
         touched: dict[str, None] = {}
@@ -110,6 +116,39 @@ class SegmenterService:
                 result.turns += len(msg.turns)
         await self.drain(list(touched))
         return result
+
+    async def _forgotten(
+        self, messages: Sequence[ExchangeTopicMessage], where: Sequence[Position | None]
+    ) -> list[bool]:
+        """Which messages lie below a forget fence (read before the forget was sent)."""
+        items = [
+            (m.namespace, m.session_id, Source(p.partition, p.offset) if p else None)
+            for m, p in zip(messages, where, strict=True)
+        ]
+        stale = await self.store.fences.stale(items)
+        # a message without a position cannot be placed: only positioned ones are fenced
+        return [s and p is not None for s, p in zip(stale, where, strict=True)]
+
+    async def forget(
+        self, namespace: str, session_id: str | None, exchanges_end: dict[int, int]
+    ) -> int:
+        """Fence the namespace (or session) at `exchanges_end`, then delete every Redis key
+        of its sessions that began before the fence: state, outbox, replay counter and the
+        gateway's sequence keys. Returns the number of keys deleted."""
+        await self.store.fences.raise_to(namespace, session_id, exchanges_end)
+        removed, kept = await self.store.forget(namespace, session_id)
+        head = f"{glob_escape(namespace)}/{glob_escape(session_id) if session_id else '*'}"
+        gateway: list[str] = []
+        prefix = self.store.prefix
+        async for raw in self.store.redis.scan_iter(match=f"{prefix}:gw:{{{head}}}:*", count=1000):
+            name = raw.decode() if isinstance(raw, bytes) else str(raw)
+            if name[name.index("{") + 1 : name.rindex("}")] not in kept:
+                gateway.append(name)
+        removed += await delete_matching(self.store.redis, (), gateway) if gateway else 0
+        if kept:
+            log.info("forget.sessions_kept", sessions=len(kept),
+                     note="begun after the forget: their content is newer")  # fmt: skip
+        return removed
 
     async def drain(self, keys: Sequence[str]) -> int:
         """Publish the outbox entries of these sessions, then delete exactly those.
@@ -186,9 +225,16 @@ class SegmenterService:
                 await self.store.count_replay(ex.key, pos)
                 return decision
             state.mark(pos)
-            outbox = self._turn_messages(ex, turn_vecs) + _segment_messages(decision.finalized)
-            if await self.store.commit(ex.key, version, state, outbox, now=self.clock()):
+            outbox = self._turn_messages(ex, turn_vecs, pos) + _segment_messages(
+                decision.finalized, state
+            )
+            done = await self.store.commit(ex.key, version, state, outbox, now=self.clock())
+            if done == 1:
                 return decision
+            # 0: another writer won; 2: the state predated a forget and was wiped, and a
+            # message from before that forget must not start a new one
+            if done == 2 and pos is not None and (await self._forgotten([ex], [pos]))[0]:
+                return Decision("forgotten", None, [])
         raise StateConflict(f"session {ex.key} changed under us {self.max_conflicts} times")
 
     async def _apply_control(
@@ -215,8 +261,8 @@ class SegmenterService:
             elif not finalized:
                 return Decision("noop", None, [])
             state.mark(pos)
-            outbox = _segment_messages(finalized)
-            if await self.store.commit(ctl.key, version, state, outbox, ttl, now=self.clock()):
+            outbox = _segment_messages(finalized, state)
+            if await self.store.commit(ctl.key, version, state, outbox, ttl, now=self.clock()) == 1:
                 if finalized:
                     log.info(
                         "segment.flushed",
@@ -227,7 +273,10 @@ class SegmenterService:
                 return Decision("flush", None, finalized)
         raise StateConflict(f"session {ctl.key} changed under us {self.max_conflicts} times")
 
-    def _turn_messages(self, ex: Exchange, turn_vecs: list[Matrix]) -> list[OutMessage]:
+    def _turn_messages(
+        self, ex: Exchange, turn_vecs: list[Matrix], pos: Position | None = None
+    ) -> list[OutMessage]:
+        headers = (Source(pos.partition, pos.offset).header(),) if pos is not None else ()
         out = []
         for i, (tid, turn, tvec) in enumerate(zip(ex.turn_ids(), ex.turns, turn_vecs, strict=True)):
             raw = RawTurn(
@@ -246,12 +295,22 @@ class SegmenterService:
                 embedding=np.asarray(tvec, dtype=np.float32).tolist(),
                 embedding_model=self.embedder.model_name,
             )
-            out.append(OutMessage(t.TURNS, ex.key, raw.model_dump_json().encode()))
+            out.append(OutMessage(t.TURNS, ex.key, raw.model_dump_json().encode(), headers))
         return out
 
 
-def _segment_messages(segments: Sequence[Segment]) -> list[OutMessage]:
+def _segment_messages(segments: Sequence[Segment], state: SessionState) -> list[OutMessage]:
+    """A segment's lineage is the first message its session state applied: a state that
+    began before a forget is wiped, so one that survives holds nothing older."""
+    headers = (
+        (Source(state.partition, state.first_offset).header(),) if state.first_offset >= 0 else ()
+    )
     return [
-        OutMessage(t.SEGMENTS, session_key(s.namespace, s.session_id), s.model_dump_json().encode())
+        OutMessage(
+            t.SEGMENTS,
+            session_key(s.namespace, s.session_id),
+            s.model_dump_json().encode(),
+            headers,
+        )
         for s in segments
     ]

@@ -23,15 +23,35 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from workers.forget import Fences, fence_key, glob_escape
 from workers.ports import OutMessage
 from workers.segmenter.policy import Position, SessionState
 
-# KEYS: state, outbox, active, pending
+# Lua: the highest forget fence (workers.forget) of partition ARGV[p] over KEYS[a], KEYS[b]
+_FENCE = """
+local function fence(a, b, part)
+  local f1 = tonumber(redis.call('HGET', KEYS[a], 'p' .. part) or '-1')
+  local f2 = tonumber(redis.call('HGET', KEYS[b], 'p' .. part) or '-1')
+  return math.max(f1, f2)
+end
+"""
+
+# KEYS: state, outbox, active, pending, namespace fence, session fence, replays
 # ARGV: version, state json, session key, active score ('' = not open), ttl_s, now,
-#       entries...
+#       partition, first offset, entries...
 # Entry ids are `<major>-<i>`, `major` the new state version (or one past the stream's
 # last id when an expired state restarted its versions), so they only ever increase.
-_COMMIT = """
+# A state whose first applied message lies below a forget fence is stale: it is wiped
+# with its outbox instead of written (returns 2), and the caller starts afresh.
+_COMMIT = (
+    _FENCE
+    + """
+if ARGV[7] ~= '-1' and tonumber(ARGV[8]) < fence(5, 6, ARGV[7]) then
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[7])
+  redis.call('ZREM', KEYS[3], ARGV[3])
+  redis.call('ZREM', KEYS[4], ARGV[3])
+  return 2
+end
 local v = redis.call('HGET', KEYS[1], 'v')
 if (v or '0') ~= ARGV[1] then return 0 end
 local nv = tonumber(ARGV[1]) + 1
@@ -46,20 +66,21 @@ if tonumber(ARGV[5]) > 0 then
 else
   redis.call('PERSIST', KEYS[1])
 end
-if #ARGV >= 7 then
+if #ARGV >= 9 then
   local major = nv
   local last = redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)
   if #last > 0 then
     local lm = tonumber(string.match(last[1][1], '^(%d+)'))
     if lm >= major then major = lm + 1 end
   end
-  for i = 7, #ARGV do
-    redis.call('XADD', KEYS[2], major .. '-' .. (i - 6), 'm', ARGV[i], 'at', ARGV[6])
+  for i = 9, #ARGV do
+    redis.call('XADD', KEYS[2], major .. '-' .. (i - 8), 'm', ARGV[i], 'at', ARGV[6])
   end
   redis.call('ZADD', KEYS[4], 'NX', ARGV[6], ARGV[3])
 end
 return 1
 """
+)
 
 # KEYS: outbox, pending; ARGV: session key, published ids...
 # Deletes exactly the published entries; the session leaves `pending` only when its
@@ -95,6 +116,29 @@ return 1
 """
 
 
+# KEYS: state, outbox, replays, active, pending, namespace fence, session fence
+# ARGV: session key
+# Forget one session's state unless it began after the fence (then everything in it came
+# after the forget: an exchange consumed before this stage saw the forget); returns the
+# number of keys deleted, or -1 when the state was kept.
+_FORGET = (
+    _FENCE
+    + """
+local raw = redis.call('HGET', KEYS[1], 'state')
+if raw then
+  local st = cjson.decode(raw)
+  local part, first = tonumber(st['partition'] or -1), tonumber(st['first_offset'] or -1)
+  if part >= 0 and first >= 0 then
+    local f = fence(6, 7, tostring(part))
+    if f >= 0 and first >= f then return -1 end
+  end
+end
+redis.call('ZREM', KEYS[4], ARGV[1])
+redis.call('ZREM', KEYS[5], ARGV[1])
+return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+"""
+)
+
 _TRIM_CHUNK = 1000
 
 
@@ -102,11 +146,13 @@ class SessionStore:
     def __init__(self, redis: Redis, prefix: str = "lychee") -> None:
         self.redis = redis
         self.prefix = prefix
+        self.fences = Fences(redis, prefix)
         self.active_key = f"{prefix}:seg:active"
         self.pending_key = f"{prefix}:seg:pending"
         self._commit = redis.register_script(_COMMIT)
         self._trim = redis.register_script(_TRIM)
         self._replay = redis.register_script(_REPLAY)
+        self._forget = redis.register_script(_FORGET)
 
     def _state_key(self, key: str) -> str:
         return f"{self.prefix}:seg:{{{key}}}:state"
@@ -130,16 +176,59 @@ class SessionStore:
         outbox: Sequence[OutMessage],
         ttl_s: int = 0,
         now: float = 0.0,
-    ) -> bool:
+    ) -> int:
         """Write state and outbox atomically if nobody wrote since `version` was read;
-        `now` dates the outbox entries (for `pending_sessions`)."""
-        entries = [orjson.dumps({"t": m.topic, "k": m.key, "v": m.value.decode()}) for m in outbox]
+        `now` dates the outbox entries (for `pending_sessions`). Returns 1 when written,
+        0 on a conflict, 2 when the state predates a forget and was wiped instead."""
+        entries = [
+            orjson.dumps(
+                {
+                    "t": m.topic,
+                    "k": m.key,
+                    "v": m.value.decode(),
+                    "h": [[n, v.decode()] for n, v in m.headers],
+                }  # fmt: skip
+            )
+            for m in outbox
+        ]
         score = repr(state.updated_at) if state.is_open else ""
         args: list[Any] = [
-            version, state.model_dump_json(), key, score, ttl_s, repr(now), *entries,
+            version, state.model_dump_json(), key, score, ttl_s, repr(now),
+            state.partition, state.first_offset, *entries,
         ]  # fmt: skip
-        keys = [self._state_key(key), self._outbox_key(key), self.active_key, self.pending_key]
-        return bool(await self._commit(keys=keys, args=args))
+        keys = [self._state_key(key), self._outbox_key(key), self.active_key, self.pending_key,
+                *self._fence_keys(key), self._replays_key(key)]  # fmt: skip
+        return int(await self._commit(keys=keys, args=args))
+
+    def _fence_keys(self, key: str) -> list[str]:
+        namespace, _, session_id = key.partition("/")
+        return [
+            fence_key(namespace, None, self.prefix),
+            fence_key(namespace, session_id, self.prefix),
+        ]
+
+    async def forget(self, namespace: str, session_id: str | None) -> tuple[int, set[str]]:
+        """Delete the state, outbox and replay counter of every session of `namespace` (or
+        of one session) that began before the fence; returns the number of keys deleted
+        and the sessions kept (begun after the fence). The fence must be raised first."""
+        head = f"{glob_escape(namespace)}/{glob_escape(session_id) if session_id else '*'}"
+        sessions: set[str] = set()
+        async for raw in self.redis.scan_iter(match=f"{self.prefix}:seg:{{{head}}}:*", count=1000):
+            name = _text(raw)
+            sessions.add(name[name.index("{") + 1 : name.rindex("}")])
+        for zset in (self.active_key, self.pending_key):
+            async for member, _ in self.redis.zscan_iter(zset, match=head, count=1000):
+                sessions.add(_text(member))
+        removed, kept = 0, set()
+        for key in sorted(sessions):
+            keys = [self._state_key(key), self._outbox_key(key), self._replays_key(key),
+                    self.active_key, self.pending_key, *self._fence_keys(key)]  # fmt: skip
+            n = int(await self._forget(keys=keys, args=[key]))
+            if n >= 0:
+                removed += n
+            else:
+                kept.add(key)
+        return removed, kept
 
     async def pending(self, key: str) -> list[tuple[str, OutMessage]]:
         """The outbox of one session, oldest first, each entry with its id."""
@@ -148,7 +237,8 @@ class SessionStore:
         for entry_id, fields in raw or []:
             assert fields is not None  # an entry always has its field
             d = orjson.loads(fields[b"m"])
-            out.append((_text(entry_id), OutMessage(d["t"], d["k"], d["v"].encode())))
+            headers = tuple((n, v.encode()) for n, v in d.get("h", ()))
+            out.append((_text(entry_id), OutMessage(d["t"], d["k"], d["v"].encode(), headers)))
         return out
 
     async def trim(self, key: str, entry_ids: Sequence[str]) -> int:

@@ -8,6 +8,7 @@ reads are safe from threads.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from schemas.records import RecordBatch
@@ -19,6 +20,7 @@ from workers.store.database import (
     StoreError,
     namespace_filter,
 )
+from workers.store.forget import Forgotten, expire, forget
 from workers.store.nodes import NODES, NodesTable, NodeUpdate
 from workers.store.records import RECORDS, RecordsTable, value_counts
 from workers.store.turns import TURNS, TurnsTable
@@ -33,6 +35,7 @@ __all__ = [
     "Database",
     "EmbeddingMismatch",
     "EvidenceStore",
+    "Forgotten",
     "StoreError",
     "namespace_filter",
 ]
@@ -114,3 +117,14 @@ class EvidenceStore:
 
     def optimize(self, names: Sequence[str] | None = None) -> list[str]:
         return self.db.optimize(names)
+
+    def forget(
+        self, namespace: str, session_id: str | None = None, embedder: Embedder | None = None
+    ) -> Forgotten:
+        """Remove a namespace, or one session of it, for good (workers.store.forget); the
+        embedder re-embeds nodes that lose linked text (needed for a session only)."""
+        return forget(self, namespace, session_id, embedder)
+
+    def expire(self, cutoff: datetime, embedder: Embedder | None = None) -> Forgotten:
+        """Remove turns and records dated before `cutoff` for good (retention)."""
+        return expire(self, cutoff, embedder)

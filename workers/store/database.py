@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -18,6 +19,7 @@ from typing import Any, Generic, TypeVar
 import lancedb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import structlog
 from lancedb.index import FTS, BTree, HnswSq
 
@@ -306,6 +308,59 @@ class Database:
             )
             done.append(name)
         return done
+
+    def rewrite(
+        self,
+        name: str,
+        text_column: str,
+        drop: Callable[[pa.Table], pa.ChunkedArray | pa.Array],
+        updated: Sequence[tuple[dict[str, Any], np.ndarray]] = (),
+    ) -> tuple[int, int]:
+        """Remove rows for good: the rows `drop` selects go, `updated` rows replace theirs.
+
+        A LanceDB delete only marks rows deleted, and compaction rewrites a fragment only
+        when enough of it is deleted (10 %), so removed text would stay in the data files.
+        The table is therefore rewritten with the rows it keeps, its indexes rebuilt from
+        them, and every older version pruned with its data, deletion and index files.
+        Returns (rows removed, versions pruned). Readers in other processes holding an
+        older version fail until they reload; forgets are rare.
+        """
+        tbl = self.table(name)
+        if tbl is None:
+            return 0, 0
+        data = tbl.to_arrow()
+        mask = drop(data)
+        removed = int(pc.sum(mask).as_py() or 0)
+        replace = {row["id"] for row, _ in updated}
+        if replace:
+            ids = pa.array(sorted(replace), pa.string())
+            mask = pc.or_(mask, pc.is_in(data.column("id"), value_set=ids))
+        if not removed and not replace:
+            return 0, 0
+        keep = data.filter(pc.invert(mask))
+        if updated:
+            rows = [row for row, _ in updated]
+            keep = pa.concat_tables([keep, to_arrow(rows, [v for _, v in updated], tbl.schema)])
+        ann = has_ann(tbl)
+        versions = len(tbl.list_versions())
+        tbl.add(keep.cast(tbl.schema), mode="overwrite")
+        with self._lock:
+            self._indexed.discard(name)
+        if keep.num_rows:
+            self.ensure_indexes(name, tbl, text_column)
+            if ann:
+                partitions = max(1, keep.num_rows // 8192)
+                tbl.create_index(
+                    "vector", config=HnswSq(distance_type="cosine", num_partitions=partitions)
+                )
+        with warnings.catch_warnings():  # the warning is the point: old versions must go
+            warnings.simplefilter("ignore", UserWarning)
+            tbl.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
+        pruned = versions + 1 - len(tbl.list_versions())
+        self._sizes.clear()
+        log.info("store.rewritten", table=name, removed=removed, updated=len(replace),
+                 kept=keep.num_rows, versions_pruned=pruned)  # fmt: skip
+        return removed, max(0, pruned)
 
     def maybe_build_ann(self, names: Sequence[str], min_rows: int) -> list[str]:
         """Build a cosine HNSW-SQ index on each table with >= `min_rows` rows and none yet.

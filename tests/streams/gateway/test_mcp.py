@@ -19,7 +19,7 @@ from tests.streams.gateway.conftest import ROOT, Gateways
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-TOOLS = {"add_memory", "search_memory", "get_status"}
+TOOLS = {"add_memory", "search_memory", "get_status", "list_memories", "delete_all_memories"}
 
 
 def http_client(gateways: Gateways, key: str | None, replica: int = 0) -> Client:
@@ -75,6 +75,8 @@ async def test_mcp_http_key_for_a_is_refused_b_on_every_tool(gateways: Gateways)
         "add_memory": {"content": "secret", "session_id": "x"},
         "search_memory": {"query": "secret"},
         "get_status": {},
+        "list_memories": {},
+        "delete_all_memories": {"confirm": "gw-b"},
     }
     async with http_client(gateways, "a", replica=1) as client:
         for tool, args in calls.items():

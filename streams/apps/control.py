@@ -1,0 +1,104 @@
+"""Each stage's agent on `memory.control`: apply a forget, answer with its receipt part.
+
+Every stage reads `memory.control` in its own consumer group, so each sees every forget.
+A bad control message is dead-lettered like any input; a forget that fails for good still
+answers (with `error` set) before it is dead-lettered, so the client does not wait in vain.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import faust
+import structlog
+from redis.asyncio import Redis
+
+from schemas import ForgetReceipt, ForgetRequest
+from schemas import topics as t
+from streams.apps.base import raw_topic
+from streams.guard import (
+    DeadLetters,
+    Incoming,
+    TransientPolicy,
+    describe,
+    is_transient,
+    run_guarded,
+)
+from streams.producer import KafkaPublisher
+from streams.serde import decode, encode
+from streams.settings import Settings
+from workers.forget import rewrite_aof
+
+log = structlog.get_logger("lychee.control")
+
+
+@dataclass
+class Applied:
+    """What one stage removed for a forget."""
+
+    redis_keys_removed: int = 0
+    rows_removed: dict[str, int] = field(default_factory=dict)
+    rows_updated: dict[str, int] = field(default_factory=dict)
+    versions_pruned: int = 0
+
+
+def forget_agent(
+    app: faust.App,
+    stage: str,
+    settings: Settings,
+    publisher: KafkaPublisher,
+    dead: DeadLetters,
+    redis: Redis,
+    apply: Callable[[ForgetRequest], Awaitable[Applied]],
+) -> None:
+    policy = TransientPolicy.from_settings(settings)
+
+    async def reply(receipt: ForgetReceipt, req: ForgetRequest) -> None:
+        if req.reply_partition is not None:
+            await publisher.send_raw(
+                t.REPLIES, encode(receipt), req.forget_id.encode(), partition=req.reply_partition
+            )
+
+    async def handle(requests: Sequence[ForgetRequest]) -> None:
+        for req in requests:
+            started = time.perf_counter()
+            try:
+                done = await apply(req)
+                # the removed keys' values must leave the append-only file too
+                await rewrite_aof(redis, settings.request_timeout_s)
+            except Exception as exc:
+                if not is_transient(exc):
+                    await reply(_receipt(req, stage, Applied(), started, describe(exc, 500)), req)
+                raise
+            receipt = _receipt(req, stage, done, started)
+            log.info("forget.applied", stage=stage, namespace=req.namespace,
+                     session_id=req.session_id, forget_id=req.forget_id,
+                     keys=done.redis_keys_removed, rows=done.rows_removed)  # fmt: skip
+            await reply(receipt, req)
+
+    @app.agent(raw_topic(app, t.CONTROL), concurrency=1)
+    async def control(stream: faust.StreamT[bytes]) -> None:
+        async for events in stream.take_events(16, 0.2):
+            records = [Incoming.from_event(e) for e in events]
+            await run_guarded(f"{stage}-control", records,
+                              lambda r: decode(r.value, ForgetRequest, settings.max_message_bytes),
+                              handle, dead, policy=policy)  # fmt: skip
+
+
+def _receipt(
+    req: ForgetRequest, stage: str, done: Applied, started: float, error: str = ""
+) -> ForgetReceipt:
+    return ForgetReceipt(
+        forget_id=req.forget_id,
+        stage=stage,
+        namespace=req.namespace,
+        session_id=req.session_id,
+        rows_removed=done.rows_removed,
+        rows_updated=done.rows_updated,
+        redis_keys_removed=done.redis_keys_removed,
+        versions_pruned=done.versions_pruned,
+        elapsed_s=round(time.perf_counter() - started, 3),
+        error=error,
+    )

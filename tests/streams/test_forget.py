@@ -1,0 +1,229 @@
+"""Forget end to end: real broker, Redis, LanceDB and worker processes (issue 12)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from schemas import Exchange, Role, Turn
+from streams.client import MemoryClient
+from streams.lag import LagReader
+from streams.stack.embedded import Stack
+from workers.embedding import bundled_model_info
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore
+
+pytestmark = pytest.mark.integration
+
+LINES = [
+    "My cousin {m} restores old sailing boats down at the harbour.",
+    "Last spring {m} sailed one of them all the way to the northern islands.",
+    "I promised to help {m} paint the hull of the blue boat in June.",
+    "Also, the village bakery sells a rye loaf they call the {m} special.",
+]
+
+
+def exchanges(ns: str, session: str, marker: str, first_seq: int = 0) -> list[Exchange]:
+    return [
+        Exchange(
+            namespace=ns,
+            session_id=session,
+            seq=first_seq + i,
+            exchange_id=f"{session}:{first_seq + i}",
+            session_date=datetime(2024, 5, 2, 18, 0),
+            turns=[Turn(role=Role.user, speaker="Ann", content=line.format(m=marker))],
+        )  # fmt: skip
+        for i, line in enumerate(LINES)
+    ]
+
+
+def marker() -> str:
+    return "zq" + uuid.uuid4().hex[:10]
+
+
+async def ingest(settings: Any, exs: list[Exchange], end: bool = True) -> None:
+    async with MemoryClient(settings) as client:
+        await client.add(exs)
+        if end:
+            last: dict[tuple[str, str], int] = {}
+            for ex in exs:
+                last[(ex.namespace, ex.session_id)] = ex.seq
+            for (ns, sid), seq in last.items():
+                await client.end_session(ns, sid, after_seq=seq)
+    await drained(settings)
+
+
+async def drained(settings: Any) -> None:
+    async with LagReader(settings.kafka_bootstrap) as lag:
+        await lag.wait_drained(timeout_s=180)
+
+
+def open_store(stack: Stack) -> EvidenceStore:
+    name, dim = bundled_model_info()
+    return EvidenceStore(stack.lancedb_uri, name, dim)
+
+
+def rows(stack: Stack, ns: str) -> dict[str, list[dict[str, Any]]]:
+    store = open_store(stack)
+    out = {}
+    for name in (TURNS, RECORDS, NODES):
+        tbl = store.table(name)
+        data = [] if tbl is None else tbl.to_arrow().to_pylist()
+        out[name] = sorted((r for r in data if r["namespace"] == ns), key=lambda r: r["id"])
+    return out
+
+
+def files_holding(root: Path, needles: list[str]) -> list[str]:
+    """Every file under `root` holding one of `needles`, whatever it is (data, deletion,
+    manifest, transaction, full-text or vector index file)."""
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            hits += [f"{path.relative_to(root)}: {n}" for n in needles if n.encode() in data]
+    return hits
+
+
+async def keys_naming(redis: Redis, name: str) -> list[str]:
+    out = []
+    async for key in redis.scan_iter(count=1000):
+        text = key.decode(errors="replace")
+        if name in text:
+            out.append(text)
+        if text in ("lychee:seg:active", "lychee:seg:pending"):
+            members = await redis.zrange(text, 0, -1)
+            out += [f"{text} -> {m.decode()}" for m in members if name.encode() in m]
+    return out
+
+
+@asynccontextmanager
+async def aof(redis: Redis) -> AsyncIterator[Path]:
+    """The stack's Redis with an append-only file for the test (the shared test stack runs
+    without one); the file's path."""
+    await redis.config_set("appendonly", "yes")
+    try:
+        for _ in range(200):  # turning AOF on starts a rewrite; wait for it
+            info = await redis.info("persistence")
+            if not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"]:
+                break
+            await asyncio.sleep(0.05)
+        conf = await redis.config_get("dir")
+        name = (await redis.config_get("appendfilename"))["appendfilename"]
+        yield Path(conf["dir"]) / name
+    finally:
+        await redis.config_set("appendonly", "no")
+
+
+@contextmanager
+def paused(stack: Stack, stage: str) -> Iterator[None]:
+    """SIGSTOP a worker (shorter than its group session), SIGCONT it whatever happens."""
+    procs = [c.proc for c in stack.children if c.name == stage and c.proc is not None]
+    for p in procs:
+        p.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGCONT)
+
+
+async def test_forget_namespace_removes_it_everywhere_and_leaves_the_other(
+    stack: Stack, settings: Any
+) -> None:
+    ns_a, ns_b = f"fa-{uuid.uuid4().hex[:6]}", f"fb-{uuid.uuid4().hex[:6]}"
+    m_a, m_b = marker(), marker()
+    redis = Redis.from_url(stack.redis_url)
+    try:
+        async with aof(redis) as aof_file:
+            await ingest(settings, exchanges(ns_a, "s0", m_a) + exchanges(ns_b, "s0", m_b)
+                         + exchanges(ns_a, "s1", m_a))  # fmt: skip
+            before_a = rows(stack, ns_a)
+            before_b = rows(stack, ns_b)
+            assert before_a[RECORDS] and before_a[TURNS] and before_a[NODES]
+            lance = Path(stack.lancedb_uri)
+            assert files_holding(lance, [m_a])  # the scan sees what it must not see later
+            assert await keys_naming(redis, ns_a)
+            async with MemoryClient(settings) as client:
+                assert (await client.search(ns_a, "who restores sailing boats?")).evidence
+
+                receipt = await client.forget(ns_a)
+
+                assert set(receipt.stages) == {"segmenter", "encoder", "indexer"}
+                assert receipt.rows_removed == {
+                    n: len(before_a[n]) for n in (TURNS, RECORDS, NODES)
+                }
+                assert receipt.redis_keys_removed > 0 and receipt.versions_pruned > 0
+                assert (await client.search(ns_a, "who restores sailing boats?")).evidence == []
+                assert (await client.search(ns_b, "who restores sailing boats?")).evidence
+            assert rows(stack, ns_a) == {TURNS: [], RECORDS: [], NODES: []}
+            assert rows(stack, ns_b) == before_b
+            assert await keys_naming(redis, ns_a) == []
+            assert await keys_naming(redis, ns_b)
+            assert files_holding(lance, [m_a]) == []
+            assert files_holding(lance, [m_b])
+            assert m_a.encode() not in aof_file.read_bytes()
+    finally:
+        await redis.aclose()
+
+
+async def test_forget_session_removes_only_that_session(stack: Stack, settings: Any) -> None:
+    ns = f"fs-{uuid.uuid4().hex[:6]}"
+    m_gone, m_kept = marker(), marker()
+    await ingest(settings, exchanges(ns, "s0", m_gone) + exchanges(ns, "s1", m_kept))
+    before = rows(stack, ns)
+    assert any(m_gone in r["text"] for r in before[TURNS])
+    redis = Redis.from_url(stack.redis_url)
+    try:
+        async with MemoryClient(settings) as client:
+            receipt = await client.forget(ns, "s0")
+        assert receipt.rows_removed[TURNS] == len(LINES)
+        after = rows(stack, ns)
+        assert {r["session_id"] for r in after[TURNS]} == {"s1"}
+        assert len(after[TURNS]) == len(LINES)
+        assert after[RECORDS] and all(m_gone not in r["semantic_text"] for r in after[RECORDS])
+        assert all(r["source_session"] != "s0" for r in after[RECORDS])
+        assert all(m_gone not in r["text"] for r in after[NODES])
+        assert files_holding(Path(stack.lancedb_uri), [m_gone]) == []
+        assert files_holding(Path(stack.lancedb_uri), [m_kept])
+        assert await keys_naming(redis, f"{ns}/s0") == []
+        assert await keys_naming(redis, f"{ns}/s1")
+    finally:
+        await redis.aclose()
+
+
+@pytest.mark.parametrize("stage", ["segmenter", "indexer"])
+async def test_forget_exchanges_sent_before_are_not_resurrected_and_later_ones_are_ingested(
+    stack: Stack, settings: Any, stage: str
+) -> None:
+    """Exchanges acked before the forget but consumed after it (the segmenter paused), or
+    their turns consumed after it (the indexer paused), leave nothing; exchanges sent
+    after the forget returned are ingested."""
+    ns = f"fr-{uuid.uuid4().hex[:6]}"
+    m_old, m_new = marker(), marker()
+    async with MemoryClient(settings) as client:
+        with paused(stack, stage):
+            await client.add(exchanges(ns, "s0", m_old))
+            await client.end_session(ns, "s0", after_seq=len(LINES) - 1)
+            forget = asyncio.create_task(client.forget(ns))
+            done, _ = await asyncio.wait({forget}, timeout=3.0)
+            assert not done, "the forget must wait for the paused stage's receipt"
+        receipt = await forget
+        assert set(receipt.stages) == {"segmenter", "encoder", "indexer"}
+        await drained(settings)
+        assert rows(stack, ns) == {TURNS: [], RECORDS: [], NODES: []}
+        assert files_holding(Path(stack.lancedb_uri), [m_old]) == []
+
+        await client.add(exchanges(ns, "s0", m_new, first_seq=0))
+        await client.end_session(ns, "s0", after_seq=len(LINES) - 1)
+    await drained(settings)
+    after = rows(stack, ns)
+    assert len(after[TURNS]) == len(LINES) and all(m_new in r["text"] for r in after[TURNS])
+    assert after[RECORDS] and not any(m_old in r["semantic_text"] for r in after[RECORDS])

@@ -1,0 +1,200 @@
+"""Forgetting a namespace or a session in a real LanceDB directory: rows, links, files."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from schemas import RawTurn, Role
+from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore
+from workers.store.forget import strike_session, unlink
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> EvidenceStore:
+    return EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+
+
+def raw(ns: str, session: str, tid: str, text: str, emb: HashEmbedder) -> RawTurn:
+    return RawTurn(
+        namespace=ns, session_id=session, turn_id=tid, exchange_id=f"{session}:{tid}", seq=0,
+        index=0, role=Role.user, speaker="Ann", text=text, session_date=datetime(2024, 3, 2),
+        embedding=emb.embed([text])[0].tolist(), embedding_model=emb.model_name,
+    )  # fmt: skip
+
+
+def rows(store: EvidenceStore, name: str, ns: str) -> list[dict[str, Any]]:
+    tbl = store.table(name)
+    assert tbl is not None
+    out = [r for r in tbl.to_arrow().to_pylist() if r["namespace"] == ns]
+    for r in out:
+        r["vector"] = np.asarray(r["vector"]).round(5).tolist()
+    return sorted(out, key=lambda r: r["id"])
+
+
+def files_holding(root: Path, needles: list[str]) -> list[str]:
+    """Every file under `root` (all versions, data, deletion and index files) holding a needle."""
+    hits = []
+    for path in root.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            hits += [f"{path.relative_to(root)}: {n}" for n in needles if n.encode() in data]
+    return hits
+
+
+def fill(store: EvidenceStore, emb: HashEmbedder) -> None:
+    for ns in ("a", "b"):
+        store.turns.upsert([raw(ns, "s1", "s1t0a", f"quokka{ns} sailed to the harbour", emb),
+                            raw(ns, "s2", "s2t1a", f"pangolin{ns} baked bread at dawn", emb)])  # fmt: skip
+        index_batches(
+            store, [batch(ns, 0, [f"Ann owns a quokka{ns} boat", "Ann is vegetarian"])], emb
+        )
+        index_batches(store, [batch(ns, 1, [f"Ann bakes pangolin{ns} loaves", "ann is VEGETARIAN"],
+                                    session="s2")], emb)  # fmt: skip
+    store.optimize()
+
+
+def test_forget_namespace_removes_every_row_and_file_and_leaves_the_other(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    emb = HashEmbedder()
+    fill(store, emb)
+    other = {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)}
+    assert files_holding(tmp_path / "db", ["quokkaa", "pangolina"])  # the scan can see them
+
+    done = store.forget("a", None, emb)
+
+    assert done.rows_removed == {TURNS: 2, RECORDS: 3, NODES: done.rows_removed[NODES]}
+    assert done.rows_removed[NODES] > 0 and done.versions_pruned > 0
+    assert all(store.count(n, "a") == 0 for n in (TURNS, RECORDS, NODES))
+    assert {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)} == other
+    assert files_holding(tmp_path / "db", ["quokkaa", "pangolina"]) == []
+    assert store.turns.search_text("a", "quokkaa", 5) == []
+    assert [r["text"] for r in store.turns.search_text("b", "quokkab", 5)]  # indexes rebuilt
+
+
+def test_forget_session_keeps_records_other_sessions_support(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    emb = HashEmbedder()
+    fill(store, emb)
+    other = {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)}
+
+    done = store.forget("a", "s1", emb)
+
+    assert done.rows_removed[TURNS] == 1 and done.rows_removed[RECORDS] == 1
+    assert done.rows_updated[RECORDS] == 1  # "Ann is vegetarian" is also evidenced in s2
+    texts = {r["normalized_text"]: r for r in rows(store, RECORDS, "a")}
+    assert set(texts) == {"fact: Ann bakes pangolina loaves", "fact: Ann is vegetarian"}
+    shared = texts["fact: Ann is vegetarian"]
+    assert shared["segment_ids"] == ["a/s2/1"] and shared["source_session"] == "s2"
+    assert shared["segment_id"] == "a/s2/1" and all(e.startswith("s2") for e in shared["evidence"])
+    for node in rows(store, NODES, "a"):
+        assert "quokkaa" not in node["text"] and node["session_id"] != "s1"
+        assert set(node["record_ids"]) <= {r["id"] for r in texts.values()}
+    assert [r["session_id"] for r in rows(store, TURNS, "a")] == ["s2"]
+    assert {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)} == other
+    assert files_holding(tmp_path / "db", ["quokkaa"]) == []
+    assert files_holding(tmp_path / "db", ["pangolina"])  # the other session stays
+
+
+def test_forget_namespace_absent_changes_nothing(store: EvidenceStore) -> None:
+    emb = HashEmbedder()
+    fill(store, emb)
+    before = {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)}
+    done = store.forget("zz", None, emb)
+    assert sum(done.rows_removed.values()) == 0 and done.versions_pruned == 0
+    assert {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)} == before
+
+
+def test_strike_session_record_only_in_session_is_dropped() -> None:
+    rec = {"segment_ids": ["a/s1/0", "a/s1/3"], "source_session": "s1", "evidence": ["x"]}
+    assert strike_session(rec, "s1", {"x"}) is None
+    assert strike_session(rec, "s2", set()) is rec
+
+
+def test_strike_session_legacy_record_decided_by_source_session() -> None:
+    assert strike_session({"segment_ids": [], "source_session": "s1"}, "s1", set()) is None
+
+
+def test_unlink_node_without_links_left_is_dropped() -> None:
+    node = {"label": "Ann", "record_ids": ["r1", "r2"], "record_texts": ["one", "two"],
+            "session_id": "s1", "first_turn_id": "t", "last_turn_id": "u"}  # fmt: skip
+    assert unlink(node, {"r1", "r2"}, "s1", 100) is None
+    left = unlink(node, {"r1"}, "s1", 100)
+    assert left is not None
+    assert left["record_ids"] == ["r2"] and left["text"] == "Ann\ntwo"
+    assert left["session_id"] is None and left["first_turn_id"] is None
+
+
+def test_list_records_and_turns_filter_and_paginate(store: EvidenceStore) -> None:
+    from workers.store.listing import list_records, list_turns
+
+    emb = HashEmbedder()
+    fill(store, emb)
+    every = list_records(store.db, "a", page_size=2)
+    assert every.total == 3 and len(every.items) == 2 and every.pages == 2
+    assert len(list_records(store.db, "a", page=2, page_size=2).items) == 1
+    assert list_records(store.db, "a", page=3, page_size=2).items == []
+    s1 = list_records(store.db, "a", session_id="s1")
+    assert {r["normalized_text"] for r in s1.items} == {
+        "fact: Ann owns a quokkaa boat", "fact: Ann is vegetarian"
+    }  # fmt: skip
+    assert list_records(store.db, "a", memory_type="preference").total == 0
+    assert "vector" not in every.items[0]
+    turns = list_turns(store.db, "a")
+    assert [t["session_id"] for t in turns.items] == ["s1", "s2"]
+    assert (
+        list_turns(store.db, "a", "s2").items[0]["text"].endswith("pangolina baked bread at dawn")
+    )
+    assert list_records(store.db, "nobody").total == 0
+    with pytest.raises(ValueError, match="page_size"):
+        list_records(store.db, "a", page_size=0)
+
+
+def test_list_records_since_keeps_records_from_that_day_on(store: EvidenceStore) -> None:
+    from datetime import date
+
+    from workers.store.listing import list_records
+
+    fill(store, HashEmbedder())
+    dates = sorted(r["created_at"] for r in list_records(store.db, "a").items)
+    assert dates[0] is not None
+    assert list_records(store.db, "a", since=dates[0].date()).total == 3
+    assert list_records(store.db, "a", since=date(2999, 1, 1)).total == 0
+
+
+def test_expire_removes_turns_and_records_dated_before_the_cutoff_only(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    emb = HashEmbedder()
+    fill(store, emb)
+    old_turn = raw("a", "s9", "s9t0a", "wombata crossed the old bridge", emb).model_copy(
+        update={"session_date": datetime(2020, 1, 5)}
+    )
+    store.turns.upsert([old_turn])
+    old = batch("a", 5, ["Ann once owned a wombata farm"], session="s9")
+    old = old.model_copy(
+        update={
+            "records": [
+                r.model_copy(update={"created_at": datetime(2020, 1, 5)}) for r in old.records
+            ]
+        }  # fmt: skip
+    )
+    index_batches(store, [old], emb)
+    before = {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)}
+
+    done = store.expire(datetime(2022, 1, 1), emb)
+
+    assert done.rows_removed[TURNS] == 1 and done.rows_removed[RECORDS] == 1
+    assert store.count(TURNS, "a") == 2 and store.count(RECORDS, "a") == 3
+    assert all("wombata" not in r["text"] for r in rows(store, NODES, "a"))
+    assert {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)} == before
+    assert files_holding(tmp_path / "db", ["wombata"]) == []
+    again = store.expire(datetime(2022, 1, 1), emb)
+    assert sum(again.rows_removed.values()) == 0 and again.versions_pruned == 0

@@ -1,0 +1,162 @@
+"""Forget fences, lineage and Redis clean-up shared by the stages (DESIGN §7, issue 12).
+
+A forget is fenced by *where the data came from*, not by when it is met: every message a
+stage derives from an exchange carries that exchange's position in `memory.exchanges`
+(`lychee-src: partition:offset`; a segment carries the position of the first exchange its
+session state applied, a record batch its segment's). A forget stores the end offsets of
+`memory.exchanges` read before it was sent, per namespace and per session, in a fence; a
+message of that namespace or session from below the fence is dropped by every stage,
+however late it arrives, and one from after it is ingested normally. Nothing depends on
+the order in which stages see the forget and the data.
+
+The fence keys are named by a hash of the namespace (and session), so that after a
+forget no Redis key names what was forgotten. They do not expire by default (`ttl_s=0`):
+Tansu keeps every message whatever the topic's retention, so a consumer group reset to the
+beginning would meet the forgotten exchanges again; a fence is a few bytes per partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import structlog
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+log = structlog.get_logger("lychee.forget")
+
+SRC_HEADER = "lychee-src"
+PREFIX = "lychee"
+
+# HSET each field to its value only when higher (fences only ever rise); refresh the TTL.
+_RAISE = """
+for i = 2, #ARGV, 2 do
+  local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '-1')
+  if tonumber(ARGV[i + 1]) > cur then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+end
+if tonumber(ARGV[1]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Source:
+    """The exchange a message derives from: partition and offset in `memory.exchanges`."""
+
+    partition: int
+    offset: int
+
+    def header(self) -> tuple[str, bytes]:
+        return (SRC_HEADER, f"{self.partition}:{self.offset}".encode())
+
+
+def source_of(headers: Iterable[tuple[str, bytes]] | None) -> Source | None:
+    """The `lychee-src` header of a message; None when absent or unreadable."""
+    for name, value in headers or ():
+        if name == SRC_HEADER:
+            try:
+                p, _, o = bytes(value).decode().partition(":")
+                return Source(int(p), int(o))
+            except (UnicodeDecodeError, ValueError):
+                return None
+    return None
+
+
+def fence_key(namespace: str, session_id: str | None = None, prefix: str = PREFIX) -> str:
+    digest = hashlib.sha256(f"{namespace}\x1f{session_id or ''}".encode()).hexdigest()[:32]
+    return f"{prefix}:fence:{digest}"
+
+
+def glob_escape(name: str) -> str:
+    """Names are validated (no glob characters), but a pattern must never widen by input."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in name)
+
+
+class Fences:
+    """The forget fences in Redis: read by every stage, raised by the first to see a forget."""
+
+    def __init__(self, redis: Redis, prefix: str = PREFIX, ttl_s: int = 0) -> None:
+        self.redis = redis
+        self.prefix = prefix
+        self.ttl_s = ttl_s
+        self._raise = redis.register_script(_RAISE)
+
+    async def raise_to(self, namespace: str, session_id: str | None, ends: dict[int, int]) -> None:
+        args: list[str | int] = [self.ttl_s]
+        for p, end in sorted(ends.items()):
+            args += [f"p{p}", end]
+        await self._raise(keys=[fence_key(namespace, session_id, self.prefix)], args=args)
+
+    async def stale(self, items: Sequence[tuple[str, str | None, Source | None]]) -> list[bool]:
+        """Per `(namespace, session_id, source)`: whether it was produced before a forget of
+        its namespace or session. A message without a source is stale as soon as any fence
+        covers it (it cannot prove it is newer)."""
+        cache: dict[str, dict[str, int]] = {}
+
+        async def fence(key: str) -> dict[str, int]:
+            if key not in cache:
+                raw = await self.redis.hgetall(key)
+                cache[key] = {_text(k): int(v) for k, v in raw.items()}
+            return cache[key]
+
+        out = []
+        for namespace, session_id, src in items:
+            fns = await fence(fence_key(namespace, None, self.prefix))
+            fss = await fence(fence_key(namespace, session_id, self.prefix)) if session_id else {}
+            if not fns and not fss:
+                out.append(False)
+            elif src is None:
+                out.append(True)
+            else:
+                f = max(fns.get(f"p{src.partition}", -1), fss.get(f"p{src.partition}", -1))
+                out.append(src.offset < f)
+        return out
+
+
+async def delete_matching(redis: Redis, patterns: Sequence[str], exact: Sequence[str] = ()) -> int:
+    """Delete every key matching one of the glob `patterns`, and the `exact` keys; returns
+    how many existed."""
+    removed = 0
+    if exact:
+        removed += int(await redis.delete(*exact))
+    for pattern in patterns:
+        batch: list[bytes | str] = []
+        async for key in redis.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= 500:
+                removed += int(await redis.delete(*batch))
+                batch = []
+        if batch:
+            removed += int(await redis.delete(*batch))
+    return removed
+
+
+async def rewrite_aof(redis: Redis, timeout_s: float = 60.0) -> bool:
+    """Rewrite the append-only file so that deleted keys' values are no longer in it; wait
+    until the rewrite is done. False when AOF is off or the rewrite did not finish in time."""
+    info = await redis.info("persistence")
+    if not int(info.get("aof_enabled", 0)):
+        return False
+    try:
+        await redis.bgrewriteaof()
+    except ResponseError as exc:  # one is running: Redis schedules another after it
+        log.info("aof.rewrite_scheduled", note=str(exc)[:200])
+    deadline = time.monotonic() + timeout_s
+    await asyncio.sleep(0.05)
+    while time.monotonic() < deadline:
+        info = await redis.info("persistence")
+        if not int(info.get("aof_rewrite_in_progress", 0)) and not int(
+            info.get("aof_rewrite_scheduled", 0)
+        ):
+            return True
+        await asyncio.sleep(0.1)
+    log.warning("aof.rewrite_slow", timeout_s=timeout_s)
+    return False
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,260 @@
+"""Forgetting a namespace or one session in the evidence store (issue 12).
+
+A namespace goes whole: every row of it in `turns`, `records` and `nodes`. A session takes
+its turns, the records whose only evidence is in it (every segment that produced them
+belongs to it), and the links and provenance that point at what was removed: a record
+that other sessions also produced keeps its row with that session's segments and turns
+struck out; a node loses the links to removed records and its session provenance, and
+goes when no link is left. Then each changed table is rewritten so that no version, data,
+deletion or index file still holds a removed row (`Database.rewrite`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from workers.embedding import Embedder
+from workers.store.database import check_matrix, namespace_filter
+from workers.store.nodes import NODES, _node_embedding_text, node_text
+from workers.store.records import RECORDS
+from workers.store.turns import TURNS
+
+
+@dataclass
+class Forgotten:
+    """What a forget removed from the store."""
+
+    rows_removed: dict[str, int] = field(default_factory=dict)
+    rows_updated: dict[str, int] = field(default_factory=dict)
+    versions_pruned: int = 0
+
+
+def segment_session(segment_id: str) -> str:
+    """The session of a segment id (`namespace/session_id/n`; names hold no `/`)."""
+    parts = segment_id.split("/")
+    return parts[1] if len(parts) >= 3 else ""
+
+
+def strike_session(
+    record: dict[str, Any], session_id: str, session_turns: set[str]
+) -> dict[str, Any] | None:
+    """`record` without the provenance of `session_id`; None when nothing else supports it."""
+    segments = list(record.get("segment_ids") or [])
+    others = [s for s in segments if segment_session(s) != session_id]
+    if not segments:  # written before segment ids were kept: its source session decides
+        return None if record.get("source_session") == session_id else record
+    if not others:
+        return None
+    if len(others) == len(segments):
+        return record
+    out = dict(record)
+    out["segment_ids"] = others
+    out["evidence"] = [e for e in record.get("evidence") or [] if e not in session_turns]
+    if segment_session(str(record.get("segment_id") or "")) == session_id:
+        out["segment_id"] = others[0]
+    if record.get("source_session") == session_id:
+        out["source_session"] = segment_session(others[0])
+    return out
+
+
+def unlink(
+    node: dict[str, Any], removed: set[str], session_id: str | None, max_text_chars: int
+) -> dict[str, Any] | None:
+    """`node` without links to `removed` records and without `session_id` provenance;
+    None when no link is left."""
+    pairs = [
+        (rid, text)
+        for rid, text in zip(
+            node.get("record_ids") or [], node.get("record_texts") or [], strict=True
+        )
+        if rid not in removed
+    ]
+    if not pairs:
+        return None
+    out = dict(node)
+    out["record_ids"] = [rid for rid, _ in pairs]
+    out["record_texts"] = [text for _, text in pairs]
+    out["text"] = node_text(str(node["label"]), out["record_texts"], max_text_chars)
+    if session_id is not None and node.get("session_id") == session_id:
+        out["session_id"] = out["first_turn_id"] = out["last_turn_id"] = None
+    return out
+
+
+def forget(
+    store: Any, namespace: str, session_id: str | None, embedder: Embedder | None
+) -> Forgotten:
+    """Remove a namespace, or one session of it, from `store` (an `EvidenceStore`)."""
+    db = store.db
+    out = Forgotten()
+
+    def account(name: str, removed: int, updated: int, pruned: int) -> None:
+        out.rows_removed[name] = removed
+        out.rows_updated[name] = updated
+        out.versions_pruned += pruned
+
+    if session_id is None:
+        for table in (store.turns, store.records, store.nodes):
+            removed, pruned = db.rewrite(
+                table.name, table.text_column, lambda d: pc.equal(d.column("namespace"), namespace)
+            )
+            account(table.name, removed, 0, pruned)
+        return out
+
+    session_turns = _session_turn_ids(store, namespace, session_id)
+    removed, pruned = db.rewrite(
+        TURNS,
+        store.turns.text_column,
+        lambda d: pc.and_(
+            pc.equal(d.column("namespace"), namespace), pc.equal(d.column("session_id"), session_id)
+        ),
+    )
+    account(TURNS, removed, 0, pruned)
+
+    gone: set[str] = set()
+    kept: list[tuple[dict[str, Any], np.ndarray]] = []
+    for row, vec in _rows_of(store, RECORDS, namespace).values():
+        after = strike_session(row, session_id, session_turns)
+        if after is None:
+            gone.add(row["id"])
+        elif after is not row:
+            kept.append((after, vec))
+    removed, pruned = db.rewrite(RECORDS, store.records.text_column, _ids_mask(gone), kept)
+    account(RECORDS, removed, len(kept), pruned)
+
+    node_gone: set[str] = set()
+    changed: list[dict[str, Any]] = []
+    old_vectors: dict[str, tuple[str, np.ndarray]] = {}
+    for row, vec in _rows_of(store, NODES, namespace).values():
+        after = unlink(row, gone, session_id, store.nodes.max_node_text_chars)
+        if after is None:
+            node_gone.add(row["id"])
+        elif after != row:
+            changed.append(after)
+            old_vectors[row["id"]] = (_node_embedding_text(row), vec)
+    updated = _reembed(changed, old_vectors, embedder, db.dim)
+    removed, pruned = db.rewrite(NODES, store.nodes.text_column, _ids_mask(node_gone), updated)
+    account(NODES, removed, len(updated), pruned)
+    return out
+
+
+def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten:
+    """Remove turns and records dated before `cutoff` (conversation dates: a turn's session
+    date, else its own; a record's first date), and the node links to those records, with
+    the same pruning as a forget. Rows without a date are kept."""
+    db = store.db
+    out = Forgotten()
+    naive_cutoff = pa.scalar(cutoff.replace(tzinfo=None), pa.timestamp("us"))
+    aware_cutoff = pa.scalar(cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC),
+                             pa.timestamp("us", tz="UTC"))  # fmt: skip
+
+    def old_turns(d: pa.Table) -> Any:
+        by_session = pc.less(d.column("session_date"), naive_cutoff)
+        by_turn = pc.less(d.column("created_at"), aware_cutoff)
+        return pc.fill_null(pc.coalesce(by_session, by_turn), False)
+
+    removed, pruned = db.rewrite(TURNS, store.turns.text_column, old_turns)
+    out.rows_removed[TURNS], out.versions_pruned = removed, pruned
+    tbl = db.table(RECORDS)
+    gone: set[str] = set()
+    if tbl is not None:
+        ids = tbl.search().select(["id", "created_at"]).limit(None).to_arrow()
+        mask = pc.fill_null(pc.less(ids.column("created_at"), naive_cutoff), False)
+        gone = set(ids.filter(mask).column("id").to_pylist())
+    removed, pruned = db.rewrite(RECORDS, store.records.text_column, _ids_mask(gone))
+    out.rows_removed[RECORDS] = removed
+    out.versions_pruned += pruned
+    if gone:
+        node_gone, updated = _unlink_all(store, gone, None, embedder)
+        removed, pruned = db.rewrite(NODES, store.nodes.text_column, _ids_mask(node_gone), updated)
+        out.rows_removed[NODES], out.rows_updated[NODES] = removed, len(updated)
+        out.versions_pruned += pruned
+    return out
+
+
+def _unlink_all(
+    store: Any, gone: set[str], session_id: str | None, embedder: Embedder | None
+) -> tuple[set[str], list[tuple[dict[str, Any], np.ndarray]]]:
+    """Nodes to drop, and the rewritten rows of the others, once `gone` records are removed."""
+    tbl = store.db.table(NODES)
+    if tbl is None:
+        return set(), []
+    rows = tbl.search().select(["id", "record_ids"]).limit(None).to_list()
+    touched = [r["id"] for r in rows if gone.intersection(r["record_ids"] or ())]
+    node_gone: set[str] = set()
+    changed: list[dict[str, Any]] = []
+    old_vectors: dict[str, tuple[str, np.ndarray]] = {}
+    for row, vec in store.db.read_by_ids(tbl, touched).values():
+        after = unlink(row, gone, session_id, store.nodes.max_node_text_chars)
+        if after is None:
+            node_gone.add(row["id"])
+        else:
+            changed.append(after)
+            old_vectors[row["id"]] = (_node_embedding_text(row), vec)
+    return node_gone, _reembed(changed, old_vectors, embedder, store.db.dim)
+
+
+def _ids_mask(ids: set[str]) -> Any:
+    values = pa.array(sorted(ids), pa.string())
+    return lambda d: pc.is_in(d.column("id"), value_set=values)
+
+
+def _rows_of(store: Any, name: str, namespace: str) -> dict[str, tuple[dict[str, Any], np.ndarray]]:
+    tbl = store.db.table(name)
+    if tbl is None:
+        return {}
+    ids = [
+        r["id"]
+        for r in tbl.search()
+        .where(namespace_filter(namespace))
+        .select(["id"])
+        .limit(None)
+        .to_list()
+    ]
+    result: dict[str, tuple[dict[str, Any], np.ndarray]] = store.db.read_by_ids(tbl, ids)
+    return result
+
+
+def _session_turn_ids(store: Any, namespace: str, session_id: str) -> set[str]:
+    tbl = store.db.table(TURNS)
+    if tbl is None:
+        return set()
+    rows = (
+        tbl.search()
+        .where(namespace_filter(namespace, session_id))
+        .select(["turn_id"])
+        .limit(None)
+        .to_list()
+    )
+    return {r["turn_id"] for r in rows}
+
+
+def _reembed(
+    rows: Sequence[dict[str, Any]],
+    old: dict[str, tuple[str, np.ndarray]],
+    embedder: Embedder | None,
+    dim: int,
+) -> list[tuple[dict[str, Any], np.ndarray]]:
+    """Vectors for changed nodes: the old one when the embedded text is unchanged, else a
+    new one (the old vector was computed from removed text)."""
+    out: list[tuple[dict[str, Any], np.ndarray]] = []
+    todo: list[tuple[int, str]] = []
+    for row in rows:
+        text = _node_embedding_text(row)
+        before_text, before_vec = old[row["id"]]
+        out.append((row, before_vec))
+        if text != before_text:
+            todo.append((len(out) - 1, text))
+    if todo:
+        if embedder is None:
+            raise RuntimeError("forgetting a session needs the embedder to re-embed its nodes")
+        matrix = check_matrix(embedder.embed([t for _, t in todo]), dim)
+        for (i, _), vec in zip(todo, matrix, strict=True):
+            out[i] = (out[i][0], np.asarray(vec, dtype=np.float32))
+    return out

@@ -1,0 +1,105 @@
+"""Listing what is remembered about a namespace: records and raw turns, a page at a time.
+
+Read straight from the tables (no vectors), filtered and ordered in Arrow: a person asks
+what is kept about them, rarely, and one namespace's rows without vectors are small.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from workers.store.database import Database, namespace_filter, read_columns
+from workers.store.records import RECORDS
+from workers.store.turns import TURNS
+
+MAX_PAGE_SIZE = 500
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[dict[str, Any]]
+    total: int
+    page: int
+    page_size: int
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.page_size))
+
+
+def _check_page(page: int, page_size: int) -> None:
+    if page < 1:
+        raise ValueError(f"page must be 1 or more (got {page})")
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ValueError(f"page_size must be 1 to {MAX_PAGE_SIZE} (got {page_size})")
+
+
+def _read(db: Database, name: str, namespace: str, session_id: str | None = None) -> pa.Table:
+    tbl = db.table(name)
+    if tbl is None:
+        return pa.table({})
+    return (
+        tbl.search()
+        .where(namespace_filter(namespace, session_id), prefilter=True)
+        .select(read_columns(tbl.schema))
+        .limit(None)
+        .to_arrow()
+    )
+
+
+def _page(data: pa.Table, page: int, page_size: int) -> Page:
+    start = (page - 1) * page_size
+    items = data.slice(start, page_size).to_pylist() if start < data.num_rows else []
+    return Page(items, data.num_rows, page, page_size)
+
+
+def list_records(
+    db: Database,
+    namespace: str,
+    session_id: str | None = None,
+    memory_type: str | None = None,
+    since: date | None = None,
+    page: int = 1,
+    page_size: int = 50,
+) -> Page:
+    """Records of a namespace, oldest first (by conversation date, then id). `session_id`
+    keeps records any of whose segments belong to that session."""
+    _check_page(page, page_size)
+    data = _read(db, RECORDS, namespace)
+    if not data.num_rows:
+        return Page([], 0, page, page_size)
+    if memory_type is not None:
+        data = data.filter(pc.equal(data.column("memory_type"), memory_type))
+    if since is not None:
+        start = pa.scalar(datetime.combine(since, datetime.min.time()), pa.timestamp("us"))
+        data = data.filter(pc.greater_equal(data.column("created_at"), start))
+    if session_id is not None:
+        prefix = f"{namespace}/{session_id}/"
+        keep = [
+            src == session_id or any(s.startswith(prefix) for s in segs or [])
+            for src, segs in zip(
+                data.column("source_session").to_pylist(),
+                data.column("segment_ids").to_pylist(),
+                strict=True,
+            )
+        ]
+        data = data.filter(pa.array(keep, pa.bool_()))
+    data = data.sort_by([("created_at", "ascending"), ("id", "ascending")])
+    return _page(data, page, page_size)
+
+
+def list_turns(
+    db: Database, namespace: str, session_id: str | None = None, page: int = 1, page_size: int = 50
+) -> Page:
+    """Raw turns of a namespace (or one session), in conversation order."""
+    _check_page(page, page_size)
+    data = _read(db, TURNS, namespace, session_id)
+    if not data.num_rows:
+        return Page([], 0, page, page_size)
+    data = data.sort_by([("session_id", "ascending"), ("seq", "ascending"), ("idx", "ascending")])
+    return _page(data, page, page_size)
