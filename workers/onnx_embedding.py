@@ -134,8 +134,7 @@ def export_onnx(model_path: str, cache_dir: str | Path, precision: Precision) ->
 
 def _export_key(root: Path) -> str:
     """Weights, exporter and runtime versions: any change gives a fresh export."""
-    import onnxruntime
-    import torch
+    from importlib.metadata import version
 
     h = hashlib.sha256()
     for name in ("config.json", "tokenizer.json"):
@@ -144,7 +143,8 @@ def _export_key(root: Path) -> str:
     for weights in sorted(root.glob("*.safetensors")) + sorted(root.glob("*.bin")):
         with open(weights, "rb") as f:
             h.update(hashlib.file_digest(f, "sha256").digest())
-    h.update(f"{torch.__version__}|{onnxruntime.__version__}|{OPSET}".encode())
+    # Versions from package metadata: importing torch would cost a cached start seconds.
+    h.update(f"{version('torch')}|{version('onnxruntime')}|{OPSET}".encode())
     return h.hexdigest()[:20]
 
 
