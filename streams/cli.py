@@ -583,6 +583,63 @@ def bench_latency(
         raise click.ClickException(str(exc)) from exc
 
 
+@bench.command("embedder")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--backends", default="torch,onnx,onnx-int8", show_default=True)
+@click.option("--texts", "texts_n", type=click.IntRange(min=8), default=320, show_default=True)
+@click.option("--singles", type=click.IntRange(min=1), default=48, show_default=True)
+@click.option("--batch-sizes", default="64,32", show_default=True)
+@click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
+def bench_embedder(
+    data: Path, backends: str, texts_n: int, singles: int, batch_sizes: str, rounds: int
+) -> None:
+    """Local MiniLM backends interleaved: texts/s batched and single, ratios to torch, and
+    each backend's vectors against torch's on distinct turn texts of a LoCoMo-format file."""
+    from streams.bench.embedder import BACKENDS, print_embedder_bench, run_embedder_bench
+
+    chosen = tuple(b.strip() for b in backends.split(",") if b.strip())
+    unknown = [b for b in chosen if b not in BACKENDS]
+    if unknown or not chosen:
+        raise click.BadParameter(f"{backends!r}: choose from {', '.join(BACKENDS)}")
+    sizes = tuple(int(x) for x in batch_sizes.split(","))
+    s = _settings()
+    print_embedder_bench(
+        run_embedder_bench(data, chosen, texts_n, singles, sizes, rounds, s.embedding_onnx_dir)
+    )
+
+
+@bench.command("query-load")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--conversation", default=None, help="sample id (default: the first)")
+@click.option(
+    "--concurrency", "levels", default="1,4,16", show_default=True,
+    help="comma-separated numbers of requests in flight",
+)  # fmt: skip
+@click.option("-k", "k", type=int, default=10, show_default=True)
+@click.option(
+    "--questions", type=click.IntRange(min=1), default=60, show_default=True,
+    help="at most this many distinct questions per level",
+)  # fmt: skip
+def bench_query_load(
+    data: Path, conversation: str | None, levels: str, k: int, questions: int
+) -> None:
+    """Questions/s and client round-trip p50/p95 at each concurrency, on one LoCoMo-format
+    conversation ingested through the pipeline (embedded stack unless Kafka is configured)."""
+    from streams.bench.harness import BenchError
+    from streams.bench.query_load import run_query_load
+
+    try:
+        concurrency = tuple(int(x) for x in levels.split(","))
+    except ValueError as exc:
+        raise click.BadParameter(f"{levels!r}: expected numbers like 1,4,16") from exc
+    if any(n < 1 for n in concurrency):
+        raise click.BadParameter(f"{levels!r}: every concurrency must be >= 1")
+    try:
+        run_query_load(_settings(), data, conversation, concurrency, k, questions)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
 @bench.command("fuzz")
 @click.option("--messages", "n", type=click.IntRange(min=1), default=2000, show_default=True)
 @click.option("--seed", type=int, default=11, show_default=True)

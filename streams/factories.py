@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streams.metrics import ObservedEmbedder, ObservedTransport
+from streams.metrics import ObservedEmbedder, ObservedTransport, observe_embedding_cache
 from streams.settings import Settings, llm_configured
-from workers.embedding import Embedder, LocalEmbedder, bundled_model_info
+from workers.embedding import CachedEmbedder, Embedder, LocalEmbedder, bundled_model_info
 from workers.store import EvidenceStore
 
 if TYPE_CHECKING:
@@ -16,8 +16,14 @@ if TYPE_CHECKING:
 
 def make_embedder(settings: Settings) -> Embedder:
     """Local MiniLM (default, offline) or an OpenAI-compatible embeddings endpoint, with its
-    batch sizes and latency recorded as metrics."""
-    return ObservedEmbedder(_embedder(settings))
+    batch sizes and latency recorded as metrics, behind a cache of vectors by text (the
+    metrics then count what the model really embeds)."""
+    observed = ObservedEmbedder(_embedder(settings))
+    if settings.embedding_cache_entries == 0:
+        return observed
+    return CachedEmbedder(
+        observed, settings.embedding_cache_entries, on_lookup=observe_embedding_cache
+    )
 
 
 def _embedder(settings: Settings) -> Embedder:
@@ -30,7 +36,16 @@ def _embedder(settings: Settings) -> Embedder:
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
         client = openai.OpenAI(base_url=base_url, api_key=key, timeout=settings.llm_timeout_s)
         return OpenAIEmbedder(client, settings.embedding_model, dim=settings.embedding_dim)
-    return LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
+    if settings.embedding_backend == "torch":
+        return LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
+    from workers.onnx_embedding import OnnxEmbedder
+
+    return OnnxEmbedder(
+        settings.embedding_model_path,
+        settings.embedding_batch_size,
+        precision="int8" if settings.embedding_backend == "onnx-int8" else "fp32",
+        cache_dir=settings.embedding_onnx_dir,
+    )
 
 
 def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None:
@@ -75,4 +90,4 @@ def embedding_info(settings: Settings) -> tuple[str, int]:
             emb = make_embedder(settings)
             return emb.model_name, emb.dim
         return settings.embedding_model, settings.embedding_dim
-    return bundled_model_info(settings.embedding_model_path)
+    return bundled_model_info(settings.embedding_model_path, settings.embedding_backend)

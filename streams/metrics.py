@@ -87,6 +87,9 @@ EMBED_BATCH = Histogram(
 EMBED_SECONDS = Histogram(
     "lychee_embedding_seconds", "Embedding call latency", ["stage", "model"], buckets=_LATENCY_S
 )
+EMBED_CACHE = Counter(
+    "lychee_embedding_cache_total", "Texts looked up in the embedding cache", ["stage", "result"]
+)
 # -- query service -----------------------------------------------------------------------------
 QUERIES = Counter(
     "lychee_queries_total", "Requests the query service took, by outcome", ["outcome"]
@@ -142,6 +145,11 @@ def observe_reply(outcome: str, timings_ms: dict[str, float] | None = None) -> N
     QUERIES.labels(outcome).inc()
     for step, ms in (timings_ms or {}).items():
         RETRIEVAL_SECONDS.labels(step).observe(ms / 1000)
+
+
+def observe_embedding_cache(hits: int, misses: int) -> None:
+    EMBED_CACHE.labels(stage(), "hit").inc(hits)
+    EMBED_CACHE.labels(stage(), "miss").inc(misses)
 
 
 class ObservedEmbedder:

@@ -86,6 +86,19 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = None
     embedding_dim: int | None = None
     embedding_batch_size: int = Field(default=64, ge=1)
+    embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        default="onnx",
+        description="local MiniLM runtime: sentence-transformers on torch, or ONNX Runtime on a "
+        "model exported from the same weights at first use (fp32: the same vectors; int8: "
+        "faster, other vectors, its own model name)",
+    )
+    embedding_onnx_dir: str | None = Field(
+        default=None,
+        description="where ONNX exports are cached (empty: ~/.cache/lychee-memory/onnx)",
+    )
+    embedding_cache_entries: int = Field(
+        default=20_000, ge=0, description="LRU of vectors by text, about 1.6 kB each (0: off)"
+    )
     # segmenter
     segmenter: SegmenterParams = SegmenterParams()
     idle_timeout_s: float = Field(default=1800.0, gt=0)

@@ -67,6 +67,15 @@ WORKER_ENV = {
 READY = {stage: f"{stage}.ready" for stage in ("segmenter", "encoder", "indexer", "query")}
 
 
+def prepare_onnx() -> None:
+    """The default ONNX export, once and outside the workers' readiness deadline (a cold
+    export takes tens of seconds on a busy machine; a cached one a fraction of a second)."""
+    from workers.embedding import bundled_path
+    from workers.onnx_embedding import default_cache_dir, export_onnx
+
+    export_onnx(bundled_path(), default_cache_dir(), "fp32")
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Broker, Redis and the segmenter, indexer and query workers, as `lychee up` runs them."""
@@ -77,6 +86,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     s.start_infra()
     try:
         asyncio.run(ensure_topics(s.bootstrap, 4))
+        prepare_onnx()
         for stage in STAGES:
             s.start_worker(stage, WORKER_ENV)
         for stage in STAGES:

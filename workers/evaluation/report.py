@@ -83,6 +83,7 @@ class Ingest(_Model):
     seconds: float
     exchanges_per_second: float
     searchable_lag_ms: Percentiles
+    embeddings: dict[str, Any] | None = None  # texts embedded and cache hits, by stage
 
 
 class LocomoReport(_Model):
@@ -240,6 +241,13 @@ def format_table(report: LocomoReport) -> str:
         f"({i.exchanges_per_second:.1f}/s), searchable lag p50 {i.searchable_lag_ms.p50:.0f} ms "
         f"p95 {i.searchable_lag_ms.p95:.0f} ms"
     )
+    if i.embeddings:
+        e = i.embeddings
+        lines.append(
+            f"embeddings: {e['model_per_exchange']} per exchange by the model, "
+            f"{e['asked_per_exchange']} asked (cache hit rate {e['cache_hit_rate']:.1%}); "
+            f"by stage {e['by_stage']}, cache {e['cache_by_stage']}"
+        )
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines)
 
