@@ -38,7 +38,7 @@ async def test_indexer_write_does_not_wait_for_a_running_optimize(store: Evidenc
     try:
         assert await asyncio.to_thread(entered.wait, 30)
         write = svc.write(IndexBatch(turns=[turn("ns", "t2", "world", 1)]))
-        assert await asyncio.wait_for(write, 30) == {"turns": 1}
+        assert (await asyncio.wait_for(write, 30))["turns"] == 1
     finally:
         release.set()
         report = await running
