@@ -36,7 +36,11 @@ async def wait_status(
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout_s
     while True:
-        r = await client.get(f"/v1/namespaces/{ns}/status", headers=headers)
+        try:
+            r = await client.get(f"/v1/namespaces/{ns}/status", headers=headers)
+        except httpx.RemoteProtocolError:  # a pooled connection the server's keep-alive closed
+            await asyncio.sleep(0.25)
+            continue
         assert r.status_code == 200, r.text
         body = r.json()
         if until(body):
