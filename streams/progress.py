@@ -19,18 +19,10 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from schemas import RawTurn, session_key
+from workers.forget import RAISE_FIELDS
 from workers.segmenter.state_store import SessionStore
 
 PREFIX = "lychee"
-
-# HSET field to value only when the value is higher: watermarks never go back
-_RAISE = """
-for i = 1, #ARGV, 2 do
-  local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '-1')
-  if tonumber(ARGV[i + 1]) > cur then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-end
-return 1
-"""
 
 
 def accepted_key(namespace: str, prefix: str = PREFIX) -> str:
@@ -61,7 +53,7 @@ class Progress:
         self.redis = redis
         self.prefix = prefix
         self.sessions = SessionStore(redis, prefix)
-        self._raise = redis.register_script(_RAISE)
+        self._raise = redis.register_script(RAISE_FIELDS)  # watermarks never go back
 
     async def record_indexed(self, turns: Iterable[RawTurn]) -> None:
         """Raise each session's indexed watermark to the highest seq among `turns`."""
@@ -70,12 +62,12 @@ class Progress:
             per_ns = top[turn.namespace]
             per_ns[turn.session_id] = max(per_ns.get(turn.session_id, -1), turn.seq)
         for ns, seqs in top.items():
-            args = [x for sid, seq in seqs.items() for x in (sid, seq)]
+            args = [0, *(x for sid, seq in seqs.items() for x in (sid, seq))]
             await self._raise(keys=[indexed_key(ns, self.prefix)], args=args)
 
     async def raise_accepted(self, namespace: str, seqs: dict[str, int]) -> None:
-        args = [x for sid, seq in seqs.items() for x in (sid, seq)]
-        if args:
+        if seqs:
+            args = [0, *(x for sid, seq in seqs.items() for x in (sid, seq))]
             await self._raise(keys=[accepted_key(namespace, self.prefix)], args=args)
 
     async def forget(self, namespace: str, session_id: str | None) -> int:

@@ -32,8 +32,9 @@ log = structlog.get_logger("lychee.forget")
 SRC_HEADER = "lychee-src"
 PREFIX = "lychee"
 
-# HSET each field to its value only when higher (fences only ever rise); refresh the TTL.
-_RAISE = """
+# HSET each field to its value only when higher (fences and watermarks only ever rise);
+# ARGV[1] is a TTL in seconds to refresh (0: none), then field/value pairs.
+RAISE_FIELDS = """
 for i = 2, #ARGV, 2 do
   local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '-1')
   if tonumber(ARGV[i + 1]) > cur then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
@@ -83,7 +84,7 @@ class Fences:
         self.redis = redis
         self.prefix = prefix
         self.ttl_s = ttl_s
-        self._raise = redis.register_script(_RAISE)
+        self._raise = redis.register_script(RAISE_FIELDS)
 
     async def raise_to(self, namespace: str, session_id: str | None, ends: dict[int, int]) -> None:
         args: list[str | int] = [self.ttl_s]
