@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from schemas import RawTurn, Role
+from tests.bytescan import files_holding
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore
 from workers.store.forget import strike_session, unlink
@@ -35,16 +36,6 @@ def rows(store: EvidenceStore, name: str, ns: str) -> list[dict[str, Any]]:
     for r in out:
         r["vector"] = np.asarray(r["vector"]).round(5).tolist()
     return sorted(out, key=lambda r: r["id"])
-
-
-def files_holding(root: Path, needles: list[str]) -> list[str]:
-    """Every file under `root` (all versions, data, deletion and index files) holding a needle."""
-    hits = []
-    for path in root.rglob("*"):
-        if path.is_file():
-            data = path.read_bytes()
-            hits += [f"{path.relative_to(root)}: {n}" for n in needles if n.encode() in data]
-    return hits
 
 
 def fill(store: EvidenceStore, emb: HashEmbedder) -> None:
@@ -198,3 +189,28 @@ def test_expire_removes_turns_and_records_dated_before_the_cutoff_only(
     assert files_holding(tmp_path / "db", ["wombata"]) == []
     again = store.expire(datetime(2022, 1, 1), emb)
     assert sum(again.rows_removed.values()) == 0 and again.versions_pruned == 0
+
+
+def test_text_is_stored_where_a_byte_scan_can_see_it(store: EvidenceStore, tmp_path: Path) -> None:
+    """Lance compresses large string pages by default; then a removed sentence could stay in
+    a file unseen by the scans above. Every text column is written plain, so they can tell."""
+    emb = HashEmbedder()
+    words = [
+        "Ann",
+        "Bo",
+        "sailed",
+        "baked",
+        "harbour",
+        "bread",
+        "dawn",
+        "quietly",
+        "north",
+        "river",
+        "lamp",
+    ]
+    texts = [" ".join(words[(i * 7 + j) % len(words)] for j in range(30)) + f" mark{i:05d}q"
+             for i in range(3000)]  # fmt: skip
+    store.turns.upsert([raw("a", "s1", f"t{i}", t, emb) for i, t in enumerate(texts)])
+    store.optimize()
+    needles = [f"mark{i:05d}q" for i in range(0, 3000, 300)]
+    assert len({hit.split(": ")[1] for hit in files_holding(tmp_path / "db", needles)}) == 10
