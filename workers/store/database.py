@@ -359,13 +359,14 @@ class Database:
             mask = pc.or_(mask, pc.is_in(data.column("id"), value_set=ids))
         if not removed and not replace:
             return 0, 0
-        keep = data.filter(pc.invert(mask))
+        schema = plain_strings(tbl.schema)  # a table written compressed by an older version
+        keep = data.filter(pc.invert(mask)).cast(schema)
         if updated:
             rows = [row for row, _ in updated]
-            keep = pa.concat_tables([keep, to_arrow(rows, [v for _, v in updated], tbl.schema)])
+            keep = pa.concat_tables([keep, to_arrow(rows, [v for _, v in updated], schema)])
         ann = has_ann(tbl)
         versions = len(tbl.list_versions())
-        tbl.add(keep.cast(tbl.schema), mode="overwrite")
+        tbl.add(keep, mode="overwrite")
         with self._lock:
             self._indexed.discard(name)
         if keep.num_rows:

@@ -191,26 +191,38 @@ def test_expire_removes_turns_and_records_dated_before_the_cutoff_only(
     assert sum(again.rows_removed.values()) == 0 and again.versions_pruned == 0
 
 
+def many(ns: str, session: str, n: int, emb: HashEmbedder) -> tuple[list[RawTurn], list[str]]:
+    """`n` turns long enough for Lance to compress their pages by default, and one marker
+    of every 300 to look for."""
+    words = ["Ann", "Bo", "sailed", "baked", "harbour", "bread", "dawn", "north", "river", "lamp"]
+    texts = [" ".join(words[(i * 7 + j) % len(words)] for j in range(30)) + f" mark{ns}{i:05d}q"
+             for i in range(n)]  # fmt: skip
+    turns = [raw(ns, session, f"t{i}", t, emb) for i, t in enumerate(texts)]
+    return turns, [f"mark{ns}{i:05d}q" for i in range(0, n, 300)]
+
+
+def seen(root: Path, needles: list[str]) -> int:
+    return len({hit.split(": ")[1] for hit in files_holding(root, needles)})
+
+
 def test_text_is_stored_where_a_byte_scan_can_see_it(store: EvidenceStore, tmp_path: Path) -> None:
     """Lance compresses large string pages by default; then a removed sentence could stay in
     a file unseen by the scans above. Every text column is written plain, so they can tell."""
-    emb = HashEmbedder()
-    words = [
-        "Ann",
-        "Bo",
-        "sailed",
-        "baked",
-        "harbour",
-        "bread",
-        "dawn",
-        "quietly",
-        "north",
-        "river",
-        "lamp",
-    ]
-    texts = [" ".join(words[(i * 7 + j) % len(words)] for j in range(30)) + f" mark{i:05d}q"
-             for i in range(3000)]  # fmt: skip
-    store.turns.upsert([raw("a", "s1", f"t{i}", t, emb) for i, t in enumerate(texts)])
+    turns, needles = many("a", "s1", 3000, HashEmbedder())
+    store.turns.upsert(turns)
     store.optimize()
-    needles = [f"mark{i:05d}q" for i in range(0, 3000, 300)]
-    assert len({hit.split(": ")[1] for hit in files_holding(tmp_path / "db", needles)}) == 10
+    assert seen(tmp_path / "db", needles) == len(needles)
+
+
+def test_forget_rewrites_a_compressed_table_plain(store: EvidenceStore, tmp_path: Path) -> None:
+    emb = HashEmbedder()
+    store.db.db.create_table(TURNS, schema=store.turns.schema)  # as an earlier version did
+    gone, gone_marks = many("a", "s1", 1500, emb)
+    kept, kept_marks = many("b", "s1", 1500, emb)
+    store.turns.upsert(gone + kept)
+    assert seen(tmp_path / "db", kept_marks) < len(kept_marks)  # compressed: the scan is blind
+
+    store.forget("a", None, emb)
+
+    assert seen(tmp_path / "db", gone_marks) == 0
+    assert seen(tmp_path / "db", kept_marks) == len(kept_marks)
