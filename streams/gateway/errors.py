@@ -55,6 +55,11 @@ class Unavailable(GatewayError):
     status = 503
     title = "Service unavailable"
 
+    @classmethod
+    def backend(cls, exc: BaseException) -> Unavailable:
+        """The broker or Redis failed a call: worth retrying in a second."""
+        return cls(f"{type(exc).__name__}: {exc}", retry_after_s=1.0)
+
 
 class UpstreamFailed(GatewayError):
     status = 502

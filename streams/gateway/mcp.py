@@ -204,10 +204,7 @@ def build_mcp(
     ) -> NamespaceStatus:
         ns = namespace_of(ctx, namespace)
         if session_id is not None:
-            try:
-                _NAME.validate_python(session_id)
-            except ValidationError as exc:
-                raise ToolError(f"session_id: {exc.errors()[0]['msg']}") from exc
+            _check_name("session_id", session_id)
         return await _call(service().status(ns, session_id))
 
     _memory_admin_tools(server, service, namespace_of)

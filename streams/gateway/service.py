@@ -94,7 +94,7 @@ class MemoryService:
         except SessionBusy as exc:
             raise Unavailable(str(exc), retry_after_s=1.0) from exc
         except (RedisError, KafkaError) as exc:
-            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+            raise Unavailable.backend(exc) from exc
 
     async def _add(
         self,
@@ -180,7 +180,7 @@ class MemoryService:
         except SessionBusy as exc:
             raise Unavailable(str(exc), retry_after_s=1.0) from exc
         except (RedisError, KafkaError, TimeoutError) as exc:
-            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+            raise Unavailable.backend(exc) from exc
         return ControlReceipt(
             namespace=namespace,
             session_id=session_id,
@@ -218,7 +218,7 @@ class MemoryService:
         except QueryFailed as exc:
             raise UpstreamFailed(str(exc)) from exc
         except KafkaError as exc:
-            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+            raise Unavailable.backend(exc) from exc
 
     async def wait_for(self, namespace: str, wait: WaitFor, deadline: float) -> None:
         """Return once every session of `wait` is indexed up to its seq (monotonic deadline)."""
@@ -235,7 +235,7 @@ class MemoryService:
             try:
                 indexed = await self.progress.indexed(namespace, list(wanted))
             except RedisError as exc:
-                raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+                raise Unavailable.backend(exc) from exc
             behind = {sid: seq for sid, seq in wanted.items() if indexed.get(sid, -1) < seq}
             if not behind:
                 return
@@ -252,7 +252,7 @@ class MemoryService:
         try:
             found = await self.progress.namespace(namespace, session_id)
         except RedisError as exc:
-            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+            raise Unavailable.backend(exc) from exc
         sessions = [
             SessionStatus(
                 session_id=p.session_id,
@@ -280,7 +280,7 @@ class MemoryService:
         except ForgetFailed as exc:
             raise UpstreamFailed(str(exc)) from exc
         except KafkaError as exc:
-            raise Unavailable(f"{type(exc).__name__}: {exc}", retry_after_s=1.0) from exc
+            raise Unavailable.backend(exc) from exc
         return ForgetOut.model_validate(receipt.as_dict())
 
     async def records(
