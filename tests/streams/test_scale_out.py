@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
 import pytest
 
-from schemas import Exchange, Role, Turn
+from streams.bench.chaos import synthetic
 from streams.stack.embedded import Stack
 from streams.topics import ensure_topics
 from tests.conftest import READY, wait_log
@@ -38,40 +37,9 @@ ENV = {
     "LYCHEE_SESSION_TIMEOUT_S": "6",
 }
 
+
 # Invented people and places; every session mentions the same ones, so their entity and topic
 # nodes gather links from every session (the rows two writers would race on).
-LINES = [
-    ("Odile", "I booked the ferry to Vennholm for the harvest festival in June."),
-    ("Bram", "Is Kasimir coming with you to Vennholm this time?"),
-    ("Odile", "Kasimir is bringing his accordion and the plum jam he made."),
-    ("Bram", "I repaired the old tandem bicycle so we can ride around Vennholm."),
-    ("Odile", "The festival opens with a lantern parade along the harbour."),
-    ("Bram", "My sister Yelka wants to sell her woven baskets at the market."),
-]
-
-
-def conversation(ns: str, sessions: int = 6, per_session: int = 8) -> list[Exchange]:
-    return [
-        Exchange(
-            namespace=ns,
-            session_id=f"s{s}",
-            seq=i,
-            exchange_id=f"s{s}:{i}",
-            session_date=datetime(2024, 5, 1 + s, 9, 0),
-            turns=[
-                Turn(
-                    role=Role.user,
-                    speaker=LINES[(i + s) % len(LINES)][0],
-                    content=f"{LINES[(i + s) % len(LINES)][1]} Note {s}-{i}.",
-                    turn_id=f"D{s}:{i}",
-                )
-            ],
-        )
-        for s in range(sessions)
-        for i in range(per_session)
-    ]
-
-
 def _rows(store: EvidenceStore, name: str, ns: str) -> list[dict[str, Any]]:
     tbl = store.table(name)
     assert tbl is not None, f"no {name} table"
@@ -143,7 +111,7 @@ def test_scale_out_two_processes_per_stage_write_the_rows_of_one(stack: Stack) -
         stack.start_worker(stage, ENV)
     for stage in STAGES:
         wait_log(stack, stage, READY[stage])
-    asyncio.run(ingest(settings, conversation(solo)))
+    asyncio.run(ingest(settings, synthetic(solo, sessions=6, per_session=8)))
 
     for stage in STAGES:  # a second member of each consumer group, with its own log
         child = stack.child(f"{stage}-2", ["worker", stage], ENV)
@@ -153,7 +121,7 @@ def test_scale_out_two_processes_per_stage_write_the_rows_of_one(stack: Stack) -
         wait_log(stack, f"{stage}-2", READY[stage])
         wait_log(stack, f"{stage}-2", '"stage.assigned"')
     before = {s: _lines(stack, s, "segment.encoded") for s in ("encoder", "encoder-2")}
-    asyncio.run(ingest(settings, conversation(duo)))
+    asyncio.run(ingest(settings, synthetic(duo, sessions=6, per_session=8)))
 
     encoded = {s: _lines(stack, s, "segment.encoded") - before[s] for s in before}
     assert all(n > 0 for n in encoded.values()), f"one encoder did all the work: {encoded}"
