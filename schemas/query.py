@@ -12,8 +12,14 @@ from schemas.exchange import Role
 
 CORRELATION_ID_MAX_CHARS = 100
 
-# retrieval ablations of the paper (Table 5), per request or as the service's default
-Ablation = Literal["record-vector-only", "no-planner", "no-fusion"]
+# retrieval ablations, per request or as the service's default: the paper's (Table 5), then
+# one per evidence-node type (what that type's rows add to recall, and so whether they earn
+# their embeddings)
+Ablation = Literal[
+    "record-vector-only", "no-planner", "no-fusion",
+    "no-entity-nodes", "no-topic-nodes", "no-entity-topic-nodes", "no-temporal-nodes",
+    "no-event-frame-nodes",
+]  # fmt: skip
 
 
 class QueryRequest(Contract):

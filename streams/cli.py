@@ -479,8 +479,12 @@ def bench_durability(
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--answer", is_flag=True, help="generate and judge answers (needs an LLM)")
+@click.option("--also", multiple=True, type=click.Choice(list(VARIANTS)),
+              help="a per-request variant (retrieval ablation) asked over the same ingest, "
+                   "reported as lychee:<name>; repeatable")  # fmt: skip
 def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, budgets: str,
-                 out: Path | None, plot: Path | None, answer: bool) -> None:  # fmt: skip
+                 out: Path | None, plot: Path | None, answer: bool,
+                 also: tuple[str, ...]) -> None:  # fmt: skip
     """Evidence recall by category, cost and latency on LoCoMo, with raw-turn baselines.
 
     Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
@@ -500,6 +504,7 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
         report = run_locomo(
             s, data, conversations.split(",") if conversations else None, variant,
             tuple(int(x) for x in ks.split(",")), tuple(int(x) for x in budgets.split(",")),
+            also=also,
         )  # fmt: skip
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc

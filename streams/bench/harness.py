@@ -22,6 +22,7 @@ from schemas.query import Ablation
 from streams.settings import Settings
 from streams.stack.embedded import Stack
 from workers.datasets import Conversation
+from workers.query.service import NODE_ABLATIONS
 
 
 class BenchError(LycheeError, RuntimeError):
@@ -49,6 +50,7 @@ VARIANTS: dict[str, Variant] = _variants(
     Variant("record-vector-only", ablation="record-vector-only"),
     Variant("no-planner", ablation="no-planner"),
     Variant("no-fusion", ablation="no-fusion"),
+    *(Variant(name, ablation=name) for name in NODE_ABLATIONS),
 )
 
 

@@ -79,8 +79,16 @@ def run_locomo(
     ks: tuple[int, ...] = (5, 10, 15),
     budgets: tuple[int, ...] = (500, 1000, 2000),
     progress: bool = True,
+    also: tuple[str, ...] = (),
 ) -> LocomoReport:
+    """`also`: per-request variants asked over the same ingest, reported as `lychee:<name>`."""
     chosen = harness.variant(variant)
+    extra = [harness.variant(name) for name in also]
+    if bad := [v.name for v in extra if v.worker_env or v.ablation is None]:
+        raise BenchError(
+            f"--also takes per-request variants only (one ingest serves them all); "
+            f"{', '.join(bad)} change the workers: run them as --variant"
+        )
     started = time.perf_counter()
     conversations = load_locomo(data)
     if conversation_ids:
@@ -95,7 +103,7 @@ def run_locomo(
         harness.rename_namespace(conv, prefix + conv.namespace)
     with harness.pipeline(settings, chosen) as live:
         report = asyncio.run(
-            _run(live, data, conversations, chosen, ks, budgets, progress, started)
+            _run(live, data, conversations, chosen, ks, budgets, progress, started, extra)
         )
     return report
 
@@ -109,6 +117,7 @@ async def _run(
     budgets: tuple[int, ...],
     progress: bool,
     started: float,
+    extra: list[Variant],
 ) -> LocomoReport:
     embedder = await asyncio.to_thread(make_embedder, settings)
     store = open_store(settings, embedder)
@@ -118,6 +127,10 @@ async def _run(
         segments = await _by_segment(settings, t.SEGMENTS, Segment, conversations)
         batches = await _by_segment(settings, t.RECORDS, RecordBatch, conversations)
         await _ask(client, run, max(RETRIEVE_K, *ks), progress, variant.ablation)
+        for other in extra:
+            more = Run(questions=run.questions)
+            await _ask(client, more, max(RETRIEVE_K, *ks), progress, other.ablation)
+            run.baselines[f"lychee:{other.name}"] = more.lychee
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
     systems: dict[str, Any] = {}
     for name, results in [("lychee", run.lychee), *run.baselines.items()]:

@@ -127,11 +127,13 @@ class MultiRouteRecall:
         session_id: str | None = None,
         *,
         record_vector_only: bool = False,
+        skip_nodes: frozenset[NodeType] = frozenset(),
         timings: dict[str, float] | None = None,
     ) -> list[RouteRanking]:
         """Every route's ranking; searches are shared by the routes that use a variant.
 
         `record_vector_only` is the paper's ablation: records by vector search, nothing else.
+        `skip_nodes`: evidence-node types left out (temporal: no date route).
         `timings`, when given, receives the milliseconds of each channel as `recall.<channel>`.
         """
         clock = ChannelTimes()
@@ -146,11 +148,12 @@ class MultiRouteRecall:
         )
         route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
         hits, fts = await self._search(
-            variants, route_texts, namespace, session_id, budgets, record_vector_only, clock
-        )
+            variants, route_texts, namespace, session_id, budgets, record_vector_only, clock,
+            tuple(t for t in SEARCH_NODE_TYPES if t not in skip_nodes),
+        )  # fmt: skip
+        dates = not record_vector_only and NodeType.temporal not in skip_nodes
         filters = [
-            None if record_vector_only else r.temporal_filter or plan.temporal_filter
-            for r in plan.routes
+            r.temporal_filter or plan.temporal_filter if dates else None for r in plan.routes
         ]
         distinct = list(dict.fromkeys(f for f in filters if f is not None))  # routes share one
         found = await asyncio.gather(
@@ -192,6 +195,7 @@ class MultiRouteRecall:
         budgets: Budgets,
         record_vector_only: bool,
         clock: ChannelTimes,
+        node_types: tuple[NodeType, ...],
     ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]]]:
         """Vector channels per variant (one multi-vector search per table) and full-text
         channels per route (one query with the words of all its variants: BM25 scores term by
@@ -211,12 +215,12 @@ class MultiRouteRecall:
         texts = list(dict.fromkeys(route_texts))
         # every table search of the request, keyed by (how, table, route text)
         calls: dict[tuple[str, str, str], Any] = {
-            ("vector", "nodes", ""): (st.nodes.search_vectors, vecs, node_b, SEARCH_NODE_TYPES),
+            ("vector", "nodes", ""): (st.nodes.search_vectors, vecs, node_b, node_types),
             ("vector", "records", ""): (st.records.search_vectors, vecs, rec_b),
             ("vector", "turns", ""): (st.turns.search_vectors, vecs, turn_b, session_id),
         }
         for t in texts:
-            calls["text", "nodes", t] = (st.nodes.search_text, t, node_b, SEARCH_NODE_TYPES)
+            calls["text", "nodes", t] = (st.nodes.search_text, t, node_b, node_types)
             calls["text", "records", t] = (st.records.search_text, t, rec_b)
             calls["text", "turns", t] = (st.turns.search_text, t, turn_b, session_id)
         found = await gather_bounded(

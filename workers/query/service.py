@@ -12,10 +12,11 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import cast
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
 from schemas.query import Ablation
-from schemas.records import TokenUsage
+from schemas.records import NodeType, TokenUsage
 from workers.embedding import Embedder
 from workers.llm import total_usage
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
@@ -25,6 +26,11 @@ from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
 from workers.query.selection import Fused, RouteRanking, fuse_routes, select, sort_only
 from workers.store import EvidenceStore
+
+# "no-entity-topic-nodes" leaves the entity_topic nodes out of recall, and so on
+NODE_ABLATIONS: dict[Ablation, frozenset[NodeType]] = {
+    cast(Ablation, f"no-{t.value.replace('_', '-')}-nodes"): frozenset({t}) for t in NodeType
+}
 
 
 class Stopwatch:
@@ -86,6 +92,7 @@ class QueryService:
             req.k,
             req.session_id,
             record_vector_only=ablation == "record-vector-only",
+            skip_nodes=NODE_ABLATIONS.get(ablation, frozenset()) if ablation else frozenset(),
             timings=watch.timings,
         )
         t = watch.lap("recall", t)

@@ -18,12 +18,18 @@ pytestmark = pytest.mark.integration
 def test_bench_locomo_end_to_end_report_matches_the_schema(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "tiny.json"
     write_locomo(data)
-    report = run_locomo(settings, data, progress=False)
+    report = run_locomo(settings, data, progress=False, also=("no-entity-topic-nodes",))
     assert validate_report(report.to_json_dict()) == report
     assert report.conversations == 1 and report.turns == 16
     assert report.questions == 5  # category 5 dropped; the empty-evidence one is asked...
     assert report.counts is not None and report.counts["all"] == 4  # ...and left out of recall
-    assert set(report.systems) == {"lychee", "dense", "bm25", "hybrid"}
+    assert set(report.systems) == {
+        "lychee",
+        "lychee:no-entity-topic-nodes",
+        "dense",
+        "bm25",
+        "hybrid",
+    }
     for system in report.systems.values():
         for cat, row in system.recall_at_k.items():
             assert set(row) == {"5", "10", "15"} and all(0.0 <= v <= 1.0 for v in row.values()), cat
@@ -44,5 +50,7 @@ def test_bench_locomo_worker_variant_on_a_configured_stack_is_refused(
     write_locomo(data)
     with pytest.raises(BenchError, match="LYCHEE_SEGMENTER__MODE=eager"):
         run_locomo(settings, data, variant="eager", progress=False)
+    with pytest.raises(BenchError, match="--also takes per-request variants only"):
+        run_locomo(settings, data, also=("eager",), progress=False)
     with pytest.raises(BenchError, match="no conversation"):
         run_locomo(settings, data, conversation_ids=["nope"], progress=False)

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import get_args
 
 import pytest
 
 from schemas import QueryRequest
 from schemas.plan import Plan, QuestionType, Route, TemporalFilter
-from schemas.records import Temporal
+from schemas.query import Ablation
+from schemas.records import NodeType, Temporal
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches, turn
 from workers.query.multiroute import MultiRouteRecall
-from workers.query.service import QueryDeps, QueryService
+from workers.query.service import NODE_ABLATIONS, QueryDeps, QueryService
 from workers.store import EvidenceStore
 
 pytestmark = pytest.mark.asyncio
@@ -93,6 +95,33 @@ async def test_temporal_route_adds_records_in_range_to_the_ranking(store: Eviden
     (route,) = await recall.recall(plan, "what happened", "a", 5)
     lisbon = next(c for c in route.candidates if "Lisbon" in c.text)
     assert "temporal" in lisbon.channel_scores
+
+
+@pytest.mark.parametrize("skip", [t for t in NodeType])
+async def test_node_ablation_leaves_that_node_type_out_of_recall(
+    store: EvidenceStore, skip: NodeType
+) -> None:
+    recall = MultiRouteRecall(store, HashEmbedder())
+
+    async def types(skip_nodes: frozenset[NodeType] = frozenset()) -> set[str]:
+        """The node types behind the candidates of a few questions."""
+        found: set[str] = set()
+        for q in ("Ann travel Lisbon", "Ann Lisbon puppy", "Ann adopted a puppy"):
+            plan = Plan(
+                question_type=QuestionType.temporal, semantic_queries=[q],
+                temporal_filter=TemporalFilter(since="2024-06", until="2024-06"),
+                routes=[Route(goal="g", queries=[q])], source="heuristic",
+            )  # fmt: skip
+            (route,) = await recall.recall(plan, q, "a", 10, skip_nodes=skip_nodes)
+            found |= {n.split("/")[1] for c in route.candidates for n in c.node_ids}
+            found |= {"temporal" for c in route.candidates if "temporal" in c.channel_scores}
+        return found
+
+    every = await types()
+    assert every == {t.value for t in NodeType}  # each ablation has something to remove
+    name = f"no-{skip.value.replace('_', '-')}-nodes"
+    assert NODE_ABLATIONS[name] == {skip} and name in get_args(Ablation)
+    assert await types(frozenset({skip})) == every - {skip.value}
 
 
 async def test_reply_carries_plan_context_and_provenance(store: EvidenceStore) -> None:
