@@ -74,6 +74,9 @@ class OnnxEmbedder:
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        # Idle pool threads sleep instead of spinning: every stage embeds in its own process
+        # on the same cores, and a spinning pool takes the CPU the other stages need.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session: Any = ort.InferenceSession(
             str(self.onnx_path), opts, providers=["CPUExecutionProvider"]
         )
