@@ -708,10 +708,17 @@ def bench_llm_outage(outage_s: float, rate_limit_s: float, refused_s: float, seg
 @click.option("--sessions", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--per-session", type=click.IntRange(min=1), default=40, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--stack", "preset", type=click.Choice(["durable", "ephemeral"]), default="durable",
+              show_default=True,
+              help="durable: Redis and the broker are killed -9 once each as well")  # fmt: skip
+@click.option("--undisturbed", type=click.IntRange(min=0), default=2, show_default=True,
+              help="clean ingests first, for the record-set Jaccard and its noise floor")  # fmt: skip
 def bench_chaos(kills: int, processes: int, interval_s: float, data: Path | None,
-                conversation_id: str | None, sessions: int, per_session: int, seed: int) -> None:  # fmt: skip
-    """Ingest while random ingest workers are killed -9 and restarted: lost and duplicated
-    turns, exchanges in no or two segments, encodes against segments, dead letters."""
+                conversation_id: str | None, sessions: int, per_session: int, seed: int,
+                preset: str, undisturbed: int) -> None:  # fmt: skip
+    """Ingest while random ingest workers (and on the durable stack Redis and the broker) are
+    killed -9 and restarted: lost and duplicated turns, exchanges in no or two segments,
+    encodes against segments, record-set Jaccard against undisturbed runs, dead letters."""
     import uuid
 
     from streams.bench.chaos import format_report, run_chaos, synthetic
@@ -728,7 +735,7 @@ def bench_chaos(kills: int, processes: int, interval_s: float, data: Path | None
     else:
         exchanges = synthetic(f"chaos-{uuid.uuid4().hex[:6]}", sessions, per_session)
     report = run_chaos(exchanges, kills=kills, processes=processes, interval_s=interval_s,
-                       seed=seed)  # fmt: skip
+                       seed=seed, durable=preset == "durable", undisturbed=undisturbed)  # fmt: skip
     click.echo("\n".join(report.kill_log))
     click.echo(format_report(report))
 

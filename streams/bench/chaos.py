@@ -1,15 +1,17 @@
-"""`lychee bench chaos`: ingest while ingest workers are killed with SIGKILL and restarted.
+"""`lychee bench chaos`: ingest while the stack is killed with SIGKILL and restarted.
 
-A stack of its own (ephemeral broker and Redis: infrastructure is not killed here) runs
-`processes` workers of each ingest stage (segmenter, encoder, indexer) with the offline
-encoder. A conversation is produced while, every `interval_s`, a random worker is killed -9
-and restarted a moment later; the kills go on while the lag drains. Then it reports what a
-loss or a duplicate would show: produced against indexed turns, duplicate rows, exchanges in
-no segment or in two, segments encoded (log lines) against distinct segments and against the
-token counter, record batches per segment, dead letters, time to drain.
-
-Not covered yet (issue 10, point 6): killing Redis and the broker (needs the durable preset
-and restarts of both), the record-set Jaccard against undisturbed runs, LLM encoders.
+A stack of its own (durable by default: broker storage on SeaweedFS, Redis fsync always)
+runs `processes` workers of each ingest stage (segmenter, encoder, indexer) with the offline
+encoder. The conversation is first ingested undisturbed, twice, each time in a namespace of
+its own: their record sets give the noise floor (MiniLM vectors, and so segment boundaries,
+vary slightly with batch composition). Then it is ingested again while, every `interval_s`,
+a random worker is killed -9 and restarted a moment later, the kills going on while the lag
+drains; on the durable stack Redis is killed -9 once (a third of the way) and the broker
+once (two thirds), each restarted on its data. The report shows what a loss or a duplicate
+would: produced against indexed turns, duplicate rows, exchanges in no segment or in two,
+segments encoded (log lines) against distinct segments and against the token counter,
+record batches per segment, the record-set Jaccard against the undisturbed runs, dead
+letters, time to drain.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 from redis.asyncio import Redis
@@ -34,9 +37,12 @@ from schemas import topics as t
 from streams.client import MemoryClient
 from streams.lag import LagReader
 from streams.reader import read_topic
-from streams.stack.embedded import Child, Stack
+from streams.stack.embedded import DURABLE, EPHEMERAL, Child, Stack
 from streams.topics import ensure_topics
 from workers.encoder.service import read_usage
+
+if TYPE_CHECKING:
+    from workers.store import EvidenceStore
 
 STAGES = ("segmenter", "encoder", "indexer")
 READY = {stage: f"{stage}.ready" for stage in STAGES}
@@ -79,8 +85,10 @@ def synthetic(ns: str, sessions: int = 8, per_session: int = 40) -> list[Exchang
 
 @dataclass
 class ChaosReport:
+    stack: str = ""
     processes: int = 0
     kills: int = 0
+    infra_kills: int = 0
     produced_turns: int = 0
     indexed_turns: int = 0
     duplicate_turn_rows: int = 0
@@ -94,6 +102,9 @@ class ChaosReport:
     record_batches_differing: int = 0  # segments published with two different record sets
     dead_letters: int = 0
     seconds_to_drain: float = 0.0
+    jaccard_vs_undisturbed: float | None = None  # record texts: disturbed run vs first clean one
+    jaccard_noise_floor: float | None = None  # record texts: the two clean runs
+    records: tuple[int, ...] = ()  # distinct record texts: clean runs, then the disturbed one
     kill_log: list[str] = field(default_factory=list)
 
 
@@ -105,10 +116,14 @@ def run_chaos(
     restart_after_s: float = 1.0,
     seed: int = 7,
     timeout_s: float = 1800.0,
+    durable: bool = True,
+    undisturbed: int = 2,
 ) -> ChaosReport:
-    stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-chaos-")))
+    preset = DURABLE if durable else EPHEMERAL
+    stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-chaos-")), preset=preset)
     env = {"LYCHEE_TOPIC_PARTITIONS": str(PARTITIONS), "LYCHEE_SEGMENTER_BATCH_SIZE": "8",
            "LYCHEE_LOG_LEVEL": "INFO", "LYCHEE_SESSION_TIMEOUT_S": "6"}  # fmt: skip
+    base = exchanges[0].namespace
     try:
         stack.start_infra()
         asyncio.run(ensure_topics(stack.bootstrap, PARTITIONS))
@@ -119,23 +134,61 @@ def run_chaos(
                 workers[name] = _start(stack, name, stage, env)
         for name, child in workers.items():
             _wait_line(stack, name, READY[name.rsplit("-", 1)[0]], child, 600)
-        report = ChaosReport(processes=processes)
+        report = ChaosReport(stack=preset.name, processes=processes)
+        clean = [
+            asyncio.run(_ingest_clean(stack, renamed(exchanges, f"{base}-u{i}"), timeout_s))
+            for i in range(undisturbed)
+        ]
+        chaos = renamed(exchanges, f"{base}-c")
         stop = threading.Event()
+        infra = ("redis", "broker") if durable else ()
         killer = threading.Thread(
             target=_kill_loop,
-            args=(stack, workers, env, kills, interval_s, restart_after_s, seed, stop, report),
+            args=(stack, workers, env, kills, interval_s, restart_after_s, seed, stop, report,
+                  infra),
             daemon=True,
-        )
+        )  # fmt: skip
         killer.start()
         try:
-            asyncio.run(_ingest_and_measure(stack, exchanges, report, killer, timeout_s))
+            asyncio.run(_ingest_and_measure(stack, chaos, report, killer, timeout_s))
         finally:
             stop.set()
             killer.join(60)
+        texts = asyncio.run(_record_texts(stack, chaos[0].namespace))
+        report.records = (*(len(c) for c in clean), len(texts))
+        if clean:
+            report.jaccard_vs_undisturbed = jaccard(texts, clean[0])
+        if len(clean) > 1:
+            report.jaccard_noise_floor = jaccard(clean[0], clean[1])
         return report
     finally:
         stack.stop(grace_s=5)
         shutil.rmtree(stack.data_dir, ignore_errors=True)
+
+
+def renamed(exchanges: list[Exchange], namespace: str) -> list[Exchange]:
+    return [e.model_copy(update={"namespace": namespace}) for e in exchanges]
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+async def _ingest_clean(stack: Stack, exchanges: list[Exchange], timeout_s: float) -> set[str]:
+    """An undisturbed ingest of `exchanges`; its record texts once everything is drained."""
+    await _produce(stack, exchanges)
+    async with LagReader(stack.bootstrap) as lag:
+        await lag.wait_drained(timeout_s=timeout_s)
+    return await _record_texts(stack, exchanges[0].namespace)
+
+
+async def _record_texts(stack: Stack, ns: str) -> set[str]:
+    store = _store(stack)
+    tbl = store.table("records")
+    if tbl is None:
+        return set()
+    rows = tbl.search().where(_ns_filter(ns)).select(["normalized_text"]).limit(None).to_arrow()
+    return set(rows.column("normalized_text").to_pylist())
 
 
 def _start(stack: Stack, name: str, stage: str, env: dict[str, str]) -> Child:
@@ -159,9 +212,18 @@ def _wait_line(stack: Stack, name: str, text: str, child: Child, timeout_s: floa
 
 def _kill_loop(stack: Stack, workers: dict[str, Child], env: dict[str, str], kills: int,
                interval_s: float, restart_after_s: float, seed: int, stop: threading.Event,
-               report: ChaosReport) -> None:  # fmt: skip
+               report: ChaosReport, infra: tuple[str, ...]) -> None:  # fmt: skip
+    """`kills` worker kills; the infrastructure processes in `infra` are each killed once
+    along the way (evenly spaced), restarted at once on their data."""
     rng = random.Random(seed)
+    due = [(kills * (i + 1) / (len(infra) + 1), name) for i, name in enumerate(infra)]
     while report.kills < kills and not stop.wait(interval_s * rng.uniform(0.5, 1.5)):
+        if due and report.kills >= due[0][0]:
+            name = due.pop(0)[1]
+            stack.crash_and_restart(name)
+            report.infra_kills += 1
+            report.kill_log.append(f"{time.strftime('%H:%M:%S')} kill -9 {name}, restarted")
+            continue
         name = rng.choice(sorted(workers))
         child = workers[name]
         child.kill(signal.SIGKILL)
@@ -176,17 +238,10 @@ def _kill_loop(stack: Stack, workers: dict[str, Child], env: dict[str, str], kil
 
 async def _ingest_and_measure(stack: Stack, exchanges: list[Exchange], report: ChaosReport,
                               killer: threading.Thread, timeout_s: float) -> None:  # fmt: skip
-    settings = stack.settings()
     ns = exchanges[0].namespace
     started = time.monotonic()
-    async with MemoryClient(settings) as client:
-        await client.add(exchanges)
-        last: dict[str, int] = {}
-        for ex in exchanges:
-            last[ex.session_id] = max(ex.seq, last.get(ex.session_id, -1))
-        for sid, seq in last.items():
-            await client.end_session(ns, sid, after_seq=seq)
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    await _produce(stack, exchanges)
+    async with LagReader(stack.bootstrap) as lag:
         while killer.is_alive():  # kills go on while the lag drains
             await asyncio.sleep(1.0)
             if time.monotonic() - started > timeout_s:
@@ -197,21 +252,43 @@ async def _ingest_and_measure(stack: Stack, exchanges: list[Exchange], report: C
     await _measure(stack, ns, exchanges, report)
 
 
-async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: ChaosReport) -> None:
+async def _produce(stack: Stack, exchanges: list[Exchange]) -> None:
+    """The exchanges, then an end of session after each session's last one."""
+    ns = exchanges[0].namespace
+    async with MemoryClient(stack.settings()) as client:
+        await client.add(exchanges)
+        last: dict[str, int] = {}
+        for ex in exchanges:
+            last[ex.session_id] = max(ex.seq, last.get(ex.session_id, -1))
+        for sid, seq in last.items():
+            await client.end_session(ns, sid, after_seq=seq)
+
+
+def _store(stack: Stack) -> EvidenceStore:
     # imported here: lancedb in this process before the workers are forked warns at each fork
     from workers.embedding import bundled_model_info
-    from workers.store import RECORDS, TURNS, EvidenceStore, namespace_filter
+    from workers.store import EvidenceStore
 
     model, dim = bundled_model_info()
-    store = EvidenceStore(stack.lancedb_uri, model, dim)
-    for name, attr in ((TURNS, "duplicate_turn_rows"), (RECORDS, "duplicate_record_rows")):
+    return EvidenceStore(stack.lancedb_uri, model, dim)
+
+
+def _ns_filter(ns: str) -> str:
+    from workers.store import namespace_filter
+
+    return namespace_filter(ns)
+
+
+async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: ChaosReport) -> None:
+    store = _store(stack)
+    for name, attr in (("turns", "duplicate_turn_rows"), ("records", "duplicate_record_rows")):
         tbl = store.table(name)
         ids = [] if tbl is None else (
-            tbl.search().where(namespace_filter(ns)).select(["id"]).limit(None).to_arrow()
+            tbl.search().where(_ns_filter(ns)).select(["id"]).limit(None).to_arrow()
             .column("id").to_pylist()
         )  # fmt: skip
         setattr(report, attr, len(ids) - len(set(ids)))
-        if name == TURNS:
+        if name == "turns":
             report.indexed_turns = len(set(ids))
     segments: dict[str, Segment] = {}
     for _, value, _ in await read_topic(stack.bootstrap, t.SEGMENTS, f"{ns}/"):
@@ -233,8 +310,10 @@ async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: Cha
     report.segments_with_records = len(batches)
     report.record_batches_differing = sum(1 for v in batches.values() if len(v) > 1)
     report.segments_encoded = sum(
-        p.read_text(errors="replace").count('"segment.encoded"')
+        1
         for p in stack.logs.glob("encoder-*.log")
+        for line in p.read_text(errors="replace").splitlines()
+        if '"segment.encoded"' in line and f"{ns}/" in line
     )
     redis = Redis.from_url(stack.redis_url)
     try:
@@ -254,8 +333,9 @@ async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: Cha
 
 def format_report(r: ChaosReport) -> str:
     return "\n".join([
+        f"stack:                        {r.stack}",
         f"processes per ingest stage:   {r.processes}",
-        f"kills (SIGKILL + restart):    {r.kills}",
+        f"kills (SIGKILL + restart):    {r.kills} workers, {r.infra_kills} of Redis/broker",
         f"produced turns:               {r.produced_turns}",
         f"indexed turns:                {r.indexed_turns} (lost: {r.produced_turns - r.indexed_turns})",
         f"duplicate rows:               turns {r.duplicate_turn_rows}, records {r.duplicate_record_rows}",
@@ -265,6 +345,14 @@ def format_report(r: ChaosReport) -> str:
         f"segments encoded (stored):    {r.segments_encoded} (counter: {r.segments_counted})",
         f"segments with records:        {r.segments_with_records} "
         f"(published with different record sets: {r.record_batches_differing})",
+        f"record texts:                 {' / '.join(map(str, r.records))} "
+        "(undisturbed runs, then the disturbed one)",
+        f"record-set Jaccard:           {_j(r.jaccard_vs_undisturbed)} vs undisturbed; "
+        f"noise floor (two undisturbed runs) {_j(r.jaccard_noise_floor)}",
         f"dead letters:                 {r.dead_letters}",
         f"time to drain:                {r.seconds_to_drain:.1f}s",
     ])  # fmt: skip
+
+
+def _j(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"

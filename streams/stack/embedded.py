@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -113,6 +114,7 @@ class Stack:
     children: list[Child] = field(default_factory=list)
     weed_ports: seaweed.WeedPorts | None = None
     lock: DataDirLock | None = None
+    _broker: tuple[str, dict[str, str]] = field(default=("memory://tansu/", {}), repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -207,9 +209,10 @@ class Stack:
             if self.preset.storage == "s3":
                 endpoint = self._start_weed()
                 creds = seaweed.credentials(self.data_dir)
-                self._start_broker(f"s3://{seaweed.BUCKET}/", broker_env(endpoint, creds))
+                self._broker = (f"s3://{seaweed.BUCKET}/", broker_env(endpoint, creds))
             else:
-                self._start_broker("memory://tansu/", broker_env())
+                self._broker = ("memory://tansu/", broker_env())
+            self._start_broker(*self._broker)
             self._start_redis()
         except BaseException:
             self.stop()
@@ -265,6 +268,19 @@ class Stack:
         )  # fmt: skip
         port = self.redis_port
         self._start(redis, "answering PING", lambda: redis_ready(port), 30)
+
+    def crash_and_restart(self, name: str) -> None:
+        """kill -9 the broker or Redis, then start it again on its port and its data: what a
+        crash and a supervisor's restart do (`lychee bench chaos`)."""
+        starts = {"broker": lambda: self._start_broker(*self._broker), "redis": self._start_redis}
+        if name not in starts:
+            raise ValueError(f"only the broker or redis can be restarted, not {name!r}")
+        child = next(c for c in self.infra if c.name == name)
+        child.kill(signal.SIGKILL)
+        if child.proc is not None:
+            child.proc.wait(10)
+        self.children.remove(child)
+        starts[name]()
 
     def worker(self, stage: str, extra_env: Mapping[str, str] | None = None) -> Child:
         """A (not yet started) worker process of `stage`."""

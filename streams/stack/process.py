@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,6 +138,9 @@ class Child:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         on_main = threading.current_thread() is threading.main_thread()
         try:
+            # preexec_fn runs the at-fork hooks, and lancedb's warns of a forked runtime; the
+            # child runs nothing of this process's before it execs
+            warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)
             self.proc = subprocess.Popen(
                 self.argv,
                 stdout=out,
