@@ -1,8 +1,8 @@
 """Scale-out: the rows do not depend on how many processes run each ingest stage (DESIGN §9).
 
 One stack of its own (a second member joining would rebalance the shared fixture's groups):
-the same conversation goes in once with one process per stage (segmenter, encoder, indexer)
-and once more, under another namespace, with two processes per stage. The offline encoder is
+the same conversation goes in once with one process per stage (segmenter, encoder, indexer),
+then under other namespaces with two and with three processes per stage. The offline encoder is
 deterministic, so the turns, the records with their provenance and the nodes with their links
 must come out identical; vectors are left out (MiniLM's vary slightly with batch composition).
 """
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 STAGES = ("segmenter", "encoder", "indexer")
 ENV = {
-    "LYCHEE_TOPIC_PARTITIONS": "4",
+    "LYCHEE_TOPIC_PARTITIONS": "6",
     "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
     "LYCHEE_ENCODER_BATCH_SIZE": "2",
     "LYCHEE_INDEXER_BATCH_SIZE": "8",
@@ -91,7 +91,7 @@ def stack(tmp_path) -> Iterator[Stack]:  # type: ignore[no-untyped-def]
     s = Stack(tmp_path / "stack")
     s.start_infra()
     try:
-        asyncio.run(ensure_topics(s.bootstrap, 4))
+        asyncio.run(ensure_topics(s.bootstrap, 6))
         yield s
     finally:
         s.stop(grace_s=5)
@@ -102,33 +102,42 @@ def _lines(stack: Stack, name: str, text: str) -> int:
     return log.read_text(errors="replace").count(text) if log.exists() else 0
 
 
-def test_scale_out_two_processes_per_stage_write_the_rows_of_one(stack: Stack) -> None:
-    # fixed names: the six sessions of `duo` hash to all four partitions, so whichever two
-    # partitions each member gets, both members of every stage have work
-    solo, duo = "scale-one", "scale-two"
+def _add_members(stack: Stack, suffix: str) -> None:
+    """One more member of each consumer group, with its own log, once it has partitions."""
+    for stage in STAGES:
+        child = stack.child(f"{stage}-{suffix}", ["worker", stage], ENV)
+        child.start()
+        stack.children.append(child)
+    for stage in STAGES:
+        wait_log(stack, f"{stage}-{suffix}", READY[stage])
+        wait_log(stack, f"{stage}-{suffix}", '"stage.assigned"')
+
+
+def test_scale_out_two_and_three_processes_per_stage_write_the_rows_of_one(stack: Stack) -> None:
+    # fixed names: the eight sessions of each hash to all six partitions, so whichever
+    # partitions each member gets, every member of every stage has work (six, not four:
+    # Faust's sticky assignor leaves a third member of four partitions idle at 2/2/0)
     settings = stack.settings()
     for stage in STAGES:
         stack.start_worker(stage, ENV)
     for stage in STAGES:
         wait_log(stack, stage, READY[stage])
-    asyncio.run(ingest(settings, synthetic(solo, sessions=6, per_session=8)))
-
-    for stage in STAGES:  # a second member of each consumer group, with its own log
-        child = stack.child(f"{stage}-2", ["worker", stage], ENV)
-        child.start()
-        stack.children.append(child)
-    for stage in STAGES:
-        wait_log(stack, f"{stage}-2", READY[stage])
-        wait_log(stack, f"{stage}-2", '"stage.assigned"')
-    before = {s: _lines(stack, s, "segment.encoded") for s in ("encoder", "encoder-2")}
-    asyncio.run(ingest(settings, synthetic(duo, sessions=6, per_session=8)))
-
-    encoded = {s: _lines(stack, s, "segment.encoded") - before[s] for s in before}
-    assert all(n > 0 for n in encoded.values()), f"one encoder did all the work: {encoded}"
+    asyncio.run(ingest(settings, synthetic("scale-one", sessions=8, per_session=8)))
     name, dim = bundled_model_info()
     store = EvidenceStore(stack.lancedb_uri, name, dim)
-    one, two = snapshot(store, solo), snapshot(store, duo)
-    assert len(one["turns"]) == 48 and one["records"] and one["nodes"]
-    assert two["turns"] == one["turns"]
-    assert two["records"] == one["records"]
-    assert two["nodes"] == one["nodes"]
+    one = snapshot(store, "scale-one")
+    assert len(one["turns"]) == 64 and one["records"] and one["nodes"]
+
+    encoders = ["encoder"]
+    for suffix, ns in (("2", "scale-two-x"), ("3", "scale-three")):
+        _add_members(stack, suffix)
+        encoders.append(f"encoder-{suffix}")
+        before = {e: _lines(stack, e, "segment.encoded") for e in encoders}
+        asyncio.run(ingest(settings, synthetic(ns, sessions=8, per_session=8)))
+
+        encoded = {e: _lines(stack, e, "segment.encoded") - before[e] for e in encoders}
+        assert all(n > 0 for n in encoded.values()), f"an encoder had no work: {encoded}"
+        many = snapshot(store, ns)
+        assert many["turns"] == one["turns"], ns
+        assert many["records"] == one["records"], ns
+        assert many["nodes"] == one["nodes"], ns
