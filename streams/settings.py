@@ -8,12 +8,13 @@ the environment does not set and never overrides a real environment variable.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from schemas.query import Ablation
+from schemas.records import NodeType
 from workers.segmenter.params import SegmenterParams
 
 
@@ -117,6 +118,10 @@ class Settings(BaseSettings):
         description="broker fetch wait of the segmenter and indexer stages",
     )
     # indexer
+    index_node_types: Annotated[frozenset[NodeType], NoDecode] = Field(
+        default=frozenset(NodeType),
+        description="evidence-node types the indexer builds and embeds, comma-separated",
+    )
     indexer_batch_size: int = Field(default=500, ge=1)
     indexer_batch_wait_s: float = Field(default=0.25, ge=0)
     optimize_interval_s: float = Field(default=60.0, gt=0)
@@ -247,6 +252,13 @@ class Settings(BaseSettings):
     # logs
     log_level: str = "INFO"
     log_format: Literal["auto", "json", "console"] = "auto"
+
+    @field_validator("index_node_types", mode="before")
+    @classmethod
+    def _node_types(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [v.strip() for v in value.split(",") if v.strip()]
+        return value
 
     @model_validator(mode="after")
     def _outputs_fit(self) -> Settings:

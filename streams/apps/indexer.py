@@ -95,7 +95,7 @@ def build(settings: Settings) -> faust.App:
     policy = TransientPolicy.from_settings(settings)
     store = open_store(settings)
     redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
-    service = IndexerService(store, fences=Fences(redis))
+    service = IndexerService(store, fences=Fences(redis), node_types=settings.index_node_types)
     progress = Progress(redis)
 
     parse_turn = turn_parser(store, settings.max_message_bytes)

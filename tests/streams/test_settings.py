@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from schemas import SegmentMode
+from schemas.records import NodeType
 from streams.settings import Settings
 
 
@@ -38,6 +39,15 @@ def test_settings_query_ablation_accepts_the_paper_ablations_only(
     assert Settings().query_ablation == "no-fusion"
     monkeypatch.setenv("LYCHEE_QUERY_ABLATION", "no-rerank")
     with pytest.raises(ValidationError, match="query_ablation"):
+        Settings()
+
+
+def test_settings_index_node_types_comma_separated(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings().index_node_types == frozenset(NodeType)
+    monkeypatch.setenv("LYCHEE_INDEX_NODE_TYPES", "entity, topic,event_frame")
+    assert Settings().index_node_types == {NodeType.entity, NodeType.topic, NodeType.event_frame}
+    monkeypatch.setenv("LYCHEE_INDEX_NODE_TYPES", "entity,people")
+    with pytest.raises(ValidationError, match="index_node_types"):
         Settings()
 
 

@@ -42,8 +42,14 @@ class _Acc:
     links: dict[str, str] = field(default_factory=dict)  # record id -> text, first kept
 
 
-def derive_nodes(batch: RecordBatch) -> list[NodeUpdate]:
-    """The node updates of one batch, merged per node, in first-met order.
+ALL_NODE_TYPES = frozenset(NodeType)
+
+
+def derive_nodes(
+    batch: RecordBatch, types: frozenset[NodeType] = ALL_NODE_TYPES
+) -> list[NodeUpdate]:
+    """The node updates of one batch, merged per node, in first-met order; only nodes of
+    `types` (the indexer's `index_node_types`).
 
     Raises `ValueError` for a record of another namespace than its batch: node ids are
     namespaced by the batch, so such a record would leak across tenants.
@@ -63,7 +69,8 @@ def derive_nodes(batch: RecordBatch) -> list[NodeUpdate]:
                 f"{batch.namespace!r}"
             )
         for node_type, key, label in _record_nodes(rec):
-            link(node_type, key, label, rec)
+            if node_type in types:
+                link(node_type, key, label, rec)
 
     updated_at = naive(batch.session_date)
     out = [
@@ -78,7 +85,7 @@ def derive_nodes(batch: RecordBatch) -> list[NodeUpdate]:
         )
         for node in acc.values()
     ]
-    frame = _event_frame(batch, updated_at)
+    frame = _event_frame(batch, updated_at) if NodeType.event_frame in types else None
     if frame is not None:
         out.append(frame)
     return out
@@ -150,8 +157,10 @@ def _event_frame(batch: RecordBatch, updated_at: datetime | None) -> NodeUpdate 
     )
 
 
-def updates_of(batches: Sequence[RecordBatch]) -> list[NodeUpdate]:
+def updates_of(
+    batches: Sequence[RecordBatch], types: frozenset[NodeType] = ALL_NODE_TYPES
+) -> list[NodeUpdate]:
     """The node updates of several batches, one per node, in order (see `combine_updates`).
 
     Raises before anything is written when a batch is malformed."""
-    return combine_updates([u for b in batches for u in derive_nodes(b)])
+    return combine_updates([u for b in batches for u in derive_nodes(b, types)])

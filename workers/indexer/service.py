@@ -16,10 +16,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from schemas import RawTurn
-from schemas.records import RecordBatch
+from schemas.records import NodeType, RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Fences, Source
-from workers.indexer.nodes import updates_of
+from workers.indexer.nodes import ALL_NODE_TYPES, updates_of
 from workers.store import TABLES, EvidenceStore, Forgotten
 
 T = TypeVar("T")
@@ -46,11 +46,16 @@ class IndexBatch:
 
 class IndexerService:
     def __init__(
-        self, store: EvidenceStore, embedder: Embedder | None = None, fences: Fences | None = None
+        self,
+        store: EvidenceStore,
+        embedder: Embedder | None = None,
+        fences: Fences | None = None,
+        node_types: frozenset[NodeType] = ALL_NODE_TYPES,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.fences = fences
+        self.node_types = node_types  # the evidence-node types built (and embedded)
         # one writer per table: turns and records/nodes are written independently, so raw
         # turns stay searchable at once however long record embedding takes
         self._turns_lock = asyncio.Lock()
@@ -110,7 +115,7 @@ class IndexerService:
             return await asyncio.to_thread(self.store.forget, namespace, session_id, self.embedder)
 
     def _write_records(self, batches: list[RecordBatch], embedder: Embedder) -> dict[str, int]:
-        return self.store.upsert_batches(batches, updates_of(batches), embedder)
+        return self.store.upsert_batches(batches, updates_of(batches, self.node_types), embedder)
 
     async def expire(self, retention_days: float) -> Forgotten:
         """Retention: remove what is older than `retention_days` (both writers held)."""

@@ -66,6 +66,16 @@ def test_derive_nodes_entity_topic_and_pairs() -> None:
         assert u.namespace == "a"
 
 
+@pytest.mark.parametrize("left_out", list(NodeType))
+def test_derive_nodes_builds_only_the_types_asked_for(left_out: NodeType) -> None:
+    seg = make_segment()
+    r = rec(seg, "Ann flew to Lisbon", ["Ann"], ["travel"], Temporal(t_ref="2024-03-02"))
+    every = {u.node_type for u in derive_nodes(make_batch(seg, [r]))}
+    assert every == set(NodeType)
+    some = derive_nodes(make_batch(seg, [r]), frozenset(NodeType) - {left_out})
+    assert {u.node_type for u in some} == every - {left_out}
+
+
 def test_derive_nodes_first_written_label_and_merged_links() -> None:
     seg = make_segment()
     r1 = rec(seg, "Lisbon trip booked", ["Lisbon-Trip"])
