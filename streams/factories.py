@@ -18,7 +18,7 @@ def make_embedder(settings: Settings) -> Embedder:
     """Local MiniLM (default, offline) or an OpenAI-compatible embeddings endpoint, with its
     batch sizes and latency recorded as metrics, behind a cache of vectors by text (the
     metrics then count what the model really embeds)."""
-    observed = ObservedEmbedder(_embedder(settings))
+    observed = ObservedEmbedder(model_embedder(settings))
     if settings.embedding_cache_entries == 0:
         return observed
     return CachedEmbedder(
@@ -26,7 +26,8 @@ def make_embedder(settings: Settings) -> Embedder:
     )
 
 
-def _embedder(settings: Settings) -> Embedder:
+def model_embedder(settings: Settings) -> Embedder:
+    """The configured model alone: no cache, no metrics (benchmarks time it)."""
     if settings.embedding_provider == "openai":
         import openai
 

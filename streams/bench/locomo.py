@@ -246,49 +246,7 @@ async def _ingest(
         "seconds": round(seconds, 2),
         "exchanges_per_second": round(total / seconds, 2) if seconds else 0.0,
         "searchable_lag_ms": percentiles(lags),
-        "embeddings": await embedding_counts(settings, total),
-    }
-
-
-async def embedding_counts(settings: Settings, exchanges: int) -> dict[str, Any]:
-    """Texts the workers' models embedded and their cache's hits, by stage, scraped from the
-    live metrics endpoints (counters since each process started: run on a fresh stack)."""
-    import httpx
-    from prometheus_client.parser import text_string_to_metric_families
-    from redis.asyncio import Redis
-
-    from streams.metrics import endpoints
-
-    redis = Redis.from_url(settings.redis_url)
-    try:
-        eps = await asyncio.wait_for(endpoints(redis), timeout=10)
-    finally:
-        await redis.aclose()
-    embedded: dict[str, float] = {}
-    cache: dict[str, dict[str, float]] = {}
-    async with httpx.AsyncClient(timeout=10) as http:
-        for ep in eps:
-            try:
-                text = (await http.get(ep["url"])).text
-            except httpx.HTTPError:
-                continue
-            for fam in text_string_to_metric_families(text):
-                for sample in fam.samples:
-                    stage = sample.labels.get("stage", "?")
-                    if sample.name == "lychee_embedding_batch_size_sum":
-                        embedded[stage] = embedded.get(stage, 0) + sample.value
-                    elif sample.name == "lychee_embedding_cache_total":
-                        per = cache.setdefault(stage, {"hit": 0.0, "miss": 0.0})
-                        per[sample.labels["result"]] += sample.value
-    ingest = ("segmenter", "indexer")
-    model = sum(embedded.get(s, 0) for s in ingest)
-    hits = sum(cache.get(s, {}).get("hit", 0) for s in ingest)
-    return {
-        "by_stage": {k: int(v) for k, v in sorted(embedded.items())},
-        "cache_by_stage": {k: {r: int(n) for r, n in v.items()} for k, v in sorted(cache.items())},
-        "model_per_exchange": round(model / exchanges, 2) if exchanges else 0.0,
-        "asked_per_exchange": round((model + hits) / exchanges, 2) if exchanges else 0.0,
-        "cache_hit_rate": round(hits / (model + hits), 4) if model + hits else 0.0,
+        "embeddings": await harness.embedding_counts(settings, total),
     }
 
 
