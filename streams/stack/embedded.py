@@ -326,7 +326,9 @@ class Stack:
         child.start()
         self.children.append(child)
         try:
-            wait_port(self.gateway_port, 60, child.proc)
+            # as long as the workers get: on a loaded machine its imports alone took over 60 s,
+            # and a gateway that dies is reported at once, not at the deadline
+            wait_port(self.gateway_port, 600, child.proc)
         except StackError as exc:
             raise StackError(f"gateway: {exc} (log: {child.log_path})") from exc
         return child
