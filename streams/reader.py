@@ -12,9 +12,16 @@ Record = tuple[bytes | None, bytes | None, dict[str, bytes]]
 
 
 async def read_topic(
-    bootstrap: str, topic: str, key_prefix: str | None = None, timeout_s: float = 60.0
+    bootstrap: str,
+    topic: str,
+    key_prefix: str | None = None,
+    timeout_s: float = 60.0,
+    *,
+    key: str | None = None,
 ) -> list[Record]:
-    """Every record up to the end offsets read at the start, keys filtered by prefix."""
+    """Every record up to the end offsets read at the start, keys filtered by prefix, or
+    equal to `key` (`memory.records` is keyed by the bare namespace, which is a prefix of
+    other namespaces' keys)."""
     async with LagReader(bootstrap) as lag:
         ends = await lag.end_offsets(topic)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -29,8 +36,11 @@ async def read_topic(
         while remaining and time.monotonic() < deadline:
             for tp, recs in (await consumer.getmany(timeout_ms=500)).items():
                 for r in recs:
-                    key = (r.key or b"").decode()
-                    if r.offset < ends[tp] and (key_prefix is None or key.startswith(key_prefix)):
+                    text = (r.key or b"").decode()
+                    wanted = (key_prefix is None or text.startswith(key_prefix)) and (
+                        key is None or text == key
+                    )
+                    if r.offset < ends[tp] and wanted:
                         out.append((r.key, r.value, dict(r.headers)))
                 if recs and recs[-1].offset + 1 >= ends[tp]:
                     remaining.discard(tp)

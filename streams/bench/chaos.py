@@ -303,8 +303,8 @@ async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: Cha
     report.exchanges_in_no_segment = len(produced - set(where))
     report.exchanges_in_two_segments = sum(1 for n in where.values() if n > 1)
     batches: dict[str, set[bytes]] = defaultdict(set)
-    for key, value, _ in await read_topic(stack.bootstrap, t.RECORDS, ns):
-        if key == ns.encode() and value:
+    for _, value, _ in await read_topic(stack.bootstrap, t.RECORDS, key=ns):
+        if value:
             batch = orjson.loads(value)
             batches[batch["segment_id"]].add(orjson.dumps(batch["records"]))
     report.segments_with_records = len(batches)
@@ -322,13 +322,7 @@ async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: Cha
         await redis.aclose()
     for topic in (t.EXCHANGES, t.TURNS, t.SEGMENTS):
         report.dead_letters += len(await read_topic(stack.bootstrap, t.dlq(topic), f"{ns}/"))
-    report.dead_letters += len(
-        [
-            k
-            for k, _, _ in await read_topic(stack.bootstrap, t.dlq(t.RECORDS), ns)
-            if k == ns.encode()
-        ]
-    )
+    report.dead_letters += len(await read_topic(stack.bootstrap, t.dlq(t.RECORDS), key=ns))
 
 
 def format_report(r: ChaosReport) -> str:

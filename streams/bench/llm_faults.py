@@ -128,15 +128,15 @@ async def _run(stack: Stack, server: Any, phases: list[tuple[float, Any]], n: in
     report = OutageReport(segments=n)
     deadline = started + timeout_s
     while True:
-        batches = await _records(stack, ns)
-        done = {json.loads(v)["segment_id"] for v in batches}
+        batches = await read_topic(stack.bootstrap, t.RECORDS, key=ns)
+        done = {json.loads(v)["segment_id"] for _, v, _ in batches if v}
         if len(done) >= n or time.monotonic() > deadline or not worker.alive:
             break
         await asyncio.sleep(1.0)
     report.seconds_to_drain = time.monotonic() - started
     await asyncio.sleep(2.0)  # a late duplicate would show up here
-    for v in await _records(stack, ns):
-        sid = json.loads(v).get("segment_id", "?")
+    for _, v, _ in await read_topic(stack.bootstrap, t.RECORDS, key=ns):
+        sid = json.loads(v or b"{}").get("segment_id", "?")
         report.batches_per_segment[sid] = report.batches_per_segment.get(sid, 0) + 1
     report.dead_letters = len(await read_topic(stack.bootstrap, t.dlq(t.SEGMENTS), f"{ns}/"))
     report.endpoint_requests = len(server.requests) - requests_before
@@ -159,12 +159,6 @@ async def _run(stack: Stack, server: Any, phases: list[tuple[float, Any]], n: in
             report.resumed_lines += 1
     report.worker_alive = worker.alive
     return report
-
-
-async def _records(stack: Stack, ns: str) -> list[bytes]:
-    """The record batches of `ns` (`memory.records` is keyed by namespace)."""
-    found = await read_topic(stack.bootstrap, t.RECORDS, ns)
-    return [v for k, v, _ in found if k == ns.encode() and v]
 
 
 def _json(line: str) -> dict[str, Any]:
