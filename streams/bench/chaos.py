@@ -27,22 +27,21 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import orjson
 from redis.asyncio import Redis
 
 from schemas import Exchange, Role, Segment, Turn
 from schemas import topics as t
+from streams.bench.harness import renamed
 from streams.client import MemoryClient
 from streams.lag import LagReader
 from streams.reader import read_topic
 from streams.stack.embedded import DURABLE, EPHEMERAL, Child, Stack
 from streams.topics import ensure_topics
+from workers.embedding import bundled_model_info
 from workers.encoder.service import read_usage
-
-if TYPE_CHECKING:
-    from workers.store import EvidenceStore
+from workers.store import EvidenceStore, namespace_filter
 
 STAGES = ("segmenter", "encoder", "indexer")
 READY = {stage: f"{stage}.ready" for stage in STAGES}
@@ -166,10 +165,6 @@ def run_chaos(
         shutil.rmtree(stack.data_dir, ignore_errors=True)
 
 
-def renamed(exchanges: list[Exchange], namespace: str) -> list[Exchange]:
-    return [e.model_copy(update={"namespace": namespace}) for e in exchanges]
-
-
 def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else 1.0
 
@@ -187,7 +182,9 @@ async def _record_texts(stack: Stack, ns: str) -> set[str]:
     tbl = store.table("records")
     if tbl is None:
         return set()
-    rows = tbl.search().where(_ns_filter(ns)).select(["normalized_text"]).limit(None).to_arrow()
+    rows = (
+        tbl.search().where(namespace_filter(ns)).select(["normalized_text"]).limit(None).to_arrow()
+    )
     return set(rows.column("normalized_text").to_pylist())
 
 
@@ -265,18 +262,8 @@ async def _produce(stack: Stack, exchanges: list[Exchange]) -> None:
 
 
 def _store(stack: Stack) -> EvidenceStore:
-    # imported here: lancedb in this process before the workers are forked warns at each fork
-    from workers.embedding import bundled_model_info
-    from workers.store import EvidenceStore
-
     model, dim = bundled_model_info()
     return EvidenceStore(stack.lancedb_uri, model, dim)
-
-
-def _ns_filter(ns: str) -> str:
-    from workers.store import namespace_filter
-
-    return namespace_filter(ns)
 
 
 async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: ChaosReport) -> None:
@@ -284,7 +271,7 @@ async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: Cha
     for name, attr in (("turns", "duplicate_turn_rows"), ("records", "duplicate_record_rows")):
         tbl = store.table(name)
         ids = [] if tbl is None else (
-            tbl.search().where(_ns_filter(ns)).select(["id"]).limit(None).to_arrow()
+            tbl.search().where(namespace_filter(ns)).select(["id"]).limit(None).to_arrow()
             .column("id").to_pylist()
         )  # fmt: skip
         setattr(report, attr, len(ids) - len(set(ids)))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from schemas import SegmentMode
+from schemas import Exchange, SegmentMode
 from schemas.errors import LycheeError
 from schemas.query import Ablation
 from streams.settings import Settings
@@ -91,9 +91,11 @@ def rename_namespace(conv: Conversation, namespace: str) -> None:
     runs against one stack apart)."""
     conv.namespace = namespace
     for session in conv.sessions:
-        session.exchanges = [
-            e.model_copy(update={"namespace": namespace}) for e in session.exchanges
-        ]
+        session.exchanges = renamed(session.exchanges, namespace)
+
+
+def renamed(exchanges: list[Exchange], namespace: str) -> list[Exchange]:
+    return [e.model_copy(update={"namespace": namespace}) for e in exchanges]
 
 
 async def embedding_counts(settings: Settings, exchanges: int) -> dict[str, Any]:

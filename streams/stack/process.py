@@ -124,6 +124,11 @@ def wait_port(port: int, timeout_s: float, proc: subprocess.Popen[bytes] | None 
     wait_until(listening, timeout_s, f"listening on {port}", proc)
 
 
+# A child's preexec_fn runs the at-fork hooks, and lancedb's warns of a forked runtime at
+# each start; the child runs nothing of this process's before it execs.
+warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)
+
+
 @dataclass
 class Child:
     name: str
@@ -138,9 +143,6 @@ class Child:
         out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         on_main = threading.current_thread() is threading.main_thread()
         try:
-            # preexec_fn runs the at-fork hooks, and lancedb's warns of a forked runtime; the
-            # child runs nothing of this process's before it execs
-            warnings.filterwarnings("ignore", "lancedb fork support", RuntimeWarning)
             self.proc = subprocess.Popen(
                 self.argv,
                 stdout=out,
