@@ -132,6 +132,7 @@ async def embedding_counts(settings: Settings, exchanges: int) -> dict[str, Any]
     model = sum(embedded.get(s, 0) for s in ingest)
     hits = sum(cache.get(s, {}).get("hit", 0) for s in ingest)
     return {
+        "model_texts": int(model),  # the ingest stages' total
         "by_stage": {k: int(v) for k, v in sorted(embedded.items())},
         "cache_by_stage": {k: {r: int(n) for r, n in v.items()} for k, v in sorted(cache.items())},
         "model_per_exchange": round(model / exchanges, 2) if exchanges else 0.0,

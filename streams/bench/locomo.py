@@ -86,8 +86,8 @@ def run_locomo(
     extra = [harness.variant(name) for name in also]
     if bad := [v.name for v in extra if v.worker_env or v.ablation is None]:
         raise BenchError(
-            f"--also takes per-request variants only (one ingest serves them all); "
-            f"{', '.join(bad)} change the workers: run them as --variant"
+            f"--also takes per-request ablations only (one ingest serves them all), not "
+            f"{', '.join(bad)}: run a worker variant as --variant"
         )
     started = time.perf_counter()
     conversations = load_locomo(data)

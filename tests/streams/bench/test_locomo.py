@@ -50,7 +50,8 @@ def test_bench_locomo_worker_variant_on_a_configured_stack_is_refused(
     write_locomo(data)
     with pytest.raises(BenchError, match="LYCHEE_SEGMENTER__MODE=eager"):
         run_locomo(settings, data, variant="eager", progress=False)
-    with pytest.raises(BenchError, match="--also takes per-request variants only"):
-        run_locomo(settings, data, also=("eager",), progress=False)
+    for name in ("eager", "full"):
+        with pytest.raises(BenchError, match=f"--also takes per-request ablations only.*{name}"):
+            run_locomo(settings, data, also=(name,), progress=False)
     with pytest.raises(BenchError, match="no conversation"):
         run_locomo(settings, data, conversation_ids=["nope"], progress=False)
