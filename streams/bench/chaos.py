@@ -153,7 +153,7 @@ def run_chaos(
         finally:
             stop.set()
             killer.join(60)
-        texts = asyncio.run(_record_texts(stack, chaos[0].namespace))
+        texts = _record_texts(stack, chaos[0].namespace)
         report.records = (*(len(c) for c in clean), len(texts))
         if clean:
             report.jaccard_vs_undisturbed = jaccard(texts, clean[0])
@@ -174,10 +174,10 @@ async def _ingest_clean(stack: Stack, exchanges: list[Exchange], timeout_s: floa
     await _produce(stack, exchanges)
     async with LagReader(stack.bootstrap) as lag:
         await lag.wait_drained(timeout_s=timeout_s)
-    return await _record_texts(stack, exchanges[0].namespace)
+    return await asyncio.to_thread(_record_texts, stack, exchanges[0].namespace)
 
 
-async def _record_texts(stack: Stack, ns: str) -> set[str]:
+def _record_texts(stack: Stack, ns: str) -> set[str]:
     store = _store(stack)
     tbl = store.table("records")
     if tbl is None:
