@@ -17,6 +17,7 @@ from schemas.query import EvidenceItem, QueryReply, QueryRequest
 from schemas.segment import (
     BoundarySignals,
     FinalizeReason,
+    LogPosition,
     Segment,
     SegmentExchange,
     SegmentMode,
@@ -36,6 +37,7 @@ __all__ = [
     "FinalizeReason",
     "ForgetReceipt",
     "ForgetRequest",
+    "LogPosition",
     "LycheeError",
     "QueryReply",
     "QueryRequest",

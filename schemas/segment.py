@@ -43,6 +43,15 @@ class BoundarySignals(BaseModel):
     p_cut: float
 
 
+class LogPosition(BaseModel):
+    """Where an exchange was read in `memory.exchanges`: its lineage for forget fences."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    partition: int = Field(ge=0)
+    offset: int = Field(ge=0)
+
+
 class SegmentExchange(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -52,6 +61,9 @@ class SegmentExchange(BaseModel):
     turns: list[Turn]
     tokens: int
     fragment: int | None = Field(default=None, description="fragment number of a split exchange")
+    source: LogPosition | None = Field(
+        default=None, description="where the exchange was read (None: unknown)"
+    )
 
 
 class Segment(Contract):

@@ -6,16 +6,17 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from schemas import RawTurn, Role
+from schemas import ControlKind, LogPosition, RawTurn, Role, SegmentMode, SessionControl
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch
 from tests.workers.encoder.test_llm import make_segment
-from tests.workers.segmenter.test_service import exchanges, make
+from tests.workers.segmenter.test_service import TOPICS_A, TOPICS_B, exchanges, make, segments_of
 from workers.encoder.adapters import ExtractiveEncoder
 from workers.encoder.service import EncoderService
 from workers.forget import SRC_HEADER, Fences, Source, source_of
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.ports import ListPublisher
 from workers.segmenter.policy import Position
+from workers.segmenter.service import lineage
 from workers.store import RECORDS, TURNS, EvidenceStore
 
 
@@ -134,3 +135,84 @@ async def test_segmenter_commit_of_state_begun_before_a_fence_wipes_it(redis, em
     result = await svc.handle(exs[1:2], [Position(0, 1)])
     assert result.decisions[0].action == "forgotten"
     assert [k async for k in redis.scan_iter(match="*ns1*")] == []
+
+
+async def redis_values(redis) -> bytes:  # type: ignore[no-untyped-def]
+    """Every value in Redis, concatenated: what a text left behind would show up in."""
+    out = []
+    async for key in redis.scan_iter(count=1000):
+        kind = (await redis.type(key)).decode()
+        if kind == "hash":
+            out += [v for kv in (await redis.hgetall(key)).items() for v in kv]
+        elif kind == "stream":
+            out += [v for _, fields in await redis.xrange(key) for kv in fields.items() for v in kv]
+        elif kind == "zset":
+            out += await redis.zrange(key, 0, -1)
+        elif kind == "string":
+            out.append(await redis.get(key))
+    return b"\n".join(out)
+
+
+async def test_segmenter_forget_cuts_a_state_at_the_fence_and_keeps_what_came_after(
+    redis, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    """An exchange produced after the forget but read before the segmenter saw it, in a session
+    begun before: it becomes a segment of its own (lineage: its own position), nothing from
+    before the fence stays in Redis, and segment numbers go on (no id is reused)."""
+    pub = ListPublisher()
+    svc = make(redis, embedder, pub, mode=SegmentMode.fixed_window)  # no semantic cut
+    exs = exchanges("ns1", "s1", TOPICS_A)
+    await svc.handle(exs, [Position(0, 0), Position(0, 1), Position(0, 7)])
+    _, state = await svc.store.load("ns1/s1")
+    assert state is not None and [x.seq for x in state.exchanges] == [0, 1, 2]
+    pub.messages.clear()
+    await svc.forget("ns1", None, {0: 5})
+    (seg,) = segments_of(pub)
+    assert [x.exchange_id for x in seg.exchanges] == ["s1:2"] and seg.index == 0
+    assert [source_of(m.headers) for m in pub.messages] == [Source(0, 7)]
+    left = await redis_values(redis)
+    assert TOPICS_A[2].encode() not in left  # published, so the outbox is empty
+    assert not any(text.encode() in left for text in TOPICS_A[:2])
+
+    pub.messages.clear()
+    later = exchanges("ns1", "s1", TOPICS_B)
+    await svc.handle(
+        [x.model_copy(update={"seq": x.seq + 3}) for x in later], [Position(0, 8), Position(0, 9)]
+    )
+    await svc.handle([SessionControl(kind=ControlKind.flush, namespace="ns1", session_id="s1")])
+    assert [s.index for s in segments_of(pub)] == [1]
+    assert {source_of(m.headers) for m in pub.messages if m.topic == "memory.segments"} == {
+        Source(0, 8)
+    }
+
+
+async def test_segmenter_next_message_cuts_a_state_a_fence_was_raised_under(
+    redis, embedder
+) -> None:  # type: ignore[no-untyped-def]
+    """Another stage raised the fence first: the segmenter's next commit for the session
+    finds its state begun before it and cuts it there, then applies the message."""
+    pub = ListPublisher()
+    svc = make(redis, embedder, pub, mode=SegmentMode.fixed_window)
+    exs = exchanges("ns1", "s1", TOPICS_A + TOPICS_B)
+    await svc.handle(exs[:3], [Position(0, 0), Position(0, 1), Position(0, 7)])
+    await svc.store.fences.raise_to("ns1", None, {0: 5})
+    pub.messages.clear()
+    result = await svc.handle(exs[3:4], [Position(0, 8)])
+    assert result.forgotten == 0 and result.turns == 1
+    (seg,) = segments_of(pub)
+    assert [x.exchange_id for x in seg.exchanges] == ["s1:2"]
+    _, state = await svc.store.load("ns1/s1")
+    assert state is not None and [x.seq for x in state.exchanges] == [3]
+    assert state.first_offset == 7 and state.next_index == 1
+    left = await redis_values(redis)
+    assert not any(text.encode() in left for text in TOPICS_A[:2])
+
+
+def test_segment_lineage_is_its_earliest_exchange_and_unknown_when_any_is() -> None:
+    seg = make_segment(3)
+    placed = [x.model_copy(update={"source": LogPosition(partition=1, offset=o)})
+              for x, o in zip(seg.exchanges, (9, 4, 6), strict=True)]  # fmt: skip
+    assert lineage(seg.model_copy(update={"exchanges": placed})) == Source(1, 4)
+    assert lineage(seg) is None
+    mixed = [placed[0], placed[1].model_copy(update={"source": LogPosition(partition=2, offset=1)})]
+    assert lineage(seg.model_copy(update={"exchanges": mixed})) is None

@@ -19,6 +19,7 @@ from schemas import (
     BoundarySignals,
     Exchange,
     FinalizeReason,
+    LogPosition,
     Segment,
     SegmentExchange,
     SegmentMode,
@@ -38,6 +39,9 @@ class Position:
 
     partition: int
     offset: int
+
+    def log(self) -> LogPosition:
+        return LogPosition(partition=self.partition, offset=self.offset)
 
 
 class SessionState(BaseModel):
@@ -60,8 +64,8 @@ class SessionState(BaseModel):
     # before it is a redelivery, whatever its kind and fields.
     partition: int = -1
     last_offset: int = -1
-    # Offset of the first message this state applied: the lineage of its segments, which a
-    # forget fence compares (workers.forget). A state older than a fence is wiped, not used.
+    # Offset of the first message this state applied, which a forget fence compares
+    # (workers.forget): a state begun before a fence is cut there (the service) before use.
     first_offset: int = -1
 
     def seen(self, position: Position | None) -> bool:
@@ -105,8 +109,16 @@ class SegmentPolicy:
 
     # -- public -------------------------------------------------------------------------
 
-    def step(self, state: SessionState, ex: Exchange, emb: sig.Vector, now: float) -> Decision:
-        """Apply one exchange; a `seq` at or below the last applied one changes nothing."""
+    def step(
+        self,
+        state: SessionState,
+        ex: Exchange,
+        emb: sig.Vector,
+        now: float,
+        position: Position | None = None,
+    ) -> Decision:
+        """Apply one exchange read at `position`; a `seq` at or below the last applied one
+        changes nothing."""
         if ex.seq <= state.last_seq:
             return Decision("replay", None, [])
         state.last_seq = ex.seq
@@ -121,6 +133,7 @@ class SegmentPolicy:
             turn_ids=ex.turn_ids(),
             turns=list(ex.turns),
             tokens=self.count(ex.rendered()),
+            source=position.log() if position is not None else None,
         )
         if item.tokens > self.p.max_tokens:
             return self._split_oversized(state, ex, item, e)
@@ -245,6 +258,7 @@ class SegmentPolicy:
                 turns=[t for _, t in group],
                 tokens=sum(self.count(t.rendered()) for _, t in group),
                 fragment=n,
+                source=item.source,
             )
             state.exchanges = [frag]
             state.tokens = frag.tokens

@@ -42,7 +42,7 @@ from schemas import (
 from schemas import topics as t
 from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
-from workers.forget import Source, delete_matching, glob_escape
+from workers.forget import Source, delete_matching, glob_escape, source_of
 from workers.ports import OutMessage, Publisher
 from workers.segmenter.policy import Decision, Position, SegmentPolicy, SessionState
 from workers.segmenter.state_store import SessionStore
@@ -137,6 +137,9 @@ class SegmenterService:
         gateway's sequence keys. Returns the number of keys deleted."""
         await self.store.fences.raise_to(namespace, session_id, exchanges_end)
         removed, kept = await self.store.forget(namespace, session_id)
+        for key in sorted(kept):
+            removed += await self._cut_at_fence(key)
+        await self.drain(sorted(kept))
         head = f"{glob_escape(namespace)}/{glob_escape(session_id) if session_id else '*'}"
         gateway: list[str] = []
         prefix = self.store.prefix
@@ -219,22 +222,22 @@ class SegmenterService:
             state = state or SessionState(namespace=ex.namespace, session_id=ex.session_id)
             if state.seen(pos):
                 return Decision("redelivery", None, [])
-            decision = self.policy.step(state, ex, vec, self.clock())
+            decision = self.policy.step(state, ex, vec, self.clock(), pos)
             if decision.action == "replay":
                 log.info("exchange.replayed", key=ex.key, seq=ex.seq, last_seq=state.last_seq)
                 await self.store.count_replay(ex.key, pos)
                 return decision
             state.mark(pos)
-            outbox = self._turn_messages(ex, turn_vecs, pos) + _segment_messages(
-                decision.finalized, state
-            )
+            outbox = self._turn_messages(ex, turn_vecs, pos) + _segment_messages(decision.finalized)
             done = await self.store.commit(ex.key, version, state, outbox, now=self.clock())
             if done == 1:
                 return decision
-            # 0: another writer won; 2: the state predated a forget and was wiped, and a
-            # message from before that forget must not start a new one
-            if done == 2 and pos is not None and (await self._forgotten([ex], [pos]))[0]:
-                return Decision("forgotten", None, [])
+            # 0: another writer won; 2: the state began before a forget fence: cut it there,
+            # and a message from before that forget must not start a new one
+            if done == 2:
+                await self._cut_at_fence(ex.key)
+                if pos is not None and (await self._forgotten([ex], [pos]))[0]:
+                    return Decision("forgotten", None, [])
         raise StateConflict(f"session {ex.key} changed under us {self.max_conflicts} times")
 
     async def _apply_control(
@@ -261,8 +264,11 @@ class SegmenterService:
             elif not finalized:
                 return Decision("noop", None, [])
             state.mark(pos)
-            outbox = _segment_messages(finalized, state)
-            if await self.store.commit(ctl.key, version, state, outbox, ttl, now=self.clock()) == 1:
+            outbox = _segment_messages(finalized)
+            done = await self.store.commit(ctl.key, version, state, outbox, ttl, now=self.clock())
+            if done == 2:
+                await self._cut_at_fence(ctl.key)
+            elif done == 1:
                 if finalized:
                     log.info(
                         "segment.flushed",
@@ -272,6 +278,64 @@ class SegmenterService:
                     )
                 return Decision("flush", None, finalized)
         raise StateConflict(f"session {ctl.key} changed under us {self.max_conflicts} times")
+
+    async def _cut_at_fence(self, key: str) -> int:
+        """Cut a session state begun before a forget fence: what it holds from before the
+        fence is dropped, the exchanges it applied from after it (read before this stage saw
+        the forget) are finalized as a segment of their own, and the counters that keep ids
+        unique are kept. A state with nothing from after the fence is deleted. Returns the
+        number of keys deleted."""
+        namespace, _, session_id = key.partition("/")
+        for _ in range(self.max_conflicts):
+            version, state = await self.store.load(key)
+            if state is None or state.partition < 0 or state.first_offset < 0:
+                return 0
+            first, last = (
+                Source(state.partition, o) for o in (state.first_offset, state.last_offset)
+            )
+            entries = await self.store.pending(key)
+            marks = [Source(x.source.partition, x.source.offset) if x.source else None
+                     for x in state.exchanges]  # fmt: skip
+            stale = await self.store.fences.stale(
+                [(namespace, session_id, s) for s in [first, last, *marks]]
+                + [(namespace, session_id, source_of(m.headers)) for _, m in entries]
+            )
+            (began_before, ended_before), n = stale[:2], len(marks)
+            old_exchanges, old_entries = stale[2 : 2 + n], stale[2 + n :]
+            if not began_before:
+                return 0  # begun after every fence: nothing to cut
+            if ended_before:
+                removed = await self.store.forget_session(key)  # all of it from before
+                if removed >= 0:
+                    return removed
+                continue  # a message from after the fence was applied meanwhile
+            await self.store.trim(
+                key, [i for (i, _), o in zip(entries, old_entries, strict=True) if o]
+            )
+            kept = [x for x, o in zip(state.exchanges, old_exchanges, strict=True) if not o]
+            cut = SessionState(
+                namespace=namespace,
+                session_id=session_id,
+                last_seq=state.last_seq,
+                next_index=state.next_index,
+                exchanges=kept,
+                tokens=sum(x.tokens for x in kept),
+                session_date=state.session_date,
+                updated_at=state.updated_at,
+                ended=state.ended,
+                partition=state.partition,
+                last_offset=state.last_offset,
+                first_offset=min((x.source.offset for x in kept if x.source), default=last.offset),
+            )
+            finalized = self.policy.flush(cut)
+            ttl = self.ended_ttl_s if cut.ended else 0
+            done = await self.store.commit(key, version, cut, _segment_messages(finalized), ttl,
+                                           now=self.clock())  # fmt: skip
+            if done == 1:
+                log.info("forget.session_cut", key=key, kept_exchanges=len(kept),
+                         dropped_exchanges=len(state.exchanges) - len(kept))  # fmt: skip
+                return 0
+        raise StateConflict(f"session {key} changed under us {self.max_conflicts} times")
 
     def _turn_messages(
         self, ex: Exchange, turn_vecs: list[Matrix], pos: Position | None = None
@@ -299,18 +363,27 @@ class SegmenterService:
         return out
 
 
-def _segment_messages(segments: Sequence[Segment], state: SessionState) -> list[OutMessage]:
-    """A segment's lineage is the first message its session state applied: a state that
-    began before a forget is wiped, so one that survives holds nothing older."""
-    headers = (
-        (Source(state.partition, state.first_offset).header(),) if state.first_offset >= 0 else ()
-    )
-    return [
-        OutMessage(
-            t.SEGMENTS,
-            session_key(s.namespace, s.session_id),
-            s.model_dump_json().encode(),
-            headers,
+def lineage(segment: Segment) -> Source | None:
+    """A segment's lineage for the forget fences: its earliest exchange, so that a segment
+    holding anything from before a forget is dropped downstream. None when an exchange's
+    position is unknown, or the exchanges come from two partitions (the topic was resized)."""
+    sources = [x.source for x in segment.exchanges]
+    known = [x for x in sources if x is not None]
+    if len(known) < len(sources) or len({x.partition for x in known}) != 1:
+        return None
+    return Source(known[0].partition, min(x.offset for x in known))
+
+
+def _segment_messages(segments: Sequence[Segment]) -> list[OutMessage]:
+    out = []
+    for s in segments:
+        src = lineage(s)
+        out.append(
+            OutMessage(
+                t.SEGMENTS,
+                session_key(s.namespace, s.session_id),
+                s.model_dump_json().encode(),
+                (src.header(),) if src is not None else (),
+            )
         )
-        for s in segments
-    ]
+    return out

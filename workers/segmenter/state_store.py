@@ -41,17 +41,12 @@ end
 #       partition, first offset, entries...
 # Entry ids are `<major>-<i>`, `major` the new state version (or one past the stream's
 # last id when an expired state restarted its versions), so they only ever increase.
-# A state whose first applied message lies below a forget fence is stale: it is wiped
-# with its outbox instead of written (returns 2), and the caller starts afresh.
+# A state whose first applied message lies below a forget fence is stale: nothing is
+# written (returns 2) and the caller cuts the state at the fence first.
 _COMMIT = (
     _FENCE
     + """
-if ARGV[7] ~= '-1' and tonumber(ARGV[8]) < fence(5, 6, ARGV[7]) then
-  redis.call('DEL', KEYS[1], KEYS[2], KEYS[7])
-  redis.call('ZREM', KEYS[3], ARGV[3])
-  redis.call('ZREM', KEYS[4], ARGV[3])
-  return 2
-end
+if ARGV[7] ~= '-1' and tonumber(ARGV[8]) < fence(5, 6, ARGV[7]) then return 2 end
 local v = redis.call('HGET', KEYS[1], 'v')
 if (v or '0') ~= ARGV[1] then return 0 end
 local nv = tonumber(ARGV[1]) + 1
@@ -118,19 +113,19 @@ return 1
 
 # KEYS: state, outbox, replays, active, pending, namespace fence, session fence
 # ARGV: session key
-# Forget one session's state unless it began after the fence (then everything in it came
-# after the forget: an exchange consumed before this stage saw the forget); returns the
-# number of keys deleted, or -1 when the state was kept.
+# Forget one session's state unless it applied a message from after the fence (an
+# exchange read before this stage saw the forget): such a state is kept (returns -1) for
+# the caller to cut at the fence. Otherwise returns the number of keys deleted.
 _FORGET = (
     _FENCE
     + """
 local raw = redis.call('HGET', KEYS[1], 'state')
 if raw then
   local st = cjson.decode(raw)
-  local part, first = tonumber(st['partition'] or -1), tonumber(st['first_offset'] or -1)
-  if part >= 0 and first >= 0 then
+  local part, last = tonumber(st['partition'] or -1), tonumber(st['last_offset'] or -1)
+  if part >= 0 and last >= 0 then
     local f = fence(6, 7, tostring(part))
-    if f >= 0 and first >= f then return -1 end
+    if f >= 0 and last >= f then return -1 end
   end
 end
 redis.call('ZREM', KEYS[4], ARGV[1])
@@ -179,7 +174,7 @@ class SessionStore:
     ) -> int:
         """Write state and outbox atomically if nobody wrote since `version` was read;
         `now` dates the outbox entries (for `pending_sessions`). Returns 1 when written,
-        0 on a conflict, 2 when the state predates a forget and was wiped instead."""
+        0 on a conflict, 2 when the state began before a forget fence (nothing written)."""
         entries = [
             orjson.dumps(
                 {
@@ -209,8 +204,9 @@ class SessionStore:
 
     async def forget(self, namespace: str, session_id: str | None) -> tuple[int, set[str]]:
         """Delete the state, outbox and replay counter of every session of `namespace` (or
-        of one session) that began before the fence; returns the number of keys deleted
-        and the sessions kept (begun after the fence). The fence must be raised first."""
+        of one session) that holds nothing from after the fence; returns the number of keys
+        deleted and the sessions kept (they applied a message from after the fence, and
+        are cut there by the caller). The fence must be raised first."""
         head = f"{glob_escape(namespace)}/{glob_escape(session_id) if session_id else '*'}"
         sessions: set[str] = set()
         async for raw in self.redis.scan_iter(match=f"{self.prefix}:seg:{{{head}}}:*", count=1000):
@@ -221,14 +217,18 @@ class SessionStore:
                 sessions.add(_text(member))
         removed, kept = 0, set()
         for key in sorted(sessions):
-            keys = [self._state_key(key), self._outbox_key(key), self._replays_key(key),
-                    self.active_key, self.pending_key, *self._fence_keys(key)]  # fmt: skip
-            n = int(await self._forget(keys=keys, args=[key]))
+            n = await self.forget_session(key)
             if n >= 0:
                 removed += n
             else:
                 kept.add(key)
         return removed, kept
+
+    async def forget_session(self, key: str) -> int:
+        """`forget` of one session: the number of keys deleted, -1 when it was kept."""
+        keys = [self._state_key(key), self._outbox_key(key), self._replays_key(key),
+                self.active_key, self.pending_key, *self._fence_keys(key)]  # fmt: skip
+        return int(await self._forget(keys=keys, args=[key]))
 
     async def pending(self, key: str) -> list[tuple[str, OutMessage]]:
         """The outbox of one session, oldest first, each entry with its id."""
