@@ -27,6 +27,8 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from schemas import Segment
+
 log = structlog.get_logger("lychee.forget")
 
 SRC_HEADER = "lychee-src"
@@ -65,6 +67,17 @@ def source_of(headers: Iterable[tuple[str, bytes]] | None) -> Source | None:
             except (UnicodeDecodeError, ValueError):
                 return None
     return None
+
+
+def segment_lineage(segment: Segment) -> Source | None:
+    """A segment's lineage: its earliest exchange, so that a segment holding anything from
+    before a forget is dropped downstream. None when an exchange's position is unknown, or
+    the exchanges come from two partitions (the topic was resized)."""
+    sources = [x.source for x in segment.exchanges]
+    known = [x for x in sources if x is not None]
+    if len(known) < len(sources) or len({x.partition for x in known}) != 1:
+        return None
+    return Source(known[0].partition, min(x.offset for x in known))
 
 
 def fence_key(namespace: str, session_id: str | None = None, prefix: str = PREFIX) -> str:

@@ -54,7 +54,7 @@ def forgetter(
     service: IndexerService, progress: Progress, settings: Settings
 ) -> Callable[[ForgetRequest], Awaitable[Applied]]:
     async def forget(req: ForgetRequest) -> Applied:
-        if service.embedder is None and req.session_id is not None:  # nodes are re-embedded
+        if service.embedder is None:  # nodes that keep some links are re-embedded
             service.embedder = await asyncio.to_thread(make_embedder, settings)
         done = await service.forget(req.namespace, req.session_id, req.exchanges_end)
         keys = await progress.forget(req.namespace, req.session_id)

@@ -21,7 +21,7 @@ from streams.topics import ensure_topics
 from tests.conftest import READY, wait_log
 from tests.streams.test_pipeline import ingest
 from workers.embedding import bundled_model_info
-from workers.store import NODES, RECORDS, TURNS, EvidenceStore, namespace_filter
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore, lineage, namespace_filter
 
 # Six worker processes start and load their models: on a busy 2-core machine that alone can
 # take minutes, hence the longer time limit.
@@ -43,7 +43,9 @@ ENV = {
 def _rows(store: EvidenceStore, name: str, ns: str) -> list[dict[str, Any]]:
     tbl = store.table(name)
     assert tbl is not None, f"no {name} table"
-    data = tbl.search().where(namespace_filter(ns)).limit(None).to_arrow().drop_columns(["vector"])
+    data = tbl.search().where(namespace_filter(ns)).limit(None).to_arrow()
+    # lineage holds each namespace's own offsets in the shared topic
+    data = data.drop_columns([c for c in ("vector", lineage.COLUMN) if c in data.column_names])
     return [_neutral(r, ns) for r in data.to_pylist()]
 
 

@@ -12,11 +12,10 @@ from tests.workers.encoder.test_llm import make_segment
 from tests.workers.segmenter.test_service import TOPICS_A, TOPICS_B, exchanges, make, segments_of
 from workers.encoder.adapters import ExtractiveEncoder
 from workers.encoder.service import EncoderService
-from workers.forget import SRC_HEADER, Fences, Source, source_of
+from workers.forget import SRC_HEADER, Fences, Source, segment_lineage, source_of
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.ports import ListPublisher
 from workers.segmenter.policy import Position
-from workers.segmenter.service import lineage
 from workers.store import RECORDS, TURNS, EvidenceStore
 
 
@@ -212,7 +211,45 @@ def test_segment_lineage_is_its_earliest_exchange_and_unknown_when_any_is() -> N
     seg = make_segment(3)
     placed = [x.model_copy(update={"source": LogPosition(partition=1, offset=o)})
               for x, o in zip(seg.exchanges, (9, 4, 6), strict=True)]  # fmt: skip
-    assert lineage(seg.model_copy(update={"exchanges": placed})) == Source(1, 4)
-    assert lineage(seg) is None
+    assert segment_lineage(seg.model_copy(update={"exchanges": placed})) == Source(1, 4)
+    assert segment_lineage(seg) is None
     mixed = [placed[0], placed[1].model_copy(update={"source": LogPosition(partition=2, offset=1)})]
-    assert lineage(seg.model_copy(update={"exchanges": mixed})) is None
+    assert segment_lineage(seg.model_copy(update={"exchanges": mixed})) is None
+
+
+async def test_indexer_forget_after_newer_rows_keeps_them(redis, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The indexer wrote turns and records of exchanges sent after a forget before it read
+    that forget: the forget removes only the older rows."""
+    emb = HashEmbedder()
+    store = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM)
+    svc = IndexerService(store, emb, Fences(redis))
+    await svc.write(
+        IndexBatch(
+            turns=[raw("a", "old", emb), raw("a", "new", emb)],
+            turn_sources=[Source(0, 9), Source(0, 10)],
+            records=[batch("a", 0, ["Ann kept the old boat"]), batch("a", 1, ["Ann sold it"])],
+            record_sources=[Source(0, 2), Source(0, 11)],
+        )
+    )
+    await svc.forget("a", None, {0: 10})
+    assert store.turns.ids("a") == {"new"}
+    texts = {r["semantic_text"] for r in store.table(RECORDS).to_arrow().to_pylist()}  # type: ignore[union-attr]
+    assert texts == {"Ann sold it"}
+
+
+async def test_encoder_encodes_only_the_part_of_a_segment_from_after_the_fence(redis) -> None:  # type: ignore[no-untyped-def]
+    """A segment cut before the segmenter saw a forget holds exchanges from both sides of its
+    fence: the older ones are not encoded, the newer ones are, with their own lineage."""
+    pub = ListPublisher()
+    svc = EncoderService(redis, ExtractiveEncoder(), pub)
+    seg = make_segment(3)
+    placed = [x.model_copy(update={"source": LogPosition(partition=0, offset=o)})
+              for x, o in zip(seg.exchanges, (3, 4, 12), strict=True)]  # fmt: skip
+    seg = seg.model_copy(update={"exchanges": placed})
+    await svc.fences.raise_to("ns", None, {0: 10})
+    (out,) = await svc.handle([seg], [segment_lineage(seg)])
+    assert (out.first_turn_id, out.last_turn_id) == ("t2a", "t2b") and out.records
+    for r in out.records:
+        assert set(r.evidence) <= {"t2a", "t2b"}
+        assert not any(f"{name} {i}" in r.semantic_text for name in ("Rex", "Ines") for i in (0, 1))
+    assert [source_of(m.headers) for m in pub.messages] == [Source(0, 12)]

@@ -35,7 +35,14 @@ from schemas import topics as t
 from schemas.records import DISAMBIGUATION_MAX_CHARS, RecordBatch, TokenUsage
 from workers.encoder.context import ReferenceContext
 from workers.encoder.records import EncodedSegment
-from workers.forget import Fences, Source, delete_matching, fence_key, glob_escape
+from workers.forget import (
+    Fences,
+    Source,
+    delete_matching,
+    fence_key,
+    glob_escape,
+    segment_lineage,
+)
 from workers.ports import OutMessage, Publisher
 
 log = structlog.get_logger("lychee.encoder")
@@ -111,14 +118,19 @@ class EncoderService:
     async def handle(
         self, segments: Sequence[Segment], sources: Sequence[Source | None] | None = None
     ) -> list[RecordBatch]:
-        """Encode and publish; a segment below a forget fence is dropped (`sources[i]` is
-        the lineage of `segments[i]`, carried on to its record batch)."""
+        """Encode and publish; what lies below a forget fence is dropped (`sources[i]` is
+        the lineage header of `segments[i]`, used when its exchanges carry no positions;
+        its record batch carries the lineage of the part encoded)."""
         srcs = list(sources) if sources is not None else [None] * len(segments)
         out: list[tuple[RecordBatch, Source | None]] = []
-        for seg, src in zip(segments, srcs, strict=True):
-            batch = await self.encode(seg, src)
+        for seg, header in zip(segments, srcs, strict=True):
+            src = segment_lineage(seg) or header  # the exchanges' own positions, when known
+            live = await self._after_fences(seg, src)
+            if live is None:
+                continue
+            batch = await self.encode(*live)
             if batch is not None:
-                out.append((batch, src))
+                out.append((batch, live[1]))
         await self.publisher.publish(
             [
                 OutMessage(
@@ -148,12 +160,34 @@ class EncoderService:
             self.redis, patterns, [self._context_key(namespace, session_id)]
         )
 
-    async def encode(self, segment: Segment, src: Source | None = None) -> RecordBatch | None:
-        """The segment's batch: the stored one, or encoded here under the segment's lease;
-        None when it lies below a forget fence."""
-        if await self._stale(segment, src):
+    async def _after_fences(
+        self, segment: Segment, src: Source | None
+    ) -> tuple[Segment, Source | None] | None:
+        """The segment without its exchanges from before a forget fence (a segment cut
+        before the segmenter saw the forget can hold both), and its lineage; None when
+        nothing is left."""
+        if not await self._stale(segment, src):
+            return segment, src
+        marks = [Source(x.source.partition, x.source.offset) if x.source else None
+                 for x in segment.exchanges]  # fmt: skip
+        ns, sid = segment.namespace, segment.session_id
+        old = await self.fences.stale([(ns, sid, m) for m in marks])
+        kept = [x for x, o in zip(segment.exchanges, old, strict=True) if not o]
+        if not kept:
             log.info("segment.forgotten", segment_id=segment.segment_id)
             return None
+        turn_ids = [t for x in kept for t in x.turn_ids]
+        part = segment.model_copy(update={
+            "exchanges": kept, "first_turn_id": turn_ids[0], "last_turn_id": turn_ids[-1],
+            "tokens": sum(x.tokens for x in kept),
+        })  # fmt: skip
+        log.info("segment.cut_at_fence", segment_id=segment.segment_id,
+                 kept_exchanges=len(kept), dropped_exchanges=len(marks) - len(kept))  # fmt: skip
+        return part, segment_lineage(part)
+
+    async def encode(self, segment: Segment, src: Source | None = None) -> RecordBatch | None:
+        """The segment's batch: the stored one, or encoded here under the segment's lease;
+        None when a forget fence was raised over it meanwhile."""
         cache_key = self._cache_key(segment.segment_id)
         lease_key = self._lease_key(segment.segment_id)
         token = secrets.token_hex(8)

@@ -72,10 +72,12 @@ class IndexerService:
         written: dict[str, int] = {}
         if batch.turns:
             async with self._turns_lock:
-                turns = await self._live(
+                turns, turn_sources = await self._live(
                     batch.turns, batch.turn_sources, lambda x: (x.namespace, x.session_id)
                 )
-                written["turns"] = await asyncio.to_thread(self.store.turns.upsert, turns)
+                written["turns"] = await asyncio.to_thread(
+                    self.store.turns.upsert, turns, turn_sources
+                )
                 written["turns_forgotten"] = len(batch.turns) - len(turns)
                 if on_turns is not None and turns:
                     await on_turns(turns)
@@ -83,10 +85,12 @@ class IndexerService:
             if self.embedder is None:
                 raise RuntimeError("the indexer needs an embedder to write records and nodes")
             async with self._records_lock:
-                records = await self._live(
+                records, record_sources = await self._live(
                     batch.records, batch.record_sources, lambda x: (x.namespace, x.session_id)
                 )
-                counts = await asyncio.to_thread(self._write_records, records, self.embedder)
+                counts = await asyncio.to_thread(
+                    self._write_records, records, record_sources, self.embedder
+                )
             written.update(counts)
             written["batches_forgotten"] = len(batch.records) - len(records)
         return written
@@ -96,26 +100,34 @@ class IndexerService:
         items: list[T],
         sources: list[Source | None] | None,
         names: Callable[[T], tuple[str, str]],
-    ) -> list[T]:
-        """`items` without those produced before a forget of their namespace or session."""
+    ) -> tuple[list[T], list[Source | None]]:
+        """`items` (and their sources) without those produced before a forget of their
+        namespace or session."""
+        srcs: list[Source | None] = list(sources) if sources is not None else [None] * len(items)
         if self.fences is None:
-            return items
-        srcs = sources if sources is not None else [None] * len(items)
+            return items, srcs
         stale = await self.fences.stale([(*names(x), s) for x, s in zip(items, srcs, strict=True)])
-        return [x for x, gone in zip(items, stale, strict=True) if not gone]
+        live = [i for i, gone in enumerate(stale) if not gone]
+        return [items[i] for i in live], [srcs[i] for i in live]
 
     async def forget(
         self, namespace: str, session_id: str | None, exchanges_end: dict[int, int]
     ) -> Forgotten:
-        """Raise the fence, then remove the rows (both writers held: no batch read before
-        the fence is written after the removal)."""
+        """Raise the fence, then remove the rows that predate it (both writers held: no
+        batch read before the fence is written after the removal). A forget that names no
+        partition fences nothing and removes every row of the namespace or session."""
         async with self._turns_lock, self._records_lock:
             if self.fences is not None:
                 await self.fences.raise_to(namespace, session_id, exchanges_end)
-            return await asyncio.to_thread(self.store.forget, namespace, session_id, self.embedder)
+            return await asyncio.to_thread(
+                self.store.forget, namespace, session_id, self.embedder, exchanges_end or None
+            )
 
-    def _write_records(self, batches: list[RecordBatch], embedder: Embedder) -> dict[str, int]:
-        return self.store.upsert_batches(batches, updates_of(batches, self.node_types), embedder)
+    def _write_records(
+        self, batches: list[RecordBatch], sources: list[Source | None], embedder: Embedder
+    ) -> dict[str, int]:
+        updates = updates_of(batches, self.node_types)
+        return self.store.upsert_batches(batches, updates, embedder, sources)
 
     async def expire(self, retention_days: float) -> Forgotten:
         """Retention: remove what is older than `retention_days` (both writers held)."""

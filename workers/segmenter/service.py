@@ -42,7 +42,7 @@ from schemas import (
 from schemas import topics as t
 from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
-from workers.forget import Source, delete_matching, glob_escape, source_of
+from workers.forget import Source, delete_matching, glob_escape, segment_lineage, source_of
 from workers.ports import OutMessage, Publisher
 from workers.segmenter.policy import Decision, Position, SegmentPolicy, SessionState
 from workers.segmenter.state_store import SessionStore
@@ -363,21 +363,10 @@ class SegmenterService:
         return out
 
 
-def lineage(segment: Segment) -> Source | None:
-    """A segment's lineage for the forget fences: its earliest exchange, so that a segment
-    holding anything from before a forget is dropped downstream. None when an exchange's
-    position is unknown, or the exchanges come from two partitions (the topic was resized)."""
-    sources = [x.source for x in segment.exchanges]
-    known = [x for x in sources if x is not None]
-    if len(known) < len(sources) or len({x.partition for x in known}) != 1:
-        return None
-    return Source(known[0].partition, min(x.offset for x in known))
-
-
 def _segment_messages(segments: Sequence[Segment]) -> list[OutMessage]:
     out = []
     for s in segments:
-        src = lineage(s)
+        src = segment_lineage(s)
         out.append(
             OutMessage(
                 t.SEGMENTS,

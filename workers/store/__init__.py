@@ -13,6 +13,7 @@ from typing import Any
 
 from schemas.records import RecordBatch
 from workers.embedding import Embedder
+from workers.forget import Source
 from workers.store.database import (
     EXACT_MAX_ROWS,
     Database,
@@ -22,7 +23,7 @@ from workers.store.database import (
 )
 from workers.store.forget import Forgotten, expire, forget
 from workers.store.nodes import NODES, NodesTable, NodeUpdate
-from workers.store.records import RECORDS, RecordsTable, value_counts
+from workers.store.records import RECORDS, RecordsTable, occurrences, value_counts
 from workers.store.turns import TURNS, TurnsTable
 
 TABLES = (TURNS, RECORDS, NODES)
@@ -80,11 +81,16 @@ class EvidenceStore:
         return self.tables[name].table(create)
 
     def upsert_batches(
-        self, batches: Sequence[RecordBatch], updates: Sequence[NodeUpdate], embedder: Embedder
+        self,
+        batches: Sequence[RecordBatch],
+        updates: Sequence[NodeUpdate],
+        embedder: Embedder,
+        sources: Sequence[Source | None] | None = None,
     ) -> dict[str, int]:
         """Write the records of `batches`, then their evidence `updates`.
 
-        Records are written before nodes, so a reader never meets a node that links to a
+        `sources[i]` is the lineage of `batches[i]` (workers.store.lineage). Records are
+        written before nodes, so a reader never meets a node that links to a
         record not yet stored; a crash between the two is repaired by redelivery, since
         both writes are idempotent. Only rows whose content changes are written and only
         new texts are embedded, so a redelivered batch costs reads only.
@@ -93,7 +99,7 @@ class EvidenceStore:
         records = [r for b in batches for r in b.records]
         if not records:
             return {"records": 0, "records_written": 0, "nodes": 0, "nodes_written": 0}
-        records_written = self.records.upsert(records, embedder)
+        records_written = self.records.upsert(occurrences(batches, sources), embedder)
         nodes_written = self.nodes.upsert(updates, embedder)
         return {
             "records": len({r.record_id for r in records}),
@@ -119,11 +125,16 @@ class EvidenceStore:
         return self.db.optimize(names)
 
     def forget(
-        self, namespace: str, session_id: str | None = None, embedder: Embedder | None = None
+        self,
+        namespace: str,
+        session_id: str | None = None,
+        embedder: Embedder | None = None,
+        fence: Mapping[int, int] | None = None,
     ) -> Forgotten:
-        """Remove a namespace, or one session of it, for good (workers.store.forget); the
-        embedder re-embeds nodes that lose linked text (needed for a session only)."""
-        return forget(self, namespace, session_id, embedder)
+        """Remove a namespace, or one session of it, for good (workers.store.forget): what
+        predates `fence` (None: all of it). The embedder re-embeds nodes that lose linked
+        text (needed when some of the namespace stays)."""
+        return forget(self, namespace, session_id, embedder, fence)
 
     def expire(self, cutoff: datetime, embedder: Embedder | None = None) -> Forgotten:
         """Remove turns and records dated before `cutoff` for good (retention)."""

@@ -26,6 +26,7 @@ from lancedb.index import FTS, BTree, HnswSq
 from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
 from workers.ports import TemporarilyUnavailable
+from workers.store import lineage
 
 log = structlog.get_logger("lychee.store")
 
@@ -151,7 +152,8 @@ def plain_strings(schema: pa.Schema) -> pa.Schema:
 
 
 def read_columns(schema: pa.Schema) -> list[str]:
-    return [n for n in schema.names if n != "vector"]
+    """The columns a reader gets: not the vector, not the lineage (internal to forgets)."""
+    return [n for n in schema.names if n not in ("vector", lineage.COLUMN)]
 
 
 def to_arrow(
@@ -162,7 +164,7 @@ def to_arrow(
     dim = schema.field("vector").type.list_size
     flat = np.concatenate([np.asarray(v, dtype=np.float32).reshape(dim) for v in vectors])
     column = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim)
-    return data.append_column(schema.field("vector"), column).cast(schema)
+    return data.append_column(schema.field("vector"), column).select(schema.names).cast(schema)
 
 
 def _rows(data: pa.Table) -> list[dict[str, Any]]:

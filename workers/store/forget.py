@@ -1,6 +1,8 @@
 """Forgetting a namespace or one session in the evidence store (issue 12).
 
-A namespace goes whole: every row of it in `turns`, `records` and `nodes`. A session takes
+Only rows that predate the forget's fence go (workers.store.lineage): a stage that wrote
+rows from exchanges sent after the forget, before it saw the forget, keeps them. A
+namespace otherwise goes whole: every row of it in `turns`, `records` and `nodes`. A session takes
 its turns, the records whose only evidence is in it (every segment that produced them
 belongs to it), and the links and provenance that point at what was removed: a record
 that other sessions also produced keeps its row with that session's segments and turns
@@ -11,7 +13,7 @@ deletion or index file still holds a removed row (`Database.rewrite`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -21,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from workers.embedding import Embedder
+from workers.store import lineage
 from workers.store.database import check_matrix, namespace_filter
 from workers.store.nodes import NODES, _node_embedding_text, node_text
 from workers.store.records import RECORDS
@@ -88,9 +91,14 @@ def unlink(
 
 
 def forget(
-    store: Any, namespace: str, session_id: str | None, embedder: Embedder | None
+    store: Any,
+    namespace: str,
+    session_id: str | None,
+    embedder: Embedder | None,
+    fence: Mapping[int, int] | None = None,
 ) -> Forgotten:
-    """Remove a namespace, or one session of it, from `store` (an `EvidenceStore`)."""
+    """Remove a namespace, or one session of it, from `store` (an `EvidenceStore`): the rows
+    whose lineage predates `fence` (workers.store.lineage; None: every row of it)."""
     db = store.db
     out = Forgotten()
 
@@ -99,35 +107,36 @@ def forget(
         out.rows_updated[name] = updated
         out.versions_pruned += pruned
 
-    if session_id is None:
-        for table in (store.turns, store.records, store.nodes):
-            removed, pruned = db.rewrite(
-                table.name, table.text_column, lambda d: pc.equal(d.column("namespace"), namespace)
-            )
-            account(table.name, removed, 0, pruned)
-        return out
+    def old_turns(d: pa.Table) -> Any:
+        mask = pc.equal(d.column("namespace"), namespace)
+        if session_id is not None:
+            mask = pc.and_(mask, pc.equal(d.column("session_id"), session_id))
+        return lineage.predating(d, mask, fence)
 
-    session_turns = _session_turn_ids(store, namespace, session_id)
-    removed, pruned = db.rewrite(
-        TURNS,
-        store.turns.text_column,
-        lambda d: pc.and_(
-            pc.equal(d.column("namespace"), namespace), pc.equal(d.column("session_id"), session_id)
-        ),
-    )
+    session_turns = _old_turn_ids(store, namespace, session_id, fence) if session_id else set()
+    removed, pruned = db.rewrite(TURNS, store.turns.text_column, old_turns)
     account(TURNS, removed, 0, pruned)
 
+    rows = _rows_of(store, RECORDS, namespace)
     gone: set[str] = set()
     kept: list[tuple[dict[str, Any], np.ndarray]] = []
-    for row, vec in _rows_of(store, RECORDS, namespace).values():
-        after = strike_session(row, session_id, session_turns)
-        if after is None:
+    for row, vec in rows.values():
+        if not lineage.predates(row.get(lineage.COLUMN), fence):
+            continue  # everything in it came after the forget
+        after = row if session_id is None else strike_session(row, session_id, session_turns)
+        if after is None or session_id is None:
             gone.add(row["id"])
         elif after is not row:
             kept.append((after, vec))
     removed, pruned = db.rewrite(RECORDS, store.records.text_column, _ids_mask(gone), kept)
     account(RECORDS, removed, len(kept), pruned)
 
+    if session_id is None and len(gone) == len(rows):  # the namespace is gone whole
+        removed, pruned = db.rewrite(
+            NODES, store.nodes.text_column, lambda d: pc.equal(d.column("namespace"), namespace)
+        )
+        account(NODES, removed, 0, pruned)
+        return out
     node_gone: set[str] = set()
     changed: list[dict[str, Any]] = []
     old_vectors: dict[str, tuple[str, np.ndarray]] = {}
@@ -221,18 +230,22 @@ def _rows_of(store: Any, name: str, namespace: str) -> dict[str, tuple[dict[str,
     return result
 
 
-def _session_turn_ids(store: Any, namespace: str, session_id: str) -> set[str]:
+def _old_turn_ids(
+    store: Any, namespace: str, session_id: str, fence: Mapping[int, int] | None
+) -> set[str]:
+    """Turn ids of a session whose rows predate the fence (those a forget removes)."""
     tbl = store.db.table(TURNS)
     if tbl is None:
         return set()
+    columns = ["turn_id", *([lineage.COLUMN] if lineage.COLUMN in tbl.schema.names else [])]
     rows = (
         tbl.search()
         .where(namespace_filter(namespace, session_id))
-        .select(["turn_id"])
+        .select(columns)
         .limit(None)
         .to_list()
     )
-    return {r["turn_id"] for r in rows}
+    return {r["turn_id"] for r in rows if lineage.predates(r.get(lineage.COLUMN), fence)}
 
 
 def _reembed(

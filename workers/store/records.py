@@ -17,7 +17,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from schemas.records import MemoryRecord
+from schemas.records import MemoryRecord, RecordBatch
+from workers.forget import Source
+from workers.store import lineage
 from workers.store.database import (
     DIM_KEY,
     MODEL_KEY,
@@ -53,29 +55,43 @@ def records_schema(dim: int, model: str) -> pa.Schema:
             ("confidence", pa.float64()),
             ("created_at", pa.timestamp("us")),
             ("vector", pa.list_(pa.float32(), dim)),
+            (lineage.COLUMN, pa.list_(pa.string())),  # workers.store.lineage
         ],
         metadata={MODEL_KEY: model, DIM_KEY: str(dim)},
     )
 
 
-class RecordsTable(MergedTable[MemoryRecord]):
+Occurrence = tuple[MemoryRecord, Source | None]  # a record and the lineage of its batch
+
+
+def occurrences(
+    batches: Sequence[RecordBatch], sources: Sequence[Source | None] | None = None
+) -> list[Occurrence]:
+    srcs = list(sources) if sources is not None else [None] * len(batches)
+    return [(r, src) for b, src in zip(batches, srcs, strict=True) for r in b.records]
+
+
+class RecordsTable(MergedTable[Occurrence]):
     name = RECORDS
     text_column = TEXT_COLUMN
 
     def __init__(self, db: Database) -> None:
         super().__init__(db, records_schema(db.dim, db.model))
 
-    def _merge(self, tbl: Any, records: Sequence[MemoryRecord]) -> Pending:
-        seen: dict[str, list[MemoryRecord]] = {}
-        for rec in records:
-            seen.setdefault(rec.record_id, []).append(rec)
+    def _merge(self, tbl: Any, records: Sequence[Occurrence]) -> Pending:
+        seen: dict[str, list[Occurrence]] = {}
+        for rec, src in records:
+            seen.setdefault(rec.record_id, []).append((rec, src))
         existing = self.db.read_by_ids(tbl, list(seen))
         pending = Pending()
-        for rid, occurrences in seen.items():
+        for rid, found in seen.items():
             old, vector = existing.get(rid, (None, None))
-            row = dict(old) if old else _record_row(occurrences[0])
-            for rec in occurrences:
+            row = dict(old) if old else _record_row(found[0][0])
+            for rec, src in found:
                 row = _merge_record(row, rec)
+                row[lineage.COLUMN] = lineage.merge(
+                    row.get(lineage.COLUMN) or [], [lineage.token(src)]
+                )
             if row != old:
                 text = row["normalized_text"]  # the earliest wording: embed it if it changed
                 keep = vector if old is not None and old["normalized_text"] == text else None

@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import RawTurn
+from workers.forget import Source
+from workers.store import lineage
 from workers.store.database import (
     DIM_KEY,
     MODEL_KEY,
@@ -49,6 +51,7 @@ def turns_schema(dim: int, model: str) -> pa.Schema:
             ("session_date", pa.timestamp("us")),
             ("created_at", pa.timestamp("us", tz="UTC")),
             ("vector", pa.list_(pa.float32(), dim)),
+            (lineage.COLUMN, pa.list_(pa.string())),
         ],
         metadata={MODEL_KEY: model, DIM_KEY: str(dim)},
     )
@@ -65,21 +68,28 @@ class TurnsTable(Table):
     def __init__(self, db: Database) -> None:
         super().__init__(db, turns_schema(db.dim, db.model))
 
-    def upsert(self, turns: Sequence[RawTurn]) -> int:
-        """One merge_insert for the batch; the last version of a repeated id wins."""
+    def upsert(
+        self, turns: Sequence[RawTurn], sources: Sequence[Source | None] | None = None
+    ) -> int:
+        """One merge_insert for the batch; the last version of a repeated id wins.
+        `sources[i]` is the exchange turn i was read from (its lineage)."""
         if not turns:
             return 0
+        srcs = list(sources) if sources is not None else [None] * len(turns)
         for tr in turns:
             if tr.embedding_model != self.db.model or len(tr.embedding) != self.db.dim:
                 raise EmbeddingMismatch(
                     f"turn {tr.turn_id} of {tr.namespace} carries {tr.embedding_model} "
                     f"({len(tr.embedding)}-d); the store holds {self.db.model} ({self.db.dim}-d)"
                 )
-        rows = {turn_row_id(t.namespace, t.session_id, t.turn_id): t for t in turns}
+        rows = {
+            turn_row_id(t.namespace, t.session_id, t.turn_id): (t, src)
+            for t, src in zip(turns, srcs, strict=True)
+        }
         tbl = self.table(create=True)
         assert tbl is not None
         data = pa.Table.from_pylist(
-            [_turn_row(rid, t) for rid, t in rows.items()], schema=tbl.schema
+            [_turn_row(rid, t, src) for rid, (t, src) in rows.items()], schema=tbl.schema
         )
         upsert_rows(tbl, data)
         self.db.ensure_indexes(TURNS, tbl, TEXT_COLUMN)
@@ -145,7 +155,7 @@ class TurnsTable(Table):
         return {r["turn_id"] for r in rows}
 
 
-def _turn_row(rid: str, t: RawTurn) -> dict[str, Any]:
+def _turn_row(rid: str, t: RawTurn, src: Source | None) -> dict[str, Any]:
     return {
         "id": rid,
         "namespace": t.namespace,
@@ -162,4 +172,5 @@ def _turn_row(rid: str, t: RawTurn) -> dict[str, Any]:
         "session_date": naive(t.session_date),
         "created_at": t.created_at,
         "vector": t.embedding,
+        lineage.COLUMN: [lineage.token(src)],
     }

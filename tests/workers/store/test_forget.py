@@ -12,7 +12,9 @@ import pytest
 from schemas import RawTurn, Role
 from tests.bytescan import files_holding
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
-from workers.store import NODES, RECORDS, TURNS, EvidenceStore
+from workers.forget import Source
+from workers.indexer.nodes import updates_of
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore, lineage
 from workers.store.forget import strike_session, unlink
 
 
@@ -226,3 +228,57 @@ def test_forget_rewrites_a_compressed_table_plain(store: EvidenceStore, tmp_path
 
     assert seen(tmp_path / "db", gone_marks) == 0
     assert seen(tmp_path / "db", kept_marks) == len(kept_marks)
+
+
+def test_forget_keeps_rows_from_after_its_fence_and_removes_the_rest(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    """Rows the indexer wrote from exchanges sent after the forget, before it saw the
+    forget, stay with what links them; older rows and rows of unknown lineage go, files too."""
+    emb = HashEmbedder()
+    old, new = Source(0, 3), Source(0, 12)
+    store.turns.upsert([raw("a", "s1", "t0", "quokka sailed home", emb),
+                        raw("a", "s2", "t1", "walrus swam north", emb),
+                        raw("a", "s3", "t2", "narwhal dove deep", emb)], [old, new, None])  # fmt: skip
+    batches = [batch("a", 0, ["Ann owns a quokka boat"]),
+               batch("a", 1, ["Ann saw a walrus"], session="s2")]  # fmt: skip
+    store.upsert_batches(batches, updates_of(batches), emb, [old, new])
+    ann = [n for n in rows(store, NODES, "a") if len(n["record_ids"]) == 2]
+    assert ann  # a node linking both records (entity Ann, tag travel)
+
+    done = store.forget("a", None, emb, {0: 10})
+
+    assert done.rows_removed[TURNS] == 2 and done.rows_removed[RECORDS] == 1
+    assert [r["text"] for r in rows(store, TURNS, "a")] == ["Ann: walrus swam north"]
+    (kept,) = rows(store, RECORDS, "a")
+    assert kept["normalized_text"] == "fact: Ann saw a walrus"
+    nodes = rows(store, NODES, "a")
+    assert nodes and all(n["record_ids"] == [kept["id"]] for n in nodes)
+    assert files_holding(tmp_path / "db", ["quokka", "narwhal"]) == []
+    assert files_holding(tmp_path / "db", ["walrus"])
+
+
+def test_forget_session_keeps_its_turns_and_records_from_after_the_fence(
+    store: EvidenceStore,
+) -> None:
+    emb = HashEmbedder()
+    store.turns.upsert([raw("a", "s1", "t0", "quokka sailed home", emb),
+                        raw("a", "s1", "t1", "walrus swam north", emb),
+                        raw("a", "s2", "t2", "narwhal dove deep", emb)],
+                       [Source(0, 3), Source(0, 12), Source(0, 4)])  # fmt: skip
+    batches = [batch("a", 0, ["Ann owns a quokka boat"]), batch("a", 1, ["Ann saw a walrus"])]
+    store.upsert_batches(batches, updates_of(batches), emb, [Source(0, 3), Source(0, 12)])
+    store.forget("a", "s1", emb, {0: 10})
+    assert [r["turn_id"] for r in rows(store, TURNS, "a")] == ["t1", "t2"]
+    assert [r["normalized_text"] for r in rows(store, RECORDS, "a")] == ["fact: Ann saw a walrus"]
+
+
+def test_lineage_merge_is_order_free_and_predates_any_old_or_unknown_part() -> None:
+    a, b, c = ["0:9", "1:4"], ["0:3"], [lineage.token(None)]
+    assert lineage.merge(a, b) == lineage.merge(b, a) == ["0:3", "1:4"]
+    assert lineage.merge(a, c, b) == ["", "0:3", "1:4"]
+    assert not lineage.predates(["0:12", "1:5"], {0: 10, 1: 5})
+    assert lineage.predates(["0:12", "1:4"], {0: 10, 1: 5})
+    assert lineage.predates([""], {0: 10}) and lineage.predates(None, {0: 10})
+    assert lineage.predates(["0:12"], None)  # no fence: a forget of everything
+    assert not lineage.predates(["2:0"], {0: 10})  # a partition the fence did not know
