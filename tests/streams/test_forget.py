@@ -194,10 +194,11 @@ async def test_forget_exchanges_sent_before_are_not_resurrected_and_later_ones_a
     stack: Stack, settings: Any, stage: str
 ) -> None:
     """Exchanges acked before the forget but consumed after it (the segmenter paused), or
-    their turns consumed after it (the indexer paused), leave nothing; exchanges sent
-    after the forget returned are ingested."""
+    their turns consumed after it (the indexer paused), leave nothing; exchanges sent after
+    the forget, while the paused stage had not seen it yet (it meets them and the forget in
+    either order), and after the forget returned are ingested."""
     ns = f"fr-{uuid.uuid4().hex[:6]}"
-    m_old, m_new = marker(), marker()
+    m_old, m_early, m_new = marker(), marker(), marker()
     async with MemoryClient(settings) as client:
         with paused(stack, stage):
             await client.add(exchanges(ns, "s0", m_old))
@@ -205,15 +206,21 @@ async def test_forget_exchanges_sent_before_are_not_resurrected_and_later_ones_a
             forget = asyncio.create_task(client.forget(ns))
             done, _ = await asyncio.wait({forget}, timeout=3.0)
             assert not done, "the forget must wait for the paused stage's receipt"
+            await client.add(exchanges(ns, "s1", m_early))  # sent after the forget
+            await client.end_session(ns, "s1", after_seq=len(LINES) - 1)
         receipt = await forget
         assert set(receipt.stages) == {"segmenter", "encoder", "indexer"}
         await drained(settings)
-        assert rows(stack, ns) == {TURNS: [], RECORDS: [], NODES: []}
+        early = rows(stack, ns)
+        assert len(early[TURNS]) == len(LINES) and all(m_early in r["text"] for r in early[TURNS])
+        assert early[RECORDS] and all(m_old not in r["semantic_text"] for r in early[RECORDS])
         assert files_holding(Path(stack.lancedb_uri), [m_old]) == []
 
         await client.add(exchanges(ns, "s0", m_new, first_seq=0))
         await client.end_session(ns, "s0", after_seq=len(LINES) - 1)
     await drained(settings)
     after = rows(stack, ns)
-    assert len(after[TURNS]) == len(LINES) and all(m_new in r["text"] for r in after[TURNS])
+    assert sorted(m for r in after[TURNS] for m in (m_early, m_new) if m in r["text"]) == sorted(
+        [m_early] * len(LINES) + [m_new] * len(LINES)
+    )
     assert after[RECORDS] and not any(m_old in r["semantic_text"] for r in after[RECORDS])
