@@ -20,6 +20,10 @@ def test_bench_latency_reports_percentiles_for_every_question(settings, tmp_path
     assert result["questions"] == 5 and result["turns"] == 16
     for key in ("retrieval_ms", "round_trip_ms"):
         assert 0 < result[key]["p50"] <= result[key]["p95"]
+    stages = result["stages_ms"]
+    assert {"plan", "recall"} <= set(stages) and "total" not in stages
+    assert any(name.startswith("recall.") for name in stages)  # the channels, each timed
+    assert stages["recall"]["p50"] <= result["retrieval_ms"]["p95"]
 
 
 def test_bench_latency_on_a_synthetic_store_builds_ann_and_reports(
