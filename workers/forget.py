@@ -2,12 +2,14 @@
 
 A forget is fenced by *where the data came from*, not by when it is met: every message a
 stage derives from an exchange carries that exchange's position in `memory.exchanges`
-(`lychee-src: partition:offset`; a segment carries the position of the first exchange its
-session state applied, a record batch its segment's). A forget stores the end offsets of
-`memory.exchanges` read before it was sent, per namespace and per session, in a fence; a
-message of that namespace or session from below the fence is dropped by every stage,
-however late it arrives, and one from after it is ingested normally. Nothing depends on
-the order in which stages see the forget and the data.
+(`lychee-src: partition:offset`; a segment carries the position of its earliest exchange,
+and each of its exchanges its own; a record batch carries the lineage of what it encoded).
+A forget stores the end offsets of `memory.exchanges` read before it was sent, per
+namespace and per session, in a fence; a message of that namespace or session from below
+the fence is dropped by every stage, however late it arrives, and one from after it is
+ingested normally; stored rows keep their lineage too (workers.store.lineage), so a forget
+removes only what predates it. Nothing depends on the order in which stages see the
+forget and the data.
 
 The fence keys are named by a hash of the namespace (and session), so that after a
 forget no Redis key names what was forgotten. They do not expire by default (`ttl_s=0`):

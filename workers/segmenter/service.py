@@ -133,8 +133,9 @@ class SegmenterService:
         self, namespace: str, session_id: str | None, exchanges_end: dict[int, int]
     ) -> int:
         """Fence the namespace (or session) at `exchanges_end`, then delete every Redis key
-        of its sessions that began before the fence: state, outbox, replay counter and the
-        gateway's sequence keys. Returns the number of keys deleted."""
+        of its sessions holding nothing from after the fence (state, outbox, replay counter
+        and the gateway's sequence keys) and cut the others at it (`_cut_at_fence`).
+        Returns the number of keys deleted."""
         await self.store.fences.raise_to(namespace, session_id, exchanges_end)
         removed, kept = await self.store.forget(namespace, session_id)
         for key in sorted(kept):
