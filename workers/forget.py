@@ -29,7 +29,7 @@ import structlog
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from schemas import Segment
+from schemas import Segment, SegmentExchange
 
 log = structlog.get_logger("lychee.forget")
 
@@ -71,11 +71,16 @@ def source_of(headers: Iterable[tuple[str, bytes]] | None) -> Source | None:
     return None
 
 
+def exchange_sources(exchanges: Iterable[SegmentExchange]) -> list[Source | None]:
+    """Where each buffered exchange was read (None: unknown)."""
+    return [Source(x.source.partition, x.source.offset) if x.source else None for x in exchanges]
+
+
 def segment_lineage(segment: Segment) -> Source | None:
     """A segment's lineage: its earliest exchange, so that a segment holding anything from
     before a forget is dropped downstream. None when an exchange's position is unknown, or
     the exchanges come from two partitions (the topic was resized)."""
-    sources = [x.source for x in segment.exchanges]
+    sources = exchange_sources(segment.exchanges)
     known = [x for x in sources if x is not None]
     if len(known) < len(sources) or len({x.partition for x in known}) != 1:
         return None

@@ -39,6 +39,7 @@ from workers.forget import (
     Fences,
     Source,
     delete_matching,
+    exchange_sources,
     fence_key,
     glob_escape,
     segment_lineage,
@@ -168,10 +169,8 @@ class EncoderService:
         nothing is left."""
         if not await self._stale(segment, src):
             return segment, src
-        marks = [Source(x.source.partition, x.source.offset) if x.source else None
-                 for x in segment.exchanges]  # fmt: skip
         ns, sid = segment.namespace, segment.session_id
-        old = await self.fences.stale([(ns, sid, m) for m in marks])
+        old = await self.fences.stale([(ns, sid, m) for m in exchange_sources(segment.exchanges)])
         kept = [x for x, o in zip(segment.exchanges, old, strict=True) if not o]
         if not kept:
             log.info("segment.forgotten", segment_id=segment.segment_id)
@@ -182,7 +181,7 @@ class EncoderService:
             "tokens": sum(x.tokens for x in kept),
         })  # fmt: skip
         log.info("segment.cut_at_fence", segment_id=segment.segment_id,
-                 kept_exchanges=len(kept), dropped_exchanges=len(marks) - len(kept))  # fmt: skip
+                 kept_exchanges=len(kept), dropped_exchanges=len(old) - len(kept))  # fmt: skip
         return part, segment_lineage(part)
 
     async def encode(self, segment: Segment, src: Source | None = None) -> RecordBatch | None:

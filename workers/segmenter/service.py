@@ -42,7 +42,14 @@ from schemas import (
 from schemas import topics as t
 from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
-from workers.forget import Source, delete_matching, glob_escape, segment_lineage, source_of
+from workers.forget import (
+    Source,
+    delete_matching,
+    exchange_sources,
+    glob_escape,
+    segment_lineage,
+    source_of,
+)
 from workers.ports import OutMessage, Publisher
 from workers.segmenter.policy import Decision, Position, SegmentPolicy, SessionState
 from workers.segmenter.state_store import SessionStore
@@ -295,8 +302,7 @@ class SegmenterService:
                 Source(state.partition, o) for o in (state.first_offset, state.last_offset)
             )
             entries = await self.store.pending(key)
-            marks = [Source(x.source.partition, x.source.offset) if x.source else None
-                     for x in state.exchanges]  # fmt: skip
+            marks = exchange_sources(state.exchanges)
             stale = await self.store.fences.stale(
                 [(namespace, session_id, s) for s in [first, last, *marks]]
                 + [(namespace, session_id, source_of(m.headers)) for _, m in entries]
@@ -314,6 +320,7 @@ class SegmenterService:
                 key, [i for (i, _), o in zip(entries, old_entries, strict=True) if o]
             )
             kept = [x for x, o in zip(state.exchanges, old_exchanges, strict=True) if not o]
+            kept_from = [m.offset for m, o in zip(marks, old_exchanges, strict=True) if m and not o]
             cut = SessionState(
                 namespace=namespace,
                 session_id=session_id,
@@ -326,7 +333,7 @@ class SegmenterService:
                 ended=state.ended,
                 partition=state.partition,
                 last_offset=state.last_offset,
-                first_offset=min((x.source.offset for x in kept if x.source), default=last.offset),
+                first_offset=min(kept_from, default=last.offset),
             )
             finalized = self.policy.flush(cut)
             ttl = self.ended_ttl_s if cut.ended else 0
