@@ -44,17 +44,13 @@ def merge(*lineages: Iterable[str]) -> list[str]:
 def predates(lineage: Iterable[str] | None, fence: Mapping[int, int] | None) -> bool:
     """Whether a row with this lineage holds anything from before the fence (no fence: a
     forget of everything; no lineage: a row that cannot show it is newer)."""
-    if fence is None or lineage is None:
+    toks = list(lineage or ())
+    if fence is None or not toks:
         return True
-    toks = list(lineage)
-    if not toks:
-        return True
-    for tok in merge(toks):
-        if tok == UNKNOWN:
-            return True
+    for tok in toks:
         p, _, o = tok.partition(":")
-        if int(o) < fence.get(int(p), -1):
-            return True
+        if not (p.isdigit() and o.isdigit()) or int(o) < fence.get(int(p), -1):
+            return True  # unknown (or unreadable), or below the fence
     return False
 
 
