@@ -99,58 +99,59 @@ def forget(
 ) -> Forgotten:
     """Remove a namespace, or one session of it, from `store` (an `EvidenceStore`): the rows
     whose lineage predates `fence` (workers.store.lineage; None: every row of it)."""
-    db = store.db
     out = Forgotten()
 
-    def account(name: str, removed: int, updated: int, pruned: int) -> None:
+    def rewrite(name: str, drop: Any, updated: Sequence[tuple[dict[str, Any], Any]] = ()) -> None:
+        removed, pruned = store.db.rewrite(name, store.tables[name].text_column, drop, updated)
         out.rows_removed[name] = removed
-        out.rows_updated[name] = updated
+        out.rows_updated[name] = len(updated)
         out.versions_pruned += pruned
 
-    def old_turns(d: pa.Table) -> Any:
+    def in_scope(d: pa.Table) -> Any:
         mask = pc.equal(d.column("namespace"), namespace)
         if session_id is not None:
             mask = pc.and_(mask, pc.equal(d.column("session_id"), session_id))
-        return lineage.predating(d, mask, fence)
+        return mask
 
-    session_turns = _old_turn_ids(store, namespace, session_id, fence) if session_id else set()
-    removed, pruned = db.rewrite(TURNS, store.turns.text_column, old_turns)
-    account(TURNS, removed, 0, pruned)
+    if session_id is None:
+        rewrite(TURNS, lambda d: lineage.predating(d, in_scope(d), fence))
+        lineages = _lineages(store, RECORDS, "id", namespace)
+        gone = {r for r, lin in lineages.items() if lineage.predates(lin, fence)}
+        rewrite(RECORDS, _ids_mask(gone))
+        if len(gone) == len(lineages):  # nothing of the namespace is newer: every node goes
+            rewrite(NODES, in_scope)
+            return out
+    else:
+        turns = _lineages(store, TURNS, "turn_id", namespace, session_id)
+        old_turns = {t for t, lin in turns.items() if lineage.predates(lin, fence)}
+        rewrite(TURNS, lambda d: lineage.predating(d, in_scope(d), fence))
+        gone, kept = _strike_session(store, namespace, session_id, old_turns, fence)
+        rewrite(RECORDS, _ids_mask(gone), kept)
+    node_gone, updated = _unlink_all(store, gone, embedder, namespace, session_id)
+    rewrite(NODES, _ids_mask(node_gone), updated)
+    return out
 
-    rows = _rows_of(store, RECORDS, namespace)
+
+def _strike_session(
+    store: Any,
+    namespace: str,
+    session_id: str,
+    turn_ids: set[str],
+    fence: Mapping[int, int] | None,
+) -> tuple[set[str], list[tuple[dict[str, Any], np.ndarray]]]:
+    """Records to drop, and the rewritten rows of those that keep other sessions' support,
+    once a session's older turns `turn_ids` are gone; records newer than the fence stay."""
     gone: set[str] = set()
     kept: list[tuple[dict[str, Any], np.ndarray]] = []
-    for row, vec in rows.values():
+    for row, vec in _rows_of(store, RECORDS, namespace).values():
         if not lineage.predates(row.get(lineage.COLUMN), fence):
             continue  # everything in it came after the forget
-        after = row if session_id is None else strike_session(row, session_id, session_turns)
-        if after is None or session_id is None:
+        after = strike_session(row, session_id, turn_ids)
+        if after is None:
             gone.add(row["id"])
         elif after is not row:
             kept.append((after, vec))
-    removed, pruned = db.rewrite(RECORDS, store.records.text_column, _ids_mask(gone), kept)
-    account(RECORDS, removed, len(kept), pruned)
-
-    if session_id is None and len(gone) == len(rows):  # the namespace is gone whole
-        removed, pruned = db.rewrite(
-            NODES, store.nodes.text_column, lambda d: pc.equal(d.column("namespace"), namespace)
-        )
-        account(NODES, removed, 0, pruned)
-        return out
-    node_gone: set[str] = set()
-    changed: list[dict[str, Any]] = []
-    old_vectors: dict[str, tuple[str, np.ndarray]] = {}
-    for row, vec in _rows_of(store, NODES, namespace).values():
-        after = unlink(row, gone, session_id, store.nodes.max_node_text_chars)
-        if after is None:
-            node_gone.add(row["id"])
-        elif after != row:
-            changed.append(after)
-            old_vectors[row["id"]] = (_node_embedding_text(row), vec)
-    updated = _reembed(changed, old_vectors, embedder, db.dim)
-    removed, pruned = db.rewrite(NODES, store.nodes.text_column, _ids_mask(node_gone), updated)
-    account(NODES, removed, len(updated), pruned)
-    return out
+    return gone, kept
 
 
 def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten:
@@ -180,7 +181,7 @@ def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten
     out.rows_removed[RECORDS] = removed
     out.versions_pruned += pruned
     if gone:
-        node_gone, updated = _unlink_all(store, gone, None, embedder)
+        node_gone, updated = _unlink_all(store, gone, embedder)
         removed, pruned = db.rewrite(NODES, store.nodes.text_column, _ids_mask(node_gone), updated)
         out.rows_removed[NODES], out.rows_updated[NODES] = removed, len(updated)
         out.versions_pruned += pruned
@@ -188,14 +189,27 @@ def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten
 
 
 def _unlink_all(
-    store: Any, gone: set[str], session_id: str | None, embedder: Embedder | None
+    store: Any,
+    gone: set[str],
+    embedder: Embedder | None,
+    namespace: str | None = None,
+    session_id: str | None = None,
 ) -> tuple[set[str], list[tuple[dict[str, Any], np.ndarray]]]:
-    """Nodes to drop, and the rewritten rows of the others, once `gone` records are removed."""
+    """Nodes to drop, and the rewritten rows of the others, once `gone` records are removed
+    (and, given a session, its provenance struck from the namespace's nodes)."""
     tbl = store.db.table(NODES)
     if tbl is None:
         return set(), []
-    rows = tbl.search().select(["id", "record_ids"]).limit(None).to_list()
-    touched = [r["id"] for r in rows if gone.intersection(r["record_ids"] or ())]
+    q = tbl.search()
+    if namespace is not None:
+        q = q.where(namespace_filter(namespace))
+    rows = q.select(["id", "record_ids", "session_id"]).limit(None).to_list()
+    touched = [
+        r["id"]
+        for r in rows
+        if gone.intersection(r["record_ids"] or ())
+        or (session_id is not None and r["session_id"] == session_id)
+    ]
     node_gone: set[str] = set()
     changed: list[dict[str, Any]] = []
     old_vectors: dict[str, tuple[str, np.ndarray]] = {}
@@ -203,7 +217,7 @@ def _unlink_all(
         after = unlink(row, gone, session_id, store.nodes.max_node_text_chars)
         if after is None:
             node_gone.add(row["id"])
-        else:
+        elif after != row:
             changed.append(after)
             old_vectors[row["id"]] = (_node_embedding_text(row), vec)
     return node_gone, _reembed(changed, old_vectors, embedder, store.db.dim)
@@ -230,22 +244,23 @@ def _rows_of(store: Any, name: str, namespace: str) -> dict[str, tuple[dict[str,
     return result
 
 
-def _old_turn_ids(
-    store: Any, namespace: str, session_id: str, fence: Mapping[int, int] | None
-) -> set[str]:
-    """Turn ids of a session whose rows predate the fence (those a forget removes)."""
-    tbl = store.db.table(TURNS)
+def _lineages(
+    store: Any, name: str, key: str, namespace: str, session_id: str | None = None
+) -> dict[str, list[str] | None]:
+    """`key` -> lineage of the rows of a namespace (or session) in table `name`, read without
+    the rest of the rows (None for a table written before lineage was kept)."""
+    tbl = store.db.table(name)
     if tbl is None:
-        return set()
-    columns = ["turn_id", *([lineage.COLUMN] if lineage.COLUMN in tbl.schema.names else [])]
+        return {}
+    has = lineage.COLUMN in tbl.schema.names
     rows = (
         tbl.search()
         .where(namespace_filter(namespace, session_id))
-        .select(columns)
+        .select([key, *([lineage.COLUMN] if has else [])])
         .limit(None)
         .to_list()
     )
-    return {r["turn_id"] for r in rows if lineage.predates(r.get(lineage.COLUMN), fence)}
+    return {r[key]: r.get(lineage.COLUMN) for r in rows}
 
 
 def _reembed(
