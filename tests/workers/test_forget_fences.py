@@ -6,7 +6,15 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from schemas import ControlKind, LogPosition, RawTurn, Role, SegmentMode, SessionControl
+from schemas import (
+    ControlKind,
+    LogPosition,
+    RawTurn,
+    Role,
+    Segment,
+    SegmentMode,
+    SessionControl,
+)
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch
 from tests.workers.encoder.test_llm import make_segment
 from tests.workers.segmenter.test_service import TOPICS_A, TOPICS_B, exchanges, make, segments_of
@@ -207,14 +215,19 @@ async def test_segmenter_next_message_cuts_a_state_a_fence_was_raised_under(
     assert not any(text.encode() in left for text in TOPICS_A[:2])
 
 
+def placed(seg: Segment, partition: int, offsets: tuple[int, ...]) -> Segment:
+    """`seg` with its exchanges read at these offsets of one partition."""
+    exchanges = [x.model_copy(update={"source": LogPosition(partition=partition, offset=o)})
+                 for x, o in zip(seg.exchanges, offsets, strict=True)]  # fmt: skip
+    return seg.model_copy(update={"exchanges": exchanges})
+
+
 def test_segment_lineage_is_its_earliest_exchange_and_unknown_when_any_is() -> None:
     seg = make_segment(3)
-    placed = [x.model_copy(update={"source": LogPosition(partition=1, offset=o)})
-              for x, o in zip(seg.exchanges, (9, 4, 6), strict=True)]  # fmt: skip
-    assert segment_lineage(seg.model_copy(update={"exchanges": placed})) == Source(1, 4)
+    assert segment_lineage(placed(seg, 1, (9, 4, 6))) == Source(1, 4)
     assert segment_lineage(seg) is None
-    mixed = [placed[0], placed[1].model_copy(update={"source": LogPosition(partition=2, offset=1)})]
-    assert segment_lineage(seg.model_copy(update={"exchanges": mixed})) is None
+    two = placed(seg, 1, (9, 4, 6)).exchanges[:1] + placed(seg, 2, (1, 1, 1)).exchanges[1:2]
+    assert segment_lineage(seg.model_copy(update={"exchanges": two})) is None
 
 
 async def test_indexer_forget_after_newer_rows_keeps_them(redis, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -242,10 +255,7 @@ async def test_encoder_encodes_only_the_part_of_a_segment_from_after_the_fence(r
     fence: the older ones are not encoded, the newer ones are, with their own lineage."""
     pub = ListPublisher()
     svc = EncoderService(redis, ExtractiveEncoder(), pub)
-    seg = make_segment(3)
-    placed = [x.model_copy(update={"source": LogPosition(partition=0, offset=o)})
-              for x, o in zip(seg.exchanges, (3, 4, 12), strict=True)]  # fmt: skip
-    seg = seg.model_copy(update={"exchanges": placed})
+    seg = placed(make_segment(3), 0, (3, 4, 12))
     await svc.fences.raise_to("ns", None, {0: 10})
     (out,) = await svc.handle([seg], [segment_lineage(seg)])
     assert (out.first_turn_id, out.last_turn_id) == ("t2a", "t2b") and out.records
