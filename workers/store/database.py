@@ -41,6 +41,14 @@ EXACT_MAX_ROWS = 20_000
 _SIZE_TTL_S = 30.0
 _ID_CHUNK = 500  # ids per `id IN (...)` filter: keeps the SQL text small
 
+# `id` is declared the table's (unenforced) primary key. Without it Lance detects no
+# conflict between two writers that both insert the same new id (each adds a fragment and
+# touches none of the other's), so two indexer processes redelivered the same batch across
+# a rebalance stored the row twice; with it the second commit is a retryable conflict and
+# its retry finds the row (lance-format/lance#4585, #5633). A primary key must be non-null.
+ID = pa.field("id", pa.string(), nullable=False,
+              metadata={"lance-schema:unenforced-primary-key": "true"})  # fmt: skip
+
 
 class StoreError(LycheeError, RuntimeError):
     """Base of the evidence store's errors."""
@@ -63,19 +71,18 @@ def is_commit_conflict(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "commit conflict" in str(exc).lower()
 
 
-def upsert_rows(tbl: Any, data: pa.Table) -> None:
-    """One merge_insert on `id`, retried when it loses a commit race.
+def retry_conflicts(action: Callable[[], None]) -> None:
+    """Run `action`, again (with backoff) each time it loses a commit race.
 
-    LanceDB commits optimistically: a write concurrent with a compaction or an index build
-    of the same table may be refused as a retryable conflict (or the compaction is: which one
-    loses depends on the operations). A refused merge_insert wrote nothing, so running it
-    again is safe; `optimize()` therefore needs no writer's lock.
+    LanceDB commits optimistically: a write concurrent with a compaction, an index build or
+    another process's write of the same table may be refused as a retryable conflict (or the
+    other one is: which loses depends on the operations). A refused commit changed nothing,
+    so running the action again is safe; `optimize()` therefore needs no writer's lock.
+    After the last retry the conflict is raised as transient (the stage retries the batch).
     """
     for attempt in range(_CONFLICT_RETRIES):
         try:
-            tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(
-                data
-            )
+            action()
             return
         except RuntimeError as exc:
             if not is_commit_conflict(exc):
@@ -83,6 +90,18 @@ def upsert_rows(tbl: Any, data: pa.Table) -> None:
             if attempt == _CONFLICT_RETRIES - 1:
                 raise CommitConflict(f"{exc}".splitlines()[0][:300], retry_after_s=1.0) from exc
             time.sleep(0.05 * 2**attempt)
+
+
+def upsert_rows(tbl: Any, data: pa.Table) -> None:
+    """One merge_insert on `id` (the primary key, see `ID`), retried on commit conflicts."""
+    retry_conflicts(
+        lambda: (
+            tbl.merge_insert("id")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute(data)
+        )
+    )
 
 
 # -- SQL --------------------------------------------------------------------------------------
@@ -132,8 +151,10 @@ def group_by_query(rows: list[dict[str, Any]], n: int) -> list[list[dict[str, An
 PLAIN = {"lance-encoding:compression": "none"}
 
 
-def plain_strings(schema: pa.Schema) -> pa.Schema:
-    """`schema` with every string (and list-of-string item) stored uncompressed.
+def storage_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` as stored: `id` the primary key (`ID`, also for a table created before it
+    was declared, when a forget rewrites it), every string (and list-of-string item) stored
+    uncompressed.
 
     Lance compresses string pages (FSST, zstd) by default, so a removed sentence could sit in
     a file without its bytes appearing there: a forget could not be verified by scanning the
@@ -143,12 +164,13 @@ def plain_strings(schema: pa.Schema) -> pa.Schema:
 
     def plain(f: pa.Field) -> pa.Field:
         if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
-            return f.with_metadata(PLAIN)
+            return f.with_metadata({**(f.metadata or {}), **PLAIN})
         if pa.types.is_list(f.type):
             return f.with_type(pa.list_(plain(f.type.value_field)))
         return f
 
-    return pa.schema([plain(f) for f in schema], metadata=schema.metadata)
+    fields = [ID if f.name == "id" else f for f in schema]
+    return pa.schema([plain(f) for f in fields], metadata=schema.metadata)
 
 
 def read_columns(schema: pa.Schema) -> list[str]:
@@ -255,7 +277,7 @@ class Database:
             tbl = self._open(name) if has_table(self.db, name) else None
             if tbl is None and create:
                 assert schema is not None, "creating a table needs its schema"
-                tbl = self.db.create_table(name, schema=plain_strings(schema), exist_ok=True)
+                tbl = self.db.create_table(name, schema=storage_schema(schema), exist_ok=True)
             if tbl is None:
                 return None
             self._check_embedding(name, tbl.schema)
@@ -300,13 +322,16 @@ class Database:
         Created after the first write: scalar and FTS indexes are trained on data."""
         if name in self._indexed:
             return
-        existing = {idx.name for idx in tbl.list_indices()}
-        if "namespace_idx" not in existing:
-            tbl.create_index("namespace", config=BTree(), replace=True)
-        if "id_idx" not in existing:
-            tbl.create_index("id", config=BTree(), replace=True)
-        if f"{text_column}_idx" not in existing:
-            tbl.create_index(text_column, config=FTS(with_position=False), replace=True)
+        wanted = [("namespace", BTree()), ("id", BTree()), (text_column, FTS(with_position=False))]
+
+        def create_missing() -> None:
+            # listed again on each try: a conflict may mean another process built one
+            existing = {idx.name for idx in tbl.list_indices()}
+            for column, config in wanted:
+                if f"{column}_idx" not in existing:
+                    tbl.create_index(column, config=config, replace=True)
+
+        retry_conflicts(create_missing)
         self._indexed.add(name)
 
     def optimize(self, names: Sequence[str] | None = None) -> list[str]:
@@ -361,7 +386,7 @@ class Database:
             mask = pc.or_(mask, pc.is_in(data.column("id"), value_set=ids))
         if not removed and not replace:
             return 0, 0
-        schema = plain_strings(tbl.schema)  # a table written compressed by an older version
+        schema = storage_schema(tbl.schema)  # a table written by an older version too
         keep = data.filter(pc.invert(mask)).cast(schema)
         if updated:
             rows = [row for row, _ in updated]
@@ -388,7 +413,8 @@ class Database:
         return removed, max(0, pruned)
 
     def maybe_build_ann(self, names: Sequence[str], min_rows: int) -> list[str]:
-        """Build a cosine HNSW-SQ index on each table with >= `min_rows` rows and none yet.
+        """Build a cosine HNSW-SQ index on each table with >= `min_rows` rows and none yet
+        (a build that loses its commit is left to the next call).
 
         HNSW-SQ rather than IVF-PQ: no sub-vector/dimension constraint, no minimum row
         count for codebook training, and better recall at this scale. Rows added later
@@ -403,9 +429,15 @@ class Database:
             if rows < min_rows:
                 continue
             partitions = max(1, rows // 8192)
-            tbl.create_index(
-                "vector", config=HnswSq(distance_type="cosine", num_partitions=partitions)
-            )
+            try:
+                tbl.create_index(
+                    "vector", config=HnswSq(distance_type="cosine", num_partitions=partitions)
+                )
+            except RuntimeError as exc:  # another process built it, or wrote meanwhile
+                if not is_commit_conflict(exc):
+                    raise
+                log.info("store.ann_preempted", table=name, error=str(exc)[:200])
+                continue
             log.info("store.ann_built", table=name, rows=rows, partitions=partitions)
             built.append(name)
         return built

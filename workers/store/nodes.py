@@ -19,6 +19,7 @@ import pyarrow as pa
 from schemas.records import NodeType
 from workers.store.database import (
     DIM_KEY,
+    ID,
     MODEL_KEY,
     Database,
     MergedTable,
@@ -63,7 +64,7 @@ class NodeUpdate:
 def nodes_schema(dim: int, model: str) -> pa.Schema:
     return pa.schema(
         [
-            ("id", pa.string()),  # namespace/node_type/key
+            ID,  # namespace/node_type/key
             ("namespace", pa.string()),
             ("node_type", pa.string()),
             ("key", pa.string()),

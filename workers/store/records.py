@@ -22,6 +22,7 @@ from workers.forget import Source
 from workers.store import lineage
 from workers.store.database import (
     DIM_KEY,
+    ID,
     MODEL_KEY,
     Database,
     MergedTable,
@@ -37,7 +38,7 @@ TEXT_COLUMN = "normalized_text"
 def records_schema(dim: int, model: str) -> pa.Schema:
     return pa.schema(
         [
-            ("id", pa.string()),  # the record id (content-derived, namespaced)
+            ID,  # the record id (content-derived, namespaced)
             ("namespace", pa.string()),
             ("memory_type", pa.string()),
             ("semantic_text", pa.string()),

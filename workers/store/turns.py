@@ -13,6 +13,7 @@ from workers.forget import Source
 from workers.store import lineage
 from workers.store.database import (
     DIM_KEY,
+    ID,
     MODEL_KEY,
     Database,
     EmbeddingMismatch,
@@ -36,7 +37,7 @@ _READ_COLUMNS = [
 def turns_schema(dim: int, model: str) -> pa.Schema:
     return pa.schema(
         [
-            ("id", pa.string()),
+            ID,
             ("namespace", pa.string()),
             ("session_id", pa.string()),
             ("turn_id", pa.string()),

@@ -23,6 +23,7 @@ from streams.stack import seaweed
 from tests.streams.stack.conftest import FOREIGN_KEYS, S3Store
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import EvidenceStore
+from workers.store.database import ID
 
 pytestmark = pytest.mark.integration
 
@@ -112,20 +113,22 @@ WRITER = textwrap.dedent("""
     uri, options, who = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
     tbl = lancedb.connect(uri, storage_options=options).open_table("t")
     for i in range(6):
-        rows = pa.table({"id": [f"{who}-{i}-{j}" for j in range(4)] + ["shared"], "who": [who] * 5})
+        ids = [f"{who}-{i}-{j}" for j in range(4)] + ["shared"]
+        rows = pa.table({"id": ids, "who": [who] * 5}).cast(tbl.schema)
         tbl.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(rows)
 """)
 
 
 def test_evidence_store_on_s3_two_writer_processes_lose_no_commit(s3_store: S3Store) -> None:
     """LanceDB commits on s3:// with a conditional put (If-None-Match), which SeaweedFS
-    enforces: concurrent writers retry instead of overwriting each other's version."""
+    enforces: concurrent writers retry instead of overwriting each other's version. The id
+    that both insert is stored once because `id` is the table's primary key (store's `ID`)."""
     import lancedb
     import pyarrow as pa
 
     uri = f"s3://{seaweed.BUCKET}/lancedb-writers-test"
     db = lancedb.connect(uri, storage_options=s3_store.options())
-    db.create_table("t", schema=pa.schema([("id", pa.string()), ("who", pa.string())]))
+    db.create_table("t", schema=pa.schema([ID, ("who", pa.string())]))
     options = json.dumps(s3_store.options())
     writers = [
         subprocess.Popen([sys.executable, "-c", WRITER, uri, options, who]) for who in ("x", "y")

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pathlib
+import subprocess
+import sys
+import time
 
 import lancedb
 import numpy as np
@@ -11,6 +14,8 @@ import pytest
 
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import TURNS, EmbeddingMismatch, EvidenceStore
+from workers.store.database import ID
+from workers.store.turns import turns_schema
 
 
 @pytest.fixture
@@ -87,3 +92,58 @@ def test_turns_table_listed_before_its_first_commit_reads_as_absent(tmp_path: pa
     assert store.table(TURNS) is None
     vectors = np.zeros((1, TOY_DIM), dtype=np.float32)
     assert store.turns.search_vectors("ns", vectors, 5) == [[]]
+
+
+WRITER = """
+import sys, time
+from tests.workers.builders import TOY_DIM, turn
+from workers.store import EvidenceStore
+path, who, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+store = EvidenceStore(path, "toy", TOY_DIM)
+store.turns.table(create=True)
+time.sleep(max(0.0, start - time.time()))
+for i in range(6):  # four ids of its own and one both writers insert, each round
+    store.turns.upsert([turn("a", f"t{who}{i}{j}", "own", j) for j in range(4)]
+                       + [turn("a", f"t9{i}", "shared", 5)])
+"""
+
+
+def test_two_writer_processes_inserting_the_same_new_ids_store_each_once(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Lance finds no conflict between two commits that each add a fragment with the same new
+    id unless `id` is declared the primary key: before it was, most shared ids were stored
+    twice (a rebalance hands a batch to a second indexer while the first still writes it)."""
+    path = str(tmp_path / "db")
+    EvidenceStore(path, "toy", TOY_DIM).turns.table(create=True)
+    start = str(time.time() + 8)  # both processes loaded before the first write
+    root = pathlib.Path(__file__).resolve().parents[3]
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, path, who, start], cwd=root)
+        for who in ("1", "2")
+    ]
+    try:
+        assert [w.wait(240) for w in writers] == [0, 0]
+    finally:
+        for w in writers:
+            w.kill()
+            w.wait(10)
+    ids = lancedb.connect(path).open_table(TURNS).to_arrow()["id"].to_pylist()
+    assert len(ids) == len(set(ids)) == 2 * 6 * 4 + 6
+
+
+def test_a_table_from_before_the_primary_key_takes_writes_and_gets_it_at_its_rewrite(
+    tmp_path,  # type: ignore[no-untyped-def]
+) -> None:
+    path = str(tmp_path / "db")
+    old = turns_schema(TOY_DIM, "toy")
+    old = old.set(old.get_field_index("id"), pa.field("id", pa.string()))
+    lancedb.connect(path).create_table(TURNS, schema=old)
+    store = EvidenceStore(path, "toy", TOY_DIM)
+    store.turns.upsert([turn("a", "t1", "sourdough", 0), turn("b", "t2", "marathon", 1)])
+    assert store.count("turns") == 2
+    store.forget("a")
+    schema = lancedb.connect(path).open_table(TURNS).schema
+    assert not schema.field("id").nullable
+    assert ID.metadata.items() <= (schema.field("id").metadata or {}).items()
+    store = EvidenceStore(path, "toy", TOY_DIM)
+    store.turns.upsert([turn("b", "t2", "marathon training", 1), turn("b", "t3", "bread", 2)])
+    assert store.count("turns") == 2
