@@ -69,10 +69,14 @@ def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None
 
 
 def open_store(
-    settings: Settings, embedder: Embedder | None = None, uri: str | None = None
+    settings: Settings,
+    embedder: Embedder | None = None,
+    uri: str | None = None,
+    snapshots: bool = False,
 ) -> EvidenceStore:
     """The evidence store at `uri` (default: the configured one). It needs the embedding
-    model's name and dimension, taken from `embedder` when one is loaded already."""
+    model's name and dimension, taken from `embedder` when one is loaded already.
+    `snapshots`: keep small namespaces in memory (the query service's reads)."""
     name, dim = (embedder.model_name, embedder.dim) if embedder else embedding_info(settings)
     return EvidenceStore(
         uri or settings.lancedb_uri,
@@ -81,6 +85,7 @@ def open_store(
         settings.read_consistency_s,
         exact_max_rows=settings.exact_search_max_rows,
         storage_options=settings.lancedb_storage_options,
+        snapshot_rows=settings.query_snapshot_rows if snapshots else 0,
     )
 
 

@@ -171,6 +171,11 @@ class Settings(BaseSettings):
     exact_search_max_rows: int = Field(
         default=20_000, ge=0, description="namespaces up to this size are searched exactly"
     )
+    query_snapshot_rows: int = Field(
+        default=200_000,
+        ge=0,
+        description="rows of small namespaces the query service keeps in memory (0: none)",
+    )
     # forgetting (issue 12)
     forget_timeout_s: float = Field(
         default=300.0, gt=0, description="how long a client waits for every stage's receipt"

@@ -92,7 +92,7 @@ class QueryHandler:
                 embedder = await asyncio.to_thread(make_embedder, s)
                 llm = make_llm_client(s)
                 deps = QueryDeps(
-                    store=open_store(s, embedder),
+                    store=open_store(s, embedder, snapshots=True),
                     embedder=embedder,
                     planner=make_planner(llm, s.llm_timeout_s),
                     answerer=LLMAnswerer(

@@ -57,7 +57,8 @@ async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]
         async with LagReader(settings.kafka_bootstrap) as lag:
             await lag.wait_drained(timeout_s=1800)
         embedder = await asyncio.to_thread(make_embedder, settings)
-        svc = QueryService(QueryDeps(open_store(settings, embedder), embedder))
+        store = open_store(settings, embedder, snapshots=True)  # as the query service opens it
+        svc = QueryService(QueryDeps(store, embedder))
         await svc.search(_request(conv.namespace, questions[0], k))  # warm caches and tables
         stages: dict[str, list[float]] = {}
         for q in questions:
@@ -128,7 +129,8 @@ def run_synthetic(
     ann_s = time.perf_counter() - started if built else 0.0
     target = synthetic.namespace(namespaces // 2)
     asked = synthetic.questions(questions)
-    timings = asyncio.run(_timed(QueryService(QueryDeps(store, embedder)), target, asked, k))
+    served = open_store(settings, embedder, str(store_dir), snapshots=True)  # as the service
+    timings = asyncio.run(_timed(QueryService(QueryDeps(served, embedder)), target, asked, k))
     # the same questions with every vector search through the ANN index
     every_ann = settings.model_copy(update={"exact_search_max_rows": 0})
     ann_store = open_store(every_ann, embedder, str(store_dir))

@@ -53,9 +53,16 @@ class EvidenceStore:
         max_node_records: int = 64,
         max_node_text_chars: int = 2000,
         storage_options: Mapping[str, str] | None = None,
+        snapshot_rows: int = 0,
     ) -> None:
         self.db = Database(
-            uri, embedding_model, dim, read_consistency_s, exact_max_rows, storage_options
+            uri,
+            embedding_model,
+            dim,
+            read_consistency_s,
+            exact_max_rows,
+            storage_options,
+            snapshot_rows,
         )
         self.turns = TurnsTable(self.db)
         self.records = RecordsTable(self.db)

@@ -27,6 +27,7 @@ from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
 from workers.ports import TemporarilyUnavailable
 from workers.store import lineage
+from workers.store.snapshots import Match, Snapshot, SnapshotCache
 
 log = structlog.get_logger("lychee.store")
 
@@ -114,6 +115,18 @@ def namespace_filter(namespace: str, session_id: str | None = None) -> str:
     if session_id:
         clause += f" AND session_id = {sql_quote(session_id)}"
     return clause
+
+
+def match_filter(namespace: str, match: Match) -> str:
+    """`namespace_filter` and, per column of `match`, one of its values."""
+    clause = namespace_filter(namespace)
+    for column, values in match.items():
+        clause += f" AND {column} IN ({', '.join(sql_quote(v) for v in sorted(values))})"
+    return clause
+
+
+def _matches_nothing(match: Match) -> bool:
+    return any(not values for values in match.values())  # `IN ()` is not valid SQL
 
 
 def sql_quote(value: str) -> str:
@@ -249,6 +262,7 @@ class Database:
         read_consistency_s: float = 0.0,
         exact_max_rows: int = EXACT_MAX_ROWS,
         storage_options: Mapping[str, str] | None = None,
+        snapshot_rows: int = 0,
     ) -> None:
         self.uri = uri
         self.model = embedding_model
@@ -265,6 +279,8 @@ class Database:
             storage_options=dict(storage_options) if storage_options else None,
         )
         self._tables: dict[str, Any] = {}
+        # a reader's small namespaces in memory, up to this many rows (0: none)
+        self.snapshots = SnapshotCache(snapshot_rows) if snapshot_rows > 0 else None
         self._indexed: set[str] = set()
         self._lock = threading.Lock()
 
@@ -473,31 +489,69 @@ class Database:
             self._sizes[(name, namespace)] = (rows, now + _SIZE_TTL_S)
         return rows <= self.exact_max_rows
 
+    def snapshot(
+        self, tbl: Any, name: str, namespace: str, columns: Sequence[str]
+    ) -> Snapshot | None:
+        """The namespace's rows in memory (workers.store.snapshots), when this connection
+        keeps snapshots and the namespace is small enough to be searched exactly."""
+        if self.snapshots is None or not self._small(tbl, name, namespace):
+            return None
+        return self.snapshots.get(tbl, name, namespace, columns, namespace_filter(namespace))
+
     def search_vectors(
-        self, name: str, where: str, vectors: np.ndarray, limit: int, namespace: str
+        self,
+        name: str,
+        namespace: str,
+        vectors: np.ndarray,
+        limit: int,
+        match: Match | None = None,
+        columns: Sequence[str] | None = None,
     ) -> list[list[dict[str, Any]]]:
-        """One search for several query vectors (as fast as one): a result list per vector."""
+        """One search for several query vectors (as fast as one): a result list per vector.
+        `match`: accepted values of other columns; `columns`: those returned (default: the
+        read columns)."""
         tbl = self.table(name)
-        if tbl is None or limit <= 0 or len(vectors) == 0:
+        match = match or {}
+        if tbl is None or limit <= 0 or len(vectors) == 0 or _matches_nothing(match):
             return [[] for _ in range(len(vectors))]
+        cols = list(columns or read_columns(tbl.schema))
+        snap = self.snapshot(tbl, name, namespace, cols)
+        if snap is not None:
+            return snap.search(np.asarray(vectors), limit, match)
         query = [np.asarray(v, dtype=np.float32) for v in vectors]
+        where = match_filter(namespace, match)
         q = self.vector_query(tbl, name, query if len(query) > 1 else query[0], where, namespace)
-        rows = q.select([*read_columns(tbl.schema), "_distance"]).limit(limit).to_list()
+        rows = q.select([*cols, "_distance"]).limit(limit).to_list()
         return group_by_query(rows, len(vectors))
 
     def search_text(
-        self, name: str, column: str, where: str, text: str, limit: int
+        self,
+        name: str,
+        column: str,
+        namespace: str,
+        text: str,
+        limit: int,
+        match: Match | None = None,
+        columns: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
+        """Full-text (BM25) search of `column`; with a snapshot only ids come from LanceDB."""
         tbl = self.table(name)
-        if tbl is None or limit <= 0 or not text.strip():
+        match = match or {}
+        if tbl is None or limit <= 0 or not text.strip() or _matches_nothing(match):
             return []
-        q = (
-            tbl.search(text, query_type="fts", fts_columns=column)
-            .where(where, prefilter=True)
-            .select([*read_columns(tbl.schema), "_score"])
-            .limit(limit)
+        cols = list(columns or read_columns(tbl.schema))
+        snap = self.snapshot(tbl, name, namespace, cols)
+        q = tbl.search(text, query_type="fts", fts_columns=column).where(
+            match_filter(namespace, match), prefilter=True
         )
-        return list(q.to_list())
+        if snap is not None:
+            hits = q.select(["id", "_score"]).limit(limit).to_list()
+            rows = snap.by_ids([h["id"] for h in hits])
+            if rows is not None:  # else the index is newer than the snapshot: read the rows
+                for row, hit in zip(rows, hits, strict=True):
+                    row["_score"] = hit["_score"]
+                return rows
+        return list(q.select([*cols, "_score"]).limit(limit).to_list())
 
     def read_by_ids(
         self, tbl: Any, ids: Sequence[str], where: str | None = None

@@ -24,9 +24,9 @@ from workers.store.database import (
     Database,
     MergedTable,
     Pending,
+    match_filter,
     naive,
-    namespace_filter,
-    sql_quote,
+    read_columns,
 )
 
 NODES = "nodes"
@@ -116,8 +116,7 @@ class NodesTable(MergedTable[NodeUpdate]):
         limit: int,
         node_types: Iterable[NodeType | str] | None = None,
     ) -> list[list[dict[str, Any]]]:
-        where = _node_filter(namespace, node_types)
-        return self.db.search_vectors(NODES, where, vectors, limit, namespace)
+        return self.db.search_vectors(NODES, namespace, vectors, limit, _types(node_types))
 
     def search_vector(
         self,
@@ -135,16 +134,22 @@ class NodesTable(MergedTable[NodeUpdate]):
         limit: int,
         node_types: Iterable[NodeType | str] | None = None,
     ) -> list[dict[str, Any]]:
-        where = _node_filter(namespace, node_types)
-        return self.db.search_text(NODES, TEXT_COLUMN, where, text, limit)
+        return self.db.search_text(NODES, TEXT_COLUMN, namespace, text, limit, _types(node_types))
 
     def temporal(self, namespace: str) -> list[dict[str, Any]]:
         """Every temporal node of a namespace (a few per month of conversation), by key."""
         tbl = self.table()
         if tbl is None:
             return []
-        where = _node_filter(namespace, [NodeType.temporal])
-        rows = tbl.search().where(where).select(["id", "key", "record_ids"]).limit(None).to_list()
+        match = _types([NodeType.temporal])
+        snap = self.db.snapshot(tbl, NODES, namespace, read_columns(tbl.schema))
+        if snap is not None:
+            rows = snap.take(np.flatnonzero(snap.mask(match)))
+        else:
+            where = match_filter(namespace, match)
+            rows = (
+                tbl.search().where(where).select(["id", "key", "record_ids"]).limit(None).to_list()
+            )
         return sorted(rows, key=lambda r: str(r["key"]))
 
 
@@ -248,17 +253,9 @@ def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
     return max(a, b)
 
 
-def _node_filter(namespace: str, node_types: Iterable[NodeType | str] | None) -> str:
-    clause = namespace_filter(namespace)
-    if node_types is not None:
-        # An empty selection matches nothing (`IN ()` is not valid SQL).
-        types = sorted({NodeType(t).value for t in node_types})
-        clause += (
-            f" AND node_type IN ({', '.join(sql_quote(t) for t in types)})"
-            if types
-            else " AND false"
-        )
-    return clause
+def _types(node_types: Iterable[NodeType | str] | None) -> dict[str, set[str]]:
+    """The node-type match of a search (None: every type; empty: none)."""
+    return {} if node_types is None else {"node_type": {NodeType(t).value for t in node_types}}
 
 
 NODE_EMBED_CHARS = 480

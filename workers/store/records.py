@@ -29,6 +29,7 @@ from workers.store.database import (
     Pending,
     naive,
     namespace_filter,
+    read_columns,
 )
 
 RECORDS = "records"
@@ -104,21 +105,24 @@ class RecordsTable(MergedTable[Occurrence]):
     def search_vectors(
         self, namespace: str, vectors: np.ndarray, limit: int
     ) -> list[list[dict[str, Any]]]:
-        return self.db.search_vectors(
-            RECORDS, namespace_filter(namespace), vectors, limit, namespace
-        )
+        return self.db.search_vectors(RECORDS, namespace, vectors, limit)
 
     def search_vector(self, namespace: str, vec: np.ndarray, limit: int) -> list[dict[str, Any]]:
         return self.search_vectors(namespace, np.asarray([vec]), limit)[0]
 
     def search_text(self, namespace: str, text: str, limit: int) -> list[dict[str, Any]]:
-        return self.db.search_text(RECORDS, TEXT_COLUMN, namespace_filter(namespace), text, limit)
+        return self.db.search_text(RECORDS, TEXT_COLUMN, namespace, text, limit)
 
     def by_ids(self, namespace: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """Records of `namespace` among `ids`, in the order of `ids` (missing ones skipped)."""
         tbl = self.table()
         if tbl is None or not ids:
             return []
+        ids = list(dict.fromkeys(ids))
+        snap = self.db.snapshot(tbl, RECORDS, namespace, read_columns(tbl.schema))
+        rows = snap.by_ids(ids) if snap is not None else None
+        if rows is not None:
+            return rows
         found = self.db.read_by_ids(tbl, ids, where=namespace_filter(namespace))
         return [found[i][0] for i in dict.fromkeys(ids) if i in found]
 

@@ -18,7 +18,6 @@ from workers.store.database import (
     Database,
     EmbeddingMismatch,
     Table,
-    group_by_query,
     naive,
     namespace_filter,
     sql_quote,
@@ -99,36 +98,30 @@ class TurnsTable(Table):
     def search_vectors(
         self, namespace: str, vectors: np.ndarray, limit: int, session_id: str | None = None
     ) -> list[list[dict[str, Any]]]:
-        """One search for several query vectors (as fast as one): a result list per vector."""
-        tbl = self.table()
-        if tbl is None or len(vectors) == 0:
-            return [[] for _ in range(len(vectors))]
-        where = namespace_filter(namespace, session_id)
-        query = [np.asarray(v, dtype=np.float32) for v in vectors]
-        q = self.db.vector_query(tbl, TURNS, query, where, namespace)
-        return group_by_query(
-            q.select([*_READ_COLUMNS, "_distance"]).limit(limit).to_list(), len(vectors)
+        """Nearest turns of a namespace (or one session of it), a list per query vector."""
+        return self.db.search_vectors(
+            TURNS, namespace, vectors, limit, _session(session_id), _READ_COLUMNS
         )
 
     def search_text(
         self, namespace: str, text: str, limit: int, session_id: str | None = None
     ) -> list[dict[str, Any]]:
-        tbl = self.table()
-        if tbl is None or not text.strip():
-            return []
-        q = (
-            tbl.search(text, query_type="fts", fts_columns=TEXT_COLUMN)
-            .where(namespace_filter(namespace, session_id), prefilter=True)
-            .select([*_READ_COLUMNS, "_score"])
-            .limit(limit)
+        return self.db.search_text(
+            TURNS, TEXT_COLUMN, namespace, text, limit, _session(session_id), _READ_COLUMNS
         )
-        return list(q.to_list())
 
     def near(self, namespace: str, spans: Sequence[tuple[str, int, int]]) -> list[dict[str, Any]]:
         """Turns of `namespace` in the given `(session_id, first_seq, last_seq)` spans."""
         tbl = self.table()
         if tbl is None or not spans:
             return []
+        snap = self.db.snapshot(tbl, TURNS, namespace, _READ_COLUMNS)
+        if snap is not None:
+            session, seq = snap.column("session_id"), snap.column("seq")
+            keep = np.zeros(snap.rows, dtype=bool)
+            for s, lo, hi in spans:
+                keep |= (session == s) & (seq >= int(lo)) & (seq <= int(hi))
+            return snap.take(np.flatnonzero(keep))
         ranges = " OR ".join(
             f"(session_id = {sql_quote(s)} AND seq >= {int(lo)} AND seq <= {int(hi)})"
             for s, lo, hi in spans
@@ -154,6 +147,10 @@ class TurnsTable(Table):
             .to_list()
         )
         return {r["turn_id"] for r in rows}
+
+
+def _session(session_id: str | None) -> dict[str, set[str]]:
+    return {"session_id": {session_id}} if session_id else {}
 
 
 def _turn_row(rid: str, t: RawTurn, src: Source | None) -> dict[str, Any]:

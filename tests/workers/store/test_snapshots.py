@@ -1,0 +1,134 @@
+"""Small namespaces read from memory answer as LanceDB does, and never outlive a write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
+from tests.workers.store.test_forget import raw
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore
+
+TEXTS = [
+    "Ann booked a trip to Lisbon",
+    "Ann likes tiled houses in Lisbon",
+    "Ben adopted a grey cat",
+    "Ben trains for a half marathon",
+    "Ann bakes sourdough on Sundays",
+    "Ben's cat is called Ash",
+]
+
+
+@pytest.fixture
+def emb() -> HashEmbedder:
+    return HashEmbedder()
+
+
+def stores(path: Path, emb: HashEmbedder) -> tuple[EvidenceStore, EvidenceStore]:
+    """The same directory read from LanceDB and from snapshots, filled with two namespaces."""
+    plain = EvidenceStore(str(path), emb.model_name, HASH_DIM)
+    for ns in ("a", "b"):
+        index_batches(plain, [batch(ns, i, [f"{t} ({ns})"]) for i, t in enumerate(TEXTS)], emb)
+        plain.turns.upsert(
+            [raw(ns, f"s{i % 2}", f"t{i}", f"{t} ({ns})", emb) for i, t in enumerate(TEXTS)]
+        )
+    return plain, EvidenceStore(str(path), emb.model_name, HASH_DIM, snapshot_rows=1000)
+
+
+def same(a: list[dict], b: list[dict]) -> None:  # type: ignore[type-arg]
+    assert [r["id"] for r in a] == [r["id"] for r in b]
+    for x, y in zip(a, b, strict=True):
+        assert {k: v for k, v in x.items() if k[0] != "_"} == {
+            k: v for k, v in y.items() if k[0] != "_"
+        }
+        if "_distance" in x:
+            assert abs(x["_distance"] - y["_distance"]) < 1e-5
+        if "_score" in x:
+            assert x["_score"] == pytest.approx(y["_score"])
+
+
+def test_snapshot_reads_answer_as_lancedb_does(tmp_path: Path, emb: HashEmbedder) -> None:
+    plain, snap = stores(tmp_path / "db", emb)
+    vecs = emb.embed(["Lisbon trip", "grey cat"])
+    for got, want in [
+        (snap.records.search_vectors("a", vecs, 4), plain.records.search_vectors("a", vecs, 4)),
+        (snap.nodes.search_vectors("a", vecs, 5), plain.nodes.search_vectors("a", vecs, 5)),
+        (
+            snap.nodes.search_vectors("a", vecs, 5, ["entity"]),
+            plain.nodes.search_vectors("a", vecs, 5, ["entity"]),
+        ),
+        (snap.nodes.search_vectors("a", vecs, 5, []), plain.nodes.search_vectors("a", vecs, 5, [])),
+        (snap.turns.search_vectors("b", vecs, 3), plain.turns.search_vectors("b", vecs, 3)),
+        (
+            snap.turns.search_vectors("b", vecs, 9, "s1"),
+            plain.turns.search_vectors("b", vecs, 9, "s1"),
+        ),
+    ]:
+        assert len(got) == 2
+        for g, w in zip(got, want, strict=True):
+            same(g, w)
+    same(
+        snap.records.search_text("a", "marathon", 3), plain.records.search_text("a", "marathon", 3)
+    )
+    same(snap.turns.search_text("b", "cat", 5, "s0"), plain.turns.search_text("b", "cat", 5, "s0"))
+    ids = [r["id"] for r in plain.records.search_vectors("b", vecs, 6)[0]]
+    assert [r["id"] for r in snap.records.by_ids("b", ids + ["none"])] == ids
+    assert [r["id"] for r in snap.records.by_ids("a", ids)] == []  # another namespace's ids
+    spans = [("s1", 0, 0), ("s0", 0, 0)]
+    assert sorted(r["id"] for r in snap.turns.near("a", spans)) == sorted(
+        r["id"] for r in plain.turns.near("a", spans)
+    )
+    assert snap.nodes.temporal("a") == plain.nodes.temporal("a")
+    assert snap.db.snapshots is not None and plain.db.snapshots is None
+    held = set(snap.db.snapshots._entries)  # what was read, no more
+    assert held == {(RECORDS, "a"), (RECORDS, "b"), (NODES, "a"), (TURNS, "a"), (TURNS, "b")}
+
+
+def test_a_write_is_read_at_once_and_a_forget_leaves_no_snapshot_of_its_text(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    plain, snap = stores(tmp_path / "db", emb)
+    vec = emb.embed(["a violin lesson"])
+    assert (
+        snap.records.search_vectors("a", vec, 1)[0][0]["semantic_text"]
+        != "Ann took a violin lesson"
+    )
+    index_batches(plain, [batch("a", 9, ["Ann took a violin lesson"])], emb)  # another process
+    assert (
+        snap.records.search_vectors("a", vec, 1)[0][0]["semantic_text"]
+        == "Ann took a violin lesson"
+    )
+    assert (
+        snap.records.search_text("a", "violin", 1)[0]["semantic_text"] == "Ann took a violin lesson"
+    )
+    snap.records.search_vectors("b", vec, 1)
+    plain.forget("a", None, emb)
+    assert snap.records.search_vectors("a", vec, 3) == [[]]
+    assert snap.db.snapshots is not None
+    held = snap.db.snapshots._entries
+    assert ("records", "b") not in held  # dropped with the version it was read at
+    assert not any("violin" in str(s.data.to_pylist()) for s in held.values())
+
+
+def test_snapshots_are_evicted_past_their_row_budget(tmp_path: Path, emb: HashEmbedder) -> None:
+    plain, _ = stores(tmp_path / "db", emb)
+    snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=8)
+    vec = emb.embed(["cat"])
+    snap.turns.search_vectors("a", vec, 1)
+    snap.turns.search_vectors("b", vec, 1)
+    assert snap.db.snapshots is not None
+    assert list(snap.db.snapshots._entries) == [(TURNS, "b")]  # 6 rows each, 8 at most
+
+
+def test_a_namespace_too_large_for_exact_search_is_read_from_lancedb(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    stores(tmp_path / "db", emb)
+    snap = EvidenceStore(
+        str(tmp_path / "db"), emb.model_name, HASH_DIM, exact_max_rows=5, snapshot_rows=1000
+    )
+    got = snap.turns.search_vectors("a", np.asarray(emb.embed(["cat"])), 2)
+    assert len(got[0]) == 2
+    assert snap.db.snapshots is not None and not snap.db.snapshots._entries

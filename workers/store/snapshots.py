@@ -1,0 +1,135 @@
+"""Small namespaces held in memory for the query service's reads.
+
+LanceDB spends 6-15 ms on any query, however few rows it reads (planning, the namespace
+prefilter, turning rows into Python); an exact search over a namespace of a few thousand
+rows is a fraction of a millisecond of that. A request runs about a dozen such reads, so
+the query service keeps each small namespace's rows (the columns searches return, and
+their vectors normalized) and answers its exact vector searches, id lookups and turn
+spans from them. Full-text search stays in LanceDB, which returns ids only; the rows come
+from the snapshot.
+
+A snapshot is valid for the table version it was read at. Each use compares it with the
+table's latest version (one manifest check, about 1 ms); any write to the table drops
+every snapshot of it, so removed text (a forget) is not kept in memory past the next read
+of that table. Snapshots are evicted least recently used past `max_rows` rows in all.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+Match = Mapping[str, Collection[str]]  # column -> accepted values, beyond the namespace
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One namespace's rows of one table at one version."""
+
+    version: int
+    data: pa.Table  # the read columns, in table order
+    unit: np.ndarray  # (rows, dim) float32, each row L2-normalized
+    row_of: dict[str, int]  # id -> row
+    _columns: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, version: int, data: pa.Table) -> Snapshot:
+        dim = data.schema.field("vector").type.list_size
+        flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        vecs = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
+        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+        unit = vecs / np.where(norms > 0, norms, 1.0)
+        data = data.drop_columns(["vector"])
+        ids = data.column("id").to_pylist()
+        return cls(version, data, unit, {rid: i for i, rid in enumerate(ids)})
+
+    @property
+    def rows(self) -> int:
+        return int(self.data.num_rows)
+
+    def mask(self, match: Match) -> np.ndarray:
+        """Rows whose columns hold one of the accepted values."""
+        keep = np.ones(self.rows, dtype=bool)
+        for column, values in match.items():
+            keep &= np.isin(self.column(column), list(values))
+        return keep
+
+    def column(self, name: str) -> np.ndarray:
+        """A column as a numpy array, converted once."""
+        if name not in self._columns:
+            self._columns[name] = np.asarray(self.data.column(name).to_pylist(), dtype=object)
+        return self._columns[name]
+
+    def search(self, vectors: np.ndarray, limit: int, match: Match) -> list[list[dict[str, Any]]]:
+        """Exact cosine search, one list per query vector, nearest first, as LanceDB's
+        exact search returns it (`_distance` = 1 - cosine similarity)."""
+        q = np.asarray(vectors, dtype=np.float32)
+        norms = np.linalg.norm(q, axis=1, keepdims=True)
+        sims = (q / np.where(norms > 0, norms, 1.0)) @ self.unit.T
+        candidates = np.flatnonzero(self.mask(match)) if match else np.arange(self.rows)
+        out = []
+        for row in sims:
+            scores = row[candidates]
+            top = candidates[np.argsort(-scores, kind="stable")[:limit]]
+            found = self.take(top)
+            for hit, i in zip(found, top, strict=True):
+                hit["_distance"] = float(1.0 - row[i])
+            out.append(found)
+        return out
+
+    def take(self, rows: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
+        return list(self.data.take(pa.array(rows, pa.int64())).to_pylist()) if len(rows) else []
+
+    def by_ids(self, ids: Sequence[str]) -> list[dict[str, Any]] | None:
+        """Rows of `ids` in their order; None when one is not in the snapshot (it is newer
+        than the snapshot, or of another namespace)."""
+        rows = [self.row_of.get(i) for i in ids]
+        if any(r is None for r in rows):
+            return None
+        return self.take([r for r in rows if r is not None])
+
+
+class SnapshotCache:
+    """Snapshots by (table, namespace), least recently used evicted past `max_rows`."""
+
+    def __init__(self, max_rows: int) -> None:
+        self.max_rows = max_rows
+        self._entries: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(
+        self, tbl: Any, name: str, namespace: str, columns: Sequence[str], where: str
+    ) -> Snapshot:
+        """The snapshot of `namespace` (rows matching `where`) at the table's latest version."""
+        version = int(tbl.version)
+        key = (name, namespace)
+        with self._lock:
+            snap = self._entries.get(key)
+            if snap is not None and snap.version == version:
+                self._entries.move_to_end(key)
+                return snap
+            for other in [
+                k for k, s in self._entries.items() if k[0] == name and s.version < version
+            ]:
+                del self._entries[other]
+        # read after the version: the rows are at least that new (a write in between costs
+        # one more read, never a stale answer)
+        data = tbl.search().where(where).select([*columns, "vector"]).limit(None).to_arrow()
+        snap = Snapshot.of(version, data)
+        with self._lock:
+            self._entries[key] = snap
+            total = sum(s.rows for s in self._entries.values())
+            while total > self.max_rows and len(self._entries) > 1:
+                _, old = self._entries.popitem(last=False)
+                total -= old.rows
+        return snap
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
