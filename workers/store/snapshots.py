@@ -115,7 +115,7 @@ class SnapshotCache:
                 self._entries.move_to_end(key)
                 return snap
             for other in [
-                k for k, s in self._entries.items() if k[0] == name and s.version < version
+                k for k, s in self._entries.items() if k[0] == name and s.version != version
             ]:
                 del self._entries[other]
         # read after the version: the rows are at least that new (a write in between costs
@@ -129,7 +129,3 @@ class SnapshotCache:
                 _, old = self._entries.popitem(last=False)
                 total -= old.rows
         return snap
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
