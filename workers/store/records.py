@@ -124,7 +124,7 @@ class RecordsTable(MergedTable[Occurrence]):
         if rows is not None:
             return rows
         found = self.db.read_by_ids(tbl, ids, where=namespace_filter(namespace))
-        return [found[i][0] for i in dict.fromkeys(ids) if i in found]
+        return [found[i][0] for i in ids if i in found]
 
 
 def value_counts(db: Database, name: str, namespace: str, column: str) -> dict[str, int]:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from botocore.exceptions import ClientError
 
 from streams.lag import LagReader
 from streams.stack import seaweed
+from tests.processes import run_together
 from tests.streams.stack.conftest import FOREIGN_KEYS, S3Store
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import EvidenceStore
@@ -130,15 +129,7 @@ def test_evidence_store_on_s3_two_writer_processes_lose_no_commit(s3_store: S3St
     db = lancedb.connect(uri, storage_options=s3_store.options())
     db.create_table("t", schema=pa.schema([ID, ("who", pa.string())]))
     options = json.dumps(s3_store.options())
-    writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, uri, options, who]) for who in ("x", "y")
-    ]
-    try:
-        assert [w.wait(240) for w in writers] == [0, 0]
-    finally:
-        for w in writers:
-            w.kill()
-            w.wait(10)
+    assert run_together(WRITER, [uri, options, "x"], [uri, options, "y"]) == [0, 0]
     tbl = db.open_table("t")
     ids = tbl.to_arrow()["id"].to_pylist()
     assert len(ids) == len(set(ids)) == 2 * 6 * 4 + 1

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import pathlib
-import subprocess
-import sys
 import time
 
 import lancedb
@@ -12,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from tests.processes import run_together
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import TURNS, EmbeddingMismatch, EvidenceStore
 from workers.store.database import ID
@@ -96,6 +95,7 @@ def test_turns_table_listed_before_its_first_commit_reads_as_absent(tmp_path: pa
 
 WRITER = """
 import sys, time
+from tests.processes import run_together
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import EvidenceStore
 path, who, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
@@ -115,17 +115,7 @@ def test_two_writer_processes_inserting_the_same_new_ids_store_each_once(tmp_pat
     path = str(tmp_path / "db")
     EvidenceStore(path, "toy", TOY_DIM).turns.table(create=True)
     start = str(time.time() + 8)  # both processes loaded before the first write
-    root = pathlib.Path(__file__).resolve().parents[3]
-    writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, path, who, start], cwd=root)
-        for who in ("1", "2")
-    ]
-    try:
-        assert [w.wait(240) for w in writers] == [0, 0]
-    finally:
-        for w in writers:
-            w.kill()
-            w.wait(10)
+    assert run_together(WRITER, [path, "1", start], [path, "2", start]) == [0, 0]
     ids = lancedb.connect(path).open_table(TURNS).to_arrow()["id"].to_pylist()
     assert len(ids) == len(set(ids)) == 2 * 6 * 4 + 6
 
