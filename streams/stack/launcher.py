@@ -41,7 +41,7 @@ from streams.stack.endpoints import (
     write_endpoints,
 )
 from streams.stack.process import Child
-from streams.stack.supervisor import SUPERVISION_FILE, RestartPolicy, Supervisor
+from streams.stack.supervisor import SUPERVISION_FILE, Event, RestartPolicy, Supervisor
 
 T = TypeVar("T")
 # stage -> the lags that must be 0 before it stops (its own input; the indexer reads two topics)
@@ -206,11 +206,13 @@ class Launcher:
             time.sleep(POLL_S)
         return 0
 
+    def _announce(self, event: Event) -> None:
+        self.echo(event.message)
+        if event.log_tail:
+            self.echo(event.log_tail)
+
     def _tick(self) -> None:
-        for event in self.supervisor.tick():
-            self.echo(event.message)
-            if event.log_tail:
-                self.echo(event.log_tail)
+        self.supervisor.tick(self._announce)
         if self.ready is not None and self.ready.done():
             try:
                 self.echo(

@@ -90,8 +90,11 @@ class Supervisor:
         self.stages[name] = Stage(name, child)
         self.save()
 
-    def tick(self) -> list[Event]:
-        """Notice exits, restart what is due; returns what happened."""
+    def tick(self, announce: Callable[[Event], None] = lambda event: None) -> list[Event]:
+        """Notice exits, restart what is due; returns what happened.
+
+        Each event is `announce`d before the state file records it, so whoever reads a stage's
+        new state in the file can already read the message that explains it."""
         now = self.clock()
         events: list[Event] = []
         for stage in self.stages.values():
@@ -103,6 +106,8 @@ class Supervisor:
                 stage.restarts += 1
                 events.append(Event(stage.name, "restarted", f"{stage.name} restarted "
                                     f"(pid {stage.child.pid}, restart {stage.restarts})"))  # fmt: skip
+        for event in events:
+            announce(event)
         if events:
             self.save()
         return events

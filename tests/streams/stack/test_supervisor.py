@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from streams.stack.process import Child
-from streams.stack.supervisor import RestartPolicy, Supervisor, read_supervision
+from streams.stack.supervisor import Event, RestartPolicy, Supervisor, read_supervision
 
 
 class Clock:
@@ -117,6 +117,25 @@ def test_supervisor_failed_event_carries_the_last_lines_of_the_log(
     [event] = sup.tick()
     assert event.kind == "failed" and "marked failed" in event.message
     assert event.log_tail is not None and "indexer is going down" in event.log_tail
+
+
+def test_supervisor_announces_an_event_before_the_state_file_records_it(
+    tmp_path: Path, children: list[Child]
+) -> None:
+    """A reader that sees `failed` in the file can already read why (the launcher's output)."""
+    sup = Supervisor(lambda n: crasher(tmp_path, children, n), RestartPolicy(max_crashes=1),
+                     tmp_path / "supervision.json")  # fmt: skip
+    sup.add("indexer", crasher(tmp_path, children, "indexer"))
+    seen: list[tuple[str, str]] = []
+
+    def announce(event: Event) -> None:
+        saved = read_supervision(tmp_path)
+        assert saved is not None
+        seen.append((event.kind, saved["stages"][0]["state"]))
+
+    sup.tick(announce)
+    assert seen == [("failed", "running")]
+    assert read_supervision(tmp_path)["stages"][0]["state"] == "failed"  # type: ignore[index]
 
 
 def test_supervisor_exits_spread_beyond_the_window_never_fail_the_stage(
