@@ -534,23 +534,19 @@ class Database:
         match: Match | None = None,
         columns: Sequence[str] | None = None,
     ) -> list[dict[str, Any]]:
-        """Full-text (BM25) search of `column`; with a snapshot only ids come from LanceDB."""
+        """Full-text (BM25) search of `column`: from the namespace's snapshot when there is
+        one (scored within the namespace, workers.store.fulltext), else by LanceDB's index."""
         tbl = self.table(name)
         match = match or {}
         if tbl is None or limit <= 0 or not text.strip() or _matches_nothing(match):
             return []
         cols = list(columns or read_columns(tbl.schema))
         snap = self.snapshot(tbl, name, namespace, cols)
+        if snap is not None and column in snap.data.column_names:
+            return snap.search_text(column, text, limit, match)
         q = tbl.search(text, query_type="fts", fts_columns=column).where(
             match_filter(namespace, match), prefilter=True
         )
-        if snap is not None:
-            hits = q.select(["id", "_score"]).limit(limit).to_list()
-            rows = snap.by_ids([h["id"] for h in hits])
-            if rows is not None:  # else the index is newer than the snapshot: read the rows
-                for row, hit in zip(rows, hits, strict=True):
-                    row["_score"] = hit["_score"]
-                return rows
         return list(q.select([*cols, "_score"]).limit(limit).to_list())
 
     def read_by_ids(

@@ -4,9 +4,8 @@ LanceDB spends 6-15 ms on any query, however few rows it reads (planning, the na
 prefilter, turning rows into Python); an exact search over a namespace of a few thousand
 rows is a fraction of a millisecond of that. A request runs about a dozen such reads, so
 the query service keeps each small namespace's rows (the columns searches return, and
-their vectors normalized) and answers its exact vector searches, id lookups and turn
-spans from them. Full-text search stays in LanceDB, which returns ids only; the rows come
-from the snapshot.
+their vectors normalized) and answers its exact vector searches, full-text searches
+(workers.store.fulltext), id lookups and turn spans from them.
 
 A snapshot is valid for the table version it was read at. Each use compares it with the
 table's latest version (one manifest check, about 1 ms); any write to the table drops
@@ -25,6 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from workers.store.fulltext import TextIndex
+
 Match = Mapping[str, Collection[str]]  # column -> accepted values, beyond the namespace
 
 
@@ -37,6 +38,7 @@ class Snapshot:
     unit: np.ndarray  # (rows, dim) float32, each row L2-normalized
     row_of: dict[str, int]  # id -> row
     _columns: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
+    _text: dict[str, TextIndex] = field(default_factory=dict, compare=False)
 
     @classmethod
     def of(cls, version: int, data: pa.Table) -> Snapshot:
@@ -82,6 +84,21 @@ class Snapshot:
                 hit["_distance"] = float(1.0 - row[i])
             out.append(found)
         return out
+
+    def search_text(self, column: str, text: str, limit: int, match: Match) -> list[dict[str, Any]]:
+        """BM25 search of `column` (built on first use), best first, ties in row order; rows
+        with no query term are not returned, as in LanceDB."""
+        if column not in self._text:
+            self._text[column] = TextIndex(self.data.column(column).to_pylist())
+        scores = self._text[column].scores(text)
+        if match:
+            scores = np.where(self.mask(match), scores, 0.0)
+        hits = np.flatnonzero(scores > 0)
+        top = hits[np.argsort(-scores[hits], kind="stable")[:limit]]
+        found = self.take(top)
+        for hit, i in zip(found, top, strict=True):
+            hit["_score"] = float(scores[i])
+        return found
 
     def take(self, rows: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         return list(self.data.take(pa.array(rows, pa.int64())).to_pylist()) if len(rows) else []

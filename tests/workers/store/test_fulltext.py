@@ -1,0 +1,100 @@
+"""In-memory BM25 of a small namespace scores as LanceDB's full-text index does, with the
+namespace's own statistics."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.workers.builders import HASH_DIM, HashEmbedder
+from tests.workers.store.test_forget import raw
+from workers.store import EvidenceStore
+from workers.store.fulltext import TextIndex, analyze
+
+TEXTS = [
+    "Ann booked a trip to Lisbon and was running late",
+    "Ann likes the tiled houses in Lisbon, Lisbon's trams and the river",
+    "Ben adopted a grey cat; the cat sleeps all day",
+    "Ben trains for a half marathon every Sunday morning",
+    "Ann bakes sourdough on Sundays for her neighbours",
+    "Ben's cat is called Ash and it hates the café's dog",
+    "They were running along the river before the marathon",
+]
+QUERIES = ["Lisbon trip", "cat", "running marathon river", "Sunday sourdough", "cafe dog", "the"]
+
+
+def test_analyze_splits_lowercases_stems_drops_stop_words_and_folds() -> None:
+    assert analyze("Ben's CAT was running to the Café!") == ["ben", "cat", "run", "cafe"]
+    assert analyze("being before hers") == ["befor"]  # stop words are matched after stemming
+    assert analyze("x" * 39 + " " + "y" * 40) == ["x" * 39]  # 40 bytes or more: dropped
+    assert analyze("über 2023 half-marathons") == ["uber", "2023", "half", "marathon"]
+    assert analyze("") == [] and analyze("the and of") == []
+
+
+def test_scores_are_okapi_bm25_with_lances_constants() -> None:
+    docs = ["red kayak", "a red red boat on the lake", "blue lake"]
+    ix = TextIndex(docs)
+    terms = [analyze(d) for d in docs]
+    avg = sum(map(len, terms)) / len(terms)
+
+    def bm25(doc: list[str], query: list[str]) -> float:
+        total = 0.0
+        for q in query:  # a repeated query term counts once per repeat, as in LanceDB
+            df = sum(q in t for t in terms)
+            tf = doc.count(q)
+            if tf:
+                idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+                total += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(doc) / avg))
+        return total
+
+    for query in ["red lake", "kayak kayak", "blue", "green"]:
+        want = [bm25(t, analyze(query)) for t in terms]
+        assert list(ix.scores(query)) == pytest.approx(want, rel=1e-5)
+
+
+def one_namespace(path: Path, emb: HashEmbedder, ns: str = "a") -> EvidenceStore:
+    store = EvidenceStore(str(path), emb.model_name, HASH_DIM)
+    store.turns.upsert([raw(ns, "s", f"t{i}", t, emb) for i, t in enumerate(TEXTS)])
+    return store
+
+
+def test_snapshot_full_text_scores_as_lancedb_on_a_table_of_one_namespace(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    plain = one_namespace(tmp_path / "db", emb)
+    snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
+    for query in QUERIES:
+        want = {r["id"]: r["_score"] for r in plain.turns.search_text("a", query, 10)}
+        got = {r["id"]: r["_score"] for r in snap.turns.search_text("a", query, 10)}
+        assert got == pytest.approx(want, rel=1e-4), query
+    assert snap.db.snapshots is not None and snap.db.snapshots._entries
+
+
+def test_snapshot_full_text_ranks_best_first_within_limit_and_match(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    one_namespace(tmp_path / "db", emb)
+    snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
+    hits = snap.turns.search_text("a", "cat marathon", 2)
+    assert len(hits) == 2 and hits[0]["_score"] >= hits[1]["_score"] > 0
+    assert snap.turns.search_text("a", "cat", 10, "other-session") == []
+    assert snap.turns.search_text("a", "zebra", 10) == []  # no term: no row
+
+
+def test_snapshot_full_text_statistics_are_the_namespaces_own(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    store = one_namespace(tmp_path / "db", emb)
+    snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
+    before = {r["id"]: r["_score"] for r in snap.turns.search_text("a", "cat Lisbon", 10)}
+    # another tenant writes many rows with the same words
+    store.turns.upsert([raw("b", "s", f"u{i}", "a cat in Lisbon", emb) for i in range(20)])
+    after = {r["id"]: r["_score"] for r in snap.turns.search_text("a", "cat Lisbon", 10)}
+    assert after and after == pytest.approx(before, rel=1e-6)
+
+
+@pytest.fixture
+def emb() -> HashEmbedder:
+    return HashEmbedder()
