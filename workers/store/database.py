@@ -490,13 +490,15 @@ class Database:
         return rows <= self.exact_max_rows
 
     def snapshot(
-        self, tbl: Any, name: str, namespace: str, columns: Sequence[str]
+        self, tbl: Any, name: str, namespace: str, columns: Sequence[str] | None = None
     ) -> Snapshot | None:
         """The namespace's rows in memory (workers.store.snapshots), when this connection
-        keeps snapshots and the namespace is small enough to be searched exactly."""
+        keeps snapshots and the namespace is small enough to be searched exactly; a
+        snapshot read holds `columns` (default: the read columns)."""
         if self.snapshots is None or not self._small(tbl, name, namespace):
             return None
-        return self.snapshots.get(tbl, name, namespace, columns, namespace_filter(namespace))
+        wanted = (lambda: columns) if columns else (lambda: read_columns(tbl.schema))
+        return self.snapshots.get(tbl, name, namespace, wanted, namespace_filter(namespace))
 
     def search_vectors(
         self,
@@ -514,10 +516,10 @@ class Database:
         match = match or {}
         if tbl is None or limit <= 0 or len(vectors) == 0 or _matches_nothing(match):
             return [[] for _ in range(len(vectors))]
-        cols = list(columns or read_columns(tbl.schema))
-        snap = self.snapshot(tbl, name, namespace, cols)
+        snap = self.snapshot(tbl, name, namespace, columns)
         if snap is not None:
             return snap.search(np.asarray(vectors), limit, match)
+        cols = list(columns or read_columns(tbl.schema))
         query = [np.asarray(v, dtype=np.float32) for v in vectors]
         where = match_filter(namespace, match)
         q = self.vector_query(tbl, name, query if len(query) > 1 else query[0], where, namespace)
@@ -540,10 +542,10 @@ class Database:
         match = match or {}
         if tbl is None or limit <= 0 or not text.strip() or _matches_nothing(match):
             return []
-        cols = list(columns or read_columns(tbl.schema))
-        snap = self.snapshot(tbl, name, namespace, cols)
+        snap = self.snapshot(tbl, name, namespace, columns)
         if snap is not None and column in snap.data.column_names:
             return snap.search_text(column, text, limit, match)
+        cols = list(columns or read_columns(tbl.schema))
         q = tbl.search(text, query_type="fts", fts_columns=column).where(
             match_filter(namespace, match), prefilter=True
         )

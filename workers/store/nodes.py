@@ -26,7 +26,6 @@ from workers.store.database import (
     Pending,
     match_filter,
     naive,
-    read_columns,
 )
 
 NODES = "nodes"
@@ -142,7 +141,7 @@ class NodesTable(MergedTable[NodeUpdate]):
         if tbl is None:
             return []
         match = _types([NodeType.temporal])
-        snap = self.db.snapshot(tbl, NODES, namespace, read_columns(tbl.schema))
+        snap = self.db.snapshot(tbl, NODES, namespace)
         if snap is not None:
             rows = snap.take(np.flatnonzero(snap.mask(match)))
         else:

@@ -29,7 +29,6 @@ from workers.store.database import (
     Pending,
     naive,
     namespace_filter,
-    read_columns,
 )
 
 RECORDS = "records"
@@ -119,7 +118,7 @@ class RecordsTable(MergedTable[Occurrence]):
         if tbl is None or not ids:
             return []
         ids = list(dict.fromkeys(ids))
-        snap = self.db.snapshot(tbl, RECORDS, namespace, read_columns(tbl.schema))
+        snap = self.db.snapshot(tbl, RECORDS, namespace)
         rows = snap.by_ids(ids) if snap is not None else None
         if rows is not None:
             return rows

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from threadpoolctl import threadpool_limits
 
 from workers.store.fulltext import TextIndex
 
@@ -116,14 +117,23 @@ class SnapshotCache:
     """Snapshots by (table, namespace), least recently used evicted past `max_rows`."""
 
     def __init__(self, max_rows: int) -> None:
+        # a process that keeps snapshots runs many small matrix products at once, in
+        # threads, on few cores: BLAS threads of its own would only wait for each other
+        threadpool_limits(1, user_api="blas")
         self.max_rows = max_rows
         self._entries: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(
-        self, tbl: Any, name: str, namespace: str, columns: Sequence[str], where: str
+        self,
+        tbl: Any,
+        name: str,
+        namespace: str,
+        columns: Callable[[], Sequence[str]],
+        where: str,
     ) -> Snapshot:
-        """The snapshot of `namespace` (rows matching `where`) at the table's latest version."""
+        """The snapshot of `namespace` (rows matching `where`) at the table's latest version;
+        `columns()` names what to read when it must be read again."""
         version = int(tbl.version)
         key = (name, namespace)
         with self._lock:
@@ -137,8 +147,8 @@ class SnapshotCache:
                 del self._entries[other]
         # read after the version: the rows are at least that new (a write in between costs
         # one more read, never a stale answer)
-        data = tbl.search().where(where).select([*columns, "vector"]).limit(None).to_arrow()
-        snap = Snapshot.of(version, data)
+        data = tbl.search().where(where).select([*columns(), "vector"]).limit(None).to_arrow()
+        snap = Snapshot.of(version, data.combine_chunks())  # one chunk: `take` is faster
         with self._lock:
             self._entries[key] = snap
             total = sum(s.rows for s in self._entries.values())
