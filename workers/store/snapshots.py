@@ -40,6 +40,7 @@ class Snapshot:
     row_of: dict[str, int]  # id -> row
     _columns: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
     _text: dict[str, TextIndex] = field(default_factory=dict, compare=False)
+    _building: threading.Lock = field(default_factory=threading.Lock, compare=False)
 
     @classmethod
     def of(cls, version: int, data: pa.Table) -> Snapshot:
@@ -89,9 +90,13 @@ class Snapshot:
     def search_text(self, column: str, text: str, limit: int, match: Match) -> list[dict[str, Any]]:
         """BM25 search of `column` (built on first use), best first, ties in row order; rows
         with no query term are not returned, as in LanceDB."""
-        if column not in self._text:
-            self._text[column] = TextIndex(self.data.column(column).to_pylist())
-        scores = self._text[column].scores(text)
+        index = self._text.get(column)
+        if index is None:
+            with self._building:  # built once, whoever asks first
+                index = self._text.get(column)
+                if index is None:
+                    index = self._text[column] = TextIndex(self.data.column(column).to_pylist())
+        scores = index.scores(text)
         if match:
             scores = np.where(self.mask(match), scores, 0.0)
         hits = np.flatnonzero(scores > 0)
@@ -123,6 +128,7 @@ class SnapshotCache:
         self.max_rows = max_rows
         self._entries: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
         self._lock = threading.Lock()
+        self._reading: dict[tuple[str, str], threading.Lock] = {}
 
     def get(
         self,
@@ -133,26 +139,41 @@ class SnapshotCache:
         where: str,
     ) -> Snapshot:
         """The snapshot of `namespace` (rows matching `where`) at the table's latest version;
-        `columns()` names what to read when it must be read again."""
+        `columns()` names what to read when it must be read again. One thread reads a
+        namespace again at a time; the others wait for its snapshot."""
         version = int(tbl.version)
         key = (name, namespace)
+        snap = self._current(key, version)
+        if snap is not None:
+            return snap
+        with self._lock:
+            reading = self._reading.setdefault(key, threading.Lock())
+        with reading:
+            snap = self._current(key, version)
+            if snap is not None:
+                return snap
+            # read after the version: the rows are at least that new (a write in between
+            # costs one more read, never a stale answer)
+            data = tbl.search().where(where).select([*columns(), "vector"]).limit(None).to_arrow()
+            snap = Snapshot.of(version, data.combine_chunks())  # one chunk: `take` is faster
+            with self._lock:
+                self._entries[key] = snap
+                del self._reading[key]  # found in the entries from now on
+                total = sum(s.rows for s in self._entries.values())
+                while total > self.max_rows and len(self._entries) > 1:
+                    _, old = self._entries.popitem(last=False)
+                    total -= old.rows
+        return snap
+
+    def _current(self, key: tuple[str, str], version: int) -> Snapshot | None:
+        """The snapshot of `key` at `version` or newer; drops the table's older ones."""
         with self._lock:
             snap = self._entries.get(key)
-            if snap is not None and snap.version == version:
+            if snap is not None and snap.version >= version:
                 self._entries.move_to_end(key)
                 return snap
-            for other in [
-                k for k, s in self._entries.items() if k[0] == name and s.version != version
+            for old in [
+                k for k, s in self._entries.items() if k[0] == key[0] and s.version < version
             ]:
-                del self._entries[other]
-        # read after the version: the rows are at least that new (a write in between costs
-        # one more read, never a stale answer)
-        data = tbl.search().where(where).select([*columns(), "vector"]).limit(None).to_arrow()
-        snap = Snapshot.of(version, data.combine_chunks())  # one chunk: `take` is faster
-        with self._lock:
-            self._entries[key] = snap
-            total = sum(s.rows for s in self._entries.values())
-            while total > self.max_rows and len(self._entries) > 1:
-                _, old = self._entries.popitem(last=False)
-                total -= old.rows
-        return snap
+                del self._entries[old]
+        return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -140,3 +142,29 @@ def test_a_namespace_too_large_for_exact_search_is_read_from_lancedb(
     got = snap.turns.search_vectors("a", np.asarray(emb.embed(["cat"])), 2)
     assert len(got[0]) == 2
     assert snap.db.snapshots is not None and not snap.db.snapshots._entries
+
+
+def test_threads_missing_one_snapshot_read_it_once(tmp_path: Path, emb: HashEmbedder) -> None:
+    """After a write, a burst of concurrent searches reads the namespace once, not once each."""
+    plain, snap = stores(tmp_path / "db", emb)
+    tbl = snap.table(TURNS)
+    assert tbl is not None and snap.db.snapshots is not None
+    reads = []
+
+    class Counting:  # the table, counting full reads
+        version = tbl.version
+
+        def search(self, *args: object) -> object:
+            reads.append(1)
+            time.sleep(0.2)  # a slow read: the other threads arrive meanwhile
+            return tbl.search(*args)
+
+    cache = snap.db.snapshots
+    with ThreadPoolExecutor(8) as pool:
+        got = list(
+            pool.map(
+                lambda _: cache.get(Counting(), TURNS, "a", lambda: ["id"], "namespace = 'a'"),
+                range(8),
+            )
+        )
+    assert len(reads) == 1 and all(g is got[0] for g in got) and got[0].rows == 6
