@@ -158,7 +158,7 @@ class SnapshotCache:
             snap = Snapshot.of(version, data.combine_chunks())  # one chunk: `take` is faster
             with self._lock:
                 self._entries[key] = snap
-                del self._reading[key]  # found in the entries from now on
+                self._reading.pop(key, None)  # found in the entries from now on
                 total = sum(s.rows for s in self._entries.values())
                 while total > self.max_rows and len(self._entries) > 1:
                     _, old = self._entries.popitem(last=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -144,27 +145,46 @@ def test_a_namespace_too_large_for_exact_search_is_read_from_lancedb(
     assert snap.db.snapshots is not None and not snap.db.snapshots._entries
 
 
+class Counting:
+    """A table whose full reads are counted and slow, at a version of the test's choosing."""
+
+    def __init__(self, tbl: Any, version: int, reads: list[int]) -> None:
+        self.tbl, self.version, self.reads = tbl, version, reads
+
+    def search(self, *args: object) -> object:
+        self.reads.append(self.version)
+        time.sleep(0.2)  # the other threads arrive meanwhile
+        return self.tbl.search(*args)
+
+
 def test_threads_missing_one_snapshot_read_it_once(tmp_path: Path, emb: HashEmbedder) -> None:
     """After a write, a burst of concurrent searches reads the namespace once, not once each."""
-    plain, snap = stores(tmp_path / "db", emb)
-    tbl = snap.table(TURNS)
-    assert tbl is not None and snap.db.snapshots is not None
-    reads = []
-
-    class Counting:  # the table, counting full reads
-        version = tbl.version
-
-        def search(self, *args: object) -> object:
-            reads.append(1)
-            time.sleep(0.2)  # a slow read: the other threads arrive meanwhile
-            return tbl.search(*args)
-
-    cache = snap.db.snapshots
+    _, snap = stores(tmp_path / "db", emb)
+    tbl, cache = snap.table(TURNS), snap.db.snapshots
+    assert tbl is not None and cache is not None
+    reads: list[int] = []
+    table = Counting(tbl, tbl.version, reads)
     with ThreadPoolExecutor(8) as pool:
         got = list(
             pool.map(
-                lambda _: cache.get(Counting(), TURNS, "a", lambda: ["id"], "namespace = 'a'"),
-                range(8),
+                lambda _: cache.get(table, TURNS, "a", lambda: ["id"], "namespace = 'a'"), range(8)
             )
         )
     assert len(reads) == 1 and all(g is got[0] for g in got) and got[0].rows == 6
+
+
+def test_a_newer_version_waiting_behind_an_older_read_reads_again(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    _, snap = stores(tmp_path / "db", emb)
+    tbl, cache = snap.table(TURNS), snap.db.snapshots
+    assert tbl is not None and cache is not None
+    reads: list[int] = []
+    old, new = Counting(tbl, 1, reads), Counting(tbl, 2, reads)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(cache.get, old, TURNS, "a", lambda: ["id"], "namespace = 'a'")
+        time.sleep(0.05)
+        second = pool.submit(cache.get, new, TURNS, "a", lambda: ["id"], "namespace = 'a'")
+        assert (first.result().version, second.result().version) == (1, 2)
+    assert reads == [1, 2]
+    assert cache.get(old, TURNS, "a", lambda: ["id"], "") is second.result()  # not older
