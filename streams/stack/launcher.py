@@ -206,13 +206,13 @@ class Launcher:
             time.sleep(POLL_S)
         return 0
 
-    def _announce(self, event: Event) -> None:
+    def _tell(self, event: Event) -> None:
         self.echo(event.message)
         if event.log_tail:
             self.echo(event.log_tail)
 
     def _tick(self) -> None:
-        self.supervisor.tick(self._announce)
+        self.supervisor.tick(self._tell)
         if self.ready is not None and self.ready.done():
             try:
                 self.echo(
