@@ -41,6 +41,36 @@ _markers: dict[tuple[str, int, int], str] = {}
 _lock = threading.Lock()
 _original: Any = None
 
+# A batch that starts past the fetch position leaves offsets out. On a log that is not
+# compacted (none of ours is) that is a batch the broker has not written yet: Tansu reserves
+# a produce's offsets (raises the high watermark) before it stores the batch, and a fetch
+# in between returns the next producer's batch, already stored, past the hole. aiokafka takes
+# the jump (as it would on a compacted topic) and Faust acks and commits over the gap: the
+# batch is lost while the lag reads zero. So the position stays at the hole and the
+# partition is fetched again; a hole still open after HOLE_GRACE_S is taken as a real gap.
+HOLE_GRACE_S = 30.0
+_holes: dict[tuple[str, int, int], float] = {}  # (topic, partition, offset) -> first seen
+
+
+class _Hole(Exception):
+    """The batch fetched starts past the position: fetch again from the position."""
+
+
+def _hole_open(tp: Any, position: int, base: int) -> bool:
+    key = (tp.topic, tp.partition, position)
+    now = time.monotonic()
+    with _lock:
+        first_seen = _holes.setdefault(key, now)
+        if now - first_seen < HOLE_GRACE_S:
+            if first_seen == now:
+                log.warning("fetch.hole", topic=tp.topic, partition=tp.partition,
+                            position=position, next_batch=base)  # fmt: skip
+            return True
+        del _holes[key]
+    log.error("fetch.gap_skipped", topic=tp.topic, partition=tp.partition, first=position,
+              last=base - 1, waited_s=HOLE_GRACE_S)  # fmt: skip
+    return False
+
 
 class CodecsMissing(LycheeError, RuntimeError):
     """The worker could not read batches compressed the way standard producers do."""
@@ -77,16 +107,23 @@ def take_undecodable(topic: str, partition: int, offset: int) -> str | None:
 class _Tracked:
     """A fetch's record set that remembers the batch being unpacked."""
 
-    def __init__(self, records: Any) -> None:
+    def __init__(self, records: Any, owner: Any) -> None:
         self._records = records
+        self._owner = owner  # the PartitionRecords: its position and partition
         self.current: Any = None
 
     def has_next(self) -> bool:
         return bool(self._records.has_next())
 
     def next_batch(self) -> Any:
-        self.current = self._records.next_batch()
-        return self.current
+        batch = self.current = self._records.next_batch()
+        base, position = int(batch.base_offset), self._owner.next_fetch_offset
+        if base > position and _hole_open(self._owner._tp, position, base):
+            raise _Hole
+        if _holes:
+            with _lock:
+                _holes.pop((self._owner._tp.topic, self._owner._tp.partition, base), None)
+        return batch
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._records, name)
@@ -94,12 +131,14 @@ class _Tracked:
 
 def _guarded_unpack(self: Any) -> Iterator[ConsumerRecord[Any, Any]]:
     """aiokafka's own unpacking, resumed past any batch that raises (see the module doc)."""
-    tracked = _Tracked(self._records)
+    tracked = _Tracked(self._records, self)
     self._records = tracked
     while True:
         try:
             yield from _original(self)
             return
+        except _Hole:
+            return  # the position stays at the hole: aiokafka fetches from it again
         except Exception as exc:  # noqa: BLE001 - anything raised by one batch's bytes
             batch, tracked.current = tracked.current, None
             try:
