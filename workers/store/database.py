@@ -8,6 +8,7 @@ are stored in each table's schema metadata; opening a table with another model i
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 import warnings
@@ -41,6 +42,7 @@ DIM_KEY = "lychee.embedding_dim"
 EXACT_MAX_ROWS = 20_000
 _SIZE_TTL_S = 30.0
 _ID_CHUNK = 500  # ids per `id IN (...)` filter: keeps the SQL text small
+_REPAIR_ROUNDS = 5  # rounds of re-writing ids stored twice (see `upsert_rows`)
 
 # `id` is declared the table's (unenforced) primary key. Without it Lance detects no
 # conflict between two writers that both insert the same new id (each adds a fragment and
@@ -94,15 +96,41 @@ def retry_conflicts(action: Callable[[], None]) -> None:
 
 
 def upsert_rows(tbl: Any, data: pa.Table) -> None:
-    """One merge_insert on `id` (the primary key, see `ID`), retried on commit conflicts."""
-    retry_conflicts(
-        lambda: (
-            tbl.merge_insert("id")
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(data)
+    """One merge_insert on `id` (the primary key, see `ID`), retried on commit conflicts.
+
+    Then the written ids are read back: when two writers insert one new id at once, Lance
+    does not always see the conflict even with the key declared (lance-format/lance#9238),
+    and the id is stored twice. Such an id is deleted and written again once, until no
+    written id is stored twice (a few rounds at most: the other writer repairs it too)."""
+
+    def merge(rows: pa.Table) -> None:
+        retry_conflicts(
+            lambda: (
+                tbl.merge_insert("id")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(rows)
+            )
         )
-    )
+
+    merge(data)
+    ids = list(dict.fromkeys(data.column("id").to_pylist()))
+    for _ in range(_REPAIR_ROUNDS):
+        twice = _stored_twice(tbl, ids)
+        if not twice:
+            return
+        log.warning("store.duplicate_ids_repaired", table=tbl.name, ids=twice[:10], n=len(twice))
+        retry_conflicts(functools.partial(tbl.delete, id_in(twice)))
+        merge(data.filter(pc.is_in(data.column("id"), value_set=pa.array(twice))))
+
+
+def _stored_twice(tbl: Any, ids: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    for chunk in chunks(ids, _ID_CHUNK):
+        found = tbl.search().where(id_in(chunk)).select(["id"]).limit(None).to_arrow()
+        for rid in found.column("id").to_pylist():
+            seen[rid] = seen.get(rid, 0) + 1
+    return sorted(rid for rid, n in seen.items() if n > 1)
 
 
 # -- SQL --------------------------------------------------------------------------------------

@@ -137,3 +137,15 @@ def test_a_table_from_before_the_primary_key_takes_writes_and_gets_it_at_its_rew
     store = EvidenceStore(path, "toy", TOY_DIM)
     store.turns.upsert([turn("b", "t2", "marathon training", 1), turn("b", "t3", "bread", 2)])
     assert store.count("turns") == 2
+
+
+def test_an_id_stored_twice_is_stored_once_by_the_next_write_of_it(store: EvidenceStore) -> None:
+    """What two writers can leave behind when Lance misses their conflict (lance#9238)."""
+    store.turns.upsert([turn("a", "t1", "first row", 0)])
+    tbl = store.table(TURNS)
+    assert tbl is not None
+    tbl.add(tbl.to_arrow())  # the same id, a second time, as a concurrent insert leaves it
+    assert tbl.count_rows() == 2
+    store.turns.upsert([turn("a", "t1", "first row", 0), turn("a", "t2", "second", 1)])
+    ids = tbl.to_arrow()["id"].to_pylist()
+    assert len(ids) == len(set(ids)) == 2
