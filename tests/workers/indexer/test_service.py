@@ -66,9 +66,25 @@ class _Conflicting:
     def __init__(self, conflicts: int) -> None:
         self.conflicts = conflicts
         self.executed = 0
+        self.stored: list[str] = []
 
     def merge_insert(self, on: str) -> _Conflicting:
         return self
+
+    def search(self) -> _Conflicting:  # the read-back of the written ids: each stored once
+        return self
+
+    def where(self, clause: str) -> _Conflicting:
+        return self
+
+    def select(self, columns: list[str]) -> _Conflicting:
+        return self
+
+    def limit(self, n: int | None) -> _Conflicting:
+        return self
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table({"id": pa.array(self.stored, pa.string())})
 
     def when_matched_update_all(self) -> _Conflicting:
         return self
@@ -84,6 +100,7 @@ class _Conflicting:
                 "was preempted by concurrent transaction Rewrite at version 24. Please retry."
             )
         self.executed += 1
+        self.stored = list(dict.fromkeys([*self.stored, *data.column("id").to_pylist()]))
 
 
 def test_store_upsert_retries_a_lost_commit_then_reports_it_as_transient() -> None:
