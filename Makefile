@@ -37,7 +37,7 @@ lint: $(STAMP)  ## ruff lint and format check
 fmt: $(STAMP)  ## format the code
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-typecheck: $(STAMP)  ## mypy (strict on schemas/ and workers/)
+typecheck: $(STAMP)  ## mypy (strict on schemas/ and workers/, checked on streams/)
 	$(BIN)/mypy
 
 bench-throughput: $(STAMP)  ## exchanges/s end to end, embedding rate, produce-to-searchable latency

@@ -175,9 +175,10 @@ class MemoryClient:
     async def send(self, message: ExchangeTopicMessage) -> asyncio.Future[RecordMetadata]:
         """Enqueue one message for `memory.exchanges`; the future resolves with its partition
         and offset once the broker acked it. Sends of one session keep their order."""
-        return await self.producer.send(
+        acked: asyncio.Future[RecordMetadata] = await self.producer.send(
             t.EXCHANGES, value=encode(message), key=message.key.encode()
         )
+        return acked
 
     async def flush(
         self, namespace: str, session_id: str, after_seq: int | None = None

@@ -184,12 +184,12 @@ def install() -> None:
     cls = fetcher.PartitionRecords
     if _original is None:
         _original = cls._unpack_records
-        cls._unpack_records = _guarded_unpack  # type: ignore[method-assign]
+        cls._unpack_records = _guarded_unpack
 
 
 def uninstall() -> None:
     """Undo `install()` (for tests that compare both behaviours)."""
     global _original
     if _original is not None:
-        fetcher.PartitionRecords._unpack_records = _original  # type: ignore[method-assign]
+        fetcher.PartitionRecords._unpack_records = _original
         _original = None

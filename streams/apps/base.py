@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import faust
 
@@ -87,7 +88,7 @@ def stage_outputs(
     """
     publisher = KafkaPublisher.from_settings(settings)
 
-    @app.on_before_shutdown.connect
+    @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's stub wants `signal=`
     async def _stop_publisher(sender: Any, **kwargs: Any) -> None:
         await publisher.stop()
 
@@ -97,4 +98,14 @@ def stage_outputs(
 def raw_topic(app: faust.App, name: str) -> faust.TopicT:
     return app.topic(
         name, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw"
+    )
+
+
+def take_events(
+    stream: faust.StreamT[bytes], max_: int, within: float
+) -> AsyncIterator[Sequence[faust.EventT[bytes]]]:
+    """Batches of at most `max_` events, waiting at most `within` seconds for one to fill
+    (Faust's `StreamT` declares `take_events` nowhere, hence the cast)."""
+    return cast(
+        AsyncIterator[Sequence[faust.EventT[bytes]]], cast(Any, stream).take_events(max_, within)
     )

@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from schemas import ForgetReceipt, ForgetRequest
 from schemas import topics as t
-from streams.apps.base import raw_topic
+from streams.apps.base import raw_topic, take_events
 from streams.guard import (
     DeadLetters,
     Incoming,
@@ -80,7 +80,7 @@ def forget_agent(
 
     @app.agent(raw_topic(app, t.CONTROL), concurrency=1)
     async def control(stream: faust.StreamT[bytes]) -> None:
-        async for events in stream.take_events(16, 0.2):
+        async for events in take_events(stream, 16, 0.2):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded(f"{stage}-control", records,
                               lambda r: decode(r.value, ForgetRequest, settings.max_message_bytes),

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from schemas import ForgetRequest, Segment
 from schemas import topics as t
 from streams import metrics
-from streams.apps.base import make_app, raw_topic, stage_outputs
+from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import make_llm_client
 from streams.guard import Incoming, TransientPolicy, run_guarded
@@ -66,7 +66,7 @@ def build(settings: Settings) -> faust.App:
     @app.agent(raw_topic(app, t.SEGMENTS), concurrency=1)  # one session's segments in order
     async def encode(stream: faust.StreamT[bytes]) -> None:
         log.info("encoder.ready", encoder=service.encoder.name)
-        async for events in stream.take_events(settings.encoder_batch_size, 0.2):
+        async for events in take_events(stream, settings.encoder_batch_size, 0.2):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded("encoder", records, parse, handle, dead, policy=policy)
 

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from schemas import ForgetRequest, RawTurn
 from schemas import topics as t
 from schemas.records import RecordBatch
-from streams.apps.base import make_app, raw_topic, stage_outputs
+from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder, open_store
 from streams.guard import Incoming, TransientPolicy, run_guarded
@@ -116,8 +116,8 @@ def build(settings: Settings) -> faust.App:
     @app.agent(raw_topic(app, t.TURNS), concurrency=1)
     async def index_turns(stream: faust.StreamT[bytes]) -> None:
         log.info("indexer.ready", lancedb=settings.lancedb_uri)
-        async for events in stream.take_events(
-            settings.indexer_batch_size, settings.indexer_batch_wait_s
+        async for events in take_events(
+            stream, settings.indexer_batch_size, settings.indexer_batch_wait_s
         ):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded("indexer", records, parse_turn, write_turns, dead, policy=policy)
@@ -126,7 +126,7 @@ def build(settings: Settings) -> faust.App:
     async def index_records(stream: faust.StreamT[bytes]) -> None:
         if service.embedder is None:  # nodes and records are embedded here, once
             service.embedder = await asyncio.to_thread(make_embedder, settings)
-        async for events in stream.take_events(64, settings.indexer_batch_wait_s):
+        async for events in take_events(stream, 64, settings.indexer_batch_wait_s):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded("indexer", records, parse_batch(settings.max_message_bytes),
                               write_records, dead, policy=policy)  # fmt: skip

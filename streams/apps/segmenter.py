@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from schemas import ContractError, ExchangeTopicMessage, ForgetRequest, parse_exchange_message
 from schemas import topics as t
-from streams.apps.base import make_app, raw_topic, stage_outputs
+from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder
 from streams.guard import Incoming, TransientPolicy, retry_transient, run_guarded
@@ -85,8 +85,8 @@ def build(settings: Settings) -> faust.App:
                 log.info("batch.done", size=len(items), segments=result.segments,
                          replays=result.replays, redeliveries=result.redeliveries)  # fmt: skip
 
-        async for events in stream.take_events(
-            settings.segmenter_batch_size, settings.segmenter_batch_wait_s
+        async for events in take_events(
+            stream, settings.segmenter_batch_size, settings.segmenter_batch_wait_s
         ):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded("segmenter", records,

@@ -174,7 +174,7 @@ def _column(store: object, table: str, namespace: str, column: str) -> list[str]
 
 
 def _print(conv: Conversation, refs: list[Outcome], runs: list[Outcome]) -> None:
-    produced = [turn.turn_id for e in conv.exchanges for turn in e.turns]
+    produced = [tid for e in conv.exchanges for tid in e.turn_ids()]
     click.echo(
         f"conversation {conv.namespace}: {len(produced)} turns in {len(conv.sessions)} sessions; "
         "durable lychee up (Tansu on S3 served by SeaweedFS, Redis appendfsync always)"
@@ -190,7 +190,7 @@ def _print(conv: Conversation, refs: list[Outcome], runs: list[Outcome]) -> None
             f"  noise between two undisturbed runs: records Jaccard {jaccard(a.records, b.records):.3f}, "
             f"nodes Jaccard {jaccard(a.nodes, b.nodes):.3f}"
         )
-    ref = refs[0] if refs else None
+    first = refs[0] if refs else None
     for run in runs:
         how = "kill -9 of lychee up" if run.name == "kill" else "Ctrl-C (SIGINT) to lychee up"
         exit_note = f", exit code {run.stop_exit_code}" if run.stop_exit_code is not None else ""
@@ -209,11 +209,11 @@ def _print(conv: Conversation, refs: list[Outcome], runs: list[Outcome]) -> None
             f"  turns indexed {len(run.turns)} / produced {len(produced)}: "
             f"{'the same set' if same else 'DIFFERENT sets'}, {dupes} duplicates"
         )
-        if ref is not None:
+        if first is not None:
             click.echo(
-                f"  records {len(run.records)} (undisturbed {len(ref.records)}, Jaccard "
-                f"{jaccard(run.records, ref.records):.3f}), nodes {len(run.nodes)} (undisturbed "
-                f"{len(ref.nodes)}, Jaccard {jaccard(run.nodes, ref.nodes):.3f})"
+                f"  records {len(run.records)} (undisturbed {len(first.records)}, Jaccard "
+                f"{jaccard(run.records, first.records):.3f}), nodes {len(run.nodes)} (undisturbed "
+                f"{len(first.nodes)}, Jaccard {jaccard(run.nodes, first.nodes):.3f})"
             )
         click.echo(
             f"  dead letters {run.dead_letters}; second half produced and drained in "

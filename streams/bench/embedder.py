@@ -41,8 +41,7 @@ def make(backend: str, cache_dir: str | None) -> Embedder:
         return LocalEmbedder()
     from workers.onnx_embedding import OnnxEmbedder
 
-    precision = "int8" if backend == "onnx-int8" else "fp32"
-    return OnnxEmbedder(precision=precision, cache_dir=cache_dir)
+    return OnnxEmbedder(precision="int8" if backend == "onnx-int8" else "fp32", cache_dir=cache_dir)
 
 
 def run_embedder_bench(

@@ -380,7 +380,7 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         json_response=True,
         host=settings.gateway_host,  # loopback: the SDK's DNS-rebinding protection is on
     )
-    mcp_endpoint = next(r for r in mcp_app.routes if getattr(r, "path", None) == "/mcp")
+    mcp_endpoint = next(r for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp")
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

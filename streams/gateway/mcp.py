@@ -10,9 +10,9 @@ Not here yet: `list_memories` and `delete_all_memories` come with the forget iss
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -34,6 +34,8 @@ from streams.gateway.models import (
 )
 from streams.gateway.service import MemoryService
 from streams.settings import Settings
+
+T = TypeVar("T")
 
 INSTRUCTIONS = (
     "Long-term memory across conversations. Store what the user tells you that may matter "
@@ -303,7 +305,7 @@ def _exchange_in(
         raise ToolError(_fields(exc)) from exc
 
 
-async def _call(aw: Any) -> Any:
+async def _call(aw: Awaitable[T]) -> T:
     try:
         return await aw
     except GatewayError as exc:

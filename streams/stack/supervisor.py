@@ -34,7 +34,7 @@ class RestartPolicy:
     window_s: float = 300.0
 
     def delay(self, exits_in_window: int) -> float:
-        return min(self.backoff_max_s, self.backoff_s * 2 ** max(0, exits_in_window - 1))
+        return min(self.backoff_max_s, self.backoff_s * 2.0 ** max(0, exits_in_window - 1))
 
 
 @dataclass

@@ -76,7 +76,7 @@ class UpProcess:
 
     def settings(self, **overrides: object) -> Settings:
         endpoints = self.endpoints()
-        return Settings(**{**endpoints.settings_update(), **overrides})  # type: ignore[arg-type]
+        return Settings(**{**endpoints.settings_update(), **overrides})
 
     def check(self) -> None:
         if not self.alive:
