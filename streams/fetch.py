@@ -57,14 +57,16 @@ class _Hole(Exception):
 
 
 def _hole_open(tp: Any, position: int, base: int) -> bool:
+    """True while the hole at `position` is younger than the grace (the first sighting logs)."""
     key = (tp.topic, tp.partition, position)
     now = time.monotonic()
     with _lock:
-        first_seen = _holes.setdefault(key, now)
+        first_seen = _holes.get(key)
+        if first_seen is None:
+            _holes[key] = first_seen = now
+            log.warning("fetch.hole", topic=tp.topic, partition=tp.partition,
+                        position=position, next_batch=base)  # fmt: skip
         if now - first_seen < HOLE_GRACE_S:
-            if first_seen == now:
-                log.warning("fetch.hole", topic=tp.topic, partition=tp.partition,
-                            position=position, next_batch=base)  # fmt: skip
             return True
         del _holes[key]
     log.error("fetch.gap_skipped", topic=tp.topic, partition=tp.partition, first=position,

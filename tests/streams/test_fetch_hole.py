@@ -3,6 +3,8 @@ batch not stored yet, the next producer's batch stored) must not move the positi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from aiokafka.consumer.fetcher import PartitionRecords
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
@@ -30,13 +32,13 @@ def _unpack(position: int, *batches: bytes) -> tuple[list[int], int]:
 
 
 @pytest.fixture
-def installed():  # type: ignore[no-untyped-def]
+def installed() -> Iterator[None]:
     fetch.install()
     yield
     fetch.uninstall()
 
 
-def test_fetch_batch_past_the_position_is_fetched_again_not_skipped(installed) -> None:  # type: ignore[no-untyped-def]
+def test_fetch_batch_past_the_position_is_fetched_again_not_skipped(installed: None) -> None:
     # offsets 3..5 reserved but not stored: the answer to a fetch at 3 is the batch at 6
     assert _unpack(3, _batch(6, 3)) == ([], 3)
     # the records before a hole are delivered, the position stops at it
@@ -47,6 +49,8 @@ def test_fetch_batch_past_the_position_is_fetched_again_not_skipped(installed) -
     assert _unpack(4, _batch(3, 3)) == ([4, 5], 6)
 
 
-def test_fetch_hole_open_past_the_grace_is_taken_as_a_gap(installed, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_fetch_hole_open_past_the_grace_is_taken_as_a_gap(
+    installed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(fetch, "HOLE_GRACE_S", 0.0)
     assert _unpack(3, _batch(6, 3)) == ([6, 7, 8], 9)
