@@ -12,6 +12,7 @@ import functools
 import threading
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -125,11 +126,10 @@ def upsert_rows(tbl: Any, data: pa.Table) -> None:
 
 
 def _stored_twice(tbl: Any, ids: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
+    seen: Counter[str] = Counter()
     for chunk in chunks(ids, _ID_CHUNK):
         found = tbl.search().where(id_in(chunk)).select(["id"]).limit(None).to_arrow()
-        for rid in found.column("id").to_pylist():
-            seen[rid] = seen.get(rid, 0) + 1
+        seen.update(found.column("id").to_pylist())
     return sorted(rid for rid, n in seen.items() if n > 1)
 
 
