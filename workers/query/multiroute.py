@@ -129,12 +129,16 @@ class MultiRouteRecall:
         record_vector_only: bool = False,
         skip_nodes: frozenset[NodeType] = frozenset(),
         timings: dict[str, float] | None = None,
+        depth: int | None = None,
     ) -> list[RouteRanking]:
         """Every route's ranking; searches are shared by the routes that use a variant.
 
         `record_vector_only` is the paper's ablation: records by vector search, nothing else.
         `skip_nodes`: evidence-node types left out (temporal: no date route).
         `timings`, when given, receives the milliseconds of each channel as `recall.<channel>`.
+        `depth`: how much of a lone route's ranking the caller reads (its first `depth`
+        candidates are all it gets). With several routes every candidate is kept: one ranked
+        low in a route still counts in that route's agreement.
         """
         clock = ChannelTimes()
         variants = list(dict.fromkeys([question, *(q for r in plan.routes for q in r.queries)]))
@@ -165,6 +169,7 @@ class MultiRouteRecall:
         dated = dict(zip(distinct, found, strict=True))
         if timings is not None:
             timings.update({f"recall.{k}": round(v, 3) for k, v in clock.ms.items()})
+        items: dict[str, dict[str, Any]] = {}  # each item's row fields, read once per request
         return [
             self._ranking(
                 i,
@@ -173,6 +178,8 @@ class MultiRouteRecall:
                 fts.get(route_texts[i], []),
                 plan,
                 dated[f] if f is not None else [],
+                items,
+                depth if len(plan.routes) == 1 else None,
             )
             for i, (route, f) in enumerate(zip(plan.routes, filters, strict=True))
         ]
@@ -299,14 +306,17 @@ class MultiRouteRecall:
         text_hits: list[Channel],
         plan: Plan,
         dated: list[dict[str, Any]],
+        items: dict[str, dict[str, Any]],
+        depth: int | None,
     ) -> RouteRanking:
-        """One route: its channel lists fused by reciprocal rank, then adjusted by type."""
+        """One route: its channel lists fused by reciprocal rank, then adjusted by type; the
+        first `depth` candidates, or all."""
         acc: dict[str, _Acc] = {}
         lists = [(q, ch) for q in dict.fromkeys(queries) for ch in hits[q]]
         lists += [("", ch) for ch in text_hits]
         for q, (channel, rows) in lists:
             for rank, (item_id, row, score, node) in enumerate(rows, start=1):
-                a = acc.setdefault(item_id, _Acc(row))
+                a = acc.get(item_id) or acc.setdefault(item_id, _Acc(row))
                 a.score += 1.0 / (RRF_KAPPA + rank)
                 if q:
                     a.queries.add(q)
@@ -319,8 +329,20 @@ class MultiRouteRecall:
             a.channels["temporal"] = 1.0
         for a in acc.values():
             a.score *= self._adjustment(plan.question_type, a.base)
-        ranked = sorted(acc.items(), key=lambda kv: (-kv[1].score, kv[0]))
-        return RouteRanking(route_id=f"r{index}", candidates=[_candidate(i, a) for i, a in ranked])
+        ranked = sorted(acc.items(), key=lambda kv: (-kv[1].score, kv[0]))[:depth]
+        return RouteRanking(
+            route_id=f"r{index}",
+            candidates=[
+                Candidate(
+                    item_id=i,
+                    node_ids=tuple(sorted(a.nodes)),
+                    queries=tuple(sorted(a.queries)),
+                    channel_scores={**a.channels, "route_rrf": a.score},
+                    **(items.get(i) or items.setdefault(i, _fields(a.base))),
+                )
+                for i, a in ranked
+            ],
+        )
 
     def _temporal(self, namespace: str, window: TemporalFilter) -> list[dict[str, Any]]:
         """Records linked to temporal nodes whose date falls inside the filter."""
@@ -374,47 +396,37 @@ def _turns(
     return out
 
 
-def _candidate(item_id: str, a: _Acc) -> Candidate:
-    row = a.base
+def _fields(row: dict[str, Any]) -> dict[str, Any]:
+    """A candidate's fields that come from its row: a record, a turn window or a raw turn."""
     if "semantic_text" in row:
         created = row.get("created_at")
         date = row.get("t_ref") or (
             created.date().isoformat() if isinstance(created, datetime) else None
         )
-        return Candidate(
-            item_id=item_id,
+        return dict(
             kind="record",
             text=row["semantic_text"],
             session_id=row["source_session"],
             turn_ids=tuple(row.get("evidence") or ()),
             entities=tuple(row.get("entities") or ()),
-            node_ids=tuple(sorted(a.nodes)),
-            queries=tuple(sorted(a.queries)),
-            channel_scores={**a.channels, "route_rrf": a.score},
             date=date or None,
             memory_type=row.get("memory_type"),
             role=_role(row.get("source_role")),
-            mentioned=_iso(row.get("created_at")),
+            mentioned=_iso(created),
         )
     if "turn_ids" in row:
-        return Candidate(
-            item_id=item_id,
+        return dict(
             kind="window",
             text=row["text"],
             session_id=row["session_id"],
             turn_ids=tuple(row["turn_ids"]),
-            queries=tuple(sorted(a.queries)),
-            channel_scores={**a.channels, "route_rrf": a.score},
             date=_iso(row.get("session_date")),
         )
-    return Candidate(
-        item_id=item_id,
+    return dict(
         kind="turn",
         text=row["text"],
         session_id=row["session_id"],
         turn_ids=(row["turn_id"],),
-        queries=tuple(sorted(a.queries)),
-        channel_scores={**a.channels, "route_rrf": a.score},
         date=_iso(row.get("session_date")),
         speaker=row.get("speaker"),
         role=row.get("role"),

@@ -11,7 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Literal
+
+import numpy as np
+from scipy.sparse import csr_array
 
 from workers.vocabulary import SIMILARITY_STOPWORDS
 
@@ -32,6 +36,7 @@ CandidateKind = Literal["record", "turn", "window"]
 BEST_WEIGHT = 0.82
 ROUTE_WEIGHT = 0.18
 DIVERSITY_LAMBDA = 0.75
+POOL_FACTOR = 3  # selection's greedy step reads the top POOL_FACTOR·k fused items
 # Signature weights (sum to 1): shared turns, entities and wording say "same evidence" most
 # strongly; a shared session or query is weaker (one session holds many distinct facts).
 SIGNATURE_WEIGHTS: Mapping[str, float] = dict(
@@ -107,19 +112,23 @@ def _union(*groups: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(x for g in groups for x in g))
 
 
-def _merge(a: Candidate, b: Candidate) -> Candidate:
-    """`a` (seen first) keeps its text and fields; provenance is unioned, channels maxed."""
-    scores = dict(a.channel_scores)
-    for name, value in b.channel_scores.items():
-        scores[name] = max(value, scores.get(name, value))
+def _merge(first: Candidate, *more: Candidate) -> Candidate:
+    """`first` (seen first) keeps its text and fields; provenance is unioned, channels maxed."""
+    if not more:
+        return first
+    every = (first, *more)
+    scores = dict(first.channel_scores)
+    for c in more:
+        for name, value in c.channel_scores.items():
+            scores[name] = max(value, scores.get(name, value))
     return replace(
-        a,
-        turn_ids=_union(a.turn_ids, b.turn_ids),
-        entities=_union(a.entities, b.entities),
-        node_ids=_union(a.node_ids, b.node_ids),
-        queries=_union(a.queries, b.queries),
+        first,
+        turn_ids=_union(*(c.turn_ids for c in every)),
+        entities=_union(*(c.entities for c in every)),
+        node_ids=_union(*(c.node_ids for c in every)),
+        queries=_union(*(c.queries for c in every)),
         channel_scores=scores,
-        date=a.date or b.date,
+        date=next((c.date for c in every if c.date), more[-1].date),
     )
 
 
@@ -129,7 +138,7 @@ def fuse_routes(routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA) -> list[
     A repeated item within one route counts once, at its best rank. Empty routes still count
     in the denominator of `route_score`.
     """
-    merged: dict[str, Candidate] = {}
+    found: dict[str, list[Candidate]] = {}
     seen_in: dict[str, list[str]] = {}
     best_rank: dict[str, int] = {}
     rankings: list[dict[str, None]] = []
@@ -137,13 +146,14 @@ def fuse_routes(routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA) -> list[
         ranking: dict[str, None] = {}
         for cand in route.candidates:
             cid = cand.item_id
-            merged[cid] = _merge(merged[cid], cand) if cid in merged else cand
+            found.setdefault(cid, []).append(cand)
             if cid not in ranking:
                 ranking[cid] = None
                 seen_in.setdefault(cid, []).append(route.route_id)
                 best_rank[cid] = min(len(ranking), best_rank.get(cid, len(ranking)))
         rankings.append(ranking)
     scores = rrf([list(r) for r in rankings], kappa)
+    merged = {cid: _merge(*cands) for cid, cands in found.items()}
     out = [
         Fused(
             candidate=merged[cid],
@@ -168,6 +178,7 @@ def route_quota(k: int, routes: int) -> int:
     return max(1, min(4, k // routes))
 
 
+@lru_cache(maxsize=65536)  # the same records and turns come back question after question
 def _tokens(text: str) -> frozenset[str]:
     """Lowercased word tokens without stopwords or single characters."""
     return frozenset(
@@ -207,6 +218,33 @@ def signature_similarity(a: Candidate, b: Candidate) -> float:
     return _signature_sim(_signature(a), _signature(b))
 
 
+def similarity_matrix(candidates: Sequence[Candidate]) -> np.ndarray:
+    """`signature_similarity` of every pair at once, bit for bit the same floats.
+
+    Per part, one sparse incidence matrix (candidates × distinct values) gives every pair's
+    intersection size as a product, and the unions follow from the set sizes; the parts are
+    then summed in the order `_signature_sim` sums them.
+    """
+    n = len(candidates)
+    sigs = [_signature(c) for c in candidates]
+    num = np.zeros((n, n))
+    den = np.zeros((n, n))
+    for part, weight in SIGNATURE_WEIGHTS.items():
+        index: dict[str, int] = {}
+        rows = [i for i, sig in enumerate(sigs) for _ in sig[part]]
+        cols = [index.setdefault(v, len(index)) for sig in sigs for v in sig[part]]
+        if not cols:
+            continue
+        member = csr_array((np.ones(len(cols)), (rows, cols)), shape=(n, len(index)))
+        inter = (member @ member.T).toarray()
+        size = np.asarray(member.sum(axis=1)).ravel()
+        union = size[:, None] + size[None, :] - inter
+        some = union > 0  # adding 0.0 where a pair has neither leaves its sums as they were
+        num += np.divide(weight * inter, union, out=np.zeros((n, n)), where=some)
+        den += weight * some
+    return np.divide(num, den, out=np.zeros((n, n)), where=den > 0)
+
+
 def _coverage(fused: Sequence[Fused], k: int, n_routes: int) -> list[Fused]:
     quota = route_quota(k, n_routes)
     order = list(dict.fromkeys(r for f in fused for r in f.routes))
@@ -226,7 +264,7 @@ def select(
     fused: Sequence[Fused],
     k: int,
     n_routes: int,
-    pool_factor: int = 3,
+    pool_factor: int = POOL_FACTOR,
     lam: float = DIVERSITY_LAMBDA,
 ) -> list[Fused]:
     """Route coverage first, then MMR-style greedy to k items, returned in selection order.
@@ -248,25 +286,19 @@ def select(
     if not pool:
         return chosen
     hi, lo = top[0].final, top[-1].final
-    relevance = {f.item_id: (f.final - lo) / (hi - lo) if hi > lo else 1.0 for f in pool}
-    sig = {f.item_id: _signature(f.candidate) for f in [*chosen, *pool]}
-    max_sim = dict.fromkeys(relevance, 0.0)
-
-    def gain(f: Fused) -> tuple[float, str]:
-        return (-(lam * relevance[f.item_id] - (1 - lam) * max_sim[f.item_id]), f.item_id)
-
-    new = list(chosen)
-    while True:
-        for f in pool:  # max similarity to the selected set, updated with the new picks only
-            for c in new:
-                sim = _signature_sim(sig[f.item_id], sig[c.item_id])
-                max_sim[f.item_id] = max(max_sim[f.item_id], sim)
-        if not pool or len(chosen) >= k:
-            return chosen
-        pick = min(pool, key=gain)
-        chosen.append(pick)
-        pool = [f for f in pool if f.item_id != pick.item_id]
-        new = [pick]
+    pool.sort(key=lambda f: f.item_id)  # argmax keeps the first of equal gains: smallest id
+    relevance = np.array([(f.final - lo) / (hi - lo) if hi > lo else 1.0 for f in pool])
+    sim = similarity_matrix([f.candidate for f in [*chosen, *pool]])[len(chosen) :]
+    max_sim = sim[:, : len(chosen)].max(axis=1, initial=0.0)  # to the selected set
+    sim = sim[:, len(chosen) :]
+    left = np.ones(len(pool), dtype=bool)
+    while len(chosen) < k and left.any():
+        gain = np.where(left, lam * relevance - (1 - lam) * max_sim, -np.inf)
+        pick = int(np.argmax(gain))
+        chosen.append(pool[pick])
+        left[pick] = False
+        max_sim = np.maximum(max_sim, sim[:, pick])
+    return chosen
 
 
 def sort_only(fused: Sequence[Fused], k: int) -> list[Fused]:

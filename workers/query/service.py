@@ -24,7 +24,14 @@ from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
-from workers.query.selection import Fused, RouteRanking, fuse_routes, select, sort_only
+from workers.query.selection import (
+    POOL_FACTOR,
+    Fused,
+    RouteRanking,
+    fuse_routes,
+    select,
+    sort_only,
+)
 from workers.store import EvidenceStore
 
 # "no-entity-topic-nodes" leaves the entity_topic nodes out of recall, and so on
@@ -85,6 +92,7 @@ class QueryService:
         else:
             plan, usage = await self.planner.plan(req.query)
         t = watch.lap("plan", t)
+        pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates)
         routes = await self.recall.recall(
             plan,
             req.query,
@@ -94,10 +102,12 @@ class QueryService:
             record_vector_only=ablation == "record-vector-only",
             skip_nodes=NODE_ABLATIONS.get(ablation, frozenset()) if ablation else frozenset(),
             timings=watch.timings,
+            # selection reads the top POOL_FACTOR·k, after a rerank of the top `pool`; the
+            # no-fusion ablation sorts every candidate by its raw scores
+            depth=None if ablation == "no-fusion" else max(POOL_FACTOR * req.k, pool),
         )
         t = watch.lap("recall", t)
         if self.reranker is not None and ablation != "no-fusion":
-            pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates)
             routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
             t = watch.lap("rerank", t)
         # CPU-bound (greedy diversity, tokenizer): kept off the loop other requests share

@@ -40,6 +40,7 @@ class Snapshot:
     row_of: dict[str, int]  # id -> row
     _columns: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
     _text: dict[str, TextIndex] = field(default_factory=dict, compare=False)
+    _dicts: dict[int, dict[str, Any]] = field(default_factory=dict, compare=False)
     _building: threading.Lock = field(default_factory=threading.Lock, compare=False)
 
     @classmethod
@@ -107,7 +108,15 @@ class Snapshot:
         return found
 
     def take(self, rows: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
-        return list(self.data.take(pa.array(rows, pa.int64())).to_pylist()) if len(rows) else []
+        """Rows as dicts, each converted from Arrow once per snapshot (a request takes the
+        same few hundred rows again and again; converting them was most of a search's cost).
+        Each caller gets its own shallow copy to add its scores to."""
+        rows = [int(r) for r in rows]
+        new = list(dict.fromkeys(r for r in rows if r not in self._dicts))
+        if new:  # racing threads may both convert a row: the same values, either is kept
+            converted = self.data.take(pa.array(new, pa.int64())).to_pylist()
+            self._dicts.update(zip(new, converted, strict=True))
+        return [dict(self._dicts[r]) for r in rows]
 
     def by_ids(self, ids: Sequence[str]) -> list[dict[str, Any]] | None:
         """Rows of `ids` in their order; None when one is not in the snapshot (it is newer

@@ -14,6 +14,7 @@ from schemas.query import Ablation
 from schemas.records import NodeType, Temporal
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches, turn
 from workers.query.multiroute import MultiRouteRecall
+from workers.query.selection import POOL_FACTOR, fuse_routes, select
 from workers.query.service import NODE_ABLATIONS, QueryDeps, QueryService
 from workers.store import EvidenceStore
 
@@ -200,3 +201,36 @@ async def test_reply_timings_name_each_recall_channel(store: EvidenceStore) -> N
     assert {k for k in only.timings_ms if k.startswith("recall.")} <= {
         "recall.embed", "recall.record_vector"
     }  # fmt: skip
+
+
+async def test_a_lone_routes_ranking_is_cut_where_selection_stops_reading(
+    tmp_path: Path,
+) -> None:
+    """Cutting one route's ranking at POOL_FACTOR·k returns what the whole ranking returns."""
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    words = ["puppy", "marathon", "Lisbon", "sister", "garden", "violin", "bakery", "kayak"]
+    texts = [f"Ann {a} and the {b} on day {i}" for i, (a, b) in
+             enumerate((a, b) for a in words for b in words if a != b)]  # fmt: skip
+    index_batches(
+        s, [batch("a", i, texts[i : i + 4]) for i in range(0, len(texts), 4)], HashEmbedder()
+    )
+    recall = MultiRouteRecall(s, HashEmbedder())
+    question = "What did Ann do with the puppy and the violin?"
+    plan = Plan(
+        question_type=QuestionType.single, semantic_queries=[question], source="heuristic",
+        routes=[Route(goal="what Ann did", queries=[question, "Ann puppy", "violin"])],
+    )  # fmt: skip
+    whole = await recall.recall(plan, question, "a", 2)
+    assert len(whole[0].candidates) > 3 * 2  # the cut below drops something
+    for k in (1, 2, 5):
+        cut = await recall.recall(plan, question, "a", k, depth=POOL_FACTOR * k)
+        assert len(cut[0].candidates) == min(POOL_FACTOR * k, len(whole[0].candidates))
+        full = await recall.recall(plan, question, "a", k)
+        assert select(fuse_routes(cut), k, 1) == select(fuse_routes(full), k, 1)
+    two = plan.model_copy(
+        update={"routes": [*plan.routes, Route(goal="where", queries=["Lisbon sister"])]}
+    )
+    kept = await recall.recall(two, question, "a", 2, depth=POOL_FACTOR * 2)
+    assert [len(r.candidates) for r in kept] == [
+        len(r.candidates) for r in await recall.recall(two, question, "a", 2)
+    ]  # several routes: every candidate kept
