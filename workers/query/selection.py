@@ -178,7 +178,7 @@ def route_quota(k: int, routes: int) -> int:
     return max(1, min(4, k // routes))
 
 
-@lru_cache(maxsize=65536)  # the same records and turns come back question after question
+@lru_cache(maxsize=16384)  # the same records and turns come back question after question
 def _tokens(text: str) -> frozenset[str]:
     """Lowercased word tokens without stopwords or single characters."""
     return frozenset(
