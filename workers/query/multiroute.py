@@ -169,20 +169,25 @@ class MultiRouteRecall:
         dated = dict(zip(distinct, found, strict=True))
         if timings is not None:
             timings.update({f"recall.{k}": round(v, 3) for k, v in clock.ms.items()})
-        items: dict[str, dict[str, Any]] = {}  # each item's row fields, read once per request
-        return [
-            self._ranking(
-                i,
-                [*route.queries, question],
-                hits,
-                fts.get(route_texts[i], []),
-                plan,
-                dated[f] if f is not None else [],
-                items,
-                depth if len(plan.routes) == 1 else None,
-            )
-            for i, (route, f) in enumerate(zip(plan.routes, filters, strict=True))
-        ]
+
+        def rankings() -> list[RouteRanking]:
+            items: dict[str, dict[str, Any]] = {}  # each item's row fields, read once
+            return [
+                self._ranking(
+                    i,
+                    [*route.queries, question],
+                    hits,
+                    fts.get(route_texts[i], []),
+                    plan,
+                    dated[f] if f is not None else [],
+                    items,
+                    depth if len(plan.routes) == 1 else None,
+                )
+                for i, (route, f) in enumerate(zip(plan.routes, filters, strict=True))
+            ]
+
+        # about a thousand candidates a route at k = 100: off the loop other requests share
+        return await asyncio.to_thread(rankings)
 
     async def _embed(self, texts: Sequence[str], clock: ChannelTimes) -> None:
         """One batched call for the variants not seen before (a small per-process cache)."""

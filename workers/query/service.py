@@ -92,7 +92,8 @@ class QueryService:
         else:
             plan, usage = await self.planner.plan(req.query)
         t = watch.lap("plan", t)
-        pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates)
+        rerank = self.reranker is not None and ablation != "no-fusion"
+        pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
         routes = await self.recall.recall(
             plan,
             req.query,
@@ -102,12 +103,12 @@ class QueryService:
             record_vector_only=ablation == "record-vector-only",
             skip_nodes=NODE_ABLATIONS.get(ablation, frozenset()) if ablation else frozenset(),
             timings=watch.timings,
-            # selection reads the top POOL_FACTOR·k, after a rerank of the top `pool`; the
-            # no-fusion ablation sorts every candidate by its raw scores
+            # selection reads the top POOL_FACTOR·k, after any rerank of the top `pool`;
+            # the no-fusion ablation sorts every candidate by its raw scores
             depth=None if ablation == "no-fusion" else max(POOL_FACTOR * req.k, pool),
         )
         t = watch.lap("recall", t)
-        if self.reranker is not None and ablation != "no-fusion":
+        if rerank:
             routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
             t = watch.lap("rerank", t)
         # CPU-bound (greedy diversity, tokenizer): kept off the loop other requests share
