@@ -591,6 +591,14 @@ class Database:
                 out[row["id"]] = (row, vec)
         return out
 
+    def read_vectors(self, tbl: Any, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Stored vectors by id, without the rest of the rows."""
+        out: dict[str, np.ndarray] = {}
+        for chunk in chunks(list(dict.fromkeys(ids)), _ID_CHUNK):
+            data = tbl.search().where(id_in(chunk)).select(["id", "vector"]).limit(None).to_arrow()
+            out.update(zip(data.column("id").to_pylist(), _vectors(data, self.dim), strict=True))
+        return out
+
     def write(
         self, name: str, tbl: Any, pending: Pending, embedder: Embedder, text_column: str
     ) -> None:
@@ -623,7 +631,7 @@ class Table:
 class MergedTable(Table, Generic[T]):
     """A table whose rows absorb repeated input (read, merge, write only what changed)."""
 
-    def _merge(self, tbl: Any, items: Sequence[T]) -> Pending:
+    def _merge(self, tbl: Any, items: Sequence[T], embedder: Embedder) -> Pending:
         raise NotImplementedError
 
     def upsert(self, items: Sequence[T], embedder: Embedder) -> int:
@@ -632,7 +640,7 @@ class MergedTable(Table, Generic[T]):
         if not items:
             return 0
         tbl = self.table(create=True)
-        pending = self._merge(tbl, items)
+        pending = self._merge(tbl, items, embedder)
         self.db.write(self.name, tbl, pending, embedder, self.text_column)
         return len(pending.rows)
 

@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 
 from workers.embedding import Embedder
 from workers.store import lineage
-from workers.store.database import check_matrix, namespace_filter
-from workers.store.nodes import NODES, _node_embedding_text, node_text
+from workers.store.database import namespace_filter
+from workers.store.nodes import NODES, node_text, node_vectors, vector_source
 from workers.store.records import RECORDS
 from workers.store.turns import TURNS
 
@@ -212,15 +212,15 @@ def _unlink_all(
     ]
     node_gone: set[str] = set()
     changed: list[dict[str, Any]] = []
-    old_vectors: dict[str, tuple[str, np.ndarray]] = {}
+    old_vectors: dict[str, tuple[tuple[str, tuple[str, ...]], np.ndarray]] = {}
     for row, vec in store.db.read_by_ids(tbl, touched).values():
         after = unlink(row, gone, session_id, store.nodes.max_node_text_chars)
         if after is None:
             node_gone.add(row["id"])
         elif after != row:
             changed.append(after)
-            old_vectors[row["id"]] = (_node_embedding_text(row), vec)
-    return node_gone, _reembed(changed, old_vectors, embedder, store.db.dim)
+            old_vectors[row["id"]] = (vector_source(row), vec)
+    return node_gone, _recompose(store, changed, old_vectors, embedder)
 
 
 def _ids_mask(ids: set[str]) -> Any:
@@ -263,26 +263,20 @@ def _lineages(
     return {r[key]: r.get(lineage.COLUMN) for r in rows}
 
 
-def _reembed(
+def _recompose(
+    store: Any,
     rows: Sequence[dict[str, Any]],
-    old: dict[str, tuple[str, np.ndarray]],
+    old: dict[str, tuple[tuple[str, tuple[str, ...]], np.ndarray]],
     embedder: Embedder | None,
-    dim: int,
 ) -> list[tuple[dict[str, Any], np.ndarray]]:
-    """Vectors for changed nodes: the old one when the embedded text is unchanged, else a
-    new one (the old vector was computed from removed text)."""
-    out: list[tuple[dict[str, Any], np.ndarray]] = []
-    todo: list[tuple[int, str]] = []
-    for row in rows:
-        text = _node_embedding_text(row)
-        before_text, before_vec = old[row["id"]]
-        out.append((row, before_vec))
-        if text != before_text:
-            todo.append((len(out) - 1, text))
+    """Vectors for changed nodes: the old one when its label and head records are unchanged,
+    else a new one (the old vector was made of a removed record)."""
+    out = [(row, old[row["id"]][1]) for row in rows]
+    todo = [i for i, row in enumerate(rows) if vector_source(row) != old[row["id"]][0]]
     if todo:
         if embedder is None:
-            raise RuntimeError("forgetting a session needs the embedder to re-embed its nodes")
-        matrix = check_matrix(embedder.embed([t for _, t in todo]), dim)
-        for (i, _), vec in zip(todo, matrix, strict=True):
-            out[i] = (out[i][0], np.asarray(vec, dtype=np.float32))
+            raise RuntimeError("forgetting a session needs the embedder to recompute its nodes")
+        fresh = node_vectors(store.db, [rows[i] for i in todo], embedder)
+        for i, vec in zip(todo, fresh, strict=True):
+            out[i] = (rows[i], vec)
     return out

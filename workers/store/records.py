@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from schemas.records import MemoryRecord, RecordBatch
+from workers.embedding import Embedder
 from workers.forget import Source
 from workers.store import lineage
 from workers.store.database import (
@@ -79,7 +80,7 @@ class RecordsTable(MergedTable[Occurrence]):
     def __init__(self, db: Database) -> None:
         super().__init__(db, records_schema(db.dim, db.model))
 
-    def _merge(self, tbl: Any, records: Sequence[Occurrence]) -> Pending:
+    def _merge(self, tbl: Any, records: Sequence[Occurrence], embedder: Embedder) -> Pending:
         seen: dict[str, list[Occurrence]] = {}
         for rec, src in records:
             seen.setdefault(rec.record_id, []).append((rec, src))

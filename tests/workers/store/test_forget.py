@@ -282,3 +282,26 @@ def test_lineage_merge_is_order_free_and_predates_any_old_or_unknown_part() -> N
     assert lineage.predates([""], {0: 10}) and lineage.predates(None, {0: 10})
     assert lineage.predates(["0:12"], None)  # no fence: a forget of everything
     assert not lineage.predates(["2:0"], {0: 10})  # a partition the fence did not know
+
+
+def test_forget_session_leaves_node_vectors_as_if_it_had_never_been_written(
+    tmp_path: Path,
+) -> None:
+    emb = HashEmbedder()
+    both = EvidenceStore(str(tmp_path / "both"), HashEmbedder.model_name, HASH_DIM)
+    only = EvidenceStore(str(tmp_path / "only"), HashEmbedder.model_name, HASH_DIM)
+    first = batch("a", 0, ["Ann owns a quokka boat", "Ann rows at dawn"])
+    second = batch("a", 1, ["Ann bakes rye loaves"], session="s2")
+    index_batches(both, [first], emb)
+    index_batches(both, [second], emb)
+    index_batches(only, [second], emb)
+
+    both.forget("a", "s1", emb)
+
+    def vectors(store: EvidenceStore) -> dict[str, list[float]]:
+        return {r["id"]: r["vector"] for r in rows(store, NODES, "a")}
+
+    kept, fresh = vectors(both), vectors(only)
+    assert kept.keys() == fresh.keys()
+    for node, vec in fresh.items():  # its head was the removed records: made again without them
+        assert np.allclose(kept[node], vec, atol=1e-6), node

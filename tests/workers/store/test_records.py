@@ -292,3 +292,49 @@ def test_records_store_occurrences_in_either_order_make_the_same_row(
     assert rows[0] == rows[1]
     assert rows[0]["source_session"] == "s1" and rows[0]["semantic_text"] == "Ann is vegetarian"
     assert rows[0]["t_ref"] == "2024-02"
+
+
+def node_vector(store: EvidenceStore, node: str) -> np.ndarray:
+    tbl = store.table(NODES)
+    assert tbl is not None
+    (vec,) = [np.asarray(r["vector"]) for r in tbl.to_arrow().to_pylist() if r["id"] == node]
+    return vec
+
+
+def record_vectors(store: EvidenceStore) -> dict[str, np.ndarray]:
+    return {r["id"]: np.asarray(r["vector"]) for r in table_rows(store, RECORDS)}
+
+
+def test_a_nodes_vector_is_its_label_plus_its_head_records_and_only_labels_are_embedded(
+    store: EvidenceStore, emb: HashEmbedder
+) -> None:
+    long = "Ann walked the whole Lisbon riverside from Belem to the old docks " * 4
+    index_batches(store, [batch("a", 0, ["Ann booked a trip to Lisbon", long, "Ann paints"])], emb)
+    node = table_rows(store, NODES)
+    ann = next(r for r in node if r["id"] == "a/entity/ann")
+    head = ann["record_ids"][:2]  # "Ann" + the first text + the long one pass 240 characters
+    assert [t[:10] for t in ann["record_texts"]] == ["Ann booked", "Ann walked", "Ann paints"]
+    recs = record_vectors(store)
+    expected = emb.embed(["Ann"])[0] + recs[head[0]] + recs[head[1]]
+    expected /= np.linalg.norm(expected)
+    assert np.allclose(node_vector(store, "a/entity/ann"), expected, atol=1e-6)
+    node_texts = {t for call in emb.calls[:-1] for t in call} - {
+        r["normalized_text"] for r in table_rows(store, RECORDS)
+    }
+    assert node_texts == {r["label"] for r in node}  # labels only: no node text is embedded
+
+
+def test_a_node_keeps_its_vector_once_its_head_is_full_and_not_before(
+    store: EvidenceStore, emb: HashEmbedder
+) -> None:
+    long = "Ann walked the whole Lisbon riverside from Belem to the old docks " * 4
+    index_batches(store, [batch("a", 0, [long], tags=("walks",))], emb)
+    index_batches(store, [batch("a", 1, ["Ann booked a trip to Porto"], tags=("trips",))], emb)
+    full, short = node_vector(store, "a/entity/ann"), node_vector(store, "a/topic/trips")
+    index_batches(store, [batch("a", 2, ["Ann rode a tram"], tags=("trips",))], emb)
+    assert np.array_equal(node_vector(store, "a/entity/ann"), full)  # gained a link, same head
+    assert not np.allclose(node_vector(store, "a/topic/trips"), short)  # its head grew
+    recs = record_vectors(store)
+    trips = next(r for r in table_rows(store, NODES) if r["id"] == "a/topic/trips")
+    expected = emb.embed(["trips"])[0] + sum(recs[i] for i in trips["record_ids"])
+    assert np.allclose(node_vector(store, "a/topic/trips"), expected / np.linalg.norm(expected))
