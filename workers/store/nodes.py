@@ -272,17 +272,24 @@ NODE_EMBED_CHARS = 240
 
 
 def vector_source(row: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
-    """What a node's vector is made of: its label and its head records, the OLDEST linked
-    records whose texts start within `NODE_EMBED_CHARS` of the label and texts joined.
+    """What a node's vector is made of: a text to embed and the head records whose stored
+    vectors are added to it.
 
-    Oldest, so the head stops changing once it is full and a busy node keeps its vector as
-    it gains links. Temporal nodes are found by key: their label alone.
+    The text is the label and the head records are the OLDEST linked records whose texts
+    start within `NODE_EMBED_CHARS` of the label and texts joined: oldest, so the head stops
+    changing once it is full and a busy node keeps its vector as it gains links. Temporal
+    nodes are found by key: their label alone. An event frame's label ("session s1, turns
+    t1–t9") says nothing a vector could match, so its head is embedded as one text, where
+    the label weighs only its share of the tokens.
     """
     label = str(row["label"])
     if row["node_type"] == NodeType.temporal.value:
         return label, ()
+    texts = [str(t) for t in row.get("record_texts") or []]
+    if row["node_type"] == NodeType.event_frame.value:
+        return "\n".join([label, *texts])[:NODE_EMBED_CHARS], ()
     size, head = len(label), []
-    for rid, text in zip(row.get("record_ids") or [], row.get("record_texts") or [], strict=True):
+    for rid, text in zip(row.get("record_ids") or [], texts, strict=True):
         if size >= NODE_EMBED_CHARS:
             break
         head.append(str(rid))
@@ -292,7 +299,7 @@ def vector_source(row: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
 
 def node_vectors(db: Database, rows: Sequence[dict[str, Any]], embedder: Embedder) -> Matrix:
     """Node vectors composed, not embedded: the label's embedding plus the stored vectors of
-    the head records, normalized.
+    the head records, normalized (`vector_source`).
 
     Records are embedded anyway, and labels are a few tokens, so a node costs the model
     about a tenth of embedding its head as one text. On the LoCoMo dev split (a one-off
@@ -300,13 +307,16 @@ def node_vectors(db: Database, rows: Sequence[dict[str, Any]], embedder: Embedde
     tokens 0.836 against 0.840, with 5.3 times fewer characters through the model. Weighting
     the parts by their length, as one embedded text would, recalled less (R@10 0.671), twice
     the label's weight the same (0.682); embedding the head as one text only when a node is
-    created recalled less too (0.680) at 2.8 times the cost. Records are written before their
-    nodes, so every head record's vector is stored; one removed meanwhile is left out.
+    created recalled less too (0.680) at 2.8 times the cost. Event frames embedded as one
+    text and the rest composed: R@10 0.686, R@1000 0.834, for 12 % more characters.
+
+    Records are written before their nodes, so every head record's vector is stored; one
+    removed meanwhile is left out.
     """
     if not rows:
         return np.zeros((0, db.dim), dtype=np.float32)
     sources = [vector_source(r) for r in rows]
-    out = np.array(check_matrix(embedder.embed([label for label, _ in sources]), db.dim))
+    out = np.array(check_matrix(embedder.embed([text for text, _ in sources]), db.dim))
     records = db.table(RECORDS)
     heads = [rid for _, head in sources for rid in head]
     stored = db.read_vectors(records, heads) if records is not None and heads else {}

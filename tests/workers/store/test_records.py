@@ -318,10 +318,14 @@ def test_a_nodes_vector_is_its_label_plus_its_head_records_and_only_labels_are_e
     expected = emb.embed(["Ann"])[0] + recs[head[0]] + recs[head[1]]
     expected /= np.linalg.norm(expected)
     assert np.allclose(node_vector(store, "a/entity/ann"), expected, atol=1e-6)
-    node_texts = {t for call in emb.calls[:-1] for t in call} - {
+    (frame,) = [r for r in node if r["node_type"] == "event_frame"]
+    frame_text = "\n".join([frame["label"], *frame["record_texts"]])[:240]
+    assert np.allclose(node_vector(store, frame["id"]), emb.embed([frame_text])[0], atol=1e-6)
+    node_texts = {t for call in emb.calls[:-2] for t in call} - {
         r["normalized_text"] for r in table_rows(store, RECORDS)
     }
-    assert node_texts == {r["label"] for r in node}  # labels only: no node text is embedded
+    # labels only, but an event frame's (it says nothing): its head as one text
+    assert node_texts == {r["label"] for r in node if r is not frame} | {frame_text}
 
 
 def test_a_node_keeps_its_vector_once_its_head_is_full_and_not_before(
