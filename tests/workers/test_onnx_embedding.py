@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from workers.embedding import LocalEmbedder, bundled_model_info
-from workers.onnx_embedding import OnnxEmbedder, OnnxExportError, export_onnx
+from workers.onnx_embedding import OnnxEmbedder, OnnxExportError, export_onnx, length_batches
 from workers.store import EmbeddingMismatch, EvidenceStore
 
 
@@ -68,6 +68,35 @@ def test_onnx_fp32_matches_sentence_transformers(onnx_dir: Path, torch_vectors: 
     # one at a time gives the same rows as batched (padding masked out)
     singles = np.stack([emb.embed([t])[0] for t in varied_texts()[:12]])
     assert np.abs(singles - got[:12]).max() < 1e-4
+
+
+def test_onnx_vectors_do_not_depend_on_what_else_is_in_the_call(onnx_dir: Path) -> None:
+    emb = OnnxEmbedder(cache_dir=onnx_dir, batch_size=8)
+    texts = varied_texts()
+    together = emb.embed(texts)
+    alone = np.stack([emb.embed([t])[0] for t in texts])
+    assert np.abs(together - alone).max() < 1e-5
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_length_batches_bound_rows_and_padding_and_keep_the_order(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lengths = sorted(rng.integers(1, 120, int(rng.integers(0, 200))).tolist(), reverse=True)
+    parts = length_batches(lengths, 16)
+    assert [i for p in parts for i in range(len(lengths))[p]] == list(range(len(lengths)))
+    for part in parts:
+        rows = lengths[part]
+        assert 1 <= len(rows) <= 16
+        assert all(n * 1.5 >= rows[0] for n in rows)  # no row padded past 1.5 times its length
+    # a cut only where the count or the length calls for it: batches as long as allowed
+    for a, b in zip(parts, parts[1:], strict=False):
+        assert b.start - a.start == 16 or lengths[b.start] * 1.5 < lengths[a.start]
+
+
+def test_length_batches_put_a_few_long_texts_apart_from_many_short_ones() -> None:
+    assert length_batches([60, 58, 7, 6, 6, 5], 64) == [slice(0, 2), slice(2, 6)]
+    assert length_batches([60, 58, 7, 6, 6, 5], 3) == [slice(0, 2), slice(2, 5), slice(5, 6)]
+    assert length_batches([], 64) == []
 
 
 def test_onnx_int8_is_close_but_named_apart(onnx_dir: Path, torch_vectors: np.ndarray) -> None:
