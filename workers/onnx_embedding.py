@@ -118,10 +118,9 @@ def length_batches(lengths: list[int], size: int, slack: float = 1.5) -> list[sl
     """Batches of a longest-first list of token counts: at most `size` rows, and a new batch
     where a row is shorter than the batch's first by more than `slack` times.
 
-    A batch is padded to its longest row and the model's time follows the padded tokens
-    (about 8,000 a second on this machine's two cores, whatever the width). Cut by count
-    alone, a call of a few 60-token texts and many 6-token labels padded the labels tenfold:
-    the indexer's embedding took 88 s of the LoCoMo dev ingest for about 25 s of real tokens.
+    A batch is padded to its longest row, and the model's time follows the padded tokens
+    whatever the width. Cut by count alone, a call of a few 60-token texts and many 6-token
+    labels padded the labels tenfold (README, Decisions).
     """
     out: list[slice] = []
     start = 0

@@ -580,23 +580,23 @@ class Database:
         return list(q.select([*cols, "_score"]).limit(limit).to_list())
 
     def read_by_ids(
-        self, tbl: Any, ids: Sequence[str], where: str | None = None
+        self,
+        tbl: Any,
+        ids: Sequence[str],
+        where: str | None = None,
+        columns: Sequence[str] = (),
     ) -> dict[str, tuple[dict[str, Any], np.ndarray]]:
-        """Stored rows (without `vector`) and their vectors, by id."""
+        """Stored rows (without `vector`) and their vectors, by id; only `id` and `columns`
+        of each row when columns are named."""
         out: dict[str, tuple[dict[str, Any], np.ndarray]] = {}
         for chunk in chunks(list(dict.fromkeys(ids)), _ID_CHUNK):
             clause = id_in(chunk) if where is None else f"({where}) AND {id_in(chunk)}"
-            data = tbl.search().where(clause).limit(None).to_arrow()
+            q = tbl.search().where(clause)
+            if columns:
+                q = q.select(list(dict.fromkeys(["id", *columns, "vector"])))
+            data = q.limit(None).to_arrow()
             for row, vec in zip(_rows(data), _vectors(data, self.dim), strict=True):
                 out[row["id"]] = (row, vec)
-        return out
-
-    def read_vectors(self, tbl: Any, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """Stored vectors by id, without the rest of the rows."""
-        out: dict[str, np.ndarray] = {}
-        for chunk in chunks(list(dict.fromkeys(ids)), _ID_CHUNK):
-            data = tbl.search().where(id_in(chunk)).select(["id", "vector"]).limit(None).to_arrow()
-            out.update(zip(data.column("id").to_pylist(), _vectors(data, self.dim), strict=True))
         return out
 
     def write(

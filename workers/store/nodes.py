@@ -298,20 +298,13 @@ def vector_source(row: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
 
 
 def node_vectors(db: Database, rows: Sequence[dict[str, Any]], embedder: Embedder) -> Matrix:
-    """Node vectors composed, not embedded: the label's embedding plus the stored vectors of
-    the head records, normalized (`vector_source`).
+    """Node vectors composed, not embedded: the embedding of `vector_source`'s text plus the
+    stored vectors of its head records, normalized.
 
-    Records are embedded anyway, and labels are a few tokens, so a node costs the model
-    about a tenth of embedding its head as one text. On the LoCoMo dev split (a one-off
-    probe running the stages in one process) this gave R@10 0.682 against 0.691 and R@1000
-    tokens 0.836 against 0.840, with 5.3 times fewer characters through the model. Weighting
-    the parts by their length, as one embedded text would, recalled less (R@10 0.671), twice
-    the label's weight the same (0.682); embedding the head as one text only when a node is
-    created recalled less too (0.680) at 2.8 times the cost. Event frames embedded as one
-    text and the rest composed: R@10 0.686, R@1000 0.834, for 12 % more characters.
-
-    Records are written before their nodes, so every head record's vector is stored; one
-    removed meanwhile is left out.
+    Records are embedded anyway and labels are a few tokens, so a node costs the model a
+    fraction of embedding its head as one text, for about the same recall (README,
+    Decisions: "Node vectors are composed, not embedded"). Records are written before their
+    nodes, so every head record's vector is stored; one removed meanwhile is left out.
     """
     if not rows:
         return np.zeros((0, db.dim), dtype=np.float32)
@@ -319,11 +312,10 @@ def node_vectors(db: Database, rows: Sequence[dict[str, Any]], embedder: Embedde
     out = np.array(check_matrix(embedder.embed([text for text, _ in sources]), db.dim))
     records = db.table(RECORDS)
     heads = [rid for _, head in sources for rid in head]
-    stored = db.read_vectors(records, heads) if records is not None and heads else {}
+    stored = db.read_by_ids(records, heads, columns=["id"]) if records is not None and heads else {}
     for i, (_, head) in enumerate(sources):
         for rid in head:
-            vec = stored.get(rid)
-            if vec is not None:
-                out[i] += vec
+            if rid in stored:
+                out[i] += stored[rid][1]
     out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
     return out.astype(np.float32, copy=False)

@@ -310,6 +310,7 @@ def test_a_nodes_vector_is_its_label_plus_its_head_records_and_only_labels_are_e
 ) -> None:
     long = "Ann walked the whole Lisbon riverside from Belem to the old docks " * 4
     index_batches(store, [batch("a", 0, ["Ann booked a trip to Lisbon", long, "Ann paints"])], emb)
+    embedded = {t for call in emb.calls for t in call}  # before the test's own calls below
     node = table_rows(store, NODES)
     ann = next(r for r in node if r["id"] == "a/entity/ann")
     head = ann["record_ids"][:2]  # "Ann" + the first text + the long one pass 240 characters
@@ -321,9 +322,7 @@ def test_a_nodes_vector_is_its_label_plus_its_head_records_and_only_labels_are_e
     (frame,) = [r for r in node if r["node_type"] == "event_frame"]
     frame_text = "\n".join([frame["label"], *frame["record_texts"]])[:240]
     assert np.allclose(node_vector(store, frame["id"]), emb.embed([frame_text])[0], atol=1e-6)
-    node_texts = {t for call in emb.calls[:-2] for t in call} - {
-        r["normalized_text"] for r in table_rows(store, RECORDS)
-    }
+    node_texts = embedded - {r["normalized_text"] for r in table_rows(store, RECORDS)}
     # labels only, but an event frame's (it says nothing): its head as one text
     assert node_texts == {r["label"] for r in node if r is not frame} | {frame_text}
 
