@@ -32,7 +32,7 @@ from workers.query.selection import (
     select,
     sort_only,
 )
-from workers.store import EvidenceStore
+from workers.store import EvidenceStore, consistent_reads
 
 # "no-entity-topic-nodes" leaves the entity_topic nodes out of recall, and so on
 NODE_ABLATIONS: dict[Ablation, frozenset[NodeType]] = {
@@ -84,6 +84,10 @@ class QueryService:
         self.recall = MultiRouteRecall(deps.store, deps.embedder, config)
 
     async def search(self, req: QueryRequest) -> QueryReply:
+        with consistent_reads():  # one version check per table a request
+            return await self._search(req)
+
+    async def _search(self, req: QueryRequest) -> QueryReply:
         watch = Stopwatch()
         t = time.perf_counter()
         ablation = req.ablation or self.ablation

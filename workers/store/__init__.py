@@ -24,6 +24,7 @@ from workers.store.database import (
 from workers.store.forget import Forgotten, expire, forget
 from workers.store.nodes import NODES, NodesTable, NodeUpdate
 from workers.store.records import RECORDS, RecordsTable, occurrences, value_counts
+from workers.store.snapshots import consistent_reads
 from workers.store.turns import TURNS, TurnsTable
 
 TABLES = (TURNS, RECORDS, NODES)
@@ -33,6 +34,7 @@ __all__ = [
     "RECORDS",
     "TABLES",
     "TURNS",
+    "consistent_reads",
     "Database",
     "EmbeddingMismatch",
     "EvidenceStore",

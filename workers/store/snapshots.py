@@ -8,16 +8,18 @@ their vectors normalized) and answers its exact vector searches, full-text searc
 (workers.store.fulltext), id lookups and turn spans from them.
 
 A snapshot is valid for the table version it was read at. Each use compares it with the
-table's latest version (one manifest check, about 1 ms); any write to the table drops
-every snapshot of it, so removed text (a forget) is not kept in memory past the next read
-of that table. Snapshots are evicted least recently used past `max_rows` rows in all.
+table's latest version (one manifest check; once per table in a `consistent_reads` block,
+a request); any write to the table drops every snapshot of it, so removed text (a forget)
+is not kept in memory past the next read of that table. Snapshots are evicted least recently used past `max_rows` rows in all.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,10 @@ import pyarrow as pa
 from threadpoolctl import threadpool_limits
 
 from workers.store.fulltext import TextIndex
+
+# table -> the version the current `consistent_reads` block read first (worker threads
+# started with asyncio.to_thread copy the context, and with it this same dict)
+_PINNED: ContextVar[dict[str, int] | None] = ContextVar("lychee_pinned_versions", default=None)
 
 Match = Mapping[str, Collection[str]]  # column -> accepted values, beyond the namespace
 
@@ -127,6 +133,28 @@ class Snapshot:
         return self.take([r for r in rows if r is not None])
 
 
+@contextmanager
+def consistent_reads() -> Iterator[None]:
+    """Snapshot reads in this block check each table's version once, at their first read of
+    it, instead of at every read (a check is a call into LanceDB's event loop thread, and a
+    request makes about a dozen reads). A write committed after that first read is seen by
+    the next block, not necessarily by this one."""
+    token = _PINNED.set({})
+    try:
+        yield
+    finally:
+        _PINNED.reset(token)
+
+
+def _version(tbl: Any, name: str) -> int:
+    pinned = _PINNED.get()
+    if pinned is None:
+        return int(tbl.version)
+    if name not in pinned:
+        pinned[name] = int(tbl.version)
+    return pinned[name]
+
+
 class SnapshotCache:
     """Snapshots by (table, namespace), least recently used evicted past `max_rows`."""
 
@@ -150,7 +178,7 @@ class SnapshotCache:
         """The snapshot of `namespace` (rows matching `where`) at the table's latest version;
         `columns()` names what to read when it must be read again. One thread reads a
         namespace again at a time; the others wait for its snapshot."""
-        version = int(tbl.version)
+        version = _version(tbl, name)
         key = (name, namespace)
         snap = self._current(key, version)
         if snap is not None:

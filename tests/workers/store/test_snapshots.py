@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from tests.workers.store.test_forget import raw
-from workers.store import NODES, RECORDS, TURNS, EvidenceStore
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore, consistent_reads
 
 TEXTS = [
     "Ann booked a trip to Lisbon",
@@ -121,6 +122,28 @@ def test_a_write_is_read_at_once_and_a_forget_leaves_no_snapshot_of_its_text(
     held = snap.db.snapshots._entries
     assert ("records", "b") not in held  # dropped with the version it was read at
     assert not any("violin" in str(s.data.to_pylist()) for s in held.values())
+
+
+def test_a_consistent_block_checks_a_tables_version_once_and_the_next_block_sees_a_write(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    plain, snap = stores(tmp_path / "db", emb)
+    vec = emb.embed(["a violin lesson"])
+
+    def top() -> str:
+        return str(snap.records.search_vectors("a", vec, 1)[0][0]["semantic_text"])
+
+    async def request() -> tuple[str, str]:
+        with consistent_reads():
+            first = top()
+            index_batches(plain, [batch("a", 9, ["Ann took a violin lesson"])], emb)
+            return first, await asyncio.to_thread(top)  # the request's worker threads too
+
+    first, again = asyncio.run(request())
+    assert first != "Ann took a violin lesson" and again == first
+    assert top() == "Ann took a violin lesson"
+    with consistent_reads():
+        assert top() == "Ann took a violin lesson"
 
 
 def test_snapshots_are_evicted_past_their_row_budget(tmp_path: Path, emb: HashEmbedder) -> None:
