@@ -121,7 +121,9 @@ class LagReader:
                 raise TimeoutError(f"{topic}: no high watermark for partitions {missing}")
             try:
                 await self.probe.getmany(*[tp for tp in tps if tp not in ends], timeout_ms=10)
-            except KafkaError as exc:  # a batch it cannot unpack; the watermark came before it
+            except (KafkaError, UnicodeDecodeError) as exc:
+                # a batch it cannot unpack (bad CRC, a header key not UTF-8): the watermark
+                # came with the fetch response, before the records were unpacked
                 log.debug("lag.probe_unreadable_batch", topic=topic, error=repr(exc))
             for tp in tps:
                 hw = self.probe.highwater(tp)

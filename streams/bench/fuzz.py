@@ -378,6 +378,7 @@ class Producers:
             self.ck[codec] = Producer({
                 "bootstrap.servers": self.bootstrap, "compression.type": codec,
                 "message.max.bytes": BIG_BYTES, "linger.ms": 5,
+                "log.connection.close": False,  # the broker closes idle connections: not news
             })  # fmt: skip
 
     async def close(self) -> None:

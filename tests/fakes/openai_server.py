@@ -184,8 +184,11 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/embeddings", self._embeddings)
-        # Cancel handlers whose client hung up, so a `slow` reply does not outlive its test.
-        self._runner = web.AppRunner(app, handler_cancellation=True, shutdown_timeout=1.0)
+        # Cancel handlers whose client hung up, so a `slow` reply does not outlive its test;
+        # no access log (`lychee bench llm-outage` prints its own report).
+        self._runner = web.AppRunner(
+            app, handler_cancellation=True, shutdown_timeout=1.0, access_log=None
+        )
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", 0).start()
         self.port = int(self._runner.addresses[0][1])
