@@ -35,6 +35,7 @@ from schemas import (
 from schemas import topics as t
 from schemas.control import FORGET_STAGES
 from schemas.errors import LycheeError
+from streams import fetch
 from streams.lag import LagReader
 from streams.producer import start_producer
 from streams.serde import SerdeError, decode, encode
@@ -131,6 +132,10 @@ class MemoryClient:
 
     async def start(self) -> None:
         s = self.settings
+        # a batch no client can decode on the shared reply partition (a hostile producer)
+        # would stop the reply reader for good: it is skipped instead (streams.fetch; this
+        # wraps aiokafka's batch unpacking in the whole process)
+        fetch.install()
         self.producer = await start_producer(
             s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s, s.kafka_max_request_bytes
         )
@@ -352,6 +357,10 @@ class MemoryClient:
                 continue
             for records in batches.values():
                 for rec in records:
+                    if rec.value is None and fetch.take_undecodable(
+                        rec.topic, rec.partition, rec.offset
+                    ):
+                        log.warning("client.undecodable_batch_skipped", offset=rec.offset)
                     self._resolve(rec.key, rec.value)
 
     def _resolve(self, key: bytes | None, value: bytes | None) -> None:

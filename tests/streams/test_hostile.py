@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from aiokafka import AIOKafkaProducer
 
+from schemas import topics as t
 from streams.bench.fuzz import Generator, format_report, fuzz
+from streams.client import MemoryClient
 from streams.stack.embedded import Stack
+from tests.streams.batches import send_damaged
 
 pytestmark = pytest.mark.integration
 
@@ -30,3 +34,18 @@ async def test_fuzz_every_bad_message_accounted_for_nothing_good_lost_stages_ali
     assert {"json", "schema", "schema_version", "null_value", "empty", "encoding", "too_large",
             "too_deep", "undecodable", "reply_partition"} <= set(report.dead_by_reason)  # fmt: skip
     assert report.error_replies >= 5 and report.dropped >= 1
+
+
+@pytest.mark.parametrize("damage", ["crc", "header_key"])
+async def test_a_batch_no_client_can_decode_on_a_reply_partition_does_not_stop_the_client(
+    stack: Stack, settings, damage: str
+) -> None:  # type: ignore[no-untyped-def]
+    async with MemoryClient(settings) as client:
+        producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
+        await producer.start()
+        try:
+            await send_damaged(producer, t.REPLIES, client.reply_partition, damage)
+        finally:
+            await producer.stop()
+        reply = await client.search("hostile-replies", "what did Ann book?", k=3, timeout_s=60)
+    assert reply.status == "ok"

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import struct
 import uuid
 
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.record.util import calc_crc32c
 
 from streams.lag import LagReader
 from streams.stack.embedded import Stack
+from tests.streams.batches import send_damaged
 
 pytestmark = pytest.mark.integration
 
@@ -33,17 +32,7 @@ async def test_end_offsets_read_past_a_batch_no_client_can_decode(
     producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
     await producer.start()
     try:
-        batch = producer.create_batch()
-        batch.append(key=b"k", value=b'{"x": 1}', timestamp=None, headers=[("ZZZZ", b"x")])
-        buf = bytearray(batch._build())  # noqa: SLF001 - the only way to alter a batch's bytes
-        if damage == "crc":
-            buf[buf.index(b"x", len(buf) - 2)] ^= 0xFF  # a header value's byte, the CRC kept
-        else:
-            i = buf.index(b"ZZZZ")
-            buf[i : i + 4] = b"\xff\xfe\xff\xfe"  # not UTF-8, with a valid CRC
-            struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
-        batch._buffer = bytes(buf)  # noqa: SLF001
-        await (await producer.send_batch(batch, topic, partition=0))
+        await send_damaged(producer, topic, 0, damage)
         await producer.send_and_wait(topic, b'{"x": 2}', key=b"k", partition=0)
     finally:
         await producer.stop()
