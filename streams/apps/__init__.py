@@ -17,8 +17,9 @@ STAGES = ("segmenter", "encoder", "indexer", "query")
 # A worker holds tens of thousands of long-lived objects (snapshot rows, caches, the model's
 # Python side) and allocates thousands of short-lived ones per message or request. With
 # CPython's default thresholds (700, 10, 10) it collects every few hundred allocations and
-# walks every long-lived object every few requests: a third of a query's time (README,
-# Decisions). Garbage without cycles is still freed at once by reference counting.
+# walks every long-lived object every few requests: a quarter of a k = 100 query's mean
+# time (README, Decisions). Garbage without cycles is still freed at once by reference
+# counting.
 GC_THRESHOLDS = (50_000, 20, 20)
 
 

@@ -10,7 +10,8 @@ their vectors normalized) and answers its exact vector searches, full-text searc
 A snapshot is valid for the table version it was read at. Each use compares it with the
 table's latest version (one manifest check; once per table in a `consistent_reads` block,
 a request); any write to the table drops every snapshot of it, so removed text (a forget)
-is not kept in memory past the next read of that table. Snapshots are evicted least recently used past `max_rows` rows in all.
+is not kept in memory past the next read of that table. Snapshots are evicted least
+recently used past `max_rows` rows in all.
 """
 
 from __future__ import annotations
