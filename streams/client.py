@@ -133,9 +133,8 @@ class MemoryClient:
     async def start(self) -> None:
         s = self.settings
         # a batch no client can decode on the shared reply partition (a hostile producer)
-        # would stop the reply reader for good: it is skipped instead (streams.fetch; this
-        # wraps aiokafka's batch unpacking in the whole process)
-        fetch.install()
+        # would stop the reply reader for good: it is skipped instead (streams.fetch)
+        fetch.install([t.REPLIES])
         self.producer = await start_producer(
             s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s, s.kafka_max_request_bytes
         )
@@ -357,10 +356,11 @@ class MemoryClient:
                 continue
             for records in batches.values():
                 for rec in records:
-                    if rec.value is None and fetch.take_undecodable(
-                        rec.topic, rec.partition, rec.offset
-                    ):
-                        log.warning("client.undecodable_batch_skipped", offset=rec.offset)
+                    if rec.value is None and rec.key is None:
+                        reason = fetch.take_undecodable(rec.topic, rec.partition, rec.offset)
+                        if reason:
+                            log.warning("client.undecodable_batch_skipped", reason=reason)
+                        continue  # a marker, or a record with neither key nor value
                     self._resolve(rec.key, rec.value)
 
     def _resolve(self, key: bytes | None, value: bytes | None) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import structlog
@@ -40,6 +40,7 @@ COVERED = ""  # a marker whose batch was dead-lettered under its first marker
 _markers: dict[tuple[str, int, int], str] = {}
 _lock = threading.Lock()
 _original: Any = None
+_topics: set[str] | None = set()  # the topics guarded; None: every topic
 
 # A batch that starts past the fetch position leaves offsets out. On a log that is not
 # compacted (none of ours is) that is a batch the broker has not written yet: Tansu reserves
@@ -133,6 +134,9 @@ class _Tracked:
 
 def _guarded_unpack(self: Any) -> Iterator[ConsumerRecord[Any, Any]]:
     """aiokafka's own unpacking, resumed past any batch that raises (see the module doc)."""
+    if _topics is not None and self._tp.topic not in _topics:
+        yield from _original(self)
+        return
     tracked = _Tracked(self._records, self)
     self._records = tracked
     while True:
@@ -180,18 +184,25 @@ def _guarded_unpack(self: Any) -> Iterator[ConsumerRecord[Any, Any]]:
                 )
 
 
-def install() -> None:
-    """Wrap aiokafka's batch unpacking in this process (idempotent)."""
-    global _original
+def install(topics: Iterable[str] | None = None) -> None:
+    """Wrap aiokafka's batch unpacking in this process for `topics` (default: every topic;
+    calls add up). A client guards only the topics whose markers it takes, so the other
+    consumers of its process keep aiokafka's behaviour and leave no markers behind."""
+    global _original, _topics
     cls = fetcher.PartitionRecords
     if _original is None:
         _original = cls._unpack_records
         cls._unpack_records = _guarded_unpack
+    if topics is None or _topics is None:
+        _topics = None
+    else:
+        _topics |= set(topics)
 
 
 def uninstall() -> None:
-    """Undo `install()` (for tests that compare both behaviours)."""
-    global _original
+    """Undo every `install()` (for tests that compare both behaviours)."""
+    global _original, _topics
     if _original is not None:
         fetcher.PartitionRecords._unpack_records = _original
         _original = None
+    _topics = set()

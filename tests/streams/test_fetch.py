@@ -80,18 +80,17 @@ async def _read(bootstrap: str, topic: str, n: int) -> list[tuple[int, bytes | N
 
 @pytest.mark.integration
 async def test_fetch_undecodable_batches_become_markers_and_good_records_all_arrive(
-    stack: Stack,
+    stack: Stack, unguarded: None
 ) -> None:
     topic = f"poison-{uuid.uuid4().hex[:6]}"
     await _produce(stack.bootstrap, topic)
-    fetch.uninstall()  # a MemoryClient started earlier in this process installs it
     with pytest.raises(UnicodeDecodeError):  # what aiokafka (and so Faust's fetcher) does alone
         await _read(stack.bootstrap, topic, 9)
+    fetch.install(["another-topic"])  # a client's scope: the other topics are left alone
+    with pytest.raises(UnicodeDecodeError):
+        await _read(stack.bootstrap, topic, 9)
     fetch.install()
-    try:
-        got = await _read(stack.bootstrap, topic, 9)
-    finally:
-        fetch.uninstall()
+    got = await _read(stack.bootstrap, topic, 9)
     assert got == [(0, b"good0"), (1, None), (2, b"good2"), (3, None), (4, b"good4"),
                    (5, b"m0"), (6, None), (7, None), (8, b"good8")]  # fmt: skip
     # contiguous offsets (Faust commits past them); the first marker carries the reason

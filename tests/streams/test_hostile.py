@@ -38,7 +38,7 @@ async def test_fuzz_every_bad_message_accounted_for_nothing_good_lost_stages_ali
 
 @pytest.mark.parametrize("damage", ["crc", "header_key"])
 async def test_a_batch_no_client_can_decode_on_a_reply_partition_does_not_stop_the_client(
-    stack: Stack, settings, damage: str
+    stack: Stack, settings, damage: str, unguarded: None
 ) -> None:  # type: ignore[no-untyped-def]
     async with MemoryClient(settings) as client:
         producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)

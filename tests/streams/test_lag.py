@@ -17,7 +17,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.mark.parametrize("damage", ["crc", "header_key"])
 async def test_end_offsets_read_past_a_batch_no_client_can_decode(
-    stack: Stack, damage: str
+    stack: Stack, damage: str, unguarded: None
 ) -> None:
     """A batch whose CRC does not match, or whose header key is not UTF-8 (a client we did not
     write, a hostile one), sits where the reader's probe fetches: the high watermark is still

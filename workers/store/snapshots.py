@@ -9,9 +9,10 @@ their vectors normalized) and answers its exact vector searches, full-text searc
 
 A snapshot is valid for the table version it was read at. Each use compares it with the
 table's latest version (one manifest check; once per table in a `consistent_reads` block,
-a request); any write to the table drops every snapshot of it, so removed text (a forget)
-is not kept in memory past the next read of that table. Snapshots are evicted least
-recently used past `max_rows` rows in all.
+a request); any write to the table drops every snapshot of it, so a write is seen by every
+request that starts after it and removed text (a forget) is not kept in memory past the
+first read of that table by such a request. Snapshots are evicted least recently used past
+`max_rows` rows in all.
 """
 
 from __future__ import annotations
@@ -151,9 +152,9 @@ def _version(tbl: Any, name: str) -> int:
     pinned = _PINNED.get()
     if pinned is None:
         return int(tbl.version)
-    if name not in pinned:
-        pinned[name] = int(tbl.version)
-    return pinned[name]
+    version = pinned.get(name)
+    # threads of one request reading the table at once: the first pin holds for all
+    return version if version is not None else pinned.setdefault(name, int(tbl.version))
 
 
 class SnapshotCache:
@@ -190,10 +191,12 @@ class SnapshotCache:
             snap = self._current(key, version)
             if snap is not None:
                 return snap
-            # read after the version: the rows are at least that new (a write in between
-            # costs one more read, never a stale answer)
+            # labelled with the version read just before the rows, which are at least that new
+            # (a write in between costs one more read, never a stale answer); a pinned
+            # request's version may be older, and would make the next request read again
+            latest = int(tbl.version)
             data = tbl.search().where(where).select([*columns(), "vector"]).limit(None).to_arrow()
-            snap = Snapshot.of(version, data.combine_chunks())  # one chunk: `take` is faster
+            snap = Snapshot.of(latest, data.combine_chunks())  # one chunk: `take` is faster
             with self._lock:
                 self._entries[key] = snap
                 self._reading.pop(key, None)  # found in the entries from now on

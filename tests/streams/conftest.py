@@ -1,0 +1,18 @@
+"""Fixtures of the streams tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from streams import fetch
+
+
+@pytest.fixture
+def unguarded() -> Iterator[None]:
+    """aiokafka's own batch unpacking, whatever a client or an app built earlier in this
+    process installed (`streams.fetch`); left uninstalled afterwards too."""
+    fetch.uninstall()
+    yield
+    fetch.uninstall()
