@@ -11,6 +11,7 @@ from aiokafka.record.util import calc_crc32c
 
 from streams import fetch
 from streams.stack.embedded import Stack
+from tests.streams.batches import send_damaged
 
 
 def test_check_codecs_missing_codec_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,23 +29,11 @@ async def _produce(bootstrap: str, topic: str) -> None:
     p = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await p.start()
     try:
-        for i, damage in enumerate([None, "header", None, "crc", None]):
+        for i, damage in enumerate([None, "header_key", None, "crc", None]):
             if damage is None:
                 await p.send_and_wait(topic, f"good{i}".encode(), partition=0)
-                continue
-            batch = p.create_batch()
-            batch.append(
-                key=b"k", value=f"bad{i}".encode(), timestamp=None, headers=[("ZZZZ", b"x")]
-            )
-            buf = bytearray(batch._build())
-            if damage == "header":
-                j = buf.index(b"ZZZZ")
-                buf[j : j + 4] = b"\xff\xfe\xff\xfe"  # not UTF-8, with a valid CRC
-                struct.pack_into(">I", buf, 17, calc_crc32c(bytes(buf[21:])))
             else:
-                buf[-3] ^= 0xFF  # bytes changed, CRC not
-            batch._buffer = bytes(buf)
-            await (await p.send_batch(batch, topic, partition=0))
+                await send_damaged(p, topic, 0, damage)
         # offsets 5-7 in one batch, the middle record's header key not UTF-8; then a good one
         batch = p.create_batch()
         for i, name in enumerate(("AAAA", "ZZZZ", "AAAA")):

@@ -177,7 +177,8 @@ class SnapshotCache:
         columns: Callable[[], Sequence[str]],
         where: str,
     ) -> Snapshot:
-        """The snapshot of `namespace` (rows matching `where`) at the table's latest version;
+        """The snapshot of `namespace` (rows matching `where`) at the table's latest version (in
+        a `consistent_reads` block: the version its first read of the table found, or newer);
         `columns()` names what to read when it must be read again. One thread reads a
         namespace again at a time; the others wait for its snapshot."""
         version = _version(tbl, name)
