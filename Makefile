@@ -4,20 +4,41 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo test unit integration lint fmt typecheck bench-throughput clean
+.PHONY: help install lock demo test unit integration lint fmt typecheck bench-throughput clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+LOCKS := requirements/tools.txt requirements/dev.txt
+# Where torch's CPU wheel comes from: pip's own find-links when set (this machine's local
+# wheel), else PyTorch's CPU index. Every other package comes from the package index.
+TORCH_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PY) -m pip config get global.find-links 2>/dev/null),https://download.pytorch.org/whl/cpu/torch/)
+UV := $(BIN)/uv --quiet
+UV_TO_VENV := --python $(BIN)/python --find-links $(TORCH_LINKS)
+
+$(BIN)/uv: requirements/tools.txt
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	# torch first and pinned: it is the local CPU wheel; anything unpinned would pull CUDA builds
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --require-hashes -r requirements/tools.txt
+	touch $@
+
+# Exactly the locked set, hashes checked; the project itself editable on top, no build isolation
+# (its build backend is in the lock too).
+$(STAMP): $(BIN)/uv $(LOCKS) pyproject.toml
+	$(UV) pip sync $(UV_TO_VENV) --require-hashes $(LOCKS)
+	$(UV) pip install $(UV_TO_VENV) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
-install: $(STAMP)  ## create .venv and install the project with its dev tools
+install: $(STAMP)  ## create .venv and install the locked dependency set (hashes checked) and the project
+
+lock: $(BIN)/uv  ## re-resolve every dependency to its newest allowed version (then: make test)
+	$(UV) pip compile requirements/tools.in --upgrade --generate-hashes --python-version 3.11 \
+		-o requirements/tools.txt
+	$(UV) pip compile pyproject.toml requirements/build.in --extra dev --upgrade \
+		-c requirements/constraints.in --generate-hashes --python-version 3.11 \
+		--find-links $(TORCH_LINKS) -o requirements/dev.txt
+	$(UV) pip compile pyproject.toml requirements/build.in --extra rerank -c requirements/dev.txt \
+		--generate-hashes --python-version 3.11 --find-links $(TORCH_LINKS) \
+		-o requirements/runtime.txt
 
 demo: $(STAMP)  ## start the embedded stack, ingest a sample conversation, ask questions, stop
 	$(BIN)/python -m streams.stack.demo

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from streams.metrics import ObservedEmbedder, ObservedTransport, observe_embedding_cache
+from streams.metrics import ObservedEmbedder, observe_embedding_cache
 from streams.settings import Settings, llm_configured
 from workers.embedding import CachedEmbedder, Embedder, LocalEmbedder, bundled_model_info
 from workers.store import EvidenceStore
@@ -52,20 +52,16 @@ def model_embedder(settings: Settings) -> Embedder:
 def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None:
     """The configured chat model's client and name, or None when no LLM is configured.
 
-    One client serves every caller of a process; it never retries on its own. Its HTTP
-    transport records calls, errors, latency and tokens as metrics.
+    One client serves every caller of a process; it never retries on its own. The callers
+    record calls, errors, latency and tokens through `streams.metrics.LLM_OBSERVER`.
     """
     if not llm_configured(settings):
         return None
-    import openai
-
     from workers.llm import make_client
 
     assert settings.llm_base_url and settings.llm_model
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    client = make_client(settings.llm_base_url, key, settings.llm_timeout_s)
-    observed = openai.DefaultAsyncHttpxClient(transport=ObservedTransport(settings.llm_model))
-    return client.copy(http_client=observed), settings.llm_model
+    return make_client(settings.llm_base_url, key, settings.llm_timeout_s), settings.llm_model
 
 
 def open_store(

@@ -15,11 +15,10 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import httpx
 import orjson
 import structlog
 from prometheus_client import (
@@ -66,10 +65,12 @@ CONSUMER_LAG = Gauge(
     ["stage", "topic", "partition"],
 )
 # -- models ------------------------------------------------------------------------------------
-LLM_CALLS = Counter("lychee_llm_calls_total", "HTTP calls to the LLM server", ["stage", "model"])
+LLM_CALLS = Counter(
+    "lychee_llm_calls_total", "Attempts of LLM calls (each retry counts)", ["stage", "model"]
+)
 LLM_ERRORS = Counter(
     "lychee_llm_errors_total",
-    "Failed LLM calls by reason (http_429, http_4xx, http_5xx, timeout, connection)",
+    "Failed LLM attempts by reason (http_429, http_4xx, http_5xx, timeout, connection, other)",
     ["stage", "model", "reason"],
 )
 LLM_RETRIES = Counter(
@@ -171,60 +172,28 @@ class ObservedEmbedder:
         return getattr(self.inner, name)
 
 
-class ObservedTransport(httpx.AsyncBaseTransport):
-    """The LLM client's HTTP transport, counting calls, errors, latency and reported tokens.
+class LLMMetrics:
+    """The LLM callers' observer (`workers.llm.CallObserver`): calls, errors by reason,
+    retries, latency and the tokens the server reported, counted at our own call boundary
+    whatever HTTP library the SDK sends through."""
 
-    Measured at the HTTP boundary so that the callers in `workers/` need no hooks; each retry
-    of the callers' loop is its own call here.
-    """
-
-    def __init__(self, model: str, inner: httpx.AsyncBaseTransport | None = None) -> None:
-        self.model = model
-        self.inner = inner or httpx.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        labels = (stage(), self.model)
+    def attempt(self, model: str, seconds: float, failure: str | None, completion: Any) -> None:
+        labels = (stage(), model)
         LLM_CALLS.labels(*labels).inc()
-        t0 = time.perf_counter()
-        try:
-            response = await self.inner.handle_async_request(request)
-        except httpx.TimeoutException:
-            LLM_ERRORS.labels(*labels, "timeout").inc()
-            raise
-        except httpx.TransportError:
-            LLM_ERRORS.labels(*labels, "connection").inc()
-            raise
-        finally:
-            LLM_SECONDS.labels(*labels).observe(time.perf_counter() - t0)
-        status = response.status_code
-        if status >= 400:
-            reason = "http_429" if status == 429 else f"http_{status // 100}xx"
-            LLM_ERRORS.labels(*labels, reason).inc()
-        elif request.url.path.endswith("/chat/completions"):
-            await response.aread()  # cached on the response: the client reads it again
-            with contextlib.suppress(orjson.JSONDecodeError, AttributeError, TypeError):
-                usage = orjson.loads(response.content).get("usage") or {}
-                LLM_TOKENS.labels(*labels, "input").inc(int(usage.get("prompt_tokens") or 0))
-                LLM_TOKENS.labels(*labels, "output").inc(int(usage.get("completion_tokens") or 0))
-        return response
+        LLM_SECONDS.labels(*labels).observe(seconds)
+        if failure is not None:
+            LLM_ERRORS.labels(*labels, failure).inc()
+            return
+        usage = getattr(completion, "usage", None)
+        if usage is not None:
+            LLM_TOKENS.labels(*labels, "input").inc(int(usage.prompt_tokens or 0))
+            LLM_TOKENS.labels(*labels, "output").inc(int(usage.completion_tokens or 0))
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-def retry_sleep(
-    sleep: Callable[[float], Awaitable[None]] | None = None,
-) -> Callable[[float], Awaitable[None]]:
-    """The LLM callers' backoff sleep, counting each retry (they sleep once per retry)."""
-    import asyncio
-
-    inner = sleep or asyncio.sleep
-
-    async def counted(delay_s: float) -> None:
+    def retry(self, model: str) -> None:
         LLM_RETRIES.labels(stage()).inc()
-        await inner(delay_s)
 
-    return counted
+
+LLM_OBSERVER = LLMMetrics()
 
 
 # -- serving and registration ------------------------------------------------------------------

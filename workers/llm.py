@@ -17,7 +17,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import openai
 import orjson
@@ -68,6 +68,44 @@ def describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError | openai.APITimeoutError):
         return "timed out"
     return type(exc).__name__
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A failed attempt's metric label: http_429, http_4xx, http_5xx, timeout or connection."""
+    if isinstance(exc, openai.APIStatusError):
+        code = exc.status_code
+        return "http_429" if code == 429 else f"http_{code // 100}xx"
+    if isinstance(exc, TimeoutError | openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
+    return "other"
+
+
+class CallObserver(Protocol):
+    """Hears each attempt of a call and each retry, at our own call boundary, so that what
+    is measured does not depend on the HTTP library inside the SDK (metrics live in
+    `streams/`)."""
+
+    def attempt(
+        self, model: str, seconds: float, failure: str | None, completion: ChatCompletion | None
+    ) -> None:
+        """One attempt ended: `failure` is None with the `completion`, or `failure_reason`."""
+        ...
+
+    def retry(self, model: str) -> None:
+        """The call is about to be tried again after a retryable failure."""
+        ...
+
+
+class NoObserver:
+    def attempt(
+        self, model: str, seconds: float, failure: str | None, completion: ChatCompletion | None
+    ) -> None:
+        return None
+
+    def retry(self, model: str) -> None:
+        return None
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.AsyncOpenAI:
@@ -129,6 +167,7 @@ async def complete(
     policy: RetryPolicy,
     sleep: Sleep,
     rng: random.Random,
+    observer: CallObserver | None = None,
 ) -> ChatCompletion:
     """One completion at temperature 0 (JSON mode when `json_mode`), retried on
     `is_retryable` errors under `policy`; each attempt has one deadline of `timeout_s`.
@@ -138,17 +177,22 @@ async def complete(
     at once. Raises CompletionError when no completion came back.
     """
     timeout_s, max_delay_s = policy.timeout_s, policy.max_delay_s
+    observer = observer or NoObserver()
     for attempt in range(1, policy.max_attempts + 1):
+        t0 = time.perf_counter()
         try:
             async with asyncio.timeout(timeout_s):
-                return await client.chat.completions.create(
+                completion = await client.chat.completions.create(
                     model=model,
                     messages=cast("list[ChatCompletionMessageParam]", messages),
                     temperature=0,
                     response_format={"type": "json_object"} if json_mode else openai.omit,
                     timeout=timeout_s,
                 )
+            observer.attempt(model, time.perf_counter() - t0, None, completion)
+            return completion
         except (openai.OpenAIError, TimeoutError) as exc:
+            observer.attempt(model, time.perf_counter() - t0, failure_reason(exc), None)
             if not is_retryable(exc):
                 raise CompletionError(
                     f"the LLM server refused the request: {describe(exc)}",
@@ -164,6 +208,7 @@ async def complete(
                     retry_after_s=hint,
                 ) from exc
             ceiling = min(max_delay_s, policy.base_delay_s * 2 ** (attempt - 1))
+            observer.retry(model)
             await sleep(max(rng.uniform(0, ceiling), hint or 0.0))
     raise AssertionError("unreachable")  # the loop returns or raises (max_attempts >= 1)
 
@@ -185,6 +230,7 @@ class ChatCaller:
         json_mode: bool | None = None,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        observer: CallObserver | None = None,
     ) -> None:
         if policy is not None:
             self.policy = policy
@@ -194,6 +240,7 @@ class ChatCaller:
         self.model = model
         self._sleep = sleep
         self._rng = rng
+        self._observer = observer
         self.name = f"llm:{model}"
 
     async def _call(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
@@ -206,6 +253,7 @@ class ChatCaller:
             policy=self.policy,
             sleep=self._sleep,
             rng=rng,
+            observer=self._observer,
         )
 
 

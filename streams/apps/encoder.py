@@ -34,7 +34,9 @@ def make_encoder(settings: Settings) -> SegmentEncoder:
     policy = LLMEncoder.policy.with_(
         max_attempts=settings.llm_max_attempts, timeout_s=settings.llm_timeout_s
     )
-    return GuardedLLMEncoder(LLMEncoder(client, model, policy=policy, sleep=metrics.retry_sleep()))
+    return GuardedLLMEncoder(
+        LLMEncoder(client, model, policy=policy, observer=metrics.LLM_OBSERVER)
+    )
 
 
 def build(settings: Settings) -> faust.App:

@@ -68,7 +68,7 @@ def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, timeout_s: float) -
     from workers.query.planner.llm import LLMPlanner
 
     return LLMPlanner(
-        *llm, policy=LLMPlanner.policy.with_(timeout_s=timeout_s), sleep=metrics.retry_sleep()
+        *llm, policy=LLMPlanner.policy.with_(timeout_s=timeout_s), observer=metrics.LLM_OBSERVER
     )
 
 
@@ -98,7 +98,7 @@ class QueryHandler:
                     answerer=LLMAnswerer(
                         *llm,
                         policy=LLMAnswerer.policy.with_(timeout_s=s.llm_timeout_s),
-                        sleep=metrics.retry_sleep(),
+                        observer=metrics.LLM_OBSERVER,
                     )
                     if llm
                     else None,

@@ -140,14 +140,30 @@ def test_compose_redis_is_version_7_with_aof(services: dict[str, dict[str, Any]]
     assert redis["volumes"]
 
 
-def test_dockerfile_pins_cpu_torch_before_project_install() -> None:
+def test_dockerfile_installs_the_hashed_lock_then_the_project_alone() -> None:
     runs = [line for line in DOCKERFILE.read_text().splitlines() if line.startswith("RUN ")]
-    torch_at = next(i for i, line in enumerate(runs) if "pip install torch==2.13.0" in line)
+    lock_at = next(i for i, line in enumerate(runs) if "--require-hashes" in line)
     project_at = next(
-        i for i, line in enumerate(runs) if re.search(r"pip install \.|pip install \"\.\[", line)
+        i for i, line in enumerate(runs) if re.search(r"pip install .*--no-deps", line)
     )
-    assert "download.pytorch.org/whl/cpu" in runs[torch_at]
-    assert torch_at < project_at
+    assert "requirements/runtime.txt" in runs[lock_at]
+    assert lock_at < project_at
+    text = DOCKERFILE.read_text()
+    assert "download.pytorch.org/whl/cpu" in text
+    locked = (ROOT / "requirements" / "runtime.txt").read_text()
+    assert re.search(r"^torch==[0-9.]+\+cpu \\$", locked, re.M), (
+        "the image's torch is the CPU build"
+    )
+    assert "--hash=sha256:" in locked
+
+
+def test_every_lock_pins_each_package_with_hashes() -> None:
+    for name in ("tools.txt", "dev.txt", "runtime.txt"):
+        text = (ROOT / "requirements" / name).read_text()
+        pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+) \\$", text, re.M)
+        assert pins, name
+        blocks = re.split(r"^(?=[A-Za-z0-9_.-]+==)", text, flags=re.M)[1:]
+        assert all("--hash=sha256:" in block for block in blocks), name
 
 
 def test_dockerfile_runs_lychee_as_non_root_offline() -> None:
