@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 
 from streams.metrics import ObservedEmbedder, observe_embedding_cache
 from streams.settings import Settings, llm_configured
-from workers.embedding import CachedEmbedder, Embedder, LocalEmbedder, bundled_model_info
+from workers.embedding.base import Embedder
+from workers.embedding.cache import CachedEmbedder
+from workers.embedding.local import LocalEmbedder, bundled_model_info
 from workers.store import EvidenceStore
 
 if TYPE_CHECKING:
@@ -31,7 +33,7 @@ def model_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "openai":
         import openai
 
-        from workers.embedding import OpenAIEmbedder
+        from workers.embedding.openai_api import OpenAIEmbedder
 
         base_url = settings.embedding_base_url or settings.llm_base_url
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
@@ -39,7 +41,7 @@ def model_embedder(settings: Settings) -> Embedder:
         return OpenAIEmbedder(client, settings.embedding_model, dim=settings.embedding_dim)
     if settings.embedding_backend == "torch":
         return LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
-    from workers.onnx_embedding import OnnxEmbedder
+    from workers.embedding.onnx import OnnxEmbedder
 
     return OnnxEmbedder(
         settings.embedding_model_path,

@@ -12,12 +12,12 @@ from schemas import topics as t
 from streams import metrics
 from streams.client import construction_usage
 from streams.factories import open_store
-from streams.lag import STAGE_INPUTS, LagReader
+from streams.kafka.lag import STAGE_INPUTS, LagReader
+from streams.kafka.topics import DLQ_SOURCES
 from streams.settings import Settings
 from streams.stack.endpoints import read_endpoints
 from streams.stack.lock import pid_alive
 from streams.stack.supervisor import read_supervision
-from streams.topics import DLQ_SOURCES
 
 
 def launcher_dir(settings: Settings) -> Path | None:

@@ -21,8 +21,8 @@ from schemas.query import CORRELATION_ID_MAX_CHARS
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_embedder, make_llm_client, open_store
-from streams.fetch import COVERED, UNDECODABLE
-from streams.guard import (
+from streams.kafka.fetch import COVERED, UNDECODABLE
+from streams.kafka.guard import (
     INTERNAL,
     DeadLetters,
     Incoming,
@@ -30,8 +30,8 @@ from streams.guard import (
     describe,
     retry_transient,
 )
-from streams.producer import KafkaPublisher
-from streams.serde import TOO_LARGE, SerdeError, decode, encode
+from streams.kafka.producer import KafkaPublisher
+from streams.kafka.serde import TOO_LARGE, SerdeError, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig

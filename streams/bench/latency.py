@@ -28,7 +28,7 @@ from streams.bench.harness import VARIANTS, BenchError, pipeline, rename_namespa
 from streams.client import MemoryClient
 from streams.factories import make_embedder, open_store
 from streams.ingest import produce
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
 from workers.evaluation import synthetic

@@ -26,8 +26,8 @@ from streams.bench.harness import BenchError, Variant
 from streams.client import MemoryClient
 from streams.factories import make_embedder, open_store
 from streams.ingest import produce
-from streams.lag import LagReader
-from streams.reader import read_topic
+from streams.kafka.lag import LagReader
+from streams.kafka.reader import read_topic
 from streams.settings import Settings, llm_configured
 from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder

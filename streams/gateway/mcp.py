@@ -95,6 +95,20 @@ def build_mcp(
             raise ToolError(f"forbidden: this API key may not use namespace {ns!r}")
         return ns
 
+    _add_tool(server, service, namespace_of)
+    _search_tools(server, service, namespace_of)
+    _memory_admin_tools(server, service, namespace_of)
+    return server
+
+
+NamespaceOf = Callable[[Context[Any, Any], str | None], str]
+
+
+def _add_tool(
+    server: MCPServer[Any], service: Callable[[], MemoryService], namespace_of: NamespaceOf
+) -> None:
+    """Storing what an agent hears."""
+
     @server.tool(
         name="add_memory",
         description=(
@@ -136,6 +150,12 @@ def build_mcp(
         ex = _exchange_in(content, messages, role, speaker, session_id, exchange_id, when)
         ns = namespace_of(ctx, namespace)
         return await _call(service().add(ns, [ex]))
+
+
+def _search_tools(
+    server: MCPServer[Any], service: Callable[[], MemoryService], namespace_of: NamespaceOf
+) -> None:
+    """Searching memory and asking whether what was stored is searchable yet."""
 
     @server.tool(
         name="search_memory",
@@ -209,14 +229,9 @@ def build_mcp(
             _check_name("session_id", session_id)
         return await _call(service().status(ns, session_id))
 
-    _memory_admin_tools(server, service, namespace_of)
-    return server
-
 
 def _memory_admin_tools(
-    server: MCPServer[Any],
-    service: Callable[[], MemoryService],
-    namespace_of: Callable[[Context[Any, Any], str | None], str],
+    server: MCPServer[Any], service: Callable[[], MemoryService], namespace_of: NamespaceOf
 ) -> None:
     """Listing and deleting what is remembered (issue 12)."""
 

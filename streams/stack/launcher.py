@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import click
 
-from streams.lag import PIPELINE, Lag, LagReader
+from streams.kafka.lag import PIPELINE, Lag, LagReader
 from streams.settings import Settings
 from streams.stack.embedded import Stack, StackError, StackPreset
 from streams.stack.endpoints import (

@@ -16,10 +16,10 @@ from redis.asyncio import Redis
 
 from schemas import Exchange, Role, Turn
 from streams.client import MemoryClient
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.stack.embedded import Stack
 from tests.bytescan import files_holding
-from workers.embedding import bundled_model_info
+from workers.embedding.local import bundled_model_info
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore
 
 pytestmark = pytest.mark.integration

@@ -14,17 +14,13 @@ from typing import Any
 from schemas.records import RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Source
-from workers.store.database import (
-    EXACT_MAX_ROWS,
-    Database,
-    EmbeddingMismatch,
-    StoreError,
-    namespace_filter,
-)
+from workers.store.database import EXACT_MAX_ROWS, Database
+from workers.store.errors import EmbeddingMismatch, StoreError
 from workers.store.forget import Forgotten, expire, forget
 from workers.store.nodes import NODES, NodesTable, NodeUpdate
 from workers.store.records import RECORDS, RecordsTable, occurrences, value_counts
 from workers.store.snapshots import consistent_reads
+from workers.store.sql import namespace_filter
 from workers.store.turns import TURNS, TurnsTable
 
 TABLES = (TURNS, RECORDS, NODES)

@@ -24,9 +24,9 @@ import pyarrow.compute as pc
 
 from workers.embedding import Embedder
 from workers.store import lineage
-from workers.store.database import namespace_filter
 from workers.store.nodes import NODES, node_text, node_vectors, vector_source
 from workers.store.records import RECORDS
+from workers.store.sql import namespace_filter
 from workers.store.turns import TURNS
 
 

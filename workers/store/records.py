@@ -21,16 +21,9 @@ from schemas.records import MemoryRecord, RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Source
 from workers.store import lineage
-from workers.store.database import (
-    DIM_KEY,
-    ID,
-    MODEL_KEY,
-    Database,
-    MergedTable,
-    Pending,
-    naive,
-    namespace_filter,
-)
+from workers.store.arrow import ID, Pending, naive
+from workers.store.database import DIM_KEY, MODEL_KEY, Database, MergedTable
+from workers.store.sql import namespace_filter
 
 RECORDS = "records"
 TEXT_COLUMN = "normalized_text"

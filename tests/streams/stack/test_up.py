@@ -19,7 +19,7 @@ import pytest
 
 from schemas import Exchange, Role, Turn
 from streams.client import MemoryClient
-from streams.lag import PIPELINE, LagReader
+from streams.kafka.lag import PIPELINE, LagReader
 from streams.settings import Settings
 from streams.stack import seaweed
 from streams.stack.ready import wait_workers

@@ -19,7 +19,7 @@ from schemas.records import MemoryType, Temporal
 from tests.fakes.openai_server import FakeOpenAI, slow, status, text, valid
 from tests.workers.builders import segment_of
 from tests.workers.conftest import Sleeps
-from workers.embedding import OpenAIEmbedder
+from workers.embedding.openai_api import OpenAIEmbedder
 from workers.encoder.llm import (
     InvalidEncoderOutput,
     LLMEncoder,

@@ -10,11 +10,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from streams.guard import is_transient
+from streams.kafka.guard import is_transient
 from tests.workers.builders import TOY_DIM, turn
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import TABLES, EvidenceStore
-from workers.store.database import CommitConflict, upsert_rows
+from workers.store.errors import CommitConflict
+from workers.store.writes import upsert_rows
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.stack.embedded import Stack
 from tests.streams.batches import send_damaged
 

@@ -22,10 +22,16 @@ from aiokafka.errors import (
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 
 from schemas import topics as t
-from streams.guard import DeadLetters, Incoming, TransientPolicy, is_transient, retry_transient
-from streams.guard import run_guarded as guarded
-from streams.producer import KafkaPublisher, PublisherStopped
-from streams.reader import read_topic
+from streams.kafka.guard import (
+    DeadLetters,
+    Incoming,
+    TransientPolicy,
+    is_transient,
+    retry_transient,
+)
+from streams.kafka.guard import run_guarded as guarded
+from streams.kafka.producer import KafkaPublisher, PublisherStopped
+from streams.kafka.reader import read_topic
 from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
 
 FAST = TransientPolicy(max_wait_s=0.02, log_every_s=60.0, base_wait_s=0.005)

@@ -14,7 +14,7 @@ from streams.stack.embedded import Stack
 
 pytestmark = pytest.mark.integration
 
-DEMO = Path(__file__).resolve().parents[2] / "deploy" / "demo" / "conversation.jsonl"
+DEMO = Path(__file__).resolve().parents[3] / "deploy" / "demo" / "conversation.jsonl"
 
 
 def lychee(stack: Stack, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:

@@ -9,7 +9,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.record.util import calc_crc32c
 
-from streams import fetch
+from streams.kafka import fetch
 from streams.stack.embedded import Stack
 from tests.streams.batches import send_damaged
 
@@ -97,6 +97,6 @@ def test_pyproject_declares_the_codec_extras_and_librdkafka_for_tests() -> None:
     import tomllib
     from pathlib import Path
 
-    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"]
     assert any(d.startswith("aiokafka[lz4,snappy,zstd]") for d in project["dependencies"])
     assert any(d.startswith("confluent-kafka") for d in project["optional-dependencies"]["dev"])

@@ -14,11 +14,11 @@ from schemas import FinalizeReason, RawTurn, Role, Segment, SegmentExchange, Seg
 from schemas import topics as t
 from schemas.records import MemoryRecord, MemoryType, RecordBatch, normalize_text, record_id
 from streams.bench.fuzz import CLIENTS, CODECS, Message, Producers
-from streams.lag import LagReader
-from streams.reader import read_topic
+from streams.kafka.lag import LagReader
+from streams.kafka.reader import read_topic
 from streams.stack.embedded import Stack
 from tests.streams.test_pipeline import store
-from workers.embedding import bundled_model_info
+from workers.embedding.local import bundled_model_info
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import time
 
 from aiokafka import AIOKafkaConsumer
 
-from streams.lag import LagReader, stop_consumer
+from streams.kafka.lag import LagReader, stop_consumer
 
 Record = tuple[bytes | None, bytes | None, dict[str, bytes]]
 

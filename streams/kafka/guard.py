@@ -40,16 +40,16 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from schemas import topics as t
 from streams import metrics
-from streams.fetch import COVERED, UNDECODABLE, take_undecodable
-from streams.producer import DEFAULT_MAX_REQUEST_BYTES, PublisherStopped
-from streams.serde import SCHEMA, SerdeError
+from streams.kafka.fetch import COVERED, UNDECODABLE, take_undecodable
+from streams.kafka.producer import DEFAULT_MAX_REQUEST_BYTES, PublisherStopped
+from streams.kafka.serde import SCHEMA, SerdeError
 from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
 
 log = structlog.get_logger("lychee.guard")
 
 T = TypeVar("T")
 
-# Reason codes of the dead letters written here (streams.serde has the decoding ones).
+# Reason codes of the dead letters written here (streams.kafka.serde has the decoding ones).
 UNPROCESSABLE = "unprocessable"
 PROCESSING = "processing"
 OUTPUT_TOO_LARGE = "output_too_large"
@@ -125,7 +125,7 @@ class Incoming:
     """A consumed record, as much of it as dead-lettering needs.
 
     `undecodable` is set for the marker that stands in for a record batch the consumer
-    could not decode (streams.fetch): the reason, to be dead-lettered as such.
+    could not decode (streams.kafka.fetch): the reason, to be dead-lettered as such.
     """
 
     topic: str

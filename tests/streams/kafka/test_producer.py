@@ -10,8 +10,8 @@ import structlog
 from aiokafka.errors import KafkaConnectionError
 
 from schemas import Exchange, Role, Turn
-from streams import producer as prod
 from streams.client import MemoryClient
+from streams.kafka import producer as prod
 from streams.settings import Settings
 from streams.stack.embedded import Stack, free_port
 

@@ -7,7 +7,8 @@ import threading
 import numpy as np
 import pytest
 
-from workers.embedding import CachedEmbedder, Matrix
+from workers.embedding.base import Matrix
+from workers.embedding.cache import CachedEmbedder
 
 
 class CountingEmbedder:

@@ -11,7 +11,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from aiokafka.record.memory_records import MemoryRecords
 from aiokafka.structs import TopicPartition
 
-from streams import fetch
+from streams.kafka import fetch
 
 
 def _batch(base: int, n: int) -> bytes:

@@ -8,7 +8,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from schemas import topics as t
-from streams.reader import read_topic
+from streams.kafka.reader import read_topic
 from streams.stack.embedded import Stack
 
 pytestmark = pytest.mark.integration

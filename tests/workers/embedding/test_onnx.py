@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workers.embedding import LocalEmbedder, bundled_model_info
-from workers.onnx_embedding import OnnxEmbedder, OnnxExportError, export_onnx, length_batches
+from workers.embedding.local import LocalEmbedder, bundled_model_info
+from workers.embedding.onnx import OnnxEmbedder, OnnxExportError, export_onnx, length_batches
 from workers.store import EmbeddingMismatch, EvidenceStore
 
 
@@ -45,7 +45,7 @@ def varied_texts() -> list[str]:
 def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     cache = tmp_path_factory.mktemp("onnx")
     try:
-        from workers.embedding import bundled_path
+        from workers.embedding.model import bundled_path
 
         export_onnx(bundled_path(), cache, "int8")  # exports fp32 on the way
     except (ImportError, OnnxExportError) as exc:
@@ -121,7 +121,7 @@ def test_onnx_int8_vectors_refused_by_a_store_of_fp32_vectors(
 
 
 def test_onnx_export_cached_second_use_does_not_export(onnx_dir: Path) -> None:
-    from workers.embedding import bundled_path
+    from workers.embedding.model import bundled_path
 
     first = export_onnx(bundled_path(), onnx_dir, "fp32")
     stamp = os.stat(first).st_mtime_ns

@@ -10,9 +10,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 
 from schemas import topics as t
+from streams.kafka.topics import all_topics, ensure_topics, topic_retention
 from streams.settings import Settings
 from streams.stack.embedded import Stack
-from streams.topics import all_topics, ensure_topics, topic_retention
 
 pytestmark = pytest.mark.integration
 

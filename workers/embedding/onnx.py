@@ -17,14 +17,14 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
-from workers.embedding import Matrix, bundled_path, model_name_of
+from workers.embedding.base import Matrix
+from workers.embedding.model import Precision, bundled_path, onnx_model_name
 
 OPSET = 17
-Precision = Literal["fp32", "int8"]
 
 
 class OnnxExportError(RuntimeError):
@@ -34,14 +34,6 @@ class OnnxExportError(RuntimeError):
 def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "lychee-memory" / "onnx"
-
-
-def onnx_model_name(model_path: str, precision: Precision) -> str:
-    """fp32 vectors equal torch's, so they share its name; int8 ones must not mix with them.
-
-    The prefix keeps the name's ending, which picks the segmenter's surprise calibration."""
-    name = model_name_of(model_path)
-    return name if precision == "fp32" else f"int8:{name}"
 
 
 class OnnxEmbedder:
