@@ -66,6 +66,12 @@ class Settings(BaseSettings):
     pause_log_interval_s: float = Field(
         default=60.0, gt=0, description="a paused stage says why once per this interval"
     )
+    systemic_streak: int = Field(
+        default=3,
+        ge=2,
+        description="this many messages in a row failing with the same error (same type, "
+        "raised at the same place) pause the stage instead of being dead-lettered",
+    )
     # Redis and LanceDB
     redis_url: str = "redis://127.0.0.1:6379/0"
     lancedb_uri: str = "./data/lancedb"

@@ -50,6 +50,7 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
     usage = await construction_usage(settings)
     endpoints = await metrics_endpoints(settings)
     return {
+        "pauses": await pauses(endpoints),
         "supervision": supervision(data_dir),
         "stages": [
             {
@@ -67,6 +68,32 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
         "construction_tokens": usage,
         "metrics_endpoints": endpoints,
     }
+
+
+async def pauses(endpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pauses the live workers are in, read from their /metrics: which stage, why
+    (transient or systemic, the error's type) and for how long."""
+    import time
+
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async def scrape(client: httpx.AsyncClient, ep: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            text = (await client.get(ep["url"])).text
+        except httpx.HTTPError:
+            return []  # gone since it registered: its TTL will drop it
+        now = time.time()
+        return [
+            {**sample.labels, "pid": ep["pid"], "paused_s": round(now - sample.value, 1)}
+            for family in text_string_to_metric_families(text)
+            if family.name == "lychee_stage_paused_since_seconds"
+            for sample in family.samples
+        ]
+
+    async with httpx.AsyncClient(timeout=3.0) as client:
+        found = await asyncio.gather(*(scrape(client, ep) for ep in endpoints))
+    return [p for per_endpoint in found for p in per_endpoint]
 
 
 async def metrics_endpoints(settings: Settings) -> list[dict[str, Any]]:

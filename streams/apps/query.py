@@ -22,14 +22,8 @@ from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import make_embedder, make_llm_client, open_store
 from streams.kafka.fetch import COVERED, UNDECODABLE
-from streams.kafka.guard import (
-    INTERNAL,
-    DeadLetters,
-    Incoming,
-    TransientPolicy,
-    describe,
-    retry_transient,
-)
+from streams.kafka.guard import INTERNAL, DeadLetters, Incoming, TransientPolicy, retry_transient
+from streams.kafka.pauses import describe
 from streams.kafka.producer import KafkaPublisher
 from streams.kafka.serde import TOO_LARGE, SerdeError, decode, encode
 from streams.settings import Settings

@@ -219,6 +219,11 @@ def status(as_json: bool, data_dir: Path | None) -> None:
         click.echo(
             f"{row['stage']:<16} {row['group']:<18} {row['topic']:<18} {row['end']:>8} {row['committed']:>9} {row['lag']:>6}"
         )
+    for p in report["pauses"]:
+        click.echo(
+            f"PAUSED {p['stage']} (pid {p['pid']}) for {p['paused_s']:.0f}s: {p['kind']} "
+            f"failure, {p['error_type']} (see the worker's log: stage.paused)"
+        )
     click.echo("dead letters: " + ", ".join(f"{k}={v}" for k, v in report["dead_letters"].items()))
     click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in report["rows"].items()))
     for ns, usage in sorted(report["construction_tokens"].items()):

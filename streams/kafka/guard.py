@@ -1,14 +1,16 @@
 """What stands between a Faust agent loop and an exception (DESIGN §9).
 
 Faust acks a message whose handler raised and restarts the actor: the message is lost.
-So nothing may escape. One named rule (`is_transient`) splits failures in two:
-- transient (the infrastructure failed: broker, Redis, an LLM or embeddings endpoint that
-  is down, rate-limited or refusing our key): retried with jittered exponential backoff for
-  as long as it lasts. The stage pauses on the same message (Faust stops fetching once its
-  buffer is full) and says why once per `TransientPolicy.log_every_s`; nothing is dropped;
-- permanent (the message is at fault, or its output can never be sent): retried message by
-  message to isolate it, then the message goes to the dead-letter topic with its original
-  bytes and the reason, and the stage moves on.
+So nothing may escape. Failures split in two:
+- not the message's fault: a dependency that is down, rate-limited or refusing our
+  configuration (`is_transient`), or our own code or a library failing (systemic, see
+  `streams.kafka.pauses`). The stage pauses on the same work, retrying it with jittered
+  exponential backoff for as long as it lasts, and says why once per
+  `TransientPolicy.log_every_s`; nothing is dropped;
+- the message's fault (it cannot be parsed, our code names it unprocessable, its output can
+  never be sent, or it fails alone where its neighbours pass): retried message by message to
+  isolate it, then it goes to the dead-letter topic with its original bytes and the reason
+  (`lychee dlq replay` brings it back once the cause is mended), and the stage moves on.
 """
 
 from __future__ import annotations
@@ -41,9 +43,16 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 from schemas import topics as t
 from streams import metrics
 from streams.kafka.fetch import COVERED, UNDECODABLE, take_undecodable
+from streams.kafka.pauses import (
+    SYSTEMIC,
+    PauseLog,
+    describe,
+    is_programming_error,
+    streak_of,
+)
 from streams.kafka.producer import DEFAULT_MAX_REQUEST_BYTES, PublisherStopped
 from streams.kafka.serde import SCHEMA, SerdeError
-from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
+from workers.ports import TemporarilyUnavailable, Unprocessable
 
 log = structlog.get_logger("lychee.guard")
 
@@ -96,24 +105,24 @@ def reason_code(exc: BaseException) -> str:
     return PROCESSING
 
 
-def describe(exc: BaseException, limit: int = 2000) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
 @dataclass(frozen=True)
 class TransientPolicy:
-    """How transient failures are waited out: full-jitter backoff up to `max_wait_s` (never
-    shorter than a dependency's Retry-After), and one log line per `log_every_s`."""
+    """How failures that are not a message's fault are waited out: full-jitter backoff up to
+    `max_wait_s` (never shorter than a dependency's Retry-After), one log line per
+    `log_every_s`, and the streak of same-error messages (`systemic_streak`) past which they
+    stop being dead-lettered one by one and pause the stage instead."""
 
     max_wait_s: float = 30.0
     log_every_s: float = 60.0
     base_wait_s: float = 0.2
+    systemic_streak: int = 3
 
     @classmethod
     def from_settings(cls, settings: Any) -> TransientPolicy:
         return cls(
-            max_wait_s=settings.transient_max_wait_s, log_every_s=settings.pause_log_interval_s
+            max_wait_s=settings.transient_max_wait_s,
+            log_every_s=settings.pause_log_interval_s,
+            systemic_streak=settings.systemic_streak,
         )
 
 
@@ -245,59 +254,44 @@ def _wait_honouring_retry_after(base: Any) -> Callable[[Any], float]:
     return wait
 
 
-class _PauseLog:
-    """One line when a pause starts, then one per `every_s`, and one when it ends."""
-
-    def __init__(self, what: str, every_s: float) -> None:
-        self.what = what
-        self.every_s = every_s
-        self.started: float | None = None
-        self.last = 0.0
-
-    def failed(self, attempt: int, exc: BaseException | None) -> None:
-        now = time.monotonic()
-        if self.started is None:
-            self.started = now
-        elif now - self.last < self.every_s:
-            return
-        self.last = now
-        fields: dict[str, Any] = {
-            "what": self.what,
-            "attempt": attempt,
-            "paused_s": round(now - self.started, 1),
-            "error": describe(exc, 500) if exc else None,
-            "effect": "retrying the same work; nothing is dropped",
-        }
-        if isinstance(exc, Refused):
-            log.error("stage.paused", **fields, hint=exc.hint or "check the configuration")
-        else:
-            log.warning("stage.paused", **fields)
-
-    def succeeded(self, attempts: int) -> None:
-        if self.started is not None:
-            log.info("stage.resumed", what=self.what, attempts=attempts,
-                     paused_s=round(time.monotonic() - self.started, 1))  # fmt: skip
+def waits(exc: BaseException) -> bool:
+    """The rule of the ingest stages: wait out what is not the message's fault."""
+    return is_transient(exc) or is_programming_error(exc)
 
 
 async def retry_transient(
-    fn: Callable[[], Awaitable[T]], what: str, policy: TransientPolicy = DEFAULT_POLICY
+    fn: Callable[[], Awaitable[T]],
+    what: str,
+    policy: TransientPolicy = DEFAULT_POLICY,
+    rule: Callable[[BaseException], bool] = is_transient,
+    stage: str | None = None,
+    kind: str | None = None,
 ) -> T:
-    """Retry `fn` while it fails transiently, without limit; other errors propagate."""
-    pause = _PauseLog(what, policy.log_every_s)
-    async for attempt_ctx in AsyncRetrying(
-        retry=retry_if_exception(is_transient),
-        wait=_wait_honouring_retry_after(
-            wait_random_exponential(multiplier=policy.base_wait_s, max=policy.max_wait_s)
-        ),
-        reraise=True,
-        before_sleep=lambda rs: pause.failed(
-            rs.attempt_number, rs.outcome.exception() if rs.outcome else None
-        ),
-    ):
-        with attempt_ctx:
-            result = await fn()
-            pause.succeeded(attempt_ctx.retry_state.attempt_number)
-            return result
+    """Retry `fn` while it fails by `rule` (default: transiently), without limit; other
+    errors propagate. The pause is logged and measured as `kind` (default: systemic for a
+    programming error, else transient) under `stage` (default: the first word of `what`)."""
+    pause = PauseLog(what, policy.log_every_s, stage)
+
+    def failed(rs: Any) -> None:
+        exc = rs.outcome.exception() if rs.outcome else None
+        auto = SYSTEMIC if exc is not None and is_programming_error(exc) else "transient"
+        pause.failed(rs.attempt_number, exc, kind or auto)
+
+    try:
+        async for attempt_ctx in AsyncRetrying(
+            retry=retry_if_exception(rule),
+            wait=_wait_honouring_retry_after(
+                wait_random_exponential(multiplier=policy.base_wait_s, max=policy.max_wait_s)
+            ),
+            reraise=True,
+            before_sleep=failed,
+        ):
+            with attempt_ctx:
+                result = await fn()
+                pause.succeeded(attempt_ctx.retry_state.attempt_number)
+                return result
+    finally:
+        pause.close()
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -310,20 +304,24 @@ async def run_guarded(
     poison_attempts: int = 3,
     policy: TransientPolicy = DEFAULT_POLICY,
 ) -> None:
-    """Parse, dead-letter what does not parse, handle the rest; never raises.
+    """Parse, dead-letter what does not parse, handle the rest; never raises (but
+    cancellation).
 
     Returns only when every record is either handled or dead-lettered, so that the
-    caller's ack (and the offset commit after it) comes after the side effects.
+    caller's ack (and the offset commit after it) comes after the side effects; a failure
+    that is not a message's fault keeps it waiting, paused, until the cause is mended.
     """
-    try:
+
+    async def attempt() -> None:
         with metrics.timed_batch(stage, len(records)):
             await _run(stage, records, parse, handle, dead_letters, poison_attempts, policy)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - a bug here must still not lose the batch
-        log.exception("guard.failed", stage=stage, size=len(records))
-        for rec in records:
-            await dead_letters.send(rec, f"internal error: {describe(exc)}", INTERNAL)
+
+    # A failure of the guard itself is ours, never the batch's: pause and redo the batch
+    # (every handler is idempotent), rather than dead-letter good messages.
+    await retry_transient(
+        attempt, what=f"{stage} guard", policy=policy, stage=stage, kind=SYSTEMIC,
+        rule=lambda e: isinstance(e, Exception),
+    )  # fmt: skip
 
 
 async def _run(
@@ -350,15 +348,15 @@ async def _run(
     if not good:
         return
     try:
-        await retry_transient(
-            lambda: handle([p.value for p in good]), what=f"{stage} batch", policy=policy
-        )
+        await retry_transient(lambda: handle([p.value for p in good]), what=f"{stage} batch",
+                              policy=policy, rule=waits, stage=stage)  # fmt: skip
+        streak_of(stage).succeeded()
         return
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001 - isolate the poison message below
         if len(good) == 1:  # nothing to isolate: do not pay for the same failure twice
-            await dead_letters.send(good[0].record, describe(exc), reason_code(exc))
+            await _failed(stage, good[0], handle, dead_letters, policy, exc)
             return
         log.error("batch.failed", stage=stage, size=len(good), error=describe(exc, 500))
     # one by one, in order: what succeeded before the failure is redone idempotently
@@ -382,11 +380,45 @@ async def _handle_one(
             reraise=True,
         ):
             with attempt_ctx:
-                await retry_transient(
-                    lambda: handle([p.value]), what=f"{stage} message", policy=policy
-                )
+                await retry_transient(lambda: handle([p.value]), what=f"{stage} message",
+                                      policy=policy, rule=waits, stage=stage)  # fmt: skip
+        streak_of(stage).succeeded()
         return
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # noqa: BLE001
-        await dead_letters.send(p.record, describe(exc), reason_code(exc))
+        await _failed(stage, p, handle, dead_letters, policy, exc)
+
+
+async def _failed(
+    stage: str,
+    p: Parsed[T],
+    handle: Callable[[Sequence[T]], Awaitable[Any]],
+    dead_letters: DeadLetters,
+    policy: TransientPolicy,
+    exc: BaseException,
+) -> None:
+    """A message whose handling failed for good: dead-lettered when it is its own fault.
+
+    Errors our code names (unprocessable, output too large) always are. Any other error is
+    the message's fault until `policy.systemic_streak` messages in a row fail with it: then
+    the stage pauses on this message until the error stops (DESIGN §9: a failure of our code,
+    a library or the environment pauses the stage instead of draining it into dead letters).
+    """
+    streak = streak_of(stage)
+    while True:
+        if reason_code(exc) != PROCESSING or streak.failed(exc) < policy.systemic_streak:
+            await dead_letters.send(p.record, describe(exc), reason_code(exc))
+            return
+        log.error("stage.systemic", stage=stage, streak=streak.count, error=describe(exc, 500),
+                  effect="the same error for several messages in a row: pausing")  # fmt: skip
+        try:
+            await retry_transient(lambda: handle([p.value]), what=f"{stage} message",
+                                  policy=policy, stage=stage, kind=SYSTEMIC,
+                                  rule=lambda e: waits(e) or streak.matches(e))  # fmt: skip
+            streak.succeeded()
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as other:  # noqa: BLE001 - another error: judged on its own
+            exc = other
