@@ -74,6 +74,11 @@ STAGE_PAUSED = Gauge(
 STAGE_PAUSES = Counter(
     "lychee_stage_pauses_total", "Pauses a stage went into, by kind", ["stage", "kind"]
 )
+MESSAGES_REPLAYED = Counter(
+    "lychee_messages_replayed_total",
+    "Messages a stage consumed that `lychee dlq replay` produced again, per topic",
+    ["stage", "topic"],
+)
 DLQ_REPLAYED = Counter(
     "lychee_dlq_replayed_total",
     "Dead letters produced back to their source topic by `lychee dlq replay`",

@@ -1,12 +1,12 @@
 """`lychee`: the command line. The root group lives here; each command group is a module:
-`stack` (up, worker, topics), `data` (ingest, ask, forget, records, status), `gateway`
-(gateway, its keys, mcp), `bench` (the benchmarks)."""
+`stack` (up, worker, topics), `data` (ingest, ask, forget, records, status), `dlq` (dead
+letters), `gateway` (gateway, its keys, mcp), `bench` (the benchmarks)."""
 
 from __future__ import annotations
 
 import click
 
-from streams.cli import bench, data, gateway, stack
+from streams.cli import bench, data, dlq, gateway, stack
 from streams.cli.common import LycheeGroup
 
 
@@ -24,6 +24,7 @@ for command in (
     data.forget,
     data.records,
     data.status,
+    dlq.dlq,
     gateway.gateway,
     gateway.mcp,
     bench.bench,

@@ -63,6 +63,8 @@ UNPROCESSABLE = "unprocessable"
 PROCESSING = "processing"
 OUTPUT_TOO_LARGE = "output_too_large"
 INTERNAL = "internal"
+ORIGINAL = "original."  # prefix of the original message's headers on its dead letter
+REPLAY_HEADER = "lychee-replay"  # set by `lychee dlq replay` on what it produces again
 
 _REDIS_TRANSIENT = (
     RedisConnectionError  # BusyLoadingError and AuthenticationError are subclasses
@@ -172,7 +174,9 @@ class DeadLetters:
     `source_partition`, `source_offset`, `failed_at_ms`; `value_null` when the original value
     was null (Kafka clients refuse a record with neither key nor value, so it goes as b"");
     `value_dropped`, `value_size`, `value_sha256` when the original was too large to copy
-    (it stays in the source topic at that offset). `send` never raises (but cancellation).
+    (it stays in the source topic at that offset); the original's own headers, each name
+    prefixed with `ORIGINAL` (so that `lychee dlq replay` can restore them, whatever their
+    names). `send` never raises (but cancellation).
     """
 
     HEADROOM_BYTES = 64 * 1024  # headers and record framing
@@ -193,6 +197,7 @@ class DeadLetters:
             ("source_partition", str(record.partition).encode()),
             ("source_offset", str(record.offset).encode()),
             ("failed_at_ms", str(int(time.time() * 1000)).encode()),
+            *((ORIGINAL + name, value) for name, value in record.headers),
         ]
 
     async def send(self, record: Incoming, reason: str, error_type: str) -> None:
@@ -311,6 +316,10 @@ async def run_guarded(
     caller's ack (and the offset commit after it) comes after the side effects; a failure
     that is not a message's fault keeps it waiting, paused, until the cause is mended.
     """
+
+    replayed = sum(1 for r in records if any(k == REPLAY_HEADER for k, _ in r.headers))
+    if replayed:
+        metrics.MESSAGES_REPLAYED.labels(stage, records[0].topic).inc(replayed)
 
     async def attempt() -> None:
         with metrics.timed_batch(stage, len(records)):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import structlog
 from aiokafka import AIOKafkaProducer
@@ -189,8 +190,10 @@ class KafkaPublisher:
         key: bytes | None = None,
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
-    ) -> None:
+    ) -> Any:
+        """One record as given; returns its RecordMetadata (partition, offset) once acked."""
         producer = await self._ready()
         fut = await producer.send(topic, value=value, key=key, partition=partition, headers=headers)
-        await asyncio.wait_for(fut, timeout=self.timeout_s)
+        meta = await asyncio.wait_for(fut, timeout=self.timeout_s)
         metrics.MESSAGES_OUT.labels(topic).inc()
+        return meta
