@@ -45,7 +45,8 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
             dead[t.dlq(src)] = sum(ends.values())
     store = await asyncio.to_thread(open_store, settings)
     rows = {
-        name: await asyncio.to_thread(store.count, name) for name in ("turns", "records", "nodes")
+        name: await asyncio.to_thread(store.count, name)
+        for name in ("turns", "records", "nodes", "segments")
     }
     usage = await construction_usage(settings)
     endpoints = await metrics_endpoints(settings)
