@@ -22,11 +22,13 @@ let generation = 0;
 async function render() {
   const mine = ++generation;
   const view = document.getElementById("view");
+  delete view.dataset.rendered;
+  view.setAttribute("aria-busy", "true");
   const [path, query] = location.hash.replace(/^#\/?/, "").split("?");
   const params = new URLSearchParams(query || "");
   const found = ROUTES.map(([re, page]) => [path.match(re), page]).find(([m]) => m);
   if (!found) {
-    view.replaceChildren(h("p", { class: "error" }, "No such page."));
+    done(view, h("p", { class: "error" }, "No such page."));
     return;
   }
   const [match, page] = found;
@@ -43,9 +45,16 @@ async function render() {
     }
   }
   if (mine === generation) {
-    view.replaceChildren(body);
+    done(view, body);
     await who();
   }
+}
+
+// the page is in place: `data-rendered` names the route it shows (what tests wait for)
+function done(view, body) {
+  view.replaceChildren(body);
+  view.setAttribute("aria-busy", "false");
+  view.dataset.rendered = location.hash || "#/";
 }
 
 function keyForm(reason) {
