@@ -12,9 +12,11 @@ to a directory, the timeline and search tests save the README's screenshots ther
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,6 +28,7 @@ from typing import Any
 import httpx
 import orjson
 import pytest
+from playwright.sync_api import expect, sync_playwright
 
 from streams.gateway.auth import add_key
 from streams.stack.embedded import Child, free_port
@@ -139,38 +142,23 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
                       root / "keyed-gateway.log", env)  # fmt: skip
         keyed.start()
         keyed_url = f"http://127.0.0.1:{port}"
-        wait_gateway(url, up)
-        for ns, exchanges in exchanges_of(DEMO).items():
-            assert ns == "demo"
-            ingest(url, DEMO_NS, exchanges)
+        wait_ready(url, up)
+        (demo,) = exchanges_of(DEMO).values()
+        ingest(url, DEMO_NS, demo)
         ingest(url, HOSTILE_NS, hostile())
         ingest(url, ALICE_NS, alice())
-        wait_ready(keyed_url, keyed)
+        wait_ready(keyed_url, keyed, timeout_s=600)
         yield Console(url, keyed_url, keys)
     finally:
         if keyed is not None:
             keyed.stop()
-        up.interrupt()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            up.interrupt(timeout_s=120)  # Ctrl-C, as a user stops it
         up.cleanup()
-
-
-def wait_gateway(url: str, up: UpProcess, timeout_s: float = 600) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        up.check()
-        try:
-            if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"the console of lychee up at {url} is not ready")
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    from playwright.sync_api import expect, sync_playwright
-
     expect.set_options(timeout=60_000)  # a loaded machine renders slowly
     executable = chromium()
     with tempfile.TemporaryDirectory(prefix="lychee-chromium-") as profile, sync_playwright() as p:
@@ -235,8 +223,6 @@ def shoot(page: Any, name: str) -> None:
 
 
 def test_console_namespaces_page_lists_rows_per_namespace(console: Console, tab: Watched) -> None:
-    from playwright.sync_api import expect
-
     page = tab.page
     response = visit(page, console.url + "/")
     assert "script-src 'self'" in response.headers["content-security-policy"]
@@ -250,8 +236,6 @@ def test_console_namespaces_page_lists_rows_per_namespace(console: Console, tab:
 def test_console_session_timeline_shows_turns_segments_and_records(
     console: Console, tab: Watched
 ) -> None:
-    from playwright.sync_api import expect
-
     page = tab.page
     visit(page, f"{console.url}/#/ns/{DEMO_NS}")
     page.locator("table.sessions a", has_text="s1").click()
@@ -285,8 +269,6 @@ def test_console_session_timeline_shows_turns_segments_and_records(
 def test_console_search_shows_plan_evidence_context_and_timings(
     console: Console, tab: Watched
 ) -> None:
-    from playwright.sync_api import expect
-
     page = tab.page
     visit(page, f"{console.url}/#/search")
     form = page.locator("form.search")
@@ -315,8 +297,6 @@ def test_console_search_shows_plan_evidence_context_and_timings(
 
 
 def test_console_hostile_exchanges_render_as_text(console: Console, tab: Watched) -> None:
-    from playwright.sync_api import expect
-
     page = tab.page
     visit(page, f"{console.url}/#/ns/{HOSTILE_NS}/s/h1")
     turns = page.locator("li.turn .content")
@@ -342,8 +322,6 @@ def test_console_hostile_exchanges_render_as_text(console: Console, tab: Watched
 
 
 def test_console_key_for_one_namespace_sees_no_other(console: Console, tab: Watched) -> None:
-    from playwright.sync_api import expect
-
     page = tab.page
     visit(page, console.keyed_url + "/")
     form = page.locator("form.key")
@@ -382,8 +360,6 @@ def test_console_key_for_one_namespace_sees_no_other(console: Console, tab: Watc
 def test_console_operations_shows_workers_lag_dead_letters_and_tokens(
     console: Console, tab: Watched
 ) -> None:
-    from playwright.sync_api import expect
-
     page = tab.page
     visit(page, f"{console.url}/#/operations")
     expect(page.locator("main h2").first).to_contain_text("lychee up running")
@@ -398,8 +374,6 @@ def test_console_operations_shows_workers_lag_dead_letters_and_tokens(
 def test_console_forget_namespace_removes_it_from_every_page(
     console: Console, tab: Watched
 ) -> None:
-    from playwright.sync_api import expect
-
     page = tab.page
     visit(page, f"{console.url}/#/")
     page.locator("table.namespaces tr", has_text=HOSTILE_NS).get_by_text("forget").click()
@@ -430,8 +404,6 @@ def test_console_forget_namespace_removes_it_from_every_page(
 
 
 def test_console_forget_session_keeps_the_others(console: Console, tab: Watched) -> None:
-    from playwright.sync_api import expect
-
     page = tab.page
     visit(page, f"{console.url}/#/ns/{DEMO_NS}")
     page.locator("table.sessions tr", has_text="s2").get_by_text("forget").click()

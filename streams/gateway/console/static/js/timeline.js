@@ -73,9 +73,10 @@ function turnRow(t) {
 
 function openCard() {
   return h("aside", { class: "segment open" },
-    h("h3", null, "Open segment"),
-    h("p", { class: "muted" }, "Not consolidated yet: the segmenter has not closed it (a flush, "
-      + "the end of the session or the idle timeout closes it)."));
+    h("h3", null, "No finalized segment"),
+    h("p", { class: "muted" }, "These turns are searchable as raw turns but no finalized segment "
+      + "holds them yet: the open segment is closed by a cut, a flush, the end of the session or "
+      + "the idle timeout (or they were indexed before segments were kept)."));
 }
 
 function segmentCard(s, firstTurn, namespace, session, onPage) {
