@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.base import Contract, Count, Name
+from schemas.segment import BoundarySignals, FinalizeReason
 
 SEMANTIC_TEXT_MAX_CHARS = 4_000
 DISAMBIGUATION_MAX_CHARS = 1_200  # the note carried to the next segment (paper §3.3)
@@ -108,6 +109,14 @@ class RecordBatch(Contract):
     records: list[MemoryRecord] = Field(default_factory=list)
     disambiguation_context: str = Field(default="", max_length=DISAMBIGUATION_MAX_CHARS)
     usage: TokenUsage = TokenUsage()
+    # where the segment sits in its session and why it was closed: what a session timeline
+    # shows beside the records (None in batches encoded before these were carried)
+    reason: FinalizeReason | None = None
+    signals: BoundarySignals | None = None
+    first_seq: Count | None = None
+    last_seq: Count | None = None
+    exchanges: Count = 0
+    tokens: Count = 0
 
     @model_validator(mode="after")
     def _one_namespace(self) -> RecordBatch:

@@ -281,7 +281,7 @@ class MemoryClient:
         needs no ranking, so the query service (and its request contract) stays as it is."""
         from workers.store.listing import list_records
 
-        store = await self._store()
+        store = await self.store()
         return await asyncio.to_thread(
             list_records, store.db, namespace, session_id, memory_type, since, page, page_size
         )
@@ -292,10 +292,11 @@ class MemoryClient:
         """The raw turns of a namespace (or one session), in conversation order."""
         from workers.store.listing import list_turns
 
-        store = await self._store()
+        store = await self.store()
         return await asyncio.to_thread(list_turns, store.db, namespace, session_id, page, page_size)
 
-    async def _store(self) -> EvidenceStore:
+    async def store(self) -> EvidenceStore:
+        """The evidence store, opened on first use (LanceDB, read directly: see list_records)."""
         if self._evidence is None:
             from streams.factories import open_store
 

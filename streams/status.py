@@ -18,6 +18,7 @@ from streams.settings import Settings
 from streams.stack.endpoints import read_endpoints
 from streams.stack.lock import pid_alive
 from streams.stack.supervisor import read_supervision
+from workers.store import ALL_TABLES
 
 
 def launcher_dir(settings: Settings) -> Path | None:
@@ -44,9 +45,7 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
             ends = await reader.end_offsets(t.dlq(src))
             dead[t.dlq(src)] = sum(ends.values())
     store = await asyncio.to_thread(open_store, settings)
-    rows = {
-        name: await asyncio.to_thread(store.count, name) for name in ("turns", "records", "nodes")
-    }
+    rows = {name: await asyncio.to_thread(store.count, name) for name in ALL_TABLES}
     usage = await construction_usage(settings)
     endpoints = await metrics_endpoints(settings)
     return {

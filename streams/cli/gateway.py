@@ -37,8 +37,8 @@ def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
         click.echo(f"warning: {warning}", err=True)
     h, p = sock.getsockname()[:2]
     click.echo(
-        f"lychee gateway on http://{h}:{p} (OpenAPI at /docs, MCP at /mcp, metrics at /metrics)"
-        + (f"; {len(keys.keys)} API keys" if keys else ""),
+        f"lychee gateway on http://{h}:{p} (console at /, OpenAPI at /docs, MCP at /mcp, "
+        "metrics at /metrics)" + (f"; {len(keys.keys)} API keys" if keys else ""),
         err=True,
     )
     serve(s, sock, keys)

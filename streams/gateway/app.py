@@ -1,9 +1,11 @@
-"""The HTTP gateway: REST routes over the same topics as every other client, and MCP at /mcp.
+"""The HTTP gateway: REST routes over the same topics as every other client, MCP at /mcp, and
+the console at / (issue 27) over the same routes.
 
 Every `/v1/namespaces/{namespace}/...` route takes the namespace through one dependency,
-`AuthorizedNamespace`, which authenticates the API key (401) and checks that the key may use
-the namespace (403) before the body is even read. A new route (the listing and forget routes
-of issue #12) gets both by declaring `namespace: AuthorizedNamespace`.
+`AuthorizedNamespace` (streams.gateway.deps), which authenticates the API key (401) and
+checks that the key may use the namespace (403) before the body is even read. A new route
+(the listing and forget routes of issue #12) gets both by declaring
+`namespace: AuthorizedNamespace`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from typing import Annotated, Any
 
 import orjson
 import structlog
-from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Security
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import make_asgi_app
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
@@ -30,8 +31,10 @@ from schemas import ControlKind, QueryReply
 from schemas.base import Name
 from schemas.records import MemoryType
 from streams import metrics
+from streams.gateway import console, views
 from streams.gateway.auth import KeyRing, Principal, presented_key
-from streams.gateway.errors import Forbidden, GatewayError, Unauthorized
+from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
+from streams.gateway.errors import GatewayError
 from streams.gateway.mcp import build_mcp, request_principal
 from streams.gateway.models import (
     AddExchanges,
@@ -55,48 +58,6 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-_bearer = HTTPBearer(auto_error=False, description="an API key as a bearer token")
-_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="an API key")
-
-
-# -- authentication and namespaces -------------------------------------------------------------
-
-
-def caller(
-    request: Request,
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
-    api_key: Annotated[str | None, Security(_api_key)],
-) -> Principal:
-    keys: KeyRing = request.app.state.keys
-    if not keys:
-        return Principal.local()
-    presented = bearer.credentials if bearer else api_key
-    principal = keys.verify(presented) if presented else None
-    if principal is None:
-        raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
-    return principal
-
-
-def authorized_namespace(
-    namespace: Annotated[Name, Path(description="the memory space (a user, an agent-user pair)")],
-    principal: Annotated[Principal, Depends(caller)],
-) -> str:
-    if not principal.allows(namespace):
-        raise Forbidden(f"this API key may not use namespace {namespace!r}", field="namespace")
-    return namespace
-
-
-AuthorizedNamespace = Annotated[str, Depends(authorized_namespace)]
-SessionId = Annotated[Name, Path(description="the session (one conversation)")]
-
-
-def service_of(request: Request) -> MemoryService:
-    svc: MemoryService = request.app.state.service
-    return svc
-
-
-Service = Annotated[MemoryService, Depends(service_of)]
 
 # -- routes ------------------------------------------------------------------------------------
 
@@ -406,6 +367,8 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
     app.state.keys = keys
     app.state.settings = settings
     app.include_router(router)
+    app.include_router(views.router)
+    console.mount(app)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)

@@ -243,6 +243,12 @@ class EncoderService:
             records=encoded.records,
             disambiguation_context=encoded.disambiguation_context[:DISAMBIGUATION_MAX_CHARS],
             usage=encoded.usage,
+            reason=segment.reason,
+            signals=segment.signals,
+            first_seq=min(x.seq for x in segment.exchanges),
+            last_seq=max(x.seq for x in segment.exchanges),
+            exchanges=len(segment.exchanges),
+            tokens=segment.tokens,
         )
         advanced = ctx.advanced(segment.index, encoded.disambiguation_context, encoded.records)
         counts = [x for name, value in _usage_counts(encoded.usage).items() for x in (name, value)]

@@ -156,13 +156,16 @@ class Database:
                 f"{self.model} ({self.dim}-d)"
             )
 
-    def ensure_indexes(self, name: str, tbl: Any, text_column: str) -> None:
-        """Namespace and id scalar indexes and the full-text index, once per table.
+    def ensure_indexes(self, name: str, tbl: Any, text_column: str | None) -> None:
+        """Namespace and id scalar indexes and the full-text index (if the table has a text
+        column), once per table.
 
         Created after the first write: scalar and FTS indexes are trained on data."""
         if name in self._indexed:
             return
-        wanted = [("namespace", BTree()), ("id", BTree()), (text_column, FTS(with_position=False))]
+        wanted: list[tuple[str, Any]] = [("namespace", BTree()), ("id", BTree())]
+        if text_column is not None:
+            wanted.append((text_column, FTS(with_position=False)))
 
         def create_missing() -> None:
             # listed again on each try: a conflict may mean another process built one
@@ -201,7 +204,7 @@ class Database:
     def rewrite(
         self,
         name: str,
-        text_column: str,
+        text_column: str | None,
         drop: Callable[[pa.Table], pa.ChunkedArray | pa.Array],
         updated: Sequence[tuple[dict[str, Any], np.ndarray]] = (),
     ) -> tuple[int, int]:
@@ -263,7 +266,7 @@ class Database:
         built = []
         for name in names:
             tbl = self.table(name)
-            if tbl is None or has_ann(tbl):
+            if tbl is None or "vector" not in tbl.schema.names or has_ann(tbl):
                 continue
             rows = int(tbl.count_rows())
             if rows < min_rows:
@@ -396,7 +399,7 @@ class Database:
         return out
 
     def write(
-        self, name: str, tbl: Any, pending: Pending, embedder: Embedder, text_column: str
+        self, name: str, tbl: Any, pending: Pending, embedder: Embedder, text_column: str | None
     ) -> None:
         """Embed what `pending` still needs, then one merge_insert on `id`."""
         if not pending.rows:
@@ -414,7 +417,7 @@ class Table:
     """One table of the store: its name, schema and full-text column on the shared database."""
 
     name: str
-    text_column: str
+    text_column: str | None
 
     def __init__(self, db: Database, schema: pa.Schema) -> None:
         self.db = db

@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import pytest
@@ -28,7 +29,17 @@ class Gateways:
         return {"Authorization": f"Bearer {self.keys[name]}"}
 
 
-def wait_ready(url: str, child: Child, timeout_s: float = 240) -> None:
+class Running(Protocol):
+    """A process to watch while waiting: a `Child`, or `lychee up` itself (`UpProcess`)."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def log_path(self) -> Path | None: ...
+
+
+def wait_ready(url: str, child: Running, timeout_s: float = 240) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not child.alive:
