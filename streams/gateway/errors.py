@@ -69,3 +69,8 @@ class UpstreamFailed(GatewayError):
 class Timeout(GatewayError, TimeoutError):
     status = 504
     title = "Timed out"
+
+
+class UnsupportedMediaType(GatewayError):
+    status = 415
+    title = "Unsupported media type"
