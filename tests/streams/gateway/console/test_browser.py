@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -383,9 +384,10 @@ def test_console_operations_shows_workers_lag_dead_letters_and_tokens(
 def dead_letters(console: Console) -> str:
     """An unparseable exchange (`json`) and a good one dead-lettered (`processing`), once
     both are listed; the replay route's URL."""
-    asyncio.run(unparseable(console.bootstrap, DEMO_NS))
     good = exchange(ALICE_NS, "a2", "My cello is back from the luthier.")
-    asyncio.run(failed_exchange(console.bootstrap, good))
+    with ThreadPoolExecutor(1) as aside:  # Playwright's loop runs in this thread
+        aside.submit(asyncio.run, unparseable(console.bootstrap, DEMO_NS)).result()
+        aside.submit(asyncio.run, failed_exchange(console.bootstrap, good)).result()
     deadline = time.monotonic() + 120
     while True:
         r = httpx.get(f"{console.url}/v1/dead-letters", params={"topic": "memory.exchanges"},
