@@ -93,18 +93,27 @@ class Fused:
     best: float
     route_score: float
     routes: tuple[str, ...]
+    second: float | None = None  # a second-stage score (workers.query.scorer), when one ran
 
     @property
     def item_id(self) -> str:
         return self.candidate.item_id
 
     @property
-    def final(self) -> float:
+    def fused(self) -> float:
+        """`0.82·best + 0.18·route`: the fusion's own score."""
         return final_score(self.best, self.route_score)
+
+    @property
+    def final(self) -> float:
+        """What selection ranks by: the second stage's score where it ran, else the fusion's."""
+        return self.fused if self.second is None else self.second
 
     def scores(self) -> dict[str, float]:
         """Channel scores plus the fusion scores, e.g. for `EvidenceItem.scores`."""
-        fusion = dict(rrf=self.rrf, best=self.best, route=self.route_score, final=self.final)
+        fusion = dict(rrf=self.rrf, best=self.best, route=self.route_score, final=self.fused)
+        if self.second is not None:
+            fusion["second"] = self.second
         return {**self.candidate.channel_scores, **{n: round(v, 6) for n, v in fusion.items()}}
 
 
