@@ -48,13 +48,23 @@ def fit(xs: list[np.ndarray], ys: list[np.ndarray], c: float) -> Scorer:
     )  # fmt: skip
 
 
-def evaluate(dump: list[dict[str, Any]], scorers: dict[str, Scorer | None]) -> dict[str, Any]:
+def evaluate(
+    dump: list[dict[str, Any]], scorers: dict[str, Scorer | None], novel: bool = False
+) -> dict[str, Any]:
+    """Every question's items re-ranked by its conversation's scorer (None: as served);
+    `novel` drops an item whose turns the items before it already cover."""
     results = []
     for q in dump:
         x, _, items = rows_of(q)
         scorer = scorers[q["namespace"]]
         order = np.argsort(-scorer.score(x), kind="stable") if scorer else np.arange(len(items))
-        ranked = [evidence_line(items[i]) for i in order]
+        covered: set[str] = set()
+        kept = []
+        for i in order:
+            if not (novel and covered.issuperset(items[i].turn_ids)):
+                kept.append(i)
+            covered.update(items[i].turn_ids)
+        ranked = [evidence_line(items[i]) for i in kept]
         results.append(QuestionResult(q["category"], frozenset(q["gold"]), ranked, 0.0))
     return aggregate(results, (5, 10), (1000,))
 
@@ -90,6 +100,8 @@ def main() -> None:
     print(line("as served", evaluate(dump, dict.fromkeys(convs))))
     print(line("fitted", evaluate(dump, dict.fromkeys(convs, everything))))
     print(line("held-back", evaluate(dump, dict(held_back))))
+    print(line("novel", evaluate(dump, dict.fromkeys(convs), novel=True)))
+    print(line("held+novel", evaluate(dump, dict(held_back), novel=True)))
     print("weights (standardized):")
     for name, w in zip(FEATURES, everything.weights, strict=True):
         print(f"  {name:<16} {w:+.3f}")

@@ -26,7 +26,7 @@ import numpy as np
 from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
 from streams.bench.locomo import evidence_line
-from streams.factories import make_embedder, open_store
+from streams.factories import make_embedder, open_store, scorer_of
 from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
@@ -161,7 +161,8 @@ def run(
     counts = json.loads(marker.read_text())
     store = open_store(settings, embedder, uri=str(where), snapshots=True)
     service = QueryService(
-        QueryDeps(store, embedder), RecallConfig(turn_window=settings.turn_window)
+        QueryDeps(store, embedder, scorer=scorer_of(settings)),
+        RecallConfig(turn_window=settings.turn_window),
     )
     t0 = time.perf_counter()
     dumped: list[Any] = []
@@ -187,7 +188,11 @@ def demo() -> None:
     with tempfile.TemporaryDirectory() as where:
         store = open_store(settings, embedder, uri=where)
         asyncio.run(ingest(convs, embedder, store, settings))
-        service = QueryService(QueryDeps(open_store(settings, embedder, uri=where), embedder))
+        service = QueryService(
+            QueryDeps(
+                open_store(settings, embedder, uri=where), embedder, scorer=scorer_of(settings)
+            )
+        )
         for q in QUESTIONS:
             reply = asyncio.run(service.search(_request(convs[0].namespace, q, 3)))
             print(q)
