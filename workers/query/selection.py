@@ -256,16 +256,20 @@ def similarity_matrix(candidates: Sequence[Candidate]) -> np.ndarray:
 
 
 def _coverage(fused: Sequence[Fused], k: int, n_routes: int) -> list[Fused]:
+    """Each route's best items up to its quota, skipping one whose turns are all shown."""
     quota = route_quota(k, n_routes)
     order = list(dict.fromkeys(r for f in fused for r in f.routes))
     chosen: dict[str, Fused] = {}
+    shown: set[str] = set()
     for route in order:
         added = 0
         for f in fused:
             if len(chosen) >= k or added >= quota:
                 break
-            if route in f.routes and f.item_id not in chosen:
+            turns = set(f.candidate.turn_ids)
+            if route in f.routes and f.item_id not in chosen and not (turns and turns <= shown):
                 chosen[f.item_id] = f
+                shown |= turns
                 added += 1
     return list(chosen.values())
 

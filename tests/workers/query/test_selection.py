@@ -286,3 +286,11 @@ def test_rrf_scores_by_hand() -> None:
     assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
     assert scores["c"] == pytest.approx(1 / 63)
     assert scores["d"] == pytest.approx(1 / 62)
+
+
+def test_route_coverage_skips_an_item_whose_turns_another_route_shows() -> None:
+    # route B's best item stands for the same turn as route A's: B's quota goes to its next
+    a1 = cand("a1", turns=("t1",))
+    b_same, b_next = cand("b1", turns=("t1",)), cand("b2", turns=("t7",))
+    out = fuse_routes([RouteRanking("A", [a1]), RouteRanking("B", [b_same, b_next])])
+    assert ids(select(out, k=2, n_routes=2)) == ["a1", "b2"]
