@@ -25,7 +25,7 @@ from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
-from workers.query.scorer import FITTED, Scorer, rescore
+from workers.query.scorer import Scorer, rescore
 from workers.query.selection import (
     POOL_FACTOR,
     Fused,
@@ -68,8 +68,9 @@ class QueryDeps:
     planner: Planner = field(default_factory=HeuristicPlanner)
     answerer: LLMAnswerer | None = None
     reranker: Reranker | None = None
-    # the second stage over the fused pool where no cross-encoder reranks (None: off)
-    scorer: Scorer | None = FITTED
+    # a second stage over the fused pool where no cross-encoder reranks (None: off; the
+    # fitted one is `workers.query.scorer.FITTED`, chosen by LYCHEE_QUERY_SCORER)
+    scorer: Scorer | None = None
 
 
 class QueryService:
