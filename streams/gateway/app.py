@@ -31,6 +31,7 @@ from schemas.base import Name
 from schemas.records import MemoryType
 from streams import metrics
 from streams.gateway.auth import KeyRing, Principal, presented_key
+from streams.gateway.connection import StackConnection
 from streams.gateway.errors import Forbidden, GatewayError, Unauthorized
 from streams.gateway.mcp import build_mcp, request_principal
 from streams.gateway.models import (
@@ -91,9 +92,10 @@ AuthorizedNamespace = Annotated[str, Depends(authorized_namespace)]
 SessionId = Annotated[Name, Path(description="the session (one conversation)")]
 
 
-def service_of(request: Request) -> MemoryService:
-    svc: MemoryService = request.app.state.service
-    return svc
+async def service_of(request: Request) -> MemoryService:
+    """The connected service; 503 naming what is unreachable while the stack is down."""
+    stack: StackConnection = request.app.state.stack
+    return await stack.service()
 
 
 Service = Annotated[MemoryService, Depends(service_of)]
@@ -370,10 +372,11 @@ class McpAuth:
 
 
 def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None) -> FastAPI:
-    """The gateway; its lifespan starts one `MemoryService` (one client, one reply partition)
-    and the MCP session manager, and registers `metrics_url` when given."""
-    holder: dict[str, MemoryService] = {}
-    mcp = build_mcp(lambda: holder["svc"], request_principal, settings.mcp_namespace)
+    """The gateway; its lifespan opens the connection to the stack (one `MemoryService`: one
+    client, one reply partition; made on the first call if the stack is not up yet) and the
+    MCP session manager, and registers `metrics_url` when given."""
+    stack = StackConnection(settings)
+    mcp = build_mcp(stack.service, request_principal, settings.mcp_namespace)
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,  # any replica can serve any call: nothing to pin
@@ -384,8 +387,7 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with MemoryService.running(settings) as svc, mcp.session_manager.run():
-            holder["svc"] = app.state.service = svc
+        async with stack, mcp.session_manager.run():
             registration = None
             if metrics_url and settings.metrics_enabled:
                 host = metrics_url.split("//", 1)[1].rsplit(":", 1)[0]
@@ -404,6 +406,7 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         lifespan=lifespan,
     )
     app.state.keys = keys
+    app.state.stack = stack
     app.state.settings = settings
     app.include_router(router)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -417,9 +420,9 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["health"], responses={503: {"description": "a dependency is down"}})
-    async def readyz(svc: Service) -> JSONResponse:
+    async def readyz() -> JSONResponse:
         """The broker, Redis and LanceDB answer."""
-        checks = await svc.readiness()
+        checks = await stack.readiness()
         ok = all(v == "ok" for v in checks.values())
         return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks},
                             status_code=200 if ok else 503)  # fmt: skip
