@@ -15,6 +15,7 @@ import pytest
 
 from streams.gateway.auth import add_key
 from streams.stack.embedded import Child, Stack, free_port
+from tests.hosts.inspector import Inspector, NoNode, install
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -108,3 +109,17 @@ def late_stack(tmp_path: Path) -> Iterator[LateStack]:
         yield late
     finally:
         late.stack.stop()
+
+
+@pytest.fixture(scope="session")
+def inspector(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Inspector:
+    """The pinned MCP Inspector CLI, installed with npm once (cached in .pytest_cache)."""
+    cache = request.config.cache
+    where = cache.mkdir("mcp-inspector") if cache else tmp_path_factory.mktemp("mcp-inspector")
+    try:
+        entry = install(where)
+    except NoNode as exc:
+        pytest.skip(str(exc))
+    return Inspector(entry, tmp_path_factory.mktemp("inspector-home"))
