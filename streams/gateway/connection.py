@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import time
 from collections.abc import Awaitable
 from types import TracebackType
 
@@ -28,18 +29,36 @@ from streams.settings import Settings
 log = structlog.get_logger("lychee.gateway")
 
 
-class _AttemptNoise(logging.Filter):
-    """Hides aiokafka's ERROR line for each refused connection while an attempt runs: the
-    attempt's one warning says the same, with Redis's state too."""
+class _ConnectionNoise(logging.Filter):
+    """aiokafka logs an ERROR line for every refused connection and failed fetch, some 20 a
+    second while the broker is down, and an MCP host keeps the server's stderr as its log. While an attempt
+    runs they are dropped (its one warning names what is down); otherwise one line of each
+    kind passes per minute."""
 
-    attempts = 0
+    KINDS = ("Unable connect to", "Unable to update metadata", "Failed fetch messages from")
+    EVERY_S = 60.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attempts = 0
+        self.last: dict[str, float] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (self.attempts and record.getMessage().startswith("Unable connect to"))
+        kind = record.msg if isinstance(record.msg, str) else ""
+        if not kind.startswith(self.KINDS):
+            return True
+        if self.attempts:
+            return False
+        now = time.monotonic()
+        if now - self.last.get(kind, float("-inf")) < self.EVERY_S:
+            return False
+        self.last[kind] = now
+        return True
 
 
-_NOISE = _AttemptNoise()
-logging.getLogger("aiokafka").addFilter(_NOISE)
+_NOISE = _ConnectionNoise()
+for _name in ("aiokafka", "aiokafka.consumer.fetcher"):  # a logger's filter sees its own lines
+    logging.getLogger(_name).addFilter(_NOISE)
 
 
 class StackUnreachable(Unavailable):

@@ -5,6 +5,7 @@ call after the stack is up."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections.abc import Iterator
 from typing import Any
@@ -104,3 +105,19 @@ async def test_connection_first_call_after_the_stack_is_up_connects_and_adds(
         assert await conn.service() is service  # connected once, kept
         status = await service.status("late", "s1")
         assert status.sessions[0].last_seq_accepted == 0
+
+
+def test_connection_noise_aiokafka_refusals_pass_once_a_minute_none_while_connecting() -> None:
+    from streams.gateway.connection import _ConnectionNoise
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("aiokafka", logging.ERROR, "", 0, msg, ("1", "refused"), None)
+
+    noise = _ConnectionNoise()
+    refused = "Unable connect to node with id %s: %s"
+    assert [noise.filter(record(refused)) for _ in range(3)] == [True, False, False]
+    assert noise.filter(record("Unable to update metadata from %s"))  # another kind
+    assert noise.filter(record("Topic %s not found"))  # anything else always
+    noise.last.clear()
+    noise.attempts = 1
+    assert not noise.filter(record(refused))
