@@ -246,6 +246,12 @@ class Settings(BaseSettings):
     gateway_produce_timeout_s: float = Field(
         default=10.0, gt=0, description="wait for the broker's acks of one add"
     )
+    gateway_connect_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="how long a call of the gateway or `lychee mcp` waits for the stack while "
+        "not connected yet (both start without it and connect on the next call)",
+    )
     gateway_max_timeout_s: float = Field(
         default=60.0, gt=0, description="the longest search (and wait_for) a caller may ask for"
     )
