@@ -15,6 +15,8 @@ from workers.store import EvidenceStore
 if TYPE_CHECKING:
     import openai
 
+    from workers.query.scorer import Scorer
+
 
 def make_embedder(settings: Settings) -> Embedder:
     """Local MiniLM (default, offline) or an OpenAI-compatible embeddings endpoint, with its
@@ -95,3 +97,10 @@ def embedding_info(settings: Settings) -> tuple[str, int]:
             return emb.model_name, emb.dim
         return settings.embedding_model, settings.embedding_dim
     return bundled_model_info(settings.embedding_model_path, settings.embedding_backend)
+
+
+def scorer_of(settings: Settings) -> Scorer | None:
+    """The query stage's second stage (`LYCHEE_QUERY_SCORER`)."""
+    from workers.query.scorer import FITTED
+
+    return FITTED if settings.query_scorer == "fitted" else None

@@ -138,6 +138,7 @@ async def _run(
         systems[name] = {
             "recall_at_k": agg["recall_at_k"],
             "recall_at_budget": agg["recall_at_budget"],
+            "hit_at_k": agg["hit_at_k"],
             "latency_ms": agg["latency_ms"],
             "accuracy": None,
         }

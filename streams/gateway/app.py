@@ -33,6 +33,7 @@ from schemas.records import MemoryType
 from streams import metrics
 from streams.gateway import console, dead_letters, views
 from streams.gateway.auth import KeyRing, Principal, presented_key
+from streams.gateway.connection import StackConnection
 from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
 from streams.gateway.errors import GatewayError
 from streams.gateway.mcp import build_mcp, request_principal
@@ -48,7 +49,6 @@ from streams.gateway.models import (
     RecordsPage,
     SearchIn,
 )
-from streams.gateway.service import MemoryService
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")
@@ -331,10 +331,11 @@ class McpAuth:
 
 
 def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None) -> FastAPI:
-    """The gateway; its lifespan starts one `MemoryService` (one client, one reply partition)
-    and the MCP session manager, and registers `metrics_url` when given."""
-    holder: dict[str, MemoryService] = {}
-    mcp = build_mcp(lambda: holder["svc"], request_principal, settings.mcp_namespace)
+    """The gateway; its lifespan opens the connection to the stack (one `MemoryService`: one
+    client, one reply partition; made on the first call if the stack is not up yet) and the
+    MCP session manager, and registers `metrics_url` when given."""
+    stack = StackConnection(settings)
+    mcp = build_mcp(stack.service, request_principal, settings.mcp_namespace)
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,  # any replica can serve any call: nothing to pin
@@ -345,8 +346,7 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with MemoryService.running(settings) as svc, mcp.session_manager.run():
-            holder["svc"] = app.state.service = svc
+        async with stack, mcp.session_manager.run():
             registration = None
             if metrics_url and settings.metrics_enabled:
                 host = metrics_url.split("//", 1)[1].rsplit(":", 1)[0]
@@ -365,6 +365,7 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         lifespan=lifespan,
     )
     app.state.keys = keys
+    app.state.stack = stack
     app.state.settings = settings
     app.include_router(router)
     app.include_router(views.router)
@@ -381,9 +382,9 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["health"], responses={503: {"description": "a dependency is down"}})
-    async def readyz(svc: Service) -> JSONResponse:
+    async def readyz() -> JSONResponse:
         """The broker, Redis and LanceDB answer."""
-        checks = await svc.readiness()
+        checks = await stack.readiness()
         ok = all(v == "ok" for v in checks.values())
         return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks},
                             status_code=200 if ok else 503)  # fmt: skip

@@ -12,7 +12,6 @@ from aiokafka.errors import KafkaError
 from redis.exceptions import RedisError
 
 from streams.gateway.auth import Principal
-from streams.gateway.errors import Unavailable
 from streams.gateway.models import (
     NamespacesOut,
     NamespaceSummary,
@@ -43,7 +42,7 @@ async def namespaces(svc: MemoryService, principal: Principal) -> NamespacesOut:
             out.append(NamespaceSummary(namespace=ns, last_write=written, searchable=searchable,
                                         **counts))  # fmt: skip
     except RedisError as exc:
-        raise Unavailable.backend(exc) from exc
+        raise svc.down(exc) from exc
     return NamespacesOut(namespaces=out)
 
 
@@ -114,7 +113,7 @@ async def operations(svc: MemoryService, principal: Principal) -> OperationsOut:
         try:
             report = await collect(settings, launcher_dir(settings))
         except (KafkaError, RedisError, TimeoutError) as exc:
-            raise Unavailable.backend(exc) from exc
+            raise svc.down(exc) from exc
         usage: dict[str, dict[str, int]] = report["construction_tokens"]
         return OperationsOut(
             stack_wide=True, supervision=report["supervision"], stages=report["stages"],
@@ -123,6 +122,6 @@ async def operations(svc: MemoryService, principal: Principal) -> OperationsOut:
     try:
         usage = await read_usage(svc.redis)
     except RedisError as exc:
-        raise Unavailable.backend(exc) from exc
+        raise svc.down(exc) from exc
     mine = {ns: u for ns, u in usage.items() if principal.allows(ns)}
     return OperationsOut(stack_wide=False, construction_tokens=mine)

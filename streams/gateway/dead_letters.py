@@ -22,8 +22,9 @@ from redis.exceptions import RedisError
 
 from streams import dlq
 from streams.gateway.deps import SameOriginJson, Service, StackWide
-from streams.gateway.errors import Conflict, Invalid, Unavailable
+from streams.gateway.errors import Conflict, Invalid
 from streams.gateway.models import DeadLettersOut, Problem, ReplayIn, ReplayOut
+from streams.gateway.service import MemoryService
 
 router = APIRouter(
     prefix="/v1/dead-letters",
@@ -32,14 +33,14 @@ router = APIRouter(
 
 
 @contextmanager
-def _answered() -> Iterator[None]:
+def _answered(svc: MemoryService) -> Iterator[None]:
     """The dead-letter commands' errors as the gateway's."""
     try:
         yield
     except dlq.DeadLetterError as exc:
         raise Invalid(str(exc), field="topic") from exc
     except (KafkaError, RedisError, TimeoutError) as exc:
-        raise Unavailable.backend(exc) from exc
+        raise svc.down(exc) from exc
 
 
 @router.get("", response_model=DeadLettersOut)
@@ -54,7 +55,7 @@ async def dead_letters(
 ) -> DeadLettersOut:
     """Dead letters by topic and reason: count, oldest and newest failure, how many were
     replayed before or failed again after a replay, and one sample (as `lychee dlq list`)."""
-    with _answered():
+    with _answered(svc):
         letters = await dlq.read(svc.settings, [topic] if topic else None, error_type, since)
         receipts = await dlq.receipts_of(svc.redis, letters)
     return DeadLettersOut.model_validate({"reasons": dlq.summarize(letters, receipts)})
@@ -66,7 +67,7 @@ async def replay(_: StackWide, __: SameOriginJson, body: ReplayIn, svc: Service)
     """Produce the selected dead letters back to their source topics, once each (as `lychee
     dlq replay`); `dry_run` says what would be sent. 409 when every selected dead letter was
     replayed before, unless `force`."""
-    with _answered():
+    with _answered(svc):
         report = await dlq.replay(svc.settings, body.topic, body.error_type, body.since,
                                   dry_run=body.dry_run, force=body.force)  # fmt: skip
     refusal = report.refusal()

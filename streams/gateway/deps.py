@@ -17,6 +17,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 
 from schemas.base import Name
 from streams.gateway.auth import KeyRing, Principal
+from streams.gateway.connection import StackConnection
 from streams.gateway.errors import Forbidden, Unauthorized, UnsupportedMediaType
 from streams.gateway.service import MemoryService
 
@@ -52,9 +53,10 @@ AuthorizedNamespace = Annotated[str, Depends(authorized_namespace)]
 SessionId = Annotated[Name, Path(description="the session (one conversation)")]
 
 
-def service_of(request: Request) -> MemoryService:
-    svc: MemoryService = request.app.state.service
-    return svc
+async def service_of(request: Request) -> MemoryService:
+    """The connected service; 503 naming what is unreachable while the stack is down."""
+    stack: StackConnection = request.app.state.stack
+    return await stack.service()
 
 
 Service = Annotated[MemoryService, Depends(service_of)]

@@ -38,6 +38,7 @@ def build_record(
     tags: Sequence[str] = (),
     temporal: Temporal | None = None,
     source_role: SourceRole = "",
+    context: str = "",
 ) -> MemoryRecord:
     """A record of `segment` with its content-derived id and normalized text."""
     text = " ".join(semantic_text.split())
@@ -56,6 +57,7 @@ def build_record(
         segment_id=segment.segment_id,
         source_role=source_role,
         created_at=segment.session_date,
+        context=" ".join(context.split()),
     )
 
 

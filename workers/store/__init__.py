@@ -146,8 +146,10 @@ class EvidenceStore:
         """Remove a namespace, or one session of it, for good (workers.store.forget): what
         predates `fence` (None: all of it). The embedder re-embeds nodes that lose linked
         text (needed when some of the namespace stays)."""
+        self.records.migrate()  # its rewrite indexes today's full-text column
         return forget(self, namespace, session_id, embedder, fence)
 
     def expire(self, cutoff: datetime, embedder: Embedder | None = None) -> Forgotten:
         """Remove turns and records dated before `cutoff` for good (retention)."""
+        self.records.migrate()
         return expire(self, cutoff, embedder)

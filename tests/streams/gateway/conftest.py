@@ -1,4 +1,5 @@
-"""Two gateway processes with API keys against the session's stack (as two replicas)."""
+"""Two gateway processes with API keys against the session's stack (as two replicas), and
+a stack that is not up yet (ports where nothing listens, started later in the test)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from streams.gateway.auth import add_key
 from streams.stack.embedded import Child, Stack, free_port
+from tests.hosts.inspector import Inspector, NoNode, install
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -92,3 +94,44 @@ def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     finally:
         for child in children:
             child.stop()
+
+
+@dataclass
+class LateStack:
+    """Where a stack will run: clients configured for it start before it does."""
+
+    stack: Stack
+
+    def env(self) -> dict[str, str]:
+        return self.stack.env()
+
+    def start(self) -> Stack:
+        """Broker and Redis on the promised ports, and the topics: what `lychee up` gives a
+        client (no workers: nothing here reads). The fixture stops it."""
+        self.stack.start_infra()
+        self.stack.create_topics()
+        return self.stack
+
+
+@pytest.fixture
+def late_stack(tmp_path: Path) -> Iterator[LateStack]:
+    """Ports where nothing listens yet; `start()` starts the stack on them."""
+    late = LateStack(Stack(tmp_path / "stack", kafka_port=free_port(), redis_port=free_port()))
+    try:
+        yield late
+    finally:
+        late.stack.stop()
+
+
+@pytest.fixture(scope="session")
+def inspector(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Inspector:
+    """The pinned MCP Inspector CLI, installed with npm once (cached in .pytest_cache)."""
+    cache = request.config.cache
+    where = cache.mkdir("mcp-inspector") if cache else tmp_path_factory.mktemp("mcp-inspector")
+    try:
+        entry = install(where)
+    except NoNode as exc:
+        pytest.skip(str(exc))
+    return Inspector(entry, tmp_path_factory.mktemp("inspector-home"))
