@@ -68,7 +68,7 @@ class EvidenceItem(BaseModel):
     context: str | None = Field(
         default=None,
         description="a record's context: the subject its neighbouring turns name, when its text "
-        "leans on them (\"it's on Sunday\")",
+        'leans on them ("it\'s on Sunday")',
     )
     routes: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
