@@ -65,6 +65,11 @@ class EvidenceItem(BaseModel):
         default=None, description="a record's resolved event date (YYYY[-MM[-DD]])"
     )
     memory_type: str | None = None
+    context: str | None = Field(
+        default=None,
+        description="a record's context: the subject its neighbouring turns name, when its text "
+        'leans on them ("it\'s on Sunday")',
+    )
     routes: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
 

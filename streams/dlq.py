@@ -87,6 +87,11 @@ class DeadLetter:
     def value_dropped(self) -> bool:
         return bool(self.headers.get("value_dropped"))
 
+    @property
+    def after_replay(self) -> bool:
+        """A replayed message that failed again (it carries the replay's header)."""
+        return any(k == REPLAY_HEADER for k, _ in self.original_headers)
+
     def ledger_field(self) -> str:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
@@ -145,21 +150,37 @@ async def read(
     return out
 
 
-def summarize(letters: list[DeadLetter]) -> list[dict[str, Any]]:
-    """Counts by topic and reason, with the oldest and newest failure and one sample each."""
-    groups: dict[tuple[str, str], list[DeadLetter]] = defaultdict(list)
-    for d in letters:
-        groups[d.topic, d.error_type].append(d)
+def summarize(
+    letters: list[DeadLetter], receipts: list[bytes | None] | None = None
+) -> list[dict[str, Any]]:
+    """Counts by topic and reason, with the oldest and newest failure and one sample each;
+    how many failed again after a replay (the cause is not mended); with the ledger's
+    `receipts` (one per letter), how many were replayed before."""
+    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, d in enumerate(letters):
+        groups[d.topic, d.error_type].append(i)
     rows = []
     for (topic, reason), found in sorted(groups.items()):
-        times = [d.failed_at for d in found if d.failed_at]
-        rows.append({
+        times = [t for i in found if (t := letters[i].failed_at)]
+        row = {
             "topic": topic, "error_type": reason, "count": len(found),
             "oldest": min(times).isoformat() if times else None,
             "newest": max(times).isoformat() if times else None,
-            "sample": found[0].as_dict(),
-        })  # fmt: skip
+            "after_replay": sum(letters[i].after_replay for i in found),
+            "sample": letters[found[0]].as_dict(),
+        }  # fmt: skip
+        if receipts is not None:
+            row["replayed_before"] = sum(receipts[i] is not None for i in found)
+        rows.append(row)
     return rows
+
+
+async def receipts_of(redis: Any, letters: list[DeadLetter]) -> list[bytes | None]:
+    """The ledger's receipt of each letter (None: never replayed)."""
+    if not letters:
+        return []
+    found: list[bytes | None] = await redis.hmget(REPLAYED_KEY, [d.ledger_field() for d in letters])
+    return found
 
 
 async def show(settings: Settings, topic: str, at: str) -> DeadLetter:
@@ -189,6 +210,15 @@ class ReplayReport:
     already: list[dict[str, Any]] = field(default_factory=list)  # skipped: replayed before
     not_copied: list[dict[str, Any]] = field(default_factory=list)  # value too large to copy
 
+    def refusal(self) -> str | None:
+        """Why a replay of this selection is refused (as a dry run, why it would be): every
+        selected dead letter was replayed before, and only `force` replays them again."""
+        if not self.already or self.replayed:
+            return None
+        first = self.already[0]["replayed"]["at"]
+        return (f"refused: the {len(self.already)} selected dead letters were replayed before "
+                f"(first at {first})")  # fmt: skip
+
 
 async def replay(
     settings: Settings, topic: str, error_type: str | None = None, since: datetime | None = None,
@@ -206,9 +236,7 @@ async def replay(
     redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
     publisher = KafkaPublisher.from_settings(settings)
     try:
-        done = (
-            await redis.hmget(REPLAYED_KEY, [d.ledger_field() for d in letters]) if letters else []
-        )
+        done = await receipts_of(redis, letters)
         for letter, receipt in zip(letters, done, strict=True):
             row = letter.as_dict()
             if receipt is not None and not force:

@@ -85,12 +85,8 @@ def dlq_replay(
         for row in report.not_copied:
             click.echo(f"  {row['id']} not replayed: its value was too large to copy; it "
                        f"stays in {row['source']}")  # fmt: skip
-    if report.already and not report.replayed and not dry_run:
-        when_done = report.already[0]["replayed"]["at"]
-        raise click.ClickException(
-            f"refused: the {len(report.already)} selected dead letters were replayed before "
-            f"(first at {when_done}); --force replays them again"
-        )
+    if (refusal := report.refusal()) and not dry_run:
+        raise click.ClickException(f"{refusal}; --force replays them again")
     if report.already:
         click.echo(f"skipped {len(report.already)} replayed before (--force to replay them)",
                    err=True)  # fmt: skip

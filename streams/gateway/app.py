@@ -31,7 +31,7 @@ from schemas import ControlKind, QueryReply
 from schemas.base import Name
 from schemas.records import MemoryType
 from streams import metrics
-from streams.gateway import console, views
+from streams.gateway import console, dead_letters, views
 from streams.gateway.auth import KeyRing, Principal, presented_key
 from streams.gateway.connection import StackConnection
 from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
@@ -369,6 +369,7 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
     app.state.settings = settings
     app.include_router(router)
     app.include_router(views.router)
+    app.include_router(dead_letters.router)
     console.mount(app)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(GatewayError, _gateway_error)

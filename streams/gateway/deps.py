@@ -10,6 +10,7 @@ console's overviews) takes the `Caller` and shows only what `Principal.allows`.
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
@@ -17,7 +18,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from schemas.base import Name
 from streams.gateway.auth import KeyRing, Principal
 from streams.gateway.connection import StackConnection
-from streams.gateway.errors import Forbidden, Unauthorized
+from streams.gateway.errors import Forbidden, Unauthorized, UnsupportedMediaType
 from streams.gateway.service import MemoryService
 
 _bearer = HTTPBearer(auto_error=False, description="an API key as a bearer token")
@@ -61,3 +62,57 @@ async def service_of(request: Request) -> MemoryService:
 Service = Annotated[MemoryService, Depends(service_of)]
 
 Caller = Annotated[Principal, Depends(caller)]
+
+
+def stack_wide(principal: Caller) -> Principal:
+    """A caller allowed every namespace: what mixes them (dead letters) is for it only."""
+    if not principal.sees_all():
+        raise Forbidden("this mixes every namespace's text: it needs a key for every namespace (*)")
+    return principal
+
+
+StackWide = Annotated[Principal, Depends(stack_wide)]
+
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def same_origin_json(request: Request) -> None:
+    """A write the console makes, refused when another site could have made the browser send it.
+
+    A page elsewhere can submit a form (urlencoded, multipart, text/plain) or a no-cors fetch
+    or beacon to the gateway with no CORS preflight; a JSON body needs a preflight, which the
+    gateway never grants: so JSON only, always. Without keys nothing else tells who calls, so
+    also the `Host` must be a loopback name (a DNS-rebound name is not) and the `Origin`, which
+    browsers send with every POST, this very host (a client that sends none is not a browser).
+    """
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        raise UnsupportedMediaType(f"send the body as application/json (got {media or 'none'!r})")
+    keys: KeyRing = request.app.state.keys
+    if keys:
+        return  # the key, which another site cannot read nor send, is the proof
+    host = request.headers.get("host", "")
+    if _hostname(host) not in LOOPBACK_NAMES:
+        raise Forbidden(f"Host {host!r} is not a loopback name: without API keys the gateway "
+                        "takes writes addressed to 127.0.0.1, localhost or [::1] only")  # fmt: skip
+    origin = request.headers.get("origin")
+    if origin is not None and _netloc(origin) != host.lower():
+        raise Forbidden(f"a request from {origin!r} is refused: only the gateway's own pages "
+                        "may write without an API key")  # fmt: skip
+
+
+SameOriginJson = Annotated[None, Depends(same_origin_json)]
+
+
+def _hostname(host: str) -> str | None:
+    try:
+        return urlsplit(f"//{host}").hostname
+    except ValueError:  # an unbalanced [ or a bad port
+        return None
+
+
+def _netloc(origin: str) -> str | None:
+    try:
+        return urlsplit(origin).netloc.lower()
+    except ValueError:
+        return None

@@ -82,6 +82,11 @@ class Timeout(GatewayError, TimeoutError):
     title = "Timed out"
 
 
+class UnsupportedMediaType(GatewayError):
+    status = 415
+    title = "Unsupported media type"
+
+
 def kafka_at(settings: Settings) -> str:
     return f"Kafka at {settings.kafka_bootstrap}"
 

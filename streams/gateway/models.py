@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas import Turn
 from schemas.base import Name
@@ -270,4 +270,60 @@ class OperationsOut(BaseModel):
     rows: dict[str, int] = Field(default_factory=dict)
     construction_tokens: dict[str, dict[str, int]] = Field(
         description="per namespace the caller may read"
+    )
+
+
+# -- dead letters (issue 27 over issue 24's `streams.dlq`) --------------------------------------
+
+
+class DeadLetterSample(BaseModel):
+    """One dead letter as a reader wants it (its text is any namespace's: untrusted)."""
+
+    id: str = Field(description="PARTITION:OFFSET in the dead-letter topic")
+    stage: str | None = Field(description="the stage that dead-lettered it")
+    error: str
+    source: str = Field(description="where it was read: source topic PARTITION:OFFSET")
+    failed_at: datetime | None
+    key: Any = Field(description="the original key as text ({hex} when it does not decode)")
+    value: Any = Field(description="the start of the original value as text, or {hex}")
+
+
+class DeadLetterReason(BaseModel):
+    topic: str = Field(description="the dead-letter topic")
+    error_type: str = Field(description="the reason's code: json, schema, unprocessable...")
+    count: int
+    oldest: datetime | None
+    newest: datetime | None
+    after_replay: int = Field(description="replayed messages that failed again")
+    replayed_before: int = Field(description="replayed already: a replay skips them")
+    sample: DeadLetterSample
+
+
+class DeadLettersOut(BaseModel):
+    """Dead letters by topic and reason, for a caller allowed every namespace."""
+
+    reasons: list[DeadLetterReason]
+
+
+class ReplayIn(_In):
+    topic: str = Field(max_length=200, description="a source topic such as memory.segments, "
+                       "or its dead-letter topic")  # fmt: skip
+    error_type: str | None = Field(default=None, max_length=200, description="one reason only")
+    since: AwareDatetime | None = Field(default=None, description="failed at or after")
+    dry_run: bool = Field(default=False, description="say what would be replayed, send nothing")
+    force: bool = Field(default=False, description="replay dead letters replayed before")
+
+
+class ReplayOut(BaseModel):
+    """What a replay sent back to the source topics (a dry run: would send), what it skipped
+    as replayed before, and what it could not copy (too large: it stays in its source)."""
+
+    replay_id: str
+    dry_run: bool
+    selected: int
+    replayed: list[dict[str, Any]]
+    already: list[dict[str, Any]]
+    not_copied: list[dict[str, Any]]
+    refusal: str | None = Field(
+        description="why a replay of this selection is (or, in a dry run, would be) refused"
     )

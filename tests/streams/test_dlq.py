@@ -187,3 +187,31 @@ def test_dlq_letter_restores_the_original_headers_and_reads_ours() -> None:
     assert letter.original_headers == (("lychee-src", b"abc"), ("error", b"a client's own header"))
     assert letter.source_topic == "memory.exchanges"
     assert letter.as_dict(full=True)["value"] == {"a": 1}
+
+
+def test_dlq_summary_counts_replayed_before_and_failed_again_after_a_replay() -> None:
+    from streams.dlq import DeadLetter, summarize
+    from streams.kafka.reader import Stored
+
+    def letter(offset: int, *extra: tuple[str, bytes]) -> DeadLetter:
+        headers = (("error_type", b"json"), ("failed_at_ms", str(1_700_000_000_000 + offset).encode()),
+                   *extra)  # fmt: skip
+        return DeadLetter.of("memory.exchanges.dlq", Stored(0, offset, None, b"{", headers, 0))
+
+    letters = [letter(0), letter(1, ("original.lychee-replay", b"r1")), letter(2)]
+    (row,) = summarize(letters, [b'{"replay_id": "r1"}', None, None])
+    assert (row["count"], row["replayed_before"], row["after_replay"]) == (3, 1, 1)
+    assert row["oldest"] < row["newest"] and row["sample"]["id"] == "0:0"
+    assert "replayed_before" not in summarize(letters)[0]  # without the ledger: not known
+
+
+def test_dlq_replay_is_refused_only_when_every_selected_letter_was_replayed_before() -> None:
+    from streams.dlq import ReplayReport
+
+    before = {"id": "0:0", "replayed": {"at": "2026-11-25T10:00:00+00:00"}}
+    assert ReplayReport("r", False, 1, already=[before]).refusal() == (
+        "refused: the 1 selected dead letters were replayed before (first at "
+        "2026-11-25T10:00:00+00:00)"
+    )
+    assert ReplayReport("r", False, 2, replayed=[{"id": "0:1"}], already=[before]).refusal() is None
+    assert ReplayReport("r", False, 0).refusal() is None  # nothing selected: nothing refused

@@ -430,6 +430,7 @@ def _fields(row: dict[str, Any]) -> dict[str, Any]:
             memory_type=row.get("memory_type"),
             role=_role(row.get("source_role")),
             mentioned=_iso(created),
+            context=row.get("context") or None,
         )
     if "turn_ids" in row:
         return dict(

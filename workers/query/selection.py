@@ -64,6 +64,7 @@ class Candidate:
     role: str | None = None
     memory_type: str | None = None
     mentioned: str | None = None  # conversation date of a record's source (ISO)
+    context: str | None = None  # a record's context (schemas.records.MemoryRecord.context)
 
 
 @dataclass(frozen=True)

@@ -207,6 +207,7 @@ def _evidence(f: Fused) -> EvidenceItem:
             date=_day(c.mentioned),
             resolved_date=c.date,
             memory_type=c.memory_type,
+            context=c.context,
             routes=list(f.routes),
             scores=f.scores(),
         )

@@ -64,6 +64,7 @@ def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "a": add_key(keys_file, "a", ["gw-a"]),
         "b": add_key(keys_file, "b", ["gw-b"]),
         "all": add_key(keys_file, "all", ["gw-*"]),
+        "root": add_key(keys_file, "root", ["*"]),  # stack-wide: dead letters
     }
     env = {
         **os.environ,

@@ -234,3 +234,16 @@ async def test_a_lone_routes_ranking_is_cut_where_selection_stops_reading(
     assert [len(r.candidates) for r in kept] == [
         len(r.candidates) for r in await recall.recall(two, question, "a", 2)
     ]  # several routes: every candidate kept
+
+
+async def test_a_record_leaning_on_its_neighbours_carries_their_context(tmp_path: Path) -> None:
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    leaning = batch("a", 0, ["It starts at 7:30 on Sunday"])
+    rec = leaning.records[0].model_copy(update={"context": "the Riverside half marathon"})
+    index_batches(s, [leaning.model_copy(update={"records": [rec]})], HashEmbedder())
+
+    reply = await service(s).search(request("a", "When does the Riverside half marathon start?"))
+
+    (item,) = [e for e in reply.evidence if e.kind == "record"]
+    assert item.text == "It starts at 7:30 on Sunday"
+    assert item.context == "the Riverside half marathon"

@@ -1,7 +1,8 @@
 """The console in a real browser (Debian's chromium driven by Playwright) against a real
 `lychee up`: a conversation goes in; its timeline shows turns, segments and records; a search
 shows its evidence and plan; a key for one namespace sees no other; hostile exchanges render
-as text; forget removes a namespace from every page (issue 27).
+as text; dead letters are shown by reason and replayed, once, and no other origin can make
+the browser replay them; forget removes a namespace from every page (issue 27).
 
 One stack, one keyed gateway beside it and one browser serve every test of this module; the
 tests run in file order and the forget tests come last. With LYCHEE_CONSOLE_SCREENSHOTS set
@@ -21,6 +22,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,12 @@ from streams.stack.embedded import Child, free_port
 from streams.stack.ready import wait_workers
 from streams.stack.up_process import UpProcess
 from tests.streams.gateway.conftest import wait_ready
+from tests.streams.gateway.dead_letters import (
+    UNPARSEABLE_TEXT,
+    exchange,
+    failed_exchange,
+    unparseable,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -70,6 +78,7 @@ class Console:
     url: str  # the console of `lychee up` (no keys: loopback only)
     keyed_url: str  # a gateway with API keys on the same stack
     keys: dict[str, str]
+    bootstrap: str
 
 
 def exchanges_of(path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -148,7 +157,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         ingest(url, HOSTILE_NS, hostile())
         ingest(url, ALICE_NS, alice())
         wait_ready(keyed_url, keyed, timeout_s=600)
-        yield Console(url, keyed_url, keys)
+        yield Console(url, keyed_url, keys, endpoints.kafka_bootstrap)
     finally:
         if keyed is not None:
             keyed.stop()
@@ -368,6 +377,94 @@ def test_console_operations_shows_workers_lag_dead_letters_and_tokens(
     expect(page.locator("table.lag")).to_contain_text("memory.exchanges")
     expect(page.locator("main")).to_contain_text("memory.records.dlq")
     expect(page.locator("table.usage tbody tr", has_text=DEMO_NS)).to_be_visible()
+    tab.clean()
+
+
+@pytest.fixture(scope="module")
+def dead_letters(console: Console) -> str:
+    """An unparseable exchange (`json`) and a good one dead-lettered (`processing`), once
+    both are listed; the replay route's URL."""
+    good = exchange(ALICE_NS, "a2", "My cello is back from the luthier.")
+    with ThreadPoolExecutor(1) as aside:  # Playwright's loop runs in this thread
+        aside.submit(asyncio.run, unparseable(console.bootstrap, DEMO_NS)).result()
+        aside.submit(asyncio.run, failed_exchange(console.bootstrap, good)).result()
+    deadline = time.monotonic() + 120
+    while True:
+        r = httpx.get(f"{console.url}/v1/dead-letters", params={"topic": "memory.exchanges"},
+                      timeout=60)  # fmt: skip
+        assert r.status_code == 200, r.text
+        if {"json", "processing"} <= {row["error_type"] for row in r.json()["reasons"]}:
+            return f"{console.url}/v1/dead-letters/replay"
+        assert time.monotonic() < deadline, r.text
+        time.sleep(0.5)
+
+
+REPLAY = {"topic": "memory.exchanges", "error_type": "processing"}
+# a plain form from another origin, its text/plain body shaped as JSON (the classic trick)
+FORM = """<form method="post" enctype="text/plain" action="{}">
+<input name='{{"topic": "memory.exchanges", "error_type": "processing", "x": "' value='"}}'>
+</form>"""
+
+
+def test_console_replay_refuses_requests_another_origin_could_send(
+    console: Console, dead_letters: str, tab: Watched
+) -> None:
+    """Without keys: JSON only, the Host a loopback name, the Origin the gateway's own."""
+    body = orjson.dumps(REPLAY)
+    for headers, status in (
+        ({"Content-Type": "text/plain"}, 415),  # a form or a no-cors fetch: no preflight
+        ({"Origin": "http://127.0.0.1:9"}, 403),  # another origin's script
+        ({"Host": "rebound.example:80"}, 403),  # a name rebound to 127.0.0.1 (DNS rebinding)
+    ):
+        sent = {"Content-Type": "application/json", **headers}
+        r = httpx.post(dead_letters, content=body, headers=sent, timeout=60)
+        assert r.status_code == status, (headers, r.text)
+    page = tab.page
+    elsewhere = "http://127.0.0.1:9/page"  # another origin (port), served by the test
+    page.route(elsewhere, lambda route: route.fulfill(content_type="text/html",
+                                                      body=FORM.format(dead_letters)))  # fmt: skip
+    page.goto(elsewhere)
+    with page.expect_response(dead_letters) as answer:
+        page.locator("form").evaluate("form => form.submit()")
+    assert answer.value.status == 415
+    page.goto(elsewhere)
+    fetched = page.evaluate("""(url) => fetch(url, {method: 'POST', body: '{}',
+        headers: {'Content-Type': 'application/json'}}).then((r) => r.status, () => 'blocked')""",
+                            dead_letters)  # fmt: skip
+    assert fetched == "blocked"  # its preflight is not granted
+    dry = httpx.post(dead_letters, json={**REPLAY, "dry_run": True}, timeout=60).json()
+    assert len(dry["replayed"]) == 1 and dry["already"] == []  # nothing was replayed
+    tab.clean()
+
+
+def test_console_dead_letters_by_reason_with_sample_then_replay_once(
+    console: Console, dead_letters: str, tab: Watched
+) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/operations")
+    bad = page.locator("table.reasons tr.reason[data-reason='json']")
+    expect(bad).to_contain_text("memory.exchanges.dlq")
+    expect(bad).to_contain_text("segmenter")
+    expect(bad.locator("pre.value")).to_have_text(UNPARSEABLE_TEXT)  # the markup, as text
+    assert page.locator("main img, main script").count() == 0
+    row = page.locator("table.reasons tr.reason[data-reason='processing']")
+    panel = row.locator("xpath=following-sibling::tr[1]")
+    row.get_by_role("button", name="Replay…").click()
+    expect(panel).to_contain_text("Dry run: 1 of 1 dead letters would be replayed to "
+                                  "memory.exchanges")  # fmt: skip
+    panel.get_by_role("button", name="Replay 1").click()
+    expect(panel.locator(".receipt")).to_contain_text("Replayed 1 of 1")
+    expect(panel.locator(".receipt li")).to_contain_text("→ memory.exchanges")
+
+    row.get_by_role("button", name="Replay…").click()  # a second replay of the same
+    expect(panel.locator(".refusal")).to_contain_text("refused, as the CLI refuses it")
+    expect(panel.locator(".receipt")).to_have_count(0)
+    panel.get_by_role("button", name="Replay again anyway…").click()
+    confirm = panel.get_by_role("button", name="Yes, replay them again")  # the second confirmation
+    expect(confirm).to_be_visible()
+    confirm.click()
+    expect(panel.locator(".receipt")).to_contain_text("Replayed 1 of 1")
+    assert page.evaluate("window.__pwned") is None
     tab.clean()
 
 

@@ -1,7 +1,8 @@
-// Operations: workers and their restarts, lag per stage, dead letters, rows, and the
-// construction token counters per namespace.
+// Operations: workers and their restarts, lag per stage, dead letters (by reason, with
+// their replay), rows, and the construction token counters per namespace.
 
 import { api } from "./api.js";
+import { deadLetters } from "./deadletters.js";
 import { badge, h, section, table } from "./dom.js";
 
 export async function operations(view) {
@@ -11,7 +12,7 @@ export async function operations(view) {
     view.append(h("p", { class: "muted" }, "This key reads only some namespaces: workers, lag "
       + "and dead letters mix every namespace and need a key for every namespace (*)."));
   } else {
-    view.append(workers(ops.supervision), lag(ops.stages), deadLetters(ops.dead_letters),
+    view.append(workers(ops.supervision), lag(ops.stages), await deadLetters(ops.dead_letters),
       section("Rows", table(["table", "rows"], Object.entries(ops.rows).map(([k, v]) =>
         h("tr", null, h("td", null, k), h("td", { class: "num" }, v))))));
   }
@@ -46,10 +47,3 @@ function lag(stages) {
     { class: "lag" }));
 }
 
-function deadLetters(dead) {
-  return section("Dead letters",
-    table(["topic", "messages"], Object.entries(dead).map(([topic, n]) => h("tr", null,
-      h("td", null, topic), h("td", { class: "num" }, n ? badge(String(n), "warn") : "0")))),
-    h("p", { class: "muted" }, "Counts per dead-letter topic (as `lychee status`). "
-      + "Reasons, samples and replay are not in the console yet."));
-}

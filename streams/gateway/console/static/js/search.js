@@ -85,7 +85,8 @@ function evidence(items, namespace) {
     items.map((e, i) => h("tr", { class: "evidence" },
       h("td", { class: "num" }, i + 1),
       h("td", null, badge(e.memory_type || e.kind, e.kind)),
-      h("td", { class: "text" }, e.speaker ? h("strong", null, `${e.speaker}: `) : null, e.text),
+      h("td", { class: "text" }, e.speaker ? h("strong", null, `${e.speaker}: `) : null, e.text,
+        e.context ? h("div", { class: "record-context" }, `context: ${e.context}`) : null),
       h("td", null, h("ul", { class: "scores" }, Object.entries(e.scores).map(([k, v]) =>
         h("li", null, `${k} ${fmtNum(v)}`))), e.routes.length ? `routes: ${e.routes.join(", ")}` : null),
       h("td", null, `session ${e.session_id}: `, e.turn_ids.map((tid) => [h("a",

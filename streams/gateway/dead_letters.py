@@ -1,0 +1,76 @@
+"""Dead letters over HTTP, for the console's operations page and any other client: by topic
+and reason with a sample of each, and their replay (issue 27 over issue 24's `streams.dlq`,
+the code `lychee dlq` runs).
+
+A dead letter holds any namespace's text, and a replay writes to the stack's topics: both
+routes are for a caller allowed every namespace (no keys, or a key for `*`). A replay is a
+write that a browser might be tricked into sending: JSON only, and without keys only from
+the gateway's own pages (`SameOriginJson`). As with the CLI, a second replay of the same dead
+letters is refused (409) unless forced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated
+
+from aiokafka.errors import KafkaError
+from fastapi import APIRouter, Query
+from pydantic import AwareDatetime
+from redis.exceptions import RedisError
+
+from streams import dlq
+from streams.gateway.deps import SameOriginJson, Service, StackWide
+from streams.gateway.errors import Conflict, Invalid
+from streams.gateway.models import DeadLettersOut, Problem, ReplayIn, ReplayOut
+from streams.gateway.service import MemoryService
+
+router = APIRouter(
+    prefix="/v1/dead-letters",
+    responses={code: {"model": Problem} for code in (401, 403, 422, 503)},
+)
+
+
+@contextmanager
+def _answered(svc: MemoryService) -> Iterator[None]:
+    """The dead-letter commands' errors as the gateway's."""
+    try:
+        yield
+    except dlq.DeadLetterError as exc:
+        raise Invalid(str(exc), field="topic") from exc
+    except (KafkaError, RedisError, TimeoutError) as exc:
+        raise svc.down(exc) from exc
+
+
+@router.get("", response_model=DeadLettersOut)
+async def dead_letters(
+    _: StackWide,
+    svc: Service,
+    topic: Annotated[
+        str | None, Query(max_length=200, description="a source topic or its .dlq; default all")
+    ] = None,
+    error_type: Annotated[str | None, Query(max_length=200, description="one reason")] = None,
+    since: Annotated[AwareDatetime | None, Query(description="failed at or after")] = None,
+) -> DeadLettersOut:
+    """Dead letters by topic and reason: count, oldest and newest failure, how many were
+    replayed before or failed again after a replay, and one sample (as `lychee dlq list`)."""
+    with _answered(svc):
+        letters = await dlq.read(svc.settings, [topic] if topic else None, error_type, since)
+        receipts = await dlq.receipts_of(svc.redis, letters)
+    return DeadLettersOut.model_validate({"reasons": dlq.summarize(letters, receipts)})
+
+
+@router.post("/replay", response_model=ReplayOut, responses={409: {"model": Problem},
+             415: {"model": Problem}})  # fmt: skip
+async def replay(_: StackWide, __: SameOriginJson, body: ReplayIn, svc: Service) -> ReplayOut:
+    """Produce the selected dead letters back to their source topics, once each (as `lychee
+    dlq replay`); `dry_run` says what would be sent. 409 when every selected dead letter was
+    replayed before, unless `force`."""
+    with _answered(svc):
+        report = await dlq.replay(svc.settings, body.topic, body.error_type, body.since,
+                                  dry_run=body.dry_run, force=body.force)  # fmt: skip
+    refusal = report.refusal()
+    if refusal and not body.dry_run:
+        raise Conflict(f"{refusal}; force replays them again", field="force")
+    return ReplayOut(**vars(report), refusal=refusal)

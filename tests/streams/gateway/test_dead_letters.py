@@ -1,0 +1,101 @@
+"""Dead letters through a gateway with API keys (issue 27 over issue 24): by reason with a
+sample, replay with a dry run, a second replay refused unless forced; stack-wide keys only."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+
+from streams.stack.embedded import Stack
+from tests.streams.gateway.conftest import Gateways
+from tests.streams.gateway.dead_letters import (
+    FAILED_REASON,
+    UNPARSEABLE_TEXT,
+    exchange,
+    failed_exchange,
+    unparseable,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+
+async def reasons_of(c: httpx.AsyncClient, headers: dict[str, str], since: datetime,
+                     wanted: set[str]) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """The exchanges' dead letters since `since` by reason, once every `wanted` one is in."""
+    deadline = time.monotonic() + 120
+    while True:
+        r = await c.get("/v1/dead-letters", headers=headers,
+                        params={"topic": "memory.exchanges", "since": since.isoformat()})  # fmt: skip
+        assert r.status_code == 200, r.text
+        found = {row["error_type"]: row for row in r.json()["reasons"]}
+        if wanted <= found.keys():
+            return found
+        assert time.monotonic() < deadline, found
+        await asyncio.sleep(0.5)
+
+
+async def test_dead_letters_by_reason_and_replay_for_stack_wide_keys_only(
+    gateways: Gateways, stack: Stack
+) -> None:
+    ns = f"gw-dl{uuid.uuid4().hex[:6]}"
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    await unparseable(stack.bootstrap, ns)
+    await failed_exchange(stack.bootstrap, exchange(ns, "s1", "I keep bees on the allotment."))
+    root = gateways.headers("root")
+    select = {"topic": "memory.exchanges", "error_type": "processing", "since": since.isoformat()}
+    async with httpx.AsyncClient(base_url=gateways.urls[0], timeout=120) as c:
+        found = await reasons_of(c, root, since, {"json", "processing"})
+        bad = found["json"]
+        assert bad["topic"] == "memory.exchanges.dlq" and bad["count"] == 1
+        assert bad["oldest"] and bad["oldest"] == bad["newest"] and bad["replayed_before"] == 0
+        assert bad["sample"]["stage"] == "segmenter" and bad["sample"]["error"]
+        assert bad["sample"]["source"].startswith("memory.exchanges ")
+        assert bad["sample"]["value"] == UNPARSEABLE_TEXT  # the original bytes, as text
+        assert found["processing"]["sample"]["error"] == FAILED_REASON
+
+        for key in ("a", "all"):  # gw-a, gw-*: not every namespace
+            r = await c.get("/v1/dead-letters", headers=gateways.headers(key))
+            assert r.status_code == 403, r.text
+            r = await c.post("/v1/dead-letters/replay", headers=gateways.headers(key), json=select)
+            assert r.status_code == 403, r.text
+        assert (await c.get("/v1/dead-letters")).status_code == 401
+        r = await c.post("/v1/dead-letters/replay", json=select)
+        assert r.status_code == 401
+        form = await c.post("/v1/dead-letters/replay", headers=root, data=select)  # a form post
+        assert form.status_code == 415, form.text
+
+        async def replay(**extra: Any) -> httpx.Response:
+            return await c.post("/v1/dead-letters/replay", headers=root, json={**select, **extra})
+
+        dry = (await replay(dry_run=True)).json()
+        assert (dry["selected"], len(dry["replayed"]), dry["refusal"]) == (1, 1, None)
+        done = await replay()
+        assert done.status_code == 200, done.text
+        (sent,) = done.json()["replayed"]
+        assert sent["replayed"]["to"].startswith("memory.exchanges ")
+        await turn_arrives(c, root, ns, "allotment")  # the segmenter took it back
+
+        again = await replay()
+        assert again.status_code == 409 and "replayed before" in again.json()["detail"], again.text
+        dry = (await replay(dry_run=True)).json()
+        assert dry["replayed"] == [] and len(dry["already"]) == 1 and "refused" in dry["refusal"]
+        found = await reasons_of(c, root, since, {"processing"})
+        assert found["processing"]["replayed_before"] == 1
+        forced = await replay(force=True)
+        assert forced.status_code == 200 and len(forced.json()["replayed"]) == 1, forced.text
+
+
+async def turn_arrives(c: httpx.AsyncClient, headers: dict[str, str], ns: str, text: str) -> None:
+    deadline = time.monotonic() + 120
+    while True:
+        r = await c.get(f"/v1/namespaces/{ns}/records", headers=headers, params={"turns": "true"})
+        if r.status_code == 200 and any(text in i["content"] for i in r.json()["items"]):
+            return
+        assert time.monotonic() < deadline, r.text
+        await asyncio.sleep(0.5)
