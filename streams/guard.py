@@ -268,6 +268,8 @@ class _PauseLog:
             "error": describe(exc, 500) if exc else None,
             "effect": "retrying the same work; nothing is dropped",
         }
+        if (rate := getattr(exc, "tokens_per_s", None)) is not None:
+            fields["llm_tokens_per_s"] = round(rate, 2)  # slow, not down
         if isinstance(exc, Refused):
             log.error("stage.paused", **fields, hint=exc.hint or "check the configuration")
         else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 
-from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from schemas import Segment
@@ -20,6 +19,7 @@ from workers.encoder.prompts import (
     EncoderReply,
     build_messages,
     repair_message,
+    reply_schema_for,
 )
 from workers.encoder.records import EncodedSegment, build_record, segment_turns
 from workers.llm import (
@@ -32,6 +32,8 @@ from workers.llm import (
     total_usage,
     usage_of,
 )
+from workers.llm_format import JsonSchema
+from workers.llm_stream import Completion
 
 
 class EncoderError(LycheeError):
@@ -41,9 +43,12 @@ class EncoderError(LycheeError):
 class LLMUnavailable(EncoderError):
     """Rate-limited, failing or unreachable after the bounded retries: retry the segment later."""
 
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, retry_after_s: float | None = None, tokens_per_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.tokens_per_s = tokens_per_s
 
 
 class InvalidEncoderOutput(EncoderError):
@@ -63,7 +68,7 @@ class LLMEncoder(ChatCaller):
     at once: such a wait belongs to the caller's pause, not to a sleeping task.
     """
 
-    policy = RetryPolicy(max_attempts=5, timeout_s=60.0, base_delay_s=0.5, max_delay_s=30.0)
+    policy = RetryPolicy(max_attempts=5, base_delay_s=0.5, max_delay_s=30.0)
 
     async def encode(self, segment: Segment, reference_context: str) -> EncodedSegment:
         """Records of `segment`: LLMUnavailable means later, InvalidEncoderOutput dead-letter;
@@ -72,7 +77,8 @@ class LLMEncoder(ChatCaller):
         rng = self._rng or random.Random(segment.segment_id)
         turns = segment_turns(segment)
         messages = build_messages(segment, reference_context)
-        completion = await self._complete(messages, rng)
+        schema = reply_schema_for(len(turns))
+        completion = await self._complete(messages, rng, schema)
         usages = [usage_of(completion, messages)]
         raw = content(completion)
         try:
@@ -83,7 +89,7 @@ class LLMEncoder(ChatCaller):
                 {"role": "assistant", "content": raw},
                 repair_message(first.reason, len(turns)),
             ]
-            completion = await self._complete(repair, rng)
+            completion = await self._complete(repair, rng, schema)
             usages.append(usage_of(completion, repair))
             raw = content(completion)
             reply = parse_reply(raw, len(turns))
@@ -110,13 +116,15 @@ class LLMEncoder(ChatCaller):
             encoder=self.name,
         )
 
-    async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
+    async def _complete(
+        self, messages: list[dict[str, str]], rng: random.Random, schema: JsonSchema
+    ) -> Completion:
         """`ChatCaller._call`; a refusal becomes EncoderError, exhaustion LLMUnavailable."""
         try:
-            return await self._call(messages, rng)
+            return await self._call(messages, rng, schema, "memory_records")
         except CompletionError as err:
             if err.retryable_exhausted:
-                raise LLMUnavailable(err.reason, err.retry_after_s) from err.error
+                raise LLMUnavailable(err.reason, err.retry_after_s, err.tokens_per_s) from err.error
             raise EncoderError(f"the LLM server refused the request: {err.error}") from err.error
 
 

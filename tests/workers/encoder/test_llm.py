@@ -26,7 +26,7 @@ from workers.encoder.llm import (
     LLMUnavailable,
     parse_reply,
 )
-from workers.encoder.prompts import SYSTEM_PROMPT, build_messages
+from workers.encoder.prompts import SYSTEM_PROMPT, build_messages, reply_schema_for
 from workers.llm import is_retryable, make_client
 from workers.tokens import prompt_tokens
 
@@ -78,7 +78,7 @@ def encoder(client: openai.AsyncOpenAI, sleeps: Sleeps | None = None, **kw: Any)
 # --- success ---------------------------------------------------------------------------
 
 
-async def test_encoder_valid_reply_maps_turn_ids_and_sends_temperature_zero_json_mode(
+async def test_encoder_valid_reply_maps_turn_ids_and_streams_at_temperature_zero_with_schema(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
     server.script(valid(reply(record(), record(memory_type="fact", semantic_text="  "))))
@@ -99,7 +99,11 @@ async def test_encoder_valid_reply_maps_turn_ids_and_sends_temperature_zero_json
     (body,) = server.requests
     assert body["model"] == MODEL
     assert body["temperature"] == 0
-    assert body["response_format"] == {"type": "json_object"}
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "memory_records", "schema": reply_schema_for(4), "strict": True},
+    }
     assert body["messages"] == build_messages(seg, "Ines: a painter.")
 
     (usage,) = server.usages
@@ -264,14 +268,15 @@ async def test_encoder_retry_after_beyond_max_delay_hands_the_wait_to_the_caller
     assert sleeps.delays == [] and len(server.requests) == 1
 
 
-async def test_encoder_slow_reply_beyond_timeout_is_retried_then_ok(
+async def test_encoder_no_first_token_within_its_limit_is_retried_after_settling_then_ok(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
     server.script(slow(2.0), valid(reply(record())))
     sleeps = Sleeps()
-    out = await encoder(client, sleeps, timeout_s=0.3).encode(make_segment(), "")
+    out = await encoder(client, sleeps, first_token_s=0.3).encode(make_segment(), "")
     assert len(out.records) == 1
     assert len(server.requests) == 2 and len(sleeps.delays) == 1
+    assert sleeps.delays[0] >= LLMEncoder.policy.settle_s  # the server stops the first one
 
 
 async def test_encoder_unreachable_server_raises_unavailable() -> None:
