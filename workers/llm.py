@@ -337,15 +337,18 @@ class ChatCaller:
         rng: random.Random,
         schema: JsonSchema | None = None,
         schema_name: str = "reply",
+        *,
+        json_mode: bool | None = None,
     ) -> Completion:
-        """`complete` with this caller's settings; raises CompletionError, its
-        `tokens_per_s` filled from the latest reply when the failed attempts wrote nothing."""
+        """`complete` with this caller's settings (`json_mode` overrides its own); raises
+        CompletionError, its `tokens_per_s` filled from the latest reply when the failed
+        attempts wrote nothing."""
         try:
             completion = await complete(
                 self.client,
                 self.model,
                 messages,
-                json_mode=self.json_mode,
+                json_mode=self.json_mode if json_mode is None else json_mode,
                 policy=self.policy,
                 sleep=self._sleep,
                 rng=rng,

@@ -9,7 +9,8 @@ clients (sync and async) talk to it over real sockets:
 
 Chat requests consume one scripted action each; with the script empty they follow the
 timed phases, if any (`phases((90, status(503)), (30, status(429)))`: every request in the
-first 90 s after the first one gets a 503, then 429s for 30 s), then `default_reply`.
+first 90 s after the first one gets a 503, then 429s for 30 s), then `respond(body)` if
+given (a reply chosen from the request, e.g. by its system prompt), then `default_reply`.
 Embeddings are deterministic per input text; `script_embeddings` scripts their failures.
 
 A request with `"stream": true` gets its reply as server-sent chunks, about one word each,
@@ -33,6 +34,7 @@ import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -139,8 +141,15 @@ def fake_vector(text_: str, dim: int) -> list[float]:
 class FakeOpenAI:
     """`/v1/chat/completions` and `/v1/embeddings`; `requests` holds every body received."""
 
-    def __init__(self, *, embedding_dim: int = 16, default_reply: Action | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        embedding_dim: int = 16,
+        default_reply: Action | None = None,
+        respond: Callable[[dict[str, Any]], Action | None] | None = None,
+    ) -> None:
         self.embedding_dim = embedding_dim
+        self.respond = respond  # with the script empty: an action chosen from the request body
         self.default_reply: Action = default_reply or valid(
             {"records": [], "disambiguation_context": ""}
         )
@@ -264,7 +273,9 @@ class FakeOpenAI:
                 if fmt in self.refuse_formats
                 else self._script.popleft()
                 if self._script
-                else self._phase_action() or self.default_reply
+                else self._phase_action()
+                or (self.respond(body) if self.respond else None)
+                or self.default_reply
             )
         try:
             return await self._answer(request, body, action, generation)

@@ -93,6 +93,7 @@ class LocomoReport(_Model):
     data: str
     variant: str
     llm: str | None
+    judge: str | None = None  # the model that graded the answers, when they were judged
     embedding: str
     conversations: int
     turns: int
@@ -223,7 +224,8 @@ def format_table(report: LocomoReport) -> str:
         lines.append(f"accuracy: n/a ({why})")
     for name, acc in judged.items():
         lines.append(
-            f"accuracy {name}: " + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)
+            f"accuracy {name} (judge {report.judge or 'unnamed'}, LoCoMo protocol): "
+            + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)
         )
     con, q, i = report.construction, report.query, report.ingest
     lines.append(
