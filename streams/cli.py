@@ -536,9 +536,14 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
 @click.option("--judge-base-url", default=None, help="default: LYCHEE_LLM_BASE_URL")
 @click.option("--judge-model", default=None, help="default: LYCHEE_LLM_MODEL")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--redact",
+    is_flag=True,
+    help="print no question, answer or gold text (data whose licence forbids copies)",
+)
 def bench_llm(data: Path, fmt: str | None, conversation: str | None, segments_n: int,
               questions_n: int, asks: tuple[str, ...], judge_base_url: str | None,
-              judge_model: str | None, out: Path | None) -> None:  # fmt: skip
+              judge_model: str | None, out: Path | None, redact: bool) -> None:  # fmt: skip
     """The LLM path against the configured endpoint: the encoder over a conversation's first
     segments, then the LLM planner and answerer over its questions (or --ask), judged by the
     LoCoMo protocol; seconds, tokens and tokens/s per segment, outcomes, answers."""
@@ -547,7 +552,7 @@ def bench_llm(data: Path, fmt: str | None, conversation: str | None, segments_n:
 
     try:
         run(_settings(), data, fmt, conversation, segments_n, questions_n, asks,
-            (judge_base_url, judge_model), out, click.echo)  # fmt: skip
+            (judge_base_url, judge_model), out, click.echo, redact)  # fmt: skip
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -201,6 +201,7 @@ async def ask_questions(
     namespace: str,
     asks: list[Ask],
     echo: Echo,
+    redact: bool = False,
 ) -> list[QuestionResult]:
     out: list[QuestionResult] = []
     for i, ask in enumerate(asks, 1):
@@ -227,7 +228,7 @@ async def ask_questions(
         if judge is not None and ask.gold is not None:
             _judged(result, await judge.locomo(ask.question, ask.gold, result.answer))
         out.append(result)
-        echo(question_line(i, len(asks), result, out))
+        echo(question_line(i, len(asks), result, out, redact))
     return out
 
 
@@ -248,6 +249,7 @@ def run_llm_bench(
     asks: tuple[str, ...],
     judge: JudgeTarget | None,
     echo: Echo,
+    redact: bool = False,
 ) -> LLMBenchReport:
     llm = make_llm_client(settings)
     if llm is None:
@@ -256,7 +258,18 @@ def run_llm_bench(
     lance_dir = tempfile.mkdtemp(prefix="lychee-bench-llm-")
     try:
         return asyncio.run(
-            _run(settings, llm, conv, data, segments_n, questions_n, asks, judge, lance_dir, echo)
+            _run(
+                settings,
+                llm,
+                conv,
+                data,
+                (segments_n, questions_n),
+                asks,
+                judge,
+                lance_dir,
+                echo,
+                redact,
+            )  # fmt: skip
         )
     finally:
         shutil.rmtree(lance_dir, ignore_errors=True)
@@ -267,14 +280,17 @@ async def _run(
     llm: Any,
     conv: Conversation,
     data: Path,
-    segments_n: int,
-    questions_n: int,
+    sizes: tuple[int, int],
     asks: tuple[str, ...],
     judge_at: JudgeTarget | None,
     lance_dir: str,
     echo: Echo,
+    redact: bool,
 ) -> LLMBenchReport:
+    """The run: segments, encoding, indexing, then the questions. `sizes`: how many
+    segments and questions."""
     started = time.perf_counter()
+    segments_n, questions_n = sizes
     client, model = llm
     attempts = Attempts()
     embedder = await asyncio.to_thread(make_embedder, settings)
@@ -306,7 +322,7 @@ async def _run(
                              observer=attempts),
     )  # fmt: skip
     service = QueryService(deps, RecallConfig(turn_window=settings.turn_window))
-    report.questions = await ask_questions(service, judge, conv.namespace, chosen, echo)
+    report.questions = await ask_questions(service, judge, conv.namespace, chosen, echo, redact)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -322,13 +338,14 @@ def bench_llm(
     judge: tuple[str | None, str | None],
     out: Path | None,
     echo: Echo,
+    redact: bool = False,
 ) -> LLMBenchReport:
     """The command: the run, its summary, and the JSON report when `out` is given. `fmt`
     None reads `.jsonl` files as JSON lines, anything else as LoCoMo."""
     fmt = fmt or ("jsonl" if data.suffix == ".jsonl" else "locomo")
     target = judge_target(settings, *judge) if fmt == "locomo" and not asks else None
     report = run_llm_bench(
-        settings, data, fmt, conversation, segments_n, questions_n, asks, target, echo
+        settings, data, fmt, conversation, segments_n, questions_n, asks, target, echo, redact
     )
     echo(format_summary(report))
     if out is not None:

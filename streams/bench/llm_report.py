@@ -76,12 +76,17 @@ def segment_line(i: int, n: int, r: SegmentResult) -> str:
     return line + (f" | {r.error}" if r.error else "")
 
 
-def question_line(i: int, n: int, r: QuestionResult, so_far: list[QuestionResult]) -> str:
+def question_line(
+    i: int, n: int, r: QuestionResult, so_far: list[QuestionResult], redact: bool = False
+) -> str:
+    """One question as it comes out; `redact` leaves out the texts of the question, the
+    answer and the gold answer (a file whose licence forbids copying them)."""
+    said = "(texts withheld)" if redact else f"{r.question!r} -> {r.answer!r}"
     line = (
-        f"question {i}/{n} [{r.category}] {r.question!r} -> {r.answer!r} "
+        f"question {i}/{n} [{r.category}] {said} "
         f"(plan: {r.plan_source}, {r.seconds:.1f} s, {r.tokens} tokens)"
     )
-    if r.gold is not None:
+    if r.gold is not None and not redact:
         line += f" | gold {r.gold!r}"
     if r.judged:
         label = "CORRECT" if r.correct else "WRONG" if r.correct is False else "no verdict"
