@@ -153,3 +153,13 @@ def test_bench_llm_without_an_llm_or_with_an_unknown_conversation_says_why(tmp_p
             settings_for(server, tmp_path), data, None, "nope", 1, 1, (), (None, None), None,
             print,
         )  # fmt: skip
+
+
+def test_bench_llm_redacted_question_line_holds_no_text_of_the_data() -> None:
+    from streams.bench.llm_report import QuestionResult, question_line
+
+    q = QuestionResult("Where is the cabin?", "single-hop", "By the lake", "near a lake", "llm",
+                       12.0, 300, judged=True, correct=True)  # fmt: skip
+    line = question_line(1, 1, q, [q], redact=True)
+    assert "cabin" not in line and "lake" not in line
+    assert "[single-hop] (texts withheld)" in line and "judge: CORRECT (running 1/1)" in line
