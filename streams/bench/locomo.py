@@ -130,28 +130,21 @@ async def _run(
     embedder = await asyncio.to_thread(make_embedder, settings)
     store = open_store(settings, embedder)
     run = Run(questions=_questions(conversations))
-    answering = judge is not None
     async with MemoryClient(settings) as client:
         ingest = await _ingest(settings, client, store, conversations, progress)
         segments = await _by_segment(settings, t.SEGMENTS, Segment, conversations)
         batches = await _by_segment(settings, t.RECORDS, RecordBatch, conversations)
-        timeout_s = settings.query_max_deadline_s if answering else 60.0
-        await _ask(client, run, max(RETRIEVE_K, *ks), progress, variant.ablation, timeout_s,
-                   answering)  # fmt: skip
+        # an answer from a slow model takes minutes: the longest deadline the service takes
+        wait_s = settings.query_max_deadline_s if judge else 60.0
+        await _ask(
+            client, run, max(RETRIEVE_K, *ks), progress, variant.ablation, wait_s, bool(judge)
+        )
         for other in extra:
             more = Run(questions=run.questions)
             await _ask(client, more, max(RETRIEVE_K, *ks), progress, other.ablation)
             run.baselines[f"lychee:{other.name}"] = more.lychee
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
-    systems: dict[str, Any] = {}
-    for name, results in [("lychee", run.lychee), *run.baselines.items()]:
-        agg = aggregate(results, ks, budgets)
-        systems[name] = {
-            "recall_at_k": agg["recall_at_k"],
-            "recall_at_budget": agg["recall_at_budget"],
-            "latency_ms": agg["latency_ms"],
-            "accuracy": None,
-        }
+    systems = _systems(run, ks, budgets)
     accuracy_note = "accuracy is null: answers are not judged (run with --answer)"
     if judge is not None:
         systems["lychee"]["accuracy"], accuracy_note = await _judge(settings, judge, run)
@@ -200,20 +193,29 @@ async def _run(
     return validate_report(report)
 
 
+def _systems(run: Run, ks: tuple[int, ...], budgets: tuple[int, ...]) -> dict[str, Any]:
+    """Each system's recall and latency (accuracy is filled in when answers are judged)."""
+    systems: dict[str, Any] = {}
+    for name, results in [("lychee", run.lychee), *run.baselines.items()]:
+        agg = aggregate(results, ks, budgets)
+        systems[name] = {
+            "recall_at_k": agg["recall_at_k"],
+            "recall_at_budget": agg["recall_at_budget"],
+            "latency_ms": agg["latency_ms"],
+            "accuracy": None,
+        }
+    return systems
+
+
 def _questions(conversations: list[Conversation]) -> list[Question]:
     out = []
     for conv in conversations:
         for qa in conv.qa:
             category = CATEGORIES.get(qa.category)
             if category is not None:
+                evidence = frozenset(qa.evidence)
                 out.append(
-                    Question(
-                        conv.namespace,
-                        qa.question,
-                        category,
-                        frozenset(qa.evidence),
-                        str(qa.answer),
-                    )
+                    Question(conv.namespace, qa.question, category, evidence, str(qa.answer))
                 )
     return out
 
