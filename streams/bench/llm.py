@@ -27,7 +27,7 @@ import orjson
 
 from schemas import QueryRequest, Segment
 from schemas.records import RecordBatch
-from streams.bench.harness import BenchError
+from streams.bench.harness import BenchError, pick_conversation
 from streams.bench.judging import JudgeTarget, judge_target, make_judge
 from streams.bench.llm_report import (
     DEAD_LETTERED,
@@ -79,18 +79,6 @@ class Attempts:
 
     def since(self, start: int) -> list[Attempt]:
         return self.seen[start:]
-
-
-def pick(conversations: list[Conversation], conversation: str | None, data: Path) -> Conversation:
-    if not conversations:
-        raise BenchError(f"{data} holds no conversation")
-    if conversation is None:
-        return conversations[0]
-    for conv in conversations:
-        if conv.namespace == conversation:
-            return conv
-    names = ", ".join(c.namespace for c in conversations[:20])
-    raise BenchError(f"no conversation {conversation!r} in {data} (it has {names})")
 
 
 def first_segments(
@@ -254,7 +242,7 @@ def run_llm_bench(
     llm = make_llm_client(settings)
     if llm is None:
         raise BenchError("no LLM configured: set LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
-    conv = pick(load(data, fmt), conversation, data)
+    conv = pick_conversation(load(data, fmt), conversation, data)
     lance_dir = tempfile.mkdtemp(prefix="lychee-bench-llm-")
     try:
         return asyncio.run(
