@@ -34,6 +34,7 @@ from workers.llm_format import (
     JsonSchema,
     format_refused,
     response_format,
+    stream_options_refused,
 )
 from workers.llm_stream import Completion, StreamCut, StreamLimits, StreamTimeout, read_stream
 from workers.tokens import count_tokens, prompt_tokens
@@ -268,8 +269,9 @@ async def _attempt(
     observer: CallObserver,
     formats: FormatSupport,
 ) -> Completion:
-    """One attempt, asked again one rung down each time the endpoint refuses the format
-    (at most twice: a refusal is an answer, not a failure worth a retry)."""
+    """One attempt, asked again one rung down each time the endpoint refuses the format,
+    and without `stream_options` if it refuses those (at most three times: a refusal is an
+    answer, not a failure worth a retry)."""
     endpoint = (str(client.base_url), model)
     first = Format.json_schema if wanted.schema is not None else Format.json_object
     fmt = formats.start(endpoint, first) if wanted.json else Format.prompt_only
@@ -282,7 +284,9 @@ async def _attempt(
             response_format=cast(Any, response_format(fmt, wanted.name, wanted.schema))
             or openai.omit,
             stream=True,
-            stream_options={"include_usage": True},
+            stream_options={"include_usage": True}
+            if formats.stream_options(endpoint)
+            else openai.omit,
             timeout=policy.total_s,
         )
         try:
@@ -290,9 +294,12 @@ async def _attempt(
         except (openai.OpenAIError, TimeoutError, StreamCut) as exc:
             partial = getattr(exc, "partial", None)
             observer.attempt(model, Attempt(time.perf_counter() - t0, failure_reason(exc), partial))
-            if fmt is Format.prompt_only or not format_refused(exc):
+            if stream_options_refused(exc) and formats.stream_options(endpoint):
+                formats.refused_stream_options(endpoint, exc)
+            elif fmt is not Format.prompt_only and format_refused(exc):
+                fmt = formats.refused(endpoint, fmt, exc)
+            else:
                 raise
-            fmt = formats.refused(endpoint, fmt, exc)
             continue
         observer.attempt(model, Attempt(time.perf_counter() - t0, None, completion))
         return completion

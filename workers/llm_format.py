@@ -94,13 +94,42 @@ def format_refused(exc: BaseException) -> bool:
     return bool(_FORMAT_WORDS.search(f"{exc.message} {exc.body}"))
 
 
+_STREAM_OPTIONS = re.compile(r"stream_options", re.IGNORECASE)
+
+
+def stream_options_refused(exc: BaseException) -> bool:
+    """The server refused `stream_options` (older Azure OpenAI and proxies do: a 400 naming
+    it); the call goes again without it, and usage is estimated if none comes."""
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422):
+        return False
+    return bool(_STREAM_OPTIONS.search(f"{exc.message} {exc.body}"))
+
+
 class FormatSupport:
-    """The lowest rung each endpoint (base URL and model) has been pushed to; shared by
-    every caller of a process, safe across threads."""
+    """The lowest rung each endpoint (base URL and model) has been pushed to, and whether
+    it takes `stream_options`; shared by every caller of a process, safe across threads."""
 
     def __init__(self) -> None:
         self._floor: dict[tuple[str, str], Format] = {}
+        self._no_stream_options: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+
+    def stream_options(self, endpoint: tuple[str, str]) -> bool:
+        with self._lock:
+            return endpoint not in self._no_stream_options
+
+    def refused_stream_options(self, endpoint: tuple[str, str], exc: BaseException) -> None:
+        with self._lock:
+            if endpoint in self._no_stream_options:
+                return
+            self._no_stream_options.add(endpoint)
+        log.warning(
+            "llm.stream_options_unsupported",
+            base_url=endpoint[0],
+            model=endpoint[1],
+            effect="usage estimated when the server sends none",
+            error=str(exc)[:300],
+        )
 
     def start(self, endpoint: tuple[str, str], wanted: Format) -> Format:
         """The rung to ask first: the one wanted, or lower if the endpoint refused it."""

@@ -18,7 +18,8 @@ then a chunk with the finish reason, a usage chunk when `stream_options.include_
 and `[DONE]`, as OpenAI and llama.cpp send them. `streamed(...)` scripts a slow stream, a
 stall in the middle, or a stream cut in the middle (`cut="close"`: the body just ends;
 `cut="reset"`: the connection is dropped). `refuse_formats` names the `response_format`
-types answered with a 400, as servers without structured outputs answer them.
+types answered with a 400, as servers without structured outputs answer them, and
+`refuse_stream_options` does the same for `stream_options` (older Azure OpenAI).
 `generations` records every chat request's life (until its reply was sent or its client
 went away) and `max_parallel` the most that were live at once: a retry must not run
 beside the generation it replaces.
@@ -157,6 +158,7 @@ class FakeOpenAI:
         self.embedding_requests: list[dict[str, Any]] = []
         self.usages: list[dict[str, int]] = []  # usage of every completion answered
         self.refuse_formats: set[str] = set()  # response_format types answered with a 400
+        self.refuse_stream_options = False  # answer a request with `stream_options` with a 400
         self.generations: list[Generation] = []
         self.max_parallel = 0  # most chat requests live at once
         self._script: deque[Action] = deque()
@@ -269,7 +271,9 @@ class FakeOpenAI:
             self.max_parallel = max(self.max_parallel, len(live) + 1)
             fmt = (body.get("response_format") or {}).get("type")
             action: Action = (
-                Status(400, {}, _format_refusal(fmt))
+                Status(400, {}, _option_refusal("stream_options"))
+                if self.refuse_stream_options and "stream_options" in body
+                else Status(400, {}, _format_refusal(fmt))
                 if fmt in self.refuse_formats
                 else self._script.popleft()
                 if self._script
@@ -405,6 +409,18 @@ def _format_refusal(fmt: str) -> dict[str, Any]:
             "with this model.",
             "type": "invalid_request_error",
             "param": "response_format",
+            "code": None,
+        }
+    }
+
+
+def _option_refusal(name: str) -> dict[str, Any]:
+    """The body older Azure OpenAI versions answer an argument they do not know with."""
+    return {
+        "error": {
+            "message": f"Unrecognized request argument supplied: {name}",
+            "type": "invalid_request_error",
+            "param": None,
             "code": None,
         }
     }

@@ -154,3 +154,23 @@ async def test_encoder_on_a_server_without_json_schema_still_encodes_and_repairs
 
     assert len(out.records) == 1 and out.usage.calls == 2  # the reply, then its repair
     assert kinds(server) == ["json_schema", "json_object", "json_object"]
+
+
+async def test_endpoint_refusing_stream_options_is_asked_again_without_them_and_remembered(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    server.refuse_stream_options = True
+    server.script(valid({"a": "1"}), valid({"a": "2"}))
+    formats = FormatSupport()
+
+    with capture_logs() as logs:
+        await ask(client, formats)
+        out = await complete(
+            client, "m", [{"role": "user", "content": "hi"}], json_mode=False,
+            policy=RetryPolicy(max_attempts=1), sleep=Sleeps(), rng=random.Random(0),
+            formats=formats,
+        )  # fmt: skip
+
+    assert ["stream_options" in b for b in server.requests] == [True, False, False]
+    assert out.prompt_tokens is None  # no usage chunk without the option: estimated later
+    assert len([e for e in logs if e["event"] == "llm.stream_options_unsupported"]) == 1
