@@ -222,10 +222,10 @@ def format_table(report: LocomoReport) -> str:
     if not judged:
         why = "no LLM configured" if report.llm is None else "answers are not judged"
         lines.append(f"accuracy: n/a ({why})")
+    by = f" (judge {report.judge}, LoCoMo protocol)" if report.judge else ""
     for name, acc in judged.items():
         lines.append(
-            f"accuracy {name} (judge {report.judge or 'unnamed'}, LoCoMo protocol): "
-            + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)
+            f"accuracy {name}{by}: " + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)
         )
     con, q, i = report.construction, report.query, report.ingest
     lines.append(
