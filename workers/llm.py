@@ -33,8 +33,8 @@ from workers.llm_format import (
     FormatSupport,
     JsonSchema,
     format_refused,
+    option_refused,
     response_format,
-    stream_options_refused,
 )
 from workers.llm_stream import Completion, StreamCut, StreamLimits, StreamTimeout, read_stream
 from workers.tokens import count_tokens, prompt_tokens
@@ -178,6 +178,9 @@ class CompletionError(LycheeError):
     server asked for a wait longer than `max_delay_s`. `retry_after_s` is the server's hint
     on that last attempt (None for a refusal); `error` is the client's last exception;
     `tokens_per_s` the speed the last attempt was writing at, if it wrote anything.
+    `overlong`: the server kept writing past the total limit; not retried, since the same
+    request at temperature 0 writes the same (a small model looping), and `partial` holds
+    what it wrote.
     """
 
     def __init__(
@@ -188,6 +191,7 @@ class CompletionError(LycheeError):
         retryable_exhausted: bool,
         retry_after_s: float | None = None,
         tokens_per_s: float | None = None,
+        overlong: bool = False,
     ) -> None:
         super().__init__(reason)
         self.reason = reason
@@ -195,15 +199,24 @@ class CompletionError(LycheeError):
         self.retryable_exhausted = retryable_exhausted
         self.retry_after_s = retry_after_s
         self.tokens_per_s = tokens_per_s
+        self.overlong = overlong
+
+    @property
+    def partial(self) -> str:
+        """What the last attempt wrote before it failed."""
+        partial = getattr(self.error, "partial", None)
+        return partial.text if isinstance(partial, Completion) else ""
 
 
 @dataclass(frozen=True)
 class Wanted:
-    """What a call asks the server for: JSON or free text, and the reply's schema if any."""
+    """What a call asks the server for: JSON or free text, the reply's schema if any, and
+    at most `max_tokens` of output (a looping model stops there, `finish_reason` "length")."""
 
     json: bool
     schema: JsonSchema | None = None
     name: str = "reply"
+    max_tokens: int | None = None
 
 
 async def complete(
@@ -219,10 +232,13 @@ async def complete(
     schema: JsonSchema | None = None,
     schema_name: str = "reply",
     formats: FormatSupport = FORMATS,
+    max_tokens: int | None = None,
 ) -> Completion:
-    """One streamed completion at temperature 0, retried on `is_retryable` errors under
-    `policy`. With `json_mode` it asks for `schema` as `json_schema` (or `json_object`
-    without one), stepping down the format ladder when the endpoint refuses a format.
+    """One streamed completion at temperature 0 of at most `max_tokens`, retried on
+    `is_retryable` errors under `policy`, but for a reply still being written at the total
+    limit (`CompletionError.overlong`). With `json_mode` it asks for `schema` as
+    `json_schema` (or `json_object` without one), stepping down the format ladder when the
+    endpoint refuses a format.
 
     Backoff is full jitter (`uniform(0, min(max_delay_s, base_delay_s * 2**n))`), never less
     than the server's Retry-After, nor than `settle_s` after a timeout. A
@@ -230,13 +246,21 @@ async def complete(
     CompletionError when no completion came back.
     """
     observer = observer or NoObserver()
-    wanted = Wanted(json_mode, schema, schema_name)
+    wanted = Wanted(json_mode, schema, schema_name, max_tokens)
     for attempt in range(1, policy.max_attempts + 1):
         try:
             return await _attempt(client, model, messages, wanted, policy, observer, formats)
         except (openai.OpenAIError, TimeoutError, StreamCut) as exc:
             partial = getattr(exc, "partial", None)
             rate = partial.tokens_per_s if isinstance(partial, Completion) else None
+            if isinstance(exc, StreamTimeout) and exc.limit == "total" and exc.partial.chunks:
+                raise CompletionError(
+                    f"the reply was still being written at the total limit: {exc}",
+                    error=exc,
+                    retryable_exhausted=False,
+                    tokens_per_s=rate,
+                    overlong=True,
+                ) from exc
             if not is_retryable(exc):
                 raise CompletionError(
                     f"the LLM server refused the request: {describe(exc)}",
@@ -270,13 +294,17 @@ async def _attempt(
     formats: FormatSupport,
 ) -> Completion:
     """One attempt, asked again one rung down each time the endpoint refuses the format,
-    and without `stream_options` if it refuses those (at most three times: a refusal is an
+    and without an optional parameter it refuses (a few times at most: a refusal is an
     answer, not a failure worth a retry)."""
     endpoint = (str(client.base_url), model)
     first = Format.json_schema if wanted.schema is not None else Format.json_object
     fmt = formats.start(endpoint, first) if wanted.json else Format.prompt_only
     while True:
         t0 = time.perf_counter()
+        optional: dict[str, Any] = {
+            "stream_options": {"include_usage": True},
+            "max_completion_tokens": wanted.max_tokens,
+        }
         opened = client.chat.completions.create(
             model=model,
             messages=cast("list[ChatCompletionMessageParam]", messages),
@@ -284,18 +312,16 @@ async def _attempt(
             response_format=cast(Any, response_format(fmt, wanted.name, wanted.schema))
             or openai.omit,
             stream=True,
-            stream_options={"include_usage": True}
-            if formats.stream_options(endpoint)
-            else openai.omit,
             timeout=policy.total_s,
+            **{k: v for k, v in optional.items() if v is not None and formats.takes(endpoint, k)},
         )
         try:
             completion = await read_stream(opened, policy.limits)
         except (openai.OpenAIError, TimeoutError, StreamCut) as exc:
             partial = getattr(exc, "partial", None)
             observer.attempt(model, Attempt(time.perf_counter() - t0, failure_reason(exc), partial))
-            if stream_options_refused(exc) and formats.stream_options(endpoint):
-                formats.refused_stream_options(endpoint, exc)
+            if (option := option_refused(exc)) and formats.takes(endpoint, option):
+                formats.refused_option(endpoint, option, exc)
             elif fmt is not Format.prompt_only and format_refused(exc):
                 fmt = formats.refused(endpoint, fmt, exc)
             else:
@@ -312,6 +338,7 @@ class ChatCaller:
 
     policy = RetryPolicy()
     json_mode = True
+    max_output_tokens: int | None = None  # a reply's cap, where a caller states none per call
 
     def __init__(
         self,
@@ -346,10 +373,11 @@ class ChatCaller:
         schema_name: str = "reply",
         *,
         json_mode: bool | None = None,
+        max_tokens: int | None = None,
     ) -> Completion:
-        """`complete` with this caller's settings (`json_mode` overrides its own); raises
-        CompletionError, its `tokens_per_s` filled from the latest reply when the failed
-        attempts wrote nothing."""
+        """`complete` with this caller's settings (`json_mode` and `max_tokens` override its
+        own); raises CompletionError, its `tokens_per_s` filled from the latest reply when
+        the failed attempts wrote nothing."""
         try:
             completion = await complete(
                 self.client,
@@ -363,6 +391,7 @@ class ChatCaller:
                 schema=schema,
                 schema_name=schema_name,
                 formats=self._formats,
+                max_tokens=max_tokens or self.max_output_tokens,
             )
         except CompletionError as err:
             err.tokens_per_s = err.tokens_per_s or self.tokens_per_s

@@ -94,40 +94,43 @@ def format_refused(exc: BaseException) -> bool:
     return bool(_FORMAT_WORDS.search(f"{exc.message} {exc.body}"))
 
 
-_STREAM_OPTIONS = re.compile(r"stream_options", re.IGNORECASE)
+OPTIONAL_PARAMETERS = ("stream_options", "max_completion_tokens")
+"""Request parameters a call can do without: an endpoint that refuses one (older Azure
+OpenAI and some proxies answer a 400 naming it) is asked again without it."""
 
 
-def stream_options_refused(exc: BaseException) -> bool:
-    """The server refused `stream_options` (older Azure OpenAI and proxies do: a 400 naming
-    it); the call goes again without it, and usage is estimated if none comes."""
+def option_refused(exc: BaseException) -> str | None:
+    """The optional parameter a 400 or 422 names, if it names one."""
     if not isinstance(exc, openai.APIStatusError) or exc.status_code not in (400, 422):
-        return False
-    return bool(_STREAM_OPTIONS.search(f"{exc.message} {exc.body}"))
+        return None
+    text = f"{exc.message} {exc.body}"
+    return next((name for name in OPTIONAL_PARAMETERS if name in text), None)
 
 
 class FormatSupport:
-    """The lowest rung each endpoint (base URL and model) has been pushed to, and whether
-    it takes `stream_options`; shared by every caller of a process, safe across threads."""
+    """The lowest rung each endpoint (base URL and model) has been pushed to, and the
+    optional parameters it refused; shared by every caller of a process, thread-safe."""
 
     def __init__(self) -> None:
         self._floor: dict[tuple[str, str], Format] = {}
-        self._no_stream_options: set[tuple[str, str]] = set()
+        self._refused: set[tuple[tuple[str, str], str]] = set()
         self._lock = threading.Lock()
 
-    def stream_options(self, endpoint: tuple[str, str]) -> bool:
+    def takes(self, endpoint: tuple[str, str], option: str) -> bool:
         with self._lock:
-            return endpoint not in self._no_stream_options
+            return (endpoint, option) not in self._refused
 
-    def refused_stream_options(self, endpoint: tuple[str, str], exc: BaseException) -> None:
+    def refused_option(self, endpoint: tuple[str, str], option: str, exc: BaseException) -> None:
+        """`option` was refused: left out from now on (logged once per endpoint and option)."""
         with self._lock:
-            if endpoint in self._no_stream_options:
+            if (endpoint, option) in self._refused:
                 return
-            self._no_stream_options.add(endpoint)
+            self._refused.add((endpoint, option))
         log.warning(
-            "llm.stream_options_unsupported",
+            "llm.option_unsupported",
             base_url=endpoint[0],
             model=endpoint[1],
-            effect="usage estimated when the server sends none",
+            option=option,
             error=str(exc)[:300],
         )
 

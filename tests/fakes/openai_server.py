@@ -19,7 +19,9 @@ and `[DONE]`, as OpenAI and llama.cpp send them. `streamed(...)` scripts a slow 
 stall in the middle, or a stream cut in the middle (`cut="close"`: the body just ends;
 `cut="reset"`: the connection is dropped). `refuse_formats` names the `response_format`
 types answered with a 400, as servers without structured outputs answer them, and
-`refuse_stream_options` does the same for `stream_options` (older Azure OpenAI).
+`refuse_options` does the same for request parameters (`stream_options` on older Azure
+OpenAI). `max_completion_tokens` (or `max_tokens`) is honoured: a longer reply stops there
+with the finish reason "length".
 `generations` records every chat request's life (until its reply was sent or its client
 went away) and `max_parallel` the most that were live at once: a retry must not run
 beside the generation it replaces.
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import json
 import re
@@ -158,7 +161,7 @@ class FakeOpenAI:
         self.embedding_requests: list[dict[str, Any]] = []
         self.usages: list[dict[str, int]] = []  # usage of every completion answered
         self.refuse_formats: set[str] = set()  # response_format types answered with a 400
-        self.refuse_stream_options = False  # answer a request with `stream_options` with a 400
+        self.refuse_options: set[str] = set()  # request parameters answered with a 400
         self.generations: list[Generation] = []
         self.max_parallel = 0  # most chat requests live at once
         self._script: deque[Action] = deque()
@@ -270,9 +273,10 @@ class FakeOpenAI:
             self.generations.append(generation)
             self.max_parallel = max(self.max_parallel, len(live) + 1)
             fmt = (body.get("response_format") or {}).get("type")
+            refused = sorted(self.refuse_options & set(body))
             action: Action = (
-                Status(400, {}, _option_refusal("stream_options"))
-                if self.refuse_stream_options and "stream_options" in body
+                Status(400, {}, _option_refusal(refused[0]))
+                if refused
                 else Status(400, {}, _format_refusal(fmt))
                 if fmt in self.refuse_formats
                 else self._script.popleft()
@@ -299,6 +303,7 @@ class FakeOpenAI:
             payload = action.body or {"error": {"message": f"scripted {action.code}"}}
             return web.json_response(payload, status=action.code, headers=action.headers)
         reply = action if isinstance(action, Streamed) else Streamed(action.content)
+        reply, finish = _capped(reply, body.get("max_completion_tokens") or body.get("max_tokens"))
         prompt = sum(fake_tokens(str(m.get("content") or "")) for m in body.get("messages", []))
         usage = {
             "prompt_tokens": prompt,
@@ -306,7 +311,7 @@ class FakeOpenAI:
             "total_tokens": prompt + fake_tokens(reply.content),
         }
         if body.get("stream"):
-            return await self._stream(request, body, reply, usage, generation)
+            return await self._stream(request, body, reply, usage, generation, finish)
         with self._lock:
             self.usages.append(usage)
         return web.json_response(
@@ -316,7 +321,7 @@ class FakeOpenAI:
                     {
                         "index": 0,
                         "message": {"role": "assistant", "content": reply.content},
-                        "finish_reason": "stop",
+                        "finish_reason": finish,
                     }
                 ],
                 "usage": usage,
@@ -338,6 +343,7 @@ class FakeOpenAI:
         reply: Streamed,
         usage: dict[str, int],
         generation: Generation,
+        finish: str,
     ) -> web.StreamResponse:
         resp = web.StreamResponse(
             headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
@@ -361,7 +367,7 @@ class FakeOpenAI:
             generation.chunks += 1
         if reply.cut_after is not None:
             return await _cut(request, resp, reply)
-        await send([{"index": 0, "delta": {}, "finish_reason": "stop"}])
+        await send([{"index": 0, "delta": {}, "finish_reason": finish}])
         with self._lock:
             self.usages.append(usage)
         if (body.get("stream_options") or {}).get("include_usage"):
@@ -412,6 +418,14 @@ def _format_refusal(fmt: str) -> dict[str, Any]:
             "code": None,
         }
     }
+
+
+def _capped(reply: Streamed, limit: int | None) -> tuple[Streamed, str]:
+    """The reply cut to `limit` chunks (the fake's tokens) and its finish reason."""
+    words = pieces(reply.content)
+    if limit is None or len(words) <= limit:
+        return reply, "stop"
+    return dataclasses.replace(reply, content="".join(words[:limit])), "length"
 
 
 def _option_refusal(name: str) -> dict[str, Any]:

@@ -156,21 +156,29 @@ async def test_encoder_on_a_server_without_json_schema_still_encodes_and_repairs
     assert kinds(server) == ["json_schema", "json_object", "json_object"]
 
 
-async def test_endpoint_refusing_stream_options_is_asked_again_without_them_and_remembered(
-    server: FakeOpenAI, client: openai.AsyncOpenAI
+@pytest.mark.parametrize("option", ["stream_options", "max_completion_tokens"])
+async def test_endpoint_refusing_an_optional_parameter_is_asked_again_without_it_and_remembered(
+    server: FakeOpenAI, client: openai.AsyncOpenAI, option: str
 ) -> None:
-    server.refuse_stream_options = True
+    server.refuse_options = {option}
     server.script(valid({"a": "1"}), valid({"a": "2"}))
     formats = FormatSupport()
 
-    with capture_logs() as logs:
-        await ask(client, formats)
-        out = await complete(
+    async def once() -> Any:
+        return await complete(
             client, "m", [{"role": "user", "content": "hi"}], json_mode=False,
             policy=RetryPolicy(max_attempts=1), sleep=Sleeps(), rng=random.Random(0),
-            formats=formats,
+            formats=formats, max_tokens=100,
         )  # fmt: skip
 
-    assert ["stream_options" in b for b in server.requests] == [True, False, False]
-    assert out.prompt_tokens is None  # no usage chunk without the option: estimated later
-    assert len([e for e in logs if e["event"] == "llm.stream_options_unsupported"]) == 1
+    with capture_logs() as logs:
+        await once()
+        out = await once()
+
+    assert [option in b for b in server.requests] == [True, False, False]
+    other = "max_completion_tokens" if option == "stream_options" else "stream_options"
+    assert all(other in b for b in server.requests)  # only the refused one is left out
+    if option == "stream_options":
+        assert out.prompt_tokens is None  # no usage chunk without it: estimated later
+    events = [e for e in logs if e["event"] == "llm.option_unsupported"]
+    assert [e["option"] for e in events] == [option]

@@ -130,17 +130,41 @@ async def test_complete_silence_between_tokens_fails_on_the_gap_limit_with_the_r
     assert server.generations[0].closed_by_client and server.generations[0].chunks == 3
 
 
-async def test_complete_total_limit_ends_a_stream_that_never_stalls(
+async def test_complete_reply_still_written_at_the_total_limit_is_overlong_and_not_retried(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
-    server.script(streamed(WORDS, gap_s=0.1))
+    # the same request at temperature 0 would write the same: a retry only costs another total
+    server.script(streamed(WORDS, gap_s=0.1), text("never asked"))
 
     with pytest.raises(CompletionError) as info:
-        await call(client, max_attempts=1, first_token_s=5.0, gap_s=5.0, total_s=0.5)
+        await call(client, max_attempts=3, first_token_s=5.0, gap_s=5.0, total_s=0.5)
 
-    assert "total limit of 0.5 s passed" in info.value.reason
+    err = info.value
+    assert err.overlong and not err.retryable_exhausted
+    assert "still being written at the total limit: total limit of 0.5 s passed" in err.reason
+    assert err.partial.startswith("w0 w1") and len(server.requests) == 1
     await settled(server)
     assert server.generations[0].closed_by_client
+
+
+async def test_complete_total_limit_before_any_token_is_retried_like_a_timeout(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    server.script(slow(30.0, text("late")), text("in time"))
+    out = await call(client, max_attempts=2, first_token_s=5.0, total_s=0.5)
+    assert out.text == "in time" and len(server.requests) == 2
+
+
+async def test_complete_asks_for_at_most_max_tokens_and_reports_a_cut_reply(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    server.script(text(WORDS))
+    out = await complete(
+        client, MODEL, MESSAGES, json_mode=False, policy=RetryPolicy(), sleep=Sleeps(),
+        rng=random.Random(0), max_tokens=5,
+    )  # fmt: skip
+    assert server.requests[0]["max_completion_tokens"] == 5
+    assert out.text == "w0 w1 w2 w3 w4" and out.finish_reason == "length"
 
 
 @pytest.mark.parametrize("cut", ["close", "reset"])

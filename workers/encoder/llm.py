@@ -9,6 +9,7 @@ segment). The call and its retry rule are the shared ones of `workers.llm`.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 from pydantic import ValidationError
 
@@ -26,7 +27,6 @@ from workers.llm import (
     ChatCaller,
     CompletionError,
     RetryPolicy,
-    content,
     json_object,
     schema_errors,
     total_usage,
@@ -77,22 +77,20 @@ class LLMEncoder(ChatCaller):
         rng = self._rng or random.Random(segment.segment_id)
         turns = segment_turns(segment)
         messages = build_messages(segment, reference_context)
-        schema = reply_schema_for(len(turns))
-        completion = await self._complete(messages, rng, schema)
+        call = _Call(reply_schema_for(len(turns)), reply_budget(len(turns)))
+        completion = await self._complete(messages, rng, call)
         usages = [usage_of(completion, messages)]
-        raw = content(completion)
         try:
-            reply = parse_reply(raw, len(turns))
+            reply = parse_completion(completion, len(turns), call.max_tokens)
         except InvalidEncoderOutput as first:
             repair = [
                 *messages,
-                {"role": "assistant", "content": raw},
+                {"role": "assistant", "content": first.raw},
                 repair_message(first.reason, len(turns)),
             ]
-            completion = await self._complete(repair, rng, schema)
+            completion = await self._complete(repair, rng, call)
             usages.append(usage_of(completion, repair))
-            raw = content(completion)
-            reply = parse_reply(raw, len(turns))
+            reply = parse_completion(completion, len(turns), call.max_tokens)
 
         ids = [tid for tid, _, _ in turns]
         records = [
@@ -117,15 +115,48 @@ class LLMEncoder(ChatCaller):
         )
 
     async def _complete(
-        self, messages: list[dict[str, str]], rng: random.Random, schema: JsonSchema
+        self, messages: list[dict[str, str]], rng: random.Random, call: _Call
     ) -> Completion:
-        """`ChatCaller._call`; a refusal becomes EncoderError, exhaustion LLMUnavailable."""
+        """`ChatCaller._call`; a refusal becomes EncoderError, exhaustion LLMUnavailable,
+        a reply still being written at the total limit InvalidEncoderOutput at once (a
+        repair would take as long)."""
         try:
-            return await self._call(messages, rng, schema, "memory_records")
+            return await self._call(
+                messages, rng, call.schema, "memory_records", max_tokens=call.max_tokens
+            )
         except CompletionError as err:
+            if err.overlong:
+                raise InvalidEncoderOutput(err.partial, err.reason) from err.error
             if err.retryable_exhausted:
                 raise LLMUnavailable(err.reason, err.retry_after_s, err.tokens_per_s) from err.error
             raise EncoderError(f"the LLM server refused the request: {err.error}") from err.error
+
+
+@dataclass(frozen=True)
+class _Call:
+    schema: JsonSchema
+    max_tokens: int
+
+
+def reply_budget(n_turns: int) -> int:
+    """Output tokens a segment's reply may take: a few records a turn at most, a record
+    about 140 tokens of JSON (measured: 967 for 7 records of 7 turns), with room to spare.
+    A small model that loops inside its JSON stops here instead of at the total limit."""
+    return 512 + 256 * max(n_turns, 1)
+
+
+def parse_completion(completion: Completion, n_turns: int, max_tokens: int) -> EncoderReply:
+    """`parse_reply`, saying so when the reply was cut at its token limit."""
+    try:
+        return parse_reply(completion.text, n_turns)
+    except InvalidEncoderOutput as exc:
+        if completion.finish_reason != "length":
+            raise
+        reason = (
+            f"the reply was cut at its limit of {max_tokens} tokens before it ended ("
+            f"{exc.reason}); write fewer and shorter records"
+        )
+        raise InvalidEncoderOutput(exc.raw, reason) from exc
 
 
 def parse_reply(raw: str, n_turns: int) -> EncoderReply:

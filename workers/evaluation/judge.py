@@ -170,6 +170,8 @@ class LLMJudge(ChatCaller):
     """The grader model: temperature 0, the verdict's JSON schema for LoCoMo, a bare yes
     or no for LongMemEval. `name` is the judge model, reported beside every accuracy."""
 
+    max_output_tokens = 1024  # one sentence and a label, with room for a model that reasons
+
     async def locomo(self, question: str, gold: str, answer: str) -> Verdict:
         messages = locomo_judge_messages(question, gold, answer)
         rng = self._rng or random.Random(question)

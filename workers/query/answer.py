@@ -113,6 +113,7 @@ class LLMAnswerer(ChatCaller):
     """
 
     json_mode = False  # a short free-text answer
+    max_output_tokens = 1024  # "at most 5-6 words", with room for a model that reasons first
 
     async def answer(
         self, question: str, context: str, *, time_basis: str = ""

@@ -16,18 +16,21 @@ import pytest
 
 from schemas import Role, Segment, SegmentExchange, Turn
 from schemas.records import MemoryType, Temporal
-from tests.fakes.openai_server import FakeOpenAI, slow, status, text, valid
+from tests.fakes.openai_server import FakeOpenAI, slow, status, streamed, text, valid
 from tests.workers.builders import segment_of
 from tests.workers.conftest import Sleeps
 from workers.embedding import OpenAIEmbedder
+from workers.encoder.adapters import GuardedLLMEncoder
 from workers.encoder.llm import (
     InvalidEncoderOutput,
     LLMEncoder,
     LLMUnavailable,
     parse_reply,
+    reply_budget,
 )
 from workers.encoder.prompts import SYSTEM_PROMPT, build_messages, reply_schema_for
 from workers.llm import is_retryable, make_client
+from workers.ports import Unprocessable
 from workers.tokens import prompt_tokens
 
 MODEL = "fake-model"
@@ -391,3 +394,36 @@ def test_openai_embedder_given_dim_skips_the_probe(server: FakeOpenAI) -> None:
     assert server.embedding_requests == []
     assert emb.embed(["a"]).shape == (1, server.embedding_dim)
     client.close()
+
+
+async def test_encoder_asks_for_a_budget_by_turns_and_repairs_a_reply_cut_there(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    seg = make_segment()  # 4 turns
+    long = reply(
+        *[record(semantic_text=f"Ines said thing number {i} of many.") for i in range(300)]
+    )
+    server.script(valid(long), valid(reply(record())))
+
+    out = await encoder(client).encode(seg, "")
+
+    assert len(out.records) == 1 and out.usage.calls == 2
+    first, second = server.requests
+    assert first["max_completion_tokens"] == second["max_completion_tokens"] == reply_budget(4)
+    repair = second["messages"][-1]["content"]
+    assert f"cut at its limit of {reply_budget(4)} tokens" in repair
+    assert "fewer and shorter records" in repair
+
+
+async def test_encoder_reply_still_written_at_the_total_limit_is_dead_letter_material_at_once(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    server.script(streamed(" ".join(["{"] * 200), gap_s=0.05), valid(reply(record())))
+
+    with pytest.raises(InvalidEncoderOutput, match="still being written at the total limit"):
+        await encoder(client, first_token_s=5.0, gap_s=5.0, total_s=0.5).encode(make_segment(), "")
+    assert len(server.requests) == 1  # no retry and no repair: each would take as long
+    with pytest.raises(Unprocessable):
+        await GuardedLLMEncoder(encoder(client, first_token_s=5.0, gap_s=5.0, total_s=0.5)).encode(
+            make_segment(), ""
+        )

@@ -30,6 +30,8 @@ class LLMPlanner(ChatCaller):
     for its plan, so the heuristic is better than a long sleep.
     """
 
+    max_output_tokens = 2048  # a plan is a few hundred tokens
+
     async def plan(
         self, question: str, speakers: Sequence[str] = (), recent_context: str = ""
     ) -> tuple[Plan, TokenUsage]:

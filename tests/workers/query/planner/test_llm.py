@@ -75,7 +75,7 @@ async def test_llm_plan_valid_reply_streams_at_temperature_zero_with_plan_schema
     (body,) = server.requests
     assert body["model"] == MODEL
     assert body["temperature"] == 0
-    assert body["stream"] is True
+    assert body["stream"] is True and body["max_completion_tokens"] == 2048
     assert body["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": "retrieval_plan", "schema": PLAN_SCHEMA, "strict": True},
