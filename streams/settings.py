@@ -165,10 +165,11 @@ class Settings(BaseSettings):
         default=60.0, gt=0, description="longest silence between two chunks of a streamed reply"
     )
     llm_timeout_s: float = Field(
-        default=1800.0,
+        default=3600.0,
         gt=0,
-        description="total limit of one attempt however steadily it streams: generous, since "
-        "a slow model writes a segment's records in minutes",
+        description="total limit of one attempt however steadily it streams: a backstop, "
+        "generous since a slow local model writes a segment's records in minutes (each reply "
+        "is capped in tokens too); a reply still being written then is not retried",
     )
     llm_max_attempts: int = Field(default=5, ge=1)
     encoder_batch_size: int = Field(default=8, ge=1)

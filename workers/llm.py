@@ -152,7 +152,7 @@ class RetryPolicy:
     max_attempts: int = 3
     first_token_s: float = 300.0
     gap_s: float = 60.0
-    total_s: float = 1800.0
+    total_s: float = 3600.0
     base_delay_s: float = 0.25
     max_delay_s: float = 4.0
     settle_s: float = 2.0

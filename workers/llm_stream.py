@@ -30,7 +30,7 @@ class StreamLimits:
 
     first_token_s: float = 300.0
     gap_s: float = 60.0
-    total_s: float = 1800.0
+    total_s: float = 3600.0
 
 
 @dataclass(frozen=True)
