@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
 
-.PHONY: help install lock demo test unit integration lint fmt typecheck bench-throughput clean
+.PHONY: help install lock demo test unit integration browser screenshots lint fmt typecheck bench-throughput clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -14,6 +15,9 @@ LOCKS := requirements/tools.txt requirements/dev.txt
 # wheel), else PyTorch's CPU index. Every other package comes from the package index.
 TORCH_LINKS ?= $(or $(PIP_FIND_LINKS),$(shell $(PY) -m pip config get global.find-links 2>/dev/null),https://download.pytorch.org/whl/cpu/torch/)
 UV := $(BIN)/uv --quiet
+# Bytecode compiled at install, as pip does: with PYTHONDONTWRITEBYTECODE set (as on these
+# machines) nothing else would ever write it, and every process would compile lancedb, torch
+# and the rest from source at start-up (about 40 s per process under load).
 UV_TO_VENV := --python $(BIN)/python --find-links $(TORCH_LINKS)
 
 $(BIN)/uv: requirements/tools.txt
@@ -24,7 +28,7 @@ $(BIN)/uv: requirements/tools.txt
 # Exactly the locked set, hashes checked; the project itself editable on top, no build isolation
 # (its build backend is in the lock too).
 $(STAMP): $(BIN)/uv $(LOCKS) pyproject.toml
-	$(UV) pip sync $(UV_TO_VENV) --require-hashes $(LOCKS)
+	$(UV) pip sync $(UV_TO_VENV) --require-hashes --compile-bytecode $(LOCKS)
 	$(UV) pip install $(UV_TO_VENV) --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -43,14 +47,27 @@ lock: $(BIN)/uv  ## re-resolve every dependency to its newest allowed version (t
 demo: $(STAMP)  ## start the embedded stack, ingest a sample conversation, ask questions, stop
 	$(BIN)/python -m streams.stack.demo
 
-test: $(STAMP)  ## run the whole test suite (unit and integration)
+test: $(STAMP) $(CHROMIUM)  ## run the whole test suite (unit and integration)
 	$(BIN)/python -m pytest -q
 
 unit: $(STAMP)  ## unit tests only
 	$(BIN)/python -m pytest -q -m 'not integration'
 
-integration: $(STAMP)  ## integration tests only (real broker and Redis on free ports)
+integration: $(STAMP) $(CHROMIUM)  ## integration tests only (real broker and Redis on free ports)
 	$(BIN)/python -m pytest -q -m integration
+
+# The console's browser tests drive Debian's chromium (Playwright cannot download browsers
+# here); installed once, when missing (apt-get, as root: about 4 minutes with its update).
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "install Debian's chromium for the console's browser tests"; exit 1; }
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+browser: $(CHROMIUM)  ## Debian's chromium for the console's browser tests (when missing)
+
+screenshots: $(STAMP) $(CHROMIUM)  ## the README's console screenshots (docs/console-*.png), by the browser tests
+	LYCHEE_CONSOLE_SCREENSHOTS=docs $(BIN)/python -m pytest -q \
+		tests/streams/gateway/console/test_browser.py -k 'timeline or search'
 
 lint: $(STAMP)  ## ruff lint and format check
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
@@ -67,13 +67,16 @@ class Contract(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=False)
 
+    # A contract that gains a field raises its own latest version and writes it: a worker
+    # that predates the field refuses the message by its version, not by an unknown field.
+    latest_version: ClassVar[int] = SCHEMA_VERSION
     schema_version: int = SCHEMA_VERSION
 
     @field_validator("schema_version")
     @classmethod
     def _known_version(cls, v: int) -> int:
-        if not 1 <= v <= SCHEMA_VERSION:
+        if not 1 <= v <= cls.latest_version:
             raise ValueError(
-                f"unsupported schema_version {shown(v)}: this worker reads 1 to {SCHEMA_VERSION}"
+                f"unsupported schema_version {shown(v)}: this worker reads 1 to {cls.latest_version}"
             )
         return v

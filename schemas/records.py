@@ -6,13 +6,15 @@ import hashlib
 import re
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas.base import Contract, Count, Name
+from schemas.segment import BoundarySignals, FinalizeReason
 
 SEMANTIC_TEXT_MAX_CHARS = 4_000
+CONTEXT_MAX_CHARS = 400  # a record's searchable context: the subject its neighbours name
 DISAMBIGUATION_MAX_CHARS = 1_200  # the note carried to the next segment (paper §3.3)
 
 
@@ -77,6 +79,20 @@ class MemoryRecord(BaseModel):
     source_role: SourceRole = ""
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
     created_at: datetime | None = None
+    context: str = Field(
+        default="",
+        max_length=CONTEXT_MAX_CHARS,
+        description="searched with the record, never shown: the subject that neighbouring "
+        "turns name (a place, event, person or thing) when the record's own words do not",
+    )
+
+    def search_text(self) -> str:
+        """What is embedded and full-text indexed: the normalized text, then the context."""
+        return search_text(self.normalized_text, self.context)
+
+
+def search_text(normalized: str, context: str) -> str:
+    return f"{normalized} (context: {context})" if context else normalized
 
 
 class TokenUsage(BaseModel):
@@ -96,6 +112,8 @@ class TokenUsage(BaseModel):
 class RecordBatch(Contract):
     """The records of one finalized segment, with what the event-frame node needs."""
 
+    latest_version: ClassVar[int] = 2  # 2: records carry `context`
+    schema_version: int = 2
     kind: Literal["record_batch"] = "record_batch"
     namespace: Name
     session_id: Name
@@ -108,6 +126,14 @@ class RecordBatch(Contract):
     records: list[MemoryRecord] = Field(default_factory=list)
     disambiguation_context: str = Field(default="", max_length=DISAMBIGUATION_MAX_CHARS)
     usage: TokenUsage = TokenUsage()
+    # where the segment sits in its session and why it was closed: what a session timeline
+    # shows beside the records (None in batches encoded before these were carried)
+    reason: FinalizeReason | None = None
+    signals: BoundarySignals | None = None
+    first_seq: Count | None = None
+    last_seq: Count | None = None
+    exchanges: Count = 0
+    tokens: Count = 0
 
     @model_validator(mode="after")
     def _one_namespace(self) -> RecordBatch:

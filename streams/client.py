@@ -35,10 +35,10 @@ from schemas import (
 from schemas import topics as t
 from schemas.control import FORGET_STAGES
 from schemas.errors import LycheeError
-from streams import fetch
-from streams.lag import LagReader
-from streams.producer import start_producer
-from streams.serde import SerdeError, decode, encode
+from streams.kafka import fetch
+from streams.kafka.lag import LagReader
+from streams.kafka.producer import start_producer
+from streams.kafka.serde import SerdeError, decode, encode
 from streams.settings import Settings
 from streams.stack.endpoints import client_settings
 from workers.encoder.service import read_usage
@@ -133,7 +133,7 @@ class MemoryClient:
     async def start(self) -> None:
         s = self.settings
         # a batch no client can decode on the shared reply partition (a hostile producer)
-        # would stop the reply reader for good: it is skipped instead (streams.fetch)
+        # would stop the reply reader for good: it is skipped instead (streams.kafka.fetch)
         fetch.install([t.REPLIES])
         self.producer = await start_producer(
             s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s, s.kafka_max_request_bytes
@@ -281,7 +281,7 @@ class MemoryClient:
         needs no ranking, so the query service (and its request contract) stays as it is."""
         from workers.store.listing import list_records
 
-        store = await self._store()
+        store = await self.store()
         return await asyncio.to_thread(
             list_records, store.db, namespace, session_id, memory_type, since, page, page_size
         )
@@ -292,10 +292,11 @@ class MemoryClient:
         """The raw turns of a namespace (or one session), in conversation order."""
         from workers.store.listing import list_turns
 
-        store = await self._store()
+        store = await self.store()
         return await asyncio.to_thread(list_turns, store.db, namespace, session_id, page, page_size)
 
-    async def _store(self) -> EvidenceStore:
+    async def store(self) -> EvidenceStore:
+        """The evidence store, opened on first use (LanceDB, read directly: see list_records)."""
         if self._evidence is None:
             from streams.factories import open_store
 

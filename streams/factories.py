@@ -7,13 +7,16 @@ from typing import TYPE_CHECKING
 
 from streams.metrics import ObservedEmbedder, observe_embedding_cache
 from streams.settings import Settings, llm_configured
-from workers.embedding import CachedEmbedder, Embedder, LocalEmbedder, bundled_model_info
+from workers.embedding.base import Embedder
+from workers.embedding.cache import CachedEmbedder
+from workers.embedding.local import LocalEmbedder, bundled_model_info
 from workers.store import EvidenceStore
 
 if TYPE_CHECKING:
     import openai
 
     from workers.llm import RetryPolicy
+    from workers.query.scorer import Scorer
 
 
 def make_embedder(settings: Settings) -> Embedder:
@@ -33,7 +36,7 @@ def model_embedder(settings: Settings) -> Embedder:
     if settings.embedding_provider == "openai":
         import openai
 
-        from workers.embedding import OpenAIEmbedder
+        from workers.embedding.openai_api import OpenAIEmbedder
 
         base_url = settings.embedding_base_url or settings.llm_base_url
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
@@ -41,7 +44,7 @@ def model_embedder(settings: Settings) -> Embedder:
         return OpenAIEmbedder(client, settings.embedding_model, dim=settings.embedding_dim)
     if settings.embedding_backend == "torch":
         return LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
-    from workers.onnx_embedding import OnnxEmbedder
+    from workers.embedding.onnx import OnnxEmbedder
 
     return OnnxEmbedder(
         settings.embedding_model_path,
@@ -106,3 +109,10 @@ def embedding_info(settings: Settings) -> tuple[str, int]:
             return emb.model_name, emb.dim
         return settings.embedding_model, settings.embedding_dim
     return bundled_model_info(settings.embedding_model_path, settings.embedding_backend)
+
+
+def scorer_of(settings: Settings) -> Scorer | None:
+    """The query stage's second stage (`LYCHEE_QUERY_SCORER`)."""
+    from workers.query.scorer import FITTED
+
+    return FITTED if settings.query_scorer == "fitted" else None

@@ -14,7 +14,7 @@ from schemas import Exchange, session_key
 from schemas.errors import LycheeError
 from streams.client import MemoryClient
 from streams.gateway.service import content_digest
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.seqs import Ack, SeqAllocator, SeqRejected, Wanted
 from streams.settings import Settings
 from workers.datasets import Conversation, Session, load

@@ -65,6 +65,26 @@ CONSUMER_LAG = Gauge(
     "Messages behind the partition end (end offset seen at fetch minus committed offset)",
     ["stage", "topic", "partition"],
 )
+STAGE_PAUSED = Gauge(
+    "lychee_stage_paused_since_seconds",
+    "Start (unix time) of a pause a stage is in: waiting out a failure that is not a "
+    "message's fault (kind transient: a dependency; systemic: our code, a library or the "
+    "configuration), by the error's type",
+    ["stage", "kind", "error_type"],
+)
+STAGE_PAUSES = Counter(
+    "lychee_stage_pauses_total", "Pauses a stage went into, by kind", ["stage", "kind"]
+)
+MESSAGES_REPLAYED = Counter(
+    "lychee_messages_replayed_total",
+    "Messages a stage consumed that `lychee dlq replay` produced again, per topic",
+    ["stage", "topic"],
+)
+DLQ_REPLAYED = Counter(
+    "lychee_dlq_replayed_total",
+    "Dead letters produced back to their source topic by `lychee dlq replay`",
+    ["topic", "error_type"],
+)
 # -- models ------------------------------------------------------------------------------------
 LLM_CALLS = Counter(
     "lychee_llm_calls_total", "Attempts of LLM calls (each retry counts)", ["stage", "model"]
@@ -160,6 +180,16 @@ def timed_batch(stage_name: str, size: int) -> Iterator[None]:
         yield
     finally:
         STAGE_SECONDS.labels(stage_name).observe(time.perf_counter() - t0)
+
+
+def pause_started(stage_name: str, kind: str, error_type: str) -> None:
+    STAGE_PAUSES.labels(stage_name, kind).inc()
+    STAGE_PAUSED.labels(stage_name, kind, error_type).set(time.time())
+
+
+def pause_ended(stage_name: str, kind: str, error_type: str) -> None:
+    with contextlib.suppress(KeyError):
+        STAGE_PAUSED.remove(stage_name, kind, error_type)
 
 
 def observe_reply(outcome: str, timings_ms: dict[str, float] | None = None) -> None:

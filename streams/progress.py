@@ -12,9 +12,11 @@ too (as raw turns; records follow once the session's segment is encoded).
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
@@ -31,6 +33,11 @@ def accepted_key(namespace: str, prefix: str = PREFIX) -> str:
 
 def indexed_key(namespace: str, prefix: str = PREFIX) -> str:
     return f"{prefix}:idx:ns:{{{namespace}}}:seq"
+
+
+def written_key(namespace: str, prefix: str = PREFIX) -> str:
+    """When the indexer last wrote turns of the namespace (epoch ms)."""
+    return f"{prefix}:idx:ns:{{{namespace}}}:written"
 
 
 @dataclass(frozen=True)
@@ -61,9 +68,11 @@ class Progress:
         for turn in turns:
             per_ns = top[turn.namespace]
             per_ns[turn.session_id] = max(per_ns.get(turn.session_id, -1), turn.seq)
+        now_ms = int(time.time() * 1000)
         for ns, seqs in top.items():
             args = [0, *(x for sid, seq in seqs.items() for x in (sid, seq))]
             await self._raise(keys=[indexed_key(ns, self.prefix)], args=args)
+            await self.redis.set(written_key(ns, self.prefix), now_ms)
 
     async def raise_accepted(self, namespace: str, seqs: dict[str, int]) -> None:
         if seqs:
@@ -75,7 +84,7 @@ class Progress:
         returns the number of keys deleted."""
         keys = [accepted_key(namespace, self.prefix), indexed_key(namespace, self.prefix)]
         if session_id is None:
-            return int(await self.redis.delete(*keys))
+            return int(await self.redis.delete(*keys, written_key(namespace, self.prefix)))
         for key in keys:
             await self.redis.hdel(key, session_id)
         return 0
@@ -92,6 +101,25 @@ class Progress:
     async def _all(self, key: str) -> dict[str, int]:
         raw = await self.redis.hgetall(key)
         return {_text(k): int(v) for k, v in raw.items()}
+
+    async def namespaces(self) -> set[str]:
+        """Every namespace with a watermark (accepted by the gateway, or indexed)."""
+        found = set()
+        for key in (accepted_key("*", self.prefix), indexed_key("*", self.prefix)):
+            head, _, tail = key.partition("*")
+            async for name in self.redis.scan_iter(match=key, count=1000):
+                found.add(_text(name).removeprefix(head).removesuffix(tail))
+        return found
+
+    async def overview(self, namespace: str) -> tuple[bool, datetime | None]:
+        """Whether everything the gateway accepted for the namespace is indexed, and when the
+        indexer last wrote its turns."""
+        accepted = await self._all(accepted_key(namespace, self.prefix))
+        indexed = await self._all(indexed_key(namespace, self.prefix))
+        written = await self.redis.get(written_key(namespace, self.prefix))
+        searchable = all(indexed.get(sid, -1) >= seq for sid, seq in accepted.items())
+        at = datetime.fromtimestamp(int(written) / 1000, UTC) if written else None
+        return searchable, at
 
     async def namespace(
         self, namespace: str, session_id: str | None = None

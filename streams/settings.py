@@ -66,6 +66,12 @@ class Settings(BaseSettings):
     pause_log_interval_s: float = Field(
         default=60.0, gt=0, description="a paused stage says why once per this interval"
     )
+    systemic_streak: int = Field(
+        default=3,
+        ge=2,
+        description="this many messages in a row failing with the same error (same type, "
+        "raised at the same place) pause the stage instead of being dead-lettered",
+    )
     # Redis and LanceDB
     redis_url: str = "redis://127.0.0.1:6379/0"
     lancedb_uri: str = "./data/lancedb"
@@ -224,6 +230,12 @@ class Settings(BaseSettings):
     reranker_candidates: int = Field(
         default=100, ge=1, description="rerank pool per route: max(this, 4k) (paper App. C.4)"
     )
+    query_scorer: Literal["fitted", "off"] = Field(
+        default="off",
+        description="the second stage over the fused pool where no cross-encoder is set: the "
+        "fitted linear scorer (workers.query.scorer; more hits in the first 10 items, less "
+        "recall at a token budget) or off (fusion order)",
+    )
     # supervision by `lychee up`: a worker that exits is restarted after a backoff that doubles
     # from restart_backoff_s up to restart_backoff_max_s; restart_max_crashes exits within
     # restart_window_s mark its stage failed
@@ -251,6 +263,12 @@ class Settings(BaseSettings):
     gateway_max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1024)
     gateway_produce_timeout_s: float = Field(
         default=10.0, gt=0, description="wait for the broker's acks of one add"
+    )
+    gateway_connect_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="how long a call of the gateway or `lychee mcp` waits for the stack while "
+        "not connected yet (both start without it and connect on the next call)",
     )
     gateway_max_timeout_s: float = Field(
         default=60.0, gt=0, description="the longest search (and wait_for) a caller may ask for"

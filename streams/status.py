@@ -12,12 +12,13 @@ from schemas import topics as t
 from streams import metrics
 from streams.client import construction_usage
 from streams.factories import open_store
-from streams.lag import STAGE_INPUTS, LagReader
+from streams.kafka.lag import STAGE_INPUTS, LagReader
+from streams.kafka.topics import DLQ_SOURCES
 from streams.settings import Settings
 from streams.stack.endpoints import read_endpoints
 from streams.stack.lock import pid_alive
 from streams.stack.supervisor import read_supervision
-from streams.topics import DLQ_SOURCES
+from workers.store import ALL_TABLES
 
 
 def launcher_dir(settings: Settings) -> Path | None:
@@ -44,12 +45,11 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
             ends = await reader.end_offsets(t.dlq(src))
             dead[t.dlq(src)] = sum(ends.values())
     store = await asyncio.to_thread(open_store, settings)
-    rows = {
-        name: await asyncio.to_thread(store.count, name) for name in ("turns", "records", "nodes")
-    }
+    rows = {name: await asyncio.to_thread(store.count, name) for name in ALL_TABLES}
     usage = await construction_usage(settings)
     endpoints = await metrics_endpoints(settings)
     return {
+        "pauses": await pauses(endpoints),
         "supervision": supervision(data_dir),
         "stages": [
             {
@@ -67,6 +67,32 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
         "construction_tokens": usage,
         "metrics_endpoints": endpoints,
     }
+
+
+async def pauses(endpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pauses the live workers are in, read from their /metrics: which stage, why
+    (transient or systemic, the error's type) and for how long."""
+    import time
+
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    async def scrape(client: httpx.AsyncClient, ep: dict[str, Any]) -> list[dict[str, Any]]:
+        try:
+            text = (await client.get(ep["url"])).text
+        except httpx.HTTPError:
+            return []  # gone since it registered: its TTL will drop it
+        now = time.time()
+        return [
+            {**sample.labels, "pid": ep["pid"], "paused_s": round(now - sample.value, 1)}
+            for family in text_string_to_metric_families(text)
+            if family.name == "lychee_stage_paused_since_seconds"
+            for sample in family.samples
+        ]
+
+    async with httpx.AsyncClient(timeout=3.0) as client:
+        found = await asyncio.gather(*(scrape(client, ep) for ep in endpoints))
+    return [p for per_endpoint in found for p in per_endpoint]
 
 
 async def metrics_endpoints(settings: Settings) -> list[dict[str, Any]]:

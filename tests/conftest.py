@@ -14,7 +14,7 @@ from streams.stack.embedded import Child, Stack, free_port, redis_binary, wait_p
 
 @pytest.fixture(scope="session")
 def embedder():  # type: ignore[no-untyped-def]
-    from workers.embedding import LocalEmbedder
+    from workers.embedding.local import LocalEmbedder
 
     return LocalEmbedder()
 
@@ -70,8 +70,8 @@ READY = {stage: f"{stage}.ready" for stage in ("segmenter", "encoder", "indexer"
 def prepare_onnx() -> None:
     """The default ONNX export, once and outside the workers' readiness deadline (a cold
     export takes tens of seconds on a busy machine; a cached one a fraction of a second)."""
-    from workers.embedding import bundled_path
-    from workers.onnx_embedding import default_cache_dir, export_onnx
+    from workers.embedding.model import bundled_path
+    from workers.embedding.onnx import default_cache_dir, export_onnx
 
     export_onnx(bundled_path(), default_cache_dir(), "fp32")
 
@@ -80,7 +80,7 @@ def prepare_onnx() -> None:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """Broker, Redis and the segmenter, indexer and query workers, as `lychee up` runs them."""
     from streams.apps import STAGES
-    from streams.topics import ensure_topics
+    from streams.kafka.topics import ensure_topics
 
     s = Stack(tmp_path_factory.mktemp("stack"))
     s.start_infra()

@@ -42,8 +42,8 @@ def run_worker(stage: str, settings: Settings) -> None:
     import faust
 
     from streams import metrics
-    from streams.fetch import check_codecs
-    from streams.topics import ensure_topics, topic_retention
+    from streams.kafka.fetch import check_codecs
+    from streams.kafka.topics import ensure_topics, topic_retention
 
     gc.set_threshold(*GC_THRESHOLDS)
     check_codecs()  # refuse to start rather than crash on the first compressed batch

@@ -10,10 +10,10 @@ from typing import Any, cast
 
 import faust
 
-from streams import fetch
 from streams.apps.monitor import StageMonitor
-from streams.guard import DeadLetters, TransientPolicy
-from streams.producer import KafkaPublisher
+from streams.kafka import fetch
+from streams.kafka.guard import DeadLetters, TransientPolicy
+from streams.kafka.producer import KafkaPublisher
 from streams.settings import Settings
 
 _FETCH_WAIT_MS = {"value": 1500}

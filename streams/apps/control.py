@@ -18,16 +18,10 @@ from redis.asyncio import Redis
 from schemas import ForgetReceipt, ForgetRequest
 from schemas import topics as t
 from streams.apps.base import raw_topic, take_events
-from streams.guard import (
-    DeadLetters,
-    Incoming,
-    TransientPolicy,
-    describe,
-    is_transient,
-    run_guarded,
-)
-from streams.producer import KafkaPublisher
-from streams.serde import decode, encode
+from streams.kafka.guard import DeadLetters, Incoming, TransientPolicy, is_transient, run_guarded
+from streams.kafka.pauses import describe
+from streams.kafka.producer import KafkaPublisher
+from streams.kafka.serde import decode, encode
 from streams.settings import Settings
 from workers.forget import rewrite_aof
 

@@ -14,8 +14,8 @@ from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import llm_policy, make_llm_client
-from streams.guard import Incoming, TransientPolicy, run_guarded
-from streams.serde import decode
+from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
+from streams.kafka.serde import decode
 from streams.settings import Settings
 from workers.encoder.service import EncoderService, SegmentEncoder
 from workers.forget import Source, source_of

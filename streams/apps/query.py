@@ -20,18 +20,12 @@ from schemas import topics as t
 from schemas.query import CORRELATION_ID_MAX_CHARS
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
-from streams.factories import llm_policy, make_embedder, make_llm_client, open_store
-from streams.fetch import COVERED, UNDECODABLE
-from streams.guard import (
-    INTERNAL,
-    DeadLetters,
-    Incoming,
-    TransientPolicy,
-    describe,
-    retry_transient,
-)
-from streams.producer import KafkaPublisher
-from streams.serde import TOO_LARGE, SerdeError, decode, encode
+from streams.factories import llm_policy, make_embedder, make_llm_client, open_store, scorer_of
+from streams.kafka.fetch import COVERED, UNDECODABLE
+from streams.kafka.guard import INTERNAL, DeadLetters, Incoming, TransientPolicy, retry_transient
+from streams.kafka.pauses import describe
+from streams.kafka.producer import KafkaPublisher
+from streams.kafka.serde import TOO_LARGE, SerdeError, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
@@ -102,6 +96,7 @@ class QueryHandler:
                     if llm
                     else None,
                     reranker=await asyncio.to_thread(load_reranker, s.reranker_model),
+                    scorer=scorer_of(s),
                 )
                 self._service = QueryService(
                     deps,

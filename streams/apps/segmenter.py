@@ -14,8 +14,8 @@ from schemas import topics as t
 from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder
-from streams.guard import Incoming, TransientPolicy, retry_transient, run_guarded
-from streams.serde import contract_error, decode_json
+from streams.kafka.guard import Incoming, TransientPolicy, retry_transient, run_guarded
+from streams.kafka.serde import contract_error, decode_json
 from streams.settings import Settings
 from workers.segmenter.policy import Position, SegmentPolicy
 from workers.segmenter.service import SegmenterService

@@ -35,11 +35,11 @@ from schemas import Exchange, Role, Segment, Turn
 from schemas import topics as t
 from streams.bench.harness import renamed
 from streams.client import MemoryClient
-from streams.lag import LagReader
-from streams.reader import read_topic
+from streams.kafka.lag import LagReader
+from streams.kafka.reader import read_topic
+from streams.kafka.topics import ensure_topics
 from streams.stack.embedded import DURABLE, EPHEMERAL, Child, Stack
-from streams.topics import ensure_topics
-from workers.embedding import bundled_model_info
+from workers.embedding.local import bundled_model_info
 from workers.encoder.service import read_usage
 from workers.store import EvidenceStore, namespace_filter
 

@@ -25,11 +25,11 @@ import click
 from schemas import topics as t
 from streams.bench.harness import pick_conversation
 from streams.client import MemoryClient
-from streams.lag import PIPELINE, LagReader
+from streams.kafka.lag import PIPELINE, LagReader
+from streams.kafka.topics import DLQ_SOURCES
 from streams.settings import Settings
 from streams.stack.ready import wait_workers
 from streams.stack.up_process import UpProcess
-from streams.topics import DLQ_SOURCES
 from workers.datasets import Conversation, load_locomo
 
 Mode = Literal["kill", "ctrl-c"]

@@ -18,7 +18,8 @@ import click
 import numpy as np
 
 from workers.datasets import load_locomo
-from workers.embedding import Embedder, LocalEmbedder
+from workers.embedding.base import Embedder
+from workers.embedding.local import LocalEmbedder
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 
@@ -39,7 +40,7 @@ def sample_texts(data: Path, n: int, seed: int = 0) -> list[str]:
 def make(backend: str, cache_dir: str | None) -> Embedder:
     if backend == "torch":
         return LocalEmbedder()
-    from workers.onnx_embedding import OnnxEmbedder
+    from workers.embedding.onnx import OnnxEmbedder
 
     return OnnxEmbedder(precision="int8" if backend == "onnx-int8" else "fp32", cache_dir=cache_dir)
 

@@ -25,333 +25,24 @@ import orjson
 from aiokafka import AIOKafkaProducer
 
 from schemas import topics as t
-from streams.lag import LagReader
-from streams.reader import read_topic
+from streams.bench.fuzz_cases import (
+    ANSWERED,
+    DEAD_LETTER,
+    DROPPED,
+    ERROR_REPLY,
+    Generator,
+    Message,
+    dumps,
+    exchange,
+)
+from streams.kafka.lag import LagReader
+from streams.kafka.reader import read_topic
 from streams.settings import Settings
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CLIENTS = ("aiokafka", "confluent")
 BIG_BYTES = 64 * 1024 * 1024  # what the fuzzing producers may send (the stages accept 1 MiB)
 STAGES = ("segmenter", "indexer", "encoder", "indexer-records", "query")
-
-# what must come out of a bad message
-DEAD_LETTER, ERROR_REPLY, DROPPED = "dead_letter", "error_reply", "dropped"
-INDEXED, ANSWERED = "indexed", "answered"
-
-
-@dataclass
-class Message:
-    """One message to send, and what must become of it."""
-
-    kind: str
-    topic: str
-    key: bytes | None
-    value: bytes | None
-    expect: str  # dead_letter | error_reply | dropped | indexed | answered | good
-    reason: str = ""  # the dead letter's error_type, or a word the error reply must contain
-    headers: list[tuple[str, bytes]] = field(default_factory=list)
-    correlation_id: str | None = None
-    namespace: str | None = None  # for `indexed`: the namespace whose turns are counted
-    crafted: str | None = None  # undecodable batch: bad_header_key | bad_crc
-    client: str = "aiokafka"
-    codec: str = "none"
-    partition: int = -1
-    offset: int = -1
-
-
-def _ex(ns: str, sid: str, seq: Any, text: str, turn_id: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "namespace": ns,
-        "session_id": sid,
-        "seq": seq,
-        "exchange_id": f"{sid}:{turn_id}",
-        "session_date": "2024-05-01T10:00:00",
-        "turns": [{"role": "user", "speaker": "Avery", "content": text, "turn_id": turn_id}],
-        **extra,
-    }
-
-
-def _nested(depth: int) -> Any:
-    value: Any = "leaf"
-    for _ in range(depth):
-        value = {"n": value}
-    return value
-
-
-def _dumps(data: Any) -> bytes:
-    return orjson.dumps(data)
-
-
-class Generator:
-    """Bad messages of every kind, in rotation; the large ones a bounded number of times."""
-
-    def __init__(self, run: str, partitions: int, n: int, rng: random.Random) -> None:
-        self.run = run
-        self.partitions = partitions
-        self.rng = rng
-        self.i = 0
-        # 2 MB and 20 MB values and 1 MB questions are few: they cost memory, not coverage
-        self.budget = {
-            "big_2mb": min(10, max(1, n // 200)),
-            "big_20mb": min(3, max(1, n // 1000)),
-            "question_1mb": min(10, max(1, n // 200)),
-        }
-        self.ns_bad = f"fuzz-bad-{run}"
-        self.ns_nokey = f"fuzz-nokey-{run}"
-        self.ns_gap = f"fuzz-gap-{run}"
-        self.ns_dup = f"fuzz-dup-{run}"
-        self.expected_turns: Counter[str] = Counter()
-
-    def kinds(self) -> list[Callable[[], list[Message]]]:
-        return [
-            self.not_json, self.kind_list, self.kind_object, self.json_array,
-            self.schema_version, self.unknown_field, self.null_key, self.null_value,
-            self.both_null, self.empty_value, self.invalid_utf8, self.lone_surrogate,
-            self.big_2mb, self.big_20mb, self.deep_metadata, self.too_deep, self.negative_seq,
-            self.duplicate_seq, self.gapped_seq, self.control_kind, self.name_quotes,
-            self.name_10k, self.turn_wrong_dim, self.turn_unknown_field, self.segment_wrong_shape,
-            self.segment_negative_index, self.records_schema_version, self.records_not_json,
-            self.query_k0, self.query_k_million, self.query_partition_range,
-            self.query_deadline_past, self.query_deadline_years, self.question_1mb,
-            self.query_not_json, self.query_name_quotes, self.query_cid_10k, self.query_null_key,
-            self.bad_header_key, self.bad_crc, self.query_bad_crc,
-        ]  # fmt: skip
-
-    def __iter__(self) -> Iterator[Message]:
-        kinds = self.kinds()
-        while True:
-            for make in kinds:
-                yield from make()
-
-    def _key(self) -> bytes:
-        self.i += 1
-        return f"{self.ns_bad}/b{self.i}".encode()
-
-    def _bad_ex(self, kind: str, reason: str, value: bytes | None, key: Any = "auto") -> Message:
-        return Message(kind, t.EXCHANGES, self._key() if key == "auto" else key, value,
-                       DEAD_LETTER, reason)  # fmt: skip
-
-    def _valid(self, **extra: Any) -> dict[str, Any]:
-        self.i += 1
-        return _ex(self.ns_bad, f"b{self.i}", 0, "a hostile hello", f"h{self.i}", **extra)
-
-    # -- memory.exchanges -----------------------------------------------------------------
-
-    def not_json(self) -> list[Message]:
-        return [self._bad_ex("not_json", "json", b"{this is not json")]
-
-    def kind_list(self) -> list[Message]:
-        return [self._bad_ex("kind_list", "schema", _dumps({"kind": [], "namespace": "n"}))]
-
-    def kind_object(self) -> list[Message]:
-        return [self._bad_ex("kind_object", "schema", _dumps(self._valid(kind={"a": 1})))]
-
-    def json_array(self) -> list[Message]:
-        return [self._bad_ex("json_array", "schema", b"[1, 2, 3]")]
-
-    def schema_version(self) -> list[Message]:
-        return [self._bad_ex("schema_version", "schema_version",
-                             _dumps(self._valid(schema_version=99)))]  # fmt: skip
-
-    def unknown_field(self) -> list[Message]:
-        return [self._bad_ex("unknown_field", "schema", _dumps(self._valid(colour="blue")))]
-
-    def null_key(self) -> list[Message]:
-        self.i += 1
-        self.expected_turns[self.ns_nokey] += 1
-        value = _dumps(_ex(self.ns_nokey, f"k{self.i}", 0, "keyless but fine", f"k{self.i}"))
-        return [Message("null_key", t.EXCHANGES, None, value, INDEXED, namespace=self.ns_nokey)]
-
-    def null_value(self) -> list[Message]:
-        return [self._bad_ex("null_value", "null_value", None)]
-
-    def both_null(self) -> list[Message]:
-        return [self._bad_ex("both_null", "null_value", None, key=None)]
-
-    def empty_value(self) -> list[Message]:
-        return [self._bad_ex("empty_value", "empty", b"")]
-
-    def invalid_utf8(self) -> list[Message]:
-        value = _dumps(self._valid()).replace(b"a hostile hello", b"a hostile \xff\xfe hello")
-        return [self._bad_ex("invalid_utf8", "encoding", value)]
-
-    def lone_surrogate(self) -> list[Message]:
-        value = _dumps(self._valid()).replace(b"a hostile hello", b"a hostile \\ud800 hello")
-        return [self._bad_ex("lone_surrogate", "encoding", value)]
-
-    def _big(self, kind: str, size: int) -> list[Message]:
-        if self.budget[kind] <= 0:
-            return []
-        self.budget[kind] -= 1
-        value = _dumps(self._valid(metadata={"blob": "x" * size}))
-        return [self._bad_ex(kind, "too_large", value)]
-
-    def big_2mb(self) -> list[Message]:
-        return self._big("big_2mb", 2_000_000)
-
-    def big_20mb(self) -> list[Message]:
-        return self._big("big_20mb", 20_000_000)
-
-    def deep_metadata(self) -> list[Message]:
-        return [self._bad_ex("deep_metadata", "schema",
-                             _dumps(self._valid(metadata=_nested(200))))]  # fmt: skip
-
-    def too_deep(self) -> list[Message]:
-        value = b'{"metadata": ' + b"[" * 3000 + b"]" * 3000 + b"}"
-        return [self._bad_ex("too_deep", "too_deep", value)]
-
-    def negative_seq(self) -> list[Message]:
-        data = self._valid()
-        data["seq"] = -3
-        return [self._bad_ex("negative_seq", "schema", _dumps(data))]
-
-    def duplicate_seq(self) -> list[Message]:
-        """The same seq twice in a session: the second is fenced, never applied."""
-        self.i += 1
-        sid, key = f"d{self.i}", f"{self.ns_dup}/d{self.i}".encode()
-        self.expected_turns[self.ns_dup] += 1
-        first = _dumps(_ex(self.ns_dup, sid, 0, "the first word", f"o{self.i}"))
-        again = _dumps(_ex(self.ns_dup, sid, 0, "a replayed seq", f"x{self.i}"))
-        return [
-            Message("duplicate_seq.first", t.EXCHANGES, key, first, INDEXED, namespace=self.ns_dup),
-            Message("duplicate_seq", t.EXCHANGES, key, again, INDEXED, namespace=self.ns_dup),
-        ]
-
-    def gapped_seq(self) -> list[Message]:
-        """seq 0 then 5: a gap is allowed (strictly increasing is all the contract asks)."""
-        self.i += 1
-        sid, key = f"g{self.i}", f"{self.ns_gap}/g{self.i}".encode()
-        self.expected_turns[self.ns_gap] += 2
-        first = _dumps(_ex(self.ns_gap, sid, 0, "before the gap", f"a{self.i}"))
-        later = _dumps(_ex(self.ns_gap, sid, 5, "after the gap", f"z{self.i}"))
-        return [
-            Message("gapped_seq.first", t.EXCHANGES, key, first, INDEXED, namespace=self.ns_gap),
-            Message("gapped_seq", t.EXCHANGES, key, later, INDEXED, namespace=self.ns_gap),
-        ]
-
-    def control_kind(self) -> list[Message]:
-        value = _dumps({"kind": "pause", "namespace": self.ns_bad, "session_id": "s"})
-        return [self._bad_ex("unknown_control_kind", "schema", value)]
-
-    def name_quotes(self) -> list[Message]:
-        data = self._valid()
-        data["namespace"] = 'it\'s "quoted"'
-        return [self._bad_ex("name_quotes", "schema", _dumps(data))]
-
-    def name_10k(self) -> list[Message]:
-        data = self._valid()
-        data["session_id"] = "s" * 10_000
-        return [self._bad_ex("name_10k", "schema", _dumps(data))]
-
-    # -- memory.turns, memory.segments, memory.records ------------------------------------
-
-    def _raw_turn(self, **extra: Any) -> dict[str, Any]:
-        self.i += 1
-        return {
-            "namespace": self.ns_bad, "session_id": f"b{self.i}", "turn_id": f"t{self.i}",
-            "exchange_id": f"e{self.i}", "seq": 0, "index": 0, "role": "user",
-            "text": "a hostile turn", "embedding": [0.5] * 7, "embedding_model": "nobody",
-            **extra,
-        }  # fmt: skip
-
-    def turn_wrong_dim(self) -> list[Message]:
-        return [Message("turn_wrong_dim", t.TURNS, self._key(), _dumps(self._raw_turn()),
-                        DEAD_LETTER, "schema")]  # fmt: skip
-
-    def turn_unknown_field(self) -> list[Message]:
-        return [Message("turn_unknown_field", t.TURNS, self._key(),
-                        _dumps(self._raw_turn(extra_field=1)), DEAD_LETTER, "schema")]  # fmt: skip
-
-    def segment_wrong_shape(self) -> list[Message]:
-        value = _dumps({"segment_id": [], "namespace": self.ns_bad, "exchanges": "none"})
-        return [Message("segment_wrong_shape", t.SEGMENTS, self._key(), value, DEAD_LETTER,
-                        "schema")]  # fmt: skip
-
-    def segment_negative_index(self) -> list[Message]:
-        value = _dumps({"segment_id": "x", "namespace": self.ns_bad, "session_id": "s",
-                        "index": -1, "mode": "semantic", "reason": "session_flush",
-                        "exchanges": [], "first_turn_id": "a", "last_turn_id": "b",
-                        "tokens": 0})  # fmt: skip
-        return [Message("segment_negative_index", t.SEGMENTS, self._key(), value, DEAD_LETTER,
-                        "schema")]  # fmt: skip
-
-    def records_schema_version(self) -> list[Message]:
-        value = _dumps({"schema_version": 7, "namespace": self.ns_bad, "session_id": "s"})
-        return [Message("records_schema_version", t.RECORDS, self._key(), value, DEAD_LETTER,
-                        "schema_version")]  # fmt: skip
-
-    def records_not_json(self) -> list[Message]:
-        return [Message("records_not_json", t.RECORDS, self._key(), b"\x00\x01\x02", DEAD_LETTER,
-                        "json")]  # fmt: skip
-
-    # -- memory.queries -------------------------------------------------------------------
-
-    def _query(self, kind: str, expect: str, reason: str, **over: Any) -> Message:
-        cid = f"fz{self.run}{self.i}{uuid.uuid4().hex[:8]}"
-        self.i += 1
-        data = {
-            "correlation_id": cid, "namespace": self.ns_bad, "query": "what happened?",
-            "k": 5, "reply_partition": self.rng.randrange(self.partitions),
-            "deadline_ms": int((time.time() + 300) * 1000), **over,
-        }  # fmt: skip
-        return Message(kind, t.QUERIES, self.ns_bad.encode(), _dumps(data), expect, reason,
-                       correlation_id=cid)  # fmt: skip
-
-    def query_k0(self) -> list[Message]:
-        return [self._query("query_k0", ERROR_REPLY, "k", k=0)]
-
-    def query_k_million(self) -> list[Message]:
-        return [self._query("query_k_million", ERROR_REPLY, "k", k=1_000_000)]
-
-    def query_partition_range(self) -> list[Message]:
-        msg = self._query("query_reply_partition", DEAD_LETTER, "reply_partition",
-                          reply_partition=self.partitions + 7)  # fmt: skip
-        return [msg]
-
-    def query_deadline_past(self) -> list[Message]:
-        return [self._query("query_deadline_past", DROPPED, "", deadline_ms=1_000)]
-
-    def query_deadline_years(self) -> list[Message]:
-        years = int((time.time() + 5 * 365 * 86400) * 1000)
-        return [self._query("query_deadline_years", ERROR_REPLY, "deadline_ms", deadline_ms=years)]
-
-    def question_1mb(self) -> list[Message]:
-        if self.budget["question_1mb"] <= 0:
-            return []
-        self.budget["question_1mb"] -= 1
-        return [self._query("question_1mb", ERROR_REPLY, "query", query="why? " * 200_000)]
-
-    def query_null_key(self) -> list[Message]:
-        msg = self._query("query_null_key", ANSWERED, "")
-        msg.key = None
-        return [msg]
-
-    def query_not_json(self) -> list[Message]:
-        return [Message("query_not_json", t.QUERIES, None, b"SELECT * FROM memory", DEAD_LETTER,
-                        "json")]  # fmt: skip
-
-    def query_name_quotes(self) -> list[Message]:
-        return [self._query("query_name_quotes", ERROR_REPLY, "namespace", namespace="a'b\"c")]
-
-    def query_cid_10k(self) -> list[Message]:
-        msg = self._query("query_cid_10k", DEAD_LETTER, "schema")
-        msg.value = (msg.value or b"").replace((msg.correlation_id or "").encode(), b"c" * 10_000)
-        msg.correlation_id = None  # no reply can be addressed: a dead letter instead
-        return [msg]
-
-    # -- record batches no client can decode (crafted, below the agent) ------------------
-
-    def bad_header_key(self) -> list[Message]:
-        return [Message("bad_header_key", t.EXCHANGES, self._key(), b'{"x": 1}', DEAD_LETTER,
-                        "undecodable", crafted="bad_header_key")]  # fmt: skip
-
-    def bad_crc(self) -> list[Message]:
-        return [Message("bad_crc", t.EXCHANGES, self._key(), b'{"x": 2}', DEAD_LETTER,
-                        "undecodable", crafted="bad_crc")]  # fmt: skip
-
-    def query_bad_crc(self) -> list[Message]:
-        return [Message("query_bad_crc", t.QUERIES, b"q", b'{"x": 3}', DEAD_LETTER,
-                        "undecodable", crafted="bad_crc")]  # fmt: skip
 
 
 class Producers:
@@ -467,7 +158,7 @@ class FuzzReport:
 def _good_exchange(ns: str, session: int, seq: int, rng: random.Random) -> bytes:
     words = ("river", "garden", "bread", "castle", "guitar", "museum", "ticket", "summer")
     text = f"Session {session} note {seq}: " + " ".join(rng.choice(words) for _ in range(12))
-    return _dumps(_ex(ns, f"s{session}", seq, text, f"g{session}-{seq}"))
+    return dumps(exchange(ns, f"s{session}", seq, text, f"g{session}-{seq}"))
 
 
 def _good_query(ns: str, partitions: int, rng: random.Random) -> tuple[str, bytes]:
@@ -477,7 +168,7 @@ def _good_query(ns: str, partitions: int, rng: random.Random) -> tuple[str, byte
         "reply_partition": rng.randrange(partitions),
         "deadline_ms": int((time.time() + 300) * 1000),
     }  # fmt: skip
-    return cid, _dumps(data)
+    return cid, dumps(data)
 
 
 async def fuzz(
@@ -547,7 +238,7 @@ async def _send_all(producers: Producers, gen: Generator, n: int, parts: int,
     # close every good session so the last segments reach the encoder and indexer
     closing = [
         Message("good_end", t.EXCHANGES, f"{ns_good}/s{s}".encode(),
-                _dumps({"kind": "end_session", "namespace": ns_good, "session_id": f"s{s}",
+                dumps({"kind": "end_session", "namespace": ns_good, "session_id": f"s{s}",
                         "after_seq": seqs[s] - 1}), "good",
                 client=CLIENTS[s % 2], codec=CODECS[s % len(CODECS)])
         for s in range(sessions) if seqs[s]

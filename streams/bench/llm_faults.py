@@ -27,9 +27,9 @@ from redis.asyncio import Redis
 
 from schemas import FinalizeReason, Role, Segment, SegmentExchange, SegmentMode, Turn
 from schemas import topics as t
-from streams.reader import read_topic
+from streams.kafka.reader import read_topic
+from streams.kafka.topics import ensure_topics
 from streams.stack.embedded import Stack
-from streams.topics import ensure_topics
 from workers.encoder.service import read_usage
 
 VALID_REPLY = {

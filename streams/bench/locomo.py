@@ -27,8 +27,8 @@ from streams.bench.judging import JudgeTarget, judge_locomo, make_judge
 from streams.client import MemoryClient
 from streams.factories import make_embedder, open_store
 from streams.ingest import produce
-from streams.lag import LagReader
-from streams.reader import read_topic
+from streams.kafka.lag import LagReader
+from streams.kafka.reader import read_topic
 from streams.settings import Settings, llm_configured
 from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
@@ -201,6 +201,7 @@ def _systems(run: Run, ks: tuple[int, ...], budgets: tuple[int, ...]) -> dict[st
         systems[name] = {
             "recall_at_k": agg["recall_at_k"],
             "recall_at_budget": agg["recall_at_budget"],
+            "hit_at_k": agg["hit_at_k"],
             "latency_ms": agg["latency_ms"],
             "accuracy": None,
         }

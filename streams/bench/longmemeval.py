@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from streams.bench.harness import VARIANTS, pipeline
 from streams.client import MemoryClient
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.settings import Settings
 from workers.evaluation.longmemeval import (
     Granularity,

@@ -19,7 +19,7 @@ import click
 from streams.bench.harness import VARIANTS, BenchError, pipeline, rename_namespace
 from streams.client import MemoryClient
 from streams.ingest import produce
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.settings import Settings
 from workers.datasets import load_locomo
 from workers.evaluation.metrics import CATEGORIES, percentiles

@@ -25,7 +25,7 @@ import numpy as np
 from schemas import Exchange, Role, Turn
 from streams.bench.harness import embedding_counts
 from streams.client import MemoryClient
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.settings import Settings
 from streams.stack.embedded import EPHEMERAL, Stack, StackPreset
 from streams.stack.ready import READY_NAMESPACE, launch, wait_ready

@@ -1,9 +1,11 @@
-"""The HTTP gateway: REST routes over the same topics as every other client, and MCP at /mcp.
+"""The HTTP gateway: REST routes over the same topics as every other client, MCP at /mcp, and
+the console at / (issue 27) over the same routes.
 
 Every `/v1/namespaces/{namespace}/...` route takes the namespace through one dependency,
-`AuthorizedNamespace`, which authenticates the API key (401) and checks that the key may use
-the namespace (403) before the body is even read. A new route (the listing and forget routes
-of issue #12) gets both by declaring `namespace: AuthorizedNamespace`.
+`AuthorizedNamespace` (streams.gateway.deps), which authenticates the API key (401) and
+checks that the key may use the namespace (403) before the body is even read. A new route
+(the listing and forget routes of issue #12) gets both by declaring
+`namespace: AuthorizedNamespace`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,9 @@ from typing import Annotated, Any
 
 import orjson
 import structlog
-from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Security
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import make_asgi_app
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
@@ -30,8 +31,11 @@ from schemas import ControlKind, QueryReply
 from schemas.base import Name
 from schemas.records import MemoryType
 from streams import metrics
+from streams.gateway import console, views
 from streams.gateway.auth import KeyRing, Principal, presented_key
-from streams.gateway.errors import Forbidden, GatewayError, Unauthorized
+from streams.gateway.connection import StackConnection
+from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
+from streams.gateway.errors import GatewayError
 from streams.gateway.mcp import build_mcp, request_principal
 from streams.gateway.models import (
     AddExchanges,
@@ -45,7 +49,6 @@ from streams.gateway.models import (
     RecordsPage,
     SearchIn,
 )
-from streams.gateway.service import MemoryService
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")
@@ -55,48 +58,6 @@ Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
-
-_bearer = HTTPBearer(auto_error=False, description="an API key as a bearer token")
-_api_key = APIKeyHeader(name="X-API-Key", auto_error=False, description="an API key")
-
-
-# -- authentication and namespaces -------------------------------------------------------------
-
-
-def caller(
-    request: Request,
-    bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
-    api_key: Annotated[str | None, Security(_api_key)],
-) -> Principal:
-    keys: KeyRing = request.app.state.keys
-    if not keys:
-        return Principal.local()
-    presented = bearer.credentials if bearer else api_key
-    principal = keys.verify(presented) if presented else None
-    if principal is None:
-        raise Unauthorized("a valid API key is required (Authorization: Bearer <key>)")
-    return principal
-
-
-def authorized_namespace(
-    namespace: Annotated[Name, Path(description="the memory space (a user, an agent-user pair)")],
-    principal: Annotated[Principal, Depends(caller)],
-) -> str:
-    if not principal.allows(namespace):
-        raise Forbidden(f"this API key may not use namespace {namespace!r}", field="namespace")
-    return namespace
-
-
-AuthorizedNamespace = Annotated[str, Depends(authorized_namespace)]
-SessionId = Annotated[Name, Path(description="the session (one conversation)")]
-
-
-def service_of(request: Request) -> MemoryService:
-    svc: MemoryService = request.app.state.service
-    return svc
-
-
-Service = Annotated[MemoryService, Depends(service_of)]
 
 # -- routes ------------------------------------------------------------------------------------
 
@@ -370,10 +331,11 @@ class McpAuth:
 
 
 def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None) -> FastAPI:
-    """The gateway; its lifespan starts one `MemoryService` (one client, one reply partition)
-    and the MCP session manager, and registers `metrics_url` when given."""
-    holder: dict[str, MemoryService] = {}
-    mcp = build_mcp(lambda: holder["svc"], request_principal, settings.mcp_namespace)
+    """The gateway; its lifespan opens the connection to the stack (one `MemoryService`: one
+    client, one reply partition; made on the first call if the stack is not up yet) and the
+    MCP session manager, and registers `metrics_url` when given."""
+    stack = StackConnection(settings)
+    mcp = build_mcp(stack.service, request_principal, settings.mcp_namespace)
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,  # any replica can serve any call: nothing to pin
@@ -384,8 +346,7 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with MemoryService.running(settings) as svc, mcp.session_manager.run():
-            holder["svc"] = app.state.service = svc
+        async with stack, mcp.session_manager.run():
             registration = None
             if metrics_url and settings.metrics_enabled:
                 host = metrics_url.split("//", 1)[1].rsplit(":", 1)[0]
@@ -404,8 +365,11 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         lifespan=lifespan,
     )
     app.state.keys = keys
+    app.state.stack = stack
     app.state.settings = settings
     app.include_router(router)
+    app.include_router(views.router)
+    console.mount(app)
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(GatewayError, _gateway_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
@@ -417,9 +381,9 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["health"], responses={503: {"description": "a dependency is down"}})
-    async def readyz(svc: Service) -> JSONResponse:
+    async def readyz() -> JSONResponse:
         """The broker, Redis and LanceDB answer."""
-        checks = await svc.readiness()
+        checks = await stack.readiness()
         ok = all(v == "ok" for v in checks.values())
         return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks},
                             status_code=200 if ok else 503)  # fmt: skip

@@ -62,6 +62,11 @@ class Principal:
     def allows(self, namespace: str) -> bool:
         return self.namespaces is None or _allows(self.namespaces, namespace)
 
+    def sees_all(self) -> bool:
+        """Allowed every namespace (a local caller, or a key for `*`): may see stack-wide
+        figures, which mix every namespace."""
+        return self.namespaces is None or "*" in self.namespaces
+
     def default_namespace(self) -> str | None:
         """The key's namespace when it has exactly one, named without a wildcard."""
         if self.namespaces and len(self.namespaces) == 1 and "*" not in self.namespaces[0]:

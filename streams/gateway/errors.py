@@ -6,7 +6,17 @@ text.
 
 from __future__ import annotations
 
+import os
+import socket
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit, urlunsplit
+
+from aiokafka.errors import KafkaConnectionError
+
 from schemas.errors import LycheeError
+
+if TYPE_CHECKING:
+    from streams.settings import Settings
 
 
 class GatewayError(LycheeError):
@@ -56,9 +66,10 @@ class Unavailable(GatewayError):
     title = "Service unavailable"
 
     @classmethod
-    def backend(cls, exc: BaseException) -> Unavailable:
-        """The broker or Redis failed a call: worth retrying in a second."""
-        return cls(f"{type(exc).__name__}: {exc}", retry_after_s=1.0)
+    def backend(cls, exc: BaseException, where: str) -> Unavailable:
+        """The broker or Redis (`where`: "Kafka at ...") failed a call: worth retrying in a
+        second."""
+        return cls(f"{where}: {reason(exc)}", retry_after_s=1.0)
 
 
 class UpstreamFailed(GatewayError):
@@ -69,3 +80,31 @@ class UpstreamFailed(GatewayError):
 class Timeout(GatewayError, TimeoutError):
     status = 504
     title = "Timed out"
+
+
+def kafka_at(settings: Settings) -> str:
+    return f"Kafka at {settings.kafka_bootstrap}"
+
+
+def redis_at(settings: Settings) -> str:
+    """Where Redis is, without its password."""
+    parts = urlsplit(settings.redis_url)
+    if parts.password is not None:
+        netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
+        parts = parts._replace(netloc=netloc + (f":{parts.port}" if parts.port else ""))
+    return f"Redis at {urlunsplit(parts)}"
+
+
+def reason(exc: BaseException) -> str:
+    """Why a backend failed, in a few words ("connection refused"), else its one-line text."""
+    cause = exc if isinstance(exc, OSError) else exc.__context__
+    if isinstance(cause, socket.gaierror) and cause.strerror:
+        return cause.strerror.lower()
+    if isinstance(cause, OSError) and cause.errno and cause.errno > 0:
+        return os.strerror(cause.errno).lower()
+    if isinstance(exc, KafkaConnectionError):
+        return "no broker answers"
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return "no answer in time"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__

@@ -2,7 +2,9 @@
 
 Served on stdio by `lychee mcp` (the process talks to Kafka and Redis itself) and over
 streamable HTTP at `/mcp` of the gateway (the same API keys as the REST routes). The tools
-share the gateway's `MemoryService`; an add returns at once with a receipt.
+share the gateway's `MemoryService`; an add returns at once with a receipt. Both servers start
+without the stack and connect on the first call that needs it (`streams.gateway.connection`):
+until it is up, a call is a tool error naming what is unreachable.
 
 Not here yet: `list_memories` and `delete_all_memories` come with the forget issue (#12).
 """
@@ -22,6 +24,7 @@ from schemas import Role, Turn
 from schemas.base import Name
 from schemas.records import MemoryType
 from streams.gateway.auth import Principal
+from streams.gateway.connection import StackConnection
 from streams.gateway.errors import GatewayError
 from streams.gateway.models import (
     ExchangeIn,
@@ -69,10 +72,11 @@ class SearchResult(BaseModel):
 
 
 ResolvePrincipal = Callable[[Context[Any, Any]], Principal]
+ServiceOf = Callable[[], Awaitable[MemoryService]]
 
 
 def build_mcp(
-    service: Callable[[], MemoryService],
+    service: ServiceOf,
     principal_of: ResolvePrincipal,
     default_namespace: str | None = None,
     lifespan: Callable[[MCPServer[Any]], contextlib.AbstractAsyncContextManager[Any]] | None = None,
@@ -94,6 +98,18 @@ def build_mcp(
         if not principal.allows(ns):
             raise ToolError(f"forbidden: this API key may not use namespace {ns!r}")
         return ns
+
+    _add_tool(server, service, namespace_of)
+    _search_tools(server, service, namespace_of)
+    _memory_admin_tools(server, service, namespace_of)
+    return server
+
+
+NamespaceOf = Callable[[Context[Any, Any], str | None], str]
+
+
+def _add_tool(server: MCPServer[Any], service: ServiceOf, namespace_of: NamespaceOf) -> None:
+    """Storing what an agent hears."""
 
     @server.tool(
         name="add_memory",
@@ -135,7 +151,11 @@ def build_mcp(
         when = session_date or datetime.now(UTC)
         ex = _exchange_in(content, messages, role, speaker, session_id, exchange_id, when)
         ns = namespace_of(ctx, namespace)
-        return await _call(service().add(ns, [ex]))
+        return await _call(service, lambda svc: svc.add(ns, [ex]))
+
+
+def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: NamespaceOf) -> None:
+    """Searching memory and asking whether what was stored is searchable yet."""
 
     @server.tool(
         name="search_memory",
@@ -173,7 +193,7 @@ def build_mcp(
         except ValidationError as exc:
             raise ToolError(_fields(exc)) from exc
         ns = namespace_of(ctx, namespace)
-        reply = await _call(service().search(ns, req))
+        reply = await _call(service, lambda svc: svc.search(ns, req))
         memories = [
             Memory(
                 text=e.text,
@@ -207,16 +227,11 @@ def build_mcp(
         ns = namespace_of(ctx, namespace)
         if session_id is not None:
             _check_name("session_id", session_id)
-        return await _call(service().status(ns, session_id))
-
-    _memory_admin_tools(server, service, namespace_of)
-    return server
+        return await _call(service, lambda svc: svc.status(ns, session_id))
 
 
 def _memory_admin_tools(
-    server: MCPServer[Any],
-    service: Callable[[], MemoryService],
-    namespace_of: Callable[[Context[Any, Any], str | None], str],
+    server: MCPServer[Any], service: ServiceOf, namespace_of: NamespaceOf
 ) -> None:
     """Listing and deleting what is remembered (issue 12)."""
 
@@ -245,7 +260,9 @@ def _memory_admin_tools(
         if session_id is not None:
             _check_name("session_id", session_id)
         kind = memory_type.value if memory_type else None
-        return await _call(service().records(ns, session_id, kind, None, turns, page, page_size))
+        return await _call(
+            service, lambda svc: svc.records(ns, session_id, kind, None, turns, page, page_size)
+        )
 
     @server.tool(
         name="delete_all_memories",
@@ -271,7 +288,7 @@ def _memory_admin_tools(
             raise ToolError(f"not deleted: `confirm` must be the namespace {ns!r}")
         if session_id is not None:
             _check_name("session_id", session_id)
-        return await _call(service().forget(ns, session_id))
+        return await _call(service, lambda svc: svc.forget(ns, session_id))
 
 
 def _check_name(field: str, value: str) -> None:
@@ -305,9 +322,10 @@ def _exchange_in(
         raise ToolError(_fields(exc)) from exc
 
 
-async def _call(aw: Awaitable[T]) -> T:
+async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]) -> T:
+    """A tool's work on the connected service; any gateway error as one line."""
     try:
-        return await aw
+        return await use(await service())
     except GatewayError as exc:
         raise ToolError(f"{exc.title}: {exc.detail}") from exc
 
@@ -330,18 +348,14 @@ def request_principal(ctx: Context[Any, Any]) -> Principal:
 def run_stdio(settings: Settings, namespace: str | None) -> None:
     """`lychee mcp`: the tools on stdin/stdout for a local MCP host (no keys: the host's user
     runs this process with the stack's credentials already)."""
-    holder: dict[str, MemoryService] = {}
+    stack = StackConnection(settings)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
-        async with MemoryService.running(settings) as svc:
-            holder["svc"] = svc
+        async with stack:
             yield {}
 
     server = build_mcp(
-        lambda: holder["svc"],
-        lambda _: Principal.local(),
-        namespace or settings.mcp_namespace,
-        lifespan=lifespan,
+        stack.service, lambda _: Principal.local(), namespace or settings.mcp_namespace, lifespan
     )
     server.run("stdio")

@@ -178,3 +178,96 @@ class RecordsPage(BaseModel):
     page_size: int
     pages: int
     items: list[dict[str, Any]]
+
+
+# -- what the console shows (issue 27) ---------------------------------------------------------
+
+
+class WhoAmI(BaseModel):
+    name: str = Field(description="the API key's name; `local` when no keys are configured")
+    namespaces: list[str] | None = Field(description="the key's namespace patterns; null: all")
+    keys_required: bool
+
+
+class NamespaceSummary(BaseModel):
+    namespace: str
+    sessions: int = Field(description="sessions with raw turns")
+    turns: int
+    records: int
+    nodes: int
+    segments: int
+    last_write: datetime | None = Field(description="when the indexer last wrote its turns")
+    searchable: bool = Field(description="everything the gateway accepted is indexed")
+
+
+class NamespacesOut(BaseModel):
+    """The namespaces the caller may read (and only those)."""
+
+    namespaces: list[NamespaceSummary]
+
+
+class SessionSummary(BaseModel):
+    session_id: str
+    turns: int
+    segments: int
+    records: int = Field(description="records this session produced (shared ones included)")
+    first_seq: int | None
+    last_seq: int | None
+    first_date: datetime | None = Field(description="earliest conversation date of its turns")
+    last_date: datetime | None
+    last_seq_accepted: int | None
+    indexed_seq: int | None
+    open_segment_exchanges: int
+    ended: bool
+    searchable: bool
+
+
+class SessionsOut(BaseModel):
+    namespace: str
+    sessions: list[SessionSummary]
+
+
+class TimelineSegment(BaseModel):
+    """A segment overlapping the page: where it lies, why it was closed, what it yielded."""
+
+    segment_id: str
+    segment_index: int
+    reason: str | None = Field(description="finalize reason; null for older batches")
+    signals: dict[str, float] | None = Field(description="boundary signals of the closing cut")
+    first_seq: int | None
+    last_seq: int | None
+    first_turn_id: str
+    last_turn_id: str
+    exchanges: int
+    tokens: int
+    session_date: datetime | None
+    encoder: str
+    records: list[dict[str, Any]]
+
+
+class TimelineOut(BaseModel):
+    """One page of a session's raw turns, each with its segment id (null: not yet in a
+    finalized segment), and the segments those turns fall in, with their records."""
+
+    namespace: str
+    session_id: str
+    total: int
+    page: int
+    page_size: int
+    pages: int
+    turns: list[dict[str, Any]]
+    segments: list[TimelineSegment]
+    open_segment_exchanges: int = Field(description="exchanges waiting in the open segment")
+
+
+class OperationsOut(BaseModel):
+    """The stack's health; the stack-wide parts only for a caller allowed every namespace."""
+
+    stack_wide: bool = Field(description="false: this key sees only its namespaces' counters")
+    supervision: dict[str, Any] | None = None
+    stages: list[dict[str, Any]] = Field(default_factory=list, description="lag per stage")
+    dead_letters: dict[str, int] = Field(default_factory=dict, description="per DLQ topic")
+    rows: dict[str, int] = Field(default_factory=dict)
+    construction_tokens: dict[str, dict[str, int]] = Field(
+        description="per namespace the caller may read"
+    )

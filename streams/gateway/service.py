@@ -1,8 +1,9 @@
 """What the gateway does, shared by its HTTP routes and the MCP tools.
 
 One `MemoryService` per process holds one `MemoryClient` (one producer, one reply partition
-for every search), one Redis client, the seq allocator and the progress reader. Callers check
-namespaces before they call it.
+for every search), one Redis client, the seq allocator and the progress reader; it is made by
+`streams.gateway.connection` once the stack answers. Callers check namespaces before they
+call it.
 """
 
 from __future__ import annotations
@@ -10,11 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import importlib
 import time
 import uuid
 from collections import defaultdict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
@@ -27,7 +27,16 @@ from redis.exceptions import RedisError
 from schemas import ControlKind, Exchange, QueryReply, SessionControl
 from streams import metrics
 from streams.client import ForgetFailed, MemoryClient, QueryFailed, ReplyTimeout
-from streams.gateway.errors import Conflict, Invalid, Timeout, TooLarge, Unavailable, UpstreamFailed
+from streams.gateway.errors import (
+    Conflict,
+    Invalid,
+    Timeout,
+    TooLarge,
+    Unavailable,
+    UpstreamFailed,
+    kafka_at,
+    redis_at,
+)
 from streams.gateway.models import (
     ControlReceipt,
     ExchangeIn,
@@ -60,19 +69,10 @@ class MemoryService:
             redis, ttl_s=settings.seq_ttl_s, lease_s=settings.gateway_produce_timeout_s + 5.0
         )
 
-    @classmethod
-    @contextlib.asynccontextmanager
-    async def running(cls, settings: Settings) -> AsyncIterator[MemoryService]:
-        redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
-        client = MemoryClient(settings)
-        try:
-            await client.start()
-            await asyncio.to_thread(importlib.import_module, "lancedb")  # slow the first time
-            yield cls(settings, client, redis)
-        finally:
-            with contextlib.suppress(Exception):
-                await client.close()
-            await redis.aclose()
+    def down(self, exc: BaseException) -> Unavailable:
+        """The error for a failed backend call, naming Kafka or Redis and where it is."""
+        where = redis_at if isinstance(exc, RedisError) else kafka_at
+        return Unavailable.backend(exc, where(self.settings))
 
     def _deadline(self, budget_s: float) -> float:
         return asyncio.get_running_loop().time() + budget_s
@@ -94,7 +94,7 @@ class MemoryService:
         except SessionBusy as exc:
             raise Unavailable(str(exc), retry_after_s=1.0) from exc
         except (RedisError, KafkaError) as exc:
-            raise Unavailable.backend(exc) from exc
+            raise self.down(exc) from exc
 
     async def _add(
         self,
@@ -180,7 +180,7 @@ class MemoryService:
         except SessionBusy as exc:
             raise Unavailable(str(exc), retry_after_s=1.0) from exc
         except (RedisError, KafkaError, TimeoutError) as exc:
-            raise Unavailable.backend(exc) from exc
+            raise self.down(exc) from exc
         return ControlReceipt(
             namespace=namespace,
             session_id=session_id,
@@ -218,7 +218,7 @@ class MemoryService:
         except QueryFailed as exc:
             raise UpstreamFailed(str(exc)) from exc
         except KafkaError as exc:
-            raise Unavailable.backend(exc) from exc
+            raise self.down(exc) from exc
 
     async def wait_for(self, namespace: str, wait: WaitFor, deadline: float) -> None:
         """Return once every session of `wait` is indexed up to its seq (monotonic deadline)."""
@@ -235,7 +235,7 @@ class MemoryService:
             try:
                 indexed = await self.progress.indexed(namespace, list(wanted))
             except RedisError as exc:
-                raise Unavailable.backend(exc) from exc
+                raise self.down(exc) from exc
             behind = {sid: seq for sid, seq in wanted.items() if indexed.get(sid, -1) < seq}
             if not behind:
                 return
@@ -252,7 +252,7 @@ class MemoryService:
         try:
             found = await self.progress.namespace(namespace, session_id)
         except RedisError as exc:
-            raise Unavailable.backend(exc) from exc
+            raise self.down(exc) from exc
         sessions = [
             SessionStatus(
                 session_id=p.session_id,
@@ -280,7 +280,7 @@ class MemoryService:
         except ForgetFailed as exc:
             raise UpstreamFailed(str(exc)) from exc
         except KafkaError as exc:
-            raise Unavailable.backend(exc) from exc
+            raise self.down(exc) from exc
         return ForgetOut.model_validate(receipt.as_dict())
 
     async def records(

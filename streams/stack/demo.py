@@ -27,10 +27,10 @@ QUESTIONS = (
 
 
 async def run(stack: Stack, settings: Settings) -> None:
-    from streams.cli import format_evidence
+    from streams.cli.data import format_evidence
     from streams.client import MemoryClient
     from streams.ingest import produce
-    from streams.lag import LagReader
+    from streams.kafka.lag import LagReader
     from streams.stack.ready import wait_ready
     from workers.datasets import load_jsonl
 

@@ -182,7 +182,7 @@ class Stack:
         return settings
 
     def create_topics(self) -> Settings:
-        from streams.topics import ensure_topics, topic_retention
+        from streams.kafka.topics import ensure_topics, topic_retention
 
         settings = self.settings()
         asyncio.run(

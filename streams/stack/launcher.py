@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import click
 
-from streams.lag import PIPELINE, Lag, LagReader
+from streams.kafka.lag import PIPELINE, Lag, LagReader
 from streams.settings import Settings
 from streams.stack.embedded import Stack, StackError, StackPreset
 from streams.stack.endpoints import (
@@ -178,6 +178,7 @@ class Launcher:
             "(no exports needed; LYCHEE_* variables win)"
         )
         if stack.gateway_port is not None:
+            self.echo(f"  console {stack.gateway_url}/")
             self.echo(f"  gateway {stack.gateway_url} (OpenAPI at /docs, MCP at /mcp)")
         self.echo(f"  logs in {stack.logs}; Ctrl-C drains and stops (twice: stops at once)")
 

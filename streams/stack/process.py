@@ -54,7 +54,16 @@ def ephemeral_floor() -> int:
 
 
 def port_free(port: int) -> bool:
+    """Whether a server could listen on `port` now, as our children would bind it.
+
+    Every server the stack starts (Tansu, Redis, SeaweedFS, the gateway) binds with
+    SO_REUSEADDR, so the check does too: right after a crash, the dead process's connections
+    linger in FIN-WAIT-2 or TIME-WAIT for up to a minute; without the option they read as a
+    port in use, although nothing listens and the child's bind would succeed. A listener
+    still refuses the bind, reuse or not.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:

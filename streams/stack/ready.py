@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from streams.client import MemoryClient, ReplyTimeout
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.settings import Settings
 from streams.stack.embedded import Stack, StackError
 from streams.stack.process import log_tail

@@ -6,13 +6,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams import fetch
+from streams.kafka import fetch
 
 
 @pytest.fixture
 def unguarded() -> Iterator[None]:
     """aiokafka's own batch unpacking, whatever a client or an app built earlier in this
-    process installed (`streams.fetch`); left uninstalled afterwards too."""
+    process installed (`streams.kafka.fetch`); left uninstalled afterwards too."""
     fetch.uninstall()
     yield
     fetch.uninstall()

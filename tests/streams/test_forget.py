@@ -16,11 +16,11 @@ from redis.asyncio import Redis
 
 from schemas import Exchange, Role, Turn
 from streams.client import MemoryClient
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.stack.embedded import Stack
 from tests.bytescan import files_holding
-from workers.embedding import bundled_model_info
-from workers.store import NODES, RECORDS, TURNS, EvidenceStore
+from workers.embedding.local import bundled_model_info
+from workers.store import NODES, RECORDS, SEGMENTS, TURNS, EvidenceStore
 
 pytestmark = pytest.mark.integration
 
@@ -75,7 +75,7 @@ def open_store(stack: Stack) -> EvidenceStore:
 def rows(stack: Stack, ns: str) -> dict[str, list[dict[str, Any]]]:
     store = open_store(stack)
     out = {}
-    for name in (TURNS, RECORDS, NODES):
+    for name in (TURNS, RECORDS, NODES, SEGMENTS):
         tbl = store.table(name)
         data = [] if tbl is None else tbl.to_arrow().to_pylist()
         out[name] = sorted((r for r in data if r["namespace"] == ns), key=lambda r: r["id"])
@@ -137,7 +137,7 @@ async def test_forget_namespace_removes_it_everywhere_and_leaves_the_other(
                          + exchanges(ns_a, "s1", m_a))  # fmt: skip
             before_a = rows(stack, ns_a)
             before_b = rows(stack, ns_b)
-            assert before_a[RECORDS] and before_a[TURNS] and before_a[NODES]
+            assert before_a[RECORDS] and before_a[TURNS] and before_a[NODES] and before_a[SEGMENTS]
             lance = Path(stack.lancedb_uri)
             assert files_holding(lance, [m_a])  # the scan sees what it must not see later
             assert await keys_naming(redis, ns_a)
@@ -148,12 +148,12 @@ async def test_forget_namespace_removes_it_everywhere_and_leaves_the_other(
 
                 assert set(receipt.stages) == {"segmenter", "encoder", "indexer"}
                 assert receipt.rows_removed == {
-                    n: len(before_a[n]) for n in (TURNS, RECORDS, NODES)
+                    n: len(before_a[n]) for n in (TURNS, RECORDS, NODES, SEGMENTS)
                 }
                 assert receipt.redis_keys_removed > 0 and receipt.versions_pruned > 0
                 assert (await client.search(ns_a, "who restores sailing boats?")).evidence == []
                 assert (await client.search(ns_b, "who restores sailing boats?")).evidence
-            assert rows(stack, ns_a) == {TURNS: [], RECORDS: [], NODES: []}
+            assert rows(stack, ns_a) == {TURNS: [], RECORDS: [], NODES: [], SEGMENTS: []}
             assert rows(stack, ns_b) == before_b
             assert await keys_naming(redis, ns_a) == []
             assert await keys_naming(redis, ns_b)
@@ -177,6 +177,7 @@ async def test_forget_session_removes_only_that_session(stack: Stack, settings: 
         assert receipt.rows_removed[TURNS] == len(LINES)
         after = rows(stack, ns)
         assert {r["session_id"] for r in after[TURNS]} == {"s1"}
+        assert {r["session_id"] for r in after[SEGMENTS]} == {"s1"}
         assert len(after[TURNS]) == len(LINES)
         assert after[RECORDS] and all(m_gone not in r["semantic_text"] for r in after[RECORDS])
         assert all(r["source_session"] != "s0" for r in after[RECORDS])

@@ -17,10 +17,10 @@ from redis.asyncio import Redis
 from schemas import Exchange, QueryReply, Role, Segment, Turn
 from schemas import topics as t
 from streams.client import MemoryClient
-from streams.lag import LagReader
-from streams.reader import read_topic
+from streams.kafka.lag import LagReader
+from streams.kafka.reader import read_topic
 from streams.stack.embedded import Stack
-from workers.embedding import bundled_model_info
+from workers.embedding.local import bundled_model_info
 from workers.store import EvidenceStore
 
 pytestmark = pytest.mark.integration

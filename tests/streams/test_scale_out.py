@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from streams.bench.chaos import synthetic
+from streams.kafka.topics import ensure_topics
 from streams.stack.embedded import Stack
-from streams.topics import ensure_topics
 from tests.conftest import READY, wait_log
 from tests.streams.test_pipeline import ingest
-from workers.embedding import bundled_model_info
+from workers.embedding.local import bundled_model_info
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore, lineage, namespace_filter
 
 # Six worker processes start and load their models: on a busy 2-core machine that alone can

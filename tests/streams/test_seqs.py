@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -150,6 +151,23 @@ async def test_progress_watermarks_only_rise_and_say_what_is_searchable(redis) -
     assert (found["s2"].accepted, found["s2"].indexed) == (1, 0)
     assert [p.session_id for p in await progress.namespace("ns", "s2")] == ["s2"]
     assert await progress.namespace("other") == []
+
+
+async def test_progress_overview_lists_namespaces_and_when_they_were_last_written(redis) -> None:  # type: ignore[no-untyped-def]
+    progress = Progress(redis)
+    turn = RawTurn(namespace="ns-b", session_id="s1", turn_id="t", exchange_id="e", seq=3,
+                   index=0, role=Role.user, text="t", embedding=[1.0], embedding_model="m")  # fmt: skip
+    await progress.raise_accepted("ns-a", {"s1": 2})
+    await progress.raise_accepted("ns-b", {"s1": 3})
+    before = datetime.now(UTC) - timedelta(seconds=1)
+    await progress.record_indexed([turn])
+    assert await progress.namespaces() == {"ns-a", "ns-b"}
+    assert await progress.overview("ns-a") == (False, None)
+    searchable, written = await progress.overview("ns-b")
+    assert searchable and written is not None and written >= before
+    await progress.forget("ns-b", None)
+    assert await progress.namespaces() == {"ns-a"}
+    assert await progress.overview("ns-b") == (True, None)
 
 
 async def test_seqs_hot_session_on_two_processes_is_served_by_both_in_seq_order(redis) -> None:  # type: ignore[no-untyped-def]

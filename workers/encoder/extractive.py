@@ -19,6 +19,7 @@ import dateparser
 
 from schemas import Role, Segment
 from schemas.records import (
+    CONTEXT_MAX_CHARS,
     DISAMBIGUATION_MAX_CHARS,
     SEMANTIC_TEXT_MAX_CHARS,
     MemoryRecord,
@@ -26,6 +27,7 @@ from schemas.records import (
     SourceRole,
     Temporal,
 )
+from workers.encoder.persons import PRONOUN, Persons, persons_of, pronoun
 from workers.encoder.records import EncodedSegment, build_record
 from workers.vocabulary import (
     MONTH_NUMBERS,
@@ -39,6 +41,9 @@ from workers.vocabulary import (
 MAX_ENTITIES = 8
 MAX_TAGS = 5
 MIN_WORDS = 4  # a shorter sentence is kept only when it names something or has a number
+MIN_CONTENT_WORDS = 2  # a sentence naming nothing states something only with this many
+MAX_CONTEXT_NAMES = 4  # names the neighbouring turns lend a record's searchable context
+MAX_CONTEXT_WORDS = 6  # content words of the question a record answers
 
 
 _NUMBERS = {"a": 1, "an": 1} | {
@@ -83,33 +88,6 @@ _FUTURE = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to)\b|['’]ll\b",
 # A word before the phrase that already says how the date relates ("since last week").
 _PREPOSITIONS = wordset("since until till by before after from on in during of for around")
 
-_ADVERBS = (
-    "really|also|just|still|always|never|usually|often|sometimes|actually|totally|definitely|even"
-    "|only|truly|absolutely|mostly|rarely|seriously|highly|finally|recently|already|honestly"
-)
-_PRONOUN = re.compile(
-    r"\b(?:I['’](?P<ic>m|ve|ll|d)"
-    rf"|I(?P<adv>(?: (?:{_ADVERBS}))*) (?P<verb>[a-z]+(?:['’]t)?)"
-    r"|(?P<i>I)"
-    r"|[Ww]e['’](?P<wec>re|ve|ll|d)"
-    r"|(?P<poss>[Mm]y|[Mm]ine|[Oo]urs?)"
-    r"|(?P<obj>[Mm]e|[Mm]yself)"
-    r"|(?P<plural>[Ww]e|us))\b"
-)
-_I_CONTRACTED = {"m": "is", "ve": "has", "ll": "will", "d": "would"}
-_WE_CONTRACTED = {"re": "are", "ve": "have", "ll": "will", "d": "would"}
-_IRREGULAR = {"am": "is", "have": "has", "do": "does", "don't": "doesn't", "don’t": "doesn’t"}
-_IRREGULAR |= {"haven't": "hasn't", "haven’t": "hasn’t"}
-# Present-tense verbs conjugated after the speaker's name; any other word is left as written,
-# since "read" or "went" must not become "reads" or "wents".
-_VERBS = wordset(
-    "love like enjoy want need think feel hope know go work live play plan prefer hate miss "
-    "wish wonder find keep use teach volunteer paint run write cook bake believe guess mean "
-    "agree remember try get make take see say visit practice study collect own dance sing "
-    "swim hike draw care spend watch listen look dream support struggle appreciate cherish "
-    "understand stay start hear give bring come promise mentor rely recommend learn call meet fly "
-    "leave move travel drive walk"
-)
 _FILLER = wordset(
     "hi hello hey there thanks thank you so much very really oh wow aw aww haha hahaha lol ok "
     "okay sure yes yeah yep no nope cool nice great awesome amazing wonderful lovely sweet glad "
@@ -193,13 +171,17 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
     base = segment.session_date.replace(tzinfo=None) if segment.session_date else None
     scope = _Scope(base, frozenset(speakers), frozenset(mid | set(speakers)), Counter(words), first)
     records: dict[str, MemoryRecord] = {}
-    for (tid, turn), body in zip(turns, bodies, strict=True):
+    for i, ((tid, turn), body) in enumerate(zip(turns, bodies, strict=True)):
         role = _SOURCE_ROLES.get(turn.role, "")
         who, caption = turn.speaker or turn.role.value, (turn.image_caption or "").strip()
-        for d in _drafts(who, bool(turn.speaker), body, caption, scope):
+        before = turns[i - 1][1].speaker if i > 0 else None
+        persons = persons_of(who, bool(turn.speaker), body, speakers, before, _CAP_STOP)
+        around = (bodies[i - 1] if i > 0 else "", bodies[i + 1] if i + 1 < len(bodies) else "")
+        for d in _drafts(persons, bool(turn.speaker), body, caption, scope):
             rec = build_record(
                 segment, d.kind, d.text, [tid], entities=d.entities, tags=d.tags,
                 temporal=Temporal(t_ref=d.t_ref), source_role=role,
+                context=subject_context(d.text, around, scope),
             )  # fmt: skip
             seen = records.setdefault(rec.record_id, rec)  # the same statement twice: one record
             evidence = list(dict.fromkeys([*seen.evidence, tid]))
@@ -218,17 +200,17 @@ class _Draft:
     t_ref: str = ""
 
 
-def _drafts(who: str, named: bool, body: str, caption: str, scope: _Scope) -> list[_Draft]:
+def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scope) -> list[_Draft]:
     """A draft for each kept sentence of one turn, then one for its image."""
-    subject = who if named else f"the {who}"
-    speaker = [who] if named else []
+    subject = persons.me
+    speaker = [subject] if named else []
     out: list[_Draft] = []
     for sentence in _sentences(body):
         sentence = _GREETING.sub("", sentence)
         if not sentence or _is_filler(sentence, scope):
             continue
         text, t_ref = _dates(sentence, scope.base)
-        text = _capitalize(_PRONOUN.sub(lambda m: _pronoun(m, subject), text))[
+        text = _capitalize(PRONOUN.sub(lambda m: pronoun(m, persons), text))[
             :SEMANTIC_TEXT_MAX_CHARS
         ]
         entities = (speaker + _entities(sentence, scope.known))[:MAX_ENTITIES]
@@ -243,49 +225,57 @@ def _drafts(who: str, named: bool, body: str, caption: str, scope: _Scope) -> li
     return out
 
 
+def subject_context(text: str, around: tuple[str, str], scope: _Scope) -> str:
+    """What the neighbouring turns name that the record does not: its subject, for search.
+
+    Names (capitalized spans, quoted titles) of the turn before and after, then the content
+    words of a question just before ("What did you paint?" gives "paint" to the answer);
+    speakers and what the record already says are left out.
+    """
+    said = text.lower()
+    names = [
+        e
+        for body in around
+        for s in _sentences(body)
+        for e in _entities(s, scope.known)
+        if e not in scope.speakers and e.lower() not in said
+    ]
+    asked = " ".join(q for q in _sentences(around[0]) if _is_question(q))
+    words = [w for w in _words(asked, scope.speakers) if w not in said]
+    kept: dict[str, str] = {}
+    for term in [*names[:MAX_CONTEXT_NAMES], *words[:MAX_CONTEXT_WORDS]]:
+        kept.setdefault(term.lower(), term)
+    return ", ".join(kept.values())[:CONTEXT_MAX_CHARS]
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 
+def _is_question(sentence: str) -> bool:
+    return sentence.rstrip("\"”')").endswith("?")
+
+
 def _is_filler(sentence: str, scope: _Scope) -> bool:
-    """Questions, sentences made only of acknowledgement words, short sentences naming nothing."""
-    if sentence.rstrip("\"”')").endswith("?"):
+    """Questions, sentences made only of acknowledgement words, and sentences naming nothing
+    that are short or have fewer than two content words."""
+    if _is_question(sentence):
         return True
     words = [w.lower() for w in re.findall(r"[\w'’]+", sentence)]
     lowered = {s.lower() for s in scope.speakers}
     if all(w in _FILLER or w in lowered for w in words):
         return True
     names = [e for e in _entities(sentence, scope.known) if e not in scope.speakers]
-    return len(words) < MIN_WORDS and not names and not re.search(r"\d", sentence)
-
-
-def _pronoun(m: re.Match[str], subject: str) -> str:
-    """First person -> the speaker; "we"/"us" -> "<speaker> and others"; "our" -> "<speaker>'s".
-
-    "We" usually means the speaker with family or friends whom the text does not name;
-    "and others" keeps the speaker searchable without inventing who they were.
-    """
-    if m.group("ic"):
-        return f"{subject} {_I_CONTRACTED[m.group('ic')]}"
-    if m.group("verb") is not None:
-        return f"{subject}{m.group('adv')} {_conjugate(m.group('verb'))}"
-    if m.group("wec"):
-        return f"{subject} and others {_WE_CONTRACTED[m.group('wec')]}"
-    if m.group("poss"):
-        return f"{subject}'s"
-    if m.group("plural"):
-        return f"{subject} and others"
-    return subject  # "I", "me", "myself"
-
-
-def _conjugate(verb: str) -> str:
-    if verb in _IRREGULAR or verb not in _VERBS:
-        return _IRREGULAR.get(verb, verb)
-    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
-        return verb + "es"
-    if verb.endswith("y") and verb[-2] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
+    if sentence.endswith("!") and len(words) < MIN_WORDS:
+        return True  # "Lisbon!", "Gus!": an exclamation, whatever it names
+    if names or re.search(r"\d", sentence):
+        return False
+    if len(words) < MIN_WORDS:
+        return True
+    # an acknowledgement or exclamation ("Ha, no backing out now!") is about no one and
+    # has one content word at most; "I've been painting a lot" is about the speaker
+    content = [w for w in _words(sentence, scope.speakers) if w not in _FILLER]
+    return len(content) < MIN_CONTENT_WORDS and not PRONOUN.search(sentence)
 
 
 def _capitalize(text: str) -> str:

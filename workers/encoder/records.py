@@ -44,6 +44,12 @@ def record_batch(segment: Segment, encoded: EncodedSegment) -> RecordBatch:
         records=encoded.records,
         disambiguation_context=encoded.disambiguation_context[:DISAMBIGUATION_MAX_CHARS],
         usage=encoded.usage,
+        reason=segment.reason,
+        signals=segment.signals,
+        first_seq=min(x.seq for x in segment.exchanges),
+        last_seq=max(x.seq for x in segment.exchanges),
+        exchanges=len(segment.exchanges),
+        tokens=segment.tokens,
     )
 
 
@@ -57,6 +63,7 @@ def build_record(
     tags: Sequence[str] = (),
     temporal: Temporal | None = None,
     source_role: SourceRole = "",
+    context: str = "",
 ) -> MemoryRecord:
     """A record of `segment` with its content-derived id and normalized text."""
     text = " ".join(semantic_text.split())
@@ -75,6 +82,7 @@ def build_record(
         segment_id=segment.segment_id,
         source_role=source_role,
         created_at=segment.session_date,
+        context=" ".join(context.split()),
     )
 
 

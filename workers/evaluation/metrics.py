@@ -63,6 +63,14 @@ def recall_at_k(items: Sequence[RankedItem], gold: Collection[str], k: int) -> f
     return _coverage(items[: max(k, 0)], gold)
 
 
+def hit_at_k(items: Sequence[RankedItem], gold: Collection[str], k: int) -> float:
+    """Any-hit recall: 1.0 when any gold turn id is covered by the first k items.
+
+    What others publish as recall@k or hit@k (the paper's code: hit@10); the mean-fraction
+    `recall_at_k` is stricter on questions with several gold turns."""
+    return 1.0 if _coverage(items[: max(k, 0)], gold) > 0 else 0.0
+
+
 def items_within_budget(
     items: Sequence[RankedItem],
     budget_tokens: int,
@@ -112,7 +120,7 @@ def aggregate(
     budgets: Sequence[int] = (500, 1000, 2000),
     count: Callable[[str], int] = count_tokens,
 ) -> dict[str, Any]:
-    """Per-category means of recall@k and recall@B, question counts and latency.
+    """Per-category means of recall@k, any-hit recall@k, recall@B, question counts, latency.
 
     Each category's figure is the mean over its questions ("all": over every question,
     a micro-average like the paper's overall score). Questions without gold evidence
@@ -134,6 +142,10 @@ def aggregate(
     return {
         "recall_at_k": {
             cat: {str(k): mean([recall_at_k(r.items, r.gold, k) for r in rs]) for k in ks}
+            for cat, rs in by_cat.items()
+        },
+        "hit_at_k": {
+            cat: {str(k): mean([hit_at_k(r.items, r.gold, k) for r in rs]) for k in ks}
             for cat, rs in by_cat.items()
         },
         "recall_at_budget": {

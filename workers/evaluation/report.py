@@ -51,6 +51,9 @@ class SystemReport(_Model):
     recall_at_budget: dict[str, dict[str, float]]
     latency_ms: Percentiles
     accuracy: dict[str, float] | None
+    # any-hit recall@k (a question counts when any gold turn is covered); absent in reports
+    # written before it was measured
+    hit_at_k: dict[str, dict[str, float]] | None = None
 
     @field_validator("recall_at_k", "recall_at_budget")
     @classmethod
@@ -180,12 +183,15 @@ def format_table(report: LocomoReport) -> str:
     first = next(iter(systems.values()))
     ks = _num_keys(first.recall_at_k["all"])
     bs = _num_keys(first.recall_at_budget["all"])
+    hits = [k for k in ("5", "10") if first.hit_at_k and k in first.hit_at_k["all"]]
     header = ["system", *(f"R@{k}" for k in ks), *(f"R@{b}tok" for b in bs)]
+    header += [f"hit@{k}" for k in hits]
     rows = [
         [
             name,
             *(f"{s.recall_at_k['all'].get(k, 0.0):.3f}" for k in ks),
             *(f"{s.recall_at_budget['all'].get(b, 0.0):.3f}" for b in bs),
+            *(f"{(s.hit_at_k or {}).get('all', {}).get(k, 0.0):.3f}" for k in hits),
         ]
         for name, s in systems.items()
     ]
@@ -211,7 +217,15 @@ def format_table(report: LocomoReport) -> str:
         ]
         lines += ["", title, *_grid(cat_header, rows)]
 
-    lines.append("")
+    lines += ["", *_cost_lines(report, cats)]
+    lines += [f"note: {n}" for n in report.notes]
+    return "\n".join(lines)
+
+
+def _cost_lines(report: LocomoReport, cats: list[str]) -> list[str]:
+    """Latency, accuracy, construction, query and ingest costs of a report."""
+    systems = report.systems
+    lines: list[str] = []
     lines.append(
         "latency ms: "
         + "; ".join(
@@ -250,8 +264,7 @@ def format_table(report: LocomoReport) -> str:
             f"{e['asked_per_exchange']} asked (cache hit rate {e['cache_hit_rate']:.1%}); "
             f"by stage {e['by_stage']}, cache {e['cache_by_stage']}"
         )
-    lines += [f"note: {n}" for n in report.notes]
-    return "\n".join(lines)
+    return lines
 
 
 def format_longmemeval_table(report: LongMemEvalReport) -> str:

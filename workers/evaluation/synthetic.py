@@ -186,7 +186,8 @@ def _records(
         ns = _namespace(i, names, total)
         yield {
             "id": f"r{i:08d}", "namespace": ns, "memory_type": "fact",
-            "semantic_text": text, "normalized_text": text.lower(),
+            "semantic_text": text, "normalized_text": text.lower(), "context": "",
+            "search_text": text.lower(),
             "entities": [text.split()[0]], "tags": [], "t_ref": None, "t_valid_from": None,
             "t_valid_to": None, "evidence": [f"t{i:08d}"], "source_session": f"s{i // 50}",
             "segment_id": f"g{i // 6}", "segment_ids": [f"g{i // 6}"], "source_role": "user",

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from schemas.records import MemoryRecord, NodeType, RecordBatch
-from workers.store.database import naive
+from workers.store.arrow import naive
 from workers.store.nodes import NodeUpdate, combine_updates
 
 _SEPARATORS = re.compile(r"[_\-/.]+")

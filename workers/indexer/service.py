@@ -20,7 +20,7 @@ from schemas.records import NodeType, RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Fences, Source
 from workers.indexer.nodes import ALL_NODE_TYPES, updates_of
-from workers.store import TABLES, EvidenceStore, Forgotten
+from workers.store import ALL_TABLES, EvidenceStore, Forgotten
 
 T = TypeVar("T")
 
@@ -144,12 +144,12 @@ class IndexerService:
         spent (at least one per call); the next call starts with the first one left over.
         """
         deadline = time.monotonic() + budget_s
-        order = [*TABLES[self._next_table :], *TABLES[: self._next_table]]
+        order = [*ALL_TABLES[self._next_table :], *ALL_TABLES[: self._next_table]]
         report = OptimizeReport()
         for i, name in enumerate(order):
             if i > 0 and time.monotonic() >= deadline:
                 report.deferred = order[i:]
-                self._next_table = TABLES.index(name)
+                self._next_table = ALL_TABLES.index(name)
                 return report
             report.built += await asyncio.to_thread(
                 self.store.maybe_build_ann, ann_min_rows, (name,)

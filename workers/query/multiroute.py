@@ -216,14 +216,7 @@ class MultiRouteRecall:
         vecs = np.stack([self._vec_cache[v] for v in variants])
         st, ns = self.store, namespace
         if record_vector_only:
-            rec_v = await asyncio.to_thread(
-                clock.call, "record_vector", st.records.search_vectors, ns, vecs, rec_b
-            )
-            only = {
-                v: [Channel("record_vector", _records(rows, session_id, "_distance"))]
-                for v, rows in zip(variants, rec_v, strict=True)
-            }
-            return only, {}
+            return await self._search_records_only(variants, vecs, ns, session_id, rec_b, clock)
         texts = list(dict.fromkeys(route_texts))
         # every table search of the request, keyed by (how, table, route text)
         calls: dict[tuple[str, str, str], Any] = {
@@ -284,6 +277,25 @@ class MultiRouteRecall:
             for j, t in enumerate(texts)
         }
         return per_variant, per_route
+
+    async def _search_records_only(
+        self,
+        variants: list[str],
+        vecs: Any,
+        namespace: str,
+        session_id: str | None,
+        limit: int,
+        clock: ChannelTimes,
+    ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]]]:
+        """The `record-vector-only` ablation: one vector channel over records per variant."""
+        found = await asyncio.to_thread(
+            clock.call, "record_vector", self.store.records.search_vectors, namespace, vecs, limit
+        )
+        only = {
+            v: [Channel("record_vector", _records(rows, session_id, "_distance"))]
+            for v, rows in zip(variants, found, strict=True)
+        }
+        return only, {}
 
     def _windows(self, namespace: str, hits: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Raw-turn hits -> their windows of neighbouring turns (one read for all hits)."""

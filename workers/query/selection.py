@@ -37,6 +37,7 @@ BEST_WEIGHT = 0.82
 ROUTE_WEIGHT = 0.18
 DIVERSITY_LAMBDA = 0.75
 POOL_FACTOR = 3  # selection's greedy step reads the top POOL_FACTOR·k fused items
+REDUNDANT = 2.0  # more than any gain: an item whose turns are all shown already comes last
 # Signature weights (sum to 1): shared turns, entities and wording say "same evidence" most
 # strongly; a shared session or query is weaker (one session holds many distinct facts).
 SIGNATURE_WEIGHTS: Mapping[str, float] = dict(
@@ -93,18 +94,27 @@ class Fused:
     best: float
     route_score: float
     routes: tuple[str, ...]
+    second: float | None = None  # a second-stage score (workers.query.scorer), when one ran
 
     @property
     def item_id(self) -> str:
         return self.candidate.item_id
 
     @property
-    def final(self) -> float:
+    def fused(self) -> float:
+        """`0.82·best + 0.18·route`: the fusion's own score."""
         return final_score(self.best, self.route_score)
+
+    @property
+    def final(self) -> float:
+        """What selection ranks by: the second stage's score where it ran, else the fusion's."""
+        return self.fused if self.second is None else self.second
 
     def scores(self) -> dict[str, float]:
         """Channel scores plus the fusion scores, e.g. for `EvidenceItem.scores`."""
-        fusion = dict(rrf=self.rrf, best=self.best, route=self.route_score, final=self.final)
+        fusion = dict(rrf=self.rrf, best=self.best, route=self.route_score, final=self.fused)
+        if self.second is not None:
+            fusion["second"] = self.second
         return {**self.candidate.channel_scores, **{n: round(v, 6) for n, v in fusion.items()}}
 
 
@@ -246,16 +256,20 @@ def similarity_matrix(candidates: Sequence[Candidate]) -> np.ndarray:
 
 
 def _coverage(fused: Sequence[Fused], k: int, n_routes: int) -> list[Fused]:
+    """Each route's best items up to its quota, skipping one whose turns are all shown."""
     quota = route_quota(k, n_routes)
     order = list(dict.fromkeys(r for f in fused for r in f.routes))
     chosen: dict[str, Fused] = {}
+    shown: set[str] = set()
     for route in order:
         added = 0
         for f in fused:
             if len(chosen) >= k or added >= quota:
                 break
-            if route in f.routes and f.item_id not in chosen:
+            turns = set(f.candidate.turn_ids)
+            if route in f.routes and f.item_id not in chosen and not (turns and turns <= shown):
                 chosen[f.item_id] = f
+                shown |= turns
                 added += 1
     return list(chosen.values())
 
@@ -266,6 +280,7 @@ def select(
     n_routes: int,
     pool_factor: int = POOL_FACTOR,
     lam: float = DIVERSITY_LAMBDA,
+    redundant: float = REDUNDANT,
 ) -> list[Fused]:
     """Route coverage first, then MMR-style greedy to k items, returned in selection order.
 
@@ -275,6 +290,7 @@ def select(
     The greedy step runs over the top `pool_factor * k` by final score and picks
     `argmax lam·relevance − (1 − lam)·max_similarity_to_selected`, relevance being the final
     score min-max normalized over the pool (all 1.0 if flat); ties go to the smaller item_id.
+    An item whose turns the chosen items all show already loses `redundant` (`_Fresh`).
     """
     if pool_factor < 2:
         raise ValueError("pool_factor must be >= 2 so diversity can change the kept set")
@@ -292,13 +308,40 @@ def select(
     max_sim = sim[:, : len(chosen)].max(axis=1, initial=0.0)  # to the selected set
     sim = sim[:, len(chosen) :]
     left = np.ones(len(pool), dtype=bool)
+    fresh = _Fresh(pool, chosen)
     while len(chosen) < k and left.any():
         gain = np.where(left, lam * relevance - (1 - lam) * max_sim, -np.inf)
+        gain = np.where(fresh.news > 0, gain, gain - redundant)
         pick = int(np.argmax(gain))
         chosen.append(pool[pick])
         left[pick] = False
+        fresh.cover(pool[pick])
         max_sim = np.maximum(max_sim, sim[:, pick])
     return chosen
+
+
+class _Fresh:
+    """How many turns each pool item would add to what the chosen items already show.
+
+    An item whose every turn is covered (a record of a turn whose window is chosen) says
+    nothing the reader has not got: it waits until every item that adds a turn is taken.
+    """
+
+    def __init__(self, pool: Sequence[Fused], chosen: Sequence[Fused]) -> None:
+        self.holders: dict[str, list[int]] = {}
+        for i, f in enumerate(pool):
+            for t in set(f.candidate.turn_ids):
+                self.holders.setdefault(t, []).append(i)
+        self.news = np.asarray([len(set(f.candidate.turn_ids)) for f in pool], dtype=np.int64)
+        self.covered: set[str] = set()
+        for f in chosen:
+            self.cover(f)
+
+    def cover(self, f: Fused) -> None:
+        for t in set(f.candidate.turn_ids) - self.covered:
+            self.covered.add(t)
+            for i in self.holders.get(t, ()):
+                self.news[i] -= 1
 
 
 def sort_only(fused: Sequence[Fused], k: int) -> list[Fused]:

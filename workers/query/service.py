@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import cast
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
+from schemas.plan import QuestionType
 from schemas.query import Ablation
 from schemas.records import NodeType, TokenUsage
 from workers.embedding import Embedder
@@ -24,6 +25,7 @@ from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
+from workers.query.scorer import Scorer, rescore
 from workers.query.selection import (
     POOL_FACTOR,
     Fused,
@@ -33,6 +35,8 @@ from workers.query.selection import (
     sort_only,
 )
 from workers.store import EvidenceStore, consistent_reads
+
+SCORED_POOL = 100  # fused candidates the second stage scores (at least the selection pool)
 
 # "no-entity-topic-nodes" leaves the entity_topic nodes out of recall, and so on
 NODE_ABLATIONS: dict[Ablation, frozenset[NodeType]] = {
@@ -64,6 +68,9 @@ class QueryDeps:
     planner: Planner = field(default_factory=HeuristicPlanner)
     answerer: LLMAnswerer | None = None
     reranker: Reranker | None = None
+    # a second stage over the fused pool where no cross-encoder reranks (None: off; the
+    # fitted one is `workers.query.scorer.FITTED`, chosen by LYCHEE_QUERY_SCORER)
+    scorer: Scorer | None = None
 
 
 class QueryService:
@@ -79,6 +86,7 @@ class QueryService:
         self.planner = deps.planner
         self.answerer = deps.answerer
         self.reranker = deps.reranker
+        self.scorer = deps.scorer if deps.reranker is None else None
         self.rerank_candidates = rerank_candidates
         self.ablation = ablation  # applied to requests that name none
         self.recall = MultiRouteRecall(deps.store, deps.embedder, config)
@@ -116,8 +124,10 @@ class QueryService:
             routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
             t = watch.lap("rerank", t)
         # CPU-bound (greedy diversity, tokenizer): kept off the loop other requests share
+        second = None if ablation == "no-fusion" else self.scorer
+        when = plan.question_type is QuestionType.temporal
         evidence, context, tokens = await asyncio.to_thread(
-            _selected, routes, req.k, ablation == "no-fusion"
+            _selected, routes, req.k, ablation == "no-fusion", _Second(second, req.query, when)
         )
         t = watch.lap("selection", t)
         answer = None
@@ -160,11 +170,24 @@ class QueryService:
             return f"no answer: {exc.reason}", exc.usage
 
 
+@dataclass(frozen=True)
+class _Second:
+    """The second stage of one request: the scorer (None: off) and what it reads."""
+
+    scorer: Scorer | None
+    question: str
+    temporal: bool
+
+
 def _selected(
-    routes: list[RouteRanking], k: int, no_fusion: bool
+    routes: list[RouteRanking], k: int, no_fusion: bool, second: _Second
 ) -> tuple[list[EvidenceItem], str, int]:
-    """Fusion and selection (or the no-fusion cut), then the evidence and its context."""
+    """Fusion, the second stage, and selection (or the no-fusion cut), then the evidence
+    and its context."""
     fused = fuse_routes(routes)
+    if second.scorer is not None:
+        limit = max(SCORED_POOL, POOL_FACTOR * k)
+        fused = rescore(fused, second.question, second.temporal, second.scorer, limit)
     chosen = sort_only(fused, k) if no_fusion else select(fused, k, len(routes))
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)

@@ -1,8 +1,9 @@
 """The evidence store: the LanceDB tables the indexer writes and the query stage reads.
 
-`EvidenceStore` bundles one connection (`Database`) with its three tables: `turns` (raw
-turns), `records` (memory records) and `nodes` (evidence nodes). One instance per process;
-reads are safe from threads.
+`EvidenceStore` bundles one connection (`Database`) with its tables: `turns` (raw turns),
+`records` (memory records) and `nodes` (evidence nodes), which are searched, and `segments`
+(where each segment sits in its session and why it was closed), which timelines show. One
+instance per process; reads are safe from threads.
 """
 
 from __future__ import annotations
@@ -14,24 +15,24 @@ from typing import Any
 from schemas.records import RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Source
-from workers.store.database import (
-    EXACT_MAX_ROWS,
-    Database,
-    EmbeddingMismatch,
-    StoreError,
-    namespace_filter,
-)
+from workers.store.database import EXACT_MAX_ROWS, Database
+from workers.store.errors import EmbeddingMismatch, StoreError
 from workers.store.forget import Forgotten, expire, forget
 from workers.store.nodes import NODES, NodesTable, NodeUpdate
 from workers.store.records import RECORDS, RecordsTable, occurrences, value_counts
+from workers.store.segments import SEGMENTS, SegmentsTable
 from workers.store.snapshots import consistent_reads
+from workers.store.sql import namespace_filter
 from workers.store.turns import TURNS, TurnsTable
 
-TABLES = (TURNS, RECORDS, NODES)
+TABLES = (TURNS, RECORDS, NODES)  # the searched tables (with vectors)
+ALL_TABLES = (*TABLES, SEGMENTS)
 
 __all__ = [
+    "ALL_TABLES",
     "NODES",
     "RECORDS",
+    "SEGMENTS",
     "TABLES",
     "TURNS",
     "consistent_reads",
@@ -69,8 +70,9 @@ class EvidenceStore:
         self.turns = TurnsTable(self.db)
         self.records = RecordsTable(self.db)
         self.nodes = NodesTable(self.db, max_node_records, max_node_text_chars)
-        self.tables: dict[str, TurnsTable | RecordsTable | NodesTable] = {
-            t.name: t for t in (self.turns, self.records, self.nodes)
+        self.segments = SegmentsTable(self.db)
+        self.tables: dict[str, TurnsTable | RecordsTable | NodesTable | SegmentsTable] = {
+            t.name: t for t in (self.turns, self.records, self.nodes, self.segments)
         }
 
     @property
@@ -99,23 +101,24 @@ class EvidenceStore:
         """Write the records of `batches`, then their evidence `updates`.
 
         `sources[i]` is the lineage of `batches[i]` (workers.store.lineage). Records are
-        written before nodes, so a reader never meets a node that links to a
-        record not yet stored; a crash between the two is repaired by redelivery, since
-        both writes are idempotent. Only rows whose content changes are written and only
-        new texts are embedded, so a redelivered batch costs reads only.
+        written before nodes, and both before the batches' segments, so a reader never meets
+        a node or a segment that links to a record not yet stored; a crash in between is
+        repaired by redelivery, since every write is idempotent. Only rows whose content
+        changes are written and only new texts are embedded, so a redelivered batch costs
+        reads only (and one rewrite of its segment rows).
         """
         self.db.check_embedder(embedder)
         records = [r for b in batches for r in b.records]
-        if not records:
-            return {"records": 0, "records_written": 0, "nodes": 0, "nodes_written": 0}
-        records_written = self.records.upsert(occurrences(batches, sources), embedder)
-        nodes_written = self.nodes.upsert(updates, embedder)
-        return {
-            "records": len({r.record_id for r in records}),
-            "records_written": records_written,
-            "nodes": len(updates),
-            "nodes_written": nodes_written,
-        }
+        counts = {"records": 0, "records_written": 0, "nodes": 0, "nodes_written": 0}
+        if records:
+            counts = {
+                "records": len({r.record_id for r in records}),
+                "records_written": self.records.upsert(occurrences(batches, sources), embedder),
+                "nodes": len(updates),
+                "nodes_written": self.nodes.upsert(updates, embedder),
+            }
+        counts["segments_written"] = self.segments.upsert(batches, sources)
+        return counts
 
     def count(self, name: str, namespace: str | None = None) -> int:
         return self.db.count(name, namespace)
@@ -143,8 +146,10 @@ class EvidenceStore:
         """Remove a namespace, or one session of it, for good (workers.store.forget): what
         predates `fence` (None: all of it). The embedder re-embeds nodes that lose linked
         text (needed when some of the namespace stays)."""
+        self.records.migrate()  # its rewrite indexes today's full-text column
         return forget(self, namespace, session_id, embedder, fence)
 
     def expire(self, cutoff: datetime, embedder: Embedder | None = None) -> Forgotten:
         """Remove turns and records dated before `cutoff` for good (retention)."""
+        self.records.migrate()
         return expire(self, cutoff, embedder)

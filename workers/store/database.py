@@ -8,14 +8,11 @@ are stored in each table's schema metadata; opening a table with another model i
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 import warnings
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
 import lancedb
@@ -25,11 +22,28 @@ import pyarrow.compute as pc
 import structlog
 from lancedb.index import FTS, BTree, HnswSq
 
-from schemas.errors import LycheeError
-from workers.embedding import Embedder, Matrix
-from workers.ports import TemporarilyUnavailable
-from workers.store import lineage
+from workers.embedding import Embedder
+from workers.store.arrow import (
+    Pending,
+    check_matrix,
+    group_by_query,
+    read_columns,
+    rows_of,
+    storage_schema,
+    to_arrow,
+    vectors_of,
+)
+from workers.store.errors import EmbeddingMismatch
 from workers.store.snapshots import Match, Snapshot, SnapshotCache
+from workers.store.sql import (
+    ID_CHUNK,
+    chunks,
+    id_in,
+    match_filter,
+    matches_nothing,
+    namespace_filter,
+)
+from workers.store.writes import is_commit_conflict, retry_conflicts, upsert_rows
 
 log = structlog.get_logger("lychee.store")
 
@@ -42,224 +56,6 @@ DIM_KEY = "lychee.embedding_dim"
 # 6.3 ms for the index, which also missed 12.5 % of the exact top 45 (`lychee bench latency`).
 EXACT_MAX_ROWS = 20_000
 _SIZE_TTL_S = 30.0
-_ID_CHUNK = 500  # ids per `id IN (...)` filter: keeps the SQL text small
-_REPAIR_ROUNDS = 5  # rounds of re-writing ids stored twice (see `upsert_rows`)
-
-# `id` is declared the table's (unenforced) primary key. Without it Lance detects no
-# conflict between two writers that both insert the same new id (each adds a fragment and
-# touches none of the other's), so two indexer processes redelivered the same batch across
-# a rebalance stored the row twice; with it the second commit is a retryable conflict and
-# its retry finds the row (lance-format/lance#4585, #5633). A primary key must be non-null.
-ID = pa.field("id", pa.string(), nullable=False,
-              metadata={"lance-schema:unenforced-primary-key": "true"})  # fmt: skip
-
-
-class StoreError(LycheeError, RuntimeError):
-    """Base of the evidence store's errors."""
-
-
-class EmbeddingMismatch(StoreError):
-    """A table was built with another embedding model or dimension."""
-
-
-class CommitConflict(StoreError, TemporarilyUnavailable):
-    """A write kept losing LanceDB's optimistic commit to concurrent ones (a compaction, an
-    index build, another process): transient, the stage retries the batch."""
-
-
-_CONFLICT_RETRIES = 6
-
-
-def is_commit_conflict(exc: BaseException) -> bool:
-    # lance raises a bare RuntimeError("lance error: Retryable commit conflict for version ...")
-    return isinstance(exc, RuntimeError) and "commit conflict" in str(exc).lower()
-
-
-def retry_conflicts(action: Callable[[], None]) -> None:
-    """Run `action`, again (with backoff) each time it loses a commit race.
-
-    LanceDB commits optimistically: a write concurrent with a compaction, an index build or
-    another process's write of the same table may be refused as a retryable conflict (or the
-    other one is: which loses depends on the operations). A refused commit changed nothing,
-    so running the action again is safe; `optimize()` therefore needs no writer's lock.
-    After the last retry the conflict is raised as transient (the stage retries the batch).
-    """
-    for attempt in range(_CONFLICT_RETRIES):
-        try:
-            action()
-            return
-        except RuntimeError as exc:
-            if not is_commit_conflict(exc):
-                raise
-            if attempt == _CONFLICT_RETRIES - 1:
-                raise CommitConflict(f"{exc}".splitlines()[0][:300], retry_after_s=1.0) from exc
-            time.sleep(0.05 * 2**attempt)
-
-
-def upsert_rows(tbl: Any, data: pa.Table) -> None:
-    """One merge_insert on `id` (the primary key, see `ID`), retried on commit conflicts.
-
-    Then the written ids are read back: when two writers insert one new id at once, Lance
-    does not always see the conflict even with the key declared (lance-format/lance#9238),
-    and the id is stored twice. Such an id is deleted and written again once, until no
-    written id is stored twice (a few rounds at most: the other writer repairs it too)."""
-
-    def merge(rows: pa.Table) -> None:
-        retry_conflicts(
-            lambda: (
-                tbl.merge_insert("id")
-                .when_matched_update_all()
-                .when_not_matched_insert_all()
-                .execute(rows)
-            )
-        )
-
-    merge(data)
-    ids = list(dict.fromkeys(data.column("id").to_pylist()))
-    for _ in range(_REPAIR_ROUNDS):
-        twice = _stored_twice(tbl, ids)
-        if not twice:
-            return
-        log.warning("store.duplicate_ids_repaired", table=tbl.name, ids=twice[:10], n=len(twice))
-        retry_conflicts(functools.partial(tbl.delete, id_in(twice)))
-        merge(data.filter(pc.is_in(data.column("id"), value_set=pa.array(twice))))
-
-
-def _stored_twice(tbl: Any, ids: list[str]) -> list[str]:
-    seen: Counter[str] = Counter()
-    for chunk in chunks(ids, _ID_CHUNK):
-        found = tbl.search().where(id_in(chunk)).select(["id"]).limit(None).to_arrow()
-        seen.update(found.column("id").to_pylist())
-    return sorted(rid for rid, n in seen.items() if n > 1)
-
-
-# -- SQL --------------------------------------------------------------------------------------
-
-
-def namespace_filter(namespace: str, session_id: str | None = None) -> str:
-    # Names are validated by the contracts (letters, digits, . _ : @ + -); quoting is
-    # still escaped so that a filter can never be widened by its input.
-    clause = f"namespace = {sql_quote(namespace)}"
-    if session_id:
-        clause += f" AND session_id = {sql_quote(session_id)}"
-    return clause
-
-
-def match_filter(namespace: str, match: Match) -> str:
-    """`namespace_filter` and, per column of `match`, one of its values."""
-    clause = namespace_filter(namespace)
-    for column, values in match.items():
-        clause += f" AND {column} IN ({', '.join(sql_quote(v) for v in sorted(values))})"
-    return clause
-
-
-def _matches_nothing(match: Match) -> bool:
-    return any(not values for values in match.values())  # `IN ()` is not valid SQL
-
-
-def sql_quote(value: str) -> str:
-    """A SQL string literal, quotes escaped."""
-    return "'" + value.replace("'", "''") + "'"
-
-
-def id_in(ids: Sequence[str]) -> str:
-    return f"id IN ({', '.join(sql_quote(i) for i in ids)})"
-
-
-def chunks(items: list[str], size: int) -> Iterator[list[str]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-# -- rows and arrow ----------------------------------------------------------------------------
-
-
-def naive(d: datetime | None) -> datetime | None:
-    """Conversation dates are stored as their wall-clock reading."""
-    return d.replace(tzinfo=None) if d is not None and d.tzinfo is not None else d
-
-
-def group_by_query(rows: list[dict[str, Any]], n: int) -> list[list[dict[str, Any]]]:
-    """Split a multi-vector search's rows by their `query_index`, keeping rank order."""
-    out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
-    for row in rows:
-        out[int(row.pop("query_index", 0)) if n > 1 else 0].append(row)
-    for hits in out:
-        hits.sort(key=lambda r: float(r["_distance"]))
-    return out
-
-
-PLAIN = {"lance-encoding:compression": "none"}
-
-
-def storage_schema(schema: pa.Schema) -> pa.Schema:
-    """`schema` as stored: `id` the primary key (`ID`, also for a table created before it
-    was declared, when a forget rewrites it), every string (and list-of-string item) stored
-    uncompressed.
-
-    Lance compresses string pages (FSST, zstd) by default, so a removed sentence could sit in
-    a file without its bytes appearing there: a forget could not be verified by scanning the
-    files. Plain pages cost about three times the text's compressed size, small beside the
-    vectors (1.5 kB a row at 384 dimensions).
-    """
-
-    def plain(f: pa.Field) -> pa.Field:
-        if pa.types.is_string(f.type) or pa.types.is_large_string(f.type):
-            return f.with_metadata({**(f.metadata or {}), **PLAIN})
-        if pa.types.is_list(f.type):
-            return f.with_type(pa.list_(plain(f.type.value_field)))
-        return f
-
-    fields = [ID if f.name == "id" else f for f in schema]
-    return pa.schema([plain(f) for f in fields], metadata=schema.metadata)
-
-
-def read_columns(schema: pa.Schema) -> list[str]:
-    """The columns a reader gets: not the vector, not the lineage (internal to forgets)."""
-    return [n for n in schema.names if n not in ("vector", lineage.COLUMN)]
-
-
-def to_arrow(
-    rows: list[dict[str, Any]], vectors: Sequence[np.ndarray | None], schema: pa.Schema
-) -> pa.Table:
-    plain = pa.schema([f for f in schema if f.name != "vector"])
-    data = pa.Table.from_pylist(rows, schema=plain)
-    dim = schema.field("vector").type.list_size
-    flat = np.concatenate([np.asarray(v, dtype=np.float32).reshape(dim) for v in vectors])
-    column = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim)
-    return data.append_column(schema.field("vector"), column).select(schema.names).cast(schema)
-
-
-def _rows(data: pa.Table) -> list[dict[str, Any]]:
-    return list(data.drop_columns([c for c in ("vector",) if c in data.column_names]).to_pylist())
-
-
-def _vectors(data: pa.Table, dim: int) -> Iterator[np.ndarray]:
-    if data.num_rows == 0:
-        return iter(())
-    flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-    return iter(np.asarray(flat, dtype=np.float32).reshape(-1, dim))
-
-
-def check_matrix(matrix: Matrix, dim: int) -> Matrix:
-    if matrix.ndim != 2 or matrix.shape[1] != dim:
-        raise EmbeddingMismatch(f"embedder returned shape {matrix.shape}; expected (n, {dim})")
-    return matrix
-
-
-@dataclass
-class Pending:
-    """Rows to write to one table, with the texts still to embed."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
-    vectors: list[np.ndarray | None] = field(default_factory=list)
-    to_embed: list[tuple[int, str]] = field(default_factory=list)  # (row index, text)
-
-    def add(self, row: dict[str, Any], vector: np.ndarray | None, text: str) -> None:
-        if vector is None:
-            self.to_embed.append((len(self.rows), text))
-        self.rows.append(row)
-        self.vectors.append(vector)
 
 
 def has_table(db: Any, name: str) -> bool:
@@ -360,13 +156,16 @@ class Database:
                 f"{self.model} ({self.dim}-d)"
             )
 
-    def ensure_indexes(self, name: str, tbl: Any, text_column: str) -> None:
-        """Namespace and id scalar indexes and the full-text index, once per table.
+    def ensure_indexes(self, name: str, tbl: Any, text_column: str | None) -> None:
+        """Namespace and id scalar indexes and the full-text index (if the table has a text
+        column), once per table.
 
         Created after the first write: scalar and FTS indexes are trained on data."""
         if name in self._indexed:
             return
-        wanted = [("namespace", BTree()), ("id", BTree()), (text_column, FTS(with_position=False))]
+        wanted: list[tuple[str, Any]] = [("namespace", BTree()), ("id", BTree())]
+        if text_column is not None:
+            wanted.append((text_column, FTS(with_position=False)))
 
         def create_missing() -> None:
             # listed again on each try: a conflict may mean another process built one
@@ -405,7 +204,7 @@ class Database:
     def rewrite(
         self,
         name: str,
-        text_column: str,
+        text_column: str | None,
         drop: Callable[[pa.Table], pa.ChunkedArray | pa.Array],
         updated: Sequence[tuple[dict[str, Any], np.ndarray]] = (),
     ) -> tuple[int, int]:
@@ -467,7 +266,7 @@ class Database:
         built = []
         for name in names:
             tbl = self.table(name)
-            if tbl is None or has_ann(tbl):
+            if tbl is None or "vector" not in tbl.schema.names or has_ann(tbl):
                 continue
             rows = int(tbl.count_rows())
             if rows < min_rows:
@@ -542,7 +341,7 @@ class Database:
         read columns)."""
         tbl = self.table(name)
         match = match or {}
-        if tbl is None or limit <= 0 or len(vectors) == 0 or _matches_nothing(match):
+        if tbl is None or limit <= 0 or len(vectors) == 0 or matches_nothing(match):
             return [[] for _ in range(len(vectors))]
         snap = self.snapshot(tbl, name, namespace, columns)
         if snap is not None:
@@ -568,7 +367,7 @@ class Database:
         one (scored within the namespace, workers.store.fulltext), else by LanceDB's index."""
         tbl = self.table(name)
         match = match or {}
-        if tbl is None or limit <= 0 or not text.strip() or _matches_nothing(match):
+        if tbl is None or limit <= 0 or not text.strip() or matches_nothing(match):
             return []
         snap = self.snapshot(tbl, name, namespace, columns)
         if snap is not None and column in snap.data.column_names:
@@ -589,18 +388,18 @@ class Database:
         """Stored rows (without `vector`) and their vectors, by id; only `id` and `columns`
         of each row when columns are named."""
         out: dict[str, tuple[dict[str, Any], np.ndarray]] = {}
-        for chunk in chunks(list(dict.fromkeys(ids)), _ID_CHUNK):
+        for chunk in chunks(list(dict.fromkeys(ids)), ID_CHUNK):
             clause = id_in(chunk) if where is None else f"({where}) AND {id_in(chunk)}"
             q = tbl.search().where(clause)
             if columns:
                 q = q.select(list(dict.fromkeys(["id", *columns, "vector"])))
             data = q.limit(None).to_arrow()
-            for row, vec in zip(_rows(data), _vectors(data, self.dim), strict=True):
+            for row, vec in zip(rows_of(data), vectors_of(data, self.dim), strict=True):
                 out[row["id"]] = (row, vec)
         return out
 
     def write(
-        self, name: str, tbl: Any, pending: Pending, embedder: Embedder, text_column: str
+        self, name: str, tbl: Any, pending: Pending, embedder: Embedder, text_column: str | None
     ) -> None:
         """Embed what `pending` still needs, then one merge_insert on `id`."""
         if not pending.rows:
@@ -618,7 +417,7 @@ class Table:
     """One table of the store: its name, schema and full-text column on the shared database."""
 
     name: str
-    text_column: str
+    text_column: str | None
 
     def __init__(self, db: Database, schema: pa.Schema) -> None:
         self.db = db

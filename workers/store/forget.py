@@ -2,8 +2,8 @@
 
 Only rows that predate the forget's fence go (workers.store.lineage): a stage that wrote
 rows from exchanges sent after the forget, before it saw the forget, keeps them. A
-namespace otherwise goes whole: every row of it in `turns`, `records` and `nodes`. A session takes
-its turns, the records whose only evidence is in it (every segment that produced them
+namespace otherwise goes whole: every row of it in `turns`, `records`, `nodes` and `segments`. A
+session takes its turns and segments, the records whose only evidence is in it (every segment that produced them
 belongs to it), and the links and provenance that point at what was removed: a record
 that other sessions also produced keeps its row with that session's segments and turns
 struck out; a node loses the links to removed records and its session provenance, and
@@ -24,9 +24,10 @@ import pyarrow.compute as pc
 
 from workers.embedding import Embedder
 from workers.store import lineage
-from workers.store.database import namespace_filter
 from workers.store.nodes import NODES, node_text, node_vectors, vector_source
 from workers.store.records import RECORDS
+from workers.store.segments import SEGMENTS
+from workers.store.sql import namespace_filter
 from workers.store.turns import TURNS
 
 
@@ -113,6 +114,7 @@ def forget(
             mask = pc.and_(mask, pc.equal(d.column("session_id"), session_id))
         return mask
 
+    rewrite(SEGMENTS, lambda d: lineage.predating(d, in_scope(d), fence))
     if session_id is None:
         rewrite(TURNS, lambda d: lineage.predating(d, in_scope(d), fence))
         lineages = _lineages(store, RECORDS, "id", namespace)
@@ -155,9 +157,10 @@ def _strike_session(
 
 
 def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten:
-    """Remove turns and records dated before `cutoff` (conversation dates: a turn's session
-    date, else its own; a record's first date), and the node links to those records, with
-    the same pruning as a forget. Rows without a date are kept."""
+    """Remove turns, segments and records dated before `cutoff` (conversation dates: a turn's
+    session date, else its own; a segment's session date; a record's first date), and the
+    node links to those records, with the same pruning as a forget. Rows without a date are
+    kept."""
     db = store.db
     out = Forgotten()
     naive_cutoff = pa.scalar(cutoff.replace(tzinfo=None), pa.timestamp("us"))
@@ -171,6 +174,13 @@ def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten
 
     removed, pruned = db.rewrite(TURNS, store.turns.text_column, old_turns)
     out.rows_removed[TURNS], out.versions_pruned = removed, pruned
+    removed, pruned = db.rewrite(
+        SEGMENTS,
+        None,
+        lambda d: pc.fill_null(pc.less(d.column("session_date"), naive_cutoff), False),
+    )
+    out.rows_removed[SEGMENTS] = removed
+    out.versions_pruned += pruned
     tbl = db.table(RECORDS)
     gone: set[str] = set()
     if tbl is not None:

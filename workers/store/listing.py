@@ -13,8 +13,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workers.store.database import Database, namespace_filter, read_columns
+from workers.store.arrow import read_columns
+from workers.store.database import Database
 from workers.store.records import RECORDS
+from workers.store.sql import namespace_filter
 from workers.store.turns import TURNS
 
 MAX_PAGE_SIZE = 500

@@ -18,18 +18,10 @@ import pyarrow as pa
 
 from schemas.records import NodeType
 from workers.embedding import Embedder, Matrix
-from workers.store.database import (
-    DIM_KEY,
-    ID,
-    MODEL_KEY,
-    Database,
-    MergedTable,
-    Pending,
-    check_matrix,
-    match_filter,
-    naive,
-)
+from workers.store.arrow import ID, Pending, check_matrix, naive
+from workers.store.database import DIM_KEY, MODEL_KEY, Database, MergedTable
 from workers.store.records import RECORDS
+from workers.store.sql import match_filter
 
 NODES = "nodes"
 TEXT_COLUMN = "text"

@@ -21,19 +21,13 @@ from schemas.records import MemoryRecord, RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Source
 from workers.store import lineage
-from workers.store.database import (
-    DIM_KEY,
-    ID,
-    MODEL_KEY,
-    Database,
-    MergedTable,
-    Pending,
-    naive,
-    namespace_filter,
-)
+from workers.store.arrow import ID, Pending, naive
+from workers.store.database import DIM_KEY, MODEL_KEY, Database, MergedTable
+from workers.store.sql import namespace_filter
 
 RECORDS = "records"
-TEXT_COLUMN = "normalized_text"
+TEXT_COLUMN = "search_text"  # the normalized text and the record's context: embedded, indexed
+OLD_TEXT_COLUMN = "normalized_text"  # what tables written before `search_text` index
 
 
 def records_schema(dim: int, model: str) -> pa.Schema:
@@ -44,6 +38,8 @@ def records_schema(dim: int, model: str) -> pa.Schema:
             ("memory_type", pa.string()),
             ("semantic_text", pa.string()),
             ("normalized_text", pa.string()),
+            ("context", pa.string()),
+            (TEXT_COLUMN, pa.string()),
             ("entities", pa.list_(pa.string())),
             ("tags", pa.list_(pa.string())),
             ("t_ref", pa.string()),
@@ -79,6 +75,25 @@ class RecordsTable(MergedTable[Occurrence]):
 
     def __init__(self, db: Database) -> None:
         super().__init__(db, records_schema(db.dim, db.model))
+        self._migrated = False
+
+    def table(self, create: bool = False) -> Any | None:
+        """The table; a writer (`create`) migrates it first (`migrate`)."""
+        if create:
+            self.migrate()
+        return super().table(create)
+
+    def migrate(self) -> None:
+        """Writers only: a table of an earlier version gets the `context` and `search_text`
+        columns (empty, and its normalized text); readers use what is there meanwhile."""
+        tbl = None if self._migrated else super().table()
+        if tbl is not None and TEXT_COLUMN not in tbl.schema.names:
+            tbl.add_columns({"context": "''", TEXT_COLUMN: OLD_TEXT_COLUMN})
+        self._migrated = self._migrated or tbl is not None
+
+    def text_column_of(self, tbl: Any) -> str:
+        """The full-text column: `search_text`, or on a table not migrated yet, the old one."""
+        return TEXT_COLUMN if TEXT_COLUMN in tbl.schema.names else OLD_TEXT_COLUMN
 
     def _merge(self, tbl: Any, records: Sequence[Occurrence], embedder: Embedder) -> Pending:
         seen: dict[str, list[Occurrence]] = {}
@@ -95,8 +110,8 @@ class RecordsTable(MergedTable[Occurrence]):
                     row.get(lineage.COLUMN) or [], [lineage.token(src)]
                 )
             if row != old:
-                text = row["normalized_text"]  # the earliest wording: embed it if it changed
-                keep = vector if old is not None and old["normalized_text"] == text else None
+                text = row[TEXT_COLUMN]  # the earliest wording: embed it if it changed
+                keep = vector if old is not None and old.get(TEXT_COLUMN) == text else None
                 pending.add(row, keep, text)
         return pending
 
@@ -111,7 +126,10 @@ class RecordsTable(MergedTable[Occurrence]):
         return self.search_vectors(namespace, np.asarray([vec]), limit)[0]
 
     def search_text(self, namespace: str, text: str, limit: int) -> list[dict[str, Any]]:
-        return self.db.search_text(RECORDS, TEXT_COLUMN, namespace, text, limit)
+        tbl = self.table()
+        if tbl is None:
+            return []
+        return self.db.search_text(RECORDS, self.text_column_of(tbl), namespace, text, limit)
 
     def by_ids(self, namespace: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """Records of `namespace` among `ids`, in the order of `ids` (missing ones skipped)."""
@@ -144,6 +162,8 @@ def _record_row(rec: MemoryRecord) -> dict[str, Any]:
         "memory_type": rec.memory_type.value,
         "semantic_text": rec.semantic_text,
         "normalized_text": rec.normalized_text,
+        "context": rec.context,
+        TEXT_COLUMN: rec.search_text(),
         "entities": [],
         "tags": [],
         "t_ref": "",
@@ -179,6 +199,8 @@ def _merge_record(row: dict[str, Any], rec: MemoryRecord) -> dict[str, Any]:
     if _occurrence(created, rec.segment_id) < _occurrence(row["created_at"], row["segment_id"]):
         out["semantic_text"] = rec.semantic_text
         out["normalized_text"] = rec.normalized_text
+        out["context"] = rec.context
+        out[TEXT_COLUMN] = rec.search_text()
         out["source_session"] = rec.source_session
         out["segment_id"] = rec.segment_id
     for column in ("t_ref", "t_valid_from", "t_valid_to"):

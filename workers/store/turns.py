@@ -11,18 +11,11 @@ import pyarrow as pa
 from schemas import RawTurn
 from workers.forget import Source
 from workers.store import lineage
-from workers.store.database import (
-    DIM_KEY,
-    ID,
-    MODEL_KEY,
-    Database,
-    EmbeddingMismatch,
-    Table,
-    naive,
-    namespace_filter,
-    sql_quote,
-    upsert_rows,
-)
+from workers.store.arrow import ID, naive
+from workers.store.database import DIM_KEY, MODEL_KEY, Database, Table
+from workers.store.errors import EmbeddingMismatch
+from workers.store.sql import namespace_filter, sql_quote
+from workers.store.writes import upsert_rows
 
 TURNS = "turns"
 TEXT_COLUMN = "text"

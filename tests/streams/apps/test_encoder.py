@@ -8,11 +8,11 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from schemas import topics as t
-from streams.guard import DeadLetters, Incoming, run_guarded
-from streams.lag import LagReader
-from streams.producer import KafkaPublisher
-from streams.reader import read_topic
-from streams.serde import decode
+from streams.kafka.guard import DeadLetters, Incoming, run_guarded
+from streams.kafka.lag import LagReader
+from streams.kafka.producer import KafkaPublisher
+from streams.kafka.reader import read_topic
+from streams.kafka.serde import decode
 from streams.stack.embedded import Stack
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.streams.test_pipeline import conversation, ingest, store

@@ -4,9 +4,23 @@ same scenario with 90 s of 503s."""
 
 from __future__ import annotations
 
-import pytest
+import asyncio
+import json
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
 
-from streams.bench.llm_faults import VALID_REPLY, format_report, run_llm_faults
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from schemas import Segment
+from schemas import topics as t
+from streams.bench.llm_faults import VALID_REPLY, format_report, run_llm_faults, segment
+from streams.kafka.reader import read_topic
+from streams.kafka.topics import ensure_topics
+from streams.stack.embedded import Stack
 from tests.fakes.openai_server import FakeOpenAI, status, valid
 
 pytestmark = pytest.mark.integration
@@ -47,3 +61,97 @@ def test_encoder_outage_then_401_pauses_resumes_and_encodes_each_segment_once() 
              if b["paused_s"] > a["paused_s"]]  # fmt: skip
     assert waits and min(waits) >= 1.9, text
     assert report.resumed_lines >= 1, text
+
+
+# -- a failure of our code or of a library: pause, never drain the input into dead letters ----
+
+BROKEN_ADAPTER = """
+from workers.encoder import adapters
+
+async def broken(self, segment, reference_context):
+    raise AttributeError("'NoneType' object has no attribute 'split' (a library that does not fit)")
+
+adapters.ExtractiveEncoder.encode = broken
+"""
+
+
+def test_encoder_programming_error_pauses_without_dead_letters_then_a_mended_worker_encodes_each_segment_once(
+    tmp_path: Path,
+) -> None:
+    shim = tmp_path / "shim"  # imported at start-up by the first worker only: its adapter breaks
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(BROKEN_ADAPTER)
+    stack = Stack(tmp_path / "stack")
+    env = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_LOG_FORMAT": "json", "LYCHEE_LOG_LEVEL": "INFO",
+           "LYCHEE_TRANSIENT_MAX_WAIT_S": "1", "LYCHEE_PAUSE_LOG_INTERVAL_S": "2"}  # fmt: skip
+    try:
+        stack.start_infra()
+        asyncio.run(ensure_topics(stack.bootstrap, 4))
+        broken = stack.start_worker("encoder", {**env, "PYTHONPATH": str(shim)})
+        ns = f"systemic-{uuid.uuid4().hex[:6]}"
+        segs = [segment(ns, i) for i in range(5)]
+        asyncio.run(send_segments(stack.bootstrap, ns, segs))
+        paused = wait_for_event(broken.log_path, "stage.paused", broken, 240)
+        assert paused["kind"] == "systemic" and "AttributeError" in paused["error"]
+        assert "not the message's fault" in paused["hint"]
+        shown = asyncio.run(status_pauses(stack.settings()))
+        assert [(p["stage"], p["kind"], p["error_type"]) for p in shown] == [
+            ("encoder", "systemic", "AttributeError")
+        ]
+        assert asyncio.run(read_topic(stack.bootstrap, t.dlq(t.SEGMENTS), f"{ns}/")) == []
+        assert asyncio.run(read_topic(stack.bootstrap, t.RECORDS, key=ns)) == []
+        broken.kill()  # mended: the worker restarted without the broken library
+        broken.proc.wait(10)  # type: ignore[union-attr]
+        mended = stack.start_worker("encoder", env)
+        batches = asyncio.run(wait_records(stack.bootstrap, ns, len(segs), mended, 300))
+        per_segment = Counter(json.loads(v)["segment_id"] for _, v, _ in batches if v)
+        assert per_segment == Counter({s.segment_id: 1 for s in segs})
+        assert asyncio.run(read_topic(stack.bootstrap, t.dlq(t.SEGMENTS), f"{ns}/")) == []
+    finally:
+        stack.stop()
+
+
+async def send_segments(bootstrap: str, ns: str, segs: list[Segment]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for s in segs:
+            key = f"{ns}/{s.session_id}".encode()
+            await producer.send_and_wait(t.SEGMENTS, s.model_dump_json().encode(), key=key)
+    finally:
+        await producer.stop()
+
+
+def wait_for_event(log: Path, event: str, worker: Any, timeout_s: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+            if f'"{event}"' in line:
+                return dict(json.loads(line[line.find("{") :]))
+        assert worker.alive, f"the worker exited; see {log}"
+        time.sleep(0.5)
+    raise AssertionError(f"no {event} in {log} within {timeout_s:.0f}s")
+
+
+async def status_pauses(settings: Any) -> list[dict[str, Any]]:
+    from streams.status import metrics_endpoints, pauses
+
+    deadline = time.monotonic() + 60
+    while not (found := await pauses(await metrics_endpoints(settings))):
+        assert time.monotonic() < deadline, "no pause reported by the worker's /metrics"
+        await asyncio.sleep(1)
+    return found
+
+
+async def wait_records(
+    bootstrap: str, ns: str, n: int, worker: Any, timeout_s: float
+) -> list[tuple[Any, bytes | None, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        batches = await read_topic(bootstrap, t.RECORDS, key=ns)
+        done = {json.loads(v)["segment_id"] for _, v, _ in batches if v}
+        if len(done) >= n or time.monotonic() > deadline or not worker.alive:
+            break
+        await asyncio.sleep(1.0)
+    await asyncio.sleep(2.0)  # a late duplicate would show up here
+    return await read_topic(bootstrap, t.RECORDS, key=ns)

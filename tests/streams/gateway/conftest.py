@@ -1,4 +1,5 @@
-"""Two gateway processes with API keys against the session's stack (as two replicas)."""
+"""Two gateway processes with API keys against the session's stack (as two replicas), and
+a stack that is not up yet (ports where nothing listens, started later in the test)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 import pytest
 
 from streams.gateway.auth import add_key
 from streams.stack.embedded import Child, Stack, free_port
+from tests.hosts.inspector import Inspector, NoNode, install
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -28,7 +31,17 @@ class Gateways:
         return {"Authorization": f"Bearer {self.keys[name]}"}
 
 
-def wait_ready(url: str, child: Child, timeout_s: float = 240) -> None:
+class Running(Protocol):
+    """A process to watch while waiting: a `Child`, or `lychee up` itself (`UpProcess`)."""
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def log_path(self) -> Path | None: ...
+
+
+def wait_ready(url: str, child: Running, timeout_s: float = 240) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not child.alive:
@@ -80,3 +93,44 @@ def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     finally:
         for child in children:
             child.stop()
+
+
+@dataclass
+class LateStack:
+    """Where a stack will run: clients configured for it start before it does."""
+
+    stack: Stack
+
+    def env(self) -> dict[str, str]:
+        return self.stack.env()
+
+    def start(self) -> Stack:
+        """Broker and Redis on the promised ports, and the topics: what `lychee up` gives a
+        client (no workers: nothing here reads). The fixture stops it."""
+        self.stack.start_infra()
+        self.stack.create_topics()
+        return self.stack
+
+
+@pytest.fixture
+def late_stack(tmp_path: Path) -> Iterator[LateStack]:
+    """Ports where nothing listens yet; `start()` starts the stack on them."""
+    late = LateStack(Stack(tmp_path / "stack", kafka_port=free_port(), redis_port=free_port()))
+    try:
+        yield late
+    finally:
+        late.stack.stop()
+
+
+@pytest.fixture(scope="session")
+def inspector(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Inspector:
+    """The pinned MCP Inspector CLI, installed with npm once (cached in .pytest_cache)."""
+    cache = request.config.cache
+    where = cache.mkdir("mcp-inspector") if cache else tmp_path_factory.mktemp("mcp-inspector")
+    try:
+        entry = install(where)
+    except NoNode as exc:
+        pytest.skip(str(exc))
+    return Inspector(entry, tmp_path_factory.mktemp("inspector-home"))

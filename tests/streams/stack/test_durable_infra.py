@@ -16,13 +16,13 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from botocore import UNSIGNED
 from botocore.exceptions import ClientError
 
-from streams.lag import LagReader
+from streams.kafka.lag import LagReader
 from streams.stack import seaweed
 from tests.processes import run_together
 from tests.streams.stack.conftest import FOREIGN_KEYS, S3Store
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import EvidenceStore
-from workers.store.database import ID
+from workers.store.arrow import ID
 
 pytestmark = pytest.mark.integration
 

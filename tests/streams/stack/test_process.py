@@ -17,7 +17,14 @@ import pytest
 
 from streams.settings import Settings
 from streams.stack.lock import DataDirInUse, DataDirLock
-from streams.stack.process import PORT_FLOOR, PortInUse, claim_port, ephemeral_floor, free_port
+from streams.stack.process import (
+    PORT_FLOOR,
+    PortInUse,
+    claim_port,
+    ephemeral_floor,
+    free_port,
+    port_free,
+)
 
 
 def test_free_port_is_below_the_ephemeral_range_and_never_handed_out_twice() -> None:
@@ -35,6 +42,31 @@ def test_claim_port_in_use_is_an_error_that_names_it() -> None:
         port = busy.getsockname()[1]
         with pytest.raises(PortInUse, match=f"port {port} on 127.0.0.1 \\(Kafka\\)"):
             claim_port(port, "Kafka")
+
+
+def test_port_of_a_closed_server_with_lingering_connections_is_free_as_children_bind() -> None:
+    """A server that died with clients connected leaves its side in FIN-WAIT-2: a plain bind
+    is refused, but the servers we start bind with SO_REUSEADDR and would listen."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", free_port()))
+    server.listen()
+    port = server.getsockname()[1]
+    client = socket.create_connection(("127.0.0.1", port))
+    accepted, _ = server.accept()
+    try:
+        accepted.close()  # the server's side closes first (a crash), the client's stays open
+        server.close()
+        with socket.socket() as plain, pytest.raises(OSError):
+            plain.bind(("127.0.0.1", port))  # what the old check did: "already in use"
+        assert port_free(port)
+        assert claim_port(port, "Kafka") == port
+        with socket.socket() as child:
+            child.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            child.bind(("127.0.0.1", port))
+            child.listen()
+    finally:
+        client.close()
 
 
 def test_lock_second_holder_is_refused_with_the_holders_pid(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ import pytest
 
 from schemas import Exchange, Role, Turn
 from streams.client import MemoryClient
-from streams.lag import PIPELINE, LagReader
+from streams.kafka.lag import PIPELINE, LagReader
 from streams.settings import Settings
 from streams.stack import seaweed
 from streams.stack.ready import wait_workers
@@ -226,9 +227,18 @@ def launchers() -> Iterator[list[UpProcess]]:
         launcher.cleanup()
 
 
+@pytest.fixture
+def held() -> Iterator[list[socket.socket]]:
+    """Client connections kept open across a stop, as live clients would."""
+    sockets: list[socket.socket] = []
+    yield sockets
+    for sock in sockets:
+        sock.close()
+
+
 @pytest.mark.parametrize("stop", ["kill", "ctrl-c"])
 def test_up_stopped_mid_ingest_resumes_with_every_turn_once_and_no_process_left(
-    stop: str, tmp_path: Path, launchers: list[UpProcess]
+    stop: str, tmp_path: Path, launchers: list[UpProcess], held: list[socket.socket]
 ) -> None:
     data, state = tmp_path / "data", tmp_path / "state"
     env = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
@@ -240,6 +250,11 @@ def test_up_stopped_mid_ingest_resumes_with_every_turn_once_and_no_process_left(
     settings = asyncio.run(ready(first))
     asyncio.run(produce(settings, exchanges[:half], end=False))
     assert sum(asyncio.run(lags(settings)).values()) > 0, "the stop should land mid-stream"
+    ports = [
+        int(settings.kafka_bootstrap.rsplit(":", 1)[1]),
+        int(settings.redis_url.rsplit(":", 1)[1].split("/")[0]),
+    ]
+    held.extend(socket.create_connection(("127.0.0.1", port)) for port in ports)
     if stop == "kill":
         first.kill9()
     else:
@@ -248,7 +263,10 @@ def test_up_stopped_mid_ingest_resumes_with_every_turn_once_and_no_process_left(
     assert first.wait_gone(10) == [], "a process of the first run survived"
     assert (state / "lychee" / "endpoints.json").exists() == (stop == "kill")  # stale, ignored
 
-    second = UpProcess.start(data, state, env=env)
+    # at once, on the same ports, while the dead servers' connections still linger
+    second = UpProcess.start(
+        data, state, "--kafka-port", str(ports[0]), "--redis-port", str(ports[1]), env=env
+    )
     launchers.append(second)
     settings = asyncio.run(ready(second))
     asyncio.run(produce(settings, exchanges[half:], end=True))

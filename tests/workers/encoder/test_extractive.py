@@ -286,3 +286,69 @@ def test_weekday_followed_by_its_own_date_is_not_rewritten() -> None:
     # the plain weekday still resolves against the session date (a Monday)
     out = encode_extractive(segment(("Ana", "I ran twelve kilometres on Sunday with Bruno.")))
     assert "on 7 May 2023" in out.records[0].semantic_text
+
+
+def test_we_with_two_speakers_is_both_of_them() -> None:
+    recs = records(
+        ("Ana", "We signed up for the harbour swim together."),
+        ("Bruno", "Our coach says we're ready."),
+    )
+    assert [r.semantic_text for r in recs] == [
+        "Ana and Bruno signed up for the harbour swim together.",
+        "Bruno and Ana's coach says Bruno and Ana are ready.",
+    ]
+
+
+def test_we_is_the_companion_the_turn_names() -> None:
+    recs = records(
+        ("Bruno", "Are you going to Oslo with your brother Kai?"),
+        ("Ana", "Yes, just Kai and me. We rented a cabin by the fjord for a week."),
+    )
+    assert [r.semantic_text for r in recs] == [
+        "Just Kai and Ana.",
+        "Ana and Kai rented a cabin by the fjord for a week.",
+    ]
+
+
+def test_you_is_the_other_speaker() -> None:
+    recs = records(
+        ("Ana", "You should try the rye loaf at Hollis Bakery."),
+        ("Bruno", "Your tip about the ferry saved me an hour."),
+    )
+    assert [r.semantic_text for r in recs] == [
+        "Bruno should try the rye loaf at Hollis Bakery.",
+        "Ana's tip about the ferry saved Bruno an hour.",
+    ]
+
+
+def test_you_without_a_known_addressee_stays() -> None:
+    recs = records(("Ana", "You never know what the tide brings in."))
+    assert [r.semantic_text for r in recs] == ["You never know what the tide brings in."]
+
+
+def test_context_carries_the_subject_the_turn_before_names() -> None:
+    recs = records(
+        ("Bruno", "Are you going to Oslo with your brother Kai?"),
+        ("Ana", "Yes, just Kai and me. We rented a cabin by the fjord for a week."),
+    )
+    cabin = recs[-1]
+    assert "Oslo" in cabin.context and "Oslo" not in cabin.semantic_text
+    assert cabin.search_text() == f"{cabin.normalized_text} (context: {cabin.context})"
+    # the question's words are the context too; the answer's own words are not repeated
+    assert "brother" in cabin.context.split(", ") and "Kai" not in cabin.context
+
+
+def test_context_is_empty_when_the_neighbours_name_nothing_new() -> None:
+    recs = records(
+        ("Ana", "Bruno bought a kayak in Bergen."),
+        ("Bruno", "The kayak from Bergen is bright red."),
+    )
+    assert [r.context for r in recs] == ["", ""]
+
+
+@pytest.mark.parametrize(
+    "text", ["Ha, no backing out now.", "Lisbon!", "Wow, what a day that was!", "Noted."]
+)
+def test_acknowledgements_and_exclamations_make_no_record(text: str) -> None:
+    recs = records(("Ana", text), ("Bruno", "Bruno grows tomatoes on the balcony."))
+    assert [r.evidence for r in recs] == [["D1:2"]]

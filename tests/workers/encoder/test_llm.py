@@ -19,7 +19,7 @@ from schemas.records import MemoryType, Temporal
 from tests.fakes.openai_server import FakeOpenAI, slow, status, streamed, text, valid
 from tests.workers.builders import segment_of
 from tests.workers.conftest import Sleeps
-from workers.embedding import OpenAIEmbedder
+from workers.embedding.openai_api import OpenAIEmbedder
 from workers.encoder.adapters import GuardedLLMEncoder
 from workers.encoder.llm import (
     InvalidEncoderOutput,
@@ -418,11 +418,13 @@ async def test_encoder_asks_for_a_budget_by_turns_and_repairs_a_reply_cut_there(
 async def test_encoder_reply_still_written_at_the_total_limit_is_dead_letter_material_at_once(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
-    server.script(streamed(" ".join(["{"] * 200), gap_s=0.05), valid(reply(record())))
+    overlong = streamed(" ".join(["{"] * 200), gap_s=0.05)
+    server.script(overlong)  # a retry or a repair would get the default, valid reply
 
     with pytest.raises(InvalidEncoderOutput, match="still being written at the total limit"):
         await encoder(client, first_token_s=5.0, gap_s=5.0, total_s=0.5).encode(make_segment(), "")
     assert len(server.requests) == 1  # no retry and no repair: each would take as long
+    server.script(overlong)
     with pytest.raises(Unprocessable):
         await GuardedLLMEncoder(encoder(client, first_token_s=5.0, gap_s=5.0, total_s=0.5)).encode(
             make_segment(), ""

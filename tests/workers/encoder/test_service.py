@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from schemas import BoundarySignals, FinalizeReason
 from schemas import topics as t
 from schemas.records import RecordBatch
 from tests.fakes.openai_server import FakeOpenAI, slow, text, valid
@@ -40,6 +41,21 @@ async def test_encoder_service_redelivered_segment_yields_the_same_batch_counted
     assert first.usage.estimated and first.usage.prompt_tokens > 0 and first.encoder == "extractive"
     assert (await read_usage(redis, "ns"))["ns"] == usage  # not counted twice
     assert usage["segments"] == 1 and usage["prompt_tokens"] == first.usage.prompt_tokens
+
+
+async def test_encoder_service_batch_carries_where_and_why_the_segment_closed(redis) -> None:  # type: ignore[no-untyped-def]
+    signals = BoundarySignals(
+        surprise=0.4, robust_surprise=1.2, absolute_surprise=1.4, cohesion_drop=0.03,
+        cohesion_term=0.5, length_pressure=0.9, turn_pressure=0.45, score=2.1, p_cut=0.73,
+    )  # fmt: skip
+    seg = make_segment(3).model_copy(
+        update={"reason": FinalizeReason.semantic_boundary, "signals": signals}
+    )
+    pub = ListPublisher()
+    await EncoderService(redis, ExtractiveEncoder(), pub).handle([seg])
+    (out,) = batches(pub)
+    assert out.reason is FinalizeReason.semantic_boundary and out.signals == signals
+    assert (out.first_seq, out.last_seq, out.exchanges, out.tokens) == (0, 2, 3, 60)
 
 
 async def test_encoder_service_carries_reference_context_in_segment_order(redis) -> None:  # type: ignore[no-untyped-def]

@@ -13,6 +13,7 @@ from workers.evaluation.metrics import (
     RankedItem,
     aggregate,
     category_name,
+    hit_at_k,
     items_within_budget,
     ndcg_any_at_k,
     percentiles,
@@ -55,6 +56,19 @@ def test_recall_at_k_counts_the_union_of_provenance() -> None:
     assert recall_at_k(items, gold, 2) == pytest.approx(1 / 3)
     assert recall_at_k(items, gold, 3) == pytest.approx(2 / 3)
     assert recall_at_k(items, gold, 50) == pytest.approx(2 / 3)
+
+
+def test_hit_at_k_counts_a_question_once_any_gold_turn_is_covered() -> None:
+    items = [item("a", "t1"), item("b", "t2", "t3"), item("c", "t4")]
+    gold = {"t2", "t4", "t9"}
+    assert [hit_at_k(items, gold, k) for k in (0, 1, 2, 3)] == [0.0, 0.0, 1.0, 1.0]
+    results = [
+        QuestionResult("single-hop", frozenset(gold), items, 1.0),
+        QuestionResult("multi-hop", frozenset({"t9"}), items, 1.0),
+    ]
+    hits = aggregate(results, ks=(2,), budgets=(10,), count=words)["hit_at_k"]
+    assert hits["all"]["2"] == 0.5
+    assert (hits["single-hop"]["2"], hits["multi-hop"]["2"]) == (1.0, 0.0)
 
 
 def test_recall_without_gold_is_an_error() -> None:

@@ -10,11 +10,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from streams.guard import is_transient
+from streams.kafka.guard import is_transient
 from tests.workers.builders import TOY_DIM, turn
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.store import TABLES, EvidenceStore
-from workers.store.database import CommitConflict, upsert_rows
+from workers.store import ALL_TABLES, EvidenceStore
+from workers.store.errors import CommitConflict
+from workers.store.writes import upsert_rows
 
 
 @pytest.fixture
@@ -51,13 +52,14 @@ async def test_indexer_optimize_spent_budget_defers_the_rest_to_the_next_call(
 ) -> None:
     svc = IndexerService(store)
     await svc.write(IndexBatch(turns=[turn("ns", "t1", "hello", 0)]))
-    reports = [await svc.optimize(10**9, budget_s=0) for _ in range(4)]
-    turns, records, nodes = TABLES
+    reports = [await svc.optimize(10**9, budget_s=0) for _ in range(5)]
+    turns, records, nodes, segments = ALL_TABLES
     # one table per call, in turn: each call starts where the last one stopped
     assert [r.deferred for r in reports] == [
-        [records, nodes], [nodes, turns], [turns, records], [records, nodes]
+        [records, nodes, segments], [nodes, segments, turns], [segments, turns, records],
+        [turns, records, nodes], [records, nodes, segments],
     ]  # fmt: skip
-    assert reports[0].optimized == reports[3].optimized == ["turns"]
+    assert reports[0].optimized == reports[4].optimized == ["turns"]
 
 
 class _Conflicting:

@@ -196,11 +196,20 @@ def test_select_diversity_changes_the_kept_set() -> None:
     # pick 1: A. pick 2: B .75*.98 - .25*.9467 = .498, C .72 - .25 = .47, D .75*.90 = .675 -> D.
     # pick 3: B .498 > C .47 -> B. One duplicate (C) is dropped, D is kept.
     pool = near_duplicates_pool()
-    out = select(pool, k=3, n_routes=1)
+    out = select(pool, k=3, n_routes=1, redundant=0.0)
     assert set(ids(out)) == {"A", "B", "D"}
     assert ids(out) == ["A", "D", "B"]
     # No diversity penalty: the three duplicates are kept.
-    assert set(ids(select(pool, k=3, n_routes=1, lam=1.0))) == {"A", "B", "C"}
+    assert set(ids(select(pool, k=3, n_routes=1, lam=1.0, redundant=0.0))) == {"A", "B", "C"}
+
+
+def test_select_puts_an_item_whose_turns_are_all_shown_last() -> None:
+    # B and C stand for the same turns as A: once A is chosen they add nothing, so F (far
+    # less relevant, other turns) is taken before them, with or without the diversity term
+    pool = near_duplicates_pool()
+    assert ids(select(pool, k=3, n_routes=1)) == ["A", "D", "F"]
+    assert ids(select(pool, k=3, n_routes=1, lam=1.0)) == ["A", "D", "F"]
+    assert ids(select(pool, k=5, n_routes=1))[3:] == ["B", "C"]
 
 
 def test_select_rejects_pool_not_larger_than_k() -> None:
@@ -246,7 +255,7 @@ def test_select_matches_the_pairwise_greedy(seed: int) -> None:
     # few distinct scores, so equal gains happen and the tie rule is exercised
     items = [fused(c, rng.choice([0.5, 0.7, 0.9, 1.0])) for c in cands]
     for k in (1, 5, 15, 25):
-        assert ids(select(items, k=k, n_routes=1)) == reference_select(items, k)
+        assert ids(select(items, k=k, n_routes=1, redundant=0.0)) == reference_select(items, k)
 
 
 def test_select_end_to_end_from_fused_routes() -> None:
@@ -277,3 +286,11 @@ def test_rrf_scores_by_hand() -> None:
     assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
     assert scores["c"] == pytest.approx(1 / 63)
     assert scores["d"] == pytest.approx(1 / 62)
+
+
+def test_route_coverage_skips_an_item_whose_turns_another_route_shows() -> None:
+    # route B's best item stands for the same turn as route A's: B's quota goes to its next
+    a1 = cand("a1", turns=("t1",))
+    b_same, b_next = cand("b1", turns=("t1",)), cand("b2", turns=("t7",))
+    out = fuse_routes([RouteRanking("A", [a1]), RouteRanking("B", [b_same, b_next])])
+    assert ids(select(out, k=2, n_routes=2)) == ["a1", "b2"]

@@ -14,7 +14,7 @@ from tests.bytescan import files_holding
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from workers.forget import Source
 from workers.indexer.nodes import updates_of
-from workers.store import NODES, RECORDS, TURNS, EvidenceStore, lineage
+from workers.store import NODES, RECORDS, SEGMENTS, TURNS, EvidenceStore, lineage
 from workers.store.forget import strike_session, unlink
 
 
@@ -62,10 +62,11 @@ def test_forget_namespace_removes_every_row_and_file_and_leaves_the_other(
 
     done = store.forget("a", None, emb)
 
-    assert done.rows_removed == {TURNS: 2, RECORDS: 3, NODES: done.rows_removed[NODES]}
+    assert done.rows_removed == {SEGMENTS: 2, TURNS: 2, RECORDS: 3, NODES: done.rows_removed[NODES]}
     assert done.rows_removed[NODES] > 0 and done.versions_pruned > 0
-    assert all(store.count(n, "a") == 0 for n in (TURNS, RECORDS, NODES))
+    assert all(store.count(n, "a") == 0 for n in (TURNS, RECORDS, NODES, SEGMENTS))
     assert {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)} == other
+    assert store.count(SEGMENTS, "b") == 2
     assert files_holding(tmp_path / "db", ["quokkaa", "pangolina"]) == []
     assert store.turns.search_text("a", "quokkaa", 5) == []
     assert [r["text"] for r in store.turns.search_text("b", "quokkab", 5)]  # indexes rebuilt
@@ -81,6 +82,9 @@ def test_forget_session_keeps_records_other_sessions_support(
     done = store.forget("a", "s1", emb)
 
     assert done.rows_removed[TURNS] == 1 and done.rows_removed[RECORDS] == 1
+    assert done.rows_removed[SEGMENTS] == 1
+    assert [s["session_id"] for s in store.segments.of_session("a", "s2")] == ["s2"]
+    assert store.segments.of_session("a", "s1") == []
     assert done.rows_updated[RECORDS] == 1  # "Ann is vegetarian" is also evidenced in s2
     texts = {r["normalized_text"]: r for r in rows(store, RECORDS, "a")}
     assert set(texts) == {"fact: Ann bakes pangolina loaves", "fact: Ann is vegetarian"}

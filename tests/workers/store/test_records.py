@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from schemas.records import MemoryRecord, MemoryType, NodeType, Temporal
@@ -246,11 +247,14 @@ def test_records_store_records_by_ids_keeps_the_asked_order(
     assert [r["id"] for r in records.records.by_ids("a", asked)] == [ids[2], ids[0]]
 
 
-def test_records_store_empty_batches_write_nothing(
+def test_records_store_empty_batches_write_no_record(
     records: EvidenceStore, emb: HashEmbedder
 ) -> None:
     out = index_batches(records, [batch("a", 0, [])], emb)
-    assert out == {"records": 0, "records_written": 0, "nodes": 0, "nodes_written": 0}
+    assert out == {
+        "records": 0, "records_written": 0, "nodes": 0, "nodes_written": 0,
+        "segments_written": 1,  # the segment is kept for timelines, recordless or not
+    }  # fmt: skip
     assert records.table(RECORDS) is None
     assert records.count(NODES) == 0
     assert records.records.search_text("a", "x", 5) == []
@@ -341,3 +345,43 @@ def test_a_node_keeps_its_vector_once_its_head_is_full_and_not_before(
     trips = next(r for r in table_rows(store, NODES) if r["id"] == "a/topic/trips")
     expected = emb.embed(["trips"])[0] + sum(recs[i] for i in trips["record_ids"])
     assert np.allclose(node_vector(store, "a/topic/trips"), expected / np.linalg.norm(expected))
+
+
+def test_records_store_context_is_searched_but_not_shown(
+    records: EvidenceStore, emb: HashEmbedder
+) -> None:
+    b = batch("a", 0, ["Ann and Kai rented a cabin by the fjord"])
+    rec = b.records[0].model_copy(update={"context": "Oslo, brother"})
+    index_batches(records, [b.model_copy(update={"records": [rec]})], emb)
+    (hit,) = records.records.search_text("a", "oslo", 10)
+    assert hit["semantic_text"] == "Ann and Kai rented a cabin by the fjord"
+    assert hit["search_text"] == f"{rec.normalized_text} (context: Oslo, brother)"
+    (row,) = table_rows(records, RECORDS)
+    assert np.allclose(row["vector"], emb.embed([hit["search_text"]])[0])
+
+
+def test_records_store_a_table_without_search_text_is_migrated_by_its_writer(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    import lancedb
+
+    from workers.store.records import records_schema
+
+    old = pa.schema([f for f in records_schema(HASH_DIM, emb.model_name)
+                     if f.name not in ("context", "search_text")],
+                    metadata=records_schema(HASH_DIM, emb.model_name).metadata)  # fmt: skip
+    first = batch("a", 0, ["Ann bought a red kayak"]).records[0]
+    row = {f.name: None for f in old} | {
+        "id": first.record_id, "namespace": "a", "memory_type": "fact",
+        "semantic_text": first.semantic_text, "normalized_text": first.normalized_text,
+        "entities": [], "tags": [], "evidence": first.evidence, "segment_ids": [],
+        "source_session": "s1", "segment_id": first.segment_id, "confidence": 1.0,
+        "vector": emb.embed([first.normalized_text])[0].tolist(), "sources": [],
+    }  # fmt: skip
+    lancedb.connect(str(tmp_path / "db")).create_table(RECORDS, pa.Table.from_pylist([row], old))
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    assert [h["id"] for h in store.records.search_text("a", "kayak", 5)] == [first.record_id]
+    index_batches(store, [batch("a", 1, ["Ann sold her kayak in June"])], emb)
+    rows = table_rows(store, RECORDS)
+    assert [r["search_text"] for r in rows if r["id"] == first.record_id] == [first.normalized_text]
+    assert len(store.records.search_text("a", "kayak", 5)) == 2

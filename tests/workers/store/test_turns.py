@@ -13,7 +13,7 @@ import pytest
 from tests.processes import run_together
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import TURNS, EmbeddingMismatch, EvidenceStore
-from workers.store.database import ID
+from workers.store.arrow import ID
 from workers.store.turns import turns_schema
 
 

@@ -9,6 +9,7 @@ from schemas.records import TokenUsage
 from workers.query.planner.dates import temporal_filter_of
 from workers.query.planner.wording import (
     compared_items,
+    joined_questions,
     key_phrase,
     named_people,
     normalized,
@@ -38,7 +39,8 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
     """A plan from the wording alone (DESIGN §8.2): deterministic, no model, no I/O.
 
     One route per compared item ("tea or coffee") in a comparison, else one per named
-    speaker when two or more are named, else a single route.
+    speaker when two or more are named, else one per question of a coordinated question
+    ("where ... and who ..."), else a single route.
     """
     question = " ".join(question.split())
     if not question:
@@ -62,6 +64,17 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
                 queries=_focus_queries(item, others, key),
                 constraints=[f"speaker: {speaker}"] if speaker else [],
                 speaker=speaker,
+            )
+        )
+    asked = joined_questions(question, names) if not routes else [question]
+    for part in asked if len(asked) > 1 else []:
+        part_key = key_phrase(part)
+        routes.append(
+            Route(
+                goal=f"Evidence needed to answer: {part}",
+                queries=unique_queries([part, part_key, *noun_phrases(part)], MAX_ROUTE_QUERIES),
+                constraints=[f"speaker: {only}"] if only else [],
+                speaker=only,
             )
         )
     if not routes:

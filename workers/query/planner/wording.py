@@ -312,3 +312,28 @@ def without_items(text: str, others: Sequence[str]) -> str:
 def speaker_of(text: str, names: Sequence[str]) -> str | None:
     inside = [n for n in names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", text)]
     return inside[0] if len(inside) == 1 else None
+
+
+# ", and who ...", " and where ...": a second question joined to the first
+_JOINED = re.compile(r",?\s+and\s+(?=(?:who|whom|whose|what|where|when|which|why|how)\b)", re.I)
+MIN_PART_WORDS = 3  # "... and when?" asks no question of its own
+_SUBJECT_PRONOUNS = re.compile(r"\b(?:he|she|they|him|her|them|his|their)\b", re.I)
+
+
+def joined_questions(question: str, names: Sequence[str]) -> list[str]:
+    """The questions a coordinated question asks ("Where did Ana stay and who did she travel
+    with?"), each on its own; a pronoun of a later part becomes the one person named
+    before it ("who did Ana travel with?"). One part: `[question]`."""
+    parts = [p.strip(" ,") for p in _JOINED.split(question) if p.strip(" ,")]
+    if len(parts) < 2 or any(len(p.split()) < MIN_PART_WORDS for p in parts):
+        return [question]
+    person = names[0] if len(names) == 1 else None
+
+    def named(part: str) -> str:
+        if person is None or person in part:
+            return part
+        return _SUBJECT_PRONOUNS.sub(
+            lambda m: f"{person}'s" if m.group().lower() in ("his", "their") else person, part
+        )
+
+    return [parts[0].rstrip("?") + "?", *(named(p) for p in parts[1:])]

@@ -144,3 +144,16 @@ def test_heuristic_plan_is_deterministic() -> None:
 def test_blank_question_is_refused() -> None:
     with pytest.raises(ValueError):
         heuristic_plan("   ")
+
+
+def test_a_coordinated_question_gets_one_route_per_question() -> None:
+    plan = heuristic_plan("Where did Ana sleep in Bergen and who did she hike with?")
+    assert [r.queries[0] for r in plan.routes] == [
+        "Where did Ana sleep in Bergen?",
+        "who did Ana hike with?",
+    ]
+    assert all(r.speaker == "Ana" for r in plan.routes)
+
+
+def test_a_trailing_question_word_is_not_a_question_of_its_own() -> None:
+    assert len(heuristic_plan("What did Ana bake and when?").routes) == 1

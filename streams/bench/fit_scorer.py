@@ -1,0 +1,112 @@
+"""`python -m streams.bench.fit_scorer DUMP`: fit the second-stage scorer's weights.
+
+DUMP is `recall_probe --dump` output on the LoCoMo dev split: every question's evidence
+(100 items) with the scores recall and fusion gave. Each item is labelled by whether it
+covers a gold turn, a logistic regression is fitted over `workers.query.scorer.FEATURES`,
+and the items are re-ranked by it. It prints the figures with the weights fitted on every
+conversation and with each conversation's weights fitted on the others
+(leave-one-conversation-out), then the weights to paste into `workers/query/scorer.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from schemas import EvidenceItem
+from streams.bench.locomo import evidence_line
+from workers.evaluation.metrics import QuestionResult, aggregate
+from workers.query.scorer import FEATURES, Scorer, features, matrix, question_terms
+
+TEMPORAL = "temporal"
+
+
+def rows_of(q: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[EvidenceItem]]:
+    items = [EvidenceItem.model_validate(i) for i in q["items"]]
+    terms = question_terms(q["question"])
+    when = (q.get("plan") or {}).get("question_type") == TEMPORAL
+    x = matrix(
+        [features(terms, when, i.kind, i.text, i.scores, bool(i.resolved_date)) for i in items]
+    )
+    gold = set(q["gold"])
+    y = np.asarray([1.0 if gold & set(i.turn_ids) else 0.0 for i in items])
+    return x, y, items
+
+
+def fit(xs: list[np.ndarray], ys: list[np.ndarray], c: float) -> Scorer:
+    x, y = np.vstack(xs), np.concatenate(ys)
+    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
+    model = LogisticRegression(C=c, max_iter=2000).fit((x - mean) / scale, y)
+    return Scorer(
+        tuple(float(w) for w in model.coef_[0]), tuple(mean.tolist()), tuple(scale.tolist()),
+        float(model.intercept_[0]),
+    )  # fmt: skip
+
+
+def evaluate(
+    dump: list[dict[str, Any]], scorers: dict[str, Scorer | None], novel: bool = False
+) -> dict[str, Any]:
+    """Every question's items re-ranked by its conversation's scorer (None: as served);
+    `novel` drops an item whose turns the items before it already cover."""
+    results = []
+    for q in dump:
+        x, _, items = rows_of(q)
+        scorer = scorers[q["namespace"]]
+        order = np.argsort(-scorer.score(x), kind="stable") if scorer else np.arange(len(items))
+        covered: set[str] = set()
+        kept = []
+        for i in order:
+            if not (novel and covered.issuperset(items[i].turn_ids)):
+                kept.append(i)
+            covered.update(items[i].turn_ids)
+        ranked = [evidence_line(items[i]) for i in kept]
+        results.append(QuestionResult(q["category"], frozenset(q["gold"]), ranked, 0.0))
+    return aggregate(results, (5, 10), (1000,))
+
+
+def line(name: str, agg: dict[str, Any]) -> str:
+    r, b, h = agg["recall_at_k"], agg["recall_at_budget"], agg["hit_at_k"]
+    cats = " ".join(f"{c} {b[c]['1000']:.3f}" for c in b if c != "all")
+    return (
+        f"{name:<10} R@5 {r['all']['5']:.3f} R@10 {r['all']['10']:.3f} "
+        f"R@1000tok {b['all']['1000']:.3f} hit@10 {h['all']['10']:.3f} | {cats}"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dump", type=Path)
+    parser.add_argument("--c", type=float, default=1.0, help="inverse regularization")
+    args = parser.parse_args()
+    dump = json.loads(args.dump.read_text())
+    convs = sorted({q["namespace"] for q in dump})
+    data = {c: [rows_of(q) for q in dump if q["namespace"] == c] for c in convs}
+    everything = fit(
+        [x for c in convs for x, _, _ in data[c]], [y for c in convs for _, y, _ in data[c]], args.c
+    )
+    held_back = {
+        c: fit(
+            [x for o in convs if o != c for x, _, _ in data[o]],
+            [y for o in convs if o != c for _, y, _ in data[o]],
+            args.c,
+        )
+        for c in convs
+    }
+    print(line("as served", evaluate(dump, dict.fromkeys(convs))))
+    print(line("fitted", evaluate(dump, dict.fromkeys(convs, everything))))
+    print(line("held-back", evaluate(dump, dict(held_back))))
+    print(line("novel", evaluate(dump, dict.fromkeys(convs), novel=True)))
+    print(line("held+novel", evaluate(dump, dict(held_back), novel=True)))
+    print("weights (standardized):")
+    for name, w in zip(FEATURES, everything.weights, strict=True):
+        print(f"  {name:<16} {w:+.3f}")
+    print(repr(everything))
+
+
+if __name__ == "__main__":
+    main()

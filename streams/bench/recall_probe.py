@@ -1,0 +1,233 @@
+"""`python -m streams.bench.recall_probe`: LoCoMo evidence recall in one process, no broker.
+
+The stages' own code in a row: the segmenter policy over one embedding pass, the encoder,
+the indexer into a LanceDB directory, and the query service asked every question. It is
+for iterating on retrieval: the ingested store is kept under `--store` (one directory per
+encoder fingerprint), so a change on the query side is measured in seconds, and a change
+of the encoder re-ingests. `lychee bench locomo` stays the reference: it runs the same
+code through Kafka, and the two agree to within the ingest's order (checked in
+docs/notes/issue25.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schemas import QueryRequest, RawTurn, Segment
+from schemas.records import RecordBatch
+from streams.bench.locomo import evidence_line
+from streams.factories import make_embedder, open_store, scorer_of
+from streams.settings import Settings
+from workers.datasets import Conversation, load_locomo
+from workers.embedding import Embedder
+from workers.encoder.extractive import encode_extractive
+from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate
+from workers.indexer.service import IndexBatch, IndexerService
+from workers.query.multiroute import RecallConfig
+from workers.query.service import QueryDeps, QueryService
+from workers.segmenter.policy import SegmentPolicy, SessionState
+from workers.store import EvidenceStore
+from workers.tokens import count_tokens
+
+K = 100
+
+
+def _fingerprint() -> str:
+    """Changes when the ingest code does: the encoder, the indexer and the store."""
+    root = Path(__file__).resolve().parents[2] / "workers"
+    files = sorted(
+        [*(root / "encoder").glob("*.py"), *(root / "indexer").glob("*.py"),
+         *(root / "store").glob("*.py"), root / "vocabulary.py", root / "segmenter" / "policy.py"]
+    )  # fmt: skip
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def segments_of(
+    conv: Conversation, embedder: Embedder, settings: Settings
+) -> tuple[list[Segment], list[RawTurn]]:
+    """The segmenter policy over a conversation, and its raw turns with their vectors."""
+    p = settings.segmenter
+    policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
+    exchanges = list(conv.exchanges)
+    vecs = embedder.embed([ex.rendered() for ex in exchanges])
+    by_id = {ex.exchange_id: v for ex, v in zip(exchanges, vecs, strict=True)}
+    segments: list[Segment] = []
+    turns: list[RawTurn] = []
+    for session in conv.sessions:
+        state = SessionState(namespace=conv.namespace, session_id=session.session_id)
+        for ex in session.exchanges:
+            vec = by_id[ex.exchange_id]
+            segments += policy.step(state, ex, vec, 0.0).finalized
+            for i, (tid, turn) in enumerate(zip(ex.turn_ids(), ex.turns, strict=True)):
+                turns.append(
+                    RawTurn(
+                        namespace=ex.namespace, session_id=ex.session_id, turn_id=tid,
+                        exchange_id=ex.exchange_id, seq=ex.seq, index=i, role=turn.role,
+                        speaker=turn.speaker, text=turn.content, image_caption=turn.image_caption,
+                        session_date=ex.session_date, created_at=turn.created_at,
+                        embedding=np.asarray(vec, dtype=np.float32).tolist(),
+                        embedding_model=embedder.model_name,
+                    )
+                )  # fmt: skip
+        segments += policy.flush(state)
+    return segments, turns
+
+
+def batch_of(segment: Segment) -> RecordBatch:
+    encoded = encode_extractive(segment)
+    return RecordBatch(
+        namespace=segment.namespace, session_id=segment.session_id,
+        segment_id=segment.segment_id, segment_index=segment.index,
+        first_turn_id=segment.first_turn_id, last_turn_id=segment.last_turn_id,
+        session_date=segment.session_date, encoder=encoded.encoder, records=encoded.records,
+        disambiguation_context=encoded.disambiguation_context, usage=encoded.usage,
+    )  # fmt: skip
+
+
+async def ingest(
+    convs: list[Conversation], embedder: Embedder, store: EvidenceStore, settings: Settings
+) -> dict[str, int]:
+    """Every conversation through segmenter policy, encoder and indexer; records per namespace."""
+    indexer = IndexerService(store, embedder)
+    counts = {}
+    for conv in convs:
+        segments, turns = segments_of(conv, embedder, settings)
+        batches = [batch_of(s) for s in segments]
+        await indexer.write(IndexBatch(turns=turns, records=batches))
+        counts[conv.namespace] = sum(len(b.records) for b in batches)
+    return counts
+
+
+def _request(namespace: str, question: str, k: int) -> QueryRequest:
+    deadline = datetime.now(UTC) + timedelta(minutes=10)
+    return QueryRequest(
+        correlation_id=uuid.uuid4().hex, namespace=namespace, query=question, k=k,
+        reply_partition=0, deadline_ms=int(deadline.timestamp() * 1e3),
+    )  # fmt: skip
+
+
+async def ask(
+    convs: list[Conversation], service: QueryService, k: int = K, dump: list[Any] | None = None
+) -> list[QuestionResult]:
+    """Every question of categories 1-4; `dump` receives each reply's evidence with scores."""
+    out = []
+    for conv in convs:
+        for qa in conv.qa:
+            category = CATEGORIES.get(qa.category)
+            if category is None:
+                continue
+            reply = await service.search(_request(conv.namespace, qa.question, k))
+            items = [evidence_line(e) for e in reply.evidence]
+            ms = reply.timings_ms.get("total", 0.0)
+            out.append(QuestionResult(category, frozenset(qa.evidence), items, ms))
+            if dump is not None:
+                dump.append(
+                    {"namespace": conv.namespace, "question": qa.question, "category": category,
+                     "gold": sorted(qa.evidence), "plan": reply.plan,
+                     "items": [e.model_dump(mode="json") for e in reply.evidence]}
+                )  # fmt: skip
+    return out
+
+
+def run(
+    data: Path, store_root: Path, conversations: list[str] | None, dump: Path | None = None
+) -> dict[str, Any]:
+    settings = Settings()
+    convs = load_locomo(data)
+    if conversations:
+        convs = [c for c in convs if c.namespace in set(conversations)]
+    embedder = make_embedder(settings)
+    where = store_root if (store_root / "records.json").exists() else store_root / _fingerprint()
+    marker = where / "records.json"
+    if not marker.exists():
+        t0 = time.perf_counter()
+        store = open_store(settings, embedder, uri=str(where))
+        counts = asyncio.run(ingest(convs, embedder, store, settings))
+        marker.write_text(json.dumps(counts))
+        print(f"ingested into {where} in {time.perf_counter() - t0:.0f}s")
+    counts = json.loads(marker.read_text())
+    store = open_store(settings, embedder, uri=str(where), snapshots=True)
+    service = QueryService(
+        QueryDeps(store, embedder, scorer=scorer_of(settings)),
+        RecallConfig(turn_window=settings.turn_window),
+    )
+    t0 = time.perf_counter()
+    dumped: list[Any] = []
+    results = asyncio.run(ask(convs, service, dump=dumped))
+    if dump is not None:
+        dump.write_text(json.dumps(dumped))
+    agg = aggregate(results, (1, 5, 10, 15), (500, 1000, 2000))
+    agg["records_per_conversation"] = counts
+    agg["ask_seconds"] = round(time.perf_counter() - t0, 1)
+    return agg
+
+
+def demo() -> None:
+    """`make demo`'s conversation and questions in one process: the top 3 of each."""
+    import tempfile
+
+    from streams.stack.demo import CONVERSATION, QUESTIONS
+    from workers.datasets import load_jsonl
+
+    settings = Settings()
+    convs = load_jsonl(CONVERSATION)
+    embedder = make_embedder(settings)
+    with tempfile.TemporaryDirectory() as where:
+        store = open_store(settings, embedder, uri=where)
+        asyncio.run(ingest(convs, embedder, store, settings))
+        service = QueryService(
+            QueryDeps(
+                open_store(settings, embedder, uri=where), embedder, scorer=scorer_of(settings)
+            )
+        )
+        for q in QUESTIONS:
+            reply = asyncio.run(service.search(_request(convs[0].namespace, q, 3)))
+            print(q)
+            for e in reply.evidence:
+                print(f"  {e.turn_ids} {e.text[:110]!r}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path)
+    parser.add_argument("--demo", action="store_true", help="the demo's questions, top 3")
+    parser.add_argument("--store", type=Path, default=Path("/tmp/lychee-recall-probe"))
+    parser.add_argument("--conversations", default="")
+    parser.add_argument("--out", type=Path)
+    parser.add_argument("--dump", type=Path, help="every reply's evidence, as JSON")
+    args = parser.parse_args()
+    if args.demo or args.data is None:
+        demo()
+        return
+    convs = [c for c in args.conversations.split(",") if c] or None
+    agg = run(args.data, args.store, convs, args.dump)
+    r, b = agg["recall_at_k"], agg["recall_at_budget"]
+    print(f"records per conversation: {list(agg['records_per_conversation'].values())}")
+    hits = agg["hit_at_k"]["all"]
+    print(f"hit@5 {hits['5']:.3f} hit@10 {hits['10']:.3f}")
+    for cat in r:
+        print(
+            f"{cat:<12} n={agg['counts'][cat]:>4} R@1 {r[cat]['1']:.3f} R@5 {r[cat]['5']:.3f} "
+            f"R@10 {r[cat]['10']:.3f} R@15 {r[cat]['15']:.3f} | R@500 {b[cat]['500']:.3f} "
+            f"R@1000 {b[cat]['1000']:.3f} R@2000 {b[cat]['2000']:.3f}"
+        )
+    print(f"latency {agg['latency_ms']} ask {agg['ask_seconds']}s")
+    if args.out:
+        args.out.write_text(json.dumps(agg, indent=1))
+
+
+if __name__ == "__main__":
+    main()

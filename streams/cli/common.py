@@ -1,0 +1,96 @@
+"""What every command shares: settings, and the conditions a user can meet (broker down,
+timeouts, bad files) turned into one-line errors with exit codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from streams.logs import configure
+from streams.settings import Settings
+
+
+def settings() -> Settings:
+    s = Settings()
+    configure(s.log_level, s.log_format)
+    return s
+
+
+def client_settings() -> Settings:
+    """Settings for a command that is a Kafka client: the configured stack, or the running
+    `lychee up` when no LYCHEE_* connection variable is set (streams.stack.endpoints). The
+    client library's own error lines are silenced: a failure is reported once, as one line
+    (`expected_error`)."""
+    import logging
+
+    from streams.stack.endpoints import client_settings
+
+    s = client_settings()
+    configure(s.log_level, s.log_format)
+    for name in ("aiokafka", "asyncio"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    return s
+
+
+class Unavailable(click.ClickException):
+    """Kafka or Redis cannot be reached (exit code 3)."""
+
+    exit_code = 3
+
+
+class TimedOut(click.ClickException):
+    """The work did not finish within its time budget (exit code 4)."""
+
+    exit_code = 4
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 400 else text[:400] + "..."
+
+
+def expected_error(exc: BaseException) -> click.ClickException | None:
+    """The one-line error (and exit code) for a condition a user can meet and fix; None for
+    anything else, which is a bug and keeps its traceback."""
+    from aiokafka.errors import KafkaConnectionError, KafkaError
+    from pydantic import ValidationError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import RedisError
+
+    from schemas.errors import LycheeError
+
+    if isinstance(exc, KafkaConnectionError) or (
+        isinstance(exc, KafkaError) and getattr(exc, "retriable", False)
+    ):
+        return Unavailable(
+            f"cannot reach Kafka ({_one_line(exc)}); is `lychee up` running, and does "
+            "LYCHEE_KAFKA_BOOTSTRAP point at it?"
+        )
+    if isinstance(exc, RedisConnectionError):
+        return Unavailable(
+            f"cannot reach Redis ({_one_line(exc)}); check LYCHEE_REDIS_URL or `lychee up`"
+        )
+    if isinstance(exc, TimeoutError):
+        return TimedOut(f"timed out: {_one_line(exc)}")
+    if isinstance(exc, ValidationError):
+        return click.ClickException(f"invalid settings or input: {_one_line(exc)}")
+    if isinstance(exc, KafkaError | RedisError | LycheeError | ValueError | OSError):
+        return click.ClickException(f"{type(exc).__name__}: {_one_line(exc)}")
+    return None
+
+
+class LycheeGroup(click.Group):
+    """Turns the conditions a user meets (broker down, timeouts, bad files) into one-line
+    errors with exit codes (1 error, 2 usage, 3 unavailable, 4 timed out): no traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            mapped = expected_error(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc

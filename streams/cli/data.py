@@ -1,0 +1,234 @@
+"""The data commands: ingest, ask, forget, records and status."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from streams.cli.common import TimedOut, client_settings
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["locomo", "jsonl"]), required=True)
+@click.option(
+    "--namespace", default=None, help="override the namespace (one sample/namespace only)"
+)
+@click.option("--wait/--no-wait", default=False, help="return when everything produced is indexed")
+@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True)
+def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: float) -> None:
+    """Produce the conversations of FILE to memory.exchanges."""
+    from streams.ingest import ingest_file
+
+    s = client_settings()
+    try:
+        stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    dups = f", {stats.duplicates} already accepted (not sent again)" if stats.duplicates else ""
+    click.echo(
+        f"produced {stats.exchanges - stats.duplicates} exchanges ({stats.turns} turns) in "
+        f"{stats.namespaces} namespaces, {stats.sessions} sessions{dups}, {stats.seconds:.1f}s"
+        + (" - indexed" if wait and not stats.replays else "")
+    )
+    if stats.replays:
+        raise click.ClickException(
+            f"{stats.replays} exchanges were fenced as replays: their sessions had already "
+            "applied those seqs, so they were NOT indexed (give them higher seqs, or leave seq "
+            "out of the file to continue each session)"
+        )
+
+
+@click.command()
+@click.option("--namespace", required=True)
+@click.argument("question")
+@click.option("-k", "k", type=int, default=10, show_default=True)
+@click.option("--session", "session_id", default=None)
+@click.option("--json", "as_json", is_flag=True, help="print the whole reply as JSON")
+@click.option("--timeout", "timeout_s", type=float, default=15.0, show_default=True)
+def ask(
+    namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float
+) -> None:
+    """Retrieve evidence for QUESTION through the request/reply topics."""
+    from streams.client import ClientError, MemoryClient, ReplyTimeout
+
+    s = client_settings()
+
+    async def run() -> Any:
+        async with MemoryClient(s) as client:
+            return await client.search(
+                namespace, question, k=k, session_id=session_id, timeout_s=timeout_s
+            )
+
+    try:
+        reply = asyncio.run(run())
+    except ReplyTimeout as exc:
+        raise TimedOut(f"{exc} (is the query worker running?)") from exc
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if as_json:
+        click.echo(orjson.dumps(reply.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
+        return
+    click.echo(format_evidence(reply))
+
+
+@click.command()
+@click.argument("namespace")
+@click.option("--session", "session_id", default=None, help="forget only this session")
+@click.option("--yes", is_flag=True, help="confirm: the data cannot be brought back")
+@click.option("--json", "as_json", is_flag=True, help="print the receipt as JSON")
+@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
+def forget(
+    namespace: str, session_id: str | None, yes: bool, as_json: bool, timeout_s: float
+) -> None:
+    """Forget NAMESPACE (or one --session of it) in every stage, then print the receipt."""
+    from streams.client import MemoryClient, ReplyTimeout
+
+    if not yes:
+        raise click.UsageError(
+            f"forgetting {namespace}{'/' + session_id if session_id else ''} removes it for "
+            "good; pass --yes to confirm"
+        )
+    s = client_settings()
+
+    async def run() -> Any:
+        async with MemoryClient(s) as client:
+            return await client.forget(namespace, session_id, timeout_s)
+
+    try:
+        receipt = asyncio.run(run())
+    except ReplyTimeout as exc:
+        raise TimedOut(f"{exc} (are the segmenter, encoder and indexer running?)") from exc
+    if as_json:
+        click.echo(orjson.dumps(receipt.as_dict(), option=orjson.OPT_INDENT_2).decode())
+        return
+    what = f"{namespace}/{session_id}" if session_id else namespace
+    click.echo(f"forgot {what} (forget id {receipt.forget_id}) in {receipt.elapsed_s:.2f}s")
+    for name, n in sorted(receipt.rows_removed.items()):
+        updated = receipt.rows_updated.get(name, 0)
+        click.echo(f"  {name:<8} {n} rows removed" + (f", {updated} updated" if updated else ""))
+    click.echo(f"  redis    {receipt.redis_keys_removed} keys removed")
+    click.echo(f"  lancedb  {receipt.versions_pruned} versions pruned")
+    click.echo(
+        "  stages   "
+        + ", ".join(f"{st} {r.elapsed_s:.2f}s" for st, r in sorted(receipt.stages.items()))
+    )
+
+
+@click.command()
+@click.argument("namespace")
+@click.option("--session", "session_id", default=None)
+@click.option("--type", "memory_type", default=None, help="records of this memory type only")
+@click.option("--since", type=click.DateTime(["%Y-%m-%d"]), default=None, help="YYYY-MM-DD")
+@click.option("--turns", "turns", is_flag=True, help="list raw turns instead of records")
+@click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--page-size", type=click.IntRange(1, 500), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def records(
+    namespace: str,
+    session_id: str | None,
+    memory_type: str | None,
+    since: datetime | None,
+    turns: bool,
+    page: int,
+    page_size: int,
+    as_json: bool,
+) -> None:
+    """What is remembered about NAMESPACE: its records (or --turns), a page at a time."""
+    from streams.client import MemoryClient
+
+    s = client_settings()
+
+    async def run() -> Any:
+        client = MemoryClient(s)  # reads LanceDB only: no broker connection needed
+        if turns:
+            return await client.list_turns(namespace, session_id, page, page_size)
+        day = since.date() if since else None
+        return await client.list_records(namespace, session_id, memory_type, day, page, page_size)
+
+    result = asyncio.run(run())
+    if as_json:
+        out = {"total": result.total, "page": result.page, "page_size": result.page_size,
+               "pages": result.pages, "items": result.items}  # fmt: skip
+        click.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2, default=str).decode())
+        return
+    for item in result.items:
+        if turns:
+            when = item["session_date"].strftime("%Y-%m-%d") if item["session_date"] else "?"
+            click.echo(f"[{when}] {item['session_id']} #{item['seq']} {item['text']}")
+        else:
+            when = item["created_at"].strftime("%Y-%m-%d") if item["created_at"] else "?"
+            click.echo(
+                f"[{when}] {item['memory_type']:<11} {item['semantic_text']}  ({item['id']})"
+            )
+    kind = "turns" if turns else "records"
+    click.echo(f"page {result.page}/{result.pages}, {result.total} {kind}")
+
+
+def format_evidence(reply: Any) -> str:
+    lines = [f"Q: {reply.query}"]
+    for i, item in enumerate(reply.evidence, 1):
+        when = item.resolved_date or (item.date.strftime("%Y-%m-%d") if item.date else "?")
+        score = item.scores.get("final", item.scores.get("rrf", 0.0))
+        lines.append(
+            f"{i:>2}. {item.kind:<6} [{when}] {item.text}  ({', '.join(item.turn_ids)}; {score:.3f})"
+        )
+    if reply.answer:
+        lines.append(f"   answer: {reply.answer}")
+    timing = ", ".join(f"{k} {v:.1f}ms" for k, v in reply.timings_ms.items())
+    lines.append(f"   timings: {timing}")
+    return "\n".join(lines)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="the data directory of a lychee up, for its workers' restarts "
+    "[default: that of the running lychee up]",
+)
+def status(as_json: bool, data_dir: Path | None) -> None:
+    """Workers (restarts, failed stages), consumer lag per stage, dead letters, row counts."""
+    from streams.status import collect, launcher_dir
+
+    s = client_settings()
+    report = asyncio.run(collect(s, data_dir or launcher_dir(s)))
+    if as_json:
+        click.echo(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode())
+        return
+    sup = report["supervision"]
+    if sup is not None:
+        state = sup.get("state", "?") if sup["launcher_alive"] else "not running"
+        click.echo(f"lychee up (pid {sup.get('pid')}, {sup.get('preset')}): {state}")
+        for w in sup["stages"]:
+            click.echo(
+                f"  {w['stage']:<10} {w['state']:<8} restarts {w['restarts']:<3} "
+                + (f"pid {w['pid']}" if w["pid"] else f"last exit {w['last_exit_code']}")
+            )
+        if sup["failed"]:
+            click.echo(f"  failed stages: {', '.join(sup['failed'])} (see their logs)")
+    click.echo(f"{'stage':<16} {'group':<18} {'topic':<18} {'end':>8} {'committed':>9} {'lag':>6}")
+    for row in report["stages"]:
+        click.echo(
+            f"{row['stage']:<16} {row['group']:<18} {row['topic']:<18} {row['end']:>8} {row['committed']:>9} {row['lag']:>6}"
+        )
+    for p in report["pauses"]:
+        click.echo(
+            f"PAUSED {p['stage']} (pid {p['pid']}) for {p['paused_s']:.0f}s: {p['kind']} "
+            f"failure, {p['error_type']} (see the worker's log: stage.paused)"
+        )
+    click.echo("dead letters: " + ", ".join(f"{k}={v}" for k, v in report["dead_letters"].items()))
+    click.echo("rows: " + ", ".join(f"{k}={v}" for k, v in report["rows"].items()))
+    for ns, usage in sorted(report["construction_tokens"].items()):
+        click.echo(
+            f"construction tokens [{ns}]: " + ", ".join(f"{k}={v}" for k, v in usage.items())
+        )
+    for ep in report["metrics_endpoints"]:
+        click.echo(f"metrics [{ep['stage']}]: {ep['url']} (pid {ep['pid']})")

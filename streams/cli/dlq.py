@@ -1,0 +1,96 @@
+"""`lychee dlq`: list dead letters by reason, show one, replay them to their source topic."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import click
+import orjson
+
+from streams.cli.common import client_settings
+
+
+def _dump(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode()
+
+
+@click.group()
+def dlq() -> None:
+    """Dead letters: what a stage could not process, with the reason, kept for replay."""
+
+
+@dlq.command("list")
+@click.argument("topic", required=False)
+@click.option("--error-type", default=None, help="only dead letters of this reason")
+@click.option("--json", "as_json", is_flag=True)
+def dlq_list(topic: str | None, error_type: str | None, as_json: bool) -> None:
+    """Counts by topic and reason, oldest and newest, one sample each (TOPIC: a source topic
+    such as memory.segments, or its .dlq; default: every one)."""
+    from streams import dlq as dead
+
+    letters = asyncio.run(dead.read(client_settings(), [topic] if topic else None, error_type))
+    rows = dead.summarize(letters)
+    if as_json:
+        click.echo(_dump(rows))
+        return
+    if not rows:
+        click.echo("no dead letters" + (f" of type {error_type}" if error_type else ""))
+    for row in rows:
+        sample = row["sample"]
+        click.echo(f"{row['topic']}  {row['error_type']}: {row['count']} "
+                   f"(oldest {row['oldest']}, newest {row['newest']})")  # fmt: skip
+        click.echo(f"    e.g. {sample['id']}: {sample['error'][:200]}")
+
+
+@dlq.command("show")
+@click.argument("topic")
+@click.argument("offset")
+def dlq_show(topic: str, offset: str) -> None:
+    """One dead letter (OFFSET, or PARTITION:OFFSET as `list` prints it): its headers and the
+    original bytes, decoded where they decode."""
+    from streams import dlq as dead
+
+    click.echo(_dump(asyncio.run(dead.show(client_settings(), topic, offset)).as_dict(full=True)))
+
+
+@dlq.command("replay")
+@click.argument("topic")
+@click.option("--error-type", default=None, help="only dead letters of this reason")
+@click.option("--since", default=None, help="failed at or after: an ISO date/time or an age (2h)")
+@click.option("--dry-run", is_flag=True, help="say what would be replayed, produce nothing")
+@click.option("--force", is_flag=True, help="replay dead letters that were replayed before")
+@click.option("--json", "as_json", is_flag=True)
+def dlq_replay(
+    topic: str, error_type: str | None, since: str | None, dry_run: bool, force: bool,
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Produce each dead letter of TOPIC (original key, value and headers) back to its source
+    topic, once: a second replay of the same dead letters is refused unless --force."""
+    from streams import dlq as dead
+
+    when = dead.parse_since(since) if since else None
+    report = asyncio.run(
+        dead.replay(client_settings(), topic, error_type, when, dry_run=dry_run, force=force)
+    )
+    if as_json:
+        click.echo(_dump(report.__dict__))
+    else:
+        verb = "would replay" if dry_run else "replayed"
+        click.echo(f"{verb} {len(report.replayed)} of {report.selected} dead letters"
+                   + ("" if dry_run else f" (replay {report.replay_id})"))  # fmt: skip
+        for row in report.replayed:
+            to = f" -> {row['replayed']['to']}" if "replayed" in row else ""
+            click.echo(f"  {row['id']} {row['error_type']}: {row['source']}{to}")
+        for row in report.not_copied:
+            click.echo(f"  {row['id']} not replayed: its value was too large to copy; it "
+                       f"stays in {row['source']}")  # fmt: skip
+    if report.already and not report.replayed and not dry_run:
+        when_done = report.already[0]["replayed"]["at"]
+        raise click.ClickException(
+            f"refused: the {len(report.already)} selected dead letters were replayed before "
+            f"(first at {when_done}); --force replays them again"
+        )
+    if report.already:
+        click.echo(f"skipped {len(report.already)} replayed before (--force to replay them)",
+                   err=True)  # fmt: skip

@@ -1,0 +1,116 @@
+"""`lychee gateway` (and its API keys) and `lychee mcp`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from streams.cli.common import settings
+
+
+@click.group(invoke_without_command=True)
+@click.option("--host", default=None, help="address to listen on (default LYCHEE_GATEWAY_HOST)")
+@click.option("--port", type=int, default=None, help="0 picks a free port (LYCHEE_GATEWAY_PORT)")
+@click.pass_context
+def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
+    """The HTTP gateway (REST, MCP at /mcp, /metrics, OpenAPI at /docs)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from streams.gateway.auth import KeyFileError, KeyRing
+    from streams.gateway.server import GatewayConfigError, bind, check_binding, serve
+
+    s = settings()
+    s = s.model_copy(
+        update={
+            "gateway_host": host or s.gateway_host,
+            "gateway_port": s.gateway_port if port is None else port,
+        }
+    )
+    try:
+        keys = KeyRing.load(s.api_keys_file)
+        warning = check_binding(s.gateway_host, keys)
+        sock = bind(s.gateway_host, s.gateway_port)
+    except (KeyFileError, GatewayConfigError) as exc:
+        raise click.ClickException(str(exc)) from exc
+    if warning:
+        click.echo(f"warning: {warning}", err=True)
+    h, p = sock.getsockname()[:2]
+    click.echo(
+        f"lychee gateway on http://{h}:{p} (console at /, OpenAPI at /docs, MCP at /mcp, "
+        "metrics at /metrics)" + (f"; {len(keys.keys)} API keys" if keys else ""),
+        err=True,
+    )
+    serve(s, sock, keys)
+
+
+@gateway.group("keys")
+def gateway_keys() -> None:
+    """API keys of LYCHEE_API_KEYS_FILE (stored as SHA-256 digests)."""
+
+
+def _keys_file(path: Path | None) -> Path:
+    found = path or settings().api_keys_file
+    if found is None:
+        raise click.ClickException("set LYCHEE_API_KEYS_FILE or pass --file")
+    return found
+
+
+_FILE = click.option("--file", "path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="the keys file (default LYCHEE_API_KEYS_FILE)")  # fmt: skip
+
+
+@gateway_keys.command("add")
+@click.argument("name")
+@click.option("--namespace", "-n", "namespaces", multiple=True, required=True,
+              help="a namespace, a prefix ending in *, or * (repeatable)")  # fmt: skip
+@_FILE
+def keys_add(name: str, namespaces: tuple[str, ...], path: Path | None) -> None:
+    """Create a key for NAME; prints it once (only its digest is stored)."""
+    from streams.gateway.auth import KeyFileError, add_key
+
+    file = _keys_file(path)
+    try:
+        key = add_key(file, name, list(namespaces))
+    except KeyFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(key)
+    click.echo(
+        f"stored the digest of {name}'s key in {file}; restart the gateway to use it", err=True
+    )
+
+
+@gateway_keys.command("list")
+@_FILE
+def keys_list(path: Path | None) -> None:
+    """Names and namespaces of the keys (never the keys)."""
+    from streams.gateway.auth import KeyFileError, list_keys
+
+    try:
+        for entry in list_keys(_keys_file(path)):
+            click.echo(f"{entry['name']}: {', '.join(entry['namespaces'] or [])}")
+    except KeyFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@gateway_keys.command("revoke")
+@click.argument("name")
+@_FILE
+def keys_revoke(name: str, path: Path | None) -> None:
+    """Remove NAME's key (takes effect when the gateway restarts)."""
+    from streams.gateway.auth import KeyFileError, revoke_key
+
+    try:
+        revoke_key(_keys_file(path), name)
+    except KeyFileError as exc:
+        raise click.ClickException(str(exc)) from exc
+    click.echo(f"revoked {name}", err=True)
+
+
+@click.command()
+@click.option("--namespace", default=None, help="the namespace tools use when a call names none")
+def mcp(namespace: str | None) -> None:
+    """The MCP server on stdio, for an MCP host (talks to Kafka and Redis directly)."""
+    from streams.gateway.mcp import run_stdio
+
+    run_stdio(settings(), namespace)

@@ -1,0 +1,253 @@
+"""Dead letters brought back: list them by reason, show one, replay them to their source topic.
+
+A dead letter (`streams.kafka.guard.DeadLetters`) holds the original key and bytes, the
+original headers (prefixed `original.`) and the reason in headers. `replay` produces each
+original key, value and headers back to the source topic named there, adding a
+`lychee-replay` header, and records what it replayed in Redis (`REPLAYED_KEY`), so that a
+second replay of the same dead letters is refused unless forced. Downstream, deterministic
+ids make a replayed message idempotent: a segment encodes to the same records, a record
+batch writes the same rows.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+from schemas import topics as t
+from schemas.errors import LycheeError
+from streams import metrics
+from streams.kafka.guard import ORIGINAL, REPLAY_HEADER
+from streams.kafka.producer import KafkaPublisher
+from streams.kafka.reader import Stored, read_stored
+from streams.kafka.topics import DLQ_SOURCES
+from streams.settings import Settings
+
+REPLAYED_KEY = "lychee:dlq:replayed"  # hash: "<dlq topic>/<partition>/<offset>" -> JSON receipt
+_OURS = frozenset({"error", "error_type", "stage", "source_topic", "source_partition",
+                   "source_offset", "failed_at_ms", "value_null", "value_dropped",
+                   "value_size", "value_sha256", "key_size"})  # fmt: skip
+
+
+class DeadLetterError(LycheeError):
+    """A dead-letter command cannot do what was asked (unknown topic, no such offset...)."""
+
+
+def dlq_topic(name: str) -> str:
+    """`memory.segments` or `memory.segments.dlq` -> `memory.segments.dlq`."""
+    source = name.removesuffix(".dlq")
+    if source not in DLQ_SOURCES:
+        known = ", ".join(DLQ_SOURCES)
+        raise DeadLetterError(f"no dead-letter topic for {name!r}: the sources are {known}")
+    return t.dlq(source)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    topic: str  # the dead-letter topic
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, str]  # ours: error, error_type, stage, source_*...
+    original_headers: tuple[tuple[str, bytes], ...]
+
+    @classmethod
+    def of(cls, topic: str, r: Stored) -> DeadLetter:
+        ours = {k: v.decode(errors="replace") for k, v in r.headers if k in _OURS}
+        original = tuple((k[len(ORIGINAL) :], v) for k, v in r.headers if k.startswith(ORIGINAL))
+        value = None if ours.get("value_null") else r.value
+        return cls(topic, r.partition, r.offset, r.key, value, ours, original)
+
+    @property
+    def id(self) -> str:
+        return f"{self.partition}:{self.offset}"
+
+    @property
+    def error_type(self) -> str:
+        return self.headers.get("error_type", "?")
+
+    @property
+    def source_topic(self) -> str:
+        return self.headers.get("source_topic") or self.topic.removesuffix(".dlq")
+
+    @property
+    def failed_at(self) -> datetime | None:
+        ms = self.headers.get("failed_at_ms", "")
+        return datetime.fromtimestamp(int(ms) / 1000, UTC) if ms.isdigit() else None
+
+    @property
+    def value_dropped(self) -> bool:
+        return bool(self.headers.get("value_dropped"))
+
+    def ledger_field(self) -> str:
+        return f"{self.topic}/{self.partition}/{self.offset}"
+
+    def as_dict(self, full: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "topic": self.topic, "id": self.id, "error_type": self.error_type,
+            "error": self.headers.get("error", ""), "stage": self.headers.get("stage"),
+            "source": f"{self.source_topic} {self.headers.get('source_partition', '?')}:"
+                      f"{self.headers.get('source_offset', '?')}",
+            "failed_at": self.failed_at.isoformat() if self.failed_at else None,
+            "key": _text(self.key), "value": _text(self.value, None if full else 300),
+        }  # fmt: skip
+        if full:
+            out["headers"] = self.headers
+            out["original_headers"] = {k: _text(v) for k, v in self.original_headers}
+            out["value_bytes"] = len(self.value or b"")
+        return out
+
+
+def _text(raw: bytes | None, limit: int | None = None) -> Any:
+    """Bytes as a reader wants them: JSON when they are (whole values only), text when they
+    decode, else hex; cut to `limit` characters when given."""
+    if raw is None:
+        return None
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        return {"hex": raw[:limit].hex() if limit else raw.hex()}
+    if limit is not None:
+        return _cut(text, limit)
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return text
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+async def read(
+    settings: Settings, topics: Iterable[str] | None = None, error_type: str | None = None,
+    since: datetime | None = None,
+) -> list[DeadLetter]:  # fmt: skip
+    """The dead letters of `topics` (default: every dead-letter topic), optionally of one
+    reason and failed at or after `since`, oldest topic partition offsets first."""
+    out: list[DeadLetter] = []
+    for topic in [dlq_topic(x) for x in topics] if topics else [t.dlq(s) for s in DLQ_SOURCES]:
+        for r in await read_stored(settings.kafka_bootstrap, topic):
+            letter = DeadLetter.of(topic, r)
+            if error_type and letter.error_type != error_type:
+                continue
+            if since and (letter.failed_at is None or letter.failed_at < since):
+                continue
+            out.append(letter)
+    return out
+
+
+def summarize(letters: list[DeadLetter]) -> list[dict[str, Any]]:
+    """Counts by topic and reason, with the oldest and newest failure and one sample each."""
+    groups: dict[tuple[str, str], list[DeadLetter]] = defaultdict(list)
+    for d in letters:
+        groups[d.topic, d.error_type].append(d)
+    rows = []
+    for (topic, reason), found in sorted(groups.items()):
+        times = [d.failed_at for d in found if d.failed_at]
+        rows.append({
+            "topic": topic, "error_type": reason, "count": len(found),
+            "oldest": min(times).isoformat() if times else None,
+            "newest": max(times).isoformat() if times else None,
+            "sample": found[0].as_dict(),
+        })  # fmt: skip
+    return rows
+
+
+async def show(settings: Settings, topic: str, at: str) -> DeadLetter:
+    """The dead letter at `PARTITION:OFFSET` (or OFFSET, when only one partition has it)."""
+    partition, _, offset = at.rpartition(":")
+    if not offset.isdigit() or (partition and not partition.isdigit()):
+        raise DeadLetterError(f"{at!r} is not OFFSET or PARTITION:OFFSET")
+    found = [
+        d
+        for d in await read(settings, [topic])
+        if d.offset == int(offset) and (not partition or d.partition == int(partition))
+    ]
+    if not found:
+        raise DeadLetterError(f"no dead letter at {at} in {dlq_topic(topic)}")
+    if len(found) > 1:
+        where = ", ".join(d.id for d in found)
+        raise DeadLetterError(f"offset {offset} is in several partitions ({where}): name one")
+    return found[0]
+
+
+@dataclass
+class ReplayReport:
+    replay_id: str
+    dry_run: bool
+    selected: int = 0
+    replayed: list[dict[str, Any]] = field(default_factory=list)
+    already: list[dict[str, Any]] = field(default_factory=list)  # skipped: replayed before
+    not_copied: list[dict[str, Any]] = field(default_factory=list)  # value too large to copy
+
+
+async def replay(
+    settings: Settings, topic: str, error_type: str | None = None, since: datetime | None = None,
+    dry_run: bool = False, force: bool = False,
+) -> ReplayReport:  # fmt: skip
+    """Produce the selected dead letters back to their source topics, once each.
+
+    The ledger is written after each message is acknowledged: a replay cut short replays
+    only what it had not sent yet when run again (at-least-once, like every stage).
+    """
+    from redis.asyncio import Redis
+
+    letters = await read(settings, [topic], error_type, since)
+    report = ReplayReport(uuid.uuid4().hex[:12], dry_run, selected=len(letters))
+    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    publisher = KafkaPublisher.from_settings(settings)
+    try:
+        done = (
+            await redis.hmget(REPLAYED_KEY, [d.ledger_field() for d in letters]) if letters else []
+        )
+        for letter, receipt in zip(letters, done, strict=True):
+            row = letter.as_dict()
+            if receipt is not None and not force:
+                report.already.append({**row, "replayed": orjson.loads(receipt)})
+            elif letter.value_dropped:
+                report.not_copied.append(row)
+            elif dry_run:
+                report.replayed.append(row)
+            else:
+                report.replayed.append(await _send(publisher, redis, letter, report.replay_id))
+    finally:
+        await publisher.stop()
+        await redis.aclose()
+    return report
+
+
+async def _send(publisher: KafkaPublisher, redis: Any, letter: DeadLetter, replay_id: str) -> dict[str, Any]:  # fmt: skip
+    kept = [(k, v) for k, v in letter.original_headers if k != REPLAY_HEADER]  # an earlier replay's
+    headers = [*kept, (REPLAY_HEADER, replay_id.encode())]
+    meta = await publisher.send_raw(letter.source_topic, letter.value, letter.key, headers=headers)
+    receipt = {"replay_id": replay_id, "at": datetime.now(UTC).isoformat(),
+               "to": f"{letter.source_topic} {meta.partition}:{meta.offset}"}  # fmt: skip
+    await redis.hset(REPLAYED_KEY, letter.ledger_field(), orjson.dumps(receipt))
+    metrics.DLQ_REPLAYED.labels(letter.source_topic, letter.error_type).inc()
+    return {**letter.as_dict(), "replayed": receipt}
+
+
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+
+
+def parse_since(text: str) -> datetime:
+    """An ISO date or date-time (UTC when it names no zone), or an age such as 90m, 2h, 7d."""
+    if m := _AGO.match(text.strip()):
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+        return datetime.now(UTC) - timedelta(seconds=float(m.group(1)) * unit)
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise DeadLetterError(
+            f"--since {text!r}: give an ISO date or time, or an age like 2h"
+        ) from exc
+    return when if when.tzinfo else when.replace(tzinfo=UTC)

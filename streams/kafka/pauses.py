@@ -1,0 +1,153 @@
+"""Failures that are not a message's fault, and how a stage waits them out (DESIGN §9).
+
+Two kinds pause a stage instead of dead-lettering its input:
+- transient (`guard.is_transient`): a dependency is down, rate-limited or refusing our
+  configuration; it comes back by itself or once someone fixes the configuration;
+- systemic: our own code, or a library that does not fit it, fails. `is_programming_error`
+  names the errors no message can cause (AssertionError, TypeError, AttributeError,
+  ImportError, NameError, NotImplementedError, also as the cause of a wrapping error), and
+  `Streak` catches the rest: `TransientPolicy.systemic_streak` consecutive messages failing
+  with the same error, raised at the same place, stop being treated as poison.
+A paused stage retries the same work with backoff, says why once per `log_every_s`, and is
+visible as `lychee_stage_paused_since_seconds` (which `lychee status` reads); its input stays
+where it is until the cause is mended.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+import structlog
+
+from streams import metrics
+from workers.ports import Refused
+
+log = structlog.get_logger("lychee.guard")
+
+PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
+    AssertionError,
+    TypeError,
+    AttributeError,
+    ImportError,
+    NameError,
+    NotImplementedError,
+)
+
+TRANSIENT, SYSTEMIC = "transient", "systemic"
+
+
+def is_programming_error(exc: BaseException) -> bool:
+    """A failure of our code or of a library that does not fit it: no message causes these.
+
+    The chain of explicit causes is followed, since adapters translate errors (`raise X from
+    exc`) and a TypeError inside an SDK call may arrive as the adapter's own error.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, PROGRAMMING_ERRORS):
+            return True
+        seen = seen.__cause__
+    return False
+
+
+def signature(exc: BaseException) -> tuple[str, str]:
+    """The same error, as far as a streak is concerned: its type and where it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    where = f"{frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    return type(exc).__name__, where
+
+
+class Streak:
+    """Consecutive messages of one stage that failed with the same error."""
+
+    def __init__(self) -> None:
+        self.key: tuple[str, str] | None = None
+        self.count = 0
+
+    def failed(self, exc: BaseException) -> int:
+        """Count one more failed message; returns the length of its streak."""
+        key = signature(exc)
+        self.count = self.count + 1 if key == self.key else 1
+        self.key = key
+        return self.count
+
+    def succeeded(self) -> None:
+        self.key, self.count = None, 0
+
+    def matches(self, exc: BaseException) -> bool:
+        return self.key is not None and signature(exc) == self.key
+
+
+_streaks: dict[str, Streak] = {}
+
+
+def streak_of(stage: str) -> Streak:
+    """The failure streak of `stage` in this process (one per stage: messages come in order)."""
+    return _streaks.setdefault(stage, Streak())
+
+
+class PauseLog:
+    """One line when a pause starts, then one per `every_s`, and one when it ends; the pause
+    is a metric for as long as it lasts."""
+
+    def __init__(self, what: str, every_s: float, stage: str | None = None) -> None:
+        self.what = what
+        self.every_s = every_s
+        self.stage = stage or what.split(" ", 1)[0]
+        self.started: float | None = None
+        self.last = 0.0
+        self.labels: tuple[str, str, str] | None = None
+
+    def failed(self, attempt: int, exc: BaseException | None, kind: str = TRANSIENT) -> None:
+        now = time.monotonic()
+        if self.started is None:
+            self.started = now
+            self._metric(exc, kind)
+        elif now - self.last < self.every_s:
+            return
+        self.last = now
+        fields: dict[str, Any] = {
+            "what": self.what,
+            "kind": kind,
+            "attempt": attempt,
+            "paused_s": round(now - self.started, 1),
+            "error": describe(exc, 500) if exc else None,
+            "effect": "retrying the same work; nothing is dropped",
+        }
+        if (rate := getattr(exc, "tokens_per_s", None)) is not None:
+            fields["llm_tokens_per_s"] = round(rate, 2)  # slow, not down
+        if kind == SYSTEMIC:
+            hint = (
+                "not the message's fault: our code, a library that does not fit it, or the "
+                "configuration; mend it and restart the worker (its input stays where it is)"
+            )
+            log.error("stage.paused", **fields, hint=hint)
+        elif isinstance(exc, Refused):
+            log.error("stage.paused", **fields, hint=exc.hint or "check the configuration")
+        else:
+            log.warning("stage.paused", **fields)
+
+    def _metric(self, exc: BaseException | None, kind: str) -> None:
+        self.labels = (self.stage, kind, type(exc).__name__ if exc else "")
+        metrics.pause_started(*self.labels)
+
+    def succeeded(self, attempts: int) -> None:
+        if self.started is None:
+            return
+        log.info("stage.resumed", what=self.what, attempts=attempts,
+                 paused_s=round(time.monotonic() - self.started, 1))  # fmt: skip
+        self.close()
+
+    def close(self) -> None:
+        """The pause is over, whichever way it ended."""
+        if self.labels is not None:
+            metrics.pause_ended(*self.labels)
+            self.labels = None
+        self.started = None
+
+
+def describe(exc: BaseException, limit: int = 2000) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -1,0 +1,199 @@
+"""The Kafka publisher every stage uses: waits for acks, idempotent where the broker allows.
+
+Idempotence is a preference, not a requirement: a broker that cannot hand out a producer
+id (Tansu 0.6 answers aiokafka's InitProducerId v0 with UnknownError) gets a plain
+producer instead, with one warning per process. Delivery stays at-least-once either way;
+every sink is idempotent (DESIGN §9).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import structlog
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import BrokerResponseError
+
+from schemas.errors import LycheeError
+from streams import metrics
+from streams.settings import Settings
+from workers.ports import OutMessage
+
+log = structlog.get_logger("lychee.producer")
+
+DEFAULT_MAX_REQUEST_BYTES = 8_388_608
+
+# Bootstraps known to give no producer id: probed once per process, warned about once.
+_NO_PRODUCER_ID: set[str] = set()
+
+
+class PublisherStopped(LycheeError, RuntimeError):
+    """A send after `stop()`: the process is shutting down; the work is redone after restart."""
+
+
+class _ProbeNoise(logging.Filter):
+    """Hides aiokafka's own ERROR line about InitProducerId while we probe for it: the
+    fallback's one warning says the same, once."""
+
+    probing = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.probing and "InitProducerId" in record.getMessage())
+
+
+_PROBE_NOISE = _ProbeNoise()
+logging.getLogger("aiokafka.producer.sender").addFilter(_PROBE_NOISE)
+
+
+def new_producer(
+    bootstrap: str,
+    idempotence: bool,
+    timeout_s: float = 30.0,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> AIOKafkaProducer:
+    return AIOKafkaProducer(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=idempotence,
+        linger_ms=5,
+        max_batch_size=min(1_048_576, max_request_bytes),
+        max_request_size=max_request_bytes,
+        request_timeout_ms=int(timeout_s * 1000),
+    )
+
+
+async def start_producer(
+    bootstrap: str,
+    idempotence: bool,
+    timeout_s: float = 30.0,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+) -> AIOKafkaProducer:
+    """A started producer: idempotent when asked for and the broker gives a producer id.
+
+    ApiVersions cannot tell (Tansu advertises InitProducerId v0-5 but fails v0), so the
+    only probe is to try: aiokafka asks for the id inside `start()`, which fails within
+    milliseconds. A broker response error there means "no producer id": the plain
+    producer takes over. Anything else (an unreachable broker) is raised as it is.
+    """
+    if idempotence and bootstrap not in _NO_PRODUCER_ID:
+        producer = new_producer(bootstrap, True, timeout_s, max_request_bytes)
+        _PROBE_NOISE.probing += 1
+        try:
+            await asyncio.wait_for(producer.start(), timeout_s)
+            return producer
+        except BrokerResponseError as exc:
+            await producer.stop()
+            _NO_PRODUCER_ID.add(bootstrap)
+            log.warning(
+                "producer.idempotence_off",
+                bootstrap=bootstrap,
+                reason=f"the broker gives no producer id ({type(exc).__name__})",
+                effect="plain producer; delivery stays at-least-once with idempotent sinks",
+            )
+        except BaseException:
+            await producer.stop()
+            raise
+        finally:
+            _PROBE_NOISE.probing -= 1
+    producer = new_producer(bootstrap, False, timeout_s, max_request_bytes)
+    try:
+        await asyncio.wait_for(producer.start(), timeout_s)
+    except BaseException:
+        await producer.stop()
+        raise
+    return producer
+
+
+class KafkaPublisher:
+    """`publish` returns once the broker acknowledged every message (acks=all).
+
+    It starts on first use and lives as long as the app: an agent that crashes and is
+    restarted by Faust finds it still running. Only the app's shutdown stops it.
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        idempotence: bool,
+        timeout_s: float = 30.0,
+        max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.idempotence = idempotence
+        self.timeout_s = timeout_s
+        self.max_request_bytes = max_request_bytes
+        self._producer: AIOKafkaProducer | None = None
+        self._stopped = False
+        self._lock: asyncio.Lock | None = None
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("KafkaPublisher.start() was not awaited")
+        return self._producer
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KafkaPublisher:
+        return cls(
+            settings.kafka_bootstrap,
+            settings.kafka_idempotence,
+            settings.request_timeout_s,
+            settings.kafka_max_request_bytes,
+        )
+
+    async def start(self) -> None:
+        """Create and connect the producer (aiokafka needs the running loop for that)."""
+        await self._ready()
+
+    async def _ready(self) -> AIOKafkaProducer:
+        if self._stopped:
+            raise PublisherStopped("the publisher is stopped (shutting down)")
+        if self._producer is None:
+            self._lock = self._lock or asyncio.Lock()
+            async with self._lock:
+                if self._producer is None:
+                    self._producer = await start_producer(
+                        self.bootstrap, self.idempotence, self.timeout_s, self.max_request_bytes
+                    )
+        return self._producer
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._producer is not None:
+            producer, self._producer = self._producer, None
+            await producer.stop()
+
+    async def partitions(self, topic: str) -> set[int]:
+        """The topic's partition ids, from the producer's metadata."""
+        producer = await self._ready()
+        return set(await asyncio.wait_for(producer.partitions_for(topic), self.timeout_s))
+
+    async def publish(self, messages: Sequence[OutMessage]) -> None:
+        producer = await self._ready()
+        futures = [
+            await producer.send(
+                m.topic, value=m.value, key=m.key.encode(), headers=list(m.headers) or None
+            )
+            for m in messages
+        ]
+        await asyncio.wait_for(asyncio.gather(*futures), timeout=self.timeout_s)
+        for m in messages:
+            metrics.MESSAGES_OUT.labels(m.topic).inc()
+
+    async def send_raw(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: list[tuple[str, bytes]] | None = None,
+    ) -> Any:
+        """One record as given; returns its RecordMetadata (partition, offset) once acked."""
+        producer = await self._ready()
+        fut = await producer.send(topic, value=value, key=key, partition=partition, headers=headers)
+        meta = await asyncio.wait_for(fut, timeout=self.timeout_s)
+        metrics.MESSAGES_OUT.labels(topic).inc()
+        return meta

@@ -1,0 +1,1 @@
+"""Real MCP hosts the tests drive (installed on demand, never mocked)."""

@@ -1,0 +1,150 @@
+"""The `lychee` commands a user types, against the test stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from streams.stack.embedded import Stack
+
+pytestmark = pytest.mark.integration
+
+DEMO = Path(__file__).resolve().parents[3] / "deploy" / "demo" / "conversation.jsonl"
+
+
+def lychee(stack: Stack, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **stack.env(), "LYCHEE_LOG_LEVEL": "WARNING"}
+    return subprocess.run(
+        [sys.executable, "-m", "streams.cli", *args],
+        env=env, capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
+    out = lychee(
+        stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", "cli-demo", "--wait"
+    )
+    assert out.returncode == 0, out.stderr
+    assert "produced 28 exchanges (28 turns) in 1 namespaces, 2 sessions" in out.stdout
+    ask = lychee(
+        stack, "ask", "--namespace", "cli-demo", "sourdough starter name", "-k", "3", "--json"
+    )
+    assert ask.returncode == 0, ask.stderr
+    reply = json.loads(ask.stdout)
+    assert reply["status"] == "ok" and len(reply["evidence"]) == 3
+    assert all(e["turn_ids"] for e in reply["evidence"])
+    assert all(e["speaker"] for e in reply["evidence"] if e["kind"] == "turn")
+    assert (
+        reply["context"].startswith("Episodic/Semantic Memories:") and reply["context_tokens"] > 0
+    )
+    assert reply["plan"]["routes"]
+    status = lychee(stack, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    stages = {row["stage"]: row for row in report["stages"]}
+    assert stages["segmenter"]["lag"] == 0 and stages["indexer"]["lag"] == 0
+    assert report["rows"]["turns"] >= 28
+
+
+def test_cli_bad_input_file_is_a_clear_error(stack: Stack, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"namespace": "n", "session_id": "s", "turns": []}\n')
+    out = lychee(stack, "ingest", str(bad), "--format", "jsonl")
+    assert out.returncode != 0
+    assert "bad.jsonl:1" in out.stderr and "turns" in out.stderr
+
+
+def test_cli_ingest_without_pasted_exports_warns_once_and_works(stack: Stack) -> None:
+    env = {k: v for k, v in stack.env().items() if k != "LYCHEE_KAFKA_IDEMPOTENCE"}
+    out = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "ingest", str(DEMO), "--format", "jsonl",
+         "--namespace", "cli-noexport"],
+        env={**{k: v for k, v in os.environ.items() if k != "LYCHEE_KAFKA_IDEMPOTENCE"}, **env,
+             "LYCHEE_LOG_LEVEL": "WARNING"},
+        capture_output=True, text=True, timeout=180, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "produced 28 exchanges" in out.stdout
+    assert out.stderr.count("idempotence_off") == 1
+    assert "Traceback" not in out.stderr
+    assert out.stderr.count("UnknownError") == 1  # named once, in the warning
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("ingest", str(DEMO), "--format", "jsonl"), ("ask", "--namespace", "n", "anything?"),
+     ("status",)],
+)  # fmt: skip
+def test_cli_unreachable_broker_is_a_one_line_error_with_exit_code_3(args: tuple[str, ...]) -> None:
+    from streams.stack.embedded import free_port
+
+    env = {**os.environ, "LYCHEE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}",
+           "LYCHEE_REQUEST_TIMEOUT_S": "5", "LYCHEE_LOG_LEVEL": "WARNING"}  # fmt: skip
+    out = subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert out.returncode == 3, out.stderr
+    assert "Traceback" not in out.stderr
+    errors = [line for line in out.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and "cannot reach Kafka" in errors[0]
+
+
+def _lines_file(path: Path, texts: list[str], seqs: list[int] | None = None) -> Path:
+    rows = []
+    for i, text in enumerate(texts):
+        row: dict[str, object] = {"session_id": "s",
+                                  "turns": [{"role": "user", "speaker": "Odile", "content": text}]}  # fmt: skip
+        if seqs is not None:
+            row["seq"] = seqs[i]
+        rows.append(json.dumps(row))
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_cli_ingest_second_jsonl_file_continues_the_session(stack: Stack, tmp_path: Path) -> None:
+    from tests.streams.test_pipeline import store
+
+    ns = f"cli-cont-{os.getpid()}"
+    first = _lines_file(tmp_path / "a.jsonl", ["I planted tulips.", "The tulips are red."])
+    second = _lines_file(tmp_path / "b.jsonl", ["Kasimir brought plum jam.", "The jam is gone."])
+    for path in (first, second):
+        out = lychee(stack, "ingest", str(path), "--format", "jsonl", "--namespace", ns, "--wait")
+        assert out.returncode == 0, out.stderr
+        assert "produced 2 exchanges" in out.stdout and "indexed" in out.stdout
+    assert store(stack).count("turns", ns) == 4  # the second file was not fenced as replays
+    again = lychee(stack, "ingest", str(second), "--format", "jsonl", "--namespace", ns, "--wait")
+    assert again.returncode == 0, again.stderr
+    assert "produced 0 exchanges" in again.stdout and "2 already accepted" in again.stdout
+    stale = _lines_file(tmp_path / "c.jsonl", ["An old line."], seqs=[1])
+    out = lychee(stack, "ingest", str(stale), "--format", "jsonl", "--namespace", ns, "--wait")
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "seq must be above 3" in out.stderr
+    assert store(stack).count("turns", ns) == 4
+
+
+def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) -> None:
+    ns = "cli-forget"
+    out = lychee(stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", ns, "--wait",
+                 timeout=600)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    recs = lychee(stack, "records", ns, "--page-size", "5", "--json")
+    assert recs.returncode == 0, recs.stderr
+    page = json.loads(recs.stdout)
+    assert page["total"] > 5 and len(page["items"]) == 5 and page["pages"] >= 2
+    turns = lychee(stack, "records", ns, "--turns", "--page", "2", "--page-size", "20")
+    assert turns.returncode == 0, turns.stderr
+    assert "page 2/2, 28 turns" in turns.stdout
+    refused = lychee(stack, "forget", ns)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    done = lychee(stack, "forget", ns, "--yes", "--json")
+    assert done.returncode == 0, done.stderr
+    receipt = json.loads(done.stdout)
+    assert receipt["rows_removed"]["turns"] == 28
+    assert receipt["rows_removed"]["records"] == page["total"]
+    assert set(receipt["stages"]) == {"segmenter", "encoder", "indexer"}
+    after = lychee(stack, "records", ns, "--json")
+    assert json.loads(after.stdout)["total"] == 0

@@ -1,0 +1,25 @@
+"""The root command: every group listed; `bench`, which imports the whole query path, only
+when asked for, so that `lychee mcp` answers its host without waiting for it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from streams.cli import main
+
+
+def test_main_help_lists_every_command_bench_included() -> None:
+    out = CliRunner().invoke(main, ["--help"])
+    assert out.exit_code == 0
+    for name in ("up", "worker", "ingest", "ask", "gateway", "mcp", "bench"):
+        assert f"\n  {name} " in out.output, name
+    assert CliRunner().invoke(main, ["bench", "--help"]).exit_code == 0
+
+
+def test_main_import_leaves_the_benchmarks_and_lancedb_unimported() -> None:
+    code = "import sys, streams.cli; print(sorted({'streams.bench.harness', 'lancedb'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,418 @@
+"""The console in a real browser (Debian's chromium driven by Playwright) against a real
+`lychee up`: a conversation goes in; its timeline shows turns, segments and records; a search
+shows its evidence and plan; a key for one namespace sees no other; hostile exchanges render
+as text; forget removes a namespace from every page (issue 27).
+
+One stack, one keyed gateway beside it and one browser serve every test of this module; the
+tests run in file order and the forget tests come last. With LYCHEE_CONSOLE_SCREENSHOTS set
+to a directory, the timeline and search tests save the README's screenshots there
+(`make screenshots`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from streams.gateway.auth import add_key
+from streams.stack.embedded import Child, free_port
+from streams.stack.ready import wait_workers
+from streams.stack.up_process import UpProcess
+from tests.streams.gateway.conftest import wait_ready
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+
+ROOT = Path(__file__).resolve().parents[4]
+DEMO = ROOT / "deploy" / "demo" / "conversation.jsonl"
+DEMO_NS, HOSTILE_NS, ALICE_NS = "console-demo", "console-hostile", "console-alice"
+BROWSER_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+# each payload calls alert (a dialog) and sets a flag: either would show it ran
+HOSTILE = [
+    '<script>alert("s");window.__pwned="script"</script> I sail a <b>dinghy</b> on weekends.',
+    "<img src=x onerror=\"alert('i');window.__pwned='img'\"> The dinghy is called Petrel.",
+    "Read <a href=\"javascript:alert('a');window.__pwned='link'\">the sailing log</a> or "
+    "[the club page](javascript:alert('m')) about the dinghy.",
+]
+SPEAKER = "<img src=y onerror=\"window.__pwned='speaker'\">Mallory"
+
+
+def chromium() -> str:
+    path = os.environ.get("LYCHEE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(path).exists():
+        message = "no chromium: `make browser` installs Debian's package"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+@dataclass(frozen=True)
+class Console:
+    url: str  # the console of `lychee up` (no keys: loopback only)
+    keyed_url: str  # a gateway with API keys on the same stack
+    keys: dict[str, str]
+
+
+def exchanges_of(path: Path) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for line in path.read_text().splitlines():
+        item = orjson.loads(line)
+        out.setdefault(item.pop("namespace"), []).append(item)
+    return out
+
+
+def hostile() -> list[dict[str, Any]]:
+    return [
+        {"session_id": "h1", "session_date": "2024-05-04T10:00:00",
+         "turns": [{"role": "user", "speaker": SPEAKER, "content": text}]}
+        for text in HOSTILE
+    ]  # fmt: skip
+
+
+def alice() -> list[dict[str, Any]]:
+    return [
+        {"session_id": "a1", "turns": [{"role": "user", "speaker": "Alice",
+                                        "content": "My cello teacher moved to Ghent in June."}]},
+        {"session_id": "a1", "turns": [{"role": "user", "speaker": "Alice",
+                                        "content": "Lessons are now on video calls on Tuesdays."}]},
+    ]  # fmt: skip
+
+
+def ingest(url: str, ns: str, exchanges: list[dict[str, Any]]) -> None:
+    """Add and end each session, then wait until every turn sits in a segment."""
+    with httpx.Client(base_url=url, timeout=120) as c:
+        r = c.post(f"/v1/namespaces/{ns}/exchanges", json={"exchanges": exchanges})
+        assert r.status_code == 202, r.text
+        sessions = sorted({x["session_id"] for x in exchanges})
+        for sid in sessions:
+            assert c.post(f"/v1/namespaces/{ns}/sessions/{sid}/end").status_code == 202
+        deadline = time.monotonic() + 300
+        for sid in sessions:
+            while True:
+                r = c.get(f"/v1/namespaces/{ns}/sessions/{sid}/timeline", params={"page_size": 500})
+                turns = r.json()["turns"] if r.status_code == 200 else []
+                if turns and all(t["segment_id"] for t in turns):
+                    break
+                assert time.monotonic() < deadline, f"{ns}/{sid} not consolidated: {r.text[:500]}"
+                time.sleep(0.5)
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
+    root = tmp_path_factory.mktemp("console")
+    up = UpProcess.start(root / "data", root / "state", "--ephemeral")
+    keyed: Child | None = None
+    try:
+        up.endpoints(timeout_s=600)  # written once its gateway listens: slow on a busy machine
+        asyncio.run(wait_workers(up.settings(), 600, up.check))
+        printed = re.search(r"console (http://127\.0\.0\.1:\d+)/", up.output())
+        assert printed, up.output()  # `lychee up` prints the console's URL
+        url = printed.group(1)
+        keys_file = root / "keys.json"
+        keys = {"all": add_key(keys_file, "all", ["*"]),
+                "alice": add_key(keys_file, "alice", [ALICE_NS])}  # fmt: skip
+        endpoints = up.endpoints()
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("LYCHEE_")},
+               "XDG_STATE_HOME": str(up.state_dir), "LYCHEE_API_KEYS_FILE": str(keys_file),
+               "LYCHEE_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+               "LYCHEE_KAFKA_IDEMPOTENCE": "false", "LYCHEE_REDIS_URL": endpoints.redis_url,
+               "LYCHEE_LANCEDB_URI": endpoints.lancedb_uri, "LYCHEE_LOG_LEVEL": "WARNING"}  # fmt: skip
+        port = free_port()
+        keyed = Child("keyed-gateway", [sys.executable, "-m", "streams.cli", "gateway", "--host",
+                                        "127.0.0.1", "--port", str(port)],
+                      root / "keyed-gateway.log", env)  # fmt: skip
+        keyed.start()
+        keyed_url = f"http://127.0.0.1:{port}"
+        wait_ready(url, up)
+        (demo,) = exchanges_of(DEMO).values()
+        ingest(url, DEMO_NS, demo)
+        ingest(url, HOSTILE_NS, hostile())
+        ingest(url, ALICE_NS, alice())
+        wait_ready(keyed_url, keyed, timeout_s=600)
+        yield Console(url, keyed_url, keys)
+    finally:
+        if keyed is not None:
+            keyed.stop()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            up.interrupt(timeout_s=120)  # Ctrl-C, as a user stops it
+        up.cleanup()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    expect.set_options(timeout=60_000)  # a loaded machine renders slowly
+    executable = chromium()
+    with tempfile.TemporaryDirectory(prefix="lychee-chromium-") as profile, sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            profile, executable_path=executable, args=BROWSER_ARGS, headless=True,
+            viewport={"width": 1360, "height": 900}, service_workers="block",
+        )  # fmt: skip
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@dataclass
+class Watched:
+    """A page and what it must not do: open a dialog, throw, or fetch from elsewhere."""
+
+    page: Any
+    dialogs: list[str]
+    errors: list[str]
+    requests: list[str]
+
+    def clean(self) -> None:
+        assert self.dialogs == [] and self.errors == []
+        assert all(u.startswith("http://127.0.0.1:") for u in self.requests), self.requests
+
+
+@pytest.fixture
+def tab(browser: Any) -> Iterator[Watched]:
+    """A new tab: no key in its session storage."""
+    page = browser.new_page()
+    seen = Watched(page, [], [], [])
+    page.on("dialog", lambda d: (seen.dialogs.append(d.message), d.dismiss()))
+    page.on("pageerror", lambda e: seen.errors.append(str(e)))
+    page.on("request", lambda r: seen.requests.append(r.url))
+    try:
+        yield seen
+    finally:
+        page.close()
+
+
+SETTLED = """() => { const view = document.getElementById('view');
+    return view && view.dataset.rendered === (location.hash || '#/'); }"""
+
+
+def settle(page: Any) -> None:
+    """Wait until the console shows the page its address names (main.js marks it)."""
+    page.wait_for_function(SETTLED, timeout=120_000)
+
+
+def visit(page: Any, url: str) -> Any:
+    response = page.goto(url)
+    settle(page)
+    return response
+
+
+def shoot(page: Any, name: str) -> None:
+    where = os.environ.get("LYCHEE_CONSOLE_SCREENSHOTS")
+    if where:
+        Path(where).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(where) / name))
+
+
+def test_console_namespaces_page_lists_rows_per_namespace(console: Console, tab: Watched) -> None:
+    page = tab.page
+    response = visit(page, console.url + "/")
+    assert "script-src 'self'" in response.headers["content-security-policy"]
+    row = page.locator("table.namespaces tr", has_text=DEMO_NS)
+    expect(row).to_contain_text("28")  # the demo's turns
+    expect(row.locator(".badge")).to_have_text("searchable")
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(3)
+    tab.clean()
+
+
+def test_console_session_timeline_shows_turns_segments_and_records(
+    console: Console, tab: Watched
+) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/ns/{DEMO_NS}")
+    page.locator("table.sessions a", has_text="s1").click()
+    settle(page)
+    expect(page.locator("h1")).to_have_text("Session s1")
+    turns = page.locator("li.turn")
+    expect(turns.first).to_contain_text("Riverside Half Marathon")
+    expect(turns).to_have_count(14)
+    segments = page.locator("aside.segment")
+    assert segments.count() >= 2
+    expect(segments.first.locator(".badge.reason")).to_have_text(re.compile(r"\w+_\w+"))
+    expect(page.locator("table.signals").first).to_contain_text("P(cut)")
+    record = page.locator("li.record").first
+    expect(record).to_be_visible()
+    source = record.locator("button.turnref").first
+    source_id = source.inner_text()
+    source.click()  # record -> the turn it came from
+    expect(page.locator(f"li.turn.hl[data-turn='{source_id}']")).to_be_visible()
+    page.evaluate("window.scrollTo(0, 0)")
+    shoot(page, "console-timeline.png")
+
+    visit(page, f"{console.url}/#/ns/{DEMO_NS}/s/s1?size=5")  # pages
+    expect(page.locator(".pager").first).to_contain_text("page 1 of 3")
+    page.locator(".pager").first.get_by_text("next ›").click()
+    settle(page)
+    expect(page.locator(".pager").first).to_contain_text("page 2 of 3")
+    expect(page.locator("li.turn .seq")).to_have_text(["#5", "#6", "#7", "#8", "#9"])
+    tab.clean()
+
+
+def test_console_search_shows_plan_evidence_context_and_timings(
+    console: Console, tab: Watched
+) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/search")
+    form = page.locator("form.search")
+    form.locator("select[name=ns]").select_option(DEMO_NS)
+    form.locator("input[name=q]").fill("When is the half marathon and where does it start?")
+    form.locator("input[name=k]").fill("6")
+    form.get_by_role("button", name="Search").click()
+    settle(page)
+    expect(page.locator("dl.plan")).to_contain_text("question type")
+    expect(page.locator("table.routes tbody tr").first).to_contain_text("half marathon")
+    evidence = page.locator("table.evidence tbody tr")
+    expect(evidence).to_have_count(6)
+    expect(page.locator("table.evidence")).to_contain_text("Riverside Half Marathon")
+    expect(page.locator("ul.scores").first).to_contain_text("final")
+    expect(page.locator("h2", has_text="Context")).to_contain_text("tokens")
+    expect(page.locator("pre.context")).to_contain_text("Episodic/Semantic Memories")
+    expect(page.locator("table.timings")).to_contain_text("total")
+    page.evaluate("window.scrollTo(0, 0)")
+    shoot(page, "console-search.png")
+    link = evidence.first.locator("a.turnref").first
+    turn_id = link.inner_text()
+    link.click()  # evidence -> its turn in the timeline
+    settle(page)
+    expect(page.locator("li.turn.hl")).to_have_attribute("data-turn", turn_id)
+    tab.clean()
+
+
+def test_console_hostile_exchanges_render_as_text(console: Console, tab: Watched) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/ns/{HOSTILE_NS}/s/h1")
+    turns = page.locator("li.turn .content")
+    expect(turns).to_have_count(3)
+    expect(turns.nth(0)).to_have_text(HOSTILE[0])  # the markup itself, shown as text
+    expect(turns.nth(1)).to_have_text(HOSTILE[1])
+    expect(turns.nth(2)).to_have_text(HOSTILE[2])
+    expect(page.locator("li.turn strong").first).to_have_text(SPEAKER)
+    expect(page.locator("li.record").first).to_be_visible()
+    visit(page, f"{console.url}/#/search?ns={HOSTILE_NS}&q=dinghy+sailing+log&k=5")
+    expect(page.locator("table.evidence")).to_contain_text("<script>")
+    for where in (f"#/ns/{HOSTILE_NS}/s/h1", f"#/search?ns={HOSTILE_NS}&q=dinghy+sailing+log"):
+        visit(page, f"{console.url}/{where}")
+        expect(page.locator("li.turn, table.evidence").first).to_be_visible()
+        assert page.locator("main img, main script, main b, main iframe").count() == 0
+        assert page.locator("a[href^='javascript'], [onerror], [onclick]").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    # the policy itself: an inline script added to the page does not run
+    ran = page.evaluate("""() => { const s = document.createElement('script');
+        s.textContent = 'window.__inline = 1'; document.body.append(s); return window.__inline; }""")
+    assert ran is None
+    tab.clean()
+
+
+def test_console_key_for_one_namespace_sees_no_other(console: Console, tab: Watched) -> None:
+    page = tab.page
+    visit(page, console.keyed_url + "/")
+    form = page.locator("form.key")
+    form.locator("input[name=key]").fill("lyk_not-a-key")
+    form.get_by_role("button").click()
+    settle(page)
+    expect(page.locator("form.key")).to_contain_text("API key")  # asked again
+    page.locator("form.key input[name=key]").fill(console.keys["alice"])
+    page.locator("form.key").get_by_role("button").click()
+    settle(page)
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(1)
+    expect(page.locator("table.namespaces")).to_contain_text(ALICE_NS)
+    expect(page.locator("#who")).to_contain_text("alice")
+    visit(page, f"{console.keyed_url}/#/search")  # the key is kept in the tab, not asked again
+    expect(page.locator("select[name=ns] option")).to_have_text([ALICE_NS])
+    visit(page, f"{console.keyed_url}/#/operations")
+    expect(page.locator("main")).to_contain_text("This key reads only some namespaces")
+    expect(page.locator("table.usage tbody tr")).to_have_count(1)
+    expect(page.locator("table.usage")).to_contain_text(ALICE_NS)
+    assert page.locator("main", has_text=DEMO_NS).count() == 0
+    for where in (f"#/ns/{DEMO_NS}", f"#/ns/{DEMO_NS}/s/s1", f"#/search?ns={DEMO_NS}&q=marathon"):
+        visit(page, f"{console.keyed_url}/{where}")
+        expect(page.locator("p.error")).to_contain_text("403")
+        assert "Riverside" not in page.locator("main").inner_text()
+    page.locator("#who button").click()  # forget the key
+    settle(page)
+    expect(page.locator("form.key")).to_be_visible()
+    page.locator("form.key input[name=key]").fill(console.keys["all"])
+    page.locator("form.key").get_by_role("button").click()
+    settle(page)
+    visit(page, console.keyed_url + "/")
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(3)
+    tab.clean()
+
+
+def test_console_operations_shows_workers_lag_dead_letters_and_tokens(
+    console: Console, tab: Watched
+) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/operations")
+    expect(page.locator("main h2").first).to_contain_text("lychee up running")
+    for stage in ("segmenter", "encoder", "indexer", "query", "gateway"):
+        expect(page.locator("main table").first).to_contain_text(stage)
+    expect(page.locator("table.lag")).to_contain_text("memory.exchanges")
+    expect(page.locator("main")).to_contain_text("memory.records.dlq")
+    expect(page.locator("table.usage tbody tr", has_text=DEMO_NS)).to_be_visible()
+    tab.clean()
+
+
+def test_console_forget_namespace_removes_it_from_every_page(
+    console: Console, tab: Watched
+) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/")
+    page.locator("table.namespaces tr", has_text=HOSTILE_NS).get_by_text("forget").click()
+    settle(page)
+    button = page.locator("form.forget button")
+    expect(button).to_be_disabled()
+    page.locator("form.forget input[name=confirm]").fill(HOSTILE_NS[:-1])
+    expect(button).to_be_disabled()
+    page.locator("form.forget input[name=confirm]").fill(HOSTILE_NS)
+    button.click()
+    receipt = page.locator("div.receipt")
+    expect(receipt).to_contain_text(f"namespace {HOSTILE_NS}", timeout=300_000)
+    expect(receipt.locator("table.removed tr", has_text="turns")).to_contain_text("3")
+
+    visit(page, f"{console.url}/#/")
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(2)
+    for where in ("#/", "#/search", "#/operations", "#/forget"):
+        visit(page, f"{console.url}/{where}")
+        assert HOSTILE_NS not in page.locator("main").inner_text(), where
+    visit(page, f"{console.url}/#/search?ns={HOSTILE_NS}&q=dinghy")
+    assert page.locator("table.evidence tbody tr").count() == 0
+    visit(page, f"{console.url}/#/ns/{HOSTILE_NS}")
+    expect(page.locator("main")).to_contain_text("No sessions.")
+    visit(page, f"{console.url}/#/ns/{HOSTILE_NS}/s/h1")
+    expect(page.locator("main")).to_contain_text("0 turns")
+    assert "dinghy" not in page.locator("main").inner_text()
+    tab.clean()
+
+
+def test_console_forget_session_keeps_the_others(console: Console, tab: Watched) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/ns/{DEMO_NS}")
+    page.locator("table.sessions tr", has_text="s2").get_by_text("forget").click()
+    settle(page)
+    expect(page.locator("form.forget")).to_contain_text("session s2 of namespace")
+    page.locator("form.forget input[name=confirm]").fill("s2")
+    page.locator("form.forget button").click()
+    expect(page.locator("div.receipt")).to_contain_text("session s2", timeout=300_000)
+    visit(page, f"{console.url}/#/ns/{DEMO_NS}")
+    expect(page.locator("table.sessions tbody tr")).to_have_count(1)
+    expect(page.locator("table.sessions")).to_contain_text("s1")
+    tab.clean()

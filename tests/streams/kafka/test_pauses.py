@@ -1,0 +1,196 @@
+"""Failures that are not a message's fault pause the stage; only a message's own fault is
+dead-lettered (issue 24). The guard is driven directly, dead letters kept in a list."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
+from streams.kafka.pauses import is_programming_error, signature, streak_of
+from workers.ports import Unprocessable
+
+FAST = TransientPolicy(max_wait_s=0.02, log_every_s=60.0, base_wait_s=0.005, systemic_streak=3)
+
+
+class Letters:
+    """What `DeadLetters` would have written."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[bytes | None, str]] = []
+
+    async def send(self, record: Incoming, reason: str, error_type: str) -> None:
+        self.sent.append((record.value, error_type))
+
+
+def records(n: int, start: int = 0) -> list[Incoming]:
+    return [
+        Incoming("memory.segments", 0, i, b"k", f"m{i}".encode()) for i in range(start, start + n)
+    ]
+
+
+def paused_since(stage: str, kind: str, error_type: str) -> float | None:
+    return REGISTRY.get_sample_value(
+        "lychee_stage_paused_since_seconds",
+        {"stage": stage, "kind": kind, "error_type": error_type},
+    )
+
+
+@pytest.fixture(autouse=True)
+def fresh_streaks() -> None:
+    from streams.kafka import pauses
+
+    pauses._streaks.clear()
+
+
+def test_programming_errors_are_recognised_through_the_causes_of_wrapping_errors() -> None:
+    try:
+        try:
+            None.encode()  # type: ignore[attr-defined]
+        except AttributeError as inner:
+            raise RuntimeError("the adapter failed") from inner
+    except RuntimeError as outer:
+        assert is_programming_error(outer)
+    assert is_programming_error(TypeError("x")) and is_programming_error(ImportError("y"))
+    assert not is_programming_error(ValueError("bad value")) and not is_programming_error(
+        Unprocessable("never")
+    )
+
+
+async def test_a_programming_error_for_every_message_pauses_and_dead_letters_nothing() -> None:
+    broken = True
+    handled: list[bytes] = []
+    letters = Letters()
+
+    async def handle(values: Sequence[bytes]) -> None:
+        if broken:
+            raise AssertionError("a transport that does not fit the SDK")
+        handled.extend(values)
+
+    task = asyncio.create_task(
+        run_guarded("unit-prog", records(5), lambda r: r.value, handle, letters, policy=FAST)  # type: ignore[arg-type]
+    )
+    await asyncio.sleep(0.5)
+    assert not task.done(), "the stage must wait, not move on"
+    assert letters.sent == []
+    assert paused_since("unit-prog", "systemic", "AssertionError") is not None
+    broken = False  # mended
+    await asyncio.wait_for(task, 10)
+    assert handled == [f"m{i}".encode() for i in range(5)]
+    assert letters.sent == []
+    assert paused_since("unit-prog", "systemic", "AssertionError") is None
+
+
+def failing_at_one_place(message: bytes) -> None:
+    raise ValueError(f"cannot handle {message!r}")
+
+
+async def test_the_same_error_for_several_messages_in_a_row_pauses_from_the_streak_on() -> None:
+    broken = True
+    handled: list[bytes] = []
+    letters = Letters()
+
+    async def handle(values: Sequence[bytes]) -> None:
+        if broken:
+            failing_at_one_place(values[0])
+        handled.extend(values)
+
+    async def one_by_one() -> None:  # batches of one, as a slow stage gets them
+        for rec in records(5):
+            await run_guarded("unit-streak", [rec], lambda r: r.value, handle, letters, policy=FAST)  # type: ignore[arg-type]
+
+    task = asyncio.create_task(one_by_one())
+    await asyncio.sleep(1.0)
+    assert not task.done()
+    # the first two were judged poison; the third made it a streak of the same error
+    assert letters.sent == [(b"m0", "processing"), (b"m1", "processing")]
+    assert paused_since("unit-streak", "systemic", "ValueError") is not None
+    broken = False
+    await asyncio.wait_for(task, 10)
+    assert handled == [b"m2", b"m3", b"m4"]
+    assert len(letters.sent) == 2
+
+
+async def test_a_poison_message_between_good_ones_is_dead_lettered_and_nothing_pauses() -> None:
+    letters = Letters()
+    handled: list[bytes] = []
+
+    async def handle(values: Sequence[bytes]) -> None:
+        for v in values:
+            if v in (b"m1", b"m3", b"m5"):
+                failing_at_one_place(v)
+        handled.extend(values)
+
+    for rec in records(7):
+        await asyncio.wait_for(
+            run_guarded("unit-poison", [rec], lambda r: r.value, handle, letters, policy=FAST),  # type: ignore[arg-type]
+            10,
+        )
+    assert [v for v, _ in letters.sent] == [b"m1", b"m3", b"m5"]
+    assert handled == [b"m0", b"m2", b"m4", b"m6"]
+
+
+async def test_a_message_named_unprocessable_is_dead_lettered_however_many_in_a_row() -> None:
+    letters = Letters()
+
+    async def handle(values: Sequence[bytes]) -> None:
+        raise Unprocessable("encoder output still invalid after one repair")
+
+    batch = records(6)
+    await asyncio.wait_for(
+        run_guarded("unit-unproc", batch, lambda r: r.value, handle, letters, policy=FAST),  # type: ignore[arg-type]
+        10,
+    )
+    assert [v for v, _ in letters.sent] == [r.value for r in batch]
+    assert {t for _, t in letters.sent} == {"unprocessable"}
+
+
+async def test_a_failure_of_the_guard_itself_redoes_the_batch_instead_of_dead_lettering() -> None:
+    letters = Letters()
+    calls = 0
+
+    def parse(rec: Incoming) -> Any:
+        return rec.value
+
+    async def handle(values: Sequence[bytes]) -> None:
+        nonlocal calls
+        calls += 1
+
+    from streams.kafka import guard
+
+    real = guard._run
+    failures = 2
+
+    async def broken_run(*args: Any) -> None:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise KeyError("a bug in the guard")
+        await real(*args)
+
+    guard._run = broken_run  # type: ignore[assignment]
+    try:
+        await asyncio.wait_for(
+            run_guarded("unit-guard", records(2), parse, handle, letters, policy=FAST),  # type: ignore[arg-type]
+            10,
+        )
+    finally:
+        guard._run = real  # type: ignore[assignment]
+    assert calls == 1 and letters.sent == []
+
+
+def test_signature_is_the_type_and_the_raising_line() -> None:
+    errors = []
+    for message in (b"a", b"b"):
+        try:
+            failing_at_one_place(message)
+        except ValueError as exc:
+            errors.append(exc)
+    assert signature(errors[0]) == signature(errors[1])
+    streak = streak_of("unit-signature")
+    assert [streak.failed(e) for e in errors] == [1, 2]
+    assert streak.failed(ValueError("raised nowhere")) == 1

@@ -1,0 +1,32 @@
+"""`read_topic`: key filters on a real broker."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from schemas import topics as t
+from streams.kafka.reader import read_topic
+from streams.stack.embedded import Stack
+
+pytestmark = pytest.mark.integration
+
+
+async def test_read_topic_by_exact_key_leaves_out_keys_it_prefixes(stack: Stack) -> None:
+    ns = f"rd-{uuid.uuid4().hex[:6]}"
+    topic = t.dlq(t.RECORDS)  # exists, and nothing consumes it
+    producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
+    await producer.start()
+    try:
+        for key in (ns, f"{ns}-other", f"{ns}/s1", ns):
+            await producer.send_and_wait(topic, key.encode(), key=key.encode())
+    finally:
+        await producer.stop()
+    exact = await read_topic(stack.bootstrap, topic, key=ns)
+    assert [v for _, v, _ in exact] == [ns.encode(), ns.encode()]
+    prefixed = await read_topic(stack.bootstrap, topic, ns)
+    assert sorted(v for _, v, _ in prefixed) == sorted(
+        k.encode() for k in (ns, f"{ns}-other", f"{ns}/s1", ns)
+    )

@@ -1,0 +1,189 @@
+"""Dead letters brought back (issue 24): segments the encoder dead-lettered (an LLM reply
+still invalid after the repair) are listed, shown, and replayed once the endpoint is mended;
+the records equal an undisturbed run's; a second replay is refused and duplicates nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aiokafka import AIOKafkaProducer
+from prometheus_client.parser import text_string_to_metric_families
+
+from schemas import Segment
+from schemas import topics as t
+from streams.bench.llm_faults import VALID_REPLY, encoder_env, segment
+from streams.kafka.lag import LagReader
+from streams.kafka.reader import read_topic
+from streams.kafka.topics import ensure_topics
+from streams.stack.embedded import Stack
+from streams.status import metrics_endpoints
+from tests.fakes.openai_server import FakeOpenAI, text, valid
+
+ROOT = Path(__file__).resolve().parents[2]
+FAST = {"LYCHEE_LLM_MAX_ATTEMPTS": "1", "LYCHEE_LLM_TIMEOUT_S": "10",
+        "LYCHEE_TRANSIENT_MAX_WAIT_S": "1", "LYCHEE_PAUSE_LOG_INTERVAL_S": "5"}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, FakeOpenAI]]:
+    server = FakeOpenAI(default_reply=text("Sure! Here are the records you asked for.")).start()
+    stack = Stack(tmp_path_factory.mktemp("dlq"))
+    try:
+        stack.start_infra()
+        asyncio.run(ensure_topics(stack.bootstrap, 4))
+        stack.start_worker("encoder", encoder_env(server.url, FAST))
+        yield stack, server
+    finally:
+        stack.stop()
+        server.stop()
+
+
+def lychee(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **stack.env(), "LYCHEE_LOG_LEVEL": "WARNING"}
+    return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+
+
+async def send(bootstrap: str, segs: list[Segment]) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    try:
+        for s in segs:
+            key = f"{s.namespace}/{s.session_id}".encode()
+            await producer.send_and_wait(t.SEGMENTS, s.model_dump_json().encode(), key=key,
+                                         headers=[("client-trace", b"t-" + s.session_id.encode())])  # fmt: skip
+    finally:
+        await producer.stop()
+
+
+async def wait_for(read: Any, n: int, timeout_s: float = 240) -> list[Any]:
+    deadline = time.monotonic() + timeout_s
+    while len(found := await read()) < n:
+        assert time.monotonic() < deadline, f"{len(found)} of {n} within {timeout_s:.0f}s"
+        await asyncio.sleep(1)
+    return found
+
+
+def records_of(batches: list[Any]) -> dict[str, list[str]]:
+    """Per session: the records' texts, namespace left out (two runs write two namespaces)."""
+    out: dict[str, list[str]] = {}
+    for _, value, _ in batches:
+        batch = json.loads(value)
+        out[batch["segment_id"].split("/", 1)[1]] = sorted(
+            r["semantic_text"] for r in batch["records"]
+        )
+    return out
+
+
+def replayed_metric(stack: Stack) -> float:
+    async def scrape() -> float:
+        total = 0.0
+        async with httpx.AsyncClient(timeout=5) as client:
+            for ep in await metrics_endpoints(stack.settings()):
+                body = (await client.get(ep["url"])).text
+                for family in text_string_to_metric_families(body):
+                    if family.name == "lychee_messages_replayed":
+                        total += sum(s.value for s in family.samples
+                                     if s.labels.get("stage") == "encoder" and s.name.endswith("_total"))  # fmt: skip
+        return total
+
+    return asyncio.run(scrape())
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_dlq_list_show_replay_then_a_second_replay_is_refused(
+    encoder: tuple[Stack, FakeOpenAI],
+) -> None:
+    stack, server = encoder
+    broken_ns, calm_ns = f"dlq-{uuid.uuid4().hex[:6]}", f"calm-{uuid.uuid4().hex[:6]}"
+    segs = [segment(broken_ns, i) for i in range(3)]
+    asyncio.run(send(stack.bootstrap, segs))
+    dead = asyncio.run(
+        wait_for(lambda: read_topic(stack.bootstrap, t.dlq(t.SEGMENTS), broken_ns), 3)
+    )
+    assert len(dead) == 3
+
+    listed = lychee(stack, "dlq", "list", "memory.segments", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [row] = [r for r in json.loads(listed.stdout) if r["error_type"] == "unprocessable"]
+    assert row["count"] >= 3 and "still invalid after one repair" in row["sample"]["error"]
+    shown = lychee(stack, "dlq", "show", "memory.segments.dlq", row["sample"]["id"])
+    assert shown.returncode == 0, shown.stderr
+    letter = json.loads(shown.stdout)
+    assert letter["value"]["segment_id"].startswith(("dlq-", "calm-"))  # the original, decoded
+    assert letter["headers"]["source_topic"] == "memory.segments"
+    assert letter["original_headers"]["client-trace"].startswith("t-s")
+
+    server.default_reply = valid(VALID_REPLY)  # the endpoint mended
+    asyncio.run(send(stack.bootstrap, [segment(calm_ns, i) for i in range(3)]))  # undisturbed
+    calm = asyncio.run(wait_for(lambda: read_topic(stack.bootstrap, t.RECORDS, key=calm_ns), 3))
+
+    dry = lychee(
+        stack, "dlq", "replay", "memory.segments", "--error-type", "unprocessable", "--dry-run"
+    )
+    assert dry.returncode == 0 and "would replay 3 of 3" in dry.stdout, dry.stdout + dry.stderr
+    replay = lychee(stack, "dlq", "replay", "memory.segments", "--error-type", "unprocessable")
+    assert replay.returncode == 0 and "replayed 3 of 3" in replay.stdout, (
+        replay.stdout + replay.stderr
+    )
+    got = asyncio.run(wait_for(lambda: read_topic(stack.bootstrap, t.RECORDS, key=broken_ns), 3))
+    assert records_of(got) == records_of(calm)
+
+    async def segment_ends() -> int:
+        async with LagReader(stack.bootstrap) as lag:
+            return sum((await lag.end_offsets(t.SEGMENTS)).values())
+
+    before = asyncio.run(segment_ends())
+    again = lychee(stack, "dlq", "replay", "memory.segments", "--error-type", "unprocessable")
+    assert again.returncode == 1 and "refused" in again.stderr, again.stdout + again.stderr
+    assert asyncio.run(segment_ends()) == before  # nothing produced
+    time.sleep(3)
+    assert len(asyncio.run(read_topic(stack.bootstrap, t.RECORDS, key=broken_ns))) == 3
+    assert replayed_metric(stack) == 3
+
+
+def test_dlq_topic_accepts_a_source_or_its_dlq_and_names_the_sources_otherwise() -> None:
+    from streams.dlq import DeadLetterError, dlq_topic
+
+    assert dlq_topic("memory.segments") == dlq_topic("memory.segments.dlq") == "memory.segments.dlq"
+    with pytest.raises(DeadLetterError, match="the sources are memory.exchanges"):
+        dlq_topic("memory.replies")
+
+
+def test_dlq_since_takes_an_age_or_an_iso_time() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from streams.dlq import DeadLetterError, parse_since
+
+    assert abs(parse_since("2h") - (datetime.now(UTC) - timedelta(hours=2))) < timedelta(seconds=5)
+    assert parse_since("2026-11-01") == datetime(2026, 11, 1, tzinfo=UTC)
+    with pytest.raises(DeadLetterError, match="an age like 2h"):
+        parse_since("yesterday-ish")
+
+
+def test_dlq_letter_restores_the_original_headers_and_reads_ours() -> None:
+    from streams.dlq import DeadLetter
+    from streams.kafka.reader import Stored
+
+    stored = Stored(2, 7, b"ns/s1", b'{"a": 1}', (
+        ("error", b"schema: turns.0.role"), ("error_type", b"schema"),
+        ("source_topic", b"memory.exchanges"), ("failed_at_ms", b"1700000000000"),
+        ("original.lychee-src", b"abc"), ("original.error", b"a client's own header"),
+    ), 0)  # fmt: skip
+    letter = DeadLetter.of("memory.exchanges.dlq", stored)
+    assert letter.id == "2:7" and letter.error_type == "schema"
+    assert letter.original_headers == (("lychee-src", b"abc"), ("error", b"a client's own header"))
+    assert letter.source_topic == "memory.exchanges"
+    assert letter.as_dict(full=True)["value"] == {"a": 1}

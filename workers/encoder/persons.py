@@ -1,0 +1,119 @@
+"""Who a turn's pronouns stand for, for the offline encoder (DESIGN §6.4).
+
+First person is the speaker, second person the one addressed, "we" the speaker and the
+companion the turn names or both speakers of a two-person segment. Rules over the words
+alone: a pronoun whose referent the segment does not tell is left as written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence, Set
+from dataclasses import dataclass
+
+from workers.vocabulary import wordset
+
+_ADVERBS = (
+    "really|also|just|still|always|never|usually|often|sometimes|actually|totally|definitely|even"
+    "|only|truly|absolutely|mostly|rarely|seriously|highly|finally|recently|already|honestly"
+)
+PRONOUN = re.compile(
+    r"\b(?:(?P<sc>I|[Yy]ou)['’](?P<ic>m|re|ve|ll|d)"
+    rf"|(?P<sv>I|[Yy]ou)(?P<adv>(?: (?:{_ADVERBS}))*) (?P<verb>[a-z]+(?:['’]t)?)"
+    r"|(?P<i>I)"
+    r"|[Ww]e['’](?P<wec>re|ve|ll|d)"
+    r"|(?P<poss>[Mm]y|[Mm]ine|[Oo]urs?)"
+    r"|(?P<yposs>[Yy]ours?)"
+    r"|(?P<obj>[Mm]e|[Mm]yself)"
+    r"|(?P<you>[Yy]ou|[Yy]ourself)"
+    r"|(?P<plural>[Ww]e|us))\b"
+)
+# "Inês and me", "me and Inês": whom the speaker's "we" means in that turn
+_COMPANION = re.compile(
+    r"\b(?P<a>[A-Z][\w’'-]+) and (?:me|I|myself)\b|\b(?:me|I) and (?P<b>[A-Z][\w’'-]+)\b"
+)
+_I_CONTRACTED = {"m": "is", "re": "is", "ve": "has", "ll": "will", "d": "would"}
+_WE_CONTRACTED = {"re": "are", "ve": "have", "ll": "will", "d": "would"}
+_IRREGULAR = {"am": "is", "are": "is", "were": "was", "have": "has", "do": "does"}
+_IRREGULAR |= {"don't": "doesn't", "don’t": "doesn’t", "aren't": "isn't", "aren’t": "isn’t"}
+_IRREGULAR |= {"haven't": "hasn't", "haven’t": "hasn’t"}
+# Present-tense verbs conjugated after the speaker's name; any other word is left as written,
+# since "read" or "went" must not become "reads" or "wents".
+_VERBS = wordset(
+    "love like enjoy want need think feel hope know go work live play plan prefer hate miss "
+    "wish wonder find keep use teach volunteer paint run write cook bake believe guess mean "
+    "agree remember try get make take see say visit practice study collect own dance sing "
+    "swim hike draw care spend watch listen look dream support struggle appreciate cherish "
+    "understand stay start hear give bring come promise mentor rely recommend learn call meet fly "
+    "leave move travel drive walk"
+)
+
+
+@dataclass(frozen=True)
+class Persons:
+    """Who the pronouns of one turn stand for."""
+
+    me: str  # the speaker ("the user" when unnamed)
+    you: str | None = None  # the one addressed, when the segment tells
+    we: str | None = None  # "we": the speaker and whom; None = "<me> and others"
+
+
+def persons_of(
+    who: str,
+    named: bool,
+    body: str,
+    speakers: Sequence[str],
+    before: str | None,
+    not_names: Set[str],
+) -> Persons:
+    """The speaker; the addressee (the other speaker of a two-person segment, else the
+    previous turn's speaker); "we" as the speaker and the companion the turn names ("Inês
+    and me"), else both speakers of a two-person segment."""
+    me = who if named else f"the {who}"
+    others = [s for s in speakers if s != who]
+    you = others[0] if len(others) == 1 else (before if before and before != who else None)
+    companion = _COMPANION.search(body)
+    mate = (companion.group("a") or companion.group("b")) if companion else None
+    if mate and mate not in not_names and mate != who:
+        return Persons(me, you, f"{me} and {mate}")
+    return Persons(me, you, f"{me} and {others[0]}" if named and len(others) == 1 else None)
+
+
+def pronoun(m: re.Match[str], p: Persons) -> str:
+    """First person -> the speaker, second -> the addressee, "we" -> `Persons.we`.
+
+    Without a known companion "we" is "<speaker> and others": it keeps the speaker
+    searchable without inventing who they were. A "you" whose addressee is unknown stays.
+    """
+    you = m.group("sc") or m.group("sv") or ""
+    who = p.me if not you or you.lower() == "i" else p.you
+    we = p.we or f"{p.me} and others"
+    second = m.group("yposs") or m.group("you")
+    if who is None or (second and p.you is None):
+        return m.group()
+    if m.group("ic"):
+        return f"{who} {_I_CONTRACTED[m.group('ic')]}"
+    if m.group("verb") is not None:
+        return f"{who}{m.group('adv')} {_conjugate(m.group('verb'))}"
+    if m.group("wec"):
+        return f"{we} {_WE_CONTRACTED[m.group('wec')]}"
+    if m.group("poss"):
+        ours = m.group("poss").lower().startswith("our") and p.we is not None
+        return f"{p.we}'s" if ours else f"{who}'s"
+    if m.group("yposs"):
+        return f"{p.you}'s"
+    if m.group("you"):
+        return str(p.you)
+    if m.group("plural"):
+        return we
+    return who  # "I", "me", "myself"
+
+
+def _conjugate(verb: str) -> str:
+    if verb in _IRREGULAR or verb not in _VERBS:
+        return _IRREGULAR.get(verb, verb)
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"

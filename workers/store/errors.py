@@ -1,0 +1,19 @@
+"""The evidence store's errors, under one root."""
+
+from __future__ import annotations
+
+from schemas.errors import LycheeError
+from workers.ports import TemporarilyUnavailable
+
+
+class StoreError(LycheeError, RuntimeError):
+    """Base of the evidence store's errors."""
+
+
+class EmbeddingMismatch(StoreError):
+    """A table was built with another embedding model or dimension."""
+
+
+class CommitConflict(StoreError, TemporarilyUnavailable):
+    """A write kept losing LanceDB's optimistic commit to concurrent ones (a compaction, an
+    index build, another process): transient, the stage retries the batch."""
