@@ -15,6 +15,7 @@ from workers.store import EvidenceStore
 if TYPE_CHECKING:
     import openai
 
+    from workers.llm import RetryPolicy
     from workers.query.scorer import Scorer
 
 
@@ -39,7 +40,7 @@ def model_embedder(settings: Settings) -> Embedder:
 
         base_url = settings.embedding_base_url or settings.llm_base_url
         key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-        client = openai.OpenAI(base_url=base_url, api_key=key, timeout=settings.llm_timeout_s)
+        client = openai.OpenAI(base_url=base_url, api_key=key, timeout=settings.embedding_timeout_s)
         return OpenAIEmbedder(client, settings.embedding_model, dim=settings.embedding_dim)
     if settings.embedding_backend == "torch":
         return LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
@@ -66,6 +67,17 @@ def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None
     assert settings.llm_base_url and settings.llm_model
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
     return make_client(settings.llm_base_url, key, settings.llm_timeout_s), settings.llm_model
+
+
+def llm_policy(settings: Settings, base: RetryPolicy, *, attempts: bool = False) -> RetryPolicy:
+    """A caller's retry policy with the configured stream limits (and, for `attempts`, the
+    configured number of attempts: the encoder's, whose stage pauses after them)."""
+    return base.with_(
+        first_token_s=settings.llm_first_token_timeout_s,
+        gap_s=settings.llm_token_gap_timeout_s,
+        total_s=settings.llm_timeout_s,
+        max_attempts=settings.llm_max_attempts if attempts else None,
+    )
 
 
 def open_store(

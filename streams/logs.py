@@ -39,5 +39,15 @@ def configure(level: str = "INFO", fmt: str = "auto") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("aiokafka", "faust", "mode", "kafka", "httpx", "sentence_transformers", "bm25s"):
+    noisy_loggers = (
+        "aiokafka",
+        "faust",
+        "mode",
+        "kafka",
+        "httpx",
+        "httpx2",
+        "sentence_transformers",
+        "bm25s",
+    )
+    for noisy in noisy_loggers:
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

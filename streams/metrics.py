@@ -37,6 +37,7 @@ ENDPOINTS_KEY = "lychee:metrics:endpoints"  # sorted set: endpoint JSON -> expir
 
 _LATENCY_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 _SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+_LLM_S = (0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 1800, 3600)  # local: minutes
 
 # -- stages ------------------------------------------------------------------------------------
 MESSAGES_IN = Counter(
@@ -100,7 +101,27 @@ LLM_TOKENS = Counter(
     "lychee_llm_tokens_total", "LLM tokens reported by the server", ["stage", "model", "direction"]
 )
 LLM_SECONDS = Histogram(
-    "lychee_llm_call_seconds", "LLM call latency", ["stage", "model"], buckets=_LATENCY_S
+    "lychee_llm_call_seconds",
+    "LLM attempt latency, first byte sent to last chunk read",
+    ["stage", "model"],
+    buckets=_LLM_S,
+)
+LLM_FIRST_TOKEN_SECONDS = Histogram(
+    "lychee_llm_first_token_seconds",
+    "Time from sending a streamed LLM request to its first token (the prompt is read first)",
+    ["stage", "model"],
+    buckets=_LLM_S,
+)
+LLM_OUTPUT_RATE = Histogram(
+    "lychee_llm_output_tokens_per_second",
+    "Generation speed of each LLM attempt that streamed, after its first token",
+    ["stage", "model"],
+    buckets=(0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500),
+)
+LLM_LAST_RATE = Gauge(
+    "lychee_llm_last_tokens_per_second",
+    "Generation speed of the latest LLM attempt that streamed: slow reads as slow, not down",
+    ["stage", "model"],
 )
 EMBED_BATCH = Histogram(
     "lychee_embedding_batch_size", "Texts per embedding call", ["stage", "model"], buckets=_SIZES
@@ -204,20 +225,25 @@ class ObservedEmbedder:
 
 class LLMMetrics:
     """The LLM callers' observer (`workers.llm.CallObserver`): calls, errors by reason,
-    retries, latency and the tokens the server reported, counted at our own call boundary
-    whatever HTTP library the SDK sends through."""
+    retries, latency, time to first token, tokens/s and the tokens the server reported,
+    counted at our own call boundary whatever HTTP library the SDK sends through."""
 
-    def attempt(self, model: str, seconds: float, failure: str | None, completion: Any) -> None:
+    def attempt(self, model: str, attempt: Any) -> None:
         labels = (stage(), model)
         LLM_CALLS.labels(*labels).inc()
-        LLM_SECONDS.labels(*labels).observe(seconds)
-        if failure is not None:
-            LLM_ERRORS.labels(*labels, failure).inc()
+        LLM_SECONDS.labels(*labels).observe(attempt.seconds)
+        streamed = attempt.completion
+        if streamed is not None and streamed.first_token_s is not None:
+            LLM_FIRST_TOKEN_SECONDS.labels(*labels).observe(streamed.first_token_s)
+            if (rate := streamed.tokens_per_s) is not None:
+                LLM_OUTPUT_RATE.labels(*labels).observe(rate)
+                LLM_LAST_RATE.labels(*labels).set(rate)
+        if attempt.failure is not None:
+            LLM_ERRORS.labels(*labels, attempt.failure).inc()
             return
-        usage = getattr(completion, "usage", None)
-        if usage is not None:
-            LLM_TOKENS.labels(*labels, "input").inc(int(usage.prompt_tokens or 0))
-            LLM_TOKENS.labels(*labels, "output").inc(int(usage.completion_tokens or 0))
+        if streamed.prompt_tokens is not None and streamed.completion_tokens is not None:
+            LLM_TOKENS.labels(*labels, "input").inc(streamed.prompt_tokens)
+            LLM_TOKENS.labels(*labels, "output").inc(streamed.completion_tokens)
 
     def retry(self, model: str) -> None:
         LLM_RETRIES.labels(stage()).inc()

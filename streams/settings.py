@@ -93,6 +93,9 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = None
     embedding_dim: int | None = None
     embedding_batch_size: int = Field(default=64, ge=1)
+    embedding_timeout_s: float = Field(
+        default=60.0, gt=0, description="one call to an OpenAI-compatible embeddings endpoint"
+    )
     embedding_backend: Literal["torch", "onnx", "onnx-int8"] = Field(
         default="onnx",
         description="local MiniLM runtime: sentence-transformers on torch, or ONNX Runtime on a "
@@ -158,7 +161,22 @@ class Settings(BaseSettings):
     llm_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("LYCHEE_LLM_API_KEY", "OPENAI_API_KEY")
     )
-    llm_timeout_s: float = Field(default=60.0, gt=0)
+    llm_first_token_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="longest wait for the first token of a streamed reply: the server reads "
+        "the whole prompt first (a local model on a laptop: tens of tokens a second)",
+    )
+    llm_token_gap_timeout_s: float = Field(
+        default=60.0, gt=0, description="longest silence between two chunks of a streamed reply"
+    )
+    llm_timeout_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="total limit of one attempt however steadily it streams: a backstop, "
+        "generous since a slow local model writes a segment's records in minutes (each reply "
+        "is capped in tokens too); a reply still being written then is not retried",
+    )
     llm_max_attempts: int = Field(default=5, ge=1)
     encoder_batch_size: int = Field(default=8, ge=1)
     encoder_cache_ttl_s: int = Field(default=7 * 24 * 3600, ge=60)

@@ -38,11 +38,16 @@ class Unprocessable(LycheeError):
 
 
 class TemporarilyUnavailable(LycheeError):
-    """A dependency is down for now: retry later (pausing consumption), never drop the work."""
+    """A dependency is down for now: retry later (pausing consumption), never drop the work.
+    `tokens_per_s`: how fast an LLM was writing when it last wrote, so that a pause says
+    whether the model is down or only slow."""
 
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, retry_after_s: float | None = None, tokens_per_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.tokens_per_s = tokens_per_s
 
 
 class Refused(TemporarilyUnavailable):

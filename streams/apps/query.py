@@ -20,7 +20,7 @@ from schemas import topics as t
 from schemas.query import CORRELATION_ID_MAX_CHARS
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
-from streams.factories import make_embedder, make_llm_client, open_store, scorer_of
+from streams.factories import llm_policy, make_embedder, make_llm_client, open_store, scorer_of
 from streams.kafka.fetch import COVERED, UNDECODABLE
 from streams.kafka.guard import INTERNAL, DeadLetters, Incoming, TransientPolicy, retry_transient
 from streams.kafka.pauses import describe
@@ -55,15 +55,14 @@ def reply_target(value: bytes | None) -> tuple[str, int, str] | None:
     return cid, part, ns if isinstance(ns, str) and len(ns) <= 128 else ""
 
 
-def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, timeout_s: float) -> Planner:
+def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, settings: Settings) -> Planner:
     """One LLM planning call when an LLM is configured, else the heuristic planner."""
     if llm is None:
         return HeuristicPlanner()
     from workers.query.planner.llm import LLMPlanner
 
-    return LLMPlanner(
-        *llm, policy=LLMPlanner.policy.with_(timeout_s=timeout_s), observer=metrics.LLM_OBSERVER
-    )
+    policy = llm_policy(settings, LLMPlanner.policy)
+    return LLMPlanner(*llm, policy=policy, observer=metrics.LLM_OBSERVER)
 
 
 class QueryHandler:
@@ -88,10 +87,10 @@ class QueryHandler:
                 deps = QueryDeps(
                     store=open_store(s, embedder, snapshots=True),
                     embedder=embedder,
-                    planner=make_planner(llm, s.llm_timeout_s),
+                    planner=make_planner(llm, s),
                     answerer=LLMAnswerer(
                         *llm,
-                        policy=LLMAnswerer.policy.with_(timeout_s=s.llm_timeout_s),
+                        policy=llm_policy(s, LLMAnswerer.policy),
                         observer=metrics.LLM_OBSERVER,
                     )
                     if llm

@@ -23,7 +23,7 @@ from typing import Literal
 import click
 
 from schemas import topics as t
-from streams.bench.harness import BenchError
+from streams.bench.harness import pick_conversation
 from streams.client import MemoryClient
 from streams.kafka.lag import PIPELINE, LagReader
 from streams.kafka.topics import DLQ_SOURCES
@@ -58,17 +58,7 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 
 def load_conversation(data: Path, conversation: str | None) -> Conversation:
-    convs = load_locomo(data)
-    if not convs:
-        raise BenchError(f"{data}: no conversation")
-    if conversation is None:
-        return convs[0]
-    for conv in convs:
-        if conv.namespace == conversation:
-            return conv
-    raise BenchError(
-        f"{data}: no conversation {conversation!r}; it has {', '.join(c.namespace for c in convs)}"
-    )
+    return pick_conversation(load_locomo(data), conversation, data)
 
 
 def durability(

@@ -86,6 +86,21 @@ def pipeline(settings: Settings, chosen: Variant) -> Iterator[Settings]:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def pick_conversation(
+    conversations: list[Conversation], conversation: str | None, data: Path
+) -> Conversation:
+    """The conversation named `conversation` (a sample id or namespace), or the first."""
+    if not conversations:
+        raise BenchError(f"{data}: no conversation")
+    if conversation is None:
+        return conversations[0]
+    for conv in conversations:
+        if conv.namespace == conversation:
+            return conv
+    names = ", ".join(c.namespace for c in conversations)
+    raise BenchError(f"{data}: no conversation {conversation!r}; it has {names}")
+
+
 def rename_namespace(conv: Conversation, namespace: str) -> None:
     """Move a loaded conversation to another namespace (run-unique prefixes keep repeated
     runs against one stack apart)."""

@@ -23,6 +23,7 @@ from schemas import topics as t
 from schemas.records import RecordBatch
 from streams.bench import harness
 from streams.bench.harness import BenchError, Variant
+from streams.bench.judging import JudgeTarget, judge_locomo, make_judge
 from streams.client import MemoryClient
 from streams.factories import make_embedder, open_store
 from streams.ingest import produce
@@ -33,8 +34,10 @@ from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
 from workers.encoder.estimate import eager_segments, prompt_tokens_for
 from workers.evaluation.baselines import TurnCorpus, render_turn_line
+from workers.evaluation.judge import accuracy_by_category
 from workers.evaluation.metrics import (
     CATEGORIES,
+    CATEGORY_ORDER,
     QuestionResult,
     RankedItem,
     aggregate,
@@ -54,6 +57,7 @@ class Question:
     text: str
     category: str
     gold: frozenset[str]
+    answer: str = ""  # the gold answer, for the judge
 
 
 @dataclass
@@ -64,6 +68,7 @@ class Run:
     round_trip_ms: list[float] = field(default_factory=list)
     query_calls: int = 0  # query-time LLM calls (planner, answers) over all questions
     query_tokens: int = 0
+    answers: list[str] = field(default_factory=list)  # generated, in question order
 
 
 def evidence_line(item: EvidenceItem) -> RankedItem:
@@ -80,8 +85,10 @@ def run_locomo(
     budgets: tuple[int, ...] = (500, 1000, 2000),
     progress: bool = True,
     also: tuple[str, ...] = (),
+    judge: JudgeTarget | None = None,
 ) -> LocomoReport:
-    """`also`: per-request variants asked over the same ingest, reported as `lychee:<name>`."""
+    """`also`: per-request variants asked over the same ingest, reported as `lychee:<name>`.
+    `judge`: answers are generated and graded by it (LoCoMo's judge protocol)."""
     chosen = harness.variant(variant)
     extra = [harness.variant(name) for name in also]
     if bad := [v.name for v in extra if v.worker_env or v.ablation is None]:
@@ -103,7 +110,7 @@ def run_locomo(
         harness.rename_namespace(conv, prefix + conv.namespace)
     with harness.pipeline(settings, chosen) as live:
         report = asyncio.run(
-            _run(live, data, conversations, chosen, ks, budgets, progress, started, extra)
+            _run(live, data, conversations, chosen, ks, budgets, progress, started, extra, judge)
         )
     return report
 
@@ -118,6 +125,7 @@ async def _run(
     progress: bool,
     started: float,
     extra: list[Variant],
+    judge: JudgeTarget | None,
 ) -> LocomoReport:
     embedder = await asyncio.to_thread(make_embedder, settings)
     store = open_store(settings, embedder)
@@ -126,22 +134,20 @@ async def _run(
         ingest = await _ingest(settings, client, store, conversations, progress)
         segments = await _by_segment(settings, t.SEGMENTS, Segment, conversations)
         batches = await _by_segment(settings, t.RECORDS, RecordBatch, conversations)
-        await _ask(client, run, max(RETRIEVE_K, *ks), progress, variant.ablation)
+        # an answer from a slow model takes minutes: the longest deadline the service takes
+        wait_s = settings.query_max_deadline_s if judge else 60.0
+        await _ask(
+            client, run, max(RETRIEVE_K, *ks), progress, variant.ablation, wait_s, bool(judge)
+        )
         for other in extra:
             more = Run(questions=run.questions)
             await _ask(client, more, max(RETRIEVE_K, *ks), progress, other.ablation)
             run.baselines[f"lychee:{other.name}"] = more.lychee
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
-    systems: dict[str, Any] = {}
-    for name, results in [("lychee", run.lychee), *run.baselines.items()]:
-        agg = aggregate(results, ks, budgets)
-        systems[name] = {
-            "recall_at_k": agg["recall_at_k"],
-            "recall_at_budget": agg["recall_at_budget"],
-            "hit_at_k": agg["hit_at_k"],
-            "latency_ms": agg["latency_ms"],
-            "accuracy": None,
-        }
+    systems = _systems(run, ks, budgets)
+    accuracy_note = "accuracy is null: answers are not judged (run with --answer)"
+    if judge is not None:
+        systems["lychee"]["accuracy"], accuracy_note = await _judge(settings, judge, run)
     turns = sum(c.turn_count for c in conversations)
     seg_turns = [len(s.turn_ids) for s in segments]
     construction = _construction(segments, batches, conversations)
@@ -154,6 +160,7 @@ async def _run(
         "data": str(data),
         "variant": variant.name,
         "llm": settings.llm_model if llm_configured(settings) else None,
+        "judge": judge.model if judge is not None else None,
         "embedding": embedder.model_name,
         "conversations": len(conversations),
         "turns": turns,
@@ -177,7 +184,7 @@ async def _run(
             "estimates use the encoder's prompt builder with the session's reference context",
             "no LLM configured: accuracy is null; the heuristic planner makes no LLM call"
             if not llm_configured(settings)
-            else "accuracy is null: answers are not judged (the LoCoMo judge protocol is not built)",
+            else accuracy_note,
             f"lychee latency is the query service's retrieval time; client round trip p50/p95: "
             f"{percentiles(run.round_trip_ms)}",
             f"segments by reason: {_reasons(segments)}",
@@ -186,13 +193,31 @@ async def _run(
     return validate_report(report)
 
 
+def _systems(run: Run, ks: tuple[int, ...], budgets: tuple[int, ...]) -> dict[str, Any]:
+    """Each system's recall and latency (accuracy is filled in when answers are judged)."""
+    systems: dict[str, Any] = {}
+    for name, results in [("lychee", run.lychee), *run.baselines.items()]:
+        agg = aggregate(results, ks, budgets)
+        systems[name] = {
+            "recall_at_k": agg["recall_at_k"],
+            "recall_at_budget": agg["recall_at_budget"],
+            "hit_at_k": agg["hit_at_k"],
+            "latency_ms": agg["latency_ms"],
+            "accuracy": None,
+        }
+    return systems
+
+
 def _questions(conversations: list[Conversation]) -> list[Question]:
     out = []
     for conv in conversations:
         for qa in conv.qa:
             category = CATEGORIES.get(qa.category)
             if category is not None:
-                out.append(Question(conv.namespace, qa.question, category, frozenset(qa.evidence)))
+                evidence = frozenset(qa.evidence)
+                out.append(
+                    Question(conv.namespace, qa.question, category, evidence, str(qa.answer))
+                )
     return out
 
 
@@ -281,6 +306,27 @@ def _construction(
     }
 
 
+async def _judge(settings: Settings, judge: JudgeTarget, run: Run) -> tuple[dict[str, float], str]:
+    """Every generated answer graded by the LoCoMo judge protocol: the share judged CORRECT
+    per category (0.0 for a category without questions, as recall: `counts` tells them
+    apart), and the note naming the judge."""
+    verdicts = await judge_locomo(
+        make_judge(settings, judge),
+        [(q.text, q.answer, a) for q, a in zip(run.questions, run.answers, strict=True)],
+    )
+    counts = accuracy_by_category(
+        (q.category, v.correct) for q, v in zip(run.questions, verdicts, strict=True)
+    )
+    accuracy = {
+        c: round(counts[c][0] / counts[c][1], 4) if c in counts else 0.0 for c in CATEGORY_ORDER
+    }
+    note = (
+        f"accuracy judged by {judge.model} with the LoCoMo judge protocol (paper App. E.5); "
+        f"{sum(v.correct is None for v in verdicts)} answers without a verdict count as wrong"
+    )
+    return accuracy, note
+
+
 def _per_question(total: int, run: Run) -> float:
     return round(total / len(run.questions), 3) if run.questions else 0.0
 
@@ -293,7 +339,13 @@ def _reasons(segments: list[Segment]) -> dict[str, int]:
 
 
 async def _ask(
-    client: MemoryClient, run: Run, k: int, progress: bool, ablation: str | None
+    client: MemoryClient,
+    run: Run,
+    k: int,
+    progress: bool,
+    ablation: str | None,
+    timeout_s: float = 60.0,
+    answer: bool = False,
 ) -> None:
     bar = tqdm(
         total=len(run.questions), unit="q", desc="questions", disable=not progress, leave=False
@@ -303,7 +355,9 @@ async def _ask(
     async def one(q: Question) -> tuple[Question, QueryReply, float]:
         async with gate:
             t0 = time.perf_counter()
-            reply = await client.search(q.namespace, q.text, k=k, timeout_s=60, ablation=ablation)
+            reply = await client.search(
+                q.namespace, q.text, k=k, timeout_s=timeout_s, ablation=ablation, answer=answer
+            )
             bar.update(1)
             return q, reply, (time.perf_counter() - t0) * 1e3
 
@@ -315,6 +369,7 @@ async def _ask(
         run.round_trip_ms.append(rt)
         run.query_calls += reply.usage.get("calls", 0)
         run.query_tokens += reply.usage.get("input_tokens", 0) + reply.usage.get("output_tokens", 0)
+        run.answers.append(reply.answer or "")
     bar.close()
 
 

@@ -13,6 +13,7 @@ import orjson
 
 from streams.bench.harness import VARIANTS
 from streams.cli.common import settings
+from streams.settings import llm_configured
 
 
 @click.group()
@@ -89,33 +90,38 @@ def bench_durability(
 @click.option("--budgets", default="500,1000,2000", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--answer", is_flag=True, help="generate and judge answers (needs an LLM)")
+@click.option(
+    "--answer",
+    is_flag=True,
+    help="generate answers and grade them by the LoCoMo judge protocol (needs an LLM)",
+)
+@click.option("--judge-base-url", default=None, help="default: LYCHEE_LLM_BASE_URL")
+@click.option("--judge-model", default=None, help="default: LYCHEE_LLM_MODEL")
 @click.option("--also", multiple=True, type=click.Choice(list(VARIANTS)),
               help="a per-request variant (retrieval ablation) asked over the same ingest, "
                    "reported as lychee:<name>; repeatable")  # fmt: skip
 def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, budgets: str,
-                 out: Path | None, plot: Path | None, answer: bool,
-                 also: tuple[str, ...]) -> None:  # fmt: skip
+                 out: Path | None, plot: Path | None, answer: bool, judge_base_url: str | None,
+                 judge_model: str | None, also: tuple[str, ...]) -> None:  # fmt: skip
     """Evidence recall by category, cost and latency on LoCoMo, with raw-turn baselines.
 
     Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
     LYCHEE_KAFKA_BOOTSTRAP is not set.
     """
     from streams.bench.harness import BenchError
+    from streams.bench.judging import judge_target
     from streams.bench.locomo import run_locomo
     from workers.evaluation.report import format_table
 
     s = settings()
-    if answer:
-        raise click.ClickException(
-            "answer generation and judging are not built yet (they come with the planner/answer "
-            "stage); run without --answer for the retrieval metrics"
-        )
     try:
+        if answer and not llm_configured(s):
+            raise BenchError("--answer needs an LLM: set LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
+        judge = judge_target(s, judge_base_url, judge_model) if answer else None
         report = run_locomo(
             s, data, conversations.split(",") if conversations else None, variant,
             tuple(int(x) for x in ks.split(",")), tuple(int(x) for x in budgets.split(",")),
-            also=also,
+            also=also, judge=judge,
         )  # fmt: skip
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -128,6 +134,39 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
 
         plot_recall_vs_budget(report, plot)
         click.echo(f"plot: {plot}")
+
+
+@bench.command("llm")
+@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
+@click.option("--format", "fmt", type=click.Choice(["locomo", "jsonl"]), default=None,
+              help="default: jsonl for a .jsonl file, else locomo")  # fmt: skip
+@click.option("--conversation", default=None, help="sample id or namespace (default: the first)")
+@click.option("--segments", "segments_n", type=click.IntRange(min=1), default=10, show_default=True)
+@click.option("--questions", "questions_n", type=click.IntRange(min=0), default=10,
+              show_default=True, help="the file's questions whose evidence was encoded")  # fmt: skip
+@click.option("--ask", "asks", multiple=True, help="a question of your own (repeatable)")
+@click.option("--judge-base-url", default=None, help="default: LYCHEE_LLM_BASE_URL")
+@click.option("--judge-model", default=None, help="default: LYCHEE_LLM_MODEL")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option(
+    "--redact",
+    is_flag=True,
+    help="print no question, answer or gold text (data whose licence forbids copies)",
+)
+def bench_llm(data: Path, fmt: str | None, conversation: str | None, segments_n: int,
+              questions_n: int, asks: tuple[str, ...], judge_base_url: str | None,
+              judge_model: str | None, out: Path | None, redact: bool) -> None:  # fmt: skip
+    """The LLM path against the configured endpoint: the encoder over a conversation's first
+    segments, then the LLM planner and answerer over its questions (or --ask), judged by the
+    LoCoMo protocol; seconds, tokens and tokens/s per segment, outcomes, answers."""
+    from streams.bench.harness import BenchError
+    from streams.bench.llm import bench_llm as run
+
+    try:
+        run(settings(), data, fmt, conversation, segments_n, questions_n, asks,
+            (judge_base_url, judge_model), out, click.echo, redact)  # fmt: skip
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 @bench.command("longmemeval")

@@ -116,6 +116,8 @@ class PauseLog:
             "error": describe(exc, 500) if exc else None,
             "effect": "retrying the same work; nothing is dropped",
         }
+        if (rate := getattr(exc, "tokens_per_s", None)) is not None:
+            fields["llm_tokens_per_s"] = round(rate, 2)  # slow, not down
         if kind == SYSTEMIC:
             hint = (
                 "not the message's fault: our code, a library that does not fit it, or the "

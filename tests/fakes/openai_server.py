@@ -9,21 +9,38 @@ clients (sync and async) talk to it over real sockets:
 
 Chat requests consume one scripted action each; with the script empty they follow the
 timed phases, if any (`phases((90, status(503)), (30, status(429)))`: every request in the
-first 90 s after the first one gets a 503, then 429s for 30 s), then `default_reply`.
+first 90 s after the first one gets a 503, then 429s for 30 s), then `respond(body)` if
+given (a reply chosen from the request, e.g. by its system prompt), then `default_reply`.
 Embeddings are deterministic per input text; `script_embeddings` scripts their failures.
+
+A request with `"stream": true` gets its reply as server-sent chunks, about one word each,
+then a chunk with the finish reason, a usage chunk when `stream_options.include_usage`,
+and `[DONE]`, as OpenAI and llama.cpp send them. `streamed(...)` scripts a slow stream, a
+stall in the middle, or a stream cut in the middle (`cut="close"`: the body just ends;
+`cut="reset"`: the connection is dropped). `refuse_formats` names the `response_format`
+types answered with a 400, as servers without structured outputs answer them, and
+`refuse_options` does the same for request parameters (`stream_options` on older Azure
+OpenAI). `max_completion_tokens` (or `max_tokens`) is honoured: a longer reply stops there
+with the finish reason "length".
+`generations` records every chat request's life (until its reply was sent or its client
+went away) and `max_parallel` the most that were live at once: a retry must not run
+beside the generation it replaces.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import hashlib
 import json
+import re
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from aiohttp import web
@@ -53,7 +70,38 @@ class Slow:
     then: Action | None = None
 
 
-Action = Reply | Status | Slow
+@dataclass(frozen=True)
+class Streamed:
+    """Answer a streamed request with `content`, `gap_s` between chunks; after
+    `stall_after` chunks stay silent for `stall_s`; after `cut_after` chunks end the body
+    (`cut="close"`) or drop the connection (`cut="reset"`) without a finish reason. A
+    request that did not ask to stream gets the whole `content` at once."""
+
+    content: str
+    gap_s: float = 0.0
+    stall_after: int | None = None
+    stall_s: float = 0.0
+    cut_after: int | None = None
+    cut: Literal["close", "reset"] = "close"
+
+
+Action = Reply | Status | Slow | Streamed
+
+
+@dataclass
+class Generation:
+    """One chat request on the server: from its arrival until its reply was sent or its
+    client went away (`closed_by_client`); `chunks` streamed meanwhile."""
+
+    index: int
+    request: Any
+    chunks: int = 0
+    done: bool = False
+    closed_by_client: bool = False
+
+    def live(self) -> bool:
+        transport = self.request.transport
+        return not self.done and transport is not None and not transport.is_closing()
 
 
 def valid(obj: Any) -> Reply:
@@ -72,6 +120,16 @@ def slow(seconds: float, then: Action | None = None) -> Slow:
     return Slow(seconds, then)
 
 
+def streamed(content: str | Any, **kw: Any) -> Streamed:
+    """A streamed reply (`content` as text, or an object sent as JSON); see `Streamed`."""
+    return Streamed(content if isinstance(content, str) else json.dumps(content), **kw)
+
+
+def pieces(content: str) -> list[str]:
+    """How the fake splits a reply into chunks: words with their leading whitespace."""
+    return re.findall(r"\s*\S+", content) or ([content] if content else [])
+
+
 def fake_tokens(s: str) -> int:
     """A deterministic stand-in for a tokenizer: whitespace-separated words."""
     return len(s.split())
@@ -87,14 +145,25 @@ def fake_vector(text_: str, dim: int) -> list[float]:
 class FakeOpenAI:
     """`/v1/chat/completions` and `/v1/embeddings`; `requests` holds every body received."""
 
-    def __init__(self, *, embedding_dim: int = 16, default_reply: Action | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        embedding_dim: int = 16,
+        default_reply: Action | None = None,
+        respond: Callable[[dict[str, Any]], Action | None] | None = None,
+    ) -> None:
         self.embedding_dim = embedding_dim
+        self.respond = respond  # with the script empty: an action chosen from the request body
         self.default_reply: Action = default_reply or valid(
             {"records": [], "disambiguation_context": ""}
         )
         self.requests: list[dict[str, Any]] = []  # chat bodies, in arrival order
         self.embedding_requests: list[dict[str, Any]] = []
         self.usages: list[dict[str, int]] = []  # usage of every completion answered
+        self.refuse_formats: set[str] = set()  # response_format types answered with a 400
+        self.refuse_options: set[str] = set()  # request parameters answered with a 400
+        self.generations: list[Generation] = []
+        self.max_parallel = 0  # most chat requests live at once
         self._script: deque[Action] = deque()
         self._embedding_script: deque[Action] = deque()
         self._phases: list[tuple[float, Action]] = []
@@ -195,45 +264,117 @@ class FakeOpenAI:
 
     # --- handlers ----------------------------------------------------------------------
 
-    async def _chat(self, request: web.Request) -> web.Response:
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         with self._lock:
             self.requests.append(body)
-            action = (
-                self._script.popleft()
+            generation = Generation(len(self.requests) - 1, request)
+            live = [g for g in self.generations if g.live()]
+            self.generations.append(generation)
+            self.max_parallel = max(self.max_parallel, len(live) + 1)
+            fmt = (body.get("response_format") or {}).get("type")
+            refused = sorted(self.refuse_options & set(body))
+            action: Action = (
+                Status(400, {}, _option_refusal(refused[0]))
+                if refused
+                else Status(400, {}, _format_refusal(fmt))
+                if fmt in self.refuse_formats
+                else self._script.popleft()
                 if self._script
-                else self._phase_action() or self.default_reply
+                else self._phase_action()
+                or (self.respond(body) if self.respond else None)
+                or self.default_reply
             )
+        try:
+            return await self._answer(request, body, action, generation)
+        except (asyncio.CancelledError, ConnectionError):
+            generation.closed_by_client = True
+            raise
+        finally:
+            generation.done = True
+
+    async def _answer(
+        self, request: web.Request, body: dict[str, Any], action: Action, generation: Generation
+    ) -> web.StreamResponse:
         while isinstance(action, Slow):
             await asyncio.sleep(action.seconds)
             action = action.then or self.default_reply
         if isinstance(action, Status):
             payload = action.body or {"error": {"message": f"scripted {action.code}"}}
             return web.json_response(payload, status=action.code, headers=action.headers)
+        reply = action if isinstance(action, Streamed) else Streamed(action.content)
+        reply, finish = _capped(reply, body.get("max_completion_tokens") or body.get("max_tokens"))
         prompt = sum(fake_tokens(str(m.get("content") or "")) for m in body.get("messages", []))
         usage = {
             "prompt_tokens": prompt,
-            "completion_tokens": fake_tokens(action.content),
-            "total_tokens": prompt + fake_tokens(action.content),
+            "completion_tokens": fake_tokens(reply.content),
+            "total_tokens": prompt + fake_tokens(reply.content),
         }
+        if body.get("stream"):
+            return await self._stream(request, body, reply, usage, generation, finish)
         with self._lock:
             self.usages.append(usage)
         return web.json_response(
             {
-                "id": f"chatcmpl-{len(self.requests)}",
-                "object": "chat.completion",
-                "created": int(time.time()),
-                "model": body.get("model", "fake"),
+                **self._head(body, "chat.completion"),
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": action.content},
-                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": reply.content},
+                        "finish_reason": finish,
                     }
                 ],
                 "usage": usage,
             }
         )
+
+    def _head(self, body: dict[str, Any], kind: str) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+        }
+
+    async def _stream(
+        self,
+        request: web.Request,
+        body: dict[str, Any],
+        reply: Streamed,
+        usage: dict[str, int],
+        generation: Generation,
+        finish: str,
+    ) -> web.StreamResponse:
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        await resp.prepare(request)
+        head = self._head(body, "chat.completion.chunk")
+
+        async def send(choices: list[dict[str, Any]], **extra: Any) -> None:
+            data = json.dumps({**head, "choices": choices, **extra})
+            await resp.write(f"data: {data}\n\n".encode())
+
+        for i, piece in enumerate(pieces(reply.content)):
+            if i == reply.cut_after:
+                return await _cut(request, resp, reply)
+            if i and i == reply.stall_after:
+                await asyncio.sleep(reply.stall_s)
+            elif i and reply.gap_s:
+                await asyncio.sleep(reply.gap_s)
+            delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
+            await send([{"index": 0, "delta": delta, "finish_reason": None}])
+            generation.chunks += 1
+        if reply.cut_after is not None:
+            return await _cut(request, resp, reply)
+        await send([{"index": 0, "delta": {}, "finish_reason": finish}])
+        with self._lock:
+            self.usages.append(usage)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            await send([], usage=usage)
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
 
     async def _embeddings(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -264,3 +405,47 @@ class FakeOpenAI:
                 "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
             }
         )
+
+
+def _format_refusal(fmt: str) -> dict[str, Any]:
+    """The body OpenAI answers a model without that structured output with."""
+    return {
+        "error": {
+            "message": f"Invalid parameter: 'response_format' of type '{fmt}' is not supported "
+            "with this model.",
+            "type": "invalid_request_error",
+            "param": "response_format",
+            "code": None,
+        }
+    }
+
+
+def _capped(reply: Streamed, limit: int | None) -> tuple[Streamed, str]:
+    """The reply cut to `limit` chunks (the fake's tokens) and its finish reason."""
+    words = pieces(reply.content)
+    if limit is None or len(words) <= limit:
+        return reply, "stop"
+    return dataclasses.replace(reply, content="".join(words[:limit])), "length"
+
+
+def _option_refusal(name: str) -> dict[str, Any]:
+    """The body older Azure OpenAI versions answer an argument they do not know with."""
+    return {
+        "error": {
+            "message": f"Unrecognized request argument supplied: {name}",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+
+
+async def _cut(
+    request: web.Request, resp: web.StreamResponse, reply: Streamed
+) -> web.StreamResponse:
+    """End a stream without its finish reason: the body just ends, or the connection drops."""
+    if reply.cut == "reset" and request.transport is not None:
+        request.transport.abort()
+        return resp
+    await resp.write_eof()
+    return resp

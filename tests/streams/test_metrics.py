@@ -21,7 +21,7 @@ def value(name: str, **labels: str) -> float:
     return REGISTRY.get_sample_value(name, labels) or 0.0
 
 
-async def test_metrics_llm_client_counts_calls_errors_retries_and_tokens() -> None:
+async def test_metrics_llm_client_counts_calls_errors_retries_tokens_and_speed() -> None:
     with FakeOpenAI() as server:
         s = Settings(_env_file=None, llm_base_url=server.url, llm_model="fake-m")  # type: ignore[call-arg]
         llm = make_llm_client(s)
@@ -34,6 +34,8 @@ async def test_metrics_llm_client_counts_calls_errors_retries_and_tokens() -> No
             "retries": value("lychee_llm_retries_total", stage=metrics.stage()),
             "in": value("lychee_llm_tokens_total", **labels, direction="input"),
             "out": value("lychee_llm_tokens_total", **labels, direction="output"),
+            "first": value("lychee_llm_first_token_seconds_count", **labels),
+            "rates": value("lychee_llm_output_tokens_per_second_count", **labels),
         }
         server.script(status(503, headers={}), text("three words here"))
         policy = RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.01)
@@ -47,6 +49,10 @@ async def test_metrics_llm_client_counts_calls_errors_retries_and_tokens() -> No
         got_in = value("lychee_llm_tokens_total", **labels, direction="input") - before["in"]
         got_out = value("lychee_llm_tokens_total", **labels, direction="output") - before["out"]
         assert (got_in, got_out) == (usage["prompt_tokens"], usage["completion_tokens"]) == (2, 3)
+        # the streamed attempt: its time to first token and its speed (the 503 had neither)
+        assert value("lychee_llm_first_token_seconds_count", **labels) - before["first"] == 1
+        assert value("lychee_llm_output_tokens_per_second_count", **labels) - before["rates"] == 1
+        assert value("lychee_llm_last_tokens_per_second", **labels) > 0
         await client.close()
 
 

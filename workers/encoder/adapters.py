@@ -49,7 +49,7 @@ class GuardedLLMEncoder:
             reason = f"encoder output still invalid after one repair: {exc.reason}"
             raise Unprocessable(reason) from exc
         except LLMUnavailable as exc:
-            raise TemporarilyUnavailable(str(exc), exc.retry_after_s) from exc
+            raise TemporarilyUnavailable(str(exc), exc.retry_after_s, exc.tokens_per_s) from exc
         except EncoderError as exc:
             # 400/413/422: this request can never succeed; anything else (401, 403, 404...)
             # is configuration, so pause rather than dead-letter every segment

@@ -9,8 +9,8 @@ segment). The call and its retry rule are the shared ones of `workers.llm`.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
-from openai.types.chat import ChatCompletion
 from pydantic import ValidationError
 
 from schemas import Segment
@@ -20,18 +20,20 @@ from workers.encoder.prompts import (
     EncoderReply,
     build_messages,
     repair_message,
+    reply_schema_for,
 )
 from workers.encoder.records import EncodedSegment, build_record, segment_turns
 from workers.llm import (
     ChatCaller,
     CompletionError,
     RetryPolicy,
-    content,
     json_object,
     schema_errors,
     total_usage,
     usage_of,
 )
+from workers.llm_format import JsonSchema
+from workers.llm_stream import Completion
 
 
 class EncoderError(LycheeError):
@@ -41,9 +43,12 @@ class EncoderError(LycheeError):
 class LLMUnavailable(EncoderError):
     """Rate-limited, failing or unreachable after the bounded retries: retry the segment later."""
 
-    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+    def __init__(
+        self, message: str, retry_after_s: float | None = None, tokens_per_s: float | None = None
+    ) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+        self.tokens_per_s = tokens_per_s
 
 
 class InvalidEncoderOutput(EncoderError):
@@ -63,7 +68,7 @@ class LLMEncoder(ChatCaller):
     at once: such a wait belongs to the caller's pause, not to a sleeping task.
     """
 
-    policy = RetryPolicy(max_attempts=5, timeout_s=60.0, base_delay_s=0.5, max_delay_s=30.0)
+    policy = RetryPolicy(max_attempts=5, base_delay_s=0.5, max_delay_s=30.0)
 
     async def encode(self, segment: Segment, reference_context: str) -> EncodedSegment:
         """Records of `segment`: LLMUnavailable means later, InvalidEncoderOutput dead-letter;
@@ -72,21 +77,20 @@ class LLMEncoder(ChatCaller):
         rng = self._rng or random.Random(segment.segment_id)
         turns = segment_turns(segment)
         messages = build_messages(segment, reference_context)
-        completion = await self._complete(messages, rng)
+        call = _Call(reply_schema_for(len(turns)), reply_budget(len(turns)))
+        completion = await self._complete(messages, rng, call)
         usages = [usage_of(completion, messages)]
-        raw = content(completion)
         try:
-            reply = parse_reply(raw, len(turns))
+            reply = parse_completion(completion, len(turns), call.max_tokens)
         except InvalidEncoderOutput as first:
             repair = [
                 *messages,
-                {"role": "assistant", "content": raw},
+                {"role": "assistant", "content": first.raw},
                 repair_message(first.reason, len(turns)),
             ]
-            completion = await self._complete(repair, rng)
+            completion = await self._complete(repair, rng, call)
             usages.append(usage_of(completion, repair))
-            raw = content(completion)
-            reply = parse_reply(raw, len(turns))
+            reply = parse_completion(completion, len(turns), call.max_tokens)
 
         ids = [tid for tid, _, _ in turns]
         records = [
@@ -110,14 +114,49 @@ class LLMEncoder(ChatCaller):
             encoder=self.name,
         )
 
-    async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
-        """`ChatCaller._call`; a refusal becomes EncoderError, exhaustion LLMUnavailable."""
+    async def _complete(
+        self, messages: list[dict[str, str]], rng: random.Random, call: _Call
+    ) -> Completion:
+        """`ChatCaller._call`; a refusal becomes EncoderError, exhaustion LLMUnavailable,
+        a reply still being written at the total limit InvalidEncoderOutput at once (a
+        repair would take as long)."""
         try:
-            return await self._call(messages, rng)
+            return await self._call(
+                messages, rng, call.schema, "memory_records", max_tokens=call.max_tokens
+            )
         except CompletionError as err:
+            if err.overlong:
+                raise InvalidEncoderOutput(err.partial, err.reason) from err.error
             if err.retryable_exhausted:
-                raise LLMUnavailable(err.reason, err.retry_after_s) from err.error
+                raise LLMUnavailable(err.reason, err.retry_after_s, err.tokens_per_s) from err.error
             raise EncoderError(f"the LLM server refused the request: {err.error}") from err.error
+
+
+@dataclass(frozen=True)
+class _Call:
+    schema: JsonSchema
+    max_tokens: int
+
+
+def reply_budget(n_turns: int) -> int:
+    """Output tokens a segment's reply may take: a few records a turn at most, a record
+    about 140 tokens of JSON (measured: 967 for 7 records of 7 turns), with room to spare.
+    A small model that loops inside its JSON stops here instead of at the total limit."""
+    return 512 + 256 * max(n_turns, 1)
+
+
+def parse_completion(completion: Completion, n_turns: int, max_tokens: int) -> EncoderReply:
+    """`parse_reply`, saying so when the reply was cut at its token limit."""
+    try:
+        return parse_reply(completion.text, n_turns)
+    except InvalidEncoderOutput as exc:
+        if completion.finish_reason != "length":
+            raise
+        reason = (
+            f"the reply was cut at its limit of {max_tokens} tokens before it ended ("
+            f"{exc.reason}); write fewer and shorter records"
+        )
+        raise InvalidEncoderOutput(exc.raw, reason) from exc
 
 
 def parse_reply(raw: str, n_turns: int) -> EncoderReply:

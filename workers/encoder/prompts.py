@@ -7,6 +7,7 @@ together.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from datetime import date
@@ -23,6 +24,7 @@ from schemas.records import (
 )
 from workers.encoder.records import segment_turns
 from workers.llm import reply_date
+from workers.llm_format import JsonSchema, reply_schema
 
 # Role markers and separators of the chat format; a fixed estimate keeps the count
 # offline and provider-neutral (OpenAI documents 3-4 tokens per message).
@@ -226,3 +228,15 @@ class EncoderReply(BaseModel):
         if isinstance(v, dict | list):
             v = json.dumps(v, ensure_ascii=False)
         return v[:DISAMBIGUATION_MAX_CHARS].strip() if isinstance(v, str) else v
+
+
+_REPLY_SCHEMA = reply_schema(EncoderReply)
+
+
+def reply_schema_for(n_turns: int) -> JsonSchema:
+    """The reply's JSON schema for a segment of `n_turns` turns: evidence_turns limited to
+    its indexes, the error small models make most after malformed JSON."""
+    schema = copy.deepcopy(_REPLY_SCHEMA)
+    turns = schema["properties"]["records"]["items"]["properties"]["evidence_turns"]["items"]
+    turns.update(minimum=0, maximum=max(n_turns - 1, 0))
+    return schema

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 from schemas import Segment
 from schemas.exchange import turn_text
 from schemas.records import (
+    DISAMBIGUATION_MAX_CHARS,
     MemoryRecord,
     MemoryType,
+    RecordBatch,
     SourceRole,
     Temporal,
     TokenUsage,
@@ -26,6 +28,29 @@ class EncodedSegment:
     disambiguation_context: str = ""
     usage: TokenUsage = field(default_factory=TokenUsage)
     encoder: str = "extractive"
+
+
+def record_batch(segment: Segment, encoded: EncodedSegment) -> RecordBatch:
+    """The segment's message on `memory.records`."""
+    return RecordBatch(
+        namespace=segment.namespace,
+        session_id=segment.session_id,
+        segment_id=segment.segment_id,
+        segment_index=segment.index,
+        first_turn_id=segment.first_turn_id,
+        last_turn_id=segment.last_turn_id,
+        session_date=segment.session_date,
+        encoder=encoded.encoder,
+        records=encoded.records,
+        disambiguation_context=encoded.disambiguation_context[:DISAMBIGUATION_MAX_CHARS],
+        usage=encoded.usage,
+        reason=segment.reason,
+        signals=segment.signals,
+        first_seq=min(x.seq for x in segment.exchanges),
+        last_seq=max(x.seq for x in segment.exchanges),
+        exchanges=len(segment.exchanges),
+        tokens=segment.tokens,
+    )
 
 
 def build_record(

@@ -32,9 +32,9 @@ from redis.exceptions import WatchError
 
 from schemas import Segment, session_key
 from schemas import topics as t
-from schemas.records import DISAMBIGUATION_MAX_CHARS, RecordBatch, TokenUsage
+from schemas.records import RecordBatch, TokenUsage
 from workers.encoder.context import ReferenceContext
-from workers.encoder.records import EncodedSegment
+from workers.encoder.records import EncodedSegment, record_batch
 from workers.forget import (
     Fences,
     Source,
@@ -231,25 +231,7 @@ class EncoderService:
         raw_ctx = await self.redis.get(ctx_key)
         ctx = ReferenceContext.model_validate_json(raw_ctx) if raw_ctx else ReferenceContext()
         encoded = await self.encoder.encode(segment, ctx.render() if self.cross_context else "")
-        batch = RecordBatch(
-            namespace=segment.namespace,
-            session_id=segment.session_id,
-            segment_id=segment.segment_id,
-            segment_index=segment.index,
-            first_turn_id=segment.first_turn_id,
-            last_turn_id=segment.last_turn_id,
-            session_date=segment.session_date,
-            encoder=encoded.encoder,
-            records=encoded.records,
-            disambiguation_context=encoded.disambiguation_context[:DISAMBIGUATION_MAX_CHARS],
-            usage=encoded.usage,
-            reason=segment.reason,
-            signals=segment.signals,
-            first_seq=min(x.seq for x in segment.exchanges),
-            last_seq=max(x.seq for x in segment.exchanges),
-            exchanges=len(segment.exchanges),
-            tokens=segment.tokens,
-        )
+        batch = record_batch(segment, encoded)
         advanced = ctx.advanced(segment.index, encoded.disambiguation_context, encoded.records)
         counts = [x for name, value in _usage_counts(encoded.usage).items() for x in (name, value)]
         mine = batch.model_dump_json()

@@ -96,6 +96,7 @@ class LocomoReport(_Model):
     data: str
     variant: str
     llm: str | None
+    judge: str | None = None  # the model that graded the answers, when they were judged
     embedding: str
     conversations: int
     turns: int
@@ -235,9 +236,10 @@ def _cost_lines(report: LocomoReport, cats: list[str]) -> list[str]:
     if not judged:
         why = "no LLM configured" if report.llm is None else "answers are not judged"
         lines.append(f"accuracy: n/a ({why})")
+    by = f" (judge {report.judge}, LoCoMo protocol)" if report.judge else ""
     for name, acc in judged.items():
         lines.append(
-            f"accuracy {name}: " + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)
+            f"accuracy {name}{by}: " + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)
         )
     con, q, i = report.construction, report.query, report.ingest
     lines.append(

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import random
 
-from openai.types.chat import ChatCompletion
-
 from schemas.errors import LycheeError
 from schemas.records import TokenUsage
 from workers.llm import ChatCaller, CompletionError, content, usage_of
+from workers.llm_stream import Completion
 
 # --- the prompt ------------------------------------------------------------------------
 
@@ -114,6 +113,7 @@ class LLMAnswerer(ChatCaller):
     """
 
     json_mode = False  # a short free-text answer
+    max_output_tokens = 1024  # "at most 5-6 words", with room for a model that reasons first
 
     async def answer(
         self, question: str, context: str, *, time_basis: str = ""
@@ -130,7 +130,7 @@ class LLMAnswerer(ChatCaller):
             raise AnswerUnavailable("the answer model replied with an empty message", usage=usage)
         return answer, usage
 
-    async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> ChatCompletion:
+    async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> Completion:
         """`ChatCaller._call` in free text (no JSON mode); no completion is AnswerUnavailable."""
         try:
             return await self._call(messages, rng)

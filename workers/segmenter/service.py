@@ -205,22 +205,7 @@ class SegmenterService:
     # -- internals ----------------------------------------------------------------------
 
     async def _embed(self, exchanges: Sequence[Exchange]) -> list[tuple[Matrix, list[Matrix]]]:
-        """One embedding call for the batch: per exchange, in order, its vector and one vector
-        per turn (a single-turn exchange's turn shares the exchange's). Matched by position:
-        exchange ids repeat across sessions and namespaces."""
-        texts = [ex.rendered() for ex in exchanges]
-        texts += [t.rendered() for ex in exchanges if len(ex.turns) > 1 for t in ex.turns]
-        if not texts:
-            return []
-        matrix = await asyncio.to_thread(self.embedder.embed, texts)
-        out, j = [], len(exchanges)
-        for i, ex in enumerate(exchanges):
-            if len(ex.turns) > 1:
-                out.append((matrix[i], list(matrix[j : j + len(ex.turns)])))
-                j += len(ex.turns)
-            else:
-                out.append((matrix[i], [matrix[i]]))
-        return out
+        return await asyncio.to_thread(embed_exchanges, self.embedder, exchanges)
 
     async def _apply_exchange(
         self, ex: Exchange, vec: Matrix, turn_vecs: list[Matrix], pos: Position | None
@@ -349,26 +334,54 @@ class SegmenterService:
         self, ex: Exchange, turn_vecs: list[Matrix], pos: Position | None = None
     ) -> list[OutMessage]:
         headers = (Source(pos.partition, pos.offset).header(),) if pos is not None else ()
-        out = []
-        for i, (tid, turn, tvec) in enumerate(zip(ex.turn_ids(), ex.turns, turn_vecs, strict=True)):
-            raw = RawTurn(
-                namespace=ex.namespace,
-                session_id=ex.session_id,
-                turn_id=tid,
-                exchange_id=ex.exchange_id,
-                seq=ex.seq,
-                index=i,
-                role=turn.role,
-                speaker=turn.speaker,
-                text=turn.content,
-                image_caption=turn.image_caption,
-                session_date=ex.session_date,
-                created_at=turn.created_at,
-                embedding=np.asarray(tvec, dtype=np.float32).tolist(),
-                embedding_model=self.embedder.model_name,
-            )
-            out.append(OutMessage(t.TURNS, ex.key, raw.model_dump_json().encode(), headers))
-        return out
+        return [
+            OutMessage(t.TURNS, ex.key, raw.model_dump_json().encode(), headers)
+            for raw in raw_turns(ex, turn_vecs, self.embedder.model_name)
+        ]
+
+
+def embed_exchanges(
+    embedder: Embedder, exchanges: Sequence[Exchange]
+) -> list[tuple[Matrix, list[Matrix]]]:
+    """One embedding call for the batch: per exchange, in order, its vector and one vector
+    per turn (a single-turn exchange's turn shares the exchange's). Matched by position:
+    exchange ids repeat across sessions and namespaces."""
+    texts = [ex.rendered() for ex in exchanges]
+    texts += [t.rendered() for ex in exchanges if len(ex.turns) > 1 for t in ex.turns]
+    if not texts:
+        return []
+    matrix = embedder.embed(texts)
+    out, j = [], len(exchanges)
+    for i, ex in enumerate(exchanges):
+        if len(ex.turns) > 1:
+            out.append((matrix[i], list(matrix[j : j + len(ex.turns)])))
+            j += len(ex.turns)
+        else:
+            out.append((matrix[i], [matrix[i]]))
+    return out
+
+
+def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[RawTurn]:
+    """The exchange's turns as `memory.turns` carries them, with their embeddings."""
+    return [
+        RawTurn(
+            namespace=ex.namespace,
+            session_id=ex.session_id,
+            turn_id=tid,
+            exchange_id=ex.exchange_id,
+            seq=ex.seq,
+            index=i,
+            role=turn.role,
+            speaker=turn.speaker,
+            text=turn.content,
+            image_caption=turn.image_caption,
+            session_date=ex.session_date,
+            created_at=turn.created_at,
+            embedding=np.asarray(tvec, dtype=np.float32).tolist(),
+            embedding_model=model_name,
+        )
+        for i, (tid, turn, tvec) in enumerate(zip(ex.turn_ids(), ex.turns, turn_vecs, strict=True))
+    ]
 
 
 def _segment_messages(segments: Sequence[Segment]) -> list[OutMessage]:

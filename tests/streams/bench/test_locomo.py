@@ -55,3 +55,48 @@ def test_bench_locomo_worker_variant_on_a_configured_stack_is_refused(
             run_locomo(settings, data, also=(name,), progress=False)
     with pytest.raises(BenchError, match="no conversation"):
         run_locomo(settings, data, conversation_ids=["nope"], progress=False)
+
+
+def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streams.bench.judging import judge_target
+    from streams.settings import Settings
+    from tests.fakes.openai_server import FakeOpenAI
+    from tests.streams.bench.test_llm import respond
+
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    with FakeOpenAI(respond=respond) as server:
+        # the embedded stack's workers inherit these: the encoder and the query service
+        # (planner, answerer) call the fake, and so does the judge
+        monkeypatch.setenv("LYCHEE_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("LYCHEE_LLM_MODEL", "fake-llm")
+        monkeypatch.delenv("LYCHEE_KAFKA_BOOTSTRAP", raising=False)
+        s = Settings(_env_file=None)  # type: ignore[call-arg]
+        report = run_locomo(s, data, progress=False, judge=judge_target(s, None, None))
+        answered = [b for b in server.requests if "Generated answer: " in str(b["messages"])]
+    assert report.judge == "fake-llm" and report.llm == "fake-llm"
+    accuracy = report.systems["lychee"].accuracy
+    assert accuracy is not None
+    # five questions asked, all answered "San Marzano and cherry tomatoes": only the first
+    # gold answer matches (the judge here labels by the gold's first word)
+    assert len(answered) == 5
+    assert accuracy["all"] == 0.2 and accuracy["single-hop"] == 0.5
+    assert accuracy["temporal"] == accuracy["multi-hop"] == accuracy["open-domain"] == 0.0
+    assert report.systems["dense"].accuracy is None
+    table = format_table(report)
+    assert "accuracy lychee (judge fake-llm, LoCoMo protocol): all 0.200" in table
+    assert report.query.llm_calls_per_question == 2  # a plan and an answer each
+
+
+def test_bench_locomo_answer_without_an_llm_is_refused_with_the_reason(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from streams.cli import main
+
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    env = {"LYCHEE_LLM_BASE_URL": "", "LYCHEE_LLM_MODEL": "", "LYCHEE_KAFKA_BOOTSTRAP": "x:1"}
+    out = CliRunner().invoke(main, ["bench", "locomo", "--data", str(data), "--answer"], env=env)
+    assert out.exit_code != 0 and "--answer needs an LLM" in out.output

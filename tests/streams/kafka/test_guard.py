@@ -82,6 +82,23 @@ async def test_retry_transient_refused_logs_one_line_per_interval_and_resumes() 
     assert [e["event"] for e in logs][-1] == "stage.resumed"
 
 
+async def test_retry_transient_pause_line_shows_how_fast_the_llm_was_writing() -> None:
+    calls = 0
+
+    async def slow_then_ok() -> str:
+        nonlocal calls
+        calls += 1
+        if calls < 3:
+            raise TemporarilyUnavailable("LLM unavailable: timed out", tokens_per_s=3.14159)
+        return "ok"
+
+    policy = TransientPolicy(max_wait_s=0.01, log_every_s=60, base_wait_s=0.01)
+    with structlog.testing.capture_logs() as logs:
+        assert await retry_transient(slow_then_ok, "encoder batch", policy) == "ok"
+    (paused,) = [e for e in logs if e["event"] == "stage.paused"]
+    assert paused["llm_tokens_per_s"] == 3.14  # slow, not down
+
+
 class _Refusing:
     """A publisher whose every send fails for good (what a broken broker would do)."""
 

@@ -16,18 +16,21 @@ import pytest
 
 from schemas import Role, Segment, SegmentExchange, Turn
 from schemas.records import MemoryType, Temporal
-from tests.fakes.openai_server import FakeOpenAI, slow, status, text, valid
+from tests.fakes.openai_server import FakeOpenAI, slow, status, streamed, text, valid
 from tests.workers.builders import segment_of
 from tests.workers.conftest import Sleeps
 from workers.embedding.openai_api import OpenAIEmbedder
+from workers.encoder.adapters import GuardedLLMEncoder
 from workers.encoder.llm import (
     InvalidEncoderOutput,
     LLMEncoder,
     LLMUnavailable,
     parse_reply,
+    reply_budget,
 )
-from workers.encoder.prompts import SYSTEM_PROMPT, build_messages
+from workers.encoder.prompts import SYSTEM_PROMPT, build_messages, reply_schema_for
 from workers.llm import is_retryable, make_client
+from workers.ports import Unprocessable
 from workers.tokens import prompt_tokens
 
 MODEL = "fake-model"
@@ -78,7 +81,7 @@ def encoder(client: openai.AsyncOpenAI, sleeps: Sleeps | None = None, **kw: Any)
 # --- success ---------------------------------------------------------------------------
 
 
-async def test_encoder_valid_reply_maps_turn_ids_and_sends_temperature_zero_json_mode(
+async def test_encoder_valid_reply_maps_turn_ids_and_streams_at_temperature_zero_with_schema(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
     server.script(valid(reply(record(), record(memory_type="fact", semantic_text="  "))))
@@ -99,7 +102,11 @@ async def test_encoder_valid_reply_maps_turn_ids_and_sends_temperature_zero_json
     (body,) = server.requests
     assert body["model"] == MODEL
     assert body["temperature"] == 0
-    assert body["response_format"] == {"type": "json_object"}
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "memory_records", "schema": reply_schema_for(4), "strict": True},
+    }
     assert body["messages"] == build_messages(seg, "Ines: a painter.")
 
     (usage,) = server.usages
@@ -264,14 +271,15 @@ async def test_encoder_retry_after_beyond_max_delay_hands_the_wait_to_the_caller
     assert sleeps.delays == [] and len(server.requests) == 1
 
 
-async def test_encoder_slow_reply_beyond_timeout_is_retried_then_ok(
+async def test_encoder_no_first_token_within_its_limit_is_retried_after_settling_then_ok(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
     server.script(slow(2.0), valid(reply(record())))
     sleeps = Sleeps()
-    out = await encoder(client, sleeps, timeout_s=0.3).encode(make_segment(), "")
+    out = await encoder(client, sleeps, first_token_s=0.3).encode(make_segment(), "")
     assert len(out.records) == 1
     assert len(server.requests) == 2 and len(sleeps.delays) == 1
+    assert sleeps.delays[0] >= LLMEncoder.policy.settle_s  # the server stops the first one
 
 
 async def test_encoder_unreachable_server_raises_unavailable() -> None:
@@ -386,3 +394,38 @@ def test_openai_embedder_given_dim_skips_the_probe(server: FakeOpenAI) -> None:
     assert server.embedding_requests == []
     assert emb.embed(["a"]).shape == (1, server.embedding_dim)
     client.close()
+
+
+async def test_encoder_asks_for_a_budget_by_turns_and_repairs_a_reply_cut_there(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    seg = make_segment()  # 4 turns
+    long = reply(
+        *[record(semantic_text=f"Ines said thing number {i} of many.") for i in range(300)]
+    )
+    server.script(valid(long), valid(reply(record())))
+
+    out = await encoder(client).encode(seg, "")
+
+    assert len(out.records) == 1 and out.usage.calls == 2
+    first, second = server.requests
+    assert first["max_completion_tokens"] == second["max_completion_tokens"] == reply_budget(4)
+    repair = second["messages"][-1]["content"]
+    assert f"cut at its limit of {reply_budget(4)} tokens" in repair
+    assert "fewer and shorter records" in repair
+
+
+async def test_encoder_reply_still_written_at_the_total_limit_is_dead_letter_material_at_once(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    overlong = streamed(" ".join(["{"] * 200), gap_s=0.05)
+    server.script(overlong)  # a retry or a repair would get the default, valid reply
+
+    with pytest.raises(InvalidEncoderOutput, match="still being written at the total limit"):
+        await encoder(client, first_token_s=5.0, gap_s=5.0, total_s=0.5).encode(make_segment(), "")
+    assert len(server.requests) == 1  # no retry and no repair: each would take as long
+    server.script(overlong)
+    with pytest.raises(Unprocessable):
+        await GuardedLLMEncoder(encoder(client, first_token_s=5.0, gap_s=5.0, total_s=0.5)).encode(
+            make_segment(), ""
+        )

@@ -220,7 +220,9 @@ async def test_answer_attempt_past_its_deadline_is_retried(
     server.script(slow(2.0, text("too late")), text("Lisbon"))
     sleeps = Sleeps()
 
-    answer, _ = await answerer(client, sleeps, timeout_s=0.3).answer(QUESTION, evidence_context())
+    answer, _ = await answerer(client, sleeps, first_token_s=0.3).answer(
+        QUESTION, evidence_context()
+    )
 
     assert answer == "Lisbon"
     assert len(server.requests) == 2 and len(sleeps.delays) == 1

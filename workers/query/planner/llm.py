@@ -11,19 +11,26 @@ from schemas.plan import Plan
 from schemas.records import TokenUsage
 from workers.llm import ChatCaller, CompletionError, content, usage_of
 from workers.query.planner.heuristic import heuristic_plan
-from workers.query.planner.prompts import PlanReplyError, build_planner_messages, parse_plan_reply
+from workers.query.planner.prompts import (
+    PLAN_SCHEMA,
+    PlanReplyError,
+    build_planner_messages,
+    parse_plan_reply,
+)
 
 log = structlog.get_logger("lychee.planner")
 
 
 class LLMPlanner(ChatCaller):
-    """One chat completion per question (temperature 0, JSON mode), retried only on
+    """One chat completion per question (temperature 0, the plan's JSON schema), retried only on
     `is_retryable` errors with full-jitter backoff that honours Retry-After; any unusable
     outcome falls back to `heuristic_plan`, logged, never raised.
 
     A Retry-After longer than `max_delay_s` ends the attempts at once: a question waits
     for its plan, so the heuristic is better than a long sleep.
     """
+
+    max_output_tokens = 2048  # a plan is a few hundred tokens
 
     async def plan(
         self, question: str, speakers: Sequence[str] = (), recent_context: str = ""
@@ -34,7 +41,8 @@ class LLMPlanner(ChatCaller):
             raise ValueError("the question is blank")
         messages = build_planner_messages(question, recent_context)
         try:
-            completion = await self._call(messages, self._rng or random.Random(question))
+            rng = self._rng or random.Random(question)
+            completion = await self._call(messages, rng, PLAN_SCHEMA, "retrieval_plan")
         except Exception as exc:  # the fallback is the contract: no error reaches the caller
             reason = (
                 str(exc) if isinstance(exc, CompletionError) else f"{type(exc).__name__}: {exc}"

@@ -31,6 +31,7 @@ from schemas.plan import (
     TemporalFilter,
 )
 from workers.llm import json_object, reply_date, schema_errors
+from workers.llm_format import reply_schema
 from workers.query.planner.wording import speaker_of, unique_queries
 
 PLANNER_SYSTEM_PROMPT = """\
@@ -203,6 +204,7 @@ class _ReplyRoute(BaseModel):
 class _Reply(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
+    reason: _Text = ""  # asked first, so that a constrained model states its plan before it
     question_type: QuestionType
     semantic_queries: _Strings = Field(default_factory=list)
     temporal_filter: _Filter = None
@@ -223,6 +225,10 @@ class _Reply(BaseModel):
     def _qtype(cls, v: Any) -> Any:
         # "Personalized advice" and "personalized-advice" are the same answer.
         return "_".join(v.strip().lower().replace("-", " ").split()) if isinstance(v, str) else v
+
+
+PLAN_SCHEMA = reply_schema(_Reply)
+"""The plan reply's JSON schema (`response_format` json_schema)."""
 
 
 def _route(reply: _ReplyRoute, speakers: Sequence[str]) -> Route | None:

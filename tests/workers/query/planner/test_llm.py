@@ -15,6 +15,7 @@ from tests.workers.conftest import Sleeps
 from workers.query.planner import heuristic_plan
 from workers.query.planner.llm import LLMPlanner
 from workers.query.planner.prompts import (
+    PLAN_SCHEMA,
     PLANNER_SYSTEM_PROMPT,
     PlanReplyError,
     build_planner_messages,
@@ -53,7 +54,7 @@ def planner(client: openai.AsyncOpenAI, sleeps: Sleeps | None = None, **kw: Any)
     return LLMPlanner(client, MODEL, policy=policy, json_mode=json_mode, sleep=sleeps or Sleeps())
 
 
-async def test_llm_plan_valid_reply_sends_temperature_zero_json_mode_and_counts_usage(
+async def test_llm_plan_valid_reply_streams_at_temperature_zero_with_plan_schema_and_counts_usage(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
     server.script(valid(plan_reply()))
@@ -74,7 +75,11 @@ async def test_llm_plan_valid_reply_sends_temperature_zero_json_mode_and_counts_
     (body,) = server.requests
     assert body["model"] == MODEL
     assert body["temperature"] == 0
-    assert body["response_format"] == {"type": "json_object"}
+    assert body["stream"] is True and body["max_completion_tokens"] == 2048
+    assert body["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "retrieval_plan", "schema": PLAN_SCHEMA, "strict": True},
+    }
     assert body["messages"][0] == {"role": "system", "content": PLANNER_SYSTEM_PROMPT}
     assert "Where did Ana move?" in body["messages"][1]["content"]
     assert "Ana: hi" in body["messages"][1]["content"]

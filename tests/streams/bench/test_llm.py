@@ -1,0 +1,165 @@
+"""`lychee bench llm` against the scripted fake LLM: every segment's outcome, the questions
+whose evidence was encoded, planner fallbacks, answers and the judge's verdicts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.bench.harness import BenchError
+from streams.bench.llm import bench_llm
+from streams.settings import Settings
+from tests.fakes.openai_server import Action, FakeOpenAI, status, text, valid
+from tests.streams.bench.files import write_locomo
+from workers.encoder.prompts import SYSTEM_PROMPT
+from workers.evaluation.judge import LOCOMO_JUDGE_SYSTEM
+from workers.query.answer import ANSWER_SYSTEM_PROMPT
+from workers.query.planner.prompts import PLANNER_SYSTEM_PROMPT
+
+ANSWER = "San Marzano and cherry tomatoes"
+PLAN = {
+    "reason": "one person, one fact",
+    "question_type": "single",
+    "semantic_queries": ["Mara tomatoes", "Mara planted"],
+    "temporal_filter": None,
+    "evidence_target": "what Mara planted",
+    "evidence_constraints": [],
+    "constraints": [],
+    "evidence_routes": [
+        {
+            "evidence_goal": "Mara's plants",
+            "queries": ["Mara tomatoes", "Mara balcony"],
+            "constraints": [],
+            "temporal_filter": None,
+            "speaker": "Mara",
+        }
+    ],
+}
+
+
+def respond(body: dict[str, Any]) -> Action:
+    """A reply chosen by the call's system prompt, as a real model would differ by task."""
+    system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
+    if system == SYSTEM_PROMPT:
+        record = {
+            "memory_type": "event",
+            "semantic_text": "Mara planted San Marzano and cherry tomatoes on her balcony.",
+            "entities": ["Mara"],
+            "temporal": {"t_ref": "", "t_valid_from": "", "t_valid_to": ""},
+            "tags": ["tomatoes"],
+            "evidence_turns": [0],
+            "source_role": "user",
+        }
+        return valid({"records": [record], "disambiguation_context": "Mara and Jonas."})
+    if system == PLANNER_SYSTEM_PROMPT:
+        return text("no plan today") if "train" in user else valid(PLAN)
+    if system == ANSWER_SYSTEM_PROMPT:
+        return text(ANSWER)
+    if system == LOCOMO_JUDGE_SYSTEM:
+        gold = user.split("Gold answer: ")[-1].split("\n")[0]
+        answer = user.split("Generated answer: ")[-1].split("\n")[0]
+        label = "CORRECT" if gold.split()[0] in answer else "WRONG"
+        return valid({"reasoning": "compared with the gold answer", "label": label})
+    raise AssertionError(f"unexpected call: {system[:80]}")
+
+
+def settings_for(server: FakeOpenAI, tmp_path: Path, **over: Any) -> Settings:
+    return Settings(  # type: ignore[call-arg]
+        _env_file=None,
+        llm_base_url=server.url,
+        llm_model="fake-llm",
+        lancedb_uri=str(tmp_path / "unused"),
+        **over,
+    )
+
+
+def test_bench_llm_locomo_counts_outcomes_fallbacks_and_judged_accuracy(tmp_path: Path) -> None:
+    data, out = tmp_path / "tiny.json", tmp_path / "report.json"
+    write_locomo(data)
+    lines: list[str] = []
+    with FakeOpenAI(respond=respond) as server:
+        server.script(text("not JSON at all"))  # the first segment's reply: repaired
+        report = bench_llm(
+            settings_for(server, tmp_path), data, None, None, 50, 10, (), (None, None),
+            out, lines.append,
+        )  # fmt: skip
+        calls = [b["messages"][0]["content"] for b in server.requests]
+
+    outcomes = [s.outcome for s in report.segments]
+    assert outcomes[0] == "after repair" and set(outcomes[1:]) <= {"first try"}
+    assert all(s.records == 1 and s.output_tokens > 0 for s in report.segments)
+    assert calls.count(SYSTEM_PROMPT) == len(report.segments) + 1  # one repair
+    # every graded question has its evidence encoded (50 segments hold the whole file)
+    assert [q.category for q in report.questions] == [
+        "single-hop", "temporal", "multi-hop", "open-domain"
+    ]  # fmt: skip
+    assert report.skipped_questions == 1  # the one without evidence
+    assert [q.plan_source for q in report.questions] == ["llm", "heuristic", "llm", "llm"]
+    assert all(q.answer == ANSWER for q in report.questions)
+    assert [q.correct for q in report.questions] == [True, False, False, False]
+    assert report.judge == "fake-llm"
+    summary = json.loads(out.read_text())["summary"]
+    assert summary["planner_fallbacks"] == 1
+    assert summary["outcomes"]["after repair"] == 1 and summary["outcomes"]["dead-lettered"] == 0
+    assert summary["accuracy"]["all"] == {"accuracy": 0.25, "correct": 1, "n": 4}
+    assert summary["accuracy"]["single-hop"]["correct"] == 1
+    printed = "\n".join(lines)
+    assert "segment 1/" in printed and "after repair" in printed
+    assert "judge: CORRECT (running 1/1)" in printed
+    assert "accuracy (judge fake-llm, LoCoMo protocol): all 0.250 (1/4)" in printed
+
+
+def test_bench_llm_segment_stays_invalid_or_llm_down_is_counted_and_the_run_goes_on(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    with FakeOpenAI(respond=respond) as server:
+        server.script(text("nope"), text("still nope"), status(503, {}))
+        report = bench_llm(
+            settings_for(server, tmp_path, llm_max_attempts=1), data, "locomo", "tiny", 3, 0,
+            (), (None, None), None, lambda _: None,
+        )  # fmt: skip
+    assert [s.outcome for s in report.segments] == ["dead-lettered", "unavailable", "first try"]
+    assert report.segments[0].error and "HTTP 503" in (report.segments[1].error or "")
+    assert report.questions == []
+
+
+def test_bench_llm_jsonl_with_asked_questions_answers_without_a_judge(tmp_path: Path) -> None:
+    data = Path(__file__).resolve().parents[3] / "deploy" / "demo" / "conversation.jsonl"
+    lines: list[str] = []
+    with FakeOpenAI(respond=respond) as server:
+        report = bench_llm(
+            settings_for(server, tmp_path), data, None, None, 1, 5,
+            ("What did Priya sign them up for?",), (None, None), None, lines.append,
+        )  # fmt: skip
+    (q,) = report.questions
+    assert q.answer == ANSWER and q.gold is None and not q.judged and report.judge is None
+    assert len(report.segments) == 1
+    assert "accuracy" not in "\n".join(lines[-2:])
+
+
+def test_bench_llm_without_an_llm_or_with_an_unknown_conversation_says_why(tmp_path: Path) -> None:
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    bare = Settings(_env_file=None)  # type: ignore[call-arg]
+    with pytest.raises(BenchError, match="LYCHEE_LLM_BASE_URL"):
+        bench_llm(bare, data, None, None, 1, 1, (), (None, None), None, print)
+    with FakeOpenAI(respond=respond) as server, pytest.raises(BenchError, match="'nope'.*tiny"):
+        bench_llm(
+            settings_for(server, tmp_path), data, None, "nope", 1, 1, (), (None, None), None,
+            print,
+        )  # fmt: skip
+
+
+def test_bench_llm_redacted_question_line_holds_no_text_of_the_data() -> None:
+    from streams.bench.llm_report import QuestionResult, question_line
+
+    q = QuestionResult("Where is the cabin?", "single-hop", "By the lake", "near a lake", "llm",
+                       12.0, 300, judged=True, correct=True)  # fmt: skip
+    line = question_line(1, 1, q, [q], redact=True)
+    assert "cabin" not in line and "lake" not in line
+    assert "[single-hop] (texts withheld)" in line and "judge: CORRECT (running 1/1)" in line
