@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import date
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 import orjson
 import structlog
@@ -49,6 +50,7 @@ from streams.gateway.models import (
     RecordsPage,
     SearchIn,
 )
+from streams.gateway.server import is_loopback
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")
@@ -223,18 +225,38 @@ async def _send_problem(send: Send, status: int, title: str, detail: str, **head
     await send({"type": "http.response.body", "body": body})
 
 
+def _host_name(scope: Scope) -> str:
+    """The host name the request was addressed to (its Host header, without the port)."""
+    host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+    try:
+        return urlsplit(f"//{host}").hostname or ""
+    except ValueError:  # "[::1" and the like: no name at all
+        return host
+
+
 class Guard:
     """Outermost: latency by route template and status; for /v1 and /mcp also a bound on
-    requests served at once (a bounded wait, then 503) and on body size (413)."""
+    requests served at once (a bounded wait, then 503) and on body size (413).
 
-    def __init__(self, app: ASGIApp, settings: Settings) -> None:
+    Without API keys, only requests addressed to a loopback name are served (421 otherwise):
+    binding loopback keeps other machines out, but a web page the user opens could still
+    reach the gateway through a name of its own that resolves to 127.0.0.1 (DNS rebinding),
+    and then read or forget memories as a same-origin page."""
+
+    def __init__(self, app: ASGIApp, settings: Settings, keys: KeyRing) -> None:
         self.app = app
         self.settings = settings
+        self.keys = keys
         self.slots = asyncio.Semaphore(settings.gateway_max_in_flight)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if not self.keys and not is_loopback(name := _host_name(scope)):
+            detail = (f"the request is addressed to {name or 'no host'!r}: without API keys the "
+                      "gateway answers only requests addressed to localhost or a loopback address")  # fmt: skip
+            await _send_problem(send, 421, "Misdirected request", detail)
             return
         t0 = time.perf_counter()
         status = {"code": 500}
@@ -391,5 +413,5 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
 
     app.router.routes.append(Route("/metrics", endpoint=AsgiEndpoint(make_asgi_app())))
     app.router.routes.append(Route("/mcp", endpoint=McpAuth(mcp_endpoint.endpoint, keys)))
-    app.add_middleware(Guard, settings=settings)
+    app.add_middleware(Guard, settings=settings, keys=keys)
     return app

@@ -75,7 +75,8 @@ async def test_encoder_invalid_llm_output_dead_letters_the_segment_intact(
 ) -> None:  # type: ignore[no-untyped-def]
     from redis.asyncio import Redis
 
-    seg = make_segment(1).model_copy(update={"namespace": f"dlq-{uuid.uuid4().hex[:6]}"})
+    ns = f"dlq-{uuid.uuid4().hex[:6]}"  # its own segment id: no other test's cached batch
+    seg = make_segment(1).model_copy(update={"namespace": ns, "segment_id": f"{ns}/s1/0"})
     raw = seg.model_dump_json().encode()
     publisher = KafkaPublisher.from_settings(settings)
     await publisher.start()

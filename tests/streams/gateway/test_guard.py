@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 
 from streams.gateway.app import Guard
+from streams.gateway.auth import KeyRing, add_key
 from streams.settings import Settings
 
 
@@ -32,11 +33,15 @@ class Slow:
 
 
 def client(app: Any) -> httpx.AsyncClient:
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1:8080"
+    )
 
 
 async def test_guard_full_slots_answer_503_after_the_queue_wait() -> None:
-    guard = Guard(Slow(0.5), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=0.1))
+    guard = Guard(
+        Slow(0.5), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=0.1), KeyRing()
+    )
     async with client(guard) as c:
         first, second = await asyncio.gather(
             c.post("/v1/namespaces/a/search", json={}),
@@ -49,14 +54,16 @@ async def test_guard_full_slots_answer_503_after_the_queue_wait() -> None:
 
 
 async def test_guard_waiting_request_gets_the_slot_when_it_frees() -> None:
-    guard = Guard(Slow(0.1), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=5))
+    guard = Guard(
+        Slow(0.1), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=5), KeyRing()
+    )
     async with client(guard) as c:
         got = await asyncio.gather(*(c.post("/v1/x", json={}) for _ in range(4)))
     assert [r.status_code for r in got] == [200] * 4
 
 
 async def test_guard_body_over_the_limit_is_413_with_or_without_a_length() -> None:
-    guard = Guard(Slow(0), settings(gateway_max_body_bytes=1024))
+    guard = Guard(Slow(0), settings(gateway_max_body_bytes=1024), KeyRing())
     async with client(guard) as c:
         r = await c.post("/v1/namespaces/a/exchanges", content=b"x" * 2048)
         assert r.status_code == 413 and r.headers["content-type"] == "application/problem+json"
@@ -71,7 +78,28 @@ async def test_guard_body_over_the_limit_is_413_with_or_without_a_length() -> No
 
 
 async def test_guard_health_and_metrics_are_not_queued() -> None:
-    guard = Guard(Slow(0.3), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=0.05))
+    guard = Guard(
+        Slow(0.3), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=0.05), KeyRing()
+    )
     async with client(guard) as c:
         got = await asyncio.gather(c.get("/healthz"), c.get("/metrics"), c.get("/readyz"))
     assert [r.status_code for r in got] == [200, 200, 200]
+
+
+async def test_guard_without_keys_answers_only_requests_addressed_to_loopback() -> None:
+    guard = Guard(Slow(0), settings(), KeyRing())
+    async with client(guard) as c:
+        for host in ("127.0.0.1:8080", "localhost", "[::1]:8080"):
+            assert (await c.get("/v1/x", headers={"host": host})).status_code == 200, host
+        for host in ("rebound.example:8080", "", "[::1"):
+            r = await c.get("/v1/x", headers={"host": host})
+            assert r.status_code == 421, host
+            assert "loopback" in r.json()["detail"]
+
+
+async def test_guard_with_keys_leaves_the_host_to_the_keys(tmp_path: Any) -> None:
+    add_key(tmp_path / "keys.json", "k", ["*"])
+    keys = KeyRing.load(tmp_path / "keys.json")
+    guard = Guard(Slow(0), settings(), keys)
+    async with client(guard) as c:
+        assert (await c.get("/", headers={"host": "memory.internal"})).status_code == 200

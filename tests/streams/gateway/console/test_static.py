@@ -21,7 +21,7 @@ SCRIPTS = [p for p in FILES if p.suffix == ".js"]
 @pytest.fixture(scope="module")
 def client() -> TestClient:
     # no `with`: the lifespan (broker, Redis) is not started; the console's files need neither
-    return TestClient(create_app(Settings(_env_file=None), KeyRing()))
+    return TestClient(create_app(Settings(_env_file=None), KeyRing()), base_url="http://127.0.0.1")
 
 
 def _served(path: Path) -> str:
