@@ -74,6 +74,16 @@ def test_reply_schema_keeps_the_fields_the_prompt_asks_for_by_their_json_names()
     assert turns["items"] == {"type": "integer", "minimum": 0, "maximum": 2}
 
 
+def test_encoder_reply_schema_bounds_every_list() -> None:
+    records = reply_schema_for(2)["properties"]["records"]
+    fields = records["items"]["properties"]
+    assert records["maxItems"] == 6
+    assert fields["evidence_turns"]["maxItems"] == 2
+    assert fields["entities"]["maxItems"] == fields["tags"]["maxItems"] == 8
+    arrays = [n for n in walk(reply_schema_for(2)) if n.get("type") == "array"]
+    assert arrays and all("maxItems" in n for n in arrays)
+
+
 async def test_format_ladder_steps_down_once_per_refusal_and_remembers_the_endpoint(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:

@@ -233,10 +233,24 @@ class EncoderReply(BaseModel):
 _REPLY_SCHEMA = reply_schema(EncoderReply)
 
 
+LIST_MAX_ITEMS = 8  # entities or tags of one record
+RECORDS_PER_TURN = 3
+
+
 def reply_schema_for(n_turns: int) -> JsonSchema:
     """The reply's JSON schema for a segment of `n_turns` turns: evidence_turns limited to
-    its indexes, the error small models make most after malformed JSON."""
+    its indexes, the error small models make most after malformed JSON, and every list
+    bounded (a few records a turn, a few entities and tags a record, each turn cited once):
+    a small model at temperature 0 can otherwise repeat a list item until its token cap,
+    seen with Qwen2.5-Coder-1.5B on a one-turn segment. Item counts cost a grammar a few
+    rules, unlike string lengths."""
+    n = max(n_turns, 1)
     schema = copy.deepcopy(_REPLY_SCHEMA)
-    turns = schema["properties"]["records"]["items"]["properties"]["evidence_turns"]["items"]
-    turns.update(minimum=0, maximum=max(n_turns - 1, 0))
+    records = schema["properties"]["records"]
+    records["maxItems"] = RECORDS_PER_TURN * n
+    fields = records["items"]["properties"]
+    fields["evidence_turns"].update(maxItems=n)
+    fields["evidence_turns"]["items"].update(minimum=0, maximum=n - 1)
+    for name in ("entities", "tags"):
+        fields[name]["maxItems"] = LIST_MAX_ITEMS
     return schema
