@@ -227,7 +227,8 @@ async def _send_problem(send: Send, status: int, title: str, detail: str, **head
 
 def _host_name(scope: Scope) -> str:
     """The host name the request was addressed to (its Host header, without the port)."""
-    host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+    headers: dict[bytes, bytes] = dict(scope["headers"])
+    host = headers.get(b"host", b"").decode("latin-1")
     try:
         return urlsplit(f"//{host}").hostname or ""
     except ValueError:  # "[::1" and the like: no name at all
