@@ -31,7 +31,7 @@ from schemas.plan import (
     TemporalFilter,
 )
 from workers.llm import json_object, reply_date, schema_errors
-from workers.llm_format import reply_schema
+from workers.llm_format import JsonSchema, reply_schema
 from workers.query.planner.wording import speaker_of, unique_queries
 
 PLANNER_SYSTEM_PROMPT = """\
@@ -227,7 +227,22 @@ class _Reply(BaseModel):
         return "_".join(v.strip().lower().replace("-", " ").split()) if isinstance(v, str) else v
 
 
-PLAN_SCHEMA = reply_schema(_Reply)
+def _bounded(schema: JsonSchema) -> JsonSchema:
+    """Every list of the plan bounded (queries 8, routes 6, a route's queries 4, constraints
+    4): a small model at temperature 0 can repeat a list item until its token cap (seen
+    with Qwen2.5-Coder-1.5B: 1,700 tokens of plan). Validation caps them again."""
+    props = schema["properties"]
+    props["semantic_queries"]["maxItems"] = 8
+    props["evidence_routes"]["maxItems"] = 6
+    for name in ("evidence_constraints", "constraints"):
+        props[name]["maxItems"] = 4
+    route = props["evidence_routes"]["items"]["properties"]
+    route["queries"]["maxItems"] = 4
+    route["constraints"]["maxItems"] = 4
+    return schema
+
+
+PLAN_SCHEMA = _bounded(reply_schema(_Reply))
 """The plan reply's JSON schema (`response_format` json_schema)."""
 
 
