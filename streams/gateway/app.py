@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import date
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 import orjson
 import structlog
@@ -33,7 +32,7 @@ from schemas.base import Name
 from schemas.records import MemoryType
 from streams import metrics
 from streams.gateway import console, dead_letters, views
-from streams.gateway.auth import KeyRing, Principal, presented_key
+from streams.gateway.auth import KeyRing, Principal, host_name, is_loopback, presented_key
 from streams.gateway.connection import StackConnection
 from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
 from streams.gateway.errors import GatewayError
@@ -50,7 +49,6 @@ from streams.gateway.models import (
     RecordsPage,
     SearchIn,
 )
-from streams.gateway.server import is_loopback
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")
@@ -226,13 +224,9 @@ async def _send_problem(send: Send, status: int, title: str, detail: str, **head
 
 
 def _host_name(scope: Scope) -> str:
-    """The host name the request was addressed to (its Host header, without the port)."""
+    """The name the request was addressed to (its Host header, without the port)."""
     headers: dict[bytes, bytes] = dict(scope["headers"])
-    host = headers.get(b"host", b"").decode("latin-1")
-    try:
-        return urlsplit(f"//{host}").hostname or ""
-    except ValueError:  # "[::1" and the like: no name at all
-        return host
+    return host_name(headers.get(b"host", b"").decode("latin-1"))
 
 
 class Guard:

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
 import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -178,3 +180,22 @@ def presented_key(authorization: str | None, x_api_key: str | None) -> str | Non
         if scheme.lower() == "bearer" and value.strip():
             return value.strip()
     return x_api_key.strip() if x_api_key and x_api_key.strip() else None
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost` or a loopback address: what the gateway binds, and what a request must be
+    addressed to, without keys."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_name(host_header: str) -> str:
+    """The name a request was addressed to: its Host header without the port ("" if none)."""
+    try:
+        return urlsplit(f"//{host_header}").hostname or ""
+    except ValueError:  # an unbalanced [ or a bad port
+        return ""

@@ -73,8 +73,6 @@ def stack_wide(principal: Caller) -> Principal:
 
 StackWide = Annotated[Principal, Depends(stack_wide)]
 
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
-
 
 def same_origin_json(request: Request) -> None:
     """A write the console makes, refused when another site could have made the browser send it.
@@ -82,8 +80,9 @@ def same_origin_json(request: Request) -> None:
     A page elsewhere can submit a form (urlencoded, multipart, text/plain) or a no-cors fetch
     or beacon to the gateway with no CORS preflight; a JSON body needs a preflight, which the
     gateway never grants: so JSON only, always. Without keys nothing else tells who calls, so
-    also the `Host` must be a loopback name (a DNS-rebound name is not) and the `Origin`, which
-    browsers send with every POST, this very host (a client that sends none is not a browser).
+    also the `Origin`, which browsers send with every POST, must be this very host (a client
+    that sends none is not a browser); the `Host` is a loopback name (the Guard refuses any
+    other without keys, a DNS-rebound one included).
     """
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media != "application/json":
@@ -91,10 +90,7 @@ def same_origin_json(request: Request) -> None:
     keys: KeyRing = request.app.state.keys
     if keys:
         return  # the key, which another site cannot read nor send, is the proof
-    host = request.headers.get("host", "")
-    if _hostname(host) not in LOOPBACK_NAMES:
-        raise Forbidden(f"Host {host!r} is not a loopback name: without API keys the gateway "
-                        "takes writes addressed to 127.0.0.1, localhost or [::1] only")  # fmt: skip
+    host = request.headers.get("host", "")  # a loopback name: the gateway's Guard checked
     origin = request.headers.get("origin")
     if origin is not None and _netloc(origin) != host.lower():
         raise Forbidden(f"a request from {origin!r} is refused: only the gateway's own pages "
@@ -102,13 +98,6 @@ def same_origin_json(request: Request) -> None:
 
 
 SameOriginJson = Annotated[None, Depends(same_origin_json)]
-
-
-def _hostname(host: str) -> str | None:
-    try:
-        return urlsplit(f"//{host}").hostname
-    except ValueError:  # an unbalanced [ or a bad port
-        return None
 
 
 def _netloc(origin: str) -> str | None:

@@ -6,14 +6,13 @@ gateway then refuses any address but loopback.
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 
 import structlog
 import uvicorn
 
 from schemas.errors import LycheeError
-from streams.gateway.auth import KeyRing
+from streams.gateway.auth import KeyRing, is_loopback
 from streams.metrics import advertised_host
 from streams.settings import Settings
 
@@ -22,15 +21,6 @@ log = structlog.get_logger("lychee.gateway")
 
 class GatewayConfigError(LycheeError, ValueError):
     """The gateway cannot start as configured; the message says what to change."""
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def check_binding(host: str, keys: KeyRing) -> str | None:

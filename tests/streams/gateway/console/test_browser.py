@@ -414,7 +414,7 @@ def test_console_replay_refuses_requests_another_origin_could_send(
     for headers, status in (
         ({"Content-Type": "text/plain"}, 415),  # a form or a no-cors fetch: no preflight
         ({"Origin": "http://127.0.0.1:9"}, 403),  # another origin's script
-        ({"Host": "rebound.example:80"}, 403),  # a name rebound to 127.0.0.1 (DNS rebinding)
+        ({"Host": "rebound.example:80"}, 421),  # a name rebound to 127.0.0.1 (DNS rebinding)
     ):
         sent = {"Content-Type": "application/json", **headers}
         r = httpx.post(dead_letters, content=body, headers=sent, timeout=60)
