@@ -41,19 +41,20 @@ class Running(Protocol):
     def log_path(self) -> Path | None: ...
 
 
-def wait_ready(url: str, child: Running, timeout_s: float = 240) -> None:
+def wait_ready(url: str, child: Running, timeout_s: float = 240, path: str = "/readyz") -> None:
+    """Until `path` answers 200 (`/healthz`: the process is up, with or without its stack)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if not child.alive:
             log = child.log_path.read_text(errors="replace") if child.log_path else ""
             raise RuntimeError(f"gateway exited:\n{log[-3000:]}")
         try:
-            if httpx.get(f"{url}/readyz", timeout=10).status_code == 200:
+            if httpx.get(f"{url}{path}", timeout=10).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
-    raise TimeoutError(f"gateway {url} not ready after {timeout_s}s")
+    raise TimeoutError(f"gateway {url}{path} not 200 after {timeout_s}s")
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ import asyncio
 import json
 import os
 import sys
-import time
 
 import httpx
 import pytest
@@ -18,7 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from streams.stack.embedded import Child, free_port
 from tests.hosts.inspector import Inspector
-from tests.streams.gateway.conftest import ROOT, LateStack
+from tests.streams.gateway.conftest import ROOT, LateStack, wait_ready
 from tests.streams.gateway.test_mcp import TOOLS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -80,19 +79,6 @@ def test_mcp_stdio_inspector_before_the_stack_lists_tools_and_names_what_is_down
     assert_names_the_stack(called.result["content"][0]["text"], late_stack)
 
 
-def wait_healthy(url: str, child: Child, timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert child.alive, child.log_tail(30)
-        try:
-            if httpx.get(f"{url}/healthz", timeout=10).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"gateway {url} not up after {timeout_s}s")
-
-
 def test_gateway_before_the_stack_answers_503_then_serves_without_restart(
     inspector: Inspector, late_stack: LateStack
 ) -> None:
@@ -117,7 +103,7 @@ def test_gateway_before_the_stack_answers_503_then_serves_without_restart(
     mcp = ["--server-url", f"{url}/mcp", "--transport", "http", "--method"]
     gateway.start()
     try:
-        wait_healthy(url, gateway)
+        wait_ready(url, gateway, timeout_s=300, path="/healthz")
         ready = httpx.get(f"{url}/readyz", timeout=60)
         assert ready.status_code == 503
         checks = ready.json()["checks"]
