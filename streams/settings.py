@@ -231,10 +231,10 @@ class Settings(BaseSettings):
         default=100, ge=1, description="rerank pool per route: max(this, 4k) (paper App. C.4)"
     )
     query_scorer: Literal["fitted", "off"] = Field(
-        default="off",
-        description="the second stage over the fused pool where no cross-encoder is set: the "
-        "fitted linear scorer (workers.query.scorer; more hits in the first 10 items, less "
-        "recall at a token budget) or off (fusion order)",
+        default="fitted",
+        description="the second stage where no cross-encoder is set: a fitted linear scorer "
+        "moves its three most likely items of selection's top 30 (top k when larger) to the front "
+        "(workers.query.scorer) or off (selection's order)",
     )
     # supervision by `lychee up`: a worker that exits is restarted after a backoff that doubles
     # from restart_backoff_s up to restart_backoff_max_s; restart_max_crashes exits within

@@ -1,11 +1,14 @@
-"""`python -m streams.bench.fit_scorer DUMP`: fit the second-stage scorer's weights.
+"""`python -m streams.bench.fit_scorer DUMP`: fit the second stage's weights and its lead.
 
-DUMP is `recall_probe --dump` output on the LoCoMo dev split: every question's evidence
-(100 items) with the scores recall and fusion gave. Each item is labelled by whether it
-covers a gold turn, a logistic regression is fitted over `workers.query.scorer.FEATURES`,
-and the items are re-ranked by it. It prints the figures with the weights fitted on every
-conversation and with each conversation's weights fitted on the others
-(leave-one-conversation-out), then the weights to paste into `workers/query/scorer.py`.
+DUMP is `recall_probe --dump` output on the LoCoMo dev split (with the second stage off):
+every question's evidence (100 items) with the scores recall and fusion gave. Each item is
+labelled by whether it covers a gold turn and a logistic regression is fitted over
+`workers.query.scorer.FEATURES`; then the lead (how many of the scorer's most likely items
+go first, and the log-odds they need) is chosen for the first ten items plus the 1,000-token
+budget, among the leads that lower no category's budget recall. It prints the figures as
+served, re-ranked by the scorer alone, and led, each with the weights and lead fitted on
+every conversation and with each conversation's fitted on the others (leave-one-
+conversation-out), then what to paste into `workers/query/scorer.py`.
 """
 
 from __future__ import annotations
@@ -21,9 +24,18 @@ from sklearn.linear_model import LogisticRegression
 from schemas import EvidenceItem
 from streams.bench.locomo import evidence_line
 from workers.evaluation.metrics import QuestionResult, aggregate
-from workers.query.scorer import FEATURES, Scorer, features, matrix, question_terms
+from workers.query.scorer import (
+    FEATURES,
+    Lead,
+    Scorer,
+    features,
+    lead_order,
+    matrix,
+    question_terms,
+)
 
 TEMPORAL = "temporal"
+LEADS = tuple(Lead(n, z) for n in (1, 2, 3, 4) for z in (-3.0, -2.5, -2.0, -1.5, -1.0))
 
 
 def rows_of(q: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[EvidenceItem]]:
@@ -49,15 +61,24 @@ def fit(xs: list[np.ndarray], ys: list[np.ndarray], c: float) -> Scorer:
 
 
 def evaluate(
-    dump: list[dict[str, Any]], scorers: dict[str, Scorer | None], novel: bool = False
+    dump: list[dict[str, Any]],
+    scorers: dict[str, Scorer | None],
+    novel: bool = False,
+    leads: dict[str, Lead] | None = None,
 ) -> dict[str, Any]:
-    """Every question's items re-ranked by its conversation's scorer (None: as served);
-    `novel` drops an item whose turns the items before it already cover."""
+    """Every question's items re-ranked by its conversation's scorer (None: as served), or,
+    with `leads`, led by it (`workers.query.scorer.lead_order`); `novel` drops an item whose
+    turns the items before it already cover."""
     results = []
     for q in dump:
         x, _, items = rows_of(q)
         scorer = scorers[q["namespace"]]
-        order = np.argsort(-scorer.score(x), kind="stable") if scorer else np.arange(len(items))
+        if scorer is None:
+            order: Any = range(len(items))
+        elif leads is not None:
+            order = lead_order(scorer.score(x), leads[q["namespace"]])
+        else:
+            order = np.argsort(-scorer.score(x), kind="stable")
         covered: set[str] = set()
         kept = []
         for i in order:
@@ -67,6 +88,22 @@ def evaluate(
         ranked = [evidence_line(items[i]) for i in kept]
         results.append(QuestionResult(q["category"], frozenset(q["gold"]), ranked, 0.0))
     return aggregate(results, (5, 10), (1000,))
+
+
+def best_lead(dump: list[dict[str, Any]], scorers: dict[str, Scorer | None]) -> Lead:
+    """The lead with the most recall@10 + recall@1000 tokens that lowers no category's
+    recall@1000 tokens below the served order's."""
+    convs = {q["namespace"] for q in dump}
+    served = evaluate(dump, dict.fromkeys(convs), True)["recall_at_budget"]
+
+    def gain(how: Lead) -> float:
+        agg = evaluate(dump, scorers, True, dict.fromkeys(convs, how))
+        budget = agg["recall_at_budget"]
+        if any(budget[c]["1000"] < served[c]["1000"] for c in served):
+            return -1.0
+        return float(agg["recall_at_k"]["all"]["10"] + budget["all"]["1000"])
+
+    return max(LEADS, key=gain)
 
 
 def line(name: str, agg: dict[str, Any]) -> str:
@@ -102,10 +139,20 @@ def main() -> None:
     print(line("held-back", evaluate(dump, dict(held_back))))
     print(line("novel", evaluate(dump, dict.fromkeys(convs), novel=True)))
     print(line("held+novel", evaluate(dump, dict(held_back), novel=True)))
+    led = best_lead(dump, dict.fromkeys(convs, everything))
+    print(line("led", evaluate(dump, dict.fromkeys(convs, everything), True,
+                               dict.fromkeys(convs, led))))  # fmt: skip
+    leads = {c: best_lead([q for q in dump if q["namespace"] != c], dict(held_back)) for c in convs}
+    print(line("held led", evaluate(dump, dict(held_back), True, leads)))
+    print(
+        "held-back leads: "
+        + ", ".join(f"{c} {h.items} at {h.log_odds:+.1f}" for c, h in leads.items())
+    )
     print("weights (standardized):")
     for name, w in zip(FEATURES, everything.weights, strict=True):
         print(f"  {name:<16} {w:+.3f}")
     print(repr(everything))
+    print(repr(led))
 
 
 if __name__ == "__main__":

@@ -99,15 +99,34 @@ def matrix(rows: Sequence[list[float]]) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
 
 
-def rescore(
-    fused: Sequence[Fused], question: str, temporal_question: bool, scorer: Scorer, limit: int
+@dataclass(frozen=True)
+class Lead:
+    """How the second stage reorders selection's choice: at most `items` candidates, its
+    most likely ones with at least `log_odds`, go first; the rest keep selection's order."""
+
+    items: int
+    log_odds: float
+
+
+def lead_order(log_odds: np.ndarray, lead: Lead) -> list[int]:
+    """Positions in the new order: the leading few (in their served order), then the rest.
+
+    Moving only a few keeps what selection's route coverage and diversity chose for the
+    token budget; reordering everything by the scorer buys hits in the first ten items
+    with recall at 1,000 tokens (it prefers the larger turn windows; docs/notes/issue25.md).
+    """
+    best = np.argsort(-log_odds, kind="stable")[: lead.items]
+    ahead = sorted(int(i) for i in best if log_odds[i] >= lead.log_odds)
+    return [*ahead, *(i for i in range(len(log_odds)) if i not in ahead)]
+
+
+def lead(
+    chosen: Sequence[Fused], question: str, temporal_question: bool, scorer: Scorer, how: Lead
 ) -> list[Fused]:
-    """The fusion's first `limit` candidates with the scorer's probability as their score
-    (`Fused.second`), then the rest below them (second stage 0), in fusion order."""
-    ranked = sorted(fused, key=lambda f: (-f.fused, -f.rrf, f.item_id))
-    head, tail = ranked[:limit], ranked[limit:]
-    if not head:
-        return ranked
+    """Selection's choice reordered by `lead_order`, each with the scorer's probability
+    (`Fused.second`, reported as `scores["second"]`)."""
+    if not chosen:
+        return []
     terms = question_terms(question)
     x = matrix(
         [
@@ -115,25 +134,25 @@ def rescore(
                 terms, temporal_question, c.kind, c.text, f.scores(),
                 c.kind == "record" and bool(c.date),
             )
-            for f in head
+            for f in chosen
             for c in (f.candidate,)
         ]
     )  # fmt: skip
-    p = 1.0 / (1.0 + np.exp(-scorer.score(x)))
-    return [
-        *(replace(f, second=float(v)) for f, v in zip(head, p, strict=True)),
-        *(replace(f, second=0.0) for f in tail),
-    ]
+    z = scorer.score(x)
+    p = 1.0 / (1.0 + np.exp(-z))
+    return [replace(chosen[i], second=round(float(p[i]), 6)) for i in lead_order(z, how)]
 
 
-# `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump at
-# commit bb1d33e, the store of main's encoder); held-back figures in docs/notes/issue25.md
+# `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump
+# at f9f2859's query code over the store of fingerprint e37c628d19db, second stage off);
+# held-back figures in docs/notes/issue25.md
 FITTED: Scorer | None = Scorer(
-    weights=(0.8247, 0.1474, -0.1302, -0.2336, 0.0288, 0.0516, 0.7366, -0.0041, 0.1166,
-             -0.1166, 0.2120, 0.5353, 0.0169, -0.1204),
-    mean=(0.6783, 0.8459, 0.4687, 0.0812, 0.4269, 0.8834, 0.1640, 0.0058, 0.8513, 0.1487,
-          3.1243, 0.2825, 0.6779, 0.2118),
-    scale=(0.1423, 0.3611, 0.2266, 0.1975, 0.3371, 0.6942, 0.4968, 0.0759, 0.3558, 0.3558,
-           0.7037, 0.1656, 0.4022, 0.4086),
-    bias=-4.2617,
+    weights=(1.0986, 0.0351, -0.0285, -0.1937, -0.3637, 0.7464, 0.6456,
+          -0.0301, -0.1078, 0.1078, 0.4391, 0.5016, 0.0014, -0.1619),
+    mean=(0.6482, 0.7839, 0.4323, 0.1082, 0.3888, 0.7271, 0.1870,
+          0.0062, 0.7971, 0.2029, 3.1945, 0.2909, 0.7040, 0.1970),
+    scale=(0.1549, 0.4116, 0.2480, 0.2184, 0.3440, 0.7138, 0.5046,
+          0.0785, 0.4022, 0.4022, 0.7669, 0.1664, 0.3952, 0.3977),
+    bias=-5.5196,
 )  # fmt: skip
+LEAD = Lead(3, -1.5)

@@ -95,7 +95,7 @@ class Fused:
     best: float
     route_score: float
     routes: tuple[str, ...]
-    second: float | None = None  # a second-stage score (workers.query.scorer), when one ran
+    second: float | None = None  # the second stage's probability (workers.query.scorer.lead)
 
     @property
     def item_id(self) -> str:
@@ -105,11 +105,6 @@ class Fused:
     def fused(self) -> float:
         """`0.82·best + 0.18·route`: the fusion's own score."""
         return final_score(self.best, self.route_score)
-
-    @property
-    def final(self) -> float:
-        """What selection ranks by: the second stage's score where it ran, else the fusion's."""
-        return self.fused if self.second is None else self.second
 
     def scores(self) -> dict[str, float]:
         """Channel scores plus the fusion scores, e.g. for `EvidenceItem.scores`."""
@@ -179,7 +174,7 @@ def fuse_routes(routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA) -> list[
 
 
 def _rank_key(f: Fused) -> tuple[float, float, str]:
-    return (-f.final, -f.rrf, f.item_id)
+    return (-f.fused, -f.rrf, f.item_id)
 
 
 def route_quota(k: int, routes: int) -> int:
@@ -302,9 +297,9 @@ def select(
     pool = [f for f in top if f.item_id not in taken]
     if not pool:
         return chosen
-    hi, lo = top[0].final, top[-1].final
+    hi, lo = top[0].fused, top[-1].fused
     pool.sort(key=lambda f: f.item_id)  # argmax keeps the first of equal gains: smallest id
-    relevance = np.array([(f.final - lo) / (hi - lo) if hi > lo else 1.0 for f in pool])
+    relevance = np.array([(f.fused - lo) / (hi - lo) if hi > lo else 1.0 for f in pool])
     sim = similarity_matrix([f.candidate for f in [*chosen, *pool]])[len(chosen) :]
     max_sim = sim[:, : len(chosen)].max(axis=1, initial=0.0)  # to the selected set
     sim = sim[:, len(chosen) :]

@@ -25,7 +25,7 @@ from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
-from workers.query.scorer import Scorer, rescore
+from workers.query.scorer import LEAD, Scorer, lead
 from workers.query.selection import (
     POOL_FACTOR,
     Fused,
@@ -36,7 +36,7 @@ from workers.query.selection import (
 )
 from workers.store import EvidenceStore, consistent_reads
 
-SCORED_POOL = 100  # fused candidates the second stage scores (at least the selection pool)
+LED_POOL = 30  # selection's choice the second stage leads, of which the first k are kept
 
 # "no-entity-topic-nodes" leaves the entity_topic nodes out of recall, and so on
 NODE_ABLATIONS: dict[Ablation, frozenset[NodeType]] = {
@@ -68,8 +68,8 @@ class QueryDeps:
     planner: Planner = field(default_factory=HeuristicPlanner)
     answerer: LLMAnswerer | None = None
     reranker: Reranker | None = None
-    # a second stage over the fused pool where no cross-encoder reranks (None: off; the
-    # fitted one is `workers.query.scorer.FITTED`, chosen by LYCHEE_QUERY_SCORER)
+    # the second stage where no cross-encoder reranks (None: off; the fitted one is
+    # `workers.query.scorer.FITTED`, chosen by LYCHEE_QUERY_SCORER), led by `scorer.LEAD`
     scorer: Scorer | None = None
 
 
@@ -106,6 +106,8 @@ class QueryService:
         t = watch.lap("plan", t)
         rerank = self.reranker is not None and ablation != "no-fusion"
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
+        second = None if ablation == "no-fusion" else self.scorer
+        chosen = req.k if second is None else max(req.k, LED_POOL)  # what selection picks
         routes = await self.recall.recall(
             plan,
             req.query,
@@ -117,14 +119,13 @@ class QueryService:
             timings=watch.timings,
             # selection reads the top POOL_FACTOR·k, after any rerank of the top `pool`;
             # the no-fusion ablation sorts every candidate by its raw scores
-            depth=None if ablation == "no-fusion" else max(POOL_FACTOR * req.k, pool),
+            depth=None if ablation == "no-fusion" else max(POOL_FACTOR * chosen, pool),
         )
         t = watch.lap("recall", t)
         if rerank:
             routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
             t = watch.lap("rerank", t)
         # CPU-bound (greedy diversity, tokenizer): kept off the loop other requests share
-        second = None if ablation == "no-fusion" else self.scorer
         when = plan.question_type is QuestionType.temporal
         evidence, context, tokens = await asyncio.to_thread(
             _selected, routes, req.k, ablation == "no-fusion", _Second(second, req.query, when)
@@ -185,10 +186,13 @@ def _selected(
     """Fusion, the second stage, and selection (or the no-fusion cut), then the evidence
     and its context."""
     fused = fuse_routes(routes)
-    if second.scorer is not None:
-        limit = max(SCORED_POOL, POOL_FACTOR * k)
-        fused = rescore(fused, second.question, second.temporal, second.scorer, limit)
-    chosen = sort_only(fused, k) if no_fusion else select(fused, k, len(routes))
+    if no_fusion:
+        chosen = sort_only(fused, k)
+    elif second.scorer is None:
+        chosen = select(fused, k, len(routes))
+    else:  # the scorer's few most likely items of a deeper choice lead
+        chosen = select(fused, max(k, LED_POOL), len(routes))
+        chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)
     return evidence, context, tokens

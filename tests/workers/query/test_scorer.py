@@ -1,10 +1,11 @@
-"""The second-stage scorer: features read from a candidate, and the rescored order."""
+"""The second-stage scorer: features read from a candidate, and the order it leads."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from workers.query.scorer import FEATURES, Scorer, features, question_terms, rescore
+from workers.query.scorer import FEATURES, Lead, Scorer, features, lead, lead_order, question_terms
 from workers.query.selection import Candidate, RouteRanking, fuse_routes
 
 
@@ -37,21 +38,33 @@ def test_features_read_wording_names_channels_and_size() -> None:
     assert (row["record"], row["window"], row["dated_for_when"]) == (1.0, 0.0, 0.0)
 
 
-def test_rescore_puts_the_scorers_choice_first_and_keeps_the_fusion_score() -> None:
+@pytest.mark.parametrize(
+    ("log_odds", "how", "order"),
+    [
+        ([0.0, 3.0, -5.0, 2.0, 1.0], Lead(2, -1.0), [1, 3, 0, 2, 4]),  # the two best, in place
+        ([0.0, 3.0, -5.0, 2.0, 1.0], Lead(2, 2.5), [1, 0, 2, 3, 4]),  # only one clears 2.5
+        ([-4.0, -3.0], Lead(3, -1.0), [0, 1]),  # none clears: served order
+    ],
+)
+def test_lead_moves_the_few_most_likely_ahead_and_keeps_the_rest_in_order(
+    log_odds: list[float], how: Lead, order: list[int]
+) -> None:
+    assert lead_order(np.asarray(log_odds), how) == order
+
+
+def test_lead_reorders_selections_choice_and_reports_the_probability() -> None:
     route = RouteRanking(
         "r0",
-        [cand("t1", "Ana painted the fence blue"), cand("t2", "Bruno fixed the ferry engine"),
-         cand("t3", "The weather was grey")],
+        [cand("t1", "Ana painted the fence blue"), cand("t2", "The weather was grey"),
+         cand("t3", "Bruno fixed the ferry engine")],
     )  # fmt: skip
-    fused = fuse_routes([route])
-    out = rescore(fused, "Who fixed the ferry engine?", False, only("words"), limit=2)
-    assert [f.item_id for f in sorted(out, key=lambda f: -f.final)] == ["t2", "t1", "t3"]
-    third = next(f for f in out if f.item_id == "t3")
-    assert third.second == 0.0  # past the limit: below every scored candidate
-    first = next(f for f in out if f.item_id == "t2")
-    assert first.scores()["final"] == round(first.fused, 6) and "second" in first.scores()
+    chosen = fuse_routes([route])
+    out = lead(chosen, "Who fixed the ferry engine?", False, only("words", 10.0), Lead(1, 1.0))
+    assert [f.item_id for f in out] == ["t3", "t1", "t2"]
+    assert out[0].scores()["final"] == round(out[0].fused, 6)  # the fusion score is kept
+    assert out[0].scores()["second"] > 0.99 and out[2].scores()["second"] == 0.5
 
 
 def test_without_a_second_stage_final_is_the_fusion_score() -> None:
     (f,) = fuse_routes([RouteRanking("r0", [cand("t1", "Ana painted the fence")])])
-    assert f.second is None and f.final == f.fused and "second" not in f.scores()
+    assert f.second is None and "second" not in f.scores()

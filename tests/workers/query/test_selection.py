@@ -65,7 +65,7 @@ def test_fuse_routes_item_in_both_routes_sums_rrf_and_merges_provenance() -> Non
     assert y.rrf == pytest.approx(1 / 31)
     assert y.best == pytest.approx(61 / 62)
     assert y.route_score == 1.0
-    assert y.final == pytest.approx(0.82 * 61 / 62 + 0.18)  # 0.986774...
+    assert y.fused == pytest.approx(0.82 * 61 / 62 + 0.18)  # 0.986774...
     assert y.routes == ("A", "B")
     assert y.candidate.queries == ("qa", "qb")
     assert y.candidate.entities == ("Ann",)
@@ -75,7 +75,7 @@ def test_fuse_routes_item_in_both_routes_sums_rrf_and_merges_provenance() -> Non
                           "best": 0.983871, "route": 1.0, "final": 0.986774}  # fmt: skip
     assert x.rrf == pytest.approx(1 / 61)
     assert (x.best, x.route_score, x.routes) == (1.0, 0.5, ("A",))
-    assert x.final == pytest.approx(0.91)
+    assert x.fused == pytest.approx(0.91)
 
 
 def test_fuse_routes_repeated_item_in_one_route_counts_once_at_best_rank() -> None:
@@ -172,7 +172,7 @@ def test_select_route_coverage_includes_weaker_route_up_to_quota() -> None:
     # k=3 -> quota 1: a1, b1 by coverage, then the greedy step adds the best remaining, a2.
     assert ids(select(every, k=3, n_routes=2)) == ["a1", "b1", "a2"]
     # Plain top-4 by final score would have no B item at all.
-    assert ids(sorted(every, key=lambda f: -f.final)[:4]) == ["a1", "a2", "a3", "a4"]
+    assert ids(sorted(every, key=lambda f: -f.fused)[:4]) == ["a1", "a2", "a3", "a4"]
 
 
 def near_duplicates_pool() -> list[Fused]:
@@ -228,10 +228,10 @@ def test_select_is_deterministic_with_ties_broken_by_item_id() -> None:
 
 def reference_select(fused_: list[Fused], k: int) -> list[str]:
     """One route (no coverage step): the greedy pick written pair by pair."""
-    ranked = sorted(fused_, key=lambda f: (-f.final, -f.rrf, f.item_id))
+    ranked = sorted(fused_, key=lambda f: (-f.fused, -f.rrf, f.item_id))
     top = ranked[: 3 * k]
-    hi, lo = top[0].final, top[-1].final
-    rel = {f.item_id: (f.final - lo) / (hi - lo) if hi > lo else 1.0 for f in top}
+    hi, lo = top[0].fused, top[-1].fused
+    rel = {f.item_id: (f.fused - lo) / (hi - lo) if hi > lo else 1.0 for f in top}
     chosen: list[Fused] = []
     pool = list(top)
     while pool and len(chosen) < k:
