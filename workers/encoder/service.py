@@ -21,6 +21,7 @@ so the reference context always reflects the segments before the current one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections.abc import Sequence
@@ -204,10 +205,12 @@ class EncoderService:
                 waited_since = time.monotonic()
                 log.info("segment.lease_busy", segment_id=segment.segment_id)
             await asyncio.sleep(self.lease_poll_s)
-        renewer = asyncio.create_task(self._keep_lease(lease_key, token))
+        done = asyncio.Event()
+        renewer = asyncio.create_task(self._keep_lease(lease_key, token, done))
         try:
             return await self._encode_and_store(segment, src)
         finally:
+            done.set()  # ends the renewer at its next tick even if a cancel is swallowed
             renewer.cancel()
             await asyncio.gather(renewer, return_exceptions=True)
             try:
@@ -216,11 +219,17 @@ class EncoderService:
                 log.warning("segment.lease_release_failed", segment_id=segment.segment_id,
                             error=repr(exc))  # fmt: skip
 
-    async def _keep_lease(self, lease_key: str, token: str) -> None:
+    async def _keep_lease(self, lease_key: str, token: str, done: asyncio.Event) -> None:
         """Renew the lease every third of its life while the encoder runs (an LLM call under
-        retries can outlast it); a failed renewal is retried at the next tick."""
-        while True:
-            await asyncio.sleep(self.lease_ms / 3000)
+        retries can outlast it); a failed renewal is retried at the next tick.
+
+        It also stops when `done` is set, not only when cancelled: one run of the test suite
+        under load hung 300 s after a segment was encoded, its event loop waking on this
+        loop's period, so `encode` no longer relies on the cancel alone."""
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(done.wait(), self.lease_ms / 3000)
+                return
             try:
                 await self._renew(keys=[lease_key], args=[token, self.lease_ms])
             except Exception as exc:  # noqa: BLE001 - at worst another worker encodes too
