@@ -7,7 +7,8 @@ question's wording and names it holds, and weighs them with coefficients fitted 
 logistic regression on the LoCoMo dev split, one conversation held back at a time
 (`streams/bench/fit_scorer.py` fits and reports them; docs/notes/issue25.md has the held-back
 figures). Nothing in it names a dataset's people, places or questions: the features are
-generic, and the weights are twelve numbers.
+generic, and the weights are fourteen numbers and a bias. It does not re-rank selection's
+choice; it moves its few most likely items to the front (`lead`).
 """
 
 from __future__ import annotations
