@@ -206,7 +206,13 @@ async def test_gateway_1000_concurrent_adds_lose_nothing_and_keep_session_order(
         async def add(i: int) -> dict[str, Any]:
             sid, n = f"s{i % sessions}", i // sessions
             body = {"exchanges": [ex(sid, f"{sid}-{n}", f"Load line {n} of session {sid}.")]}
-            r = await clients[i % 2].post(f"/v1/namespaces/{ns}/exchanges", json=body, headers=h)
+            for _ in range(30):  # as a client should: a 503 with Retry-After is tried again
+                r = await clients[i % 2].post(
+                    f"/v1/namespaces/{ns}/exchanges", json=body, headers=h
+                )
+                if r.status_code != 503:
+                    break
+                await asyncio.sleep(float(r.headers["Retry-After"]))
             assert r.status_code == 202, r.text
             return dict(r.json()["exchanges"][0])
 
