@@ -96,8 +96,8 @@ async def test_pipeline_conversation_is_searchable_with_provenance(stack: Stack,
     await ingest(settings, conversation(ns) + conversation(f"{ns}-other"))
     async with MemoryClient(settings) as client:
         reply = await client.search(ns, "What is the name of the sourdough starter?", k=3)
-        top = reply.evidence[0]  # the answering turn's record, or a window around it
-        assert "D0:3" in top.turn_ids and top.session_id == "s0"
+        top = reply.evidence[0]  # the answering turn's record, or the window around it
+        assert top.turn_ids in (["D0:3"], ["D0:2", "D0:3", "D0:4"]) and top.session_id == "s0"
         assert top.date == datetime(2024, 3, 2, 18, 0)
         assert "Bubbles" in top.text
         assert {"rrf", "best", "route", "final", "second"} <= set(top.scores)

@@ -107,7 +107,7 @@ class QueryService:
         rerank = self.reranker is not None and ablation != "no-fusion"
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
         second = None if ablation == "no-fusion" else self.scorer
-        chosen = req.k if second is None else max(req.k, LED_POOL)  # what selection picks
+        picked = req.k if second is None else max(req.k, LED_POOL)  # what selection picks
         routes = await self.recall.recall(
             plan,
             req.query,
@@ -119,7 +119,7 @@ class QueryService:
             timings=watch.timings,
             # selection reads the top POOL_FACTOR·k, after any rerank of the top `pool`;
             # the no-fusion ablation sorts every candidate by its raw scores
-            depth=None if ablation == "no-fusion" else max(POOL_FACTOR * chosen, pool),
+            depth=None if ablation == "no-fusion" else max(POOL_FACTOR * picked, pool),
         )
         t = watch.lap("recall", t)
         if rerank:
@@ -128,7 +128,12 @@ class QueryService:
         # CPU-bound (greedy diversity, tokenizer): kept off the loop other requests share
         when = plan.question_type is QuestionType.temporal
         evidence, context, tokens = await asyncio.to_thread(
-            _selected, routes, req.k, ablation == "no-fusion", _Second(second, req.query, when)
+            _selected,
+            routes,
+            req.k,
+            ablation == "no-fusion",
+            _Second(second, req.query, when),
+            picked,
         )
         t = watch.lap("selection", t)
         answer = None
@@ -181,17 +186,16 @@ class _Second:
 
 
 def _selected(
-    routes: list[RouteRanking], k: int, no_fusion: bool, second: _Second
+    routes: list[RouteRanking], k: int, no_fusion: bool, second: _Second, picked: int
 ) -> tuple[list[EvidenceItem], str, int]:
-    """Fusion, the second stage, and selection (or the no-fusion cut), then the evidence
-    and its context."""
+    """Fusion, selection of `picked` items (or the no-fusion cut), the second stage's lead,
+    the first k, then the evidence and its context."""
     fused = fuse_routes(routes)
     if no_fusion:
         chosen = sort_only(fused, k)
-    elif second.scorer is None:
-        chosen = select(fused, k, len(routes))
-    else:  # the scorer's few most likely items of a deeper choice lead
-        chosen = select(fused, max(k, LED_POOL), len(routes))
+    else:
+        chosen = select(fused, picked, len(routes))
+    if second.scorer is not None:  # its few most likely items of that choice lead
         chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)
