@@ -9,12 +9,17 @@ budget, among the leads that lower no category's budget recall. It prints the fi
 served, re-ranked by the scorer alone, and led, each with the weights and lead fitted on
 every conversation and with each conversation's fitted on the others (leave-one-
 conversation-out), then what to paste into `workers/query/scorer.py`.
+
+`--late-interaction` adds one feature the served scorer does not have, MaxSim of the
+question's MiniLM token vectors over each item's (`streams.bench.late_interaction`), and
+prints what it would buy and what it would cost a request.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +43,19 @@ TEMPORAL = "temporal"
 LEADS = tuple(Lead(n, z) for n in (1, 2, 3, 4) for z in (-3.0, -2.5, -2.0, -1.5, -1.0))
 
 
-def rows_of(q: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, list[EvidenceItem]]:
+Rows = tuple[np.ndarray, np.ndarray, list[EvidenceItem]]
+
+
+def rows_of(q: dict[str, Any], extra: np.ndarray | None = None) -> Rows:
+    """Each item's features (then the columns of `extra`), its label, the items."""
     items = [EvidenceItem.model_validate(i) for i in q["items"]]
     terms = question_terms(q["question"])
     when = (q.get("plan") or {}).get("question_type") == TEMPORAL
     x = matrix(
         [features(terms, when, i.kind, i.text, i.scores, bool(i.resolved_date)) for i in items]
     )
+    if extra is not None:
+        x = np.hstack([x, extra.reshape(len(items), -1)])
     gold = set(q["gold"])
     y = np.asarray([1.0 if gold & set(i.turn_ids) else 0.0 for i in items])
     return x, y, items
@@ -62,7 +73,8 @@ def fit(xs: list[np.ndarray], ys: list[np.ndarray], c: float) -> Scorer:
 
 def evaluate(
     dump: list[dict[str, Any]],
-    scorers: dict[str, Scorer | None],
+    rows: list[Rows],
+    scorers: Mapping[str, Scorer | None],
     novel: bool = False,
     leads: dict[str, Lead] | None = None,
 ) -> dict[str, Any]:
@@ -70,8 +82,7 @@ def evaluate(
     with `leads`, led by it (`workers.query.scorer.lead_order`); `novel` drops an item whose
     turns the items before it already cover."""
     results = []
-    for q in dump:
-        x, _, items = rows_of(q)
+    for q, (x, _, items) in zip(dump, rows, strict=True):
         scorer = scorers[q["namespace"]]
         if scorer is None:
             order: Any = range(len(items))
@@ -90,14 +101,16 @@ def evaluate(
     return aggregate(results, (5, 10), (1000,))
 
 
-def best_lead(dump: list[dict[str, Any]], scorers: dict[str, Scorer | None]) -> Lead:
+def best_lead(
+    dump: list[dict[str, Any]], rows: list[Rows], scorers: Mapping[str, Scorer | None]
+) -> Lead:
     """The lead with the most recall@10 + recall@1000 tokens that lowers no category's
     recall@1000 tokens below the served order's."""
     convs = {q["namespace"] for q in dump}
-    served = evaluate(dump, dict.fromkeys(convs), True)["recall_at_budget"]
+    served = evaluate(dump, rows, dict.fromkeys(convs), True)["recall_at_budget"]
 
     def gain(how: Lead) -> float:
-        agg = evaluate(dump, scorers, True, dict.fromkeys(convs, how))
+        agg = evaluate(dump, rows, scorers, True, dict.fromkeys(convs, how))
         budget = agg["recall_at_budget"]
         if any(budget[c]["1000"] < served[c]["1000"] for c in served):
             return -1.0
@@ -115,35 +128,73 @@ def line(name: str, agg: dict[str, Any]) -> str:
     )
 
 
+def fitted(
+    dump: list[dict[str, Any]], rows: list[Rows], c: float
+) -> tuple[Scorer, dict[str, Scorer]]:
+    """Weights fitted on every conversation, and each conversation's fitted on the others."""
+    convs = sorted({q["namespace"] for q in dump})
+
+    def on(keep: set[str]) -> Scorer:
+        mine = [r for q, r in zip(dump, rows, strict=True) if q["namespace"] in keep]
+        return fit([x for x, _, _ in mine], [y for _, y, _ in mine], c)
+
+    return on(set(convs)), {n: on(set(convs) - {n}) for n in convs}
+
+
+def held_led(
+    dump: list[dict[str, Any]], rows: list[Rows], held_back: dict[str, Scorer]
+) -> tuple[dict[str, Any], dict[str, Lead]]:
+    """Each conversation led by weights and a lead chosen on the other conversations."""
+    leads = {}
+    for c in held_back:
+        others = [i for i, q in enumerate(dump) if q["namespace"] != c]
+        leads[c] = best_lead([dump[i] for i in others], [rows[i] for i in others], held_back)
+    return evaluate(dump, rows, held_back, True, leads), leads
+
+
+def late_interaction(dump: list[dict[str, Any]], rows: list[Rows], c: float) -> None:
+    """The led figures with MaxSim over MiniLM token vectors as one more feature, and what
+    computing it for the led pool would cost each request."""
+    from streams.bench.late_interaction import TokenVectors, columns, cost_ms
+    from workers.query.service import LED_POOL
+
+    vectors = TokenVectors()
+    extra = [rows_of(q, col) for q, col in zip(dump, columns(dump, vectors), strict=True)]
+    convs = {q["namespace"] for q in dump}
+    everything, held_back = fitted(dump, extra, c)
+    led = best_lead(dump, extra, dict.fromkeys(convs, everything))
+    agg = evaluate(dump, extra, dict.fromkeys(convs, everything), True, dict.fromkeys(convs, led))
+    print(line("led +LI", agg))
+    print(line("held led +LI", held_led(dump, extra, held_back)[0]))
+    spent = np.asarray(cost_ms(dump[:100], vectors, LED_POOL))
+    print(
+        f"late interaction per request (question + {LED_POOL} items through MiniLM, first "
+        f"100 questions): p50 {np.median(spent):.1f} ms, p95 {np.percentile(spent, 95):.1f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dump", type=Path)
     parser.add_argument("--c", type=float, default=1.0, help="inverse regularization")
+    parser.add_argument(
+        "--late-interaction", action="store_true", help="also with MaxSim over token vectors"
+    )
     args = parser.parse_args()
     dump = json.loads(args.dump.read_text())
     convs = sorted({q["namespace"] for q in dump})
-    data = {c: [rows_of(q) for q in dump if q["namespace"] == c] for c in convs}
-    everything = fit(
-        [x for c in convs for x, _, _ in data[c]], [y for c in convs for _, y, _ in data[c]], args.c
-    )
-    held_back = {
-        c: fit(
-            [x for o in convs if o != c for x, _, _ in data[o]],
-            [y for o in convs if o != c for _, y, _ in data[o]],
-            args.c,
-        )
-        for c in convs
-    }
-    print(line("as served", evaluate(dump, dict.fromkeys(convs))))
-    print(line("fitted", evaluate(dump, dict.fromkeys(convs, everything))))
-    print(line("held-back", evaluate(dump, dict(held_back))))
-    print(line("novel", evaluate(dump, dict.fromkeys(convs), novel=True)))
-    print(line("held+novel", evaluate(dump, dict(held_back), novel=True)))
-    led = best_lead(dump, dict.fromkeys(convs, everything))
-    print(line("led", evaluate(dump, dict.fromkeys(convs, everything), True,
+    rows = [rows_of(q) for q in dump]
+    everything, held_back = fitted(dump, rows, args.c)
+    print(line("as served", evaluate(dump, rows, dict.fromkeys(convs))))
+    print(line("fitted", evaluate(dump, rows, dict.fromkeys(convs, everything))))
+    print(line("held-back", evaluate(dump, rows, held_back)))
+    print(line("novel", evaluate(dump, rows, dict.fromkeys(convs), novel=True)))
+    print(line("held+novel", evaluate(dump, rows, held_back, novel=True)))
+    led = best_lead(dump, rows, dict.fromkeys(convs, everything))
+    print(line("led", evaluate(dump, rows, dict.fromkeys(convs, everything), True,
                                dict.fromkeys(convs, led))))  # fmt: skip
-    leads = {c: best_lead([q for q in dump if q["namespace"] != c], dict(held_back)) for c in convs}
-    print(line("held led", evaluate(dump, dict(held_back), True, leads)))
+    agg, leads = held_led(dump, rows, held_back)
+    print(line("held led", agg))
     print(
         "held-back leads: "
         + ", ".join(f"{c} {h.items} at {h.log_odds:+.1f}" for c, h in leads.items())
@@ -153,6 +204,8 @@ def main() -> None:
         print(f"  {name:<16} {w:+.3f}")
     print(repr(everything))
     print(repr(led))
+    if args.late_interaction:
+        late_interaction(dump, rows, args.c)
 
 
 if __name__ == "__main__":

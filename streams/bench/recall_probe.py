@@ -15,8 +15,10 @@ import argparse
 import asyncio
 import hashlib
 import json
+import statistics
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
 from workers.encoder.extractive import encode_extractive
-from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate
+from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate, items_within_budget
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.multiroute import RecallConfig
 from workers.query.service import QueryDeps, QueryService
@@ -142,6 +144,25 @@ async def ask(
     return out
 
 
+def gold_ranks(results: list[QuestionResult]) -> dict[str, dict[str, float]]:
+    """Per category, the share of gold turns first covered within the first 10 items, at
+    ranks 11-30, 31-K, or not at all: where ranking could help and where recall must."""
+    counts: dict[str, Counter[str]] = {}
+    for r in results:
+        first: dict[str, int] = {}
+        for rank, item in enumerate(r.items):
+            for t in item.turn_ids:
+                first.setdefault(t, rank)
+        for g in r.gold:
+            at = first.get(g)
+            where = "none" if at is None else next(f"<={b}" for b in (10, 30, K) if at < b)
+            counts.setdefault(r.category, Counter())[where] += 1
+    return {
+        c: {w: round(n[w] / n.total(), 3) for w in ("<=10", "<=30", f"<={K}", "none")}
+        for c, n in counts.items()
+    }
+
+
 def run(
     data: Path, store_root: Path, conversations: list[str] | None, dump: Path | None = None
 ) -> dict[str, Any]:
@@ -171,6 +192,10 @@ def run(
         dump.write_text(json.dumps(dumped))
     agg = aggregate(results, (1, 5, 10, 15), (500, 1000, 2000))
     agg["records_per_conversation"] = counts
+    agg["gold_turn_ranks"] = gold_ranks(results)
+    agg["items_in_1000_tokens"] = statistics.median(
+        len(items_within_budget(r.items, 1000)) for r in results
+    )
     agg["ask_seconds"] = round(time.perf_counter() - t0, 1)
     return agg
 
@@ -224,6 +249,8 @@ def main() -> None:
             f"R@10 {r[cat]['10']:.3f} R@15 {r[cat]['15']:.3f} | R@500 {b[cat]['500']:.3f} "
             f"R@1000 {b[cat]['1000']:.3f} R@2000 {b[cat]['2000']:.3f}"
         )
+    print(f"gold turns by the rank that first covers them: {agg['gold_turn_ranks']}")
+    print(f"items within 1,000 tokens, median: {agg['items_in_1000_tokens']}")
     print(f"latency {agg['latency_ms']} ask {agg['ask_seconds']}s")
     if args.out:
         args.out.write_text(json.dumps(agg, indent=1))

@@ -1,0 +1,68 @@
+"""The second stage's fitting tool and the late-interaction feature it can measure."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+
+from streams.bench.fit_scorer import evaluate, fitted, held_led, rows_of
+from streams.bench.late_interaction import TokenVectors, columns, maxsim
+
+
+def _dump(conversations: int = 3, questions: int = 12) -> list[dict[str, Any]]:
+    """Served orders that bury the gold item at rank 12 behind items that share no word with
+    the question; its BM25 score and wording give it away."""
+    rng = random.Random(7)
+    dump = []
+    for c in range(conversations):
+        for n in range(questions):
+            items = []
+            for rank in range(20):
+                gold = rank == 12
+                text = f"Ana adopted a dog named Rex {n}" if gold else f"noise {rng.random():.6f}"
+                scores = {"final": 1 - rank / 20, "record_vector": 0.5}
+                if gold:
+                    scores["record_text"] = 9.0
+                items.append(
+                    {"kind": "record", "item_id": f"c{c}/{n}/{rank}", "text": text,
+                     "turn_ids": [f"D{n}:{rank}"], "session_id": "s", "scores": scores}
+                )  # fmt: skip
+            dump.append(
+                {"namespace": f"conv-{c}", "question": "What dog did Ana adopt?",
+                 "category": "single-hop", "gold": [f"D{n}:12"], "items": items, "plan": {}}
+            )  # fmt: skip
+    return dump
+
+
+def test_weights_fitted_on_the_other_conversations_lead_the_buried_item() -> None:
+    dump = _dump()
+    rows = [rows_of(q) for q in dump]
+    everything, held_back = fitted(dump, rows, 1.0)
+    assert set(held_back) == {"conv-0", "conv-1", "conv-2"}
+    served = evaluate(dump, rows, dict.fromkeys(held_back))
+    assert served["recall_at_k"]["all"]["10"] == 0.0
+    led, leads = held_led(dump, rows, held_back)
+    assert led["recall_at_k"]["all"]["5"] == 1.0  # every conversation's, from the other two
+    assert all(lead.items >= 1 for lead in leads.values())
+    x, y, _ = rows_of(dump[0], np.arange(20.0))  # an extra column goes last
+    assert x.shape == (20, len(everything.weights) + 1) and x[3, -1] == 3.0 and y[12] == 1.0
+
+
+def test_maxsim_is_the_mean_of_each_question_tokens_best_match() -> None:
+    q = np.asarray([[1.0, 0.0], [0.0, 1.0]])
+    assert maxsim(q, np.asarray([[1.0, 0.0], [0.6, 0.8]])) == (1.0 + 0.8) / 2
+    assert maxsim(q, q) == 1.0
+
+
+def test_token_vectors_rank_the_item_that_says_what_is_asked_first() -> None:
+    vectors = TokenVectors()
+    asked, said, other = vectors(["What dog did Ana adopt?"], content_only=True) + vectors(
+        ["Ana adopted a puppy from the shelter.", "The bakery opens at seven."]
+    )
+    assert len(asked) < len(vectors(["What dog did Ana adopt?"])[0])  # "what", "did" dropped
+    assert np.allclose(np.linalg.norm(said, axis=1), 1.0, atol=1e-5)
+    assert maxsim(asked, said) > maxsim(asked, other)
+    dump = [{"question": "What dog did Ana adopt?", "items": [{"text": "Ana adopted a puppy."}]}]
+    assert columns(dump, vectors)[0].shape == (1,)
