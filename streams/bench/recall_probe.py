@@ -146,7 +146,7 @@ async def ask(
 
 def gold_ranks(results: list[QuestionResult]) -> dict[str, dict[str, float]]:
     """Per category, the share of gold turns first covered within the first 10 items, at
-    ranks 11-30, 31-K, or not at all: where ranking could help and where recall must."""
+    ranks 11-30, further down, or not at all: where ranking could help and where recall must."""
     counts: dict[str, Counter[str]] = {}
     for r in results:
         first: dict[str, int] = {}
@@ -155,16 +155,20 @@ def gold_ranks(results: list[QuestionResult]) -> dict[str, dict[str, float]]:
                 first.setdefault(t, rank)
         for g in r.gold:
             at = first.get(g)
-            where = "none" if at is None else next(f"<={b}" for b in (10, 30, K) if at < b)
+            where = "none" if at is None else "<=10" if at < 10 else "<=30" if at < 30 else "deeper"
             counts.setdefault(r.category, Counter())[where] += 1
     return {
-        c: {w: round(n[w] / n.total(), 3) for w in ("<=10", "<=30", f"<={K}", "none")}
+        c: {w: round(n[w] / n.total(), 3) for w in ("<=10", "<=30", "deeper", "none")}
         for c, n in counts.items()
     }
 
 
 def run(
-    data: Path, store_root: Path, conversations: list[str] | None, dump: Path | None = None
+    data: Path,
+    store_root: Path,
+    conversations: list[str] | None,
+    dump: Path | None = None,
+    k: int = K,
 ) -> dict[str, Any]:
     settings = Settings()
     convs = load_locomo(data)
@@ -187,7 +191,7 @@ def run(
     )
     t0 = time.perf_counter()
     dumped: list[Any] = []
-    results = asyncio.run(ask(convs, service, dump=dumped))
+    results = asyncio.run(ask(convs, service, k, dumped))
     if dump is not None:
         dump.write_text(json.dumps(dumped))
     agg = aggregate(results, (1, 5, 10, 15), (500, 1000, 2000))
@@ -233,12 +237,13 @@ def main() -> None:
     parser.add_argument("--conversations", default="")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--dump", type=Path, help="every reply's evidence, as JSON")
+    parser.add_argument("--k", type=int, default=K, help="items asked for per question")
     args = parser.parse_args()
     if args.demo or args.data is None:
         demo()
         return
     convs = [c for c in args.conversations.split(",") if c] or None
-    agg = run(args.data, args.store, convs, args.dump)
+    agg = run(args.data, args.store, convs, args.dump, args.k)
     r, b = agg["recall_at_k"], agg["recall_at_budget"]
     print(f"records per conversation: {list(agg['records_per_conversation'].values())}")
     hits = agg["hit_at_k"]["all"]
