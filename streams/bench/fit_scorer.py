@@ -152,7 +152,7 @@ def held_led(
     return evaluate(dump, rows, held_back, True, leads), leads
 
 
-def late_interaction(dump: list[dict[str, Any]], rows: list[Rows], c: float) -> None:
+def late_interaction(dump: list[dict[str, Any]], c: float) -> None:
     """The led figures with MaxSim over MiniLM token vectors as one more feature, and what
     computing it for the led pool would cost each request."""
     from streams.bench.late_interaction import TokenVectors, columns, cost_ms
@@ -205,7 +205,7 @@ def main() -> None:
     print(repr(everything))
     print(repr(led))
     if args.late_interaction:
-        late_interaction(dump, rows, args.c)
+        late_interaction(dump, args.c)
 
 
 if __name__ == "__main__":
