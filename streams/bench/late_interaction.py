@@ -17,29 +17,26 @@ from typing import Any
 
 import numpy as np
 
-from workers.embedding.model import bundled_path
+from workers.embedding.local import LocalEmbedder
 from workers.vocabulary import QUESTION_STOPWORDS, SIMILARITY_STOPWORDS
 
 _STOP = QUESTION_STOPWORDS | SIMILARITY_STOPWORDS
-_SPECIAL = frozenset({"[CLS]", "[SEP]", "[PAD]"})
+_SPECIAL = frozenset({"[CLS]", "[SEP]"})
 
 
 class TokenVectors:
     """The bundled MiniLM's contextual token vectors, unit length, word pieces kept."""
 
     def __init__(self, model_path: str | None = None) -> None:
-        from sentence_transformers import SentenceTransformer
-
-        self.model: Any = SentenceTransformer(model_path or bundled_path(), device="cpu")
+        self.model: Any = LocalEmbedder(model_path).model  # loaded offline, as the stages do
 
     def __call__(self, texts: Sequence[str], content_only: bool = False) -> list[np.ndarray]:
-        out = self.model.encode(list(texts), output_value="token_embeddings", batch_size=64)
-        tokenizer = self.model.tokenizer
+        """One matrix per text; `content_only` also drops stopword pieces (for questions)."""
         vectors = []
-        for text, emb in zip(texts, out, strict=True):
-            m = emb.float().numpy()
-            ids = tokenizer(text, truncation=True, max_length=self.model.max_seq_length)
-            pieces = tokenizer.convert_ids_to_tokens(ids["input_ids"])[: len(m)]
+        for out in self.model.encode(list(texts), output_value=None, batch_size=64):
+            n = int(out["attention_mask"].sum())  # the batch pads every text to its longest
+            pieces = self.model.tokenizer.convert_ids_to_tokens(out["input_ids"][:n].tolist())
+            m = out["token_embeddings"][:n].float().numpy()
             keep = [
                 i
                 for i, p in enumerate(pieces)

@@ -31,6 +31,11 @@ class LocalEmbedder:
         dim = self._model.get_embedding_dimension()
         self.dim = int(dim) if dim else len(self.embed(["probe"])[0])
 
+    @property
+    def model(self) -> Any:
+        """The loaded SentenceTransformer, for what reads more than pooled vectors."""
+        return self._model
+
     def embed(self, texts: list[str]) -> Matrix:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
