@@ -190,7 +190,7 @@ def run(
         RecallConfig(turn_window=settings.turn_window),
     )
     t0 = time.perf_counter()
-    dumped: list[Any] = []
+    dumped: list[Any] | None = [] if dump is not None else None  # kept only when asked for
     results = asyncio.run(ask(convs, service, k, dumped))
     if dump is not None:
         dump.write_text(json.dumps(dumped))
