@@ -191,10 +191,7 @@ def _selected(
     """Fusion, selection of `picked` items (or the no-fusion cut), the second stage's lead,
     the first k, then the evidence and its context."""
     fused = fuse_routes(routes)
-    if no_fusion:
-        chosen = sort_only(fused, k)
-    else:
-        chosen = select(fused, picked, len(routes))
+    chosen = sort_only(fused, k) if no_fusion else select(fused, picked, len(routes))
     if second.scorer is not None:  # its few most likely items of that choice lead
         chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)[:k]
     evidence = [_evidence(f) for f in chosen]
