@@ -152,6 +152,24 @@ def held_led(
     return evaluate(dump, rows, held_back, True, leads), leads
 
 
+def led_lines(
+    name: str,
+    dump: list[dict[str, Any]],
+    rows: list[Rows],
+    everything: Scorer,
+    held_back: dict[str, Scorer],
+) -> tuple[Lead, dict[str, Lead]]:
+    """Print the order led by `everything` and the lead chosen with it, then each
+    conversation led by `held_back` (`held_led`); returns that lead and the held-back ones."""
+    convs = {q["namespace"] for q in dump}
+    every = dict.fromkeys(convs, everything)
+    led = best_lead(dump, rows, every)
+    print(line(name, evaluate(dump, rows, every, True, dict.fromkeys(convs, led))))
+    agg, leads = held_led(dump, rows, held_back)
+    print(line(f"held {name}", agg))
+    return led, leads
+
+
 def late_interaction(dump: list[dict[str, Any]], c: float) -> None:
     """The led figures with MaxSim over MiniLM token vectors as one more feature, and what
     computing it for the led pool would cost each request."""
@@ -160,12 +178,7 @@ def late_interaction(dump: list[dict[str, Any]], c: float) -> None:
 
     vectors = TokenVectors()
     extra = [rows_of(q, col) for q, col in zip(dump, columns(dump, vectors), strict=True)]
-    convs = {q["namespace"] for q in dump}
-    everything, held_back = fitted(dump, extra, c)
-    led = best_lead(dump, extra, dict.fromkeys(convs, everything))
-    agg = evaluate(dump, extra, dict.fromkeys(convs, everything), True, dict.fromkeys(convs, led))
-    print(line("led +LI", agg))
-    print(line("held led +LI", held_led(dump, extra, held_back)[0]))
+    led_lines("led +LI", dump, extra, *fitted(dump, extra, c))
     spent = np.asarray(cost_ms(dump[:100], vectors, LED_POOL))
     print(
         f"late interaction per request (question + {LED_POOL} items through MiniLM, first "
@@ -190,11 +203,7 @@ def main() -> None:
     print(line("held-back", evaluate(dump, rows, held_back)))
     print(line("novel", evaluate(dump, rows, dict.fromkeys(convs), novel=True)))
     print(line("held+novel", evaluate(dump, rows, held_back, novel=True)))
-    led = best_lead(dump, rows, dict.fromkeys(convs, everything))
-    print(line("led", evaluate(dump, rows, dict.fromkeys(convs, everything), True,
-                               dict.fromkeys(convs, led))))  # fmt: skip
-    agg, leads = held_led(dump, rows, held_back)
-    print(line("held led", agg))
+    led, leads = led_lines("led", dump, rows, everything, held_back)
     print(
         "held-back leads: "
         + ", ".join(f"{c} {h.items} at {h.log_odds:+.1f}" for c, h in leads.items())

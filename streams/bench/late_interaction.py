@@ -21,7 +21,6 @@ from workers.embedding.local import LocalEmbedder
 from workers.vocabulary import QUESTION_STOPWORDS, SIMILARITY_STOPWORDS
 
 _STOP = QUESTION_STOPWORDS | SIMILARITY_STOPWORDS
-_SPECIAL = frozenset({"[CLS]", "[SEP]"})
 
 
 class TokenVectors:
@@ -33,6 +32,7 @@ class TokenVectors:
     def __call__(self, texts: Sequence[str], content_only: bool = False) -> list[np.ndarray]:
         """One matrix per text; `content_only` also drops stopword pieces (for questions)."""
         vectors = []
+        special = set(self.model.tokenizer.all_special_tokens)
         for out in self.model.encode(list(texts), output_value=None, batch_size=64):
             n = int(out["attention_mask"].sum())  # the batch pads every text to its longest
             pieces = self.model.tokenizer.convert_ids_to_tokens(out["input_ids"][:n].tolist())
@@ -40,7 +40,7 @@ class TokenVectors:
             keep = [
                 i
                 for i, p in enumerate(pieces)
-                if p not in _SPECIAL and re.search(r"\w", p) and not (content_only and p in _STOP)
+                if p not in special and re.search(r"\w", p) and not (content_only and p in _STOP)
             ]
             m = m[keep] if keep else m
             vectors.append(m / (np.linalg.norm(m, axis=1, keepdims=True) + 1e-9))
