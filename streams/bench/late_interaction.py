@@ -32,7 +32,7 @@ class TokenVectors:
     def __call__(self, texts: Sequence[str], content_only: bool = False) -> list[np.ndarray]:
         """One matrix per text; `content_only` also drops stopword pieces (for questions)."""
         vectors = []
-        special = set(self.model.tokenizer.all_special_tokens)
+        special = {self.model.tokenizer.cls_token, self.model.tokenizer.sep_token}
         for out in self.model.encode(list(texts), output_value=None, batch_size=64):
             n = int(out["attention_mask"].sum())  # the batch pads every text to its longest
             pieces = self.model.tokenizer.convert_ids_to_tokens(out["input_ids"][:n].tolist())
