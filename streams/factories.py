@@ -3,6 +3,7 @@ the evidence store."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streams.metrics import ObservedEmbedder, observe_embedding_cache
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     import openai
 
     from workers.llm import RetryPolicy
+    from workers.query.adapter import QueryAdapter
     from workers.query.scorer import Scorer
 
 
@@ -116,3 +118,22 @@ def scorer_of(settings: Settings) -> Scorer | None:
     from workers.query.scorer import FITTED
 
     return FITTED if settings.query_scorer == "fitted" else None
+
+
+def adapter_of(settings: Settings, embedder: Embedder) -> QueryAdapter | None:
+    """The query stage's question-vector adapter (`LYCHEE_QUERY_ADAPTER`). The fitted one
+    applies only to the model it was fitted for; a path given for another model is an error."""
+    from workers.query.adapter import FITTED_PATH, AdapterError, load_adapter
+
+    if settings.query_adapter == "off":
+        return None
+    fitted = settings.query_adapter == "fitted"
+    adapter = load_adapter(FITTED_PATH if fitted else Path(settings.query_adapter))
+    if adapter.fits(embedder.model_name, embedder.dim):
+        return adapter
+    if fitted:
+        return None
+    raise AdapterError(
+        f"LYCHEE_QUERY_ADAPTER={settings.query_adapter}: fitted for {adapter.model} "
+        f"({adapter.matrix.shape[0]} dimensions), not {embedder.model_name} ({embedder.dim})"
+    )

@@ -233,8 +233,16 @@ class Settings(BaseSettings):
     query_scorer: Literal["fitted", "off"] = Field(
         default="fitted",
         description="the second stage where no cross-encoder is set: a fitted linear scorer "
-        "moves its three most likely items of selection's top 30 (top k when larger) to the front "
+        "moves its two most likely items of selection's top 30 (top k when larger) to the front "
         "(workers.query.scorer) or off (selection's order)",
+    )
+    query_adapter: str = Field(
+        default="fitted",
+        min_length=1,
+        description="question vectors moved toward the statements that answer them: 'fitted' "
+        "(workers/query/adapter.npz, fitted on LoCoMo dev for the bundled MiniLM; not applied "
+        "to another embedding model), 'off', or the path of an adapter written by "
+        "`python -m streams.bench.fit_adapter --out PATH`",
     )
     # supervision by `lychee up`: a worker that exits is restarted after a backoff that doubles
     # from restart_backoff_s up to restart_backoff_max_s; restart_max_crashes exits within
@@ -299,6 +307,13 @@ class Settings(BaseSettings):
     def _node_types(cls, value: Any) -> Any:
         if isinstance(value, str):
             return [v.strip() for v in value.split(",") if v.strip()]
+        return value
+
+    @field_validator("query_adapter")
+    @classmethod
+    def _adapter(cls, value: str) -> str:
+        if value not in ("fitted", "off") and not Path(value).is_file():
+            raise ValueError(f"'fitted', 'off' or an adapter file; no file at {value}")
         return value
 
     @model_validator(mode="after")

@@ -20,7 +20,14 @@ from schemas import topics as t
 from schemas.query import CORRELATION_ID_MAX_CHARS
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
-from streams.factories import llm_policy, make_embedder, make_llm_client, open_store, scorer_of
+from streams.factories import (
+    adapter_of,
+    llm_policy,
+    make_embedder,
+    make_llm_client,
+    open_store,
+    scorer_of,
+)
 from streams.kafka.fetch import COVERED, UNDECODABLE
 from streams.kafka.guard import INTERNAL, DeadLetters, Incoming, TransientPolicy, retry_transient
 from streams.kafka.pauses import describe
@@ -97,6 +104,7 @@ class QueryHandler:
                     else None,
                     reranker=await asyncio.to_thread(load_reranker, s.reranker_model),
                     scorer=scorer_of(s),
+                    adapter=adapter_of(s, embedder),
                 )
                 self._service = QueryService(
                     deps,

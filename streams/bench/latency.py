@@ -26,7 +26,7 @@ from tqdm import tqdm
 from schemas import QueryRequest
 from streams.bench.harness import VARIANTS, BenchError, pipeline, rename_namespace
 from streams.client import MemoryClient
-from streams.factories import make_embedder, open_store, scorer_of
+from streams.factories import adapter_of, make_embedder, open_store, scorer_of
 from streams.ingest import produce
 from streams.kafka.lag import LagReader
 from streams.settings import Settings
@@ -58,7 +58,11 @@ async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]
             await lag.wait_drained(timeout_s=1800)
         embedder = await asyncio.to_thread(make_embedder, settings)
         store = open_store(settings, embedder, snapshots=True)  # as the query service opens it
-        svc = QueryService(QueryDeps(store, embedder, scorer=scorer_of(settings)))
+        svc = QueryService(
+            QueryDeps(
+                store, embedder, scorer=scorer_of(settings), adapter=adapter_of(settings, embedder)
+            )
+        )
         await svc.search(_request(conv.namespace, questions[0], k))  # warm caches and tables
         stages: dict[str, list[float]] = {}
         for q in questions:

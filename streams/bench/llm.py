@@ -42,7 +42,7 @@ from streams.bench.llm_report import (
     question_line,
     segment_line,
 )
-from streams.factories import llm_policy, make_embedder, make_llm_client, open_store
+from streams.factories import adapter_of, llm_policy, make_embedder, make_llm_client, open_store
 from streams.settings import Settings
 from workers.datasets import Conversation, load
 from workers.embedding import Embedder
@@ -308,6 +308,7 @@ async def _run(
                            observer=attempts),
         answerer=LLMAnswerer(client, model, policy=llm_policy(settings, LLMAnswerer.policy),
                              observer=attempts),
+        adapter=adapter_of(settings, embedder),
     )  # fmt: skip
     service = QueryService(deps, RecallConfig(turn_window=settings.turn_window))
     report.questions = await ask_questions(service, judge, conv.namespace, chosen, echo, redact)

@@ -28,13 +28,14 @@ import numpy as np
 from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
 from streams.bench.locomo import evidence_line
-from streams.factories import make_embedder, open_store, scorer_of
+from streams.factories import adapter_of, make_embedder, open_store, scorer_of
 from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
 from workers.encoder.extractive import encode_extractive
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate, items_within_budget
 from workers.indexer.service import IndexBatch, IndexerService
+from workers.query.adapter import QueryAdapter, load_adapter
 from workers.query.multiroute import RecallConfig
 from workers.query.service import QueryDeps, QueryService
 from workers.segmenter.policy import SegmentPolicy, SessionState
@@ -169,7 +170,10 @@ def run(
     conversations: list[str] | None,
     dump: Path | None = None,
     k: int = K,
+    held_back: Path | None = None,
 ) -> dict[str, Any]:
+    """`held_back`: each conversation asked with the query adapter DIR/<namespace>.npz
+    (`streams.bench.fit_adapter --held-back DIR`: fitted on the other conversations)."""
     settings = Settings()
     convs = load_locomo(data)
     if conversations:
@@ -185,13 +189,25 @@ def run(
         print(f"ingested into {where} in {time.perf_counter() - t0:.0f}s")
     counts = json.loads(marker.read_text())
     store = open_store(settings, embedder, uri=str(where), snapshots=True)
-    service = QueryService(
-        QueryDeps(store, embedder, scorer=scorer_of(settings)),
-        RecallConfig(turn_window=settings.turn_window),
-    )
+
+    def service(adapter: QueryAdapter | None) -> QueryService:
+        return QueryService(
+            QueryDeps(store, embedder, scorer=scorer_of(settings), adapter=adapter),
+            RecallConfig(turn_window=settings.turn_window),
+        )
+
     t0 = time.perf_counter()
     dumped: list[Any] | None = [] if dump is not None else None  # kept only when asked for
-    results = asyncio.run(ask(convs, service, k, dumped))
+    if held_back is None:
+        results = asyncio.run(ask(convs, service(adapter_of(settings, embedder)), k, dumped))
+    else:
+        results = [
+            r
+            for c in convs
+            for r in asyncio.run(
+                ask([c], service(load_adapter(held_back / f"{c.namespace}.npz")), k, dumped)
+            )
+        ]
     if dump is not None:
         dump.write_text(json.dumps(dumped))
     agg = aggregate(results, (1, 5, 10, 15), (500, 1000, 2000))
@@ -219,7 +235,10 @@ def demo() -> None:
         asyncio.run(ingest(convs, embedder, store, settings))
         service = QueryService(
             QueryDeps(
-                open_store(settings, embedder, uri=where), embedder, scorer=scorer_of(settings)
+                open_store(settings, embedder, uri=where),
+                embedder,
+                scorer=scorer_of(settings),
+                adapter=adapter_of(settings, embedder),
             )
         )
         for q in QUESTIONS:
@@ -238,12 +257,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path)
     parser.add_argument("--dump", type=Path, help="every reply's evidence, as JSON")
     parser.add_argument("--k", type=int, default=K, help="items asked for per question")
+    parser.add_argument(
+        "--held-back-adapters",
+        type=Path,
+        help="ask each conversation with DIR/<namespace>.npz (fit_adapter --held-back DIR)",
+    )
     args = parser.parse_args()
     if args.demo or args.data is None:
         demo()
         return
     convs = [c for c in args.conversations.split(",") if c] or None
-    agg = run(args.data, args.store, convs, args.dump, args.k)
+    agg = run(args.data, args.store, convs, args.dump, args.k, args.held_back_adapters)
     r, b = agg["recall_at_k"], agg["recall_at_budget"]
     print(f"records per conversation: {list(agg['records_per_conversation'].values())}")
     hits = agg["hit_at_k"]["all"]

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-import numpy as np
+from pathlib import Path
+from types import SimpleNamespace
 
-from streams.factories import embedding_info, make_embedder
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from streams.factories import adapter_of, embedding_info, make_embedder
 from streams.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
+from workers.query.adapter import AdapterError, QueryAdapter
 
 
 def test_openai_embedder_from_settings_against_a_compatible_server() -> None:
@@ -43,3 +49,23 @@ def test_make_embedder_repeated_text_is_embedded_once_by_the_endpoint() -> None:
         assert np.array_equal(first[0], second[0]) and np.array_equal(first[0], first[2])
         sent = [t for body in server.embedding_requests[before:] for t in body["input"]]
         assert sent == ["same text", "other"]
+
+
+def test_query_adapter_off_fitted_for_another_model_or_a_path_that_does_not_fit(
+    tmp_path: Path,
+) -> None:
+    minilm = SimpleNamespace(model_name="all-MiniLM-L6-v2", dim=384)
+    other = SimpleNamespace(model_name="text-embedding-3-small", dim=384)
+    off = Settings(_env_file=None, query_adapter="off")  # type: ignore[call-arg]
+    assert adapter_of(off, minilm) is None  # type: ignore[arg-type]
+    fitted = Settings(_env_file=None)  # type: ignore[call-arg]
+    assert adapter_of(fitted, minilm) is not None  # type: ignore[arg-type]
+    assert adapter_of(fitted, other) is None  # type: ignore[arg-type]  # another model's geometry
+    mine = tmp_path / "mine.npz"
+    QueryAdapter("all-MiniLM-L6-v2", np.zeros((384, 384), np.float32)).save(mine)
+    named = Settings(_env_file=None, query_adapter=str(mine))  # type: ignore[call-arg]
+    assert adapter_of(named, minilm) is not None  # type: ignore[arg-type]
+    with pytest.raises(AdapterError, match="fitted for all-MiniLM-L6-v2.*not text-embedding"):
+        adapter_of(named, other)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="no file at"):
+        Settings(_env_file=None, query_adapter=str(tmp_path / "missing.npz"))  # type: ignore[call-arg]

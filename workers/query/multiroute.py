@@ -25,6 +25,7 @@ from schemas.plan import Plan, QuestionType, TemporalFilter
 from schemas.records import NodeType
 from workers.concurrency import gather_bounded
 from workers.embedding import Embedder
+from workers.query.adapter import QueryAdapter
 from workers.query.selection import RRF_KAPPA, Candidate, RouteRanking
 from workers.query.windows import spans, windows
 from workers.store import EvidenceStore
@@ -108,10 +109,15 @@ class _Acc:
 
 class MultiRouteRecall:
     def __init__(
-        self, store: EvidenceStore, embedder: Embedder, config: RecallConfig | None = None
+        self,
+        store: EvidenceStore,
+        embedder: Embedder,
+        config: RecallConfig | None = None,
+        adapter: QueryAdapter | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
+        self.adapter = adapter  # moves question vectors toward answers (stored ones stay)
         self.config = config or RecallConfig()
         self._vec_cache: dict[str, np.ndarray] = {}
 
@@ -194,6 +200,8 @@ class MultiRouteRecall:
         missing = [t for t in texts if t not in self._vec_cache]
         if missing:
             matrix = await asyncio.to_thread(clock.call, "embed", self.embedder.embed, missing)
+            if self.adapter is not None:
+                matrix = self.adapter.apply(np.asarray(matrix))
             if len(self._vec_cache) > 4096:
                 self._vec_cache.clear()
             self._vec_cache.update(zip(missing, matrix, strict=True))

@@ -20,6 +20,7 @@ from schemas.query import Ablation
 from schemas.records import NodeType, TokenUsage
 from workers.embedding import Embedder
 from workers.llm import total_usage
+from workers.query.adapter import QueryAdapter
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
@@ -71,6 +72,9 @@ class QueryDeps:
     # the second stage where no cross-encoder reranks (None: off; the fitted one is
     # `workers.query.scorer.FITTED`, chosen by LYCHEE_QUERY_SCORER), led by `scorer.LEAD`
     scorer: Scorer | None = None
+    # question vectors moved toward the statements that answer them (None: the model's own;
+    # the fitted one is `workers/query/adapter.npz`, chosen by LYCHEE_QUERY_ADAPTER)
+    adapter: QueryAdapter | None = None
 
 
 class QueryService:
@@ -89,7 +93,7 @@ class QueryService:
         self.scorer = deps.scorer if deps.reranker is None else None
         self.rerank_candidates = rerank_candidates
         self.ablation = ablation  # applied to requests that name none
-        self.recall = MultiRouteRecall(deps.store, deps.embedder, config)
+        self.recall = MultiRouteRecall(deps.store, deps.embedder, config, deps.adapter)
 
     async def search(self, req: QueryRequest) -> QueryReply:
         with consistent_reads():  # one version check per table a request

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 from typing import get_args
 
+import numpy as np
 import pytest
 
 from schemas import QueryRequest
@@ -13,6 +14,7 @@ from schemas.plan import Plan, QuestionType, Route, TemporalFilter
 from schemas.query import Ablation
 from schemas.records import NodeType, Temporal
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches, turn
+from workers.query.adapter import QueryAdapter
 from workers.query.multiroute import MultiRouteRecall
 from workers.query.selection import POOL_FACTOR, fuse_routes, select
 from workers.query.service import NODE_ABLATIONS, QueryDeps, QueryService
@@ -247,3 +249,19 @@ async def test_a_record_leaning_on_its_neighbours_carries_their_context(tmp_path
     (item,) = [e for e in reply.evidence if e.kind == "record"]
     assert item.text == "It starts at 7:30 on Sunday"
     assert item.context == "the Riverside half marathon"
+
+
+async def test_the_query_adapter_moves_the_questions_vector_not_the_stored_ones(
+    store: EvidenceStore,
+) -> None:
+    """An adapter that maps the question's vector onto another record's makes vector search
+    find that record: it is applied to question vectors, and stored vectors stay as written."""
+    emb = HashEmbedder()
+    q = "Ann visited Lisbon with her sister"
+    v, target = emb.embed([q, "Ann adopted a puppy named Biscuit"])
+    adapter = QueryAdapter(emb.model_name, np.outer(v, target - v).astype(np.float32))
+    req = request("a", q, k=1, ablation="record-vector-only")
+    plain = await service(store).search(req)
+    moved = await QueryService(QueryDeps(store, emb, adapter=adapter)).search(req)
+    assert "Lisbon" in plain.evidence[0].text
+    assert "puppy" in moved.evidence[0].text

@@ -1,0 +1,57 @@
+"""A linear map of question vectors toward the statements that answer them.
+
+A question and the turn that answers it are worded differently ("What did Caroline paint?"
+against "I painted a sunrise last week"), and a sentence embedding model trained on
+symmetric pairs places a question nearer other questions and other mentions of its names
+than the answer. The adapter moves a question's vector by `v + v @ A`, renormalized, with `A`
+fitted on the dev split's questions and the turns that answer them (a contrastive loss over
+each conversation's turns, ridge-penalized toward the identity; `streams.bench.fit_adapter`).
+Only question vectors move: stored vectors stay as they were embedded, so no re-index, and
+switching it off (`LYCHEE_QUERY_ADAPTER=off`) restores the plain model's geometry.
+
+The matrix is fitted for one embedding model; for any other model it does not apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schemas.errors import LycheeError
+
+FITTED_PATH = Path(__file__).with_name("adapter.npz")
+
+
+class AdapterError(LycheeError):
+    """An adapter file that cannot be read or does not fit the embedding model."""
+
+
+@dataclass(frozen=True)
+class QueryAdapter:
+    model: str  # the embedding model the matrix was fitted for
+    matrix: np.ndarray  # (dim, dim): the shift `A` in `v + v @ A`
+
+    def apply(self, vectors: np.ndarray) -> np.ndarray:
+        moved = vectors + vectors @ self.matrix
+        norms = np.linalg.norm(moved, axis=-1, keepdims=True)
+        return np.asarray(moved / np.maximum(norms, 1e-12), dtype=vectors.dtype)
+
+    def fits(self, model_name: str, dim: int) -> bool:
+        """Fitted for this model (its int8 export included: the same geometry, rounded)."""
+        return self.matrix.shape == (dim, dim) and model_name.removeprefix("int8:") == self.model
+
+    def save(self, path: Path) -> None:
+        np.savez_compressed(path, model=np.asarray(self.model), matrix=self.matrix)
+
+
+def load_adapter(path: Path) -> QueryAdapter:
+    try:
+        with np.load(path) as f:
+            model, matrix = str(f["model"]), np.asarray(f["matrix"], dtype=np.float32)
+    except (OSError, KeyError, ValueError) as exc:
+        raise AdapterError(f"query adapter {path}: {exc}") from exc
+    if matrix.ndim != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise AdapterError(f"query adapter {path}: a square matrix, not {matrix.shape}")
+    return QueryAdapter(model, matrix)
