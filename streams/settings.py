@@ -233,7 +233,7 @@ class Settings(BaseSettings):
     query_scorer: Literal["fitted", "off"] = Field(
         default="fitted",
         description="the second stage where no cross-encoder is set: a fitted linear scorer "
-        "moves its two most likely items of selection's top 30 (top k when larger) to the front "
+        "moves its three most likely items of selection's top 30 (top k when larger) to the front "
         "(workers.query.scorer) or off (selection's order)",
     )
     query_adapter: str = Field(

@@ -144,16 +144,16 @@ def lead(
     return [replace(chosen[i], second=round(float(p[i]), 6)) for i in lead_order(z, how)]
 
 
-# `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump,
-# second stage off, each conversation's questions with the query adapter fitted on the other
-# four, over the store of fingerprint f5aed314eb4a); held-back figures in docs/notes/issue25.md
+# `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump
+# at f9f2859's query code over the store of fingerprint e37c628d19db, second stage off);
+# held-back figures in docs/notes/issue25.md
 FITTED: Scorer | None = Scorer(
-    weights=(1.2026, -0.0079, 0.0800, -0.0780, -0.3852, 0.6847, 0.6364,
-             -0.0257, -0.1331, 0.1331, 0.3749, 0.4843, 0.0209, -0.1624),
-    mean=(0.6462, 0.7925, 0.3512, 0.0889, 0.3934, 0.7188, 0.1975,
-          0.0062, 0.8043, 0.1957, 3.2152, 0.2888, 0.6822, 0.1990),
-    scale=(0.1555, 0.4055, 0.2058, 0.1849, 0.3434, 0.7206, 0.5276,
-           0.0784, 0.3967, 0.3967, 0.7757, 0.1721, 0.4058, 0.3992),
-    bias=-5.5479,
+    weights=(1.0986, 0.0351, -0.0285, -0.1937, -0.3637, 0.7464, 0.6456,
+          -0.0301, -0.1078, 0.1078, 0.4391, 0.5016, 0.0014, -0.1619),
+    mean=(0.6482, 0.7839, 0.4323, 0.1082, 0.3888, 0.7271, 0.1870,
+          0.0062, 0.7971, 0.2029, 3.1945, 0.2909, 0.7040, 0.1970),
+    scale=(0.1549, 0.4116, 0.2480, 0.2184, 0.3440, 0.7138, 0.5046,
+          0.0785, 0.4022, 0.4022, 0.7669, 0.1664, 0.3952, 0.3977),
+    bias=-5.5196,
 )  # fmt: skip
-LEAD = Lead(2, -1.0)
+LEAD = Lead(3, -1.5)
