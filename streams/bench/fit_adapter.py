@@ -8,7 +8,7 @@ retrieval over raw turns, plain and adapted, with each conversation's adapter fi
 others (leave-one-conversation-out), then writes the adapter fitted on every conversation
 (`--out`, default the served `workers/query/adapter.npz`). `--held-back DIR` also writes each
 conversation's held-back adapter as DIR/<namespace>.npz, to measure the whole pipeline held
-back (`LYCHEE_QUERY_ADAPTER=DIR/<namespace>.npz` with `recall_probe --conversations`).
+back (`recall_probe --held-back-adapters DIR`).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ def splits_of(data: Path, settings: Settings) -> list[Split]:
             if qa.category in CATEGORIES
         ]
         asked = [a for a in asked if a[1]]
+        if not asked:
+            continue  # nothing to fit or measure on
         out.append(
             Split(
                 conv.namespace,
@@ -120,6 +122,10 @@ def main() -> None:
     settings = Settings()
     model = model_embedder(settings).model_name.removeprefix("int8:")
     splits = splits_of(args.data, settings)
+    if len(splits) < 2:
+        parser.error(
+            f"{args.data}: fitting holds one conversation back, so it needs two with questions"
+        )
     names = [s.namespace for s in splits]
     report("plain", splits, dict.fromkeys(names))
     held = {
