@@ -104,7 +104,7 @@ class QueryHandler:
                     else None,
                     reranker=await asyncio.to_thread(load_reranker, s.reranker_model),
                     scorer=scorer_of(s),
-                    adapter=adapter_of(s, embedder),
+                    adapter=await asyncio.to_thread(adapter_of, s, embedder),
                 )
                 self._service = QueryService(
                     deps,

@@ -5,7 +5,8 @@ of question vectors is fitted by a softmax over the question's conversation's tu
 answering turns as targets, every other turn of that conversation as a negative), with a
 ridge penalty on `A` so it stays near the identity (`workers.query.adapter`). It prints dense
 retrieval over raw turns, plain and adapted, with each conversation's adapter fitted on the
-others (leave-one-conversation-out), then writes the adapter fitted on every conversation
+others (leave-one-conversation-out), and how far the adapter fitted on every conversation
+moves a question (the cosine with its own vector), then writes that adapter
 (`--out`, default the served `workers/query/adapter.npz`). `--held-back DIR` also writes each
 conversation's held-back adapter as DIR/<namespace>.npz, to measure the whole pipeline held
 back (`recall_probe --held-back-adapters DIR`).
@@ -14,7 +15,6 @@ back (`recall_probe --held-back-adapters DIR`).
 from __future__ import annotations
 
 import argparse
-from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +24,13 @@ import torch
 from streams.factories import model_embedder
 from streams.settings import Settings
 from workers.datasets import load_locomo
-from workers.evaluation.metrics import CATEGORIES
+from workers.embedding import Embedder
+from workers.embedding.model import plain_model_name
+from workers.evaluation.metrics import CATEGORIES, QuestionResult, RankedItem, aggregate
 from workers.query.adapter import FITTED_PATH, QueryAdapter
 
 TEMPERATURE = 0.05  # of the softmax over a conversation's turns (cosine similarities)
+KS = (10, 30)  # the depths reported
 
 
 @dataclass
@@ -35,18 +38,19 @@ class Split:
     """One conversation: its turns' vectors, its questions' vectors and their targets."""
 
     namespace: str
+    turn_ids: list[str]
     turns: np.ndarray  # (n_turns, dim)
     questions: np.ndarray  # (n_questions, dim)
     gold: list[list[int]]  # the answering turns of each question, as rows of `turns`
     categories: list[str]
 
 
-def splits_of(data: Path, settings: Settings) -> list[Split]:
-    embedder = model_embedder(settings)
+def splits_of(data: Path, embedder: Embedder) -> list[Split]:
     out = []
     for conv in load_locomo(data):
         turns = [t for ex in conv.exchanges for t in ex.turns if t.turn_id]
-        row = {t.turn_id: i for i, t in enumerate(turns)}
+        ids = [str(t.turn_id) for t in turns]
+        row = {tid: i for i, tid in enumerate(ids)}
         asked = [
             (qa.question, [row[e] for e in qa.evidence if e in row], CATEGORIES[qa.category])
             for qa in conv.qa
@@ -58,6 +62,7 @@ def splits_of(data: Path, settings: Settings) -> list[Split]:
         out.append(
             Split(
                 conv.namespace,
+                ids,
                 np.asarray(embedder.embed([t.rendered() for t in turns]), dtype=np.float32),
                 np.asarray(embedder.embed([q for q, _, _ in asked]), dtype=np.float32),
                 [g for _, g, _ in asked],
@@ -93,22 +98,25 @@ def fit(splits: list[Split], ridge: float, steps: int) -> np.ndarray:
     return shift.detach().numpy().astype(np.float32)
 
 
-def recall(s: Split, adapter: QueryAdapter | None, k: int) -> list[float]:
-    """Each question's share of answering turns among the `k` nearest turns."""
+def ranked(s: Split, adapter: QueryAdapter | None, depth: int = max(KS)) -> list[QuestionResult]:
+    """Each question with its conversation's `depth` nearest turns, for the project's metrics."""
     q = s.questions if adapter is None else adapter.apply(s.questions)
-    top = np.argsort(-(q @ s.turns.T), axis=1)[:, :k]
-    return [len(set(g) & set(t.tolist())) / len(g) for g, t in zip(s.gold, top, strict=True)]
+    top = np.argsort(-(q @ s.turns.T), axis=1)[:, :depth]
+    ids = s.turn_ids
+    return [
+        QuestionResult(
+            c, frozenset(ids[i] for i in g), [RankedItem(ids[t], (ids[t],)) for t in row], 0.0
+        )
+        for c, g, row in zip(s.categories, s.gold, top, strict=True)
+    ]
 
 
 def report(name: str, splits: list[Split], adapters: dict[str, QueryAdapter | None]) -> None:
-    for k in (10, 30):
-        by: dict[str, list[float]] = defaultdict(list)
-        for s in splits:
-            for c, r in zip(s.categories, recall(s, adapters[s.namespace], k), strict=True):
-                by[c].append(r)
-                by["all"].append(r)
-        cats = " ".join(f"{c} {np.mean(v):.3f}" for c, v in sorted(by.items()) if c != "all")
-        print(f"{name:<10} raw turns R@{k} {np.mean(by['all']):.3f} | {cats}")
+    results = [r for s in splits for r in ranked(s, adapters[s.namespace])]
+    recall = aggregate(results, KS, ())["recall_at_k"]
+    for k in map(str, KS):
+        cats = " ".join(f"{c} {r[k]:.3f}" for c, r in recall.items() if c != "all")
+        print(f"{name:<10} raw turns R@{k} {recall['all'][k]:.3f} | {cats}")
 
 
 def main() -> None:
@@ -119,9 +127,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=FITTED_PATH)
     parser.add_argument("--held-back", type=Path, help="also write each held-back adapter here")
     args = parser.parse_args()
-    settings = Settings()
-    model = model_embedder(settings).model_name.removeprefix("int8:")
-    splits = splits_of(args.data, settings)
+    embedder = model_embedder(Settings())
+    model = plain_model_name(embedder.model_name)
+    splits = splits_of(args.data, embedder)
     if len(splits) < 2:
         parser.error(
             f"{args.data}: fitting holds one conversation back, so it needs two with questions"
@@ -137,6 +145,12 @@ def main() -> None:
     report("held back", splits, dict(held))
     everything = QueryAdapter(model, fit(splits, args.ridge, args.steps))
     report("fitted", splits, dict.fromkeys(names, everything))
+    questions = np.vstack([s.questions for s in splits])
+    kept = (everything.apply(questions) * questions).sum(axis=1)
+    print(
+        f"a question's cosine with its own vector, moved: median {np.median(kept):.3f}, "
+        f"5th percentile {np.percentile(kept, 5):.3f}"
+    )
     everything.save(args.out)
     print(f"wrote {args.out} ({model}, ridge {args.ridge}, {args.steps} steps)")
     if args.held_back:

@@ -35,7 +35,7 @@ from workers.embedding import Embedder
 from workers.encoder.extractive import encode_extractive
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate, items_within_budget
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.query.adapter import QueryAdapter, load_adapter
+from workers.query.adapter import QueryAdapter
 from workers.query.multiroute import RecallConfig
 from workers.query.service import QueryDeps, QueryService
 from workers.segmenter.policy import SegmentPolicy, SessionState
@@ -198,16 +198,16 @@ def run(
 
     t0 = time.perf_counter()
     dumped: list[Any] | None = [] if dump is not None else None  # kept only when asked for
+
     if held_back is None:
         results = asyncio.run(ask(convs, service(adapter_of(settings, embedder)), k, dumped))
-    else:
-        results = [
-            r
-            for c in convs
-            for r in asyncio.run(
-                ask([c], service(load_adapter(held_back / f"{c.namespace}.npz")), k, dumped)
+    else:  # each conversation's own adapter, checked against the model as a served one is
+        results = []
+        for c in convs:
+            own = settings.model_copy(
+                update={"query_adapter": str(held_back / f"{c.namespace}.npz")}
             )
-        ]
+            results += asyncio.run(ask([c], service(adapter_of(own, embedder)), k, dumped))
     if dump is not None:
         dump.write_text(json.dumps(dumped))
     agg = aggregate(results, (1, 5, 10, 15), (500, 1000, 2000))

@@ -7,6 +7,7 @@ import os
 from typing import Literal
 
 Precision = Literal["fp32", "int8"]
+_INT8 = "int8:"  # the name prefix of int8 vectors
 
 
 def bundled_path() -> str:
@@ -28,4 +29,9 @@ def onnx_model_name(model_path: str, precision: Precision) -> str:
 
     The prefix keeps the name's ending, which picks the segmenter's surprise calibration."""
     name = model_name_of(model_path)
-    return name if precision == "fp32" else f"int8:{name}"
+    return name if precision == "fp32" else f"{_INT8}{name}"
+
+
+def plain_model_name(name: str) -> str:
+    """The model an `onnx_model_name` names, whatever its precision."""
+    return name.removeprefix(_INT8)

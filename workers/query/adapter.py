@@ -1,9 +1,8 @@
 """A linear map of question vectors toward the statements that answer them.
 
-A question and the turn that answers it are worded differently ("What did Caroline paint?"
-against "I painted a sunrise last week"), and a sentence embedding model trained on
-symmetric pairs places a question nearer other questions and other mentions of its names
-than the answer. The adapter moves a question's vector by `v + v @ A`, renormalized, with `A`
+A question and the turn that answers it are worded differently (a question asks "what ...?",
+its answer states "I did ..."), and a sentence embedding model trained on symmetric pairs
+places a question nearer other questions and other mentions of its names than the answer. The adapter moves a question's vector by `v + v @ A`, renormalized, with `A`
 fitted on the dev split's questions and the turns that answer them (a contrastive loss over
 each conversation's turns, ridge-penalized toward the identity; `streams.bench.fit_adapter`).
 Only question vectors move: stored vectors stay as they were embedded, so no re-index, and
@@ -20,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from schemas.errors import LycheeError
+from workers.embedding.model import plain_model_name
 
 FITTED_PATH = Path(__file__).with_name("adapter.npz")
 
@@ -40,7 +40,7 @@ class QueryAdapter:
 
     def fits(self, model_name: str, dim: int) -> bool:
         """Fitted for this model (its int8 export included: the same geometry, rounded)."""
-        return self.matrix.shape == (dim, dim) and model_name.removeprefix("int8:") == self.model
+        return self.matrix.shape == (dim, dim) and plain_model_name(model_name) == self.model
 
     def save(self, path: Path) -> None:
         np.savez_compressed(path, model=np.asarray(self.model), matrix=self.matrix)

@@ -199,12 +199,14 @@ class MultiRouteRecall:
         """One batched call for the variants not seen before (a small per-process cache)."""
         missing = [t for t in texts if t not in self._vec_cache]
         if missing:
-            matrix = await asyncio.to_thread(clock.call, "embed", self.embedder.embed, missing)
-            if self.adapter is not None:
-                matrix = self.adapter.apply(np.asarray(matrix))
+            matrix = await asyncio.to_thread(clock.call, "embed", self._question_vectors, missing)
             if len(self._vec_cache) > 4096:
                 self._vec_cache.clear()
             self._vec_cache.update(zip(missing, matrix, strict=True))
+
+    def _question_vectors(self, texts: list[str]) -> np.ndarray:
+        vectors = np.asarray(self.embedder.embed(texts))
+        return vectors if self.adapter is None else self.adapter.apply(vectors)
 
     async def _search(
         self,
