@@ -26,7 +26,13 @@ from schemas.records import NodeType
 from workers.concurrency import gather_bounded
 from workers.embedding import Embedder
 from workers.query.adapter import QueryAdapter
-from workers.query.selection import RRF_KAPPA, Candidate, RouteRanking
+from workers.query.selection import (
+    HEAD_KAPPA,
+    HEAD_SCORE,
+    RRF_KAPPA,
+    Candidate,
+    RouteRanking,
+)
 from workers.query.windows import spans, windows
 from workers.store import EvidenceStore
 
@@ -102,6 +108,7 @@ class _Acc:
 
     base: dict[str, Any]
     score: float = 0.0
+    head: float = 0.0  # the same fusion with HEAD_KAPPA: what the first items are chosen by
     queries: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
     channels: dict[str, float] = field(default_factory=dict)
@@ -337,7 +344,8 @@ class MultiRouteRecall:
         depth: int | None,
     ) -> RouteRanking:
         """One route: its channel lists fused by reciprocal rank, then adjusted by type; the
-        first `depth` candidates, or all."""
+        first `depth` candidates, or all. Each candidate carries the fusion twice: with
+        RRF_KAPPA (`route_rrf`, the order) and with HEAD_KAPPA (`HEAD_SCORE`, the head's)."""
         acc: dict[str, _Acc] = {}
         lists = [(q, ch) for q in dict.fromkeys(queries) for ch in hits[q]]
         lists += [("", ch) for ch in text_hits]
@@ -345,6 +353,7 @@ class MultiRouteRecall:
             for rank, (item_id, row, score, node) in enumerate(rows, start=1):
                 a = acc.get(item_id) or acc.setdefault(item_id, _Acc(row))
                 a.score += 1.0 / (RRF_KAPPA + rank)
+                a.head += 1.0 / (HEAD_KAPPA + rank)
                 if q:
                     a.queries.add(q)
                 if node:
@@ -353,9 +362,12 @@ class MultiRouteRecall:
         for rank, row in enumerate(dated, 1):
             a = acc.setdefault(record_item_id(row), _Acc(row))
             a.score += 1.0 / (RRF_KAPPA + rank)
+            a.head += 1.0 / (HEAD_KAPPA + rank)
             a.channels["temporal"] = 1.0
         for a in acc.values():
-            a.score *= self._adjustment(plan.question_type, a.base)
+            boost = self._adjustment(plan.question_type, a.base)
+            a.score *= boost
+            a.head *= boost
         ranked = sorted(acc.items(), key=lambda kv: (-kv[1].score, kv[0]))[:depth]
         return RouteRanking(
             route_id=f"r{index}",
@@ -364,7 +376,7 @@ class MultiRouteRecall:
                     item_id=i,
                     node_ids=tuple(sorted(a.nodes)),
                     queries=tuple(sorted(a.queries)),
-                    channel_scores={**a.channels, "route_rrf": a.score},
+                    channel_scores={**a.channels, "route_rrf": a.score, HEAD_SCORE: a.head},
                     **(items.get(i) or items.setdefault(i, _fields(a.base))),
                 )
                 for i, a in ranked

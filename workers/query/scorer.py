@@ -145,15 +145,15 @@ def lead(
 
 
 # `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump
-# at f9f2859's query code over the store of fingerprint e37c628d19db, second stage off);
-# held-back figures in docs/notes/issue25.md
+# --held-back-adapters at round 6's query code, the head included, over the store of
+# fingerprint f5aed314eb4a, second stage off); held-back figures in docs/notes/issue25.md
 FITTED: Scorer | None = Scorer(
-    weights=(1.0986, 0.0351, -0.0285, -0.1937, -0.3637, 0.7464, 0.6456,
-          -0.0301, -0.1078, 0.1078, 0.4391, 0.5016, 0.0014, -0.1619),
-    mean=(0.6482, 0.7839, 0.4323, 0.1082, 0.3888, 0.7271, 0.1870,
-          0.0062, 0.7971, 0.2029, 3.1945, 0.2909, 0.7040, 0.1970),
-    scale=(0.1549, 0.4116, 0.2480, 0.2184, 0.3440, 0.7138, 0.5046,
-          0.0785, 0.4022, 0.4022, 0.7669, 0.1664, 0.3952, 0.3977),
-    bias=-5.5196,
+    weights=(0.9959, -0.0151, 0.1661, -0.3549, -0.3787, 0.7568, 0.5257,
+          -0.0267, -0.2790, 0.2790, 0.4122, 0.5046, 0.0168, -0.1617),
+    mean=(0.6476, 0.7858, 0.3414, 0.0906, 0.3956, 0.7182, 0.2082,
+          0.0063, 0.7976, 0.2024, 3.2325, 0.2912, 0.6790, 0.1975),
+    scale=(0.1592, 0.4103, 0.2060, 0.1849, 0.3431, 0.7267, 0.5413,
+          0.0794, 0.4018, 0.4018, 0.7857, 0.1756, 0.4087, 0.3981),
+    bias=-5.3762,
 )  # fmt: skip
-LEAD = Lead(3, -1.5)
+LEAD = Lead(1, -3.0)

@@ -20,6 +20,13 @@ from scipy.sparse import csr_array
 from workers.vocabulary import SIMILARITY_STOPWORDS
 
 RRF_KAPPA = 60
+# The first HEAD items come from the same fusion with a small kappa, where an item at the
+# top of a few lists beats one halfway down many; the rest keep RRF_KAPPA's order, whose
+# agreement across lists finds more of the evidence within a token budget
+# (docs/notes/issue25.md, round 6).
+HEAD = 10
+HEAD_KAPPA = 10
+HEAD_SCORE = "route_head"  # a candidate's within-route fusion with HEAD_KAPPA
 
 
 def rrf(rankings: Sequence[Sequence[str]], kappa: int = RRF_KAPPA) -> dict[str, float]:
@@ -314,6 +321,40 @@ def select(
         fresh.cover(pool[pick])
         max_sim = np.maximum(max_sim, sim[:, pick])
     return chosen
+
+
+def with_head(
+    routes: Sequence[RouteRanking], chosen: Sequence[Fused], k: int, head: int = HEAD
+) -> list[Fused]:
+    """`chosen` (selection over the usual fusion) behind a head: the first `head` items of
+    the same selection over each route re-ordered by its HEAD_SCORE. An item of the head
+    keeps its place there and leaves the rest; k items in all."""
+    if head <= 0 or not chosen:
+        return list(chosen[:k])
+    sharp = [
+        RouteRanking(
+            r.route_id,
+            sorted(r.candidates, key=lambda c: -c.channel_scores.get(HEAD_SCORE, 0.0)),
+        )
+        for r in routes
+    ]
+    first = select(fuse_routes(sharp), k, len(routes))[: min(head, k)]
+    ids = {f.item_id for f in first}
+    return [*first, *(f for f in chosen if f.item_id not in ids)][:k]
+
+
+def redundant_last(chosen: Sequence[Fused]) -> list[Fused]:
+    """`chosen` with each item whose turns the items before it all show moved to the end,
+    both groups in their order: after the head and the second stage's lead reorder
+    selection's choice, the rule selection follows (`REDUNDANT`) holds again."""
+    shown: set[str] = set()
+    fresh: list[Fused] = []
+    late: list[Fused] = []
+    for f in chosen:
+        turns = set(f.candidate.turn_ids)
+        (late if turns and turns <= shown else fresh).append(f)
+        shown |= turns
+    return [*fresh, *late]
 
 
 class _Fresh:

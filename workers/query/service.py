@@ -28,12 +28,15 @@ from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
 from workers.query.scorer import LEAD, Scorer, lead
 from workers.query.selection import (
+    HEAD,
     POOL_FACTOR,
     Fused,
     RouteRanking,
     fuse_routes,
+    redundant_last,
     select,
     sort_only,
+    with_head,
 )
 from workers.store import EvidenceStore, consistent_reads
 
@@ -138,6 +141,7 @@ class QueryService:
             ablation == "no-fusion",
             _Second(second, req.query, when),
             picked,
+            0 if rerank else HEAD,  # a cross-encoder's order is not re-fused
         )
         t = watch.lap("selection", t)
         answer = None
@@ -190,14 +194,19 @@ class _Second:
 
 
 def _selected(
-    routes: list[RouteRanking], k: int, no_fusion: bool, second: _Second, picked: int
+    routes: list[RouteRanking], k: int, no_fusion: bool, second: _Second, picked: int, head: int
 ) -> tuple[list[EvidenceItem], str, int]:
-    """Fusion, selection of `picked` items (or the no-fusion cut), the second stage's lead,
-    the first k, then the evidence and its context."""
+    """Fusion, selection of `picked` items behind their head (or the no-fusion cut), the
+    second stage's lead, items that show nothing new last, the first k, then the evidence
+    and its context."""
     fused = fuse_routes(routes)
-    chosen = sort_only(fused, k) if no_fusion else select(fused, picked, len(routes))
-    if second.scorer is not None:  # its few most likely items of that choice lead
-        chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)[:k]
+    if no_fusion:
+        chosen = sort_only(fused, k)
+    else:
+        chosen = with_head(routes, select(fused, picked, len(routes)), picked, head)
+        if second.scorer is not None:  # its few most likely items of that choice lead
+            chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)
+        chosen = redundant_last(chosen)[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)
     return evidence, context, tokens

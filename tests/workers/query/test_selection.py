@@ -8,18 +8,21 @@ import pytest
 
 from workers.query.selection import (
     DIVERSITY_LAMBDA,
+    HEAD_SCORE,
     Candidate,
     CandidateKind,
     Fused,
     RouteRanking,
     final_score,
     fuse_routes,
+    redundant_last,
     route_quota,
     rrf,
     select,
     signature_similarity,
     similarity_matrix,
     sort_only,
+    with_head,
 )
 
 
@@ -264,6 +267,38 @@ def test_select_end_to_end_from_fused_routes() -> None:
     )
     assert set(ids(select(out, k=2, n_routes=2))) == {"a1", "b1"}
     assert select([], k=5, n_routes=2) == []
+
+
+def _headed(head: int, k: int = 4) -> list[str]:
+    # the route's order (by route_rrf) is a, b, c, d; its head score puts d, then c, first
+    order = [
+        cand(i, text=f"{i} words {n}", scores={HEAD_SCORE: h})
+        for n, (i, h) in enumerate([("a", 0.1), ("b", 0.2), ("c", 0.3), ("d", 0.4)])
+    ]
+    routes = [RouteRanking("A", order)]
+    return ids(with_head(routes, select(fuse_routes(routes), k, 1), k, head))
+
+
+def test_with_head_takes_the_first_items_by_head_score_and_the_rest_in_order() -> None:
+    assert _headed(head=0) == ["a", "b", "c", "d"]
+    assert _headed(head=1) == ["d", "a", "b", "c"]
+    assert _headed(head=2) == ["d", "c", "a", "b"]
+    assert _headed(head=2, k=3) == ["d", "c", "a"]  # k items in all
+    assert _headed(head=9, k=2) == ["d", "c"]  # a head longer than k is cut at k
+
+
+def test_redundant_last_moves_an_item_whose_turns_are_shown_behind_the_rest() -> None:
+    window = fused(cand("w", kind="window", turns=("t1", "t2", "t3")), 1.0)
+    record = fused(cand("r", turns=("t2",)), 0.9)
+    other = fused(cand("o", turns=("t9",)), 0.8)
+    again = fused(cand("w2", kind="window", turns=("t2", "t3")), 0.7)
+    assert ids(redundant_last([window, record, other, again])) == ["w", "o", "r", "w2"]
+    assert ids(redundant_last([record, window, other])) == ["r", "w", "o"]  # w adds t1, t3
+    assert redundant_last([]) == []
+
+
+def test_with_head_of_nothing_is_nothing() -> None:
+    assert with_head([RouteRanking("A", [])], [], 5) == []
 
 
 # --- ablation and budgets ------------------------------------------------------------------

@@ -23,6 +23,16 @@ from workers.query.planner.wording import (
 from workers.vocabulary import QUESTION_STOPWORDS
 
 
+def _unnamed(queries: list[str], names: Sequence[str]) -> list[str]:
+    """A route's variants without those that are only a name the question gives (the first,
+    the question itself, stays). A name alone finds the person's records, not what is asked
+    about them: the records name their speakers (the encoder writes the name for "I" and
+    "you"), so its vector draws every record of that person, and the other variants and
+    the route's speaker constraint carry the name already."""
+    drop = {normalized(n) for n in names}
+    return [q for i, q in enumerate(queries) if i == 0 or normalized(q) not in drop]
+
+
 def _focus_queries(item: str, others: Sequence[str], key: str) -> list[str]:
     focused = without_items(key, others)
     if normalized(item) not in normalized(focused):
@@ -61,7 +71,7 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
         routes.append(
             Route(
                 goal=f"Evidence about {item} for: {question}",
-                queries=_focus_queries(item, others, key),
+                queries=_unnamed(_focus_queries(item, others, key), names),
                 constraints=[f"speaker: {speaker}"] if speaker else [],
                 speaker=speaker,
             )
@@ -72,7 +82,9 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
         routes.append(
             Route(
                 goal=f"Evidence needed to answer: {part}",
-                queries=unique_queries([part, part_key, *noun_phrases(part)], MAX_ROUTE_QUERIES),
+                queries=_unnamed(
+                    unique_queries([part, part_key, *noun_phrases(part)], MAX_ROUTE_QUERIES), names
+                ),
                 constraints=[f"speaker: {only}"] if only else [],
                 speaker=only,
             )
@@ -81,7 +93,7 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
         routes.append(
             Route(
                 goal=f"Evidence needed to answer: {question}",
-                queries=base[:MAX_ROUTE_QUERIES],
+                queries=_unnamed(base[:MAX_ROUTE_QUERIES], names),
                 constraints=[f"speaker: {only}"] if only else [],
                 speaker=only,
             )

@@ -58,7 +58,8 @@ def test_two_named_speakers_get_one_route_each() -> None:
     ana, bruno = plan.routes
     assert ana.queries[0] == "Ana like to cook"
     assert bruno.queries[0] == "Bruno like to cook"
-    assert all("Bruno" not in q for q in ana.queries[:3])
+    assert all("Bruno" not in q for q in ana.queries[:2])
+    assert "Ana" not in ana.queries  # a name alone is no variant (test below)
     assert "speaker: Ana" in ana.constraints
 
 
@@ -110,6 +111,19 @@ def test_single_question_gets_one_route_with_the_question_and_key_phrases() -> N
     assert plan.routes[0].queries == plan.semantic_queries
     assert plan.routes[0].speaker == "Bruno"
     assert plan.temporal_filter is None
+
+
+def test_a_name_alone_is_no_query_variant() -> None:
+    # the records name their speakers, so "Bruno" alone would draw all of Bruno's records
+    plan = heuristic_plan("Who fed the cat while Bruno was away?", SPEAKERS)
+
+    assert plan.routes[0].queries == [
+        "Who fed the cat while Bruno was away?",
+        "fed the cat while Bruno away",
+        "fed",
+        "cat",
+    ]
+    assert "Bruno" in plan.semantic_queries  # the plan still lists it; routes search without
 
 
 # --- the heuristic: queries ------------------------------------------------------------
