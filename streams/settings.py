@@ -233,8 +233,8 @@ class Settings(BaseSettings):
     query_scorer: Literal["fitted", "off"] = Field(
         default="fitted",
         description="the second stage where no cross-encoder is set: a fitted linear scorer "
-        "moves its three most likely items of selection's top 30 (top k when larger) to the front "
-        "(workers.query.scorer) or off (selection's order)",
+        "moves its most likely items (workers.query.scorer.LEAD) of selection's top 30 (top k "
+        "when larger) to the front, or off (selection's order)",
     )
     query_adapter: str = Field(
         default="fitted",
