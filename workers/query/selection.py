@@ -338,6 +338,8 @@ def with_head(
         )
         for r in routes
     ]
+    # the first items of a full selection: one of `head` items alone reads a smaller pool,
+    # which measured lower on open-domain (docs/notes/issue25.md, round 6)
     first = select(fuse_routes(sharp), k, len(routes))[: min(head, k)]
     ids = {f.item_id for f in first}
     return [*first, *(f for f in chosen if f.item_id not in ids)][:k]
