@@ -236,43 +236,44 @@ def held() -> Iterator[list[socket.socket]]:
         sock.close()
 
 
-@pytest.mark.parametrize("stop", ["kill", "ctrl-c"])
-def test_up_stopped_mid_ingest_resumes_with_every_turn_once_and_no_process_left(
-    stop: str, tmp_path: Path, launchers: list[UpProcess], held: list[socket.socket]
+def test_up_killed_then_interrupted_mid_ingest_resumes_with_every_turn_once_and_no_process_left(
+    tmp_path: Path, launchers: list[UpProcess], held: list[socket.socket]
 ) -> None:
+    """kill -9 mid-stream, a restart on the same ports, Ctrl-C mid-stream, a restart again:
+    one data directory through both stops (one chain, so the stack starts three times, not
+    four)."""
     data, state = tmp_path / "data", tmp_path / "state"
     env = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
            "LYCHEE_DRAIN_GRACE_S": "5"}  # fmt: skip
-    exchanges = conversation(f"resume-{stop}", sessions=3, per_session=40)
-    half = len(exchanges) // 2
-    first = UpProcess.start(data, state, env=env)
-    launchers.append(first)
-    settings = asyncio.run(ready(first))
-    asyncio.run(produce(settings, exchanges[:half], end=False))
-    assert sum(asyncio.run(lags(settings)).values()) > 0, "the stop should land mid-stream"
-    ports = [
-        int(settings.kafka_bootstrap.rsplit(":", 1)[1]),
-        int(settings.redis_url.rsplit(":", 1)[1].split("/")[0]),
-    ]
-    held.extend(socket.create_connection(("127.0.0.1", port)) for port in ports)
-    if stop == "kill":
-        first.kill9()
-    else:
-        assert first.interrupt() == 0
-        assert "stopping: draining the stages upstream first" in first.output()
-    assert first.wait_gone(10) == [], "a process of the first run survived"
-    assert (state / "lychee" / "endpoints.json").exists() == (stop == "kill")  # stale, ignored
+    exchanges = conversation("resume", sessions=3, per_session=40)
+    third = len(exchanges) // 3
+    ports: list[str] = []
+    for stop, part in (("kill", exchanges[:third]), ("ctrl-c", exchanges[third : 2 * third])):
+        # on the same ports as the run before, while its dead servers' connections linger
+        up = UpProcess.start(data, state, *ports, env=env)
+        launchers.append(up)
+        settings = asyncio.run(ready(up))
+        asyncio.run(produce(settings, part, end=False))
+        assert sum(asyncio.run(lags(settings)).values()) > 0, f"{stop} should land mid-stream"
+        kafka = int(settings.kafka_bootstrap.rsplit(":", 1)[1])
+        redis = int(settings.redis_url.rsplit(":", 1)[1].split("/")[0])
+        held.extend(socket.create_connection(("127.0.0.1", port)) for port in (kafka, redis))
+        if stop == "kill":
+            up.kill9()
+        else:
+            assert up.interrupt() == 0
+            assert "stopping: draining the stages upstream first" in up.output()
+        assert up.wait_gone(10) == [], f"a process survived {stop}"
+        assert (state / "lychee" / "endpoints.json").exists() == (stop == "kill")  # stale
+        ports = ["--kafka-port", str(kafka), "--redis-port", str(redis)]
 
-    # at once, on the same ports, while the dead servers' connections still linger
-    second = UpProcess.start(
-        data, state, "--kafka-port", str(ports[0]), "--redis-port", str(ports[1]), env=env
-    )
-    launchers.append(second)
-    settings = asyncio.run(ready(second))
-    asyncio.run(produce(settings, exchanges[half:], end=True))
+    last = UpProcess.start(data, state, *ports, env=env)
+    launchers.append(last)
+    settings = asyncio.run(ready(last))
+    asyncio.run(produce(settings, exchanges[2 * third :], end=True))
     asyncio.run(drained(settings))
-    ids = turn_ids(settings, f"resume-{stop}")
+    ids = turn_ids(settings, "resume")
     assert sorted(ids) == sorted(t.turn_id for e in exchanges for t in e.turns or [])
-    assert second.interrupt() == 0
-    assert second.wait_gone(10) == []
+    assert last.interrupt() == 0
+    assert last.wait_gone(10) == []
     assert not (state / "lychee" / "endpoints.json").exists()
