@@ -42,7 +42,7 @@ CandidateKind = Literal["record", "turn", "window"]
 
 BEST_WEIGHT = 0.82
 ROUTE_WEIGHT = 0.18
-DIVERSITY_LAMBDA = 0.75
+DIVERSITY_LAMBDA = 0.85  # 0.75 in the design; swept on the LoCoMo dev split (notes, issue 25)
 POOL_FACTOR = 3  # selection's greedy step reads the top POOL_FACTOR·k fused items
 REDUNDANT = 2.0  # more than any gain: an item whose turns are all shown already comes last
 # Signature weights (sum to 1): shared turns, entities and wording say "same evidence" most
