@@ -145,16 +145,15 @@ def lead(
 
 
 # `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump
-# --held-back-adapters at round 7's query code, the head and selection's λ = 0.85 included,
-# over the store of fingerprint f5aed314eb4a, second stage off); held-back figures in
-# docs/notes/issue25.md
+# --held-back-adapters at round 6's query code, the head included, over the store of
+# fingerprint f5aed314eb4a, second stage off); held-back figures in docs/notes/issue25.md
 FITTED: Scorer | None = Scorer(
-    weights=(1.0148, -0.0071, 0.1511, -0.3029, -0.3992, 0.7611, 0.4597,
-          -0.0259, -0.2934, 0.2934, 0.4241, 0.5056, 0.0084, -0.1573),
-    mean=(0.6483, 0.7940, 0.3445, 0.0874, 0.3994, 0.7238, 0.2050,
-          0.0063, 0.8057, 0.1943, 3.2205, 0.2913, 0.6784, 0.1996),
-    scale=(0.1578, 0.4044, 0.2039, 0.1829, 0.3425, 0.7259, 0.5401,
-          0.0790, 0.3957, 0.3957, 0.7787, 0.1760, 0.4089, 0.3997),
-    bias=-5.3884,
+    weights=(0.9959, -0.0151, 0.1661, -0.3549, -0.3787, 0.7568, 0.5257,
+          -0.0267, -0.2790, 0.2790, 0.4122, 0.5046, 0.0168, -0.1617),
+    mean=(0.6476, 0.7858, 0.3414, 0.0906, 0.3956, 0.7182, 0.2082,
+          0.0063, 0.7976, 0.2024, 3.2325, 0.2912, 0.6790, 0.1975),
+    scale=(0.1592, 0.4103, 0.2060, 0.1849, 0.3431, 0.7267, 0.5413,
+          0.0794, 0.4018, 0.4018, 0.7857, 0.1756, 0.4087, 0.3981),
+    bias=-5.3762,
 )  # fmt: skip
-LEAD = Lead(3, -1.0)
+LEAD = Lead(1, -3.0)
