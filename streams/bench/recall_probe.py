@@ -235,7 +235,7 @@ def demo() -> None:
         asyncio.run(ingest(convs, embedder, store, settings))
         service = QueryService(
             QueryDeps(
-                open_store(settings, embedder, uri=where),
+                open_store(settings, embedder, uri=where, snapshots=True),
                 embedder,
                 scorer=scorer_of(settings),
                 adapter=adapter_of(settings, embedder),
