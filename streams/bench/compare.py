@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from schemas import EvidenceItem
+from streams.bench.harness import BenchError
 from streams.bench.locomo import evidence_line
 from workers.evaluation.metrics import CATEGORY_ORDER, RankedItem, recall_at_budget, recall_at_k
 
@@ -34,7 +35,7 @@ RESAMPLES = 4000
 Metric = Callable[[Sequence[RankedItem], frozenset[str]], float]
 
 
-class DumpMismatch(ValueError):
+class DumpMismatch(BenchError):
     """The two dumps do not hold the same questions in the same order."""
 
 
