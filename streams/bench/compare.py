@@ -9,8 +9,10 @@ lost and gives the difference per conversation, which says whether one conversat
 a change. An interval that holds 0 says the change is not told apart from the luck of which
 questions were asked; it does not say how the change would do on other conversations.
 
-The dumps are `python -m streams.bench.recall_probe --dump FILE` outputs (every reply's
-evidence with the question's gold turns), of the same data file, in the same order.
+The dumps are `python -m streams.bench.recall_probe --dump FILE` or `lychee bench locomo
+--dump FILE` outputs (every reply's evidence with the question's gold turns, under the data
+file's namespaces), of the same data file, in the same order: two stack runs, two
+in-process runs, or one of each.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ def load(path: Path) -> list[dict[str, Any]]:
     """A dump's replies, each checked for the fields a comparison reads."""
     rows = json.loads(path.read_text())
     if not isinstance(rows, list):
-        raise DumpMismatch(f"{path}: not a recall_probe dump (a JSON list of replies)")
+        raise DumpMismatch(f"{path}: not a dump of replies (recall_probe or bench locomo --dump)")
     for i, row in enumerate(rows):
         missing = [f for f in FIELDS if not isinstance(row, dict) or f not in row]
         if missing:

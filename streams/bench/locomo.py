@@ -9,6 +9,7 @@ in-process and are scored by the same recall code.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -69,11 +70,23 @@ class Run:
     query_calls: int = 0  # query-time LLM calls (planner, answers) over all questions
     query_tokens: int = 0
     answers: list[str] = field(default_factory=list)  # generated, in question order
+    replies: list[QueryReply] = field(default_factory=list)  # lychee's, in question order
 
 
 def evidence_line(item: EvidenceItem) -> RankedItem:
     """A retrieved item as it sits in the serialized context, with its provenance."""
     return RankedItem(item_line(item), tuple(item.turn_ids))
+
+
+def dump_row(
+    namespace: str, question: str, category: str, gold: frozenset[str], reply: QueryReply
+) -> dict[str, Any]:
+    """One reply as `--dump` files hold it (`python -m streams.bench.compare` pairs two)."""
+    return {
+        "namespace": namespace, "question": question, "category": category,
+        "gold": sorted(gold), "plan": reply.plan,
+        "items": [e.model_dump(mode="json") for e in reply.evidence],
+    }  # fmt: skip
 
 
 def run_locomo(
@@ -86,9 +99,11 @@ def run_locomo(
     progress: bool = True,
     also: tuple[str, ...] = (),
     judge: JudgeTarget | None = None,
+    dump: Path | None = None,
 ) -> LocomoReport:
     """`also`: per-request variants asked over the same ingest, reported as `lychee:<name>`.
-    `judge`: answers are generated and graded by it (LoCoMo's judge protocol)."""
+    `judge`: answers are generated and graded by it (LoCoMo's judge protocol).
+    `dump`: every lychee reply's evidence written there, under the file's own namespaces."""
     chosen = harness.variant(variant)
     extra = [harness.variant(name) for name in also]
     if bad := [v.name for v in extra if v.worker_env or v.ablation is None]:
@@ -109,9 +124,15 @@ def run_locomo(
     for conv in conversations:
         harness.rename_namespace(conv, prefix + conv.namespace)
     with harness.pipeline(settings, chosen) as live:
-        report = asyncio.run(
+        report, run = asyncio.run(
             _run(live, data, conversations, chosen, ks, budgets, progress, started, extra, judge)
         )
+    if dump is not None:
+        rows = [
+            dump_row(q.namespace.removeprefix(prefix), q.text, q.category, q.gold, reply)
+            for q, reply in zip(run.questions, run.replies, strict=True)
+        ]
+        dump.write_text(json.dumps(rows))
     return report
 
 
@@ -126,7 +147,7 @@ async def _run(
     started: float,
     extra: list[Variant],
     judge: JudgeTarget | None,
-) -> LocomoReport:
+) -> tuple[LocomoReport, Run]:
     embedder = await asyncio.to_thread(make_embedder, settings)
     store = open_store(settings, embedder)
     run = Run(questions=_questions(conversations))
@@ -190,7 +211,7 @@ async def _run(
             f"segments by reason: {_reasons(segments)}",
         ],
     }
-    return validate_report(report)
+    return validate_report(report), run
 
 
 def _systems(run: Run, ks: tuple[int, ...], budgets: tuple[int, ...]) -> dict[str, Any]:
@@ -370,6 +391,7 @@ async def _ask(
         run.query_calls += reply.usage.get("calls", 0)
         run.query_tokens += reply.usage.get("input_tokens", 0) + reply.usage.get("output_tokens", 0)
         run.answers.append(reply.answer or "")
+        run.replies.append(reply)
     bar.close()
 
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
-from streams.bench.locomo import evidence_line
+from streams.bench.locomo import dump_row, evidence_line
 from streams.factories import adapter_of, make_embedder, open_store, scorer_of
 from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
@@ -138,10 +138,8 @@ async def ask(
             out.append(QuestionResult(category, frozenset(qa.evidence), items, ms))
             if dump is not None:
                 dump.append(
-                    {"namespace": conv.namespace, "question": qa.question, "category": category,
-                     "gold": sorted(qa.evidence), "plan": reply.plan,
-                     "items": [e.model_dump(mode="json") for e in reply.evidence]}
-                )  # fmt: skip
+                    dump_row(conv.namespace, qa.question, category, frozenset(qa.evidence), reply)
+                )
     return out
 
 

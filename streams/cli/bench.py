@@ -90,6 +90,8 @@ def bench_durability(
 @click.option("--budgets", default="500,1000,2000", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--dump", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="every reply's evidence as JSON, for python -m streams.bench.compare")  # fmt: skip
 @click.option(
     "--answer",
     is_flag=True,
@@ -102,7 +104,7 @@ def bench_durability(
                    "reported as lychee:<name>; repeatable")  # fmt: skip
 def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, budgets: str,
                  out: Path | None, plot: Path | None, answer: bool, judge_base_url: str | None,
-                 judge_model: str | None, also: tuple[str, ...]) -> None:  # fmt: skip
+                 judge_model: str | None, also: tuple[str, ...], dump: Path | None) -> None:  # fmt: skip
     """Evidence recall by category, cost and latency on LoCoMo, with raw-turn baselines.
 
     Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
@@ -121,7 +123,7 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
         report = run_locomo(
             s, data, conversations.split(",") if conversations else None, variant,
             tuple(int(x) for x in ks.split(",")), tuple(int(x) for x in budgets.split(",")),
-            also=also, judge=judge,
+            also=also, judge=judge, dump=dump,
         )  # fmt: skip
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc
@@ -129,6 +131,8 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
     if out:
         out.write_bytes(orjson.dumps(report.to_json_dict(), option=orjson.OPT_INDENT_2))
         click.echo(f"report: {out}")
+    if dump:
+        click.echo(f"replies: {dump}")
     if plot:
         from workers.evaluation.plot import plot_recall_vs_budget
 

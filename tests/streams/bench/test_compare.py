@@ -71,7 +71,7 @@ def test_dumps_of_other_questions_or_orders_are_refused_naming_the_first_differe
 def test_a_file_that_is_not_a_dump_is_refused_naming_what_is_missing(tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     path.write_text(json.dumps({"recall_at_k": {}}))
-    with pytest.raises(DumpMismatch, match="not a recall_probe dump"):
+    with pytest.raises(DumpMismatch, match="not a dump of replies"):
         load(path)
     path.write_text(json.dumps([{"namespace": "conv-a", "question": "q1"}]))
     with pytest.raises(DumpMismatch, match="reply 0 has no category, gold, items"):

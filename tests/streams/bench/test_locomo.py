@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from streams.bench.compare import load, paired
 from streams.bench.harness import BenchError
 from streams.bench.locomo import run_locomo
 from tests.streams.bench.files import write_locomo
@@ -18,8 +19,14 @@ pytestmark = pytest.mark.integration
 def test_bench_locomo_end_to_end_report_matches_the_schema(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "tiny.json"
     write_locomo(data)
-    report = run_locomo(settings, data, progress=False, also=("no-entity-topic-nodes",))
+    dump = tmp_path / "replies.json"
+    report = run_locomo(settings, data, progress=False, also=("no-entity-topic-nodes",), dump=dump)
     assert validate_report(report.to_json_dict()) == report
+    # every question's reply under the file's own namespace, so two runs pair
+    rows = load(dump)
+    assert [(r["namespace"], r["category"]) for r in rows][:1] == [("tiny", "single-hop")]
+    assert len(rows) == 5 and all(r["items"] for r in rows)
+    assert len(paired(rows, rows)) == 4  # the question without evidence is not scored
     assert report.conversations == 1 and report.turns == 16
     assert report.questions == 5  # category 5 dropped; the empty-evidence one is asked...
     assert report.counts is not None and report.counts["all"] == 4  # ...and left out of recall
