@@ -64,6 +64,8 @@ def load(path: Path) -> list[dict[str, Any]]:
         missing = [f for f in FIELDS if not isinstance(row, dict) or f not in row]
         if missing:
             raise DumpMismatch(f"{path}: reply {i} has no {', '.join(missing)}")
+        if not all(isinstance(row[f], list) for f in ("gold", "items")):
+            raise DumpMismatch(f"{path}: reply {i}: gold and items must be lists")
     return rows
 
 

@@ -76,6 +76,9 @@ def test_a_file_that_is_not_a_dump_is_refused_naming_what_is_missing(tmp_path: P
     path.write_text(json.dumps([{"namespace": "conv-a", "question": "q1"}]))
     with pytest.raises(DumpMismatch, match="reply 0 has no category, gold, items"):
         load(path)
+    path.write_text(json.dumps([{**BEFORE[0], "gold": "D1:1"}]))
+    with pytest.raises(DumpMismatch, match="reply 0: gold and items must be lists"):
+        load(path)
 
 
 def test_the_command_prints_the_comparison_and_exits_2_on_a_mismatch(
