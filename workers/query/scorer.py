@@ -146,7 +146,9 @@ def lead(
 
 # `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump
 # --held-back-adapters at round 6's query code, the head included, over the store of
-# fingerprint f5aed314eb4a, second stage off); held-back figures in docs/notes/issue25.md
+# fingerprint f5aed314eb4a, second stage off); held-back figures in docs/notes/issue25.md.
+# Selection's λ was 0.75 then; at 0.85 since round 8 these weights were measured, not refitted
+# (refitted, the lead moved R@1 down: notes, round 8)
 FITTED: Scorer | None = Scorer(
     weights=(0.9959, -0.0151, 0.1661, -0.3549, -0.3787, 0.7568, 0.5257,
           -0.0267, -0.2790, 0.2790, 0.4122, 0.5046, 0.0168, -0.1617),

@@ -2,8 +2,10 @@
 
 Pure arithmetic over already-recalled candidates: reciprocal-rank fusion across routes, the
 final score `0.82·best + 0.18·route`, route coverage first, then an MMR-style greedy pick
-`0.75·relevance − 0.25·similarity` over a pool larger than k, so diversity can change which
-items are kept, not only their order.
+`0.85·relevance − 0.15·similarity` over a pool larger than k, so diversity can change which
+items are kept, not only their order (the design's 0.75 kept fewer gold turns within 1,000
+tokens on LoCoMo's dev split with the query adapter held back: docs/notes/issue25.md, rounds 7
+and 8).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ CandidateKind = Literal["record", "turn", "window"]
 
 BEST_WEIGHT = 0.82
 ROUTE_WEIGHT = 0.18
-DIVERSITY_LAMBDA = 0.75
+DIVERSITY_LAMBDA = 0.85
 POOL_FACTOR = 3  # selection's greedy step reads the top POOL_FACTOR·k fused items
 REDUNDANT = 2.0  # more than any gain: an item whose turns are all shown already comes last
 # Signature weights (sum to 1): shared turns, entities and wording say "same evidence" most
