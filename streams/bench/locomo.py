@@ -69,7 +69,6 @@ class Run:
     round_trip_ms: list[float] = field(default_factory=list)
     query_calls: int = 0  # query-time LLM calls (planner, answers) over all questions
     query_tokens: int = 0
-    answers: list[str] = field(default_factory=list)  # generated, in question order
     replies: list[QueryReply] = field(default_factory=list)  # lychee's, in question order
 
 
@@ -333,7 +332,10 @@ async def _judge(settings: Settings, judge: JudgeTarget, run: Run) -> tuple[dict
     apart), and the note naming the judge."""
     verdicts = await judge_locomo(
         make_judge(settings, judge),
-        [(q.text, q.answer, a) for q, a in zip(run.questions, run.answers, strict=True)],
+        [
+            (q.text, q.answer, r.answer or "")
+            for q, r in zip(run.questions, run.replies, strict=True)
+        ],
     )
     counts = accuracy_by_category(
         (q.category, v.correct) for q, v in zip(run.questions, verdicts, strict=True)
@@ -390,7 +392,6 @@ async def _ask(
         run.round_trip_ms.append(rt)
         run.query_calls += reply.usage.get("calls", 0)
         run.query_tokens += reply.usage.get("input_tokens", 0) + reply.usage.get("output_tokens", 0)
-        run.answers.append(reply.answer or "")
         run.replies.append(reply)
     bar.close()
 
