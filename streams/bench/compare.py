@@ -90,7 +90,7 @@ def paired(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[Pa
     return pairs
 
 
-def differences(pairs: Sequence[Pair], metric: Metric) -> tuple[np.ndarray, np.ndarray]:
+def per_question(pairs: Sequence[Pair], metric: Metric) -> tuple[np.ndarray, np.ndarray]:
     """Each question's metric in the before and after dump."""
     before = np.array([metric(p.before, p.gold) for p in pairs], dtype=np.float64)
     after = np.array([metric(p.after, p.gold) for p in pairs], dtype=np.float64)
@@ -128,7 +128,7 @@ def report(
     lines = []
     namespaces = sorted({p.namespace for p in pairs})
     for name, metric in metrics(ks, budgets).items():
-        before, after = differences(pairs, metric)
+        before, after = per_question(pairs, metric)
         diffs = after - before
         for cat in CATEGORY_ORDER:
             mask = np.array([cat == "all" or p.category == cat for p in pairs], dtype=bool)
