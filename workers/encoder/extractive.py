@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Set
-from dataclasses import dataclass
+from collections.abc import Sequence, Set
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
 
@@ -112,6 +112,7 @@ _WORD = re.compile(r"[a-z]+(?:['’][a-z]+)?")
 _SENTENCE_END = re.compile(
     r"(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\b[A-Z]\.)(?<=[.!?…])\s+|\n+"
 )
+_THIRD_PERSON = re.compile(r"\b(?:he|him|his|she|her|it|its|they|them|their)\b", re.IGNORECASE)
 _CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORECASE)
 
 _PAST = (
@@ -181,7 +182,7 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
             rec = build_record(
                 segment, d.kind, d.text, [tid], entities=d.entities, tags=d.tags,
                 temporal=Temporal(t_ref=d.t_ref), source_role=role,
-                context=subject_context(d.text, around, scope),
+                context=subject_context(d.text, around, scope, d.antecedent),
             )  # fmt: skip
             seen = records.setdefault(rec.record_id, rec)  # the same statement twice: one record
             evidence = list(dict.fromkeys([*seen.evidence, tid]))
@@ -198,6 +199,7 @@ class _Draft:
     entities: list[str]
     tags: list[str]
     t_ref: str = ""
+    antecedent: list[str] = field(default_factory=list)  # what "he", "it", "them" may be
 
 
 def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scope) -> list[_Draft]:
@@ -205,8 +207,12 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
     subject = persons.me
     speaker = [subject] if named else []
     out: list[_Draft] = []
+    recent: list[str] = []  # the names of the turn's latest sentence that names something
     for sentence in _sentences(body):
         sentence = _GREETING.sub("", sentence)
+        before = recent
+        if names := [e for e in _entities(sentence, scope.known) if e not in scope.speakers]:
+            recent = names
         if not sentence or _is_filler(sentence, scope):
             continue
         text, t_ref = _dates(sentence, scope.base)
@@ -215,7 +221,8 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
         ]
         entities = (speaker + _entities(sentence, scope.known))[:MAX_ENTITIES]
         kind = _memory_type(sentence, t_ref)
-        out.append(_Draft(kind, text, entities, _tags(sentence, scope), t_ref))
+        antecedent = before if _THIRD_PERSON.search(sentence) else []
+        out.append(_Draft(kind, text, entities, _tags(sentence, scope), t_ref, antecedent))
     shown = caption.rstrip(".")
     if shown:
         lead = _CAPTION_LEAD.match(shown)
@@ -225,19 +232,24 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
     return out
 
 
-def subject_context(text: str, around: tuple[str, str], scope: _Scope) -> str:
+def subject_context(
+    text: str, around: tuple[str, str], scope: _Scope, antecedent: Sequence[str] = ()
+) -> str:
     """What the neighbouring turns name that the record does not: its subject, for search.
 
-    Names (capitalized spans, quoted titles) of the turn before and after, then the content
-    words of a question just before ("What did you paint?" gives "paint" to the answer);
-    speakers and what the record already says are left out.
+    First what a third-person pronoun of the record may stand for (the names of the turn's
+    sentence before it: "And Gus survived! Mrs. Okafor fed him" gives "Gus"), then names
+    (capitalized spans, quoted titles) of the turn before and after, then the content words
+    of a question just before ("What did you paint?" gives "paint" to the answer); speakers
+    and what the record already says are left out.
     """
     said = text.lower()
     names = [
         e
-        for body in around
-        for s in _sentences(body)
-        for e in _entities(s, scope.known)
+        for e in [
+            *antecedent,
+            *(e for body in around for s in _sentences(body) for e in _entities(s, scope.known)),
+        ]
         if e not in scope.speakers and e.lower() not in said
     ]
     asked = " ".join(q for q in _sentences(around[0]) if _is_question(q))

@@ -10,25 +10,30 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import cast
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
-from schemas.plan import QuestionType
+from schemas.plan import MAX_ROUTE_QUERIES, Plan, QuestionType
 from schemas.query import Ablation
 from schemas.records import NodeType, TokenUsage
 from workers.embedding import Embedder
 from workers.llm import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
+from workers.query.bridge import READ, answer_name, bridges, with_name
 from workers.query.context import serialize_context
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
+from workers.query.planner.wording import unique_queries
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
 from workers.query.scorer import LEAD, Scorer, lead
 from workers.query.selection import (
     HEAD,
+    HEAD_SCORE,
     POOL_FACTOR,
     Fused,
     RouteRanking,
@@ -115,12 +120,11 @@ class QueryService:
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
         second = None if ablation == "no-fusion" else self.scorer
         picked = req.k if second is None else max(req.k, LED_POOL)  # what selection picks
-        routes = await self.recall.recall(
-            plan,
-            req.query,
-            req.namespace,
-            req.k,
-            req.session_id,
+        recall = partial(
+            self.recall.recall,
+            namespace=req.namespace,
+            k=req.k,
+            session_id=req.session_id,
             record_vector_only=ablation == "record-vector-only",
             skip_nodes=NODE_ABLATIONS.get(ablation, frozenset()) if ablation else frozenset(),
             timings=watch.timings,
@@ -128,7 +132,11 @@ class QueryService:
             # the no-fusion ablation sorts every candidate by its raw scores
             depth=None if ablation == "no-fusion" else max(POOL_FACTOR * picked, pool),
         )
+        routes = await recall(plan, req.query)
         t = watch.lap("recall", t)
+        if ablation is None:
+            plan, routes = await _bridged(req.query, plan, routes, recall)
+            t = watch.lap("bridge", t)
         if rerank:
             routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
             t = watch.lap("rerank", t)
@@ -182,6 +190,34 @@ class QueryService:
             return await self.answerer.answer(question, context)
         except AnswerUnavailable as exc:
             return f"no answer: {exc.reason}", exc.usage
+
+
+async def _bridged(
+    question: str,
+    plan: Plan,
+    routes: list[RouteRanking],
+    recall: Callable[[Plan, str], Awaitable[list[RouteRanking]]],
+) -> tuple[Plan, list[RouteRanking]]:
+    """A later part of a coordinated question that refers back ("who fed it") searched again
+    with the name the earlier part's best items give (`workers.query.bridge`), without those
+    items (the earlier route keeps them); the plan in the reply shows the part as searched."""
+    planned, ranked = list(plan.routes), list(routes)
+    for earlier, later in bridges(question, planned):
+        best = sorted(
+            ranked[earlier].candidates, key=lambda c: -c.channel_scores.get(HEAD_SCORE, 0)
+        )[:READ]
+        name = answer_name(planned[earlier].queries[0], [c.text for c in best])
+        if name is None:
+            continue
+        searched = [with_name(q, name) for q in planned[later].queries]
+        route = planned[later].model_copy(
+            update={"queries": unique_queries(searched, MAX_ROUTE_QUERIES)}
+        )
+        (ranking,) = await recall(plan.model_copy(update={"routes": [route]}), route.queries[0])
+        read = {c.item_id for c in best}
+        kept = [c for c in ranking.candidates if c.item_id not in read]
+        planned[later], ranked[later] = route, RouteRanking(ranked[later].route_id, kept)
+    return plan.model_copy(update={"routes": planned}), ranked
 
 
 @dataclass(frozen=True)

@@ -338,6 +338,17 @@ def test_context_carries_the_subject_the_turn_before_names() -> None:
     assert "brother" in cabin.context.split(", ") and "Kai" not in cabin.context
 
 
+def test_a_third_person_pronoun_gets_the_name_of_the_sentence_before_as_context() -> None:
+    recs = records(
+        ("Bruno", "How was the trip?"),
+        ("Ana", "Long. And Biscuit survived! Mrs. Lee walked him every day. The cabin was cold."),
+    )
+    walked, cabin = recs[-2], recs[-1]
+    assert walked.semantic_text == "Mrs. Lee walked him every day."
+    assert walked.context.split(", ")[0] == "Biscuit"
+    assert "Biscuit" not in cabin.context  # no pronoun to stand for it
+
+
 def test_context_is_empty_when_the_neighbours_name_nothing_new() -> None:
     recs = records(
         ("Ana", "Bruno bought a kayak in Bergen."),

@@ -265,3 +265,30 @@ async def test_the_query_adapter_moves_the_questions_vector_not_the_stored_ones(
     moved = await QueryService(QueryDeps(store, emb, adapter=adapter)).search(req)
     assert "Lisbon" in plain.evidence[0].text
     assert "puppy" in moved.evidence[0].text
+
+
+async def test_a_later_part_that_refers_back_is_searched_with_the_earlier_parts_answer(
+    tmp_path: Path,
+) -> None:
+    """ "who walked it" is searched as "who walked Biscuit": the name the first part's best
+    items give, so the record about walking Biscuit comes before walks in general."""
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    texts = [
+        "Ann adopted a puppy and named it Biscuit",
+        "Dan walked it every evening while Ann was away",
+        "Dan walked Biscuit every evening while Ann was away",
+        "Ann bought the puppy a red collar",
+        "Ann took the puppy to the vet",
+        "Ann and Dan cooked dinner together",
+    ]
+    index_batches(s, [batch("a", i, [t]) for i, t in enumerate(texts)], HashEmbedder())
+    question = "What is the name of Ann's puppy and who walked it while she was away?"
+
+    reply = await service(s).search(request("a", question, k=6))
+
+    assert [r["queries"][0] for r in reply.plan["routes"]] == [
+        "What is the name of Ann's puppy?",
+        "who walked Biscuit while Ann was away?",
+    ]
+    order = [e.text for e in reply.evidence]
+    assert order.index(texts[2]) < order.index(texts[1])
