@@ -84,6 +84,13 @@ _EXPLICIT = re.compile(
     r"|(?:in|since|during|of) (?P<y4>(?:19|20)\d{2}))\b",
     re.IGNORECASE,
 )
+# "May 19th", "the 8th of April": a day the speaker names without its year (capitalized
+# month names only: "may" is also a verb)
+_MONTH_NAME = "|".join([*MONTHS, *(m[:3] for m in MONTHS if len(m) > 3), "Sept"])
+_YEARLESS = re.compile(
+    rf"\b(?:(?P<m>{_MONTH_NAME})\.? (?P<d>\d{{1,2}})(?:st|nd|rd|th)?"
+    rf"|(?P<d2>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m2>{_MONTH_NAME}))\b(?!\.?,? \d{{4}})"
+)
 _FUTURE = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to)\b|['’]ll\b", re.IGNORECASE)
 # A word before the phrase that already says how the date relates ("since last week").
 _PREPOSITIONS = wordset("since until till by before after from on in during of for around")
@@ -323,6 +330,10 @@ def _dates(sentence: str, base: datetime | None) -> tuple[str, str]:
         iso = _explicit(m)
         if iso and not any(s < m.end() and m.start() < e for s, e, _, _ in spans):
             spans.append((m.start(), m.end(), None, iso))
+    for m in _YEARLESS.finditer(sentence) if base else ():
+        iso = _yearless(m, base.date())
+        if iso and not any(s < m.end() and m.start() < e for s, e, _, _ in spans):
+            spans.append((m.start(), m.end(), None, iso))
     spans.sort()
     out, pos = [], 0
     for start, end, replacement, _ in spans:
@@ -391,6 +402,21 @@ def _explicit(m: re.Match[str]) -> str:
         return date(year, month, int(day)).isoformat() if day else f"{year:04d}-{month:02d}"
     except ValueError:
         return ""
+
+
+def _yearless(m: re.Match[str], base: date) -> str:
+    """ISO form of a day named without its year: the one nearest the session date, the later
+    on a tie ("May 19th" said on 2 March 2024 is 2024-05-19); "" when no such day exists."""
+    month = MONTH_NUMBERS[(m.group("m") or m.group("m2")).lower()[:3]]
+    day = int(m.group("d") or m.group("d2"))
+    found = []
+    for year in (base.year - 1, base.year, base.year + 1):
+        try:
+            found.append(date(year, month, day))
+        except ValueError:
+            continue
+    best = min(found, key=lambda d: (abs((d - base).days), d < base), default=None)
+    return best.isoformat() if best else ""
 
 
 def _mid_words(sentence: str) -> list[str]:

@@ -134,6 +134,25 @@ def test_explicit_dates_fill_t_ref_and_stay_in_the_text(text: str, t_ref: str) -
     assert rec.temporal.t_ref == t_ref
 
 
+@pytest.mark.parametrize(
+    ("text", "t_ref"),
+    [
+        ("The race is on Sunday, May 21st, at 7:30.", "2023-05-21"),
+        ("The course starts on the 2nd of June.", "2023-06-02"),
+        ("The fair ran from April 3 to April 9.", "2023-04-03"),
+        ("The lease ended on December 30th.", "2022-12-30"),  # nearer than next December
+        ("The form says February 30th by mistake.", ""),
+        ("You may 2 times a day.", ""),  # "may", the verb
+    ],
+)
+def test_a_day_named_without_its_year_takes_the_nearest_to_the_session(
+    text: str, t_ref: str
+) -> None:
+    rec = one("Ana", text)
+    assert rec.semantic_text == text
+    assert rec.temporal.t_ref == t_ref
+
+
 def test_without_a_session_date_relative_phrases_stay() -> None:
     rec = one("Ana", "I adopted a puppy yesterday.", date=None)
     assert rec.semantic_text == "Ana adopted a puppy yesterday."
