@@ -286,6 +286,7 @@ def select(
     pool_factor: int = POOL_FACTOR,
     lam: float = DIVERSITY_LAMBDA,
     redundant: float = REDUNDANT,
+    dated: bool = False,
 ) -> list[Fused]:
     """Route coverage first, then MMR-style greedy to k items, returned in selection order.
 
@@ -295,7 +296,8 @@ def select(
     The greedy step runs over the top `pool_factor * k` by final score and picks
     `argmax lam·relevance − (1 − lam)·max_similarity_to_selected`, relevance being the final
     score min-max normalized over the pool (all 1.0 if flat); ties go to the smaller item_id.
-    An item whose turns the chosen items all show already loses `redundant` (`_Fresh`).
+    An item whose turns the chosen items all show already loses `redundant` (`_Fresh`);
+    for a `dated` question (when ...?), not a record that states a date none of them shows.
     """
     if pool_factor < 2:
         raise ValueError("pool_factor must be >= 2 so diversity can change the kept set")
@@ -313,10 +315,10 @@ def select(
     max_sim = sim[:, : len(chosen)].max(axis=1, initial=0.0)  # to the selected set
     sim = sim[:, len(chosen) :]
     left = np.ones(len(pool), dtype=bool)
-    fresh = _Fresh(pool, chosen)
+    fresh = _Fresh(pool, chosen, dated)
     while len(chosen) < k and left.any():
         gain = np.where(left, lam * relevance - (1 - lam) * max_sim, -np.inf)
-        gain = np.where(fresh.news > 0, gain, gain - redundant)
+        gain = np.where(fresh.fresh(), gain, gain - redundant)
         pick = int(np.argmax(gain))
         chosen.append(pool[pick])
         left[pick] = False
@@ -326,7 +328,11 @@ def select(
 
 
 def with_head(
-    routes: Sequence[RouteRanking], chosen: Sequence[Fused], k: int, head: int = HEAD
+    routes: Sequence[RouteRanking],
+    chosen: Sequence[Fused],
+    k: int,
+    head: int = HEAD,
+    dated: bool = False,
 ) -> list[Fused]:
     """`chosen` (selection over the usual fusion) behind a head: the first `head` items of
     the same selection over each route re-ordered by its HEAD_SCORE. An item of the head
@@ -342,47 +348,66 @@ def with_head(
     ]
     # the first items of a full selection: one of `head` items alone reads a smaller pool,
     # which measured lower on open-domain (docs/notes/issue25.md, round 6)
-    first = select(fuse_routes(sharp), k, len(routes))[: min(head, k)]
+    first = select(fuse_routes(sharp), k, len(routes), dated=dated)[: min(head, k)]
     ids = {f.item_id for f in first}
     return [*first, *(f for f in chosen if f.item_id not in ids)][:k]
 
 
-def redundant_last(chosen: Sequence[Fused]) -> list[Fused]:
+def redundant_last(chosen: Sequence[Fused], dated: bool = False) -> list[Fused]:
     """`chosen` with each item whose turns the items before it all show moved to the end,
     both groups in their order: after the head and the second stage's lead reorder
-    selection's choice, the rule selection follows (`REDUNDANT`) holds again."""
-    shown: set[str] = set()
-    fresh: list[Fused] = []
+    selection's choice, the rule selection follows (`REDUNDANT`, `_Fresh`) holds again."""
+    fresh = _Fresh(chosen, [], dated)
+    early: list[Fused] = []
     late: list[Fused] = []
-    for f in chosen:
-        turns = set(f.candidate.turn_ids)
-        (late if turns and turns <= shown else fresh).append(f)
-        shown |= turns
-    return [*fresh, *late]
+    for i, f in enumerate(chosen):
+        (early if fresh.fresh()[i] else late).append(f)
+        fresh.cover(f)
+    return [*early, *late]
+
+
+def states_date(c: Candidate) -> bool:
+    """A record whose statement is dated in its own words ("It's on Sunday, May 19th"): its
+    date is not the day it was said."""
+    return c.kind == "record" and c.date is not None and c.date != (c.mentioned or "")[:10]
 
 
 class _Fresh:
-    """How many turns each pool item would add to what the chosen items already show.
+    """Whether each pool item adds to what the chosen items already show.
 
     An item whose every turn is covered (a record of a turn whose window is chosen) says
     nothing the reader has not got: it waits until every item that adds a turn is taken.
+    For a `dated` question a record that states a date adds it while no chosen item of its
+    turns shows one (a turn window shows the whole turn): "When is the race?" wants "It's
+    on Sunday, May 19th" beside "Ana signed up for the race", a record of the same turn.
     """
 
-    def __init__(self, pool: Sequence[Fused], chosen: Sequence[Fused]) -> None:
+    def __init__(self, pool: Sequence[Fused], chosen: Sequence[Fused], dated: bool) -> None:
         self.holders: dict[str, list[int]] = {}
         for i, f in enumerate(pool):
             for t in set(f.candidate.turn_ids):
                 self.holders.setdefault(t, []).append(i)
         self.news = np.asarray([len(set(f.candidate.turn_ids)) for f in pool], dtype=np.int64)
+        self.date_news = np.asarray([dated and states_date(f.candidate) for f in pool])
         self.covered: set[str] = set()
+        self.dated: set[str] = set()  # turns a chosen item shows the date of
         for f in chosen:
             self.cover(f)
 
+    def fresh(self) -> np.ndarray:
+        return np.asarray((self.news > 0) | self.date_news)
+
     def cover(self, f: Fused) -> None:
-        for t in set(f.candidate.turn_ids) - self.covered:
+        turns = set(f.candidate.turn_ids)
+        for t in turns - self.covered:
             self.covered.add(t)
             for i in self.holders.get(t, ()):
                 self.news[i] -= 1
+        if f.candidate.kind != "record" or states_date(f.candidate):
+            for t in turns - self.dated:
+                self.dated.add(t)
+                for i in self.holders.get(t, ()):
+                    self.date_news[i] = False
 
 
 def sort_only(fused: Sequence[Fused], k: int) -> list[Fused]:

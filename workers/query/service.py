@@ -239,10 +239,12 @@ def _selected(
     if no_fusion:
         chosen = sort_only(fused, k)
     else:
-        chosen = with_head(routes, select(fused, picked, len(routes)), picked, head)
+        when = second.temporal
+        chosen = select(fused, picked, len(routes), dated=when)
+        chosen = with_head(routes, chosen, picked, head, dated=when)
         if second.scorer is not None:  # its few most likely items of that choice lead
             chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)
-        chosen = redundant_last(chosen)[:k]
+        chosen = redundant_last(chosen, dated=when)[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)
     return evidence, context, tokens

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -295,6 +296,22 @@ def test_redundant_last_moves_an_item_whose_turns_are_shown_behind_the_rest() ->
     assert ids(redundant_last([window, record, other, again])) == ["w", "o", "r", "w2"]
     assert ids(redundant_last([record, window, other])) == ["r", "w", "o"]  # w adds t1, t3
     assert redundant_last([]) == []
+
+
+def test_for_a_when_question_a_record_stating_a_date_is_not_redundant() -> None:
+    """ "It's on Sunday, May 19th" adds the date "Ana signed up for the race" (the same
+    turn) does not show; a second dated record of that turn, or one a window shows, does not."""
+    said = "2024-03-02T18:00:00"
+    signed = fused(replace(cand("a", turns=("t1",)), date=said[:10], mentioned=said), 1.0)
+    date = fused(replace(cand("b", turns=("t1",)), date="2024-05-19", mentioned=said), 0.9)
+    again = fused(replace(cand("c", turns=("t1",)), date="2024-05-19", mentioned=said), 0.85)
+    other = fused(cand("o", turns=("t9",)), 0.8)
+    chosen = [signed, date, again, other]
+    assert ids(redundant_last(chosen)) == ["a", "o", "b", "c"]
+    assert ids(redundant_last(chosen, dated=True)) == ["a", "b", "o", "c"]
+    window = fused(cand("w", kind="window", turns=("t1", "t2")), 1.0)
+    assert ids(redundant_last([window, date, other], dated=True)) == ["w", "o", "b"]
+    assert ids(select(chosen, k=3, n_routes=1, dated=True)) == ["a", "b", "o"]
 
 
 def test_with_head_of_nothing_is_nothing() -> None:
