@@ -97,6 +97,10 @@ class Channel(NamedTuple):
 class RecallConfig:
     plan_depth: int = 15
     type_boost: float = 1.15  # question-type score adjustment (DESIGN §8.3)
+    # a candidate said on a day the question's dates name ("What did Ana cook on 3 May?"
+    # asks about what was said that day, too): chosen with each LoCoMo dev conversation
+    # held back from 1.15-10 (docs/notes/issue25.md, round 9)
+    said_boost: float = 4.0
     records_per_node: int = 8  # newest linked records taken from each matched node
     turn_window: int = 1  # raw-turn hits expand to this many turns either side (0: off)
     max_concurrent_searches: int = 6  # table searches of one request running at once
@@ -193,6 +197,7 @@ class MultiRouteRecall:
                     fts.get(route_texts[i], []),
                     plan,
                     dated[f] if f is not None else [],
+                    f,
                     items,
                     depth if len(plan.routes) == 1 else None,
                 )
@@ -340,6 +345,7 @@ class MultiRouteRecall:
         text_hits: list[Channel],
         plan: Plan,
         dated: list[dict[str, Any]],
+        window: TemporalFilter | None,
         items: dict[str, dict[str, Any]],
         depth: int | None,
     ) -> RouteRanking:
@@ -366,6 +372,8 @@ class MultiRouteRecall:
             a.channels["temporal"] = 1.0
         for a in acc.values():
             boost = self._adjustment(plan.question_type, a.base)
+            if window is not None and _said_within(a.base, window):
+                boost *= self.config.said_boost
             a.score *= boost
             a.head *= boost
         ranked = sorted(acc.items(), key=lambda kv: (-kv[1].score, kv[0]))[:depth]
@@ -401,6 +409,12 @@ class MultiRouteRecall:
         if qtype is QuestionType.prior_assistant_response and row.get("role") == "assistant":
             return boost
         return 1.0
+
+
+def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
+    """Whether a record was said, or a turn's session held, on a day inside the window."""
+    said = row.get("created_at") if "semantic_text" in row else row.get("session_date")
+    return isinstance(said, datetime) and window.overlaps(said.date().isoformat())
 
 
 def _fts_text(queries: Sequence[str]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import get_args
 
@@ -292,3 +293,21 @@ async def test_a_later_part_that_refers_back_is_searched_with_the_earlier_parts_
     ]
     order = [e.text for e in reply.evidence]
     assert order.index(texts[2]) < order.index(texts[1])
+
+
+async def test_what_was_said_on_the_day_a_question_names_comes_first(tmp_path: Path) -> None:
+    """ "What did Ann cook on 3 May 2024?" asks about what was said that day as well as about
+    what is dated that day in its own words: the record said then leads the closer wording."""
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    march, may = batch("a", 0, ["Ann cooked curry"]), batch("a", 1, ["Ann made a stew for Bo"])
+    said = datetime(2024, 5, 3, 18, 0)
+    may = may.model_copy(
+        update={"records": [r.model_copy(update={"created_at": said}) for r in may.records]}
+    )
+    index_batches(s, [march, may], HashEmbedder())
+
+    dated = await service(s).search(request("a", "What did Ann cook on 3 May 2024?", k=2))
+    plain = await service(s).search(request("a", "What did Ann cook?", k=2))
+
+    assert [e.text for e in dated.evidence] == ["Ann made a stew for Bo", "Ann cooked curry"]
+    assert plain.evidence[0].text == "Ann cooked curry"
