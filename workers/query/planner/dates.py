@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from typing import cast
 
 from pydantic import ValidationError
@@ -38,6 +38,18 @@ _RANGE_HEAD = re.compile(
 )
 _YEAR_CUE = re.compile(
     r"\b(?:in|during|of|since|before|after|until|till|by|from|around|year)\s+$", re.IGNORECASE
+)
+_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+_UNIT_DAYS = {"day": 1, "night": 1, "morning": 1, "evening": 1, "afternoon": 1, "week": 7}
+_UNIT_DAYS |= {"weekend": 7, "fortnight": 14, "month": 31, "year": 366}
+_UNIT_DAYS |= dict.fromkeys(
+    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"], 7
+)
+# "the week before August 3, 2023", "two days after 5 May 2023": a span on one side of a day
+_SPAN_CUE = re.compile(
+    rf"\b(?:(?P<n>\d{{1,2}}|{'|'.join(_COUNT)})\s+)?(?:the\s+|last\s+|next\s+)?"
+    rf"(?P<unit>{'|'.join(_UNIT_DAYS)})s?\s+(?P<side>before|after|prior\s+to)\s+(?:the\s+)?$",
+    re.IGNORECASE,
 )
 _UNTIL_CUE = re.compile(r"\b(?:before|until|till|by|prior\s+to)\s+(?:the\s+)?$", re.IGNORECASE)
 _SINCE_CUE = re.compile(r"\b(?:after|since|from)\s+(?:the\s+)?$", re.IGNORECASE)
@@ -102,13 +114,25 @@ def _mentions(question: str) -> list[_Mention]:
             continue
         if m.group("y4") and not _YEAR_CUE.search(before):
             continue
-        if _UNTIL_CUE.search(before):
+        if span := _SPAN_CUE.search(before):
+            out.append(_span(m.start(), value, span))
+        elif _UNTIL_CUE.search(before):
             out.append(_Mention(m.start(), None, value))
         elif _SINCE_CUE.search(before):
             out.append(_Mention(m.start(), value, None))
         else:
             out.append(_Mention(m.start(), value, value))
     return out
+
+
+def _span(start: int, value: str, cue: re.Match[str]) -> _Mention:
+    """The days between a day and the span before or after it, that day included: what
+    happened "the week before" a day was often said on that day, as "last week"."""
+    n = cue.group("n") or "1"
+    days = (int(n) if n.isdigit() else _COUNT[n.lower()]) * _UNIT_DAYS[cue.group("unit").lower()]
+    if cue.group("side").lower() == "after":
+        return _Mention(start, value, (_last_day(value) + timedelta(days=days)).isoformat())
+    return _Mention(start, (_first_day(value) - timedelta(days=days)).isoformat(), value)
 
 
 def _first_day(value: str) -> date:

@@ -22,6 +22,12 @@ from workers.query.planner.dates import temporal_filter_of
         ("What did Ana do between 1 March 2023 and 5 June 2023?", "2023-03-01", "2023-06-05"),
         ("What did Bruno buy before 2023-05-08?", "", "2023-05-08"),
         ("What has Ana painted since June 2023?", "2023-06", ""),
+        # a span before or after a day: that day included (where "last week" was said)
+        ("What did Ana do the week before August 3, 2023?", "2023-07-27", "2023-08-03"),
+        ("What did Bruno get two weeks before 11 Aug 2023?", "2023-07-28", "2023-08-11"),
+        ("What did Ana see on the Sunday before October 25, 2022?", "2022-10-18", "2022-10-25"),
+        ("Where did Bruno go two days after 5 May 2023?", "2023-05-05", "2023-05-07"),
+        ("What did Ana do on the weekend of 1 May 2023?", "2023-05-01", "2023-05-01"),
     ],
 )
 def test_explicit_dates_become_a_temporal_filter(question: str, since: str, until: str) -> None:
