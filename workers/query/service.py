@@ -128,11 +128,11 @@ class QueryService:
             record_vector_only=ablation == "record-vector-only",
             skip_nodes=NODE_ABLATIONS.get(ablation, frozenset()) if ablation else frozenset(),
             timings=watch.timings,
-            # selection reads the top POOL_FACTOR·k, after any rerank of the top `pool`;
-            # the no-fusion ablation sorts every candidate by its raw scores
-            depth=None if ablation == "no-fusion" else max(POOL_FACTOR * picked, pool),
         )
-        routes = await recall(plan, req.query)
+        # selection reads the top POOL_FACTOR·k, after any rerank of the top `pool`; the
+        # no-fusion ablation sorts every candidate by its raw scores
+        depth = None if ablation == "no-fusion" else max(POOL_FACTOR * picked, pool)
+        routes = await recall(plan, req.query, depth=depth)
         t = watch.lap("recall", t)
         if ablation is None:
             plan, routes = await _bridged(req.query, plan, routes, recall)
@@ -196,7 +196,7 @@ async def _bridged(
     question: str,
     plan: Plan,
     routes: list[RouteRanking],
-    recall: Callable[[Plan, str], Awaitable[list[RouteRanking]]],
+    recall: Callable[..., Awaitable[list[RouteRanking]]],
 ) -> tuple[Plan, list[RouteRanking]]:
     """A later part of a coordinated question that refers back ("who fed it") searched again
     with the name the earlier part's best items give (`workers.query.bridge`), without those
@@ -213,7 +213,9 @@ async def _bridged(
         route = planned[later].model_copy(
             update={"queries": unique_queries(searched, MAX_ROUTE_QUERIES)}
         )
-        (ranking,) = await recall(plan.model_copy(update={"routes": [route]}), route.queries[0])
+        # every candidate kept, as for any route of several (its agreement counts)
+        alone = plan.model_copy(update={"routes": [route]})
+        (ranking,) = await recall(alone, route.queries[0], depth=None)
         read = {c.item_id for c in best}
         kept = [c for c in ranking.candidates if c.item_id not in read]
         planned[later], ranked[later] = route, RouteRanking(ranked[later].route_id, kept)
