@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -37,7 +37,9 @@ from workers.query.selection import (
     POOL_FACTOR,
     Fused,
     RouteRanking,
+    Seqs,
     fuse_routes,
+    near_first,
     redundant_last,
     select,
     sort_only,
@@ -150,6 +152,7 @@ class QueryService:
             _Second(second, req.query, when),
             picked,
             0 if rerank else HEAD,  # a cross-encoder's order is not re-fused
+            None if rerank else partial(self.recall.positions, req.namespace),
         )
         t = watch.lap("selection", t)
         answer = None
@@ -232,11 +235,18 @@ class _Second:
 
 
 def _selected(
-    routes: list[RouteRanking], k: int, no_fusion: bool, second: _Second, picked: int, head: int
+    routes: list[RouteRanking],
+    k: int,
+    no_fusion: bool,
+    second: _Second,
+    picked: int,
+    head: int,
+    positions: Callable[[Sequence[Fused]], Seqs] | None,
 ) -> tuple[list[EvidenceItem], str, int]:
     """Fusion, selection of `picked` items behind their head (or the no-fusion cut), the
-    second stage's lead, items that show nothing new last, the first k, then the evidence
-    and its context."""
+    second stage's lead, items that show nothing new last, items near the first ones up
+    (where `positions` tells where turns sit), the first k, then the evidence and its
+    context."""
     fused = fuse_routes(routes)
     if no_fusion:
         chosen = sort_only(fused, k)
@@ -246,7 +256,10 @@ def _selected(
         chosen = with_head(routes, chosen, picked, head, dated=when)
         if second.scorer is not None:  # its few most likely items of that choice lead
             chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)
-        chosen = redundant_last(chosen, dated=when)[:k]
+        chosen = redundant_last(chosen, dated=when)
+        if positions is not None:
+            chosen = redundant_last(near_first(chosen, positions(chosen), LED_POOL), dated=when)
+        chosen = chosen[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)
     return evidence, context, tokens

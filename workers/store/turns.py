@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -126,6 +126,23 @@ class TurnsTable(Table):
             .limit(None)
         )
         return list(q.to_list())
+
+    def seqs(self, namespace: str, turns: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """Each `(session_id, turn_id)`'s exchange position in its session (`seq`); turns
+        that are not stored are left out."""
+        tbl = self.table()
+        wanted = {turn_row_id(namespace, s, t): (s, t) for s, t in turns}
+        if tbl is None or not wanted:
+            return {}
+        snap = self.db.snapshot(tbl, TURNS, namespace, _READ_COLUMNS)
+        if snap is not None:
+            rows = snap.take([snap.row_of[i] for i in wanted if i in snap.row_of])
+        else:
+            found = self.db.read_by_ids(
+                tbl, list(wanted), where=namespace_filter(namespace), columns=["seq"]
+            )
+            rows = [row for row, _ in found.values()]
+        return {wanted[r["id"]]: int(r["seq"]) for r in rows if r["id"] in wanted}
 
     def ids(self, namespace: str) -> set[str]:
         """Turn ids of a namespace as of the latest version, whoever wrote it."""

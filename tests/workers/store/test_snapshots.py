@@ -211,3 +211,17 @@ def test_a_newer_version_waiting_behind_an_older_read_reads_again(
         assert (first.result().version, second.result().version) == (1, 2)
     assert reads == [1, 2]
     assert cache.get(old, TURNS, "a", lambda: ["id"], "") is second.result()  # not older
+
+
+def test_turn_positions_read_from_memory_and_from_lancedb_agree(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    plain = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM)
+    plain.turns.upsert(
+        [raw("a", "s1", f"t{i}", t, emb).model_copy(update={"seq": i}) for i, t in enumerate(TEXTS)]
+    )
+    snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
+    asked = [("s1", "t4"), ("s1", "t1"), ("s2", "t1"), ("s1", "none")]
+    want = {("s1", "t4"): 4, ("s1", "t1"): 1}  # another session's or an unknown turn: absent
+    assert plain.turns.seqs("a", asked) == want == snap.turns.seqs("a", asked)
+    assert snap.turns.seqs("b", asked) == {} == plain.turns.seqs("a", [])
