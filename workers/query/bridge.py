@@ -52,8 +52,10 @@ def answer_name(earlier: str, texts: Sequence[str]) -> str | None:
     """The name that answers `earlier` in the best items found for it, or None.
 
     Each sentence of the items (best item first) that names something the question does not
-    is scored by the question's index terms it shares; the best one's first new name wins,
-    the earlier item and sentence on a tie. A sentence sharing nothing answers nothing.
+    is scored by the question's index terms it shares; of the best one (the earlier item and
+    sentence on a tie), a new name holding some of those terms wins (the subject's own name:
+    "the Riverside Half Marathon" for "the half marathon"), else its first new name ("I
+    named it Gus, after my grandfather"). A sentence sharing nothing answers nothing.
     """
     asked = set(analyze(earlier))
     known = earlier.lower()
@@ -63,7 +65,8 @@ def answer_name(earlier: str, texts: Sequence[str]) -> str | None:
             names = [n for n in _names(sentence) if n.lower() not in known]
             shared = len(asked & set(analyze(sentence)))
             if names and shared and (best is None or shared > best[0]):
-                best = (shared, names[0])
+                own = [n for n in names if asked & set(analyze(n))]
+                best = (shared, (own or names)[0])
     return best[1] if best else None
 
 

@@ -31,9 +31,7 @@ from workers.query.selection import (
     HEAD_SCORE,
     RRF_KAPPA,
     Candidate,
-    Fused,
     RouteRanking,
-    Seqs,
 )
 from workers.query.windows import spans, windows
 from workers.store import EvidenceStore
@@ -320,11 +318,6 @@ class MultiRouteRecall:
             for v, rows in zip(variants, found, strict=True)
         }
         return only, {}
-
-    def positions(self, namespace: str, chosen: Sequence[Fused]) -> Seqs:
-        """Where the turns of `chosen` sit in their sessions (`workers.query.selection.near_first`)."""
-        turns = {(f.candidate.session_id, t) for f in chosen for t in f.candidate.turn_ids}
-        return self.store.turns.seqs(namespace, turns)
 
     def _windows(self, namespace: str, hits: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Raw-turn hits -> their windows of neighbouring turns (one read for all hits)."""

@@ -152,7 +152,7 @@ class QueryService:
             _Second(second, req.query, when),
             picked,
             0 if rerank else HEAD,  # a cross-encoder's order is not re-fused
-            None if rerank else partial(self.recall.positions, req.namespace),
+            None if rerank else partial(_positions, self.recall.store, req.namespace),
         )
         t = watch.lap("selection", t)
         answer = None
@@ -263,6 +263,12 @@ def _selected(
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)
     return evidence, context, tokens
+
+
+def _positions(store: EvidenceStore, namespace: str, chosen: Sequence[Fused]) -> Seqs:
+    """Where the turns of `chosen` sit in their sessions, for `near_first`."""
+    turns = {(f.candidate.session_id, t) for f in chosen for t in f.candidate.turn_ids}
+    return store.turns.seqs(namespace, turns)
 
 
 def _evidence(f: Fused) -> EvidenceItem:

@@ -39,6 +39,12 @@ def test_the_name_comes_from_the_sentence_sharing_the_most_words_with_the_part()
     assert answer_name("What is the name of Ana's puppy?", texts) == "Biscuit"
 
 
+def test_a_name_holding_the_parts_words_is_the_subjects_own_name() -> None:
+    # "it" in "where does it start?" is the race itself: its name, not the first person named
+    texts = ["Ana finally signed Ana and Bo up for the Harbour Ten Miler."]
+    assert answer_name("When is the ten miler?", texts) == "Harbour Ten Miler"
+
+
 def test_no_name_when_nothing_new_is_named_where_the_part_is_answered() -> None:
     assert answer_name("What did Ana buy?", ["Ana bought a red kayak."]) is None
     assert answer_name("What is the name of Ana's puppy?", ["We met Carl in Oslo."]) is None
