@@ -84,7 +84,7 @@ _EXPLICIT = re.compile(
     r"|(?:in|since|during|of) (?P<y4>(?:19|20)\d{2}))\b",
     re.IGNORECASE,
 )
-# "May 19th", "the 8th of April": a day the speaker names without its year (capitalized
+# "June 2nd", "the 8th of April": a day the speaker names without its year (capitalized
 # month names only: "may" is also a verb)
 _MONTH_NAME = "|".join([*MONTHS, *(m[:3] for m in MONTHS if len(m) > 3), "Sept"])
 _YEARLESS = re.compile(
@@ -245,7 +245,7 @@ def subject_context(
     """What the neighbouring turns name that the record does not: its subject, for search.
 
     First what a third-person pronoun of the record may stand for (the names of the turn's
-    sentence before it: "And Gus survived! Mrs. Okafor fed him" gives "Gus"), then names
+    sentence before it: "And Biscuit survived! Mrs. Lee walked him" gives "Biscuit"), then names
     (capitalized spans, quoted titles) of the turn before and after, then the content words
     of a question just before ("What did you paint?" gives "paint" to the answer); speakers
     and what the record already says are left out.
@@ -286,7 +286,7 @@ def _is_filler(sentence: str, scope: _Scope) -> bool:
         return True
     names = [e for e in _entities(sentence, scope.known) if e not in scope.speakers]
     if sentence.endswith("!") and len(words) < MIN_WORDS:
-        return True  # "Lisbon!", "Gus!": an exclamation, whatever it names
+        return True  # "Oslo!", "Biscuit!": an exclamation, whatever it names
     if names or re.search(r"\d", sentence):
         return False
     if len(words) < MIN_WORDS:
@@ -308,7 +308,7 @@ _DAY_AFTER = re.compile(
 
 
 def _dated_weekday(m: re.Match[str], sentence: str) -> bool:
-    """`on Sunday, May 19th`: the weekday names a day the sentence dates itself."""
+    """`on Sunday, June 2nd`: the weekday names a day the sentence dates itself."""
     weekday = m.group("on") or (m.group("what") or "").lower() in WEEKDAYS
     return bool(weekday) and bool(_DAY_AFTER.match(sentence, m.end()))
 
@@ -406,7 +406,7 @@ def _explicit(m: re.Match[str]) -> str:
 
 def _yearless(m: re.Match[str], base: date) -> str:
     """ISO form of a day named without its year: the one nearest the session date, the later
-    on a tie ("May 19th" said on 2 March 2024 is 2024-05-19); "" when no such day exists."""
+    on a tie ("June 2nd" said on 2 March 2024 is 2024-06-02); "" when no such day exists."""
     month = MONTH_NUMBERS[(m.group("m") or m.group("m2")).lower()[:3]]
     day = int(m.group("d") or m.group("d2"))
     found = []

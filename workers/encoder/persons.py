@@ -28,7 +28,7 @@ PRONOUN = re.compile(
     r"|(?P<you>[Yy]ou|[Yy]ourself)"
     r"|(?P<plural>[Ww]e|us))\b"
 )
-# "Inês and me", "me and Inês": whom the speaker's "we" means in that turn
+# "Kai and me", "me and Kai": whom the speaker's "we" means in that turn
 _COMPANION = re.compile(
     r"\b(?P<a>[A-Z][\w’'-]+) and (?:me|I|myself)\b|\b(?:me|I) and (?P<b>[A-Z][\w’'-]+)\b"
 )
@@ -67,7 +67,7 @@ def persons_of(
     not_names: Set[str],
 ) -> Persons:
     """The speaker; the addressee (the other speaker of a two-person segment, else the
-    previous turn's speaker); "we" as the speaker and the companion the turn names ("Inês
+    previous turn's speaker); "we" as the speaker and the companion the turn names ("Kai
     and me"), else both speakers of a two-person segment."""
     me = who if named else f"the {who}"
     others = [s for s in speakers if s != who]

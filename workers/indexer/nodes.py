@@ -26,7 +26,7 @@ _TYPE_ORDER = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.
 
 
 def normalize_key(text: str) -> str:
-    """A stable node key: "  Lisbon-Trip!! " and "lisbon_trip" both give "lisbon trip"."""
+    """A stable node key: "  Oslo-Trip!! " and "oslo_trip" both give "oslo trip"."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     spaced = _SEPARATORS.sub(" ", folded)
     return " ".join(_PUNCTUATION.sub("", spaced).split())

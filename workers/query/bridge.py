@@ -54,8 +54,8 @@ def answer_name(earlier: str, texts: Sequence[str]) -> str | None:
     Each sentence of the items (best item first) that names something the question does not
     is scored by the question's index terms it shares; of the best one (the earlier item and
     sentence on a tie), a new name holding some of those terms wins (the subject's own name:
-    "the Riverside Half Marathon" for "the half marathon"), else its first new name ("I
-    named it Gus, after my grandfather"). A sentence sharing nothing answers nothing.
+    "the Harbour Ten Miler" for "the ten miler"), else its first new name ("I named it
+    Biscuit, after my grandfather"). A sentence sharing nothing answers nothing.
     """
     asked = set(analyze(earlier))
     known = earlier.lower()
@@ -71,7 +71,7 @@ def answer_name(earlier: str, texts: Sequence[str]) -> str | None:
 
 
 def _names(sentence: str) -> list[str]:
-    """Runs of capitalized words that do not open the sentence ("... named it Gus")."""
+    """Runs of capitalized words that do not open the sentence ("... named it Biscuit")."""
     names: list[str] = []
     run: list[str] = []
     for tok in [*tokens(sentence), None]:

@@ -398,7 +398,7 @@ def redundant_last(chosen: Sequence[Fused], dated: bool = False) -> list[Fused]:
 
 
 def states_date(c: Candidate) -> bool:
-    """A record whose statement is dated in its own words ("It's on Sunday, May 19th"): its
+    """A record whose statement is dated in its own words ("It's on Sunday, June 2nd"): its
     date is not the day it was said."""
     return c.kind == "record" and c.date is not None and c.date != (c.mentioned or "")[:10]
 
@@ -410,7 +410,7 @@ class _Fresh:
     nothing the reader has not got: it waits until every item that adds a turn is taken.
     For a `dated` question a record that states a date adds it while no chosen item of its
     turns shows one (a turn window shows the whole turn): "When is the race?" wants "It's
-    on Sunday, May 19th" beside "Ana signed up for the race", a record of the same turn.
+    on Sunday, June 2nd" beside "Ana signed up for the race", a record of the same turn.
     """
 
     def __init__(self, pool: Sequence[Fused], chosen: Sequence[Fused], dated: bool) -> None:

@@ -148,7 +148,7 @@ def named_people(question: str, speakers: Sequence[str] = ()) -> list[str]:
     With `speakers`, the speakers mentioned (whole name or first name, case-sensitive).
     Otherwise runs of capitalized words that do not open a sentence, are not question
     words, auxiliaries, months or weekdays, and do not follow a place preposition
-    ("to Lisbon"): without a speaker list, fewer routes is the safer mistake.
+    ("to Oslo"): without a speaker list, fewer routes is the safer mistake.
     """
     if speakers:
         return _mentioned_speakers(question, speakers)
