@@ -330,8 +330,8 @@ def _dates(sentence: str, base: datetime | None) -> tuple[str, str]:
         iso = _explicit(m)
         if iso and not any(s < m.end() and m.start() < e for s, e, _, _ in spans):
             spans.append((m.start(), m.end(), None, iso))
-    for m in _YEARLESS.finditer(sentence) if base else ():
-        iso = _yearless(m, base.date())
+    for m in _YEARLESS.finditer(sentence):
+        iso = _yearless(m, base)
         if iso and not any(s < m.end() and m.start() < e for s, e, _, _ in spans):
             spans.append((m.start(), m.end(), None, iso))
     spans.sort()
@@ -404,9 +404,11 @@ def _explicit(m: re.Match[str]) -> str:
         return ""
 
 
-def _yearless(m: re.Match[str], base: date) -> str:
+def _yearless(m: re.Match[str], base: datetime | None) -> str:
     """ISO form of a day named without its year: the one nearest the session date, the later
     on a tie ("June 2nd" said on 2 March 2024 is 2024-06-02); "" when no such day exists."""
+    if base is None:
+        return ""
     month = MONTH_NUMBERS[(m.group("m") or m.group("m2")).lower()[:3]]
     day = int(m.group("d") or m.group("d2"))
     found = []
@@ -415,7 +417,8 @@ def _yearless(m: re.Match[str], base: date) -> str:
             found.append(date(year, month, day))
         except ValueError:
             continue
-    best = min(found, key=lambda d: (abs((d - base).days), d < base), default=None)
+    said = base.date()
+    best = min(found, key=lambda d: (abs((d - said).days), d < said), default=None)
     return best.isoformat() if best else ""
 
 
