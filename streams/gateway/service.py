@@ -145,7 +145,8 @@ class MemoryService:
             except TimeoutError as exc:
                 raise Unavailable(
                     "the broker did not acknowledge in time; send the same request again "
-                    "(exchange ids keep their seqs)",
+                    "(an exchange id keeps its seq unless a later exchange of its session was "
+                    "acknowledged meanwhile)",
                     retry_after_s=1.0,
                 ) from exc
             acks: dict[str, list[Ack]] = defaultdict(list)

@@ -73,6 +73,10 @@ def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
         "LYCHEE_API_KEYS_FILE": str(keys_file),
         "LYCHEE_TOPIC_PARTITIONS": "4",
         "LYCHEE_GATEWAY_MAX_EXCHANGES": "50",
+        # a shared 2-core machine can take longer than the default 10 s to ack a burst: an
+        # add that times out is answered 503 and, retried after later exchanges of its
+        # session were acked, gets a new seq, which the load test's contiguous seqs forbid
+        "LYCHEE_GATEWAY_PRODUCE_TIMEOUT_S": "120",
         "LYCHEE_LOG_LEVEL": "INFO",
     }
     children, urls = [], []
