@@ -33,6 +33,7 @@ from workers.vocabulary import (
     MONTH_NUMBERS,
     MONTH_PATTERN,
     MONTHS,
+    NUMBER_WORDS,
     TAG_STOPWORDS,
     WEEKDAYS,
     wordset,
@@ -46,28 +47,8 @@ MAX_CONTEXT_NAMES = 4  # names the neighbouring turns lend a record's searchable
 MAX_CONTEXT_WORDS = 6  # content words of the question a record answers
 
 
-_NUMBERS = {"a": 1, "an": 1} | {
-    w: i
-    for i, w in enumerate(
-        [
-            "one",
-            "two",
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-        ],
-        1,
-    )
-}
 _CALENDAR = {m.lower() for m in MONTHS} | set(WEEKDAYS)
-_NUM = r"(?:\d{1,3}|" + "|".join(_NUMBERS) + ")"
+_NUM = r"(?:\d{1,3}|" + "|".join(NUMBER_WORDS) + ")"
 _RELATIVE = re.compile(
     r"\b(?:(?P<simple>yesterday|today|tonight|tomorrow|last night)"
     rf"|(?P<rel>last|this|next) (?P<what>{'|'.join(WEEKDAYS)}|week|month|year)"
@@ -217,8 +198,8 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
     recent: list[str] = []  # the names of the turn's latest sentence that names something
     for sentence in _sentences(body):
         sentence = _GREETING.sub("", sentence)
-        before = recent
-        if names := [e for e in _entities(sentence, scope.known) if e not in scope.speakers]:
+        before, own = recent, _entities(sentence, scope.known)
+        if names := [e for e in own if e not in scope.speakers]:
             recent = names
         if not sentence or _is_filler(sentence, scope):
             continue
@@ -226,7 +207,7 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
         text = _capitalize(PRONOUN.sub(lambda m: pronoun(m, persons), text))[
             :SEMANTIC_TEXT_MAX_CHARS
         ]
-        entities = (speaker + _entities(sentence, scope.known))[:MAX_ENTITIES]
+        entities = (speaker + own)[:MAX_ENTITIES]
         kind = _memory_type(sentence, t_ref)
         antecedent = before if _THIRD_PERSON.search(sentence) else []
         out.append(_Draft(kind, text, entities, _tags(sentence, scope), t_ref, antecedent))
@@ -362,7 +343,11 @@ def _relative(m: re.Match[str], base: datetime, future_tense: bool) -> tuple[str
         phrase, future = m.group("on").lower(), future_tense
     else:
         n, unit = m.group("ago") or m.group("inn"), (m.group("ago_unit") or m.group("in_unit"))
-        unit, count, future = unit.lower(), _NUMBERS.get(n.lower()) or int(n), bool(m.group("inn"))
+        unit, count, future = (
+            unit.lower(),
+            NUMBER_WORDS.get(n.lower()) or int(n),
+            bool(m.group("inn")),
+        )
         phrase = f"in {count} {unit}s" if future else f"{count} {unit}s ago"
     found = _parse(phrase, base.isoformat(), future)
     if found is None:
@@ -451,7 +436,7 @@ def _entities(sentence: str, known: Set[str]) -> list[str]:
 
 def _words(text: str, speakers: Set[str]) -> list[str]:
     """Content words: lowercase, 4+ letters, no stopword, number, date word or speaker name."""
-    skip = TAG_STOPWORDS | _CALENDAR | _NUMBERS.keys() | {s.lower() for s in speakers}
+    skip = TAG_STOPWORDS | _CALENDAR | NUMBER_WORDS.keys() | {s.lower() for s in speakers}
     words = (re.sub(r"['’]s$", "", w) for w in _WORD.findall(text.lower()))
     return [w for w in words if len(w) >= 4 and w.isalpha() and w not in skip]
 

@@ -327,6 +327,11 @@ def select(
     return chosen
 
 
+def by_head(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """A route's candidates in the order of its HEAD_KAPPA fusion (`HEAD_SCORE`)."""
+    return sorted(candidates, key=lambda c: -c.channel_scores.get(HEAD_SCORE, 0.0))
+
+
 def with_head(
     routes: Sequence[RouteRanking],
     chosen: Sequence[Fused],
@@ -339,13 +344,7 @@ def with_head(
     keeps its place there and leaves the rest; k items in all."""
     if head <= 0 or not chosen:
         return list(chosen[:k])
-    sharp = [
-        RouteRanking(
-            r.route_id,
-            sorted(r.candidates, key=lambda c: -c.channel_scores.get(HEAD_SCORE, 0.0)),
-        )
-        for r in routes
-    ]
+    sharp = [RouteRanking(r.route_id, by_head(r.candidates)) for r in routes]
     # the first items of a full selection: one of `head` items alone reads a smaller pool,
     # which measured lower on open-domain (docs/notes/issue25.md, round 6)
     first = select(fuse_routes(sharp), k, len(routes), dated=dated)[: min(head, k)]
@@ -392,7 +391,7 @@ def redundant_last(chosen: Sequence[Fused], dated: bool = False) -> list[Fused]:
     early: list[Fused] = []
     late: list[Fused] = []
     for i, f in enumerate(chosen):
-        (early if fresh.fresh()[i] else late).append(f)
+        (early if fresh.is_fresh(i) else late).append(f)
         fresh.cover(f)
     return [*early, *late]
 
@@ -427,6 +426,9 @@ class _Fresh:
 
     def fresh(self) -> np.ndarray:
         return np.asarray((self.news > 0) | self.date_news)
+
+    def is_fresh(self, i: int) -> bool:
+        return bool(self.news[i] > 0 or self.date_news[i])
 
     def cover(self, f: Fused) -> None:
         turns = set(f.candidate.turn_ids)

@@ -33,11 +33,11 @@ from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, reran
 from workers.query.scorer import LEAD, Scorer, lead
 from workers.query.selection import (
     HEAD,
-    HEAD_SCORE,
     POOL_FACTOR,
     Fused,
     RouteRanking,
     Seqs,
+    by_head,
     fuse_routes,
     near_first,
     redundant_last,
@@ -206,9 +206,7 @@ async def _bridged(
     items (the earlier route keeps them); the plan in the reply shows the part as searched."""
     planned, ranked = list(plan.routes), list(routes)
     for earlier, later in bridges(question, planned):
-        best = sorted(
-            ranked[earlier].candidates, key=lambda c: -c.channel_scores.get(HEAD_SCORE, 0)
-        )[:READ]
+        best = by_head(ranked[earlier].candidates)[:READ]
         name = answer_name(planned[earlier].queries[0], [c.text for c in best])
         if name is None:
             continue
@@ -227,7 +225,8 @@ async def _bridged(
 
 @dataclass(frozen=True)
 class _Second:
-    """The second stage of one request: the scorer (None: off) and what it reads."""
+    """The second stage of one request: the scorer (None: off) and what it reads; whether
+    the question asks "when" also tells selection to keep dated records (`_Fresh`)."""
 
     scorer: Scorer | None
     question: str

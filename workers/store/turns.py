@@ -14,7 +14,7 @@ from workers.store import lineage
 from workers.store.arrow import ID, naive
 from workers.store.database import DIM_KEY, MODEL_KEY, Database, Table
 from workers.store.errors import EmbeddingMismatch
-from workers.store.sql import namespace_filter, sql_quote
+from workers.store.sql import ID_CHUNK, chunks, id_in, namespace_filter, sql_quote
 from workers.store.writes import upsert_rows
 
 TURNS = "turns"
@@ -137,12 +137,17 @@ class TurnsTable(Table):
         snap = self.db.snapshot(tbl, TURNS, namespace, _READ_COLUMNS)
         if snap is not None:
             rows = snap.take([snap.row_of[i] for i in wanted if i in snap.row_of])
-        else:
-            found = self.db.read_by_ids(
-                tbl, list(wanted), where=namespace_filter(namespace), columns=["seq"]
-            )
-            rows = [row for row, _ in found.values()]
-        return {wanted[r["id"]]: int(r["seq"]) for r in rows if r["id"] in wanted}
+        else:  # a namespace too large for a snapshot: the two columns, not the vectors
+            rows = [
+                row
+                for chunk in chunks(list(wanted), ID_CHUNK)
+                for row in tbl.search()
+                .where(f"{namespace_filter(namespace)} AND {id_in(chunk)}", prefilter=True)
+                .select(["id", "seq"])
+                .limit(None)
+                .to_list()
+            ]
+        return {wanted[r["id"]]: int(r["seq"]) for r in rows}
 
     def ids(self, namespace: str) -> set[str]:
         """Turn ids of a namespace as of the latest version, whoever wrote it."""

@@ -14,7 +14,7 @@ from typing import cast
 from pydantic import ValidationError
 
 from schemas.plan import TemporalFilter, date_bounds
-from workers.vocabulary import MONTH_PATTERN, month_number
+from workers.vocabulary import MONTH_PATTERN, NUMBER_WORDS, WEEKDAYS, month_number
 
 _MONTH = MONTH_PATTERN
 MONTH_WORD = re.compile(rf"\b{_MONTH}(?!\w)", re.IGNORECASE)
@@ -39,15 +39,12 @@ _RANGE_HEAD = re.compile(
 _YEAR_CUE = re.compile(
     r"\b(?:in|during|of|since|before|after|until|till|by|from|around|year)\s+$", re.IGNORECASE
 )
-_COUNT = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 _UNIT_DAYS = {"day": 1, "night": 1, "morning": 1, "evening": 1, "afternoon": 1, "week": 7}
 _UNIT_DAYS |= {"weekend": 7, "fortnight": 14, "month": 31, "year": 366}
-_UNIT_DAYS |= dict.fromkeys(
-    ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"], 7
-)
+_UNIT_DAYS |= dict.fromkeys(WEEKDAYS, 7)
 # "the week before August 3, 2023", "two days after 5 May 2023": a span on one side of a day
 _SPAN_CUE = re.compile(
-    rf"\b(?:(?P<n>\d{{1,2}}|{'|'.join(_COUNT)})\s+)?(?:the\s+|last\s+|next\s+)?"
+    rf"\b(?:(?P<n>\d{{1,2}}|{'|'.join(NUMBER_WORDS)})\s+)?(?:the\s+|last\s+|next\s+)?"
     rf"(?P<unit>{'|'.join(_UNIT_DAYS)})s?\s+(?P<side>before|after|prior\s+to)\s+(?:the\s+)?$",
     re.IGNORECASE,
 )
@@ -129,7 +126,9 @@ def _span(start: int, value: str, cue: re.Match[str]) -> _Mention:
     """The days between a day and the span before or after it, that day included: what
     happened "the week before" a day was often said on that day, as "last week"."""
     n = cue.group("n") or "1"
-    days = (int(n) if n.isdigit() else _COUNT[n.lower()]) * _UNIT_DAYS[cue.group("unit").lower()]
+    days = (int(n) if n.isdigit() else NUMBER_WORDS[n.lower()]) * _UNIT_DAYS[
+        cue.group("unit").lower()
+    ]
     if cue.group("side").lower() == "after":
         return _Mention(start, value, (_last_day(value) + timedelta(days=days)).isoformat())
     return _Mention(start, (_first_day(value) - timedelta(days=days)).isoformat(), value)
