@@ -11,7 +11,7 @@ and 8).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Literal
@@ -123,7 +123,9 @@ class Fused:
         return {**self.candidate.channel_scores, **{n: round(v, 6) for n, v in fusion.items()}}
 
 
-def _union(*groups: Iterable[str]) -> tuple[str, ...]:
+def _union(*groups: tuple[str, ...]) -> tuple[str, ...]:
+    if all(g == groups[0] for g in groups[1:]):  # one item through several routes, mostly
+        return groups[0]
     return tuple(dict.fromkeys(x for g in groups for x in g))
 
 
@@ -147,11 +149,13 @@ def _merge(first: Candidate, *more: Candidate) -> Candidate:
     )
 
 
-def fuse_routes(routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA) -> list[Fused]:
+def fuse_routes(
+    routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA, reuse: Reuse | None = None
+) -> list[Fused]:
     """Fuse routes with `sum 1/(kappa + rank)`; best final score first, ties by item_id.
 
     A repeated item within one route counts once, at its best rank. Empty routes still count
-    in the denominator of `route_score`.
+    in the denominator of `route_score`. `reuse`: the request's items merged already.
     """
     found: dict[str, list[Candidate]] = {}
     seen_in: dict[str, list[str]] = {}
@@ -168,7 +172,14 @@ def fuse_routes(routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA) -> list[
                 best_rank[cid] = min(len(ranking), best_rank.get(cid, len(ranking)))
         rankings.append(ranking)
     scores = rrf([list(r) for r in rankings], kappa)
-    merged = {cid: _merge(*cands) for cid, cands in found.items()}
+    merged = (
+        {cid: _merge(*cands) for cid, cands in found.items()}
+        if reuse is None
+        else {
+            cid: reuse.merged.get(cid) or reuse.merged.setdefault(cid, _merge(*cands))
+            for cid, cands in found.items()
+        }
+    )
     out = [
         Fused(
             candidate=merged[cid],
@@ -201,7 +212,10 @@ def _tokens(text: str) -> frozenset[str]:
     )
 
 
-def _signature(c: Candidate) -> dict[str, frozenset[str]]:
+Signature = Mapping[str, frozenset[str]]
+
+
+def _signature(c: Candidate) -> Signature:
     return {
         "session": frozenset([c.session_id]),
         "entities": frozenset(e.lower() for e in c.entities),
@@ -212,7 +226,7 @@ def _signature(c: Candidate) -> dict[str, frozenset[str]]:
     }
 
 
-def _signature_sim(a: Mapping[str, frozenset[str]], b: Mapping[str, frozenset[str]]) -> float:
+def _signature_sim(a: Signature, b: Signature) -> float:
     num = den = 0.0
     for part, weight in SIGNATURE_WEIGHTS.items():
         union = a[part] | b[part]
@@ -234,30 +248,86 @@ def signature_similarity(a: Candidate, b: Candidate) -> float:
 
 
 def similarity_matrix(candidates: Sequence[Candidate]) -> np.ndarray:
-    """`signature_similarity` of every pair at once, bit for bit the same floats.
-
-    Per part, one sparse incidence matrix (candidates × distinct values) gives every pair's
-    intersection size as a product, and the unions follow from the set sizes; the parts are
-    then summed in the order `_signature_sim` sums them.
-    """
-    n = len(candidates)
+    """`signature_similarity` of every pair at once, bit for bit the same floats."""
     sigs = [_signature(c) for c in candidates]
-    num = np.zeros((n, n))
-    den = np.zeros((n, n))
+    return _similarities(sigs, sigs)
+
+
+def _similarities(rows: Sequence[Signature], cols: Sequence[Signature]) -> np.ndarray:
+    """`_signature_sim` of each row against each column, bit for bit.
+
+    Per part, one sparse incidence matrix (signatures × distinct values) per side gives every
+    pair's intersection size as a product, and the unions follow from the set sizes; the
+    parts are then summed in the order `_signature_sim` sums them.
+    """
+    shape = (len(rows), len(cols))
+    num = np.zeros(shape)
+    den = np.zeros(shape)
     for part, weight in SIGNATURE_WEIGHTS.items():
         index: dict[str, int] = {}
-        rows = [i for i, sig in enumerate(sigs) for _ in sig[part]]
-        cols = [index.setdefault(v, len(index)) for sig in sigs for v in sig[part]]
-        if not cols:
+        held = _held(rows, part, index)
+        held_cols = held if cols is rows else _held(cols, part, index)
+        if not index:
             continue
-        member = csr_array((np.ones(len(cols)), (rows, cols)), shape=(n, len(index)))
-        inter = (member @ member.T).toarray()
-        size = np.asarray(member.sum(axis=1)).ravel()
-        union = size[:, None] + size[None, :] - inter
+        left = _member(held, shape[0], len(index))
+        right = left if cols is rows else _member(held_cols, shape[1], len(index))
+        inter = (left @ right.T).toarray()
+        union = _sizes(left)[:, None] + _sizes(right)[None, :] - inter
         some = union > 0  # adding 0.0 where a pair has neither leaves its sums as they were
-        num += np.divide(weight * inter, union, out=np.zeros((n, n)), where=some)
+        num += np.divide(weight * inter, union, out=np.zeros(shape), where=some)
         den += weight * some
-    return np.divide(num, den, out=np.zeros((n, n)), where=den > 0)
+    return np.divide(num, den, out=np.zeros(shape), where=den > 0)
+
+
+def _held(
+    sigs: Sequence[Signature], part: str, index: dict[str, int]
+) -> tuple[list[int], list[int]]:
+    """(signature, value) pairs of `part`, values numbered in `index` (extended here)."""
+    rows = [i for i, sig in enumerate(sigs) for _ in sig[part]]
+    return rows, [index.setdefault(v, len(index)) for sig in sigs for v in sig[part]]
+
+
+def _member(held: tuple[list[int], list[int]], n: int, values: int) -> csr_array:
+    rows, cols = held
+    return csr_array((np.ones(len(cols)), (rows, cols)), shape=(n, values))
+
+
+def _sizes(member: csr_array) -> np.ndarray:
+    return np.asarray(member.sum(axis=1)).ravel()
+
+
+class Reuse:
+    """One request's items merged and compared once, for its two fusions and selections.
+
+    The head (`with_head`) fuses the same routes' candidates in another order and selects
+    from nearly the same pool (at k = 100 the same 300 items); merging and the pairwise
+    similarity were most of selection's time. An item id names one item, and either order
+    merges the same candidates of it into the same sets.
+    """
+
+    def __init__(self) -> None:
+        self.merged: dict[str, Candidate] = {}
+        self._at: dict[str, int] = {}
+        self._sigs: list[Signature] = []
+        self._matrix = np.zeros((0, 0))
+
+    def similarity(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        """`similarity_matrix(candidates)`, the pairs seen before not computed again."""
+        new = {c.item_id: c for c in candidates if c.item_id not in self._at}
+        if new:
+            old = len(self._sigs)
+            for c in new.values():
+                self._at[c.item_id] = len(self._sigs)
+                self._sigs.append(_signature(c))
+            rows = self._sigs[old:] if old else self._sigs
+            block = _similarities(rows, self._sigs)  # the new rows against all
+            grown = np.empty((len(self._sigs), len(self._sigs)))
+            grown[:old, :old] = self._matrix
+            grown[old:] = block
+            grown[:old, old:] = block[:, :old].T
+            self._matrix = grown
+        at = np.fromiter((self._at[c.item_id] for c in candidates), dtype=np.intp)
+        return self._matrix[np.ix_(at, at)]
 
 
 def _coverage(fused: Sequence[Fused], k: int, n_routes: int) -> list[Fused]:
@@ -287,6 +357,7 @@ def select(
     lam: float = DIVERSITY_LAMBDA,
     redundant: float = REDUNDANT,
     dated: bool = False,
+    reuse: Reuse | None = None,
 ) -> list[Fused]:
     """Route coverage first, then MMR-style greedy to k items, returned in selection order.
 
@@ -311,7 +382,8 @@ def select(
     hi, lo = top[0].fused, top[-1].fused
     pool.sort(key=lambda f: f.item_id)  # argmax keeps the first of equal gains: smallest id
     relevance = np.array([(f.fused - lo) / (hi - lo) if hi > lo else 1.0 for f in pool])
-    sim = similarity_matrix([f.candidate for f in [*chosen, *pool]])[len(chosen) :]
+    similarity = similarity_matrix if reuse is None else reuse.similarity
+    sim = similarity([f.candidate for f in [*chosen, *pool]])[len(chosen) :]
     max_sim = sim[:, : len(chosen)].max(axis=1, initial=0.0)  # to the selected set
     sim = sim[:, len(chosen) :]
     left = np.ones(len(pool), dtype=bool)
@@ -338,6 +410,7 @@ def with_head(
     k: int,
     head: int = HEAD,
     dated: bool = False,
+    reuse: Reuse | None = None,
 ) -> list[Fused]:
     """`chosen` (selection over the usual fusion) behind a head: the first `head` items of
     the same selection over each route re-ordered by its HEAD_SCORE. An item of the head
@@ -347,7 +420,8 @@ def with_head(
     sharp = [RouteRanking(r.route_id, by_head(r.candidates)) for r in routes]
     # the first items of a full selection: one of `head` items alone reads a smaller pool,
     # which measured lower on open-domain (docs/notes/issue25.md, round 6)
-    first = select(fuse_routes(sharp), k, len(routes), dated=dated)[: min(head, k)]
+    first = select(fuse_routes(sharp, reuse=reuse), k, len(routes), dated=dated, reuse=reuse)
+    first = first[: min(head, k)]
     ids = {f.item_id for f in first}
     return [*first, *(f for f in chosen if f.item_id not in ids)][:k]
 

@@ -35,6 +35,7 @@ from workers.query.selection import (
     HEAD,
     POOL_FACTOR,
     Fused,
+    Reuse,
     RouteRanking,
     Seqs,
     by_head,
@@ -246,13 +247,14 @@ def _selected(
     second stage's lead, items that show nothing new last, items near the first ones up
     (where `positions` tells where turns sit), the first k, then the evidence and its
     context."""
-    fused = fuse_routes(routes)
+    reuse = Reuse()  # the head fuses and selects mostly the same items again
+    fused = fuse_routes(routes, reuse=reuse)
     if no_fusion:
         chosen = sort_only(fused, k)
     else:
         when = second.temporal
-        chosen = select(fused, picked, len(routes), dated=when)
-        chosen = with_head(routes, chosen, picked, head, dated=when)
+        chosen = select(fused, picked, len(routes), dated=when, reuse=reuse)
+        chosen = with_head(routes, chosen, picked, head, dated=when, reuse=reuse)
         if second.scorer is not None:  # its few most likely items of that choice lead
             chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)
         chosen = redundant_last(chosen, dated=when)

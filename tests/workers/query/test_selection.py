@@ -13,6 +13,7 @@ from workers.query.selection import (
     Candidate,
     CandidateKind,
     Fused,
+    Reuse,
     RouteRanking,
     final_score,
     fuse_routes,
@@ -163,6 +164,37 @@ def test_similarity_matrix_is_the_pairwise_similarity_exactly() -> None:
     pairwise = [[signature_similarity(a, b) for b in cands] for a in cands]
     assert sim.tolist() == pairwise  # the same floats, not approximately
     assert similarity_matrix([]).shape == (0, 0)
+
+
+def test_reuse_gives_the_similarity_matrix_of_any_candidates_exactly() -> None:
+    rng = random.Random(11)
+    cands = random_candidates(rng, 60)
+    reuse = Reuse()
+    for _ in range(4):  # overlapping subsets in any order: each grows the rows known
+        some = rng.sample(cands, rng.randint(1, 40))
+        assert reuse.similarity(some).tolist() == similarity_matrix(some).tolist()
+    assert reuse.similarity([]).shape == (0, 0)
+
+
+def test_fusing_again_with_reuse_keeps_every_score_and_merge() -> None:
+    rng = random.Random(5)
+    cands = random_candidates(rng, 30)
+    routes = [  # one item through several routes: other queries and scores in each
+        RouteRanking(r, [replace(c, queries=(r,), channel_scores={r: rng.random()}) for c in rng.sample(cands, 20)])
+        for r in "ABC"
+    ]  # fmt: skip
+    reordered = [RouteRanking(r.route_id, r.candidates[::-1]) for r in routes]
+    reuse = Reuse()
+    assert fuse_routes(routes, reuse=reuse) == fuse_routes(routes)
+    again = fuse_routes(reordered, reuse=reuse)
+    plain = fuse_routes(reordered)
+    assert [(f.item_id, f.rrf, f.best, f.routes) for f in again] == [
+        (f.item_id, f.rrf, f.best, f.routes) for f in plain
+    ]
+    for a, b in zip(again, plain, strict=True):  # merged once: the same sets, either order
+        assert set(a.candidate.turn_ids) == set(b.candidate.turn_ids)
+        assert set(a.candidate.queries) == set(b.candidate.queries)
+        assert a.candidate.channel_scores == b.candidate.channel_scores
 
 
 # --- selection -----------------------------------------------------------------------------
