@@ -358,6 +358,7 @@ def select(
     redundant: float = REDUNDANT,
     dated: bool = False,
     reuse: Reuse | None = None,
+    first: int | None = None,
 ) -> list[Fused]:
     """Route coverage first, then MMR-style greedy to k items, returned in selection order.
 
@@ -369,6 +370,7 @@ def select(
     score min-max normalized over the pool (all 1.0 if flat); ties go to the smaller item_id.
     An item whose turns the chosen items all show already loses `redundant` (`_Fresh`);
     for a `dated` question (when ...?), not a record that states a date none of them shows.
+    `first`: stop once that many are chosen, the first items of the whole selection of k.
     """
     if pool_factor < 2:
         raise ValueError("pool_factor must be >= 2 so diversity can change the kept set")
@@ -388,7 +390,7 @@ def select(
     sim = sim[:, len(chosen) :]
     left = np.ones(len(pool), dtype=bool)
     fresh = _Fresh(pool, chosen, dated)
-    while len(chosen) < k and left.any():
+    while len(chosen) < min(k, first or k) and left.any():
         gain = np.where(left, lam * relevance - (1 - lam) * max_sim, -np.inf)
         gain = np.where(fresh.fresh(), gain, gain - redundant)
         pick = int(np.argmax(gain))
@@ -420,10 +422,12 @@ def with_head(
     sharp = [RouteRanking(r.route_id, by_head(r.candidates)) for r in routes]
     # the first items of a full selection: one of `head` items alone reads a smaller pool,
     # which measured lower on open-domain (docs/notes/issue25.md, round 6)
-    first = select(fuse_routes(sharp, reuse=reuse), k, len(routes), dated=dated, reuse=reuse)
-    first = first[: min(head, k)]
-    ids = {f.item_id for f in first}
-    return [*first, *(f for f in chosen if f.item_id not in ids)][:k]
+    top = select(
+        fuse_routes(sharp, reuse=reuse), k, len(routes), dated=dated, reuse=reuse, first=head
+    )
+    top = top[: min(head, k)]
+    ids = {f.item_id for f in top}
+    return [*top, *(f for f in chosen if f.item_id not in ids)][:k]
 
 
 # A conversation stays on a subject for a few turns, so the evidence for a question often
