@@ -295,6 +295,19 @@ def test_select_matches_the_pairwise_greedy(seed: int) -> None:
         assert ids(select(items, k=k, n_routes=1, redundant=0.0)) == reference_select(items, k)
 
 
+def test_select_first_stops_at_the_first_items_of_the_whole_selection() -> None:
+    rng = random.Random(3)
+    cands = random_candidates(rng, 60)
+    routes = [RouteRanking(r, rng.sample(cands, 30)) for r in "AB"]
+    every = fuse_routes(routes)
+    whole = select(every, k=20, n_routes=2)
+    for first in (1, 6, 20, 40):  # the two routes' coverage comes first, whatever `first` says
+        part = select(every, k=20, n_routes=2, first=first)
+        assert part == whole[: len(part)]
+        assert len(part) >= min(first, 20)
+    assert len(select(every, k=20, n_routes=2, first=1)) < len(whole)
+
+
 def test_select_end_to_end_from_fused_routes() -> None:
     out = fuse_routes(
         [RouteRanking("A", [cand("a1"), cand("a2")]), RouteRanking("B", [cand("b1")])]
