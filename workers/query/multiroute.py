@@ -106,7 +106,7 @@ class RecallConfig:
     max_concurrent_searches: int = 6  # table searches of one request running at once
 
 
-@dataclass
+@dataclass(slots=True)
 class _Acc:
     """A candidate while its channel hits are being merged within one route."""
 
@@ -355,16 +355,22 @@ class MultiRouteRecall:
         acc: dict[str, _Acc] = {}
         lists = [(q, ch) for q in dict.fromkeys(queries) for ch in hits[q]]
         lists += [("", ch) for ch in text_hits]
-        for q, (channel, rows) in lists:
-            for rank, (item_id, row, score, node) in enumerate(rows, start=1):
-                a = acc.get(item_id) or acc.setdefault(item_id, _Acc(row))
-                a.score += 1.0 / (RRF_KAPPA + rank)
-                a.head += 1.0 / (HEAD_KAPPA + rank)
+        longest = max((len(rows) for _, (_, rows) in lists), default=0)
+        rrf, head = _reciprocal(RRF_KAPPA, longest), _reciprocal(HEAD_KAPPA, longest)
+        for q, (channel, rows) in lists:  # the hottest loop of a request: plain operations
+            for rank, (item_id, row, score, node) in enumerate(rows):
+                a = acc.get(item_id)
+                if a is None:
+                    a = acc[item_id] = _Acc(row)
+                a.score += rrf[rank]
+                a.head += head[rank]
                 if q:
                     a.queries.add(q)
                 if node:
                     a.nodes.add(node)
-                a.channels[channel] = max(a.channels.get(channel, float("-inf")), score)
+                best = a.channels.get(channel)
+                if best is None or score > best:
+                    a.channels[channel] = score
         for rank, row in enumerate(dated, 1):
             a = acc.setdefault(record_item_id(row), _Acc(row))
             a.score += 1.0 / (RRF_KAPPA + rank)
@@ -409,6 +415,11 @@ class MultiRouteRecall:
         if qtype is QuestionType.prior_assistant_response and row.get("role") == "assistant":
             return boost
         return 1.0
+
+
+def _reciprocal(kappa: int, n: int) -> list[float]:
+    """`1 / (kappa + rank)` for ranks 1..n, the reciprocal-rank terms of a fusion."""
+    return [1.0 / (kappa + rank) for rank in range(1, n + 1)]
 
 
 def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
