@@ -172,14 +172,8 @@ def fuse_routes(
                 best_rank[cid] = min(len(ranking), best_rank.get(cid, len(ranking)))
         rankings.append(ranking)
     scores = rrf([list(r) for r in rankings], kappa)
-    merged = (
-        {cid: _merge(*cands) for cid, cands in found.items()}
-        if reuse is None
-        else {
-            cid: reuse.merged.get(cid) or reuse.merged.setdefault(cid, _merge(*cands))
-            for cid, cands in found.items()
-        }
-    )
+    reuse = reuse or Reuse()
+    merged = {cid: reuse.merge(cid, cands) for cid, cands in found.items()}
     out = [
         Fused(
             candidate=merged[cid],
@@ -247,12 +241,6 @@ def signature_similarity(a: Candidate, b: Candidate) -> float:
     return _signature_sim(_signature(a), _signature(b))
 
 
-def similarity_matrix(candidates: Sequence[Candidate]) -> np.ndarray:
-    """`signature_similarity` of every pair at once, bit for bit the same floats."""
-    sigs = [_signature(c) for c in candidates]
-    return _similarities(sigs, sigs)
-
-
 def _similarities(rows: Sequence[Signature], cols: Sequence[Signature]) -> np.ndarray:
     """`_signature_sim` of each row against each column, bit for bit.
 
@@ -306,13 +294,21 @@ class Reuse:
     """
 
     def __init__(self) -> None:
-        self.merged: dict[str, Candidate] = {}
+        self._merged: dict[str, Candidate] = {}
         self._at: dict[str, int] = {}
         self._sigs: list[Signature] = []
         self._matrix = np.zeros((0, 0))
 
+    def merge(self, item_id: str, candidates: Sequence[Candidate]) -> Candidate:
+        """`_merge(*candidates)`, an item merged before not merged again."""
+        merged = self._merged.get(item_id)
+        if merged is None:
+            merged = self._merged[item_id] = _merge(*candidates)
+        return merged
+
     def similarity(self, candidates: Sequence[Candidate]) -> np.ndarray:
-        """`similarity_matrix(candidates)`, the pairs seen before not computed again."""
+        """`signature_similarity` of every pair of `candidates`, bit for bit the same floats;
+        pairs seen before are not computed again."""
         new = {c.item_id: c for c in candidates if c.item_id not in self._at}
         if new:
             old = len(self._sigs)
@@ -384,13 +380,13 @@ def select(
     hi, lo = top[0].fused, top[-1].fused
     pool.sort(key=lambda f: f.item_id)  # argmax keeps the first of equal gains: smallest id
     relevance = np.array([(f.fused - lo) / (hi - lo) if hi > lo else 1.0 for f in pool])
-    similarity = similarity_matrix if reuse is None else reuse.similarity
-    sim = similarity([f.candidate for f in [*chosen, *pool]])[len(chosen) :]
+    sim = (reuse or Reuse()).similarity([f.candidate for f in [*chosen, *pool]])[len(chosen) :]
     max_sim = sim[:, : len(chosen)].max(axis=1, initial=0.0)  # to the selected set
     sim = sim[:, len(chosen) :]
     left = np.ones(len(pool), dtype=bool)
     fresh = _Fresh(pool, chosen, dated)
-    while len(chosen) < min(k, first or k) and left.any():
+    stop = k if first is None else min(k, first)
+    while len(chosen) < stop and left.any():
         gain = np.where(left, lam * relevance - (1 - lam) * max_sim, -np.inf)
         gain = np.where(fresh.fresh(), gain, gain - redundant)
         pick = int(np.argmax(gain))

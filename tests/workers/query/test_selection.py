@@ -23,7 +23,6 @@ from workers.query.selection import (
     rrf,
     select,
     signature_similarity,
-    similarity_matrix,
     sort_only,
     with_head,
 )
@@ -158,22 +157,18 @@ def random_candidates(rng: random.Random, n: int) -> list[Candidate]:
     ]  # fmt: skip
 
 
-def test_similarity_matrix_is_the_pairwise_similarity_exactly() -> None:
-    cands = random_candidates(random.Random(7), 40)
-    sim = similarity_matrix(cands)
-    pairwise = [[signature_similarity(a, b) for b in cands] for a in cands]
-    assert sim.tolist() == pairwise  # the same floats, not approximately
-    assert similarity_matrix([]).shape == (0, 0)
-
-
-def test_reuse_gives_the_similarity_matrix_of_any_candidates_exactly() -> None:
+def test_reuse_gives_every_pairwise_similarity_exactly() -> None:
     rng = random.Random(11)
     cands = random_candidates(rng, 60)
     reuse = Reuse()
     for _ in range(4):  # overlapping subsets in any order: each grows the rows known
         some = rng.sample(cands, rng.randint(1, 40))
-        assert reuse.similarity(some).tolist() == similarity_matrix(some).tolist()
-    assert reuse.similarity([]).shape == (0, 0)
+        pairwise = [[signature_similarity(a, b) for b in some] for a in some]
+        assert reuse.similarity(some).tolist() == pairwise  # the same floats, not approximately
+    assert reuse.similarity(cands).tolist() == [
+        [signature_similarity(a, b) for b in cands] for a in cands
+    ]
+    assert Reuse().similarity([]).shape == (0, 0)
 
 
 def test_fusing_again_with_reuse_keeps_every_score_and_merge() -> None:
