@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,30 +31,11 @@ from workers.query.selection import (
     Candidate,
     RouteRanking,
 )
+from workers.query.timing import ChannelTimes
 from workers.query.windows import spans, windows
 from workers.store import EvidenceStore
 
 SEARCH_NODE_TYPES = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.event_frame)
-
-T = TypeVar("T")
-
-
-class ChannelTimes:
-    """Milliseconds spent per recall channel, summed over the channel's searches and measured
-    inside their threads (waits for a thread or the fan-out bound are not counted)."""
-
-    def __init__(self) -> None:
-        self.ms: dict[str, float] = {}
-        self._lock = threading.Lock()
-
-    def call(self, channel: str, fn: Callable[..., T], *args: Any) -> T:
-        t0 = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            spent = (time.perf_counter() - t0) * 1e3
-            with self._lock:
-                self.ms[channel] = self.ms.get(channel, 0.0) + spent
 
 
 class Budgets(NamedTuple):

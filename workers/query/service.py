@@ -26,6 +26,7 @@ from workers.query.adapter import QueryAdapter
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
 from workers.query.context import serialize_context
+from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.planner.wording import unique_queries
@@ -37,15 +38,14 @@ from workers.query.selection import (
     Fused,
     Reuse,
     RouteRanking,
-    Seqs,
     by_head,
     fuse_routes,
-    near_first,
     redundant_last,
     select,
     sort_only,
     with_head,
 )
+from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
 
 LED_POOL = 30  # selection's choice the second stage leads, of which the first k are kept
@@ -54,21 +54,6 @@ LED_POOL = 30  # selection's choice the second stage leads, of which the first k
 NODE_ABLATIONS: dict[Ablation, frozenset[NodeType]] = {
     cast(Ablation, f"no-{t.value.replace('_', '-')}-nodes"): frozenset({t}) for t in NodeType
 }
-
-
-class Stopwatch:
-    def __init__(self) -> None:
-        self.timings: dict[str, float] = {}
-        self._t0 = time.perf_counter()
-
-    def lap(self, name: str, since: float) -> float:
-        now = time.perf_counter()
-        self.timings[name] = round((now - since) * 1e3, 3)
-        return now
-
-    def total(self) -> dict[str, float]:
-        self.timings["total"] = round((time.perf_counter() - self._t0) * 1e3, 3)
-        return self.timings
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from workers.query.selection import (
     RouteRanking,
     final_score,
     fuse_routes,
-    near_first,
     redundant_last,
     route_quota,
     rrf,
@@ -353,27 +352,6 @@ def test_for_a_when_question_a_record_stating_a_date_is_not_redundant() -> None:
     window = fused(cand("w", kind="window", turns=("t1", "t2")), 1.0)
     assert ids(redundant_last([window, date, other], dated=True)) == ["w", "o", "b"]
     assert ids(select(chosen, k=3, n_routes=1, dated=True)) == ["a", "b", "o"]
-
-
-def test_near_first_moves_items_next_to_the_first_ones_up() -> None:
-    """Items within two exchanges of the first three's turns, in their session, move 20
-    places up; the first three, the rest of the order and what lies past the pool stay."""
-
-    def item(i: str, turn: str, session: str = "s1") -> Fused:
-        return fused(cand(i, session=session, turns=(turn,)), 1.0)
-
-    seqs = {("s1", f"t{n}"): n for n in range(40)} | {("s2", "t5"): 5}
-    first = [item("a", "t10"), item("b", "t30"), item("c", "t31")]
-    far = [item(f"f{n}", f"t{20 + n}") for n in range(5)]  # t20..t24: none near t10, t30, t31
-    near = item("n", "t12")  # two exchanges after t10
-    other = item("o", "t5", session="s2")  # near t10 by position, in another session
-    unknown = item("u", "t99")  # no position: never near
-    chosen = [*first, *far, other, unknown, near, item("late", "t11")]
-    out = ids(near_first(chosen, seqs, pool=len(chosen) - 1))
-    assert out[:3] == ["a", "b", "c"]
-    assert out[3] == "n" and out[-1] == "late"  # past the pool: not moved
-    assert out[4:-1] == ["f0", "f1", "f2", "f3", "f4", "o", "u"]
-    assert ids(near_first(chosen, {}, pool=len(chosen))) == ids(chosen)
 
 
 def test_with_head_of_nothing_is_nothing() -> None:
