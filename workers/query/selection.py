@@ -253,7 +253,7 @@ def _similarities(rows: Sequence[Signature], cols: Sequence[Signature]) -> np.nd
     den = np.zeros(shape)
     for part, weight in SIGNATURE_WEIGHTS.items():
         index: dict[str, int] = {}
-        held = _held(rows, part, index)
+        held = _held(rows, part, index)  # a square matrix (cols is rows) is built once
         held_cols = held if cols is rows else _held(cols, part, index)
         if not index:
             continue

@@ -244,7 +244,8 @@ def _selected(
             chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)
         chosen = redundant_last(chosen, dated=when)
         if positions is not None:
-            chosen = redundant_last(near_first(chosen, positions(chosen), LED_POOL), dated=when)
+            seqs = positions(chosen[:LED_POOL])  # all that near_first reads
+            chosen = redundant_last(near_first(chosen, seqs, LED_POOL), dated=when)
         chosen = chosen[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)

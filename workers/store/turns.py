@@ -135,18 +135,18 @@ class TurnsTable(Table):
         if tbl is None or not wanted:
             return {}
         snap = self.db.snapshot(tbl, TURNS, namespace, _READ_COLUMNS)
-        if snap is not None:
-            rows = snap.take([snap.row_of[i] for i in wanted if i in snap.row_of])
-        else:  # a namespace too large for a snapshot: the two columns, not the vectors
-            rows = [
-                row
-                for chunk in chunks(list(wanted), ID_CHUNK)
-                for row in tbl.search()
-                .where(f"{namespace_filter(namespace)} AND {id_in(chunk)}", prefilter=True)
-                .select(["id", "seq"])
-                .limit(None)
-                .to_list()
-            ]
+        if snap is not None:  # the seq column, not whole rows
+            seq = snap.column("seq")
+            return {wanted[i]: int(seq[snap.row_of[i]]) for i in wanted if i in snap.row_of}
+        rows = [  # a namespace too large for a snapshot: the two columns, not the vectors
+            row
+            for chunk in chunks(list(wanted), ID_CHUNK)
+            for row in tbl.search()
+            .where(f"{namespace_filter(namespace)} AND {id_in(chunk)}", prefilter=True)
+            .select(["id", "seq"])
+            .limit(None)
+            .to_list()
+        ]
         return {wanted[r["id"]]: int(r["seq"]) for r in rows}
 
     def ids(self, namespace: str) -> set[str]:

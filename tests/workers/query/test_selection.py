@@ -179,7 +179,7 @@ def test_fusing_again_with_reuse_keeps_every_score_and_merge() -> None:
     ]  # fmt: skip
     reordered = [RouteRanking(r.route_id, r.candidates[::-1]) for r in routes]
     reuse = Reuse()
-    assert fuse_routes(routes, reuse=reuse) == fuse_routes(routes)
+    fuse_routes(routes, reuse=reuse)  # every item merged in the routes' own order first
     again = fuse_routes(reordered, reuse=reuse)
     plain = fuse_routes(reordered)
     assert [(f.item_id, f.rrf, f.best, f.routes) for f in again] == [
