@@ -56,13 +56,9 @@ BUDGET_MULTIPLIERS: dict[QuestionType, Budgets] = {
 _SAME = Budgets(1.0, 1.0, 1.0)
 
 
-class Hit(NamedTuple):
-    """One row a channel found, with the score it gave and the node it came through."""
-
-    item_id: str
-    row: dict[str, Any]
-    score: float
-    node: str | None
+Hit = tuple[str, dict[str, Any], float, str | None]
+"""One row a channel found: its item id, the row, the score it gave and the node it came
+through. A plain tuple: a k = 100 request makes thousands."""
 
 
 class Channel(NamedTuple):
@@ -253,7 +249,7 @@ class MultiRouteRecall:
 
         def linked(order: dict[str, str]) -> list[Hit]:
             return [
-                Hit(record_item_id(rows[r]), rows[r], 1.0, nid)
+                (record_item_id(rows[r]), rows[r], 1.0, nid)
                 for r, nid in order.items()
                 if r in rows and (session_id is None or rows[r]["source_session"] == session_id)
             ]
@@ -309,8 +305,11 @@ class MultiRouteRecall:
     def _linked(self, nodes: Sequence[dict[str, Any]], budget: int) -> dict[str, str]:
         """Matched nodes -> their newest linked record ids, best node first, `budget` in all."""
         order: dict[str, str] = {}
+        newest = self.config.records_per_node
+        if newest <= 0:
+            return order
         for node in nodes:
-            for rid in list(reversed(node.get("record_ids") or []))[: self.config.records_per_node]:
+            for rid in (node.get("record_ids") or [])[-newest:][::-1]:  # newest first
                 order.setdefault(rid, node["id"])
             if len(order) >= budget:
                 break
@@ -361,7 +360,7 @@ class MultiRouteRecall:
                 boost *= self.config.said_boost
             a.score *= boost
             a.head *= boost
-        ranked = sorted(acc.items(), key=lambda kv: (-kv[1].score, kv[0]))[:depth]
+        ranked = [(i, acc[i]) for _, i in sorted((-a.score, i) for i, a in acc.items())[:depth]]
         return RouteRanking(
             route_id=f"r{index}",
             candidates=[
@@ -423,7 +422,7 @@ def _records(rows: Sequence[dict[str, Any]], session_id: str | None, score_key: 
         if session_id is not None and r.get("source_session") != session_id:
             continue
         score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
-        out.append(Hit(record_item_id(r), r, score, None))
+        out.append((record_item_id(r), r, score, None))
     return out
 
 
@@ -435,7 +434,7 @@ def _turns(
     for r in rows:
         score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
         hit = around.get(r["id"], r)
-        out.append(Hit(hit["id"], hit, score, None))
+        out.append((hit["id"], hit, score, None))
     return out
 
 

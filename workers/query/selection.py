@@ -241,47 +241,57 @@ def signature_similarity(a: Candidate, b: Candidate) -> float:
     return _signature_sim(_signature(a), _signature(b))
 
 
-def _similarities(rows: Sequence[Signature], cols: Sequence[Signature]) -> np.ndarray:
-    """`_signature_sim` of each row against each column, bit for bit.
+class _Parts:
+    """The values of each signature part, numbered once a request: signature i holds value
+    j of a part when (i, j) is among that part's pairs."""
 
-    Per part, one sparse incidence matrix (signatures × distinct values) per side gives every
-    pair's intersection size as a product, and the unions follow from the set sizes; the
-    parts are then summed in the order `_signature_sim` sums them.
+    def __init__(self) -> None:
+        self.n = 0
+        self._index: dict[str, dict[str, int]] = {part: {} for part in SIGNATURE_WEIGHTS}
+        self._pairs: dict[str, tuple[list[int], list[int]]] = {
+            part: ([], []) for part in SIGNATURE_WEIGHTS
+        }
+
+    def add(self, sig: Signature) -> None:
+        for part, index in self._index.items():
+            rows, cols = self._pairs[part]
+            for value in sig[part]:
+                rows.append(self.n)
+                cols.append(index.setdefault(value, len(index)))
+        self.n += 1
+
+    def member(self, part: str) -> csr_array | None:
+        """The incidence matrix (signatures × values) of `part`; None when no signature has
+        a value of it."""
+        rows, cols = self._pairs[part]
+        if not cols:
+            return None
+        shape = (self.n, len(self._index[part]))
+        return csr_array((np.ones(len(cols)), (rows, cols)), shape=shape)
+
+
+def _similarities(parts: _Parts, first: int) -> np.ndarray:
+    """`_signature_sim` of each signature from `first` on against every one, bit for bit.
+
+    Per part, the incidence matrix gives every pair's intersection size as a product, and the
+    unions follow from the set sizes; the parts are then summed in the order
+    `_signature_sim` sums them.
     """
-    shape = (len(rows), len(cols))
+    shape = (parts.n - first, parts.n)
     num = np.zeros(shape)
     den = np.zeros(shape)
     for part, weight in SIGNATURE_WEIGHTS.items():
-        index: dict[str, int] = {}
-        held = _held(rows, part, index)  # a square matrix (cols is rows) is built once
-        held_cols = held if cols is rows else _held(cols, part, index)
-        if not index:
+        every = parts.member(part)
+        if every is None:
             continue
-        left = _member(held, shape[0], len(index))
-        right = left if cols is rows else _member(held_cols, shape[1], len(index))
-        inter = (left @ right.T).toarray()
-        union = _sizes(left)[:, None] + _sizes(right)[None, :] - inter
+        left = every[first:] if first else every
+        inter = (left @ every.T).toarray()
+        sizes = np.asarray(every.sum(axis=1)).ravel()
+        union = sizes[first:, None] + sizes[None, :] - inter
         some = union > 0  # adding 0.0 where a pair has neither leaves its sums as they were
         num += np.divide(weight * inter, union, out=np.zeros(shape), where=some)
         den += weight * some
     return np.divide(num, den, out=np.zeros(shape), where=den > 0)
-
-
-def _held(
-    sigs: Sequence[Signature], part: str, index: dict[str, int]
-) -> tuple[list[int], list[int]]:
-    """(signature, value) pairs of `part`, values numbered in `index` (extended here)."""
-    rows = [i for i, sig in enumerate(sigs) for _ in sig[part]]
-    return rows, [index.setdefault(v, len(index)) for sig in sigs for v in sig[part]]
-
-
-def _member(held: tuple[list[int], list[int]], n: int, values: int) -> csr_array:
-    rows, cols = held
-    return csr_array((np.ones(len(cols)), (rows, cols)), shape=(n, values))
-
-
-def _sizes(member: csr_array) -> np.ndarray:
-    return np.asarray(member.sum(axis=1)).ravel()
 
 
 class Reuse:
@@ -296,7 +306,7 @@ class Reuse:
     def __init__(self) -> None:
         self._merged: dict[str, Candidate] = {}
         self._at: dict[str, int] = {}
-        self._sigs: list[Signature] = []
+        self._parts = _Parts()
         self._matrix = np.zeros((0, 0))
 
     def merge(self, item_id: str, candidates: Sequence[Candidate]) -> Candidate:
@@ -311,13 +321,12 @@ class Reuse:
         pairs seen before are not computed again."""
         new = {c.item_id: c for c in candidates if c.item_id not in self._at}
         if new:
-            old = len(self._sigs)
+            old = self._parts.n
             for c in new.values():
-                self._at[c.item_id] = len(self._sigs)
-                self._sigs.append(_signature(c))
-            rows = self._sigs[old:] if old else self._sigs
-            block = _similarities(rows, self._sigs)  # the new rows against all
-            grown = np.empty((len(self._sigs), len(self._sigs)))
+                self._at[c.item_id] = self._parts.n
+                self._parts.add(_signature(c))
+            block = _similarities(self._parts, old)  # the new rows against all
+            grown = np.empty((self._parts.n, self._parts.n))
             grown[:old, :old] = self._matrix
             grown[old:] = block
             grown[:old, old:] = block[:, :old].T

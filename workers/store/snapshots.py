@@ -88,12 +88,8 @@ class Snapshot:
         candidates = np.flatnonzero(self.mask(match)) if match else np.arange(self.rows)
         out = []
         for row in sims:
-            scores = row[candidates]
-            top = candidates[np.argsort(-scores, kind="stable")[:limit]]
-            found = self.take(top)
-            for hit, i in zip(found, top, strict=True):
-                hit["_distance"] = float(1.0 - row[i])
-            out.append(found)
+            top = candidates[_best(row[candidates], limit)]
+            out.append(self._scored(top, "_distance", 1.0 - row[top]))
         return out
 
     def search_text(self, column: str, text: str, limit: int, match: Match) -> list[dict[str, Any]]:
@@ -109,22 +105,31 @@ class Snapshot:
         if match:
             scores = np.where(self.mask(match), scores, 0.0)
         hits = np.flatnonzero(scores > 0)
-        top = hits[np.argsort(-scores[hits], kind="stable")[:limit]]
-        found = self.take(top)
-        for hit, i in zip(found, top, strict=True):
-            hit["_score"] = float(scores[i])
-        return found
+        top = hits[_best(scores[hits], limit)]
+        return self._scored(top, "_score", scores[top])
 
     def take(self, rows: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """Rows as dicts, each converted from Arrow once per snapshot (a request takes the
         same few hundred rows again and again; converting them was most of a search's cost).
         Each caller gets its own shallow copy to add its scores to."""
-        rows = [int(r) for r in rows]
-        new = list(dict.fromkeys(r for r in rows if r not in self._dicts))
+        rows = self._converted(rows)
+        return [dict(self._dicts[r]) for r in rows]
+
+    def _scored(self, rows: np.ndarray, key: str, scores: np.ndarray) -> list[dict[str, Any]]:
+        """`take(rows)`, each copy with its score under `key` (the same floats as `float()`
+        of each element gives)."""
+        dicts = self._dicts
+        at = self._converted(rows)
+        return [{**dicts[r], key: v} for r, v in zip(at, scores.tolist(), strict=True)]
+
+    def _converted(self, rows: Sequence[int] | np.ndarray) -> list[int]:
+        """`rows` as ints, each converted from Arrow if it was not yet."""
+        at: list[int] = np.asarray(rows, dtype=np.int64).tolist()
+        new = list(dict.fromkeys(r for r in at if r not in self._dicts))
         if new:  # racing threads may both convert a row: the same values, either is kept
             converted = self.data.take(pa.array(new, pa.int64())).to_pylist()
             self._dicts.update(zip(new, converted, strict=True))
-        return [dict(self._dicts[r]) for r in rows]
+        return at
 
     def by_ids(self, ids: Sequence[str]) -> list[dict[str, Any]] | None:
         """Rows of `ids` in their order; None when one is not in the snapshot (it is newer
@@ -133,6 +138,16 @@ class Snapshot:
         if any(r is None for r in rows):
             return None
         return self.take([r for r in rows if r is not None])
+
+
+def _best(scores: np.ndarray, limit: int) -> np.ndarray:
+    """Positions of the `limit` highest scores, highest first, ties in position order: the
+    first `limit` of a stable sort, with only the values at or above the limit-th sorted."""
+    if 0 < limit < len(scores):
+        cut = len(scores) - limit
+        keep = np.flatnonzero(scores >= np.partition(scores, cut)[cut])
+        return keep[np.argsort(-scores[keep], kind="stable")[:limit]]
+    return np.argsort(-scores, kind="stable")[:limit]
 
 
 @contextmanager
