@@ -10,16 +10,13 @@ and 8).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Literal
 
 import numpy as np
-from scipy.sparse import csr_array
 
-from workers.vocabulary import SIMILARITY_STOPWORDS
+from workers.query.likeness import Likeness
 
 RRF_KAPPA = 60
 # The first HEAD items come from the same fusion with a small kappa, where an item at the
@@ -47,12 +44,6 @@ ROUTE_WEIGHT = 0.18
 DIVERSITY_LAMBDA = 0.85
 POOL_FACTOR = 3  # selection's greedy step reads the top POOL_FACTOR·k fused items
 REDUNDANT = 2.0  # more than any gain: an item whose turns are all shown already comes last
-# Signature weights (sum to 1): shared turns, entities and wording say "same evidence" most
-# strongly; a shared session or query is weaker (one session holds many distinct facts).
-SIGNATURE_WEIGHTS: Mapping[str, float] = dict(
-    session=0.15, entities=0.20, queries=0.10, nodes=0.15, turns=0.20, text=0.20
-)
-_TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
 @dataclass(frozen=True)
@@ -198,102 +189,6 @@ def route_quota(k: int, routes: int) -> int:
     return max(1, min(4, k // routes))
 
 
-@lru_cache(maxsize=16384)  # the same records and turns come back question after question
-def _tokens(text: str) -> frozenset[str]:
-    """Lowercased word tokens without stopwords or single characters."""
-    return frozenset(
-        t for t in _TOKEN.findall(text.lower()) if len(t) > 1 and t not in SIMILARITY_STOPWORDS
-    )
-
-
-Signature = Mapping[str, frozenset[str]]
-
-
-def _signature(c: Candidate) -> Signature:
-    return {
-        "session": frozenset([c.session_id]),
-        "entities": frozenset(e.lower() for e in c.entities),
-        "queries": frozenset(c.queries),
-        "nodes": frozenset(c.node_ids),
-        "turns": frozenset(c.turn_ids),
-        "text": _tokens(c.text),
-    }
-
-
-def _signature_sim(a: Signature, b: Signature) -> float:
-    num = den = 0.0
-    for part, weight in SIGNATURE_WEIGHTS.items():
-        union = a[part] | b[part]
-        if not union:
-            continue  # empty on both sides: no evidence either way, its weight is dropped
-        num += weight * len(a[part] & b[part]) / len(union)
-        den += weight
-    return num / den if den else 0.0
-
-
-def signature_similarity(a: Candidate, b: Candidate) -> float:
-    """Weighted Jaccard of the two signatures (SIGNATURE_WEIGHTS), in [0, 1].
-
-    Session is 1/0 equality; the others are Jaccard of entities (case-folded), matched
-    queries, evidence nodes, turn ids and text tokens. A part empty on both sides is left out
-    and the remaining weights renormalized, so identical candidates always score 1.
-    """
-    return _signature_sim(_signature(a), _signature(b))
-
-
-class _Parts:
-    """The values of each signature part, numbered once a request: signature i holds value
-    j of a part when (i, j) is among that part's pairs."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self._index: dict[str, dict[str, int]] = {part: {} for part in SIGNATURE_WEIGHTS}
-        self._pairs: dict[str, tuple[list[int], list[int]]] = {
-            part: ([], []) for part in SIGNATURE_WEIGHTS
-        }
-
-    def add(self, sig: Signature) -> None:
-        for part, index in self._index.items():
-            rows, cols = self._pairs[part]
-            for value in sig[part]:
-                rows.append(self.n)
-                cols.append(index.setdefault(value, len(index)))
-        self.n += 1
-
-    def member(self, part: str) -> csr_array | None:
-        """The incidence matrix (signatures × values) of `part`; None when no signature has
-        a value of it."""
-        rows, cols = self._pairs[part]
-        if not cols:
-            return None
-        shape = (self.n, len(self._index[part]))
-        return csr_array((np.ones(len(cols)), (rows, cols)), shape=shape)
-
-
-def _similarities(parts: _Parts, first: int) -> np.ndarray:
-    """`_signature_sim` of each signature from `first` on against every one, bit for bit.
-
-    Per part, the incidence matrix gives every pair's intersection size as a product, and the
-    unions follow from the set sizes; the parts are then summed in the order
-    `_signature_sim` sums them.
-    """
-    shape = (parts.n - first, parts.n)
-    num = np.zeros(shape)
-    den = np.zeros(shape)
-    for part, weight in SIGNATURE_WEIGHTS.items():
-        every = parts.member(part)
-        if every is None:
-            continue
-        left = every[first:] if first else every
-        inter = (left @ every.T).toarray()
-        sizes = np.asarray(every.sum(axis=1)).ravel()
-        union = sizes[first:, None] + sizes[None, :] - inter
-        some = union > 0  # adding 0.0 where a pair has neither leaves its sums as they were
-        num += np.divide(weight * inter, union, out=np.zeros(shape), where=some)
-        den += weight * some
-    return np.divide(num, den, out=np.zeros(shape), where=den > 0)
-
-
 class Reuse:
     """One request's items merged and compared once, for its two fusions and selections.
 
@@ -305,9 +200,7 @@ class Reuse:
 
     def __init__(self) -> None:
         self._merged: dict[str, Candidate] = {}
-        self._at: dict[str, int] = {}
-        self._parts = _Parts()
-        self._matrix = np.zeros((0, 0))
+        self._likeness = Likeness()
 
     def merge(self, item_id: str, candidates: Sequence[Candidate]) -> Candidate:
         """`_merge(*candidates)`, an item merged before not merged again."""
@@ -317,22 +210,9 @@ class Reuse:
         return merged
 
     def similarity(self, candidates: Sequence[Candidate]) -> np.ndarray:
-        """`signature_similarity` of every pair of `candidates`, bit for bit the same floats;
+        """`likeness.signature_similarity` of every pair of `candidates`, bit for bit the same;
         pairs seen before are not computed again."""
-        new = {c.item_id: c for c in candidates if c.item_id not in self._at}
-        if new:
-            old = self._parts.n
-            for c in new.values():
-                self._at[c.item_id] = self._parts.n
-                self._parts.add(_signature(c))
-            block = _similarities(self._parts, old)  # the new rows against all
-            grown = np.empty((self._parts.n, self._parts.n))
-            grown[:old, :old] = self._matrix
-            grown[old:] = block
-            grown[:old, old:] = block[:, :old].T
-            self._matrix = grown
-        at = np.fromiter((self._at[c.item_id] for c in candidates), dtype=np.intp)
-        return self._matrix[np.ix_(at, at)]
+        return self._likeness.of(candidates)
 
 
 def _coverage(fused: Sequence[Fused], k: int, n_routes: int) -> list[Fused]:

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from workers.query.likeness import signature_similarity
 from workers.query.selection import (
     DIVERSITY_LAMBDA,
     HEAD_SCORE,
@@ -21,7 +22,6 @@ from workers.query.selection import (
     route_quota,
     rrf,
     select,
-    signature_similarity,
     sort_only,
     with_head,
 )

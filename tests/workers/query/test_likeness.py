@@ -1,0 +1,46 @@
+"""Pairwise likeness computed at once: the same floats as the pairwise formula, whatever the
+process's vocabulary of signature values has seen and whoever numbers values alongside."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.workers.query.test_selection import random_candidates
+from workers.query import likeness
+from workers.query.likeness import Likeness, signature_similarity
+from workers.query.selection import Candidate
+
+
+def pairwise(cands: list[Candidate]) -> list[list[float]]:
+    return [[signature_similarity(a, b) for b in cands] for a in cands]
+
+
+def test_a_request_keeps_its_numbers_when_the_process_starts_a_new_vocabulary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(likeness, "MAX_VALUES", 5)  # every request after the first starts anew
+    monkeypatch.setattr(likeness, "_vocabulary", likeness._Vocabulary())
+    rng = random.Random(3)
+    cands = random_candidates(rng, 40)
+    first = Likeness()
+    assert first.of(cands[:20]).tolist() == pairwise(cands[:20])
+    second = Likeness()  # past MAX_VALUES: a new vocabulary, numbering the same values anew
+    assert second.of(cands[10:]).tolist() == pairwise(cands[10:])
+    # the first request reads more items: still numbered in its own vocabulary
+    assert first.of(cands).tolist() == pairwise(cands)
+
+
+def test_requests_numbering_new_values_at_once_never_share_a_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(likeness, "_vocabulary", likeness._Vocabulary())
+    pools = [random_candidates(random.Random(seed), 50) for seed in range(16)]
+
+    def one(cands: list[Candidate]) -> bool:
+        return bool(Likeness().of(cands).tolist() == pairwise(cands))
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(pool.map(one, pools))
