@@ -24,7 +24,9 @@ from workers.vocabulary import SIMILARITY_STOPWORDS
 SIGNATURE_WEIGHTS: Mapping[str, float] = dict(
     session=0.15, entities=0.20, queries=0.10, nodes=0.15, turns=0.20, text=0.20
 )
-MAX_VALUES = 1_000_000  # values numbered before a process starts a new vocabulary
+MAX_KEPT = 1_000_000  # values and sets numbered before a process starts a new vocabulary
+# what matched an item in this request: a new set nearly every request, not worth keeping
+_REQUEST_PARTS = frozenset({"queries", "nodes"})
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 
 
@@ -91,23 +93,26 @@ def signature_similarity(a: Comparable, b: Comparable) -> float:
 
 
 class _Vocabulary:
-    """Signature values numbered for the process, and each set of values' numbers: a request
-    reads some 300 items, mostly read by earlier requests, and numbering their values one by
-    one was most of the similarity's cost. Numbers are only compared within a part."""
+    """Signature values numbered for the process, and the numbers of each item's own sets of
+    values: a request reads some 300 items, mostly read by earlier requests, and numbering
+    their values one by one was most of the similarity's cost. Numbers are only compared
+    within a part."""
 
     def __init__(self) -> None:
-        self.size = 0
+        self.size = 0  # values and sets kept
         self._ids: dict[str, int] = {}
         self._sets: dict[frozenset[str], list[int]] = {}
         self._lock = threading.Lock()  # two threads must not give one number to two values
 
-    def numbers(self, values: frozenset[str]) -> list[int]:
-        got = self._sets.get(values)
+    def numbers(self, values: frozenset[str], keep: bool) -> list[int]:
+        """The numbers of `values`; `keep`: remember the set (an item's own, seen again)."""
+        got = self._sets.get(values) if keep else None
         if got is None:
             with self._lock:
                 got = [self._ids.setdefault(v, len(self._ids)) for v in values]
-                self._sets[values] = got
-                self.size = len(self._ids)
+                if keep:
+                    self._sets[values] = got
+                self.size = len(self._ids) + len(self._sets)
         return got
 
 
@@ -115,10 +120,10 @@ _vocabulary = _Vocabulary()
 
 
 def _current() -> _Vocabulary:
-    """The process's vocabulary, a new one past MAX_VALUES values; a request keeps the one it
-    started with, so its numbers stay consistent."""
+    """The process's vocabulary, a new one past MAX_KEPT values and sets; a request keeps the
+    one it started with, so its numbers stay consistent."""
     global _vocabulary
-    if _vocabulary.size > MAX_VALUES:
+    if _vocabulary.size > MAX_KEPT:
         _vocabulary = _Vocabulary()
     return _vocabulary
 
@@ -135,7 +140,7 @@ class _Parts:
 
     def add(self, sig: Signature) -> None:
         for part, (rows, cols) in self._pairs.items():
-            numbers = self._vocabulary.numbers(sig[part])
+            numbers = self._vocabulary.numbers(sig[part], part not in _REQUEST_PARTS)
             rows.extend([self.n] * len(numbers))
             cols.extend(numbers)
         self.n += 1

@@ -21,13 +21,13 @@ def pairwise(cands: list[Candidate]) -> list[list[float]]:
 def test_a_request_keeps_its_numbers_when_the_process_starts_a_new_vocabulary(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(likeness, "MAX_VALUES", 5)  # every request after the first starts anew
+    monkeypatch.setattr(likeness, "MAX_KEPT", 5)  # every request after the first starts anew
     monkeypatch.setattr(likeness, "_vocabulary", likeness._Vocabulary())
     rng = random.Random(3)
     cands = random_candidates(rng, 40)
     first = Likeness()
     assert first.of(cands[:20]).tolist() == pairwise(cands[:20])
-    second = Likeness()  # past MAX_VALUES: a new vocabulary, numbering the same values anew
+    second = Likeness()  # past MAX_KEPT: a new vocabulary, numbering the same values anew
     assert second.of(cands[10:]).tolist() == pairwise(cands[10:])
     # the first request reads more items: still numbered in its own vocabulary
     assert first.of(cands).tolist() == pairwise(cands)
