@@ -14,6 +14,7 @@ import pytest
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from tests.workers.store.test_forget import raw
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore, consistent_reads
+from workers.store.snapshots import _best
 
 TEXTS = [
     "Ann booked a trip to Lisbon",
@@ -225,3 +226,14 @@ def test_turn_positions_read_from_memory_and_from_lancedb_agree(
     want = {("s1", "t4"): 4, ("s1", "t1"): 1}  # another session's or an unknown turn: absent
     assert plain.turns.seqs("a", asked) == want == snap.turns.seqs("a", asked)
     assert snap.turns.seqs("b", asked) == {} == plain.turns.seqs("a", [])
+
+
+def test_the_best_scores_come_in_a_stable_sorts_order_ties_included() -> None:
+    rng = np.random.default_rng(0)
+    for trial in range(2000):
+        n, limit = int(rng.integers(0, 60)), int(rng.integers(1, 70))
+        if trial % 2:  # few distinct values: ties at the cut
+            scores = rng.integers(0, 5, n).astype(np.float32) / 4
+        else:
+            scores = rng.random(n).astype(np.float32)
+        assert _best(scores, limit).tolist() == np.argsort(-scores, kind="stable")[:limit].tolist()
