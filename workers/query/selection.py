@@ -10,9 +10,9 @@ and 8).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, overload
 
 import numpy as np
 
@@ -140,42 +140,85 @@ def _merge(first: Candidate, *more: Candidate) -> Candidate:
     )
 
 
+class FusedOrder(Sequence[Fused]):
+    """Routes fused with `sum 1/(kappa + rank)`, best final score first, ties by item_id; an
+    item's `Fused` (and its merge) is built when first read.
+
+    A repeated item within one route counts once, at its best rank. Empty routes still count
+    in the denominator of `route_score`. `reuse`: the request's items merged already. With
+    several routes recall keeps every candidate (about a thousand a route at k = 100), and
+    selection reads the first POOL_FACTOR·k and each route's first few: building every item,
+    twice a request, was most of such a request's selection.
+    """
+
+    def __init__(
+        self, routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA, reuse: Reuse | None = None
+    ) -> None:
+        found: dict[str, list[Candidate]] = {}
+        seen_in: dict[str, list[str]] = {}
+        best_rank: dict[str, int] = {}
+        rankings: list[dict[str, None]] = []
+        for route in routes:
+            ranking: dict[str, None] = {}
+            for cand in route.candidates:
+                cid = cand.item_id
+                found.setdefault(cid, []).append(cand)
+                if cid not in ranking:
+                    ranking[cid] = None
+                    seen_in.setdefault(cid, []).append(route.route_id)
+                    best_rank[cid] = min(len(ranking), best_rank.get(cid, len(ranking)))
+            rankings.append(ranking)
+        scores = rrf([list(r) for r in rankings], kappa)
+        self._reuse = reuse or Reuse()
+        self._found, self._seen_in = found, seen_in
+        self._fusion: dict[str, tuple[float, float, float]] = {}  # rrf, best, route_score
+        keys = []
+        for cid in found:
+            best = (kappa + 1) / (kappa + best_rank[cid])
+            share = len(seen_in[cid]) / len(routes)
+            self._fusion[cid] = (scores[cid], best, share)
+            keys.append((-final_score(best, share), -scores[cid], cid))  # as `_rank_key`
+        self._order = [cid for *_, cid in sorted(keys)]
+        self._built: list[Fused] = []
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, index: int) -> Fused: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Fused]: ...
+    def __getitem__(self, index: int | slice) -> Fused | list[Fused]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        while len(self._built) <= index:
+            self._built.append(self._build(self._order[len(self._built)]))
+        return self._built[index]
+
+    def __iter__(self) -> Iterator[Fused]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def _build(self, cid: str) -> Fused:
+        rrf_score, best, share = self._fusion[cid]
+        return Fused(
+            candidate=self._reuse.merge(cid, self._found[cid]),
+            rrf=rrf_score,
+            best=best,
+            route_score=share,
+            routes=tuple(self._seen_in[cid]),
+        )
+
+
 def fuse_routes(
     routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA, reuse: Reuse | None = None
 ) -> list[Fused]:
-    """Fuse routes with `sum 1/(kappa + rank)`; best final score first, ties by item_id.
-
-    A repeated item within one route counts once, at its best rank. Empty routes still count
-    in the denominator of `route_score`. `reuse`: the request's items merged already.
-    """
-    found: dict[str, list[Candidate]] = {}
-    seen_in: dict[str, list[str]] = {}
-    best_rank: dict[str, int] = {}
-    rankings: list[dict[str, None]] = []
-    for route in routes:
-        ranking: dict[str, None] = {}
-        for cand in route.candidates:
-            cid = cand.item_id
-            found.setdefault(cid, []).append(cand)
-            if cid not in ranking:
-                ranking[cid] = None
-                seen_in.setdefault(cid, []).append(route.route_id)
-                best_rank[cid] = min(len(ranking), best_rank.get(cid, len(ranking)))
-        rankings.append(ranking)
-    scores = rrf([list(r) for r in rankings], kappa)
-    reuse = reuse or Reuse()
-    merged = {cid: reuse.merge(cid, cands) for cid, cands in found.items()}
-    out = [
-        Fused(
-            candidate=merged[cid],
-            rrf=scores[cid],
-            best=(kappa + 1) / (kappa + best_rank[cid]),
-            route_score=len(seen_in[cid]) / len(routes),
-            routes=tuple(seen_in[cid]),
-        )
-        for cid in merged
-    ]
-    return sorted(out, key=_rank_key)
+    """Every item of `FusedOrder(routes, kappa, reuse)`, in its order."""
+    return list(FusedOrder(routes, kappa, reuse))
 
 
 def _rank_key(f: Fused) -> tuple[float, float, str]:
@@ -259,7 +302,7 @@ def select(
     """
     if pool_factor < 2:
         raise ValueError("pool_factor must be >= 2 so diversity can change the kept set")
-    ranked = sorted(fused, key=_rank_key)
+    ranked = fused if isinstance(fused, FusedOrder) else sorted(fused, key=_rank_key)
     chosen = _coverage(ranked, k, n_routes) if n_routes > 1 else []
     taken = {f.item_id for f in chosen}
     top = ranked[: pool_factor * k]
@@ -308,7 +351,7 @@ def with_head(
     # the first items of a full selection: one of `head` items alone reads a smaller pool,
     # which measured lower on open-domain (docs/notes/issue25.md, round 6)
     top = select(
-        fuse_routes(sharp, reuse=reuse), k, len(routes), dated=dated, reuse=reuse, first=head
+        FusedOrder(sharp, reuse=reuse), k, len(routes), dated=dated, reuse=reuse, first=head
     )
     top = top[: min(head, k)]
     ids = {f.item_id for f in top}

@@ -36,10 +36,10 @@ from workers.query.selection import (
     HEAD,
     POOL_FACTOR,
     Fused,
+    FusedOrder,
     Reuse,
     RouteRanking,
     by_head,
-    fuse_routes,
     redundant_last,
     select,
     sort_only,
@@ -233,7 +233,7 @@ def _selected(
     (where `positions` tells where turns sit), the first k, then the evidence and its
     context."""
     reuse = Reuse()  # the head fuses and selects mostly the same items again
-    fused = fuse_routes(routes, reuse=reuse)
+    fused = FusedOrder(routes, reuse=reuse)
     if no_fusion:
         chosen = sort_only(fused, k)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -14,6 +15,7 @@ from workers.query.selection import (
     Candidate,
     CandidateKind,
     Fused,
+    FusedOrder,
     Reuse,
     RouteRanking,
     final_score,
@@ -168,6 +170,35 @@ def test_reuse_gives_every_pairwise_similarity_exactly() -> None:
         [signature_similarity(a, b) for b in cands] for a in cands
     ]
     assert Reuse().similarity([]).shape == (0, 0)
+
+
+class CountingReuse(Reuse):
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[str] = []
+
+    def merge(self, item_id: str, candidates: Sequence[Candidate]) -> Candidate:
+        self.asked.append(item_id)
+        return super().merge(item_id, candidates)
+
+
+def test_a_fused_order_builds_only_the_items_read_and_selects_as_the_whole_list() -> None:
+    rng = random.Random(8)
+    cands = random_candidates(rng, 80)
+    routes = [  # several routes, every item through one or more of them
+        RouteRanking(r, [replace(c, queries=(r,), channel_scores={r: rng.random()}) for c in rng.sample(cands, 50)])
+        for r in "ABC"
+    ]  # fmt: skip
+    whole = fuse_routes(routes)
+    reuse = CountingReuse()
+    order = FusedOrder(routes, reuse=reuse)
+    assert len(order) == len(whole)
+    assert [f.item_id for f in order[:5]] == [f.item_id for f in whole[:5]]
+    assert reuse.asked == [f.item_id for f in whole[:5]]  # nothing past what was read
+    assert order[-1] == whole[-1] and list(order) == whole
+    for k in (3, 10):
+        assert select(FusedOrder(routes), k, 3) == select(whole, k, 3)
+        assert select(FusedOrder(routes), k, 3, first=2) == select(whole, k, 3, first=2)
 
 
 def test_fusing_again_with_reuse_keeps_every_score_and_merge() -> None:
