@@ -184,7 +184,9 @@ class CountingReuse(Reuse):
 
 def test_a_fused_order_builds_only_the_items_read_and_selects_as_the_whole_list() -> None:
     rng = random.Random(8)
-    cands = random_candidates(rng, 80)
+    # a turn each: coverage stops at each route's first item (with shared turns it may have
+    # to read on, past items whose turns are all shown already)
+    cands = [replace(c, turn_ids=(f"u{i}",)) for i, c in enumerate(random_candidates(rng, 80))]
     routes = [  # several routes, every item through one or more of them
         RouteRanking(r, [replace(c, queries=(r,), channel_scores={r: rng.random()}) for c in rng.sample(cands, 50)])
         for r in "ABC"
@@ -197,7 +199,9 @@ def test_a_fused_order_builds_only_the_items_read_and_selects_as_the_whole_list(
     assert reuse.asked == [f.item_id for f in whole[:5]]  # nothing past what was read
     assert order[-1] == whole[-1] and list(order) == whole
     for k in (3, 10):
-        assert select(FusedOrder(routes), k, 3) == select(whole, k, 3)
+        reuse = CountingReuse()
+        assert select(FusedOrder(routes, reuse=reuse), k, 3, reuse=reuse) == select(whole, k, 3)
+        assert len(reuse.asked) < len(whole)  # the pool and each route's first, not all
         assert select(FusedOrder(routes), k, 3, first=2) == select(whole, k, 3, first=2)
 
 
