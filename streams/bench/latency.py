@@ -14,7 +14,6 @@ without the vector index, to report what the ANN index costs in recall.
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
 import uuid
 from pathlib import Path
@@ -25,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from schemas import QueryRequest
-from streams.apps import GC_THRESHOLDS
+from streams.apps import collect_as_a_worker
 from streams.bench.harness import VARIANTS, BenchError, pipeline, rename_namespace
 from streams.client import MemoryClient
 from streams.factories import adapter_of, make_embedder, open_store, scorer_of
@@ -60,7 +59,7 @@ async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]
             await lag.wait_drained(timeout_s=1800)
         embedder = await asyncio.to_thread(make_embedder, settings)
         store = open_store(settings, embedder, snapshots=True)  # as the query service opens it
-        gc.set_threshold(*GC_THRESHOLDS)  # and collects garbage (streams.apps.run_worker)
+        collect_as_a_worker()  # as a query worker does
         svc = QueryService(
             QueryDeps(
                 store, embedder, scorer=scorer_of(settings), adapter=adapter_of(settings, embedder)

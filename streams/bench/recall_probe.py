@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import hashlib
 import json
 import statistics
@@ -28,7 +27,7 @@ import numpy as np
 
 from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
-from streams.apps import GC_THRESHOLDS
+from streams.apps import collect_as_a_worker
 from streams.bench.locomo import dump_row, evidence_line
 from streams.factories import adapter_of, make_embedder, open_store, scorer_of
 from streams.settings import Settings
@@ -189,7 +188,7 @@ def run(
         print(f"ingested into {where} in {time.perf_counter() - t0:.0f}s")
     counts = json.loads(marker.read_text())
     store = open_store(settings, embedder, uri=str(where), snapshots=True)
-    gc.set_threshold(*GC_THRESHOLDS)  # as a query worker runs (streams.apps.run_worker)
+    collect_as_a_worker()  # as a query worker does
 
     def service(adapter: QueryAdapter | None) -> QueryService:
         return QueryService(

@@ -99,7 +99,6 @@ class _Vocabulary:
     within a part."""
 
     def __init__(self) -> None:
-        self.size = 0  # values and sets kept
         self._ids: dict[str, int] = {}
         self._sets: dict[frozenset[str], list[int]] = {}
         self._lock = threading.Lock()  # two threads must not give one number to two values
@@ -112,8 +111,12 @@ class _Vocabulary:
                 got = [self._ids.setdefault(v, len(self._ids)) for v in values]
                 if keep:
                     self._sets[values] = got
-                self.size = len(self._ids) + len(self._sets)
         return got
+
+    @property
+    def size(self) -> int:
+        """Values and sets kept."""
+        return len(self._ids) + len(self._sets)
 
 
 _vocabulary = _Vocabulary()

@@ -305,12 +305,10 @@ class MultiRouteRecall:
     def _linked(self, nodes: Sequence[dict[str, Any]], budget: int) -> dict[str, str]:
         """Matched nodes -> their newest linked record ids, best node first, `budget` in all."""
         order: dict[str, str] = {}
-        newest = self.config.records_per_node
-        if newest <= 0:
-            return order
         for node in nodes:
-            for rid in (node.get("record_ids") or [])[-newest:][::-1]:  # newest first
-                order.setdefault(rid, node["id"])
+            ids = node.get("record_ids") or []
+            for rid in ids[max(len(ids) - self.config.records_per_node, 0) :][::-1]:
+                order.setdefault(rid, node["id"])  # newest first
             if len(order) >= budget:
                 break
         return order

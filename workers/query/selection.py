@@ -171,7 +171,6 @@ class FusedOrder(Sequence[Fused]):
         scores = rrf([list(r) for r in rankings], kappa)
         self._reuse = reuse or Reuse()
         self._found, self._seen_in = found, seen_in
-        self._routes = sum(1 for r in rankings if r)  # routes with an item
         self._fusion: dict[str, tuple[float, float, float]] = {}  # rrf, best, route_score
         keys = []
         for cid in found:
@@ -203,15 +202,6 @@ class FusedOrder(Sequence[Fused]):
     def __iter__(self) -> Iterator[Fused]:
         for i in range(len(self)):
             yield self[i]
-
-    def route_order(self) -> list[str]:
-        """The routes in the order of their best item, without building any item."""
-        order: dict[str, None] = {}
-        for cid in self._order:
-            order.update(dict.fromkeys(self._seen_in[cid]))
-            if len(order) == self._routes:
-                break
-        return list(order)
 
     def _build(self, cid: str) -> Fused:
         rrf_score, best, share = self._fusion[cid]
@@ -271,10 +261,11 @@ class Reuse:
 def _coverage(fused: Sequence[Fused], k: int, n_routes: int) -> list[Fused]:
     """Each route's best items up to its quota, skipping one whose turns are all shown."""
     quota = route_quota(k, n_routes)
-    if isinstance(fused, FusedOrder):
-        order = fused.route_order()
-    else:
-        order = list(dict.fromkeys(r for f in fused for r in f.routes))
+    order: dict[str, None] = {}  # the routes in the order of their best item
+    for f in fused:
+        order.update(dict.fromkeys(f.routes))
+        if len(order) == n_routes:
+            break  # the rest of a FusedOrder stays unbuilt
     chosen: dict[str, Fused] = {}
     shown: set[str] = set()
     for route in order:

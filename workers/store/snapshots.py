@@ -111,7 +111,7 @@ class Snapshot:
     def take(self, rows: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """Rows as dicts, each converted from Arrow once per snapshot (a request takes the
         same few hundred rows again and again; converting them was most of a search's cost).
-        Each caller gets its own shallow copy to add its scores to."""
+        Each caller gets its own shallow copy."""
         rows = self._converted(rows)
         return [dict(self._dicts[r]) for r in rows]
 
