@@ -88,6 +88,12 @@ _FILLER = wordset(
 _GREETING = re.compile(
     r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|haha\w*|aww*|thanks)\b[^,.!]{0,20}[,!.]\s+)+", re.I
 )
+# "Totally agree, Mel." / "John, that's rough.": a name called, not a thing said about anyone
+_CALLED_LAST = re.compile(r",\s+([A-Z][\w'’]*)([.!]*)$")
+_CALLED_FIRST = re.compile(r"^([A-Z][\w'’]*),\s+")
+_NAME_ONLY = re.compile(r"[A-Z][\w'’]*[.!]*")  # what "Thanks, Joanna." leaves of itself
+# "Bye Caroline.", "Night, Gina!": a salute and a name, nothing more ("I'm Ana." is kept)
+_SALUTE = wordset("hi hello hey bye goodbye thanks thank you night morning congrats cheers")
 _CAP_STOP = wordset(
     "I I. I'm I've I'll I'd I’m I’ve I’ll I’d The A An My Our It This That Oh Hey Hi OK"
 )
@@ -197,14 +203,16 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
     out: list[_Draft] = []
     recent: list[str] = []  # the names of the turn's latest sentence that names something
     for sentence in _sentences(body):
-        sentence = _GREETING.sub("", sentence)
+        greeted = _GREETING.sub("", sentence)
+        called = greeted != sentence and _NAME_ONLY.fullmatch(greeted)
+        sentence = greeted
         before, own = recent, _entities(sentence, scope.known)
         if names := [e for e in own if e not in scope.speakers]:
             recent = names
-        if not sentence or _is_filler(sentence, scope):
+        if not sentence or called or _is_filler(sentence, scope):
             continue
         text, t_ref = _dates(sentence, scope.base)
-        text = _capitalize(PRONOUN.sub(lambda m: pronoun(m, persons), text))[
+        text = _uncalled(_capitalize(PRONOUN.sub(lambda m: pronoun(m, persons), text)))[
             :SEMANTIC_TEXT_MAX_CHARS
         ]
         entities = (speaker + own)[:MAX_ENTITIES]
@@ -261,9 +269,18 @@ def _is_filler(sentence: str, scope: _Scope) -> bool:
     that are short or have fewer than two content words."""
     if _is_question(sentence):
         return True
-    words = [w.lower() for w in re.findall(r"[\w'’]+", sentence)]
+    sentence = _CALLED_LAST.sub(r"\2", sentence)
+    sentence = _CALLED_FIRST.sub(lambda m: m[0] if m[1].lower() in _FILLER else "", sentence)
+    said = re.findall(r"[\w'’]+", sentence)
+    words = [w.lower() for w in said]
     lowered = {s.lower() for s in scope.speakers}
     if all(w in _FILLER or w in lowered for w in words):
+        return True
+    if (
+        said
+        and said[0].lower() in _SALUTE
+        and all(w[0].isupper() or w.lower() in _SALUTE for w in said)
+    ):
         return True
     names = [e for e in _entities(sentence, scope.known) if e not in scope.speakers]
     if sentence.endswith("!") and len(words) < MIN_WORDS:
@@ -276,6 +293,18 @@ def _is_filler(sentence: str, scope: _Scope) -> bool:
     # has one content word at most; "I've been painting a lot" is about the speaker
     content = [w for w in _words(sentence, scope.speakers) if w not in _FILLER]
     return len(content) < MIN_CONTENT_WORDS and not PRONOUN.search(sentence)
+
+
+def _uncalled(text: str) -> str:
+    """Without a name called that the sentence names again once "you" is written as that
+    name: "Caroline, Caroline is doing great" reads "Caroline is doing great"; "Caroline,
+    sounds like a great parade" keeps it, the only word saying whose parade."""
+    for called, keep in ((_CALLED_FIRST, ""), (_CALLED_LAST, r"\2")):
+        if (m := called.search(text)) and re.search(
+            rf"(?<!\w){re.escape(m[1])}(?!\w)", text[: m.start()] + text[m.end() :]
+        ):
+            text = _capitalize(m.expand(keep).join((text[: m.start()], text[m.end() :])))
+    return text
 
 
 def _capitalize(text: str) -> str:

@@ -219,7 +219,8 @@ def test_memory_type_rules(text: str, kind: MemoryType) -> None:
     "text",
     ["hi", "Thanks!", "haha", "ok", "Congrats!", "Hey Bruno!", "That's awesome!",
      "Thank you so much, Bruno!", "Sorry to hear that, Bruno.", "So tired.",
-     "Have you been to Lisbon?"],
+     "Have you been to Lisbon?", "Thanks, Joanna.", "Bye Caroline.", "Totally agree, Mel.",
+     "Definitely, Maria.", "Joanna, that's rough.", "Night, Gina!"],
 )  # fmt: skip
 def test_filler_greetings_and_questions_make_no_record(text: str) -> None:
     recs = records(("Ana", text), ("Bruno", "Bruno grows tomatoes on the balcony."))
@@ -355,6 +356,29 @@ def test_context_carries_the_subject_the_turn_before_names() -> None:
     assert cabin.search_text() == f"{cabin.normalized_text} (context: {cabin.context})"
     # the question's words are the context too; the answer's own words are not repeated
     assert "brother" in cabin.context.split(", ") and "Kai" not in cabin.context
+
+
+def test_a_name_called_at_either_end_does_not_hide_what_the_sentence_says() -> None:
+    recs = records(("Ana", "Caroline, I painted a lake. It's in the heart of Lisbon, Portugal."))
+    assert [r.semantic_text for r in recs] == [
+        "Caroline, Ana painted a lake.",
+        "It's in the heart of Lisbon, Portugal.",
+    ]
+
+
+def test_a_called_name_the_record_says_again_is_dropped_and_the_only_one_is_kept() -> None:
+    recs = records(
+        (
+            "Ana",
+            "Bruno, you are doing great. Bruno, sounds like the parade was a great experience!",
+        ),
+        ("Bruno", "That was tough for me, Ana."),
+    )
+    assert [r.semantic_text for r in recs] == [
+        "Bruno is doing great.",
+        "Bruno, sounds like the parade was a great experience!",
+        "That was tough for Bruno, Ana.",
+    ]
 
 
 def test_a_third_person_pronoun_gets_the_name_of_the_sentence_before_as_context() -> None:
