@@ -24,6 +24,14 @@ from schemas.records import NodeType
 from workers.concurrency import gather_bounded
 from workers.embedding import Embedder
 from workers.query.adapter import QueryAdapter
+from workers.query.hits import (
+    Channel,
+    Hit,
+    candidate_fields,
+    record_hits,
+    record_item_id,
+    turn_hits,
+)
 from workers.query.selection import (
     HEAD_KAPPA,
     HEAD_SCORE,
@@ -56,18 +64,6 @@ BUDGET_MULTIPLIERS: dict[QuestionType, Budgets] = {
 _SAME = Budgets(1.0, 1.0, 1.0)
 
 
-Hit = tuple[str, dict[str, Any], float, str | None]
-"""One row a channel found: its item id, the row, the score it gave and the node it came
-through. A plain tuple: a k = 100 request makes thousands."""
-
-
-class Channel(NamedTuple):
-    """The ranked hits of one search channel (`node_vector`, `turn_text`, ...)."""
-
-    name: str
-    hits: list[Hit]
-
-
 @dataclass(frozen=True)
 class RecallConfig:
     plan_depth: int = 15
@@ -76,6 +72,11 @@ class RecallConfig:
     # asks about what was said that day, too): chosen with each LoCoMo dev conversation
     # held back from 1.15-10 (docs/notes/issue25.md, round 9)
     said_boost: float = 4.0
+    # a record gains this share of the best fused score of a raw turn or window of its turn in
+    # the same route (the order's and the head's): a statement whose turn the raw turns find
+    # too. Chosen with each LoCoMo dev conversation held back (docs/notes/issue25.md, round 12)
+    turn_credit: float = 0.7
+    turn_credit_head: float = 0.15
     records_per_node: int = 8  # newest linked records taken from each matched node
     turn_window: int = 1  # raw-turn hits expand to this many turns either side (0: off)
     max_concurrent_searches: int = 6  # table searches of one request running at once
@@ -236,14 +237,14 @@ class MultiRouteRecall:
         node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
         orders = [self._linked(nodes, node_b) for nodes in node_lists]
         wanted = list(dict.fromkeys(rid for order in orders for rid in order))
-        turn_hits = [
+        turn_rows = [
             r
             for rows in [*got["vector", "turns", ""], *(got["text", "turns", t] for t in texts)]
             for r in rows
         ]
         records_found, around = await asyncio.gather(
             asyncio.to_thread(clock.call, "links", st.records.by_ids, ns, wanted),
-            asyncio.to_thread(clock.call, "windows", self._windows, ns, turn_hits),
+            asyncio.to_thread(clock.call, "windows", self._windows, ns, turn_rows),
         )
         rows = {r["id"]: r for r in records_found}
 
@@ -254,22 +255,22 @@ class MultiRouteRecall:
                 if r in rows and (session_id is None or rows[r]["source_session"] == session_id)
             ]
 
+        vector_records, vector_turns = got["vector", "records", ""], got["vector", "turns", ""]
         per_variant = {
             v: [
                 Channel("node_vector", linked(orders[i])),
-                Channel(
-                    "record_vector",
-                    _records(got["vector", "records", ""][i], session_id, "_distance"),
-                ),
-                Channel("turn_vector", _turns(got["vector", "turns", ""][i], "_distance", around)),
+                Channel("record_vector", record_hits(vector_records[i], session_id, "_distance")),
+                Channel("turn_vector", turn_hits(vector_turns[i], "_distance", around)),
             ]
             for i, v in enumerate(variants)
         }
         per_route = {
             t: [
                 Channel("node_text", linked(orders[len(variants) + j])),
-                Channel("record_text", _records(got["text", "records", t], session_id, "_score")),
-                Channel("turn_text", _turns(got["text", "turns", t], "_score", around)),
+                Channel(
+                    "record_text", record_hits(got["text", "records", t], session_id, "_score")
+                ),
+                Channel("turn_text", turn_hits(got["text", "turns", t], "_score", around)),
             ]
             for j, t in enumerate(texts)
         }
@@ -289,7 +290,7 @@ class MultiRouteRecall:
             clock.call, "record_vector", self.store.records.search_vectors, namespace, vecs, limit
         )
         only = {
-            v: [Channel("record_vector", _records(rows, session_id, "_distance"))]
+            v: [Channel("record_vector", record_hits(rows, session_id, "_distance"))]
             for v, rows in zip(variants, found, strict=True)
         }
         return only, {}
@@ -352,6 +353,7 @@ class MultiRouteRecall:
             a.score += 1.0 / (RRF_KAPPA + rank)
             a.head += 1.0 / (HEAD_KAPPA + rank)
             a.channels["temporal"] = 1.0
+        _credit_records(acc, self.config.turn_credit, self.config.turn_credit_head)
         for a in acc.values():
             boost = self._adjustment(plan.question_type, a.base)
             if window is not None and _said_within(a.base, window):
@@ -367,7 +369,7 @@ class MultiRouteRecall:
                     node_ids=tuple(sorted(a.nodes)),
                     queries=tuple(sorted(a.queries)),
                     channel_scores={**a.channels, "route_rrf": a.score, HEAD_SCORE: a.head},
-                    **(items.get(i) or items.setdefault(i, _fields(a.base))),
+                    **(items.get(i) or items.setdefault(i, candidate_fields(a.base))),
                 )
                 for i, a in ranked
             ],
@@ -393,6 +395,33 @@ class MultiRouteRecall:
         return 1.0
 
 
+def _credit_records(acc: dict[str, _Acc], share: float, head_share: float) -> None:
+    """Each record plus `share` of the best score of a raw turn or window showing one of its
+    turns. A record and the turn it came from are two items, each found by its own channels;
+    what the turn's channels found is evidence for the record's statement as well. The
+    window's neighbours count too: a reply's record is credited by its question's window.
+    Turns are matched within a session: a caller's turn ids may repeat across sessions."""
+    if not share and not head_share:
+        return
+    best: dict[tuple[str, str], tuple[float, float]] = {}
+    for a in acc.values():
+        if "semantic_text" in a.base:
+            continue
+        session = a.base["session_id"]
+        for t in a.base.get("turn_ids") or (a.base["turn_id"],):
+            score, head = best.get((session, t), (0.0, 0.0))
+            best[session, t] = (max(score, a.score), max(head, a.head))
+    if not best:
+        return
+    for a in acc.values():
+        if "semantic_text" in a.base:
+            session = a.base["source_session"]
+            found = [best[k] for t in a.base["evidence"] or () if (k := (session, t)) in best]
+            if found:
+                a.score += share * max(f[0] for f in found)
+                a.head += head_share * max(f[1] for f in found)
+
+
 def _reciprocal(kappa: int, n: int) -> list[float]:
     """`1 / (kappa + rank)` for ranks 1..n, the reciprocal-rank terms of a fusion."""
     return [1.0 / (kappa + rank) for rank in range(1, n + 1)]
@@ -407,76 +436,3 @@ def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
 def _fts_text(queries: Sequence[str]) -> str:
     """The words of a route's query variants, each once, in order."""
     return " ".join(dict.fromkeys(w for q in queries for w in re.findall(r"\w+", q.lower())))
-
-
-def record_item_id(row: dict[str, Any]) -> str:
-    """`namespace/record/<id>`, in the same form as a turn's `namespace/session/turn`."""
-    return f"{row['namespace']}/record/{row['id']}"
-
-
-def _records(rows: Sequence[dict[str, Any]], session_id: str | None, score_key: str) -> list[Hit]:
-    out: list[Hit] = []
-    for r in rows:
-        if session_id is not None and r.get("source_session") != session_id:
-            continue
-        score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
-        out.append((record_item_id(r), r, score, None))
-    return out
-
-
-def _turns(
-    rows: Sequence[dict[str, Any]], score_key: str, around: dict[str, dict[str, Any]]
-) -> list[Hit]:
-    """Turn hits, each as its window when it has one (the hit's score carried over)."""
-    out: list[Hit] = []
-    for r in rows:
-        score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
-        hit = around.get(r["id"], r)
-        out.append((hit["id"], hit, score, None))
-    return out
-
-
-def _fields(row: dict[str, Any]) -> dict[str, Any]:
-    """A candidate's fields that come from its row: a record, a turn window or a raw turn."""
-    if "semantic_text" in row:
-        created = row.get("created_at")
-        date = row.get("t_ref") or (
-            created.date().isoformat() if isinstance(created, datetime) else None
-        )
-        return dict(
-            kind="record",
-            text=row["semantic_text"],
-            session_id=row["source_session"],
-            turn_ids=tuple(row.get("evidence") or ()),
-            entities=tuple(row.get("entities") or ()),
-            date=date or None,
-            memory_type=row.get("memory_type"),
-            role=_role(row.get("source_role")),
-            mentioned=_iso(created),
-            context=row.get("context") or None,
-        )
-    if "turn_ids" in row:
-        return dict(
-            kind="window",
-            text=row["text"],
-            session_id=row["session_id"],
-            turn_ids=tuple(row["turn_ids"]),
-            date=_iso(row.get("session_date")),
-        )
-    return dict(
-        kind="turn",
-        text=row["text"],
-        session_id=row["session_id"],
-        turn_ids=(row["turn_id"],),
-        date=_iso(row.get("session_date")),
-        speaker=row.get("speaker"),
-        role=row.get("role"),
-    )
-
-
-def _role(source_role: Any) -> str | None:
-    return source_role if source_role in ("user", "assistant") else None
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if isinstance(value, datetime) else None

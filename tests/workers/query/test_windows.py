@@ -8,8 +8,17 @@ from typing import Any
 import pytest
 
 from schemas.plan import Plan, QuestionType, Route
-from tests.workers.builders import HASH_DIM, HashEmbedder, turn
+from schemas.records import MemoryType
+from tests.workers.builders import (
+    HASH_DIM,
+    HashEmbedder,
+    index_batches,
+    make_batch,
+    make_segment,
+    turn,
+)
 from tests.workers.query.test_service import request
+from workers.encoder.records import build_record
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.service import QueryDeps, QueryService
 from workers.query.windows import spans, windows
@@ -122,3 +131,36 @@ async def test_a_window_is_one_raw_memory_in_the_context(store: EvidenceStore) -
         "  Ann: A blue vase for my grandmother\n"
         "  Bo: She must have loved it"
     ) in raw
+
+
+@pytest.mark.asyncio
+async def test_a_record_gains_a_share_of_what_the_raw_turns_of_its_turn_scored(
+    store: EvidenceStore,
+) -> None:
+    said, other = (
+        build_record(make_segment("a", session, 0, (tid,)), MemoryType.fact, text, [tid])
+        for session, tid, text in (
+            ("s2", "t3", "Ann gave a gift"),
+            ("s1", "t9", "Ann gave a present"),
+        )
+    )
+    for r in (said, other):
+        index_batches(
+            store,
+            [make_batch(make_segment("a", r.source_session, 0, r.evidence), [r])],
+            HashEmbedder(),
+        )
+    q = "blue vase grandmother gift present"
+    scores = []
+    for c in (RecallConfig(turn_credit=0.0, turn_credit_head=0.0), RecallConfig()):
+        (route,) = await MultiRouteRecall(store, HashEmbedder(), c).recall(plan(q), q, "a", 20)
+        scores.append({x.item_id: x.channel_scores["route_rrf"] for x in route.candidates})
+    off, on = scores
+    gift, present = (f"a/record/{r.record_id}" for r in (said, other))
+    # credited by its own session's turn t3, not by session s1's window of a t3, found higher
+    assert off["a/s1/t2..t4"] > off["a/s2/t3"]
+    assert on[gift] == pytest.approx(off[gift] + 0.7 * off["a/s2/t3"])
+    assert on[present] == off[present]  # no raw turn of t9 was found
+    assert {i: v for i, v in on.items() if "/record/" not in i} == {
+        i: v for i, v in off.items() if "/record/" not in i
+    }  # windows and turns keep their own scores
