@@ -46,9 +46,7 @@ _COMPARISON = re.compile(
 )
 _AGGREGATE = re.compile(
     r"\bhow\s+many\b|\blist\b|\ball\b|\btotal\b|\bwhich\b.*\b(have|has|had)\b"
-    r"|\bwhat\s+(are|were)\b"  # and a plural noun asked of someone: "what books has Ana read"
-    r"|\b(what|which)\s+(?:\w+\s+){0,2}(?!(?:was|has|does|this)\b)\w+[^s\W]s"
-    r"\s+(have|has|had|do|does|did|are|were)\b",
+    r"|\bwhat\s+(are|were)\b",
     re.IGNORECASE,
 )
 _TYPE_RULES = (

@@ -32,10 +32,6 @@ SPEAKERS = ("Ana", "Bruno")
         ("List the cities Bruno visited.", QuestionType.aggregate),
         ("What are all the pets Ana owns?", QuestionType.aggregate),
         ("Which instruments have Bruno played?", QuestionType.aggregate),
-        ("What European countries has Ana been to?", QuestionType.aggregate),
-        ("What books does Bruno read?", QuestionType.aggregate),
-        ("What class does Ana take?", QuestionType.single),  # a singular noun ending in "s"
-        ("What has Ana painted?", QuestionType.single),
         ("Can you recommend a podcast for my commute?", QuestionType.personalized_advice),
         ("What should I cook for dinner tonight?", QuestionType.personalized_advice),
         ("Any advice on my morning routine?", QuestionType.personalized_advice),
