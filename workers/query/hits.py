@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 Hit = tuple[str, dict[str, Any], float, str | None]
 """One row a channel found: its item id, the row, the score it gave and the node it came
-through. A plain tuple: a k = 100 request makes thousands."""
+through."""
 
 
 class Channel(NamedTuple):
