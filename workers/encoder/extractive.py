@@ -88,11 +88,11 @@ _FILLER = wordset(
 _GREETING = re.compile(
     r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|haha\w*|aww*|thanks)\b[^,.!]{0,20}[,!.]\s+)+", re.I
 )
-# "Totally agree, Mel." / "John, that's rough.": a name called, not a thing said about anyone
+# "Totally agree, Lea." / "Omar, that's rough.": a name called, not a thing said about anyone
 _CALLED_LAST = re.compile(r",\s+([A-Z][\w'’]*)([.!]*)$")
 _CALLED_FIRST = re.compile(r"^([A-Z][\w'’]*),\s+")
-_NAME_ONLY = re.compile(r"[A-Z][\w'’]*[.!]*")  # what "Thanks, Joanna." leaves of itself
-# "Bye Caroline.", "Night, Gina!": a salute and a name, nothing more ("I'm Ana." is kept)
+_NAME_ONLY = re.compile(r"[A-Z][\w'’]*[.!]*")  # what "Thanks, Lea." leaves of itself
+# "Bye Lea.", "Night, Omar!": a salute and a name, nothing more ("I'm Ana." is kept)
 _SALUTE = wordset("hi hello hey bye goodbye thanks thank you night morning congrats cheers")
 _CAP_STOP = wordset(
     "I I. I'm I've I'll I'd I’m I’ve I’ll I’d The A An My Our It This That Oh Hey Hi OK"
@@ -297,8 +297,8 @@ def _is_filler(sentence: str, scope: _Scope) -> bool:
 
 def _uncalled(text: str) -> str:
     """Without a name called that the sentence names again once "you" is written as that
-    name: "Caroline, Caroline is doing great" reads "Caroline is doing great"; "Caroline,
-    sounds like a great parade" keeps it, the only word saying whose parade."""
+    name: "Lea, Lea is doing great" reads "Lea is doing great"; "Lea, sounds like a great
+    parade" keeps it, the only word saying whose parade."""
     for called, keep in ((_CALLED_FIRST, ""), (_CALLED_LAST, r"\2")):
         if (m := called.search(text)) and re.search(
             rf"(?<!\w){re.escape(m[1])}(?!\w)", text[: m.start()] + text[m.end() :]

@@ -219,8 +219,8 @@ def test_memory_type_rules(text: str, kind: MemoryType) -> None:
     "text",
     ["hi", "Thanks!", "haha", "ok", "Congrats!", "Hey Bruno!", "That's awesome!",
      "Thank you so much, Bruno!", "Sorry to hear that, Bruno.", "So tired.",
-     "Have you been to Lisbon?", "Thanks, Joanna.", "Bye Caroline.", "Totally agree, Mel.",
-     "Definitely, Maria.", "Joanna, that's rough.", "Night, Gina!"],
+     "Have you been to Lisbon?", "Thanks, Lea.", "Bye Lea.", "Totally agree, Lea.",
+     "Definitely, Omar.", "Omar, that's rough.", "Night, Omar!"],
 )  # fmt: skip
 def test_filler_greetings_and_questions_make_no_record(text: str) -> None:
     recs = records(("Ana", text), ("Bruno", "Bruno grows tomatoes on the balcony."))
@@ -359,9 +359,9 @@ def test_context_carries_the_subject_the_turn_before_names() -> None:
 
 
 def test_a_name_called_at_either_end_does_not_hide_what_the_sentence_says() -> None:
-    recs = records(("Ana", "Caroline, I painted a lake. It's in the heart of Lisbon, Portugal."))
+    recs = records(("Ana", "Lea, I painted a lake. It's in the heart of Lisbon, Portugal."))
     assert [r.semantic_text for r in recs] == [
-        "Caroline, Ana painted a lake.",
+        "Lea, Ana painted a lake.",
         "It's in the heart of Lisbon, Portugal.",
     ]
 
