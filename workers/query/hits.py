@@ -34,8 +34,7 @@ def record_hits(
     for r in rows:
         if session_id is not None and r.get("source_session") != session_id:
             continue
-        score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
-        out.append((record_item_id(r), r, score, None))
+        out.append((record_item_id(r), r, _score(r, score_key), None))
     return out
 
 
@@ -45,10 +44,14 @@ def turn_hits(
     """Turn hits, each as its window when it has one (the hit's score carried over)."""
     out: list[Hit] = []
     for r in rows:
-        score = 1.0 - float(r[score_key]) if score_key == "_distance" else float(r[score_key])
         hit = around.get(r["id"], r)
-        out.append((hit["id"], hit, score, None))
+        out.append((hit["id"], hit, _score(r, score_key), None))
     return out
+
+
+def _score(row: dict[str, Any], key: str) -> float:
+    """Higher is better: a vector search's `_distance` turned into a similarity."""
+    return 1.0 - float(row[key]) if key == "_distance" else float(row[key])
 
 
 def candidate_fields(row: dict[str, Any]) -> dict[str, Any]:

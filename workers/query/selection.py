@@ -177,7 +177,7 @@ class FusedOrder(Sequence[Fused]):
             best = (kappa + 1) / (kappa + best_rank[cid])
             share = len(seen_in[cid]) / len(routes)
             self._fusion[cid] = (scores[cid], best, share)
-            keys.append((-final_score(best, share), -scores[cid], cid))  # as `_rank_key`
+            keys.append(_order_key(final_score(best, share), scores[cid], cid))
         self._order = [cid for *_, cid in sorted(keys)]
         self._built: list[Fused] = []
 
@@ -214,15 +214,13 @@ class FusedOrder(Sequence[Fused]):
         )
 
 
-def fuse_routes(
-    routes: Sequence[RouteRanking], kappa: int = RRF_KAPPA, reuse: Reuse | None = None
-) -> list[Fused]:
-    """Every item of `FusedOrder(routes, kappa, reuse)`, in its order."""
-    return list(FusedOrder(routes, kappa, reuse))
+def _order_key(final: float, rrf_score: float, item_id: str) -> tuple[float, float, str]:
+    """Best final score first, then the higher reciprocal-rank sum, then the smaller id."""
+    return (-final, -rrf_score, item_id)
 
 
 def _rank_key(f: Fused) -> tuple[float, float, str]:
-    return (-f.fused, -f.rrf, f.item_id)
+    return _order_key(f.fused, f.rrf, f.item_id)
 
 
 def route_quota(k: int, routes: int) -> int:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from workers.query.scorer import FEATURES, Lead, Scorer, features, lead, lead_order, question_terms
-from workers.query.selection import Candidate, RouteRanking, fuse_routes
+from workers.query.selection import Candidate, FusedOrder, RouteRanking
 
 
 def cand(item_id: str, text: str, kind: str = "turn", **scores: float) -> Candidate:
@@ -60,7 +60,7 @@ def test_lead_reorders_selections_choice_and_reports_the_probability() -> None:
         [cand("t1", "Ana painted the fence blue"), cand("t2", "The weather was grey"),
          cand("t3", "Bruno fixed the ferry engine")],
     )  # fmt: skip
-    chosen = fuse_routes([route])
+    chosen = list(FusedOrder([route]))
     out = lead(chosen, "Who fixed the ferry engine?", False, only("words", 10.0), Lead(1, 1.0))
     assert [f.item_id for f in out] == ["t3", "t1", "t2"]
     assert out[0].scores()["final"] == round(out[0].fused, 6)  # the fusion score is kept
@@ -68,5 +68,5 @@ def test_lead_reorders_selections_choice_and_reports_the_probability() -> None:
 
 
 def test_without_a_second_stage_final_is_the_fusion_score() -> None:
-    (f,) = fuse_routes([RouteRanking("r0", [cand("t1", "Ana painted the fence")])])
+    (f,) = list(FusedOrder([RouteRanking("r0", [cand("t1", "Ana painted the fence")])]))
     assert f.second is None and "second" not in f.scores()

@@ -19,7 +19,6 @@ from workers.query.selection import (
     Reuse,
     RouteRanking,
     final_score,
-    fuse_routes,
     redundant_last,
     route_quota,
     rrf,
@@ -59,13 +58,15 @@ def ids(items: list[Fused]) -> list[str]:
 # --- fusion and scores ---------------------------------------------------------------------
 
 
-def test_fuse_routes_item_in_both_routes_sums_rrf_and_merges_provenance() -> None:
+def test_fused_order_item_in_both_routes_sums_rrf_and_merges_provenance() -> None:
     # A = [x, y], B = [z, y], kappa = 60.
     # y: rrf 1/62 + 1/62 = 1/31; best (61/62); route 2/2 = 1 -> final 0.82*61/62 + 0.18
     # x, z: rrf 1/61; best 61/61 = 1; route 1/2 -> final 0.82 + 0.09 = 0.91 (tie -> by id)
     y_a = cand("y", entities=("Ann",), queries=("qa",), scores={"record_vector": 0.7})
     y_b = cand("y", nodes=("n1",), queries=("qb",), scores={"record_vector": 0.6, "turn_fts": 3.2})
-    out = fuse_routes([RouteRanking("A", [cand("x"), y_a]), RouteRanking("B", [cand("z"), y_b])])
+    out = list(
+        FusedOrder([RouteRanking("A", [cand("x"), y_a]), RouteRanking("B", [cand("z"), y_b])])
+    )
     assert ids(out) == ["y", "x", "z"]
     y, x, _ = out
     assert y.rrf == pytest.approx(1 / 31)
@@ -84,14 +85,14 @@ def test_fuse_routes_item_in_both_routes_sums_rrf_and_merges_provenance() -> Non
     assert x.fused == pytest.approx(0.91)
 
 
-def test_fuse_routes_repeated_item_in_one_route_counts_once_at_best_rank() -> None:
+def test_fused_order_repeated_item_in_one_route_counts_once_at_best_rank() -> None:
     # A = [x, y, x]: x keeps rank 1 -> rrf 1/61, best 1.0; y rank 2 -> 1/62.
-    out = fuse_routes([RouteRanking("A", [cand("x"), cand("y"), cand("x")])])
+    out = list(FusedOrder([RouteRanking("A", [cand("x"), cand("y"), cand("x")])]))
     assert [(f.item_id, f.rrf) for f in out] == [("x", pytest.approx(1 / 61)), ("y", 1 / 62)]
 
 
-def test_fuse_routes_empty_route_counts_in_route_score() -> None:
-    out = fuse_routes([RouteRanking("A", [cand("x")]), RouteRanking("B", [])])
+def test_fused_order_empty_route_counts_in_route_score() -> None:
+    out = list(FusedOrder([RouteRanking("A", [cand("x")]), RouteRanking("B", [])]))
     assert out[0].route_score == 0.5
 
 
@@ -191,7 +192,9 @@ def test_a_fused_order_builds_only_the_items_read_and_selects_as_the_whole_list(
         RouteRanking(r, [replace(c, queries=(r,), channel_scores={r: rng.random()}) for c in rng.sample(cands, 50)])
         for r in "ABC"
     ]  # fmt: skip
-    whole = fuse_routes(routes)
+    whole = list(FusedOrder(routes))
+    # the order it precomputed is that of the built items' own scores
+    assert whole == sorted(whole, key=lambda f: (-f.fused, -f.rrf, f.item_id))
     reuse = CountingReuse()
     order = FusedOrder(routes, reuse=reuse)
     assert len(order) == len(whole)
@@ -214,9 +217,9 @@ def test_fusing_again_with_reuse_keeps_every_score_and_merge() -> None:
     ]  # fmt: skip
     reordered = [RouteRanking(r.route_id, r.candidates[::-1]) for r in routes]
     reuse = Reuse()
-    fuse_routes(routes, reuse=reuse)  # every item merged in the routes' own order first
-    again = fuse_routes(reordered, reuse=reuse)
-    plain = fuse_routes(reordered)
+    list(FusedOrder(routes, reuse=reuse))  # every item merged in the routes' own order first
+    again = list(FusedOrder(reordered, reuse=reuse))
+    plain = list(FusedOrder(reordered))
     assert [(f.item_id, f.rrf, f.best, f.routes) for f in again] == [
         (f.item_id, f.rrf, f.best, f.routes) for f in plain
     ]
@@ -288,7 +291,7 @@ def test_select_is_deterministic_with_ties_broken_by_item_id() -> None:
     assert ids(select(tied, k=3, n_routes=1)) == ["a", "c", "m"]
     assert ids(select(tied[::-1], k=3, n_routes=1)) == ["a", "c", "m"]
     for routes in ([("A", "m"), ("B", "k")], [("B", "k"), ("A", "m")]):
-        out = fuse_routes([RouteRanking(r, [cand(i)]) for r, i in routes])
+        out = list(FusedOrder([RouteRanking(r, [cand(i)]) for r, i in routes]))
         assert ids(out) == ["k", "m"]
 
 
@@ -328,7 +331,7 @@ def test_select_first_stops_at_the_first_items_of_the_whole_selection() -> None:
     rng = random.Random(3)
     cands = random_candidates(rng, 60)
     routes = [RouteRanking(r, rng.sample(cands, 30)) for r in "AB"]
-    every = fuse_routes(routes)
+    every = list(FusedOrder(routes))
     whole = select(every, k=20, n_routes=2)
     for first in (1, 6, 20, 40):  # the two routes' coverage comes first, whatever `first` says
         part = select(every, k=20, n_routes=2, first=first)
@@ -338,8 +341,8 @@ def test_select_first_stops_at_the_first_items_of_the_whole_selection() -> None:
 
 
 def test_select_end_to_end_from_fused_routes() -> None:
-    out = fuse_routes(
-        [RouteRanking("A", [cand("a1"), cand("a2")]), RouteRanking("B", [cand("b1")])]
+    out = list(
+        FusedOrder([RouteRanking("A", [cand("a1"), cand("a2")]), RouteRanking("B", [cand("b1")])])
     )
     assert set(ids(select(out, k=2, n_routes=2))) == {"a1", "b1"}
     assert select([], k=5, n_routes=2) == []
@@ -352,7 +355,7 @@ def _headed(head: int, k: int = 4) -> list[str]:
         for n, (i, h) in enumerate([("a", 0.1), ("b", 0.2), ("c", 0.3), ("d", 0.4)])
     ]
     routes = [RouteRanking("A", order)]
-    return ids(with_head(routes, select(fuse_routes(routes), k, 1), k, head))
+    return ids(with_head(routes, select(list(FusedOrder(routes)), k, 1), k, head))
 
 
 def test_with_head_takes_the_first_items_by_head_score_and_the_rest_in_order() -> None:
@@ -419,5 +422,5 @@ def test_route_coverage_skips_an_item_whose_turns_another_route_shows() -> None:
     # route B's best item stands for the same turn as route A's: B's quota goes to its next
     a1 = cand("a1", turns=("t1",))
     b_same, b_next = cand("b1", turns=("t1",)), cand("b2", turns=("t7",))
-    out = fuse_routes([RouteRanking("A", [a1]), RouteRanking("B", [b_same, b_next])])
+    out = list(FusedOrder([RouteRanking("A", [a1]), RouteRanking("B", [b_same, b_next])]))
     assert ids(select(out, k=2, n_routes=2)) == ["a1", "b2"]

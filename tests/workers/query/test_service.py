@@ -17,7 +17,7 @@ from schemas.records import NodeType, Temporal
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches, turn
 from workers.query.adapter import QueryAdapter
 from workers.query.multiroute import MultiRouteRecall
-from workers.query.selection import POOL_FACTOR, fuse_routes, select
+from workers.query.selection import POOL_FACTOR, FusedOrder, select
 from workers.query.service import NODE_ABLATIONS, QueryDeps, QueryService
 from workers.store import EvidenceStore
 
@@ -229,7 +229,7 @@ async def test_a_lone_routes_ranking_is_cut_where_selection_stops_reading(
         cut = await recall.recall(plan, question, "a", k, depth=POOL_FACTOR * k)
         assert len(cut[0].candidates) == min(POOL_FACTOR * k, len(whole[0].candidates))
         full = await recall.recall(plan, question, "a", k)
-        assert select(fuse_routes(cut), k, 1) == select(fuse_routes(full), k, 1)
+        assert select(list(FusedOrder(cut)), k, 1) == select(list(FusedOrder(full)), k, 1)
     two = plan.model_copy(
         update={"routes": [*plan.routes, Route(goal="where", queries=["Lisbon sister"])]}
     )

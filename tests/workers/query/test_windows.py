@@ -159,7 +159,7 @@ async def test_a_record_gains_a_share_of_what_the_raw_turns_of_its_turn_scored(
     gift, present = (f"a/record/{r.record_id}" for r in (said, other))
     # credited by its own session's turn t3, not by session s1's window of a t3, found higher
     assert off["a/s1/t2..t4"] > off["a/s2/t3"]
-    assert on[gift] == pytest.approx(off[gift] + 0.7 * off["a/s2/t3"])
+    assert on[gift] == pytest.approx(off[gift] + RecallConfig().turn_credit * off["a/s2/t3"])
     assert on[present] == off[present]  # no raw turn of t9 was found
     assert {i: v for i, v in on.items() if "/record/" not in i} == {
         i: v for i, v in off.items() if "/record/" not in i
