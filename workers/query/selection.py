@@ -10,7 +10,7 @@ and 8).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal, overload
 
@@ -65,6 +65,9 @@ class Candidate:
     memory_type: str | None = None
     mentioned: str | None = None  # conversation date of a record's source (ISO)
     context: str | None = None  # a record's context (schemas.records.MemoryRecord.context)
+
+
+Demote = Callable[[Sequence[Candidate]], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -289,6 +292,7 @@ def select(
     dated: bool = False,
     reuse: Reuse | None = None,
     first: int | None = None,
+    demote: Demote | None = None,
 ) -> list[Fused]:
     """Route coverage first, then MMR-style greedy to k items, returned in selection order.
 
@@ -301,6 +305,7 @@ def select(
     An item whose turns the chosen items all show already loses `redundant` (`_Fresh`);
     for a `dated` question (when ...?), not a record that states a date none of them shows.
     `first`: stop once that many are chosen, the first items of the whole selection of k.
+    `demote`: what each pool item's relevance loses (`workers.query.speakers.Aside`).
     """
     if pool_factor < 2:
         raise ValueError("pool_factor must be >= 2 so diversity can change the kept set")
@@ -314,6 +319,8 @@ def select(
     hi, lo = top[0].fused, top[-1].fused
     pool.sort(key=lambda f: f.item_id)  # argmax keeps the first of equal gains: smallest id
     relevance = np.array([(f.fused - lo) / (hi - lo) if hi > lo else 1.0 for f in pool])
+    if demote is not None:
+        relevance = relevance - demote([f.candidate for f in pool])
     sim = (reuse or Reuse()).similarity([f.candidate for f in [*chosen, *pool]])[len(chosen) :]
     max_sim = sim[:, : len(chosen)].max(axis=1, initial=0.0)  # to the selected set
     sim = sim[:, len(chosen) :]
@@ -343,6 +350,7 @@ def with_head(
     head: int = HEAD,
     dated: bool = False,
     reuse: Reuse | None = None,
+    demote: Demote | None = None,
 ) -> list[Fused]:
     """`chosen` (selection over the usual fusion) behind a head: the first `head` items of
     the same selection over each route re-ordered by its HEAD_SCORE. An item of the head
@@ -352,9 +360,8 @@ def with_head(
     sharp = [RouteRanking(r.route_id, by_head(r.candidates)) for r in routes]
     # the first items of a full selection: one of `head` items alone reads a smaller pool,
     # which measured lower on open-domain (docs/notes/issue25.md, round 6)
-    top = select(
-        FusedOrder(sharp, reuse=reuse), k, len(routes), dated=dated, reuse=reuse, first=head
-    )
+    fused = FusedOrder(sharp, reuse=reuse)
+    top = select(fused, k, len(routes), dated=dated, reuse=reuse, first=head, demote=demote)
     top = top[: min(head, k)]
     ids = {f.item_id for f in top}
     return [*top, *(f for f in chosen if f.item_id not in ids)][:k]

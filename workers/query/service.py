@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -45,6 +45,7 @@ from workers.query.selection import (
     sort_only,
     with_head,
 )
+from workers.query.speakers import Turn, aside_for
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
 
@@ -138,7 +139,8 @@ class QueryService:
             _Second(second, req.query, when),
             picked,
             0 if rerank else HEAD,  # a cross-encoder's order is not re-fused
-            None if rerank else partial(_positions, self.recall.store, req.namespace),
+            _Turns(self.recall.store, req.namespace, near=not rerank),
+            [r.speaker for r in plan.routes],
         )
         t = watch.lap("selection", t)
         answer = None
@@ -226,25 +228,28 @@ def _selected(
     second: _Second,
     picked: int,
     head: int,
-    positions: Callable[[Sequence[Fused]], Seqs] | None,
+    turns: _Turns,
+    route_speakers: Sequence[str | None],
 ) -> tuple[list[EvidenceItem], str, int]:
     """Fusion, selection of `picked` items behind their head (or the no-fusion cut), the
-    second stage's lead, items that show nothing new last, items near the first ones up
-    (where `positions` tells where turns sit), the first k, then the evidence and its
-    context."""
+    other speaker's items demoted when the question is about a person, the second stage's
+    lead, items that show nothing new last, items near the first ones up (`turns.near`),
+    the first k, then the evidence and its context."""
     reuse = Reuse()  # the head fuses and selects mostly the same items again
     fused = FusedOrder(routes, reuse=reuse)
     if no_fusion:
         chosen = sort_only(fused, k)
     else:
         when = second.temporal
-        chosen = select(fused, picked, len(routes), dated=when, reuse=reuse)
-        chosen = with_head(routes, chosen, picked, head, dated=when, reuse=reuse)
+        pool = [f.candidate for f in fused[: POOL_FACTOR * picked]]
+        aside = aside_for(route_speakers, turns.said_by, pool)
+        chosen = select(fused, picked, len(routes), dated=when, reuse=reuse, demote=aside)
+        chosen = with_head(routes, chosen, picked, head, dated=when, reuse=reuse, demote=aside)
         if second.scorer is not None:  # its few most likely items of that choice lead
             chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)
         chosen = redundant_last(chosen, dated=when)
-        if positions is not None:
-            seqs = positions(chosen[:LED_POOL])  # all that near_first reads
+        if turns.near:
+            seqs = turns.seqs(chosen[:LED_POOL])  # all that near_first reads
             chosen = redundant_last(near_first(chosen, seqs, LED_POOL), dated=when)
         chosen = chosen[:k]
     evidence = [_evidence(f) for f in chosen]
@@ -252,10 +257,22 @@ def _selected(
     return evidence, context, tokens
 
 
-def _positions(store: EvidenceStore, namespace: str, chosen: Sequence[Fused]) -> Seqs:
-    """Where the turns of `chosen` sit in their sessions, for `near_first`."""
-    turns = {(f.candidate.session_id, t) for f in chosen for t in f.candidate.turn_ids}
-    return store.turns.seqs(namespace, turns)
+@dataclass(frozen=True)
+class _Turns:
+    """The request's namespace in the turns table: where turns sit and who said them.
+    `near`: whether items near the first ones move up (not after a cross-encoder)."""
+
+    store: EvidenceStore
+    namespace: str
+    near: bool
+
+    def seqs(self, chosen: Sequence[Fused]) -> Seqs:
+        """Where the turns of `chosen` sit in their sessions, for `near_first`."""
+        turns = {(f.candidate.session_id, t) for f in chosen for t in f.candidate.turn_ids}
+        return self.store.turns.seqs(self.namespace, turns)
+
+    def said_by(self, turns: Iterable[Turn]) -> dict[Turn, str]:
+        return self.store.turns.speakers(self.namespace, turns)
 
 
 def _evidence(f: Fused) -> EvidenceItem:

@@ -130,24 +130,36 @@ class TurnsTable(Table):
     def seqs(self, namespace: str, turns: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
         """Each `(session_id, turn_id)`'s exchange position in its session (`seq`); turns
         that are not stored are left out."""
+        return {k: int(v) for k, v in self._column_of(namespace, turns, "seq").items()}
+
+    def speakers(
+        self, namespace: str, turns: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], str]:
+        """Who said each `(session_id, turn_id)`; turns not stored or without a speaker name
+        are left out."""
+        return {k: v for k, v in self._column_of(namespace, turns, "speaker").items() if v}
+
+    def _column_of(
+        self, namespace: str, turns: Iterable[tuple[str, str]], column: str
+    ) -> dict[tuple[str, str], Any]:
         tbl = self.table()
         wanted = {turn_row_id(namespace, s, t): (s, t) for s, t in turns}
         if tbl is None or not wanted:
             return {}
         snap = self.db.snapshot(tbl, TURNS, namespace, _READ_COLUMNS)
-        if snap is not None:  # the seq column, not whole rows
-            seq = snap.column("seq")
-            return {wanted[i]: int(seq[snap.row_of[i]]) for i in wanted if i in snap.row_of}
+        if snap is not None:  # one column, not whole rows
+            values = snap.column(column)
+            return {wanted[i]: values[snap.row_of[i]] for i in wanted if i in snap.row_of}
         rows = [  # a namespace too large for a snapshot: the two columns, not the vectors
             row
             for chunk in chunks(list(wanted), ID_CHUNK)
             for row in tbl.search()
             .where(f"{namespace_filter(namespace)} AND {id_in(chunk)}", prefilter=True)
-            .select(["id", "seq"])
+            .select(["id", column])
             .limit(None)
             .to_list()
         ]
-        return {wanted[r["id"]]: int(r["seq"]) for r in rows}
+        return {wanted[r["id"]]: r[column] for r in rows}
 
     def ids(self, namespace: str) -> set[str]:
         """Turn ids of a namespace as of the latest version, whoever wrote it."""

@@ -6,6 +6,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from workers.query.likeness import signature_similarity
@@ -424,3 +425,16 @@ def test_route_coverage_skips_an_item_whose_turns_another_route_shows() -> None:
     b_same, b_next = cand("b1", turns=("t1",)), cand("b2", turns=("t7",))
     out = list(FusedOrder([RouteRanking("A", [a1]), RouteRanking("B", [b_same, b_next])]))
     assert ids(select(out, k=2, n_routes=2)) == ["a1", "b2"]
+
+
+def test_a_demoted_item_loses_its_place_to_a_less_relevant_one() -> None:
+    pool = [fused(cand(i), b) for i, b in [("a", 1.0), ("b", 0.9), ("c", 0.5), ("d", 0.1)]]
+
+    def demote(cands: Sequence[Candidate]) -> np.ndarray:
+        return np.array([0.5 if c.item_id == "a" else 0.0 for c in cands])
+
+    assert ids(select(pool, 2, 1, pool_factor=2))[0] == "a"
+    assert ids(select(pool, 2, 1, pool_factor=2, demote=demote)) == ["b", "a"]
+    routes = [RouteRanking("A", [f.candidate for f in pool])]
+    head = with_head(routes, select(pool, 2, 1, pool_factor=2), 2, head=1, demote=demote)
+    assert ids(head)[0] == "b"

@@ -15,6 +15,7 @@ from schemas.plan import Plan, QuestionType, Route, TemporalFilter
 from schemas.query import Ablation
 from schemas.records import NodeType, Temporal
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches, turn
+from tests.workers.store.test_forget import raw
 from workers.query.adapter import QueryAdapter
 from workers.query.multiroute import MultiRouteRecall
 from workers.query.selection import POOL_FACTOR, FusedOrder, select
@@ -311,3 +312,29 @@ async def test_what_was_said_on_the_day_a_question_names_comes_first(tmp_path: P
 
     assert [e.text for e in dated.evidence] == ["Ann made a stew for Bo", "Ann cooked curry"]
     assert plain.evidence[0].text == "Ann cooked curry"
+
+
+async def test_a_question_about_a_person_puts_their_own_words_first(tmp_path: Path) -> None:
+    """Two records alike but for a word the questions do not use, one of Lea's turn and one
+    of Omar's, among others: the one said by the person the question names comes first,
+    whichever it is."""
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    emb = HashEmbedder()
+    said = ["The pottery class on Sunday was fun", "The pottery class on Sunday was lovely"]
+    batches = [batch("a", i, [text], entities=()) for i, text in enumerate(said)]
+    other = ["Bo fixed the old bike", "Ann baked bread", "The train was late again"]
+    index_batches(s, [*batches, batch("a", 2, other)], emb)
+    by = {b.records[0].evidence[0]: who for b, who in zip(batches, ["Lea", "Omar"], strict=True)}
+    s.turns.upsert(
+        [
+            raw("a", "s1", t, "it was great", emb).model_copy(update={"speaker": w})
+            for t, w in by.items()
+        ]
+    )
+
+    for who in ("Lea", "Omar"):
+        reply = await service(s).search(
+            request("a", f"What did {who} say about the pottery class?")
+        )
+        records = [e for e in reply.evidence if e.kind == "record" and e.turn_ids[0] in by]
+        assert [by[e.turn_ids[0]] for e in records] == [who, "Omar" if who == "Lea" else "Lea"]

@@ -228,6 +228,24 @@ def test_turn_positions_read_from_memory_and_from_lancedb_agree(
     assert snap.turns.seqs("b", asked) == {} == plain.turns.seqs("a", [])
 
 
+def test_who_said_a_turn_reads_from_memory_and_from_lancedb_alike(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    plain = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM)
+    said = {"t0": "Lea", "t1": "Omar", "t2": None}
+    plain.turns.upsert(
+        [
+            raw("a", "s1", t, f"turn {t}", emb).model_copy(update={"speaker": w})
+            for t, w in said.items()
+        ]
+    )
+    snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
+    asked = [("s1", "t1"), ("s1", "t0"), ("s1", "t2"), ("s2", "t0")]
+    want = {("s1", "t1"): "Omar", ("s1", "t0"): "Lea"}  # no name, another session: absent
+    assert plain.turns.speakers("a", asked) == want == snap.turns.speakers("a", asked)
+    assert snap.turns.speakers("b", asked) == {}
+
+
 def test_the_best_scores_come_in_a_stable_sorts_order_ties_included() -> None:
     rng = np.random.default_rng(0)
     for trial in range(2000):

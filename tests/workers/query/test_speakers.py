@@ -1,0 +1,63 @@
+"""Whose words an item reports: the asked people and the items none of them said."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from workers.query.selection import Candidate
+from workers.query.speakers import ASIDE, Aside, Turn, aside_for, asked_people
+
+SAID = {("s1", "t1"): "Lea Costa", ("s1", "t2"): "Omar", ("s2", "t1"): "Omar"}
+
+
+def item(*turns: str, session: str = "s1") -> Candidate:
+    return Candidate(f"{session}/{'+'.join(turns)}", "record", "x", session, tuple(turns))
+
+
+class Lookups:
+    def __init__(self) -> None:
+        self.asked: list[set[Turn]] = []
+
+    def __call__(self, turns: Iterable[Turn]) -> dict[Turn, str]:
+        wanted = set(turns)
+        self.asked.append(wanted)
+        return {t: SAID[t] for t in wanted if t in SAID}
+
+
+def test_a_route_names_a_speaker_by_whole_or_first_name() -> None:
+    speakers = ["Lea Costa", "Omar"]
+    assert asked_people(["Lea"], speakers) == {"Lea Costa"}
+    assert asked_people(["Lea Costa", "Omar"], speakers) == {"Lea Costa", "Omar"}
+    assert asked_people(["Lisbon"], speakers) == frozenset()
+
+
+def test_an_item_is_aside_when_none_of_its_turns_an_asked_person_said() -> None:
+    aside = Aside(frozenset({"Lea Costa"}), Lookups(), {})
+    got = aside([item("t1"), item("t2"), item("t1", "t2"), item("t1", session="s2")])
+    # Lea's turn; Omar's; a window of both; a session where t1 is Omar's
+    assert got.tolist() == [0.0, ASIDE, 0.0, ASIDE]
+
+
+def test_what_cannot_be_told_is_not_demoted() -> None:
+    aside = Aside(frozenset({"Lea Costa"}), Lookups(), {})
+    assert aside([item("t9"), item("t2", "t9"), item()]).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_turns_are_looked_up_once() -> None:
+    lookups = Lookups()
+    aside = Aside(frozenset({"Omar"}), lookups, {("s1", "t1"): "Lea Costa"})
+    aside([item("t1"), item("t2"), item("t9")])
+    aside([item("t2"), item("t9")])
+    assert lookups.asked == [{("s1", "t2"), ("s1", "t9")}]
+
+
+def test_no_demotion_unless_every_route_is_about_a_speaker_of_the_pool() -> None:
+    pool = [item("t1"), item("t2")]
+    assert aside_for(["Lea", None], Lookups(), pool) is None  # a route about no one
+    assert aside_for([], Lookups(), pool) is None
+    assert aside_for(["Lisbon"], Lookups(), pool) is None  # no speaker of these turns
+    found = aside_for(["Lea", "Lisbon"], Lookups(), pool)
+    assert found is not None and found.asked == {"Lea Costa"}
+    assert np.array_equal(found(pool), [0.0, ASIDE])
