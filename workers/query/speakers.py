@@ -2,11 +2,10 @@
 
 In a conversation between two people, a question that names one of them ("What activities
 does Lea do?") is answered by that person's own turns far more often than by the other's
-replies about them (on LoCoMo's dev split 94 % of such questions' evidence turns). Selection
-takes ASIDE from the relevance of an item none of whose turns an asked person said, so the
-other speaker's replies ("That sounds fun, Lea!") stop filling the places the asked person's
-turns should have. ASIDE was chosen on the dev split with each conversation held back
-(docs/notes/issue25.md, round 13).
+replies about them. Selection takes ASIDE from the relevance of an item none of whose turns
+an asked person said, so the other speaker's replies ("That sounds fun, Lea!") stop taking
+the places the asked person's turns should have. ASIDE was chosen on LoCoMo's dev split with
+each conversation held back (docs/notes/issue25.md, round 13).
 """
 
 from __future__ import annotations
@@ -66,6 +65,7 @@ def aside_for(
     named = [s for s in route_speakers if s]
     if not named or len(named) < len(route_speakers):
         return None
-    said = said_by({(c.session_id, t) for c in pool for t in c.turn_ids})
+    turns = {(c.session_id, t) for c in pool for t in c.turn_ids}
+    said = said_by(turns)
     asked = asked_people(named, said.values())
-    return Aside(asked, said_by, said) if asked else None
+    return Aside(asked, said_by, {t: said.get(t, "") for t in turns}) if asked else None
