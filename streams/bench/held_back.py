@@ -63,8 +63,13 @@ def choose(settings: Mapping[str, Sequence[Scored]], no_category_lower: bool) ->
     """Each conversation's setting, chosen on the other conversations' questions (ties: the
     earlier dump)."""
     names = list(settings)
+    conversations = sorted({r.namespace for r in settings[names[0]]})
+    if len(conversations) < 2:
+        raise ValueError(
+            f"one conversation ({', '.join(conversations) or 'none'}): nothing to hold it back from"
+        )
     choice = {}
-    for ns in sorted({r.namespace for r in settings[names[0]]}):
+    for ns in conversations:
         rest = {n: [r for r in settings[n] if r.namespace != ns] for n in names}
         base = figures(rest[names[0]])
         allowed = [
@@ -97,9 +102,12 @@ def main() -> None:
         settings = scored(args.dumps[0], args.dumps)
     except (DumpMismatch, ValidationError, OSError, json.JSONDecodeError) as exc:
         parser.error(f"cannot read the dumps as answers to the same questions: {exc}")
+    try:
+        choice = choose(settings, args.no_category_lower)
+    except ValueError as exc:
+        parser.error(f"the dumps hold questions with gold turns of {exc}")
     for name, rows in settings.items():
         print(_line(name, figures(rows)))
-    choice = choose(settings, args.no_category_lower)
     held: list[Scored] = []
     for ns, name in choice.items():
         print(f"{ns} held back: chosen on the others {name}")

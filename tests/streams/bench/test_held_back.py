@@ -59,3 +59,8 @@ def test_the_command_prints_each_fold_and_refuses_dumps_of_other_questions(
         held_back.main()
     assert stop.value.code == 2
     assert "3 questions against 2" in capsys.readouterr().err
+    x.write_text(json.dumps(_dump({"a": True})))
+    y.write_text(json.dumps(_dump({"a": False})))
+    with pytest.raises(SystemExit):
+        held_back.main()
+    assert "one conversation (a): nothing to hold it back from" in capsys.readouterr().err
