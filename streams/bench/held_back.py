@@ -17,8 +17,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import mean
 
-import numpy as np
 from pydantic import ValidationError
 
 from streams.bench.compare import DumpMismatch, load, paired
@@ -50,12 +50,10 @@ def scored(first: Path, dumps: Sequence[Path]) -> dict[str, list[Scored]]:
 
 def figures(rows: Sequence[Scored]) -> dict[str, float]:
     """R@10 and R@1000 tokens over `rows`, then R@1000 tokens per category."""
-    out = {"R@10": float(np.mean([r.r10 for r in rows])), "R@1000 tok": 0.0}
-    out["R@1000 tok"] = float(np.mean([r.r1000 for r in rows]))
+    out = {"R@10": mean(r.r10 for r in rows), "R@1000 tok": mean(r.r1000 for r in rows)}
     for cat in CATEGORY_ORDER[1:]:
-        of = [r.r1000 for r in rows if r.category == cat]
-        if of:
-            out[cat] = float(np.mean(of))
+        if of := [r.r1000 for r in rows if r.category == cat]:
+            out[cat] = mean(of)
     return out
 
 
@@ -65,25 +63,19 @@ def choose(settings: Mapping[str, Sequence[Scored]], no_category_lower: bool) ->
     names = list(settings)
     conversations = sorted({r.namespace for r in settings[names[0]]})
     if len(conversations) < 2:
-        raise ValueError(
-            f"one conversation ({', '.join(conversations) or 'none'}): nothing to hold it back from"
-        )
+        held = ", ".join(conversations) or "none"
+        raise ValueError(f"one conversation ({held}): nothing to hold it back from")
     choice = {}
     for ns in conversations:
-        rest = {n: [r for r in settings[n] if r.namespace != ns] for n in names}
-        base = figures(rest[names[0]])
+        rest = {n: figures([r for r in settings[n] if r.namespace != ns]) for n in names}
+        base = rest[names[0]]
         allowed = [
             n for n in names
             if not no_category_lower
-            or all(figures(rest[n]).get(c, 1.0) >= v - 1e-9 for c, v in base.items() if c in CATEGORY_ORDER)
+            or all(rest[n].get(c, 0.0) >= v - 1e-9 for c, v in base.items() if c in CATEGORY_ORDER)
         ]  # fmt: skip
-        choice[ns] = max(
-            allowed,
-            key=lambda n: (
-                figures(rest[n])["R@10"] + figures(rest[n])["R@1000 tok"],
-                -names.index(n),
-            ),
-        )
+        gain = {n: rest[n]["R@10"] + rest[n]["R@1000 tok"] for n in allowed}
+        choice[ns] = max(allowed, key=lambda n: (gain[n], -names.index(n)))
     return choice
 
 
