@@ -241,8 +241,7 @@ def _selected(
         chosen = sort_only(fused, k)
     else:
         when = second.temporal
-        pool = [f.candidate for f in fused[: POOL_FACTOR * picked]]
-        aside = aside_for(route_speakers, turns.said_by, pool)
+        aside = aside_for(route_speakers, turns.said_by)
         chosen = select(fused, picked, len(routes), dated=when, reuse=reuse, demote=aside)
         chosen = with_head(routes, chosen, picked, head, dated=when, reuse=reuse, demote=aside)
         if second.scorer is not None:  # its few most likely items of that choice lead

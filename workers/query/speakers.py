@@ -33,39 +33,37 @@ def asked_people(route_speakers: Sequence[str], speakers: Iterable[str]) -> froz
 class Aside:
     """For each candidate, ASIDE if none of its turns was said by an asked person, else 0.
 
-    `said_by` looks up who said which turns (the turns table); a candidate whose turns are
+    The asked people are the conversation's speakers the `named` route people match, among
+    those who said the turns of the first pool asked about (selection's). `said_by` looks
+    up who said which turns (the turns table), each turn once; a candidate whose turns are
     not found, or have no speaker, is not aside: what cannot be told is not demoted.
     """
 
-    def __init__(self, asked: frozenset[str], said_by: SaidBy, known: Mapping[Turn, str]) -> None:
-        self.asked = asked
+    def __init__(self, named: Sequence[str], said_by: SaidBy) -> None:
+        self.named = named
+        self.asked: frozenset[str] | None = None  # known from the first pool
         self._said_by = said_by
-        self._said: dict[Turn, str] = dict(known)
+        self._said: dict[Turn, str] = {}
 
     def __call__(self, candidates: Sequence[Candidate]) -> np.ndarray:
         turns = [[(c.session_id, t) for t in c.turn_ids] for c in candidates]
         missing = {t for ts in turns for t in ts if t not in self._said}
         if missing:
-            self._said.update(self._said_by(missing))
-            self._said.update((t, "") for t in missing - self._said.keys())
-        aside = [bool(ts) and all(self._aside(t) for t in ts) for ts in turns]
+            found = self._said_by(missing)
+            self._said.update((t, found.get(t, "")) for t in missing)
+        if self.asked is None:
+            self.asked = asked_people(self.named, (w for w in self._said.values() if w))
+        asked, said = self.asked, self._said
+        if not asked:  # the routes' people say none of these turns: nothing to tell apart
+            return np.zeros(len(candidates))
+        aside = [bool(ts) and all(said[t] and said[t] not in asked for t in ts) for ts in turns]
         return ASIDE * np.asarray(aside, dtype=np.float64)
 
-    def _aside(self, turn: Turn) -> bool:
-        said = self._said[turn]
-        return bool(said) and said not in self.asked
 
-
-def aside_for(
-    route_speakers: Sequence[str | None], said_by: SaidBy, pool: Sequence[Candidate]
-) -> Aside | None:
-    """The request's `Aside`, or None unless every route is about a person and one of them
-    said turns of `pool` (the items selection reads first): a route about no one may look
-    for anyone's words."""
+def aside_for(route_speakers: Sequence[str | None], said_by: SaidBy) -> Aside | None:
+    """The request's `Aside`, or None unless every route is about a person: a route about
+    no one may look for anyone's words."""
     named = [s for s in route_speakers if s]
     if not named or len(named) < len(route_speakers):
         return None
-    turns = {(c.session_id, t) for c in pool for t in c.turn_ids}
-    said = said_by(turns)
-    asked = asked_people(named, said.values())
-    return Aside(asked, said_by, {t: said.get(t, "") for t in turns}) if asked else None
+    return Aside(named, said_by)

@@ -34,30 +34,38 @@ def test_a_route_names_a_speaker_by_whole_or_first_name() -> None:
 
 
 def test_an_item_is_aside_when_none_of_its_turns_an_asked_person_said() -> None:
-    aside = Aside(frozenset({"Lea Costa"}), Lookups(), {})
+    aside = Aside(["Lea"], Lookups())
     got = aside([item("t1"), item("t2"), item("t1", "t2"), item("t1", session="s2")])
     # Lea's turn; Omar's; a window of both; a session where t1 is Omar's
     assert got.tolist() == [0.0, ASIDE, 0.0, ASIDE]
+    assert aside.asked == {"Lea Costa"}
 
 
 def test_what_cannot_be_told_is_not_demoted() -> None:
-    aside = Aside(frozenset({"Lea Costa"}), Lookups(), {})
-    assert aside([item("t9"), item("t2", "t9"), item()]).tolist() == [0.0, 0.0, 0.0]
+    aside = Aside(["Lea"], Lookups())
+    assert aside([item("t1"), item("t9"), item("t2", "t9"), item()]).tolist() == [
+        0.0,
+        0.0,
+        0.0,
+        0.0,
+    ]
 
 
 def test_turns_are_looked_up_once() -> None:
     lookups = Lookups()
-    aside = Aside(frozenset({"Omar"}), lookups, {("s1", "t1"): "Lea Costa"})
+    aside = Aside(["Omar"], lookups)
     aside([item("t1"), item("t2"), item("t9")])
-    aside([item("t2"), item("t9")])
-    assert lookups.asked == [{("s1", "t2"), ("s1", "t9")}]
+    aside([item("t2"), item("t9"), item("t1", session="s2")])
+    assert lookups.asked == [{("s1", "t1"), ("s1", "t2"), ("s1", "t9")}, {("s2", "t1")}]
 
 
 def test_no_demotion_unless_every_route_is_about_a_speaker_of_the_pool() -> None:
     pool = [item("t1"), item("t2")]
-    assert aside_for(["Lea", None], Lookups(), pool) is None  # a route about no one
-    assert aside_for([], Lookups(), pool) is None
-    assert aside_for(["Lisbon"], Lookups(), pool) is None  # no speaker of these turns
-    found = aside_for(["Lea", "Lisbon"], Lookups(), pool)
-    assert found is not None and found.asked == {"Lea Costa"}
-    assert np.array_equal(found(pool), [0.0, ASIDE])
+    assert aside_for(["Lea", None], Lookups()) is None  # a route about no one
+    assert aside_for([], Lookups()) is None
+    alone = aside_for(["Lisbon"], Lookups())  # no speaker of these turns
+    assert alone is not None and alone(pool).tolist() == [0.0, 0.0]
+    assert alone.asked == frozenset()
+    found = aside_for(["Lea", "Lisbon"], Lookups())
+    assert found is not None and np.array_equal(found(pool), [0.0, ASIDE])
+    assert found.asked == {"Lea Costa"}
