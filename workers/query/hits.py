@@ -54,9 +54,24 @@ def _score(row: dict[str, Any], key: str) -> float:
     return 1.0 - float(row[key]) if key == "_distance" else float(row[key])
 
 
+def is_record(row: dict[str, Any]) -> bool:
+    """A record's row, not a turn window's or a raw turn's."""
+    return "semantic_text" in row
+
+
+def turns_of(row: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
+    """The session of a row and the turns it shows: a record's evidence, a window's turns,
+    a raw turn itself."""
+    if is_record(row):
+        return row["source_session"], tuple(row.get("evidence") or ())
+    turns = row.get("turn_ids")
+    return row["session_id"], tuple(turns) if turns is not None else (row["turn_id"],)
+
+
 def candidate_fields(row: dict[str, Any]) -> dict[str, Any]:
     """A candidate's fields that come from its row: a record, a turn window or a raw turn."""
-    if "semantic_text" in row:
+    session_id, turn_ids = turns_of(row)
+    if is_record(row):
         created = row.get("created_at")
         date = row.get("t_ref") or (
             created.date().isoformat() if isinstance(created, datetime) else None
@@ -64,8 +79,8 @@ def candidate_fields(row: dict[str, Any]) -> dict[str, Any]:
         return dict(
             kind="record",
             text=row["semantic_text"],
-            session_id=row["source_session"],
-            turn_ids=tuple(row.get("evidence") or ()),
+            session_id=session_id,
+            turn_ids=turn_ids,
             entities=tuple(row.get("entities") or ()),
             date=date or None,
             memory_type=row.get("memory_type"),
@@ -77,15 +92,15 @@ def candidate_fields(row: dict[str, Any]) -> dict[str, Any]:
         return dict(
             kind="window",
             text=row["text"],
-            session_id=row["session_id"],
-            turn_ids=tuple(row["turn_ids"]),
+            session_id=session_id,
+            turn_ids=turn_ids,
             date=_iso(row.get("session_date")),
         )
     return dict(
         kind="turn",
         text=row["text"],
-        session_id=row["session_id"],
-        turn_ids=(row["turn_id"],),
+        session_id=session_id,
+        turn_ids=turn_ids,
         date=_iso(row.get("session_date")),
         speaker=row.get("speaker"),
         role=row.get("role"),

@@ -28,9 +28,11 @@ from workers.query.hits import (
     Channel,
     Hit,
     candidate_fields,
+    is_record,
     record_hits,
     record_item_id,
     turn_hits,
+    turns_of,
 )
 from workers.query.selection import (
     HEAD_KAPPA,
@@ -404,22 +406,20 @@ def _credit_records(acc: dict[str, _Acc], share: float, head_share: float) -> No
     if not share and not head_share:
         return
     best: dict[tuple[str, str], tuple[float, float]] = {}
+    records = []
     for a in acc.values():
-        if "semantic_text" in a.base:
+        session, turns = turns_of(a.base)
+        if is_record(a.base):
+            records.append((a, session, turns))
             continue
-        session = a.base["session_id"]
-        for t in a.base.get("turn_ids") or (a.base["turn_id"],):
+        for t in turns:
             score, head = best.get((session, t), (0.0, 0.0))
             best[session, t] = (max(score, a.score), max(head, a.head))
-    if not best:
-        return
-    for a in acc.values():
-        if "semantic_text" in a.base:
-            session = a.base["source_session"]
-            found = [best[k] for t in a.base["evidence"] or () if (k := (session, t)) in best]
-            if found:
-                a.score += share * max(f[0] for f in found)
-                a.head += head_share * max(f[1] for f in found)
+    for a, session, turns in records if best else ():
+        found = [best[k] for t in turns if (k := (session, t)) in best]
+        if found:
+            a.score += share * max(f[0] for f in found)
+            a.head += head_share * max(f[1] for f in found)
 
 
 def _reciprocal(kappa: int, n: int) -> list[float]:
@@ -429,7 +429,7 @@ def _reciprocal(kappa: int, n: int) -> list[float]:
 
 def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
     """Whether a record was said, or a turn's session held, on a day inside the window."""
-    said = row.get("created_at") if "semantic_text" in row else row.get("session_date")
+    said = row.get("created_at") if is_record(row) else row.get("session_date")
     return isinstance(said, datetime) and window.overlaps(said.date().isoformat())
 
 
