@@ -38,14 +38,18 @@ class Scored:
 def scored(first: Path, dumps: Sequence[Path]) -> dict[str, list[Scored]]:
     """Each dump's questions with gold turns, checked to be the first dump's questions."""
     base = load(first)
-    out = {}
-    for path in dumps:
-        out[str(path)] = [
-            Scored(p.namespace, p.category, recall_at_k(p.after, p.gold, 10),
-                   recall_at_budget(p.after, p.gold, 1000))
-            for p in paired(base, load(path))
+    return {
+        str(path): [
+            Scored(
+                p.namespace,
+                p.category,
+                recall_at_k(p.after, p.gold, 10),
+                recall_at_budget(p.after, p.gold, 1000),
+            )
+            for p in paired(base, base if path == first else load(path))
         ]  # fmt: skip
-    return out
+        for path in dumps
+    }
 
 
 def figures(rows: Sequence[Scored]) -> dict[str, float]:
