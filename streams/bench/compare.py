@@ -57,7 +57,10 @@ FIELDS = ("namespace", "question", "category", "gold", "items")
 
 def load(path: Path) -> list[dict[str, Any]]:
     """A dump's replies, each checked for the fields a comparison reads."""
-    rows = json.loads(path.read_text())
+    try:
+        rows = json.loads(path.read_text())
+    except ValueError as exc:  # not UTF-8, or not JSON
+        raise DumpMismatch(f"{path}: not JSON ({exc})") from exc
     if not isinstance(rows, list):
         raise DumpMismatch(f"{path}: not a dump of replies (recall_probe or bench locomo --dump)")
     for i, row in enumerate(rows):
@@ -163,7 +166,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         pairs = paired(load(args.before), load(args.after))
-    except (DumpMismatch, ValidationError, OSError, json.JSONDecodeError) as exc:
+    except (DumpMismatch, ValidationError, OSError) as exc:
         parser.error(f"cannot pair {args.before} with {args.after}: {exc}")
     for line in report(pairs, _ints(args.k), _ints(args.budgets), args.resamples, args.seed):
         print(line)

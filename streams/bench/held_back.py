@@ -13,7 +13,6 @@ held-back figures.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,7 +95,7 @@ def main() -> None:
         parser.error("give at least two dumps: the settings to choose from")
     try:
         settings = scored(args.dumps[0], args.dumps)
-    except (DumpMismatch, ValidationError, OSError, json.JSONDecodeError) as exc:
+    except (DumpMismatch, ValidationError, OSError) as exc:
         parser.error(f"cannot read the dumps as answers to the same questions: {exc}")
     try:
         choice = choose(settings, args.no_category_lower)

@@ -79,6 +79,10 @@ def test_a_file_that_is_not_a_dump_is_refused_naming_what_is_missing(tmp_path: P
     path.write_text(json.dumps([{**BEFORE[0], "gold": "D1:1"}]))
     with pytest.raises(DumpMismatch, match="reply 0: gold and items must be lists"):
         load(path)
+    for garbage in (b'[{"namespace": ', b"\x89PNG\r\n\x1a\n\xff"):
+        path.write_bytes(garbage)
+        with pytest.raises(DumpMismatch, match="report.json: not JSON"):
+            load(path)
 
 
 def test_the_command_prints_the_comparison_and_exits_2_on_a_mismatch(
