@@ -29,7 +29,14 @@ from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
 from streams.apps import collect_as_a_worker
 from streams.bench.locomo import dump_row, evidence_line
-from streams.factories import adapter_of, make_embedder, open_store, scorer_of
+from streams.factories import (
+    adapter_of,
+    llm_policy,
+    make_embedder,
+    make_llm_client,
+    open_store,
+    scorer_of,
+)
 from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
@@ -38,6 +45,8 @@ from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate, it
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.adapter import QueryAdapter
 from workers.query.multiroute import RecallConfig
+from workers.query.planner import HeuristicPlanner, Planner
+from workers.query.planner.llm import LLMPlanner
 from workers.query.service import QueryDeps, QueryService
 from workers.segmenter.policy import SegmentPolicy, SessionState
 from workers.store import EvidenceStore
@@ -123,15 +132,29 @@ def _request(namespace: str, question: str, k: int) -> QueryRequest:
     )  # fmt: skip
 
 
+def categories_of(text: str) -> frozenset[str] | None:
+    """`--categories`: comma-separated names, None for all; ValueError naming an unknown one."""
+    names = frozenset(c.strip() for c in text.split(",") if c.strip())
+    if unknown := sorted(names - set(CATEGORIES.values())):
+        known = ", ".join(sorted(CATEGORIES.values()))
+        raise ValueError(f"unknown categories {', '.join(unknown)} (known: {known})")
+    return names or None
+
+
 async def ask(
-    convs: list[Conversation], service: QueryService, k: int = K, dump: list[Any] | None = None
+    convs: list[Conversation],
+    service: QueryService,
+    k: int = K,
+    dump: list[Any] | None = None,
+    categories: frozenset[str] | None = None,
 ) -> list[QuestionResult]:
-    """Every question of categories 1-4; `dump` receives each reply's evidence with scores."""
+    """Every question of categories 1-4 (or of `categories`); `dump` receives each reply's
+    evidence with scores."""
     out = []
     for conv in convs:
         for qa in conv.qa:
             category = CATEGORIES.get(qa.category)
-            if category is None:
+            if category is None or (categories is not None and category not in categories):
                 continue
             reply = await service.search(_request(conv.namespace, qa.question, k))
             items = [evidence_line(e) for e in reply.evidence]
@@ -170,9 +193,12 @@ def run(
     dump: Path | None = None,
     k: int = K,
     held_back: Path | None = None,
+    planner: Planner | None = None,
+    categories: frozenset[str] | None = None,
 ) -> dict[str, Any]:
     """`held_back`: each conversation asked with the query adapter DIR/<namespace>.npz
-    (`streams.bench.fit_adapter --held-back DIR`: fitted on the other conversations)."""
+    (`streams.bench.fit_adapter --held-back DIR`: fitted on the other conversations).
+    `planner`: instead of the heuristic one (the LLM planner: one chat call a question)."""
     settings = Settings()
     convs = load_locomo(data)
     if conversations:
@@ -192,22 +218,31 @@ def run(
 
     def service(adapter: QueryAdapter | None) -> QueryService:
         return QueryService(
-            QueryDeps(store, embedder, scorer=scorer_of(settings), adapter=adapter),
+            QueryDeps(
+                store,
+                embedder,
+                planner or HeuristicPlanner(),
+                scorer=scorer_of(settings),
+                adapter=adapter,
+            ),
             RecallConfig(turn_window=settings.turn_window),
         )
 
     t0 = time.perf_counter()
     dumped: list[Any] | None = [] if dump is not None else None  # kept only when asked for
 
-    if held_back is None:
-        results = asyncio.run(ask(convs, service(adapter_of(settings, embedder)), k, dumped))
-    else:  # each conversation's own adapter, checked against the model as a served one is
-        results = []
+    async def ask_all() -> list[QuestionResult]:  # one event loop: an LLM client spans it
+        if held_back is None:
+            return await ask(convs, service(adapter_of(settings, embedder)), k, dumped, categories)
+        out = []  # each conversation's own adapter, checked against the model as a served one is
         for c in convs:
             own = settings.model_copy(
                 update={"query_adapter": str(held_back / f"{c.namespace}.npz")}
             )
-            results += asyncio.run(ask([c], service(adapter_of(own, embedder)), k, dumped))
+            out += await ask([c], service(adapter_of(own, embedder)), k, dumped, categories)
+        return out
+
+    results = asyncio.run(ask_all())
     if dump is not None:
         dump.write_text(json.dumps(dumped))
     agg = aggregate(results, (1, 5, 10, 15), (500, 1000, 2000))
@@ -262,17 +297,38 @@ def main() -> None:
         type=Path,
         help="ask each conversation with DIR/<namespace>.npz (fit_adapter --held-back DIR)",
     )
+    parser.add_argument(
+        "--categories", default="", help="only these, comma-separated (e.g. open-domain)"
+    )
+    parser.add_argument(
+        "--llm-planner",
+        action="store_true",
+        help="plan with the configured LLM (LYCHEE_LLM_BASE_URL, LYCHEE_LLM_MODEL)",
+    )
     args = parser.parse_args()
     if args.demo or args.data is None:
         demo()
         return
+    try:
+        categories = categories_of(args.categories)
+    except ValueError as exc:
+        parser.error(f"--categories: {exc}")
+    planner = None
+    if args.llm_planner:
+        settings = Settings()
+        if (llm := make_llm_client(settings)) is None:
+            parser.error("--llm-planner needs LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
+        planner = LLMPlanner(*llm, policy=llm_policy(settings, LLMPlanner.policy))
     convs = [c for c in args.conversations.split(",") if c] or None
-    agg = run(args.data, args.store, convs, args.dump, args.k, args.held_back_adapters)
+    agg = run(
+        args.data, args.store, convs, args.dump, args.k, args.held_back_adapters, planner,
+        categories,
+    )  # fmt: skip
     r, b = agg["recall_at_k"], agg["recall_at_budget"]
     print(f"records per conversation: {list(agg['records_per_conversation'].values())}")
     hits = agg["hit_at_k"]["all"]
     print(f"hit@5 {hits['5']:.3f} hit@10 {hits['10']:.3f}")
-    for cat in r:
+    for cat in (c for c in r if agg["counts"][c]):
         print(
             f"{cat:<12} n={agg['counts'][cat]:>4} R@1 {r[cat]['1']:.3f} R@5 {r[cat]['5']:.3f} "
             f"R@10 {r[cat]['10']:.3f} R@15 {r[cat]['15']:.3f} | R@500 {b[cat]['500']:.3f} "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from streams.bench.recall_probe import gold_ranks
+import pytest
+
+from streams.bench.recall_probe import categories_of, gold_ranks
 from workers.evaluation.metrics import QuestionResult, RankedItem
 
 
@@ -16,3 +18,10 @@ def test_gold_turns_are_counted_at_the_first_item_that_covers_them() -> None:
     ranks = gold_ranks(results)
     assert ranks["multi-hop"] == {"<=10": 0.25, "<=30": 0.25, "deeper": 0.25, "none": 0.25}
     assert ranks["temporal"] == {"<=10": 1.0, "<=30": 0.0, "deeper": 0.0, "none": 0.0}
+
+
+def test_categories_are_read_by_name_and_an_unknown_one_is_named() -> None:
+    assert categories_of("") is None
+    assert categories_of(" open-domain, multi-hop ,") == frozenset({"open-domain", "multi-hop"})
+    with pytest.raises(ValueError, match="unknown categories adversarial, open "):
+        categories_of("open,adversarial,temporal")
