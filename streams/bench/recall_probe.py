@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import orjson
 
 from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
@@ -38,12 +39,12 @@ from streams.factories import (
     scorer_of,
 )
 from streams.settings import Settings
-from workers.datasets import Conversation, load_locomo
+from workers.datasets import Conversation, DatasetError, load_locomo
 from workers.embedding import Embedder
 from workers.encoder.extractive import encode_extractive
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate, items_within_budget
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.query.adapter import QueryAdapter
+from workers.query.adapter import AdapterError, QueryAdapter
 from workers.query.multiroute import RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner
 from workers.query.planner.llm import LLMPlanner
@@ -202,7 +203,13 @@ def run(
     settings = Settings()
     convs = load_locomo(data)
     if conversations:
+        if missing := sorted(set(conversations) - {c.namespace for c in convs}):
+            raise DatasetError(f"{data}: no conversation {', '.join(missing)}")
         convs = [c for c in convs if c.namespace in set(conversations)]
+    if held_back is not None:  # before the ingest, which can take minutes
+        absent = [c.namespace for c in convs if not (held_back / f"{c.namespace}.npz").is_file()]
+        if absent:
+            raise AdapterError(f"{held_back}: no held-back adapter for {', '.join(absent)}")
     embedder = make_embedder(settings)
     where = store_root if (store_root / "records.json").exists() else store_root / _fingerprint()
     marker = where / "records.json"
@@ -243,6 +250,8 @@ def run(
         return out
 
     results = asyncio.run(ask_all())
+    if not results:
+        raise DatasetError(f"{data}: no question with evidence to ask")
     if dump is not None:
         dump.write_text(json.dumps(dumped))
     agg = aggregate(results, (1, 5, 10, 15), (500, 1000, 2000))
@@ -320,10 +329,15 @@ def main() -> None:
             parser.error("--llm-planner needs LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
         planner = LLMPlanner(*llm, policy=llm_policy(settings, LLMPlanner.policy))
     convs = [c for c in args.conversations.split(",") if c] or None
-    agg = run(
-        args.data, args.store, convs, args.dump, args.k, args.held_back_adapters, planner,
-        categories,
-    )  # fmt: skip
+    try:
+        agg = run(
+            args.data, args.store, convs, args.dump, args.k, args.held_back_adapters, planner,
+            categories,
+        )  # fmt: skip
+    except (OSError, DatasetError, AdapterError) as exc:
+        parser.error(str(exc))
+    except orjson.JSONDecodeError as exc:
+        parser.error(f"{args.data}: not JSON ({exc})")
     r, b = agg["recall_at_k"], agg["recall_at_budget"]
     print(f"records per conversation: {list(agg['records_per_conversation'].values())}")
     hits = agg["hit_at_k"]["all"]

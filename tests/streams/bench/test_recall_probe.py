@@ -1,11 +1,16 @@
-"""The in-process recall harness's report of where gold turns sit."""
+"""The in-process recall harness: where gold turns sit, and what it refuses before ingesting."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from streams.bench.recall_probe import categories_of, gold_ranks
+from streams.bench.recall_probe import categories_of, gold_ranks, run
+from workers.datasets import DatasetError
 from workers.evaluation.metrics import QuestionResult, RankedItem
+from workers.query.adapter import AdapterError
 
 
 def test_gold_turns_are_counted_at_the_first_item_that_covers_them() -> None:
@@ -25,3 +30,25 @@ def test_categories_are_read_by_name_and_an_unknown_one_is_named() -> None:
     assert categories_of(" open-domain, multi-hop ,") == frozenset({"open-domain", "multi-hop"})
     with pytest.raises(ValueError, match="unknown categories adversarial, open "):
         categories_of("open,adversarial,temporal")
+
+
+def test_a_conversation_or_adapter_that_is_not_there_is_named_before_anything_is_ingested(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "locomo.json"
+    sample = {
+        "sample_id": "sample-a",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bob",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bob."}],
+        },
+        "qa": [],
+    }
+    data.write_text(json.dumps([sample]))
+    with pytest.raises(DatasetError, match="no conversation nope, other"):
+        run(data, tmp_path / "store", ["sample-a", "nope", "other"])
+    with pytest.raises(AdapterError, match="no held-back adapter for sample-a"):
+        run(data, tmp_path / "store", None, held_back=tmp_path)
+    assert not (tmp_path / "store").exists()
