@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import orjson
 import torch
 
 from streams.factories import model_embedder
 from streams.settings import Settings
-from workers.datasets import load_locomo
+from workers.datasets import DatasetError, load_locomo
 from workers.embedding import Embedder
 from workers.embedding.model import plain_model_name
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, RankedItem, aggregate
@@ -129,7 +130,12 @@ def main() -> None:
     args = parser.parse_args()
     embedder = model_embedder(Settings())
     model = plain_model_name(embedder.model_name)
-    splits = splits_of(args.data, embedder)
+    try:
+        splits = splits_of(args.data, embedder)
+    except (OSError, DatasetError) as exc:
+        parser.error(str(exc))
+    except orjson.JSONDecodeError as exc:
+        parser.error(f"{args.data}: not JSON ({exc})")
     if len(splits) < 2:
         parser.error(
             f"{args.data}: fitting holds one conversation back, so it needs two with questions"

@@ -18,7 +18,6 @@ prints what it would buy and what it would cost a request.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from schemas import EvidenceItem
+from streams.bench.compare import DumpMismatch, load
 from streams.bench.locomo import evidence_line
 from workers.evaluation.metrics import QuestionResult, aggregate
 from workers.query.scorer import (
@@ -194,7 +194,10 @@ def main() -> None:
         "--late-interaction", action="store_true", help="also with MaxSim over token vectors"
     )
     args = parser.parse_args()
-    dump = json.loads(args.dump.read_text())
+    try:
+        dump = load(args.dump)
+    except (OSError, DumpMismatch) as exc:
+        parser.error(str(exc))
     convs = sorted({q["namespace"] for q in dump})
     rows = [rows_of(q) for q in dump]
     everything, held_back = fitted(dump, rows, args.c)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import random
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
-from streams.bench.fit_scorer import evaluate, fitted, held_led, rows_of
+from streams.bench.fit_scorer import evaluate, fitted, held_led, main, rows_of
 from streams.bench.late_interaction import TokenVectors, columns, maxsim
 
 
@@ -66,3 +69,23 @@ def test_token_vectors_rank_the_item_that_says_what_is_asked_first() -> None:
     assert maxsim(asked, said) > maxsim(asked, other)
     dump = [{"question": "What dog did Ana adopt?", "items": [{"text": "Ana adopted a puppy."}]}]
     assert columns(dump, vectors)[0].shape == (1,)
+
+
+@pytest.mark.parametrize(
+    ("content", "named"),
+    [(b"\x89PNG\r\n", "not JSON"), (b'[{"namespace": "c"}]', "reply 0 has no question")],
+)
+def test_the_command_refuses_a_file_that_is_not_a_dump_by_its_name(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    content: bytes,
+    named: str,
+) -> None:
+    path = tmp_path / "replies.json"
+    path.write_bytes(content)
+    monkeypatch.setattr(sys, "argv", ["fit_scorer", str(path)])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 2
+    assert f"{path}: {named}" in capsys.readouterr().err
