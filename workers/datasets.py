@@ -81,8 +81,16 @@ def parse_date(text: str | None) -> datetime | None:
         raise DatasetError(f"unreadable date {text!r}") from exc
 
 
+def read_json(path: str | Path) -> Any:
+    """A JSON file's value; DatasetError naming the file when it is not JSON (or not UTF-8)."""
+    try:
+        return orjson.loads(Path(path).read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise DatasetError(f"{path}: not JSON ({exc})") from exc
+
+
 def load_locomo(path: str | Path, namespace: str | None = None) -> list[Conversation]:
-    data = orjson.loads(Path(path).read_bytes())
+    data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of samples")
     if namespace and len(data) > 1:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import orjson
 import torch
 
 from streams.factories import model_embedder
@@ -134,8 +133,6 @@ def main() -> None:
         splits = splits_of(args.data, embedder)
     except (OSError, DatasetError) as exc:
         parser.error(str(exc))
-    except orjson.JSONDecodeError as exc:
-        parser.error(f"{args.data}: not JSON ({exc})")
     if len(splits) < 2:
         parser.error(
             f"{args.data}: fitting holds one conversation back, so it needs two with questions"

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 
 from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
@@ -336,8 +335,6 @@ def main() -> None:
         )  # fmt: skip
     except (OSError, DatasetError, AdapterError) as exc:
         parser.error(str(exc))
-    except orjson.JSONDecodeError as exc:
-        parser.error(f"{args.data}: not JSON ({exc})")
     r, b = agg["recall_at_k"], agg["recall_at_budget"]
     print(f"records per conversation: {list(agg['records_per_conversation'].values())}")
     hits = agg["hit_at_k"]["all"]

@@ -11,6 +11,7 @@ import pytest
 
 from schemas import Role
 from workers.datasets import DatasetError, load, load_jsonl, load_locomo, parse_date
+from workers.evaluation.longmemeval import load_longmemeval
 
 DEV_FILE = Path(__file__).resolve().parents[3] / "shared/data/locomo/locomo-dev.json"
 
@@ -354,3 +355,15 @@ def test_load_locomo_bad_qa_entry_is_a_dataset_error(tmp_path: Path) -> None:
     del bad[0]["qa"][1]["category"]
     with pytest.raises(DatasetError, match="sample-a"):
         load_locomo(_write(tmp_path, bad))
+
+
+@pytest.mark.parametrize("content", [b'[{"sample_id": ', b"\xff\xfe\x00garbage"])
+def test_a_file_that_is_not_json_is_a_dataset_error_naming_it(
+    tmp_path: Path, content: bytes
+) -> None:
+    path = tmp_path / "locomo.json"
+    path.write_bytes(content)
+    with pytest.raises(DatasetError, match=r"locomo\.json: not JSON"):
+        load_locomo(path)
+    with pytest.raises(DatasetError, match=r"locomo\.json: not JSON"):
+        load_longmemeval(path)

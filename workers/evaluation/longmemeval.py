@@ -17,11 +17,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import orjson
 from dateutil import parser as dateparser
 
 from schemas import Exchange, Role, Turn
-from workers.datasets import DatasetError
+from workers.datasets import DatasetError, read_json
 from workers.evaluation.baselines import render_turn_line
 from workers.evaluation.metrics import longmemeval_metrics, mean_metrics
 from workers.evaluation.report import LONGMEMEVAL_KS, LONGMEMEVAL_SCHEMA, LongMemEvalReport
@@ -186,7 +185,7 @@ def _instance(raw: Any, position: int) -> LongMemEvalInstance:
 
 def load_longmemeval(path: str | Path) -> list[LongMemEvalInstance]:
     """Read a LongMemEval JSON file (a list of instances); DatasetError says where it fails."""
-    data = orjson.loads(Path(path).read_bytes())
+    data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of instances")
     return [_instance(raw, i) for i, raw in enumerate(data)]
