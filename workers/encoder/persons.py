@@ -1,8 +1,11 @@
 """Who a turn's pronouns stand for, for the offline encoder (DESIGN §6.4).
 
 First person is the speaker, second person the one addressed, "we" the speaker and the
-companion the turn names or both speakers of a two-person segment. Rules over the words
-alone: a pronoun whose referent the segment does not tell is left as written.
+companion the turn names or both speakers of a two-person segment, a plural "you" ("you
+guys", "both of you") the other speakers. A reflexive ("myself") stays a reflexive, in the
+third person, since its antecedent is the subject the rules already name ("Ana built it
+themself"), unless it is one of two people joined by "and". Rules over the words alone: a
+pronoun whose referent the segment does not tell is left as written.
 """
 
 from __future__ import annotations
@@ -18,14 +21,19 @@ _ADVERBS = (
     "|only|truly|absolutely|mostly|rarely|seriously|highly|finally|recently|already|honestly"
 )
 PRONOUN = re.compile(
-    r"\b(?:(?P<sc>I|[Yy]ou)['’](?P<ic>m|re|ve|ll|d)"
+    r"\b(?:(?P<yall>[Yy]ou (?:guys|all|two|three|both|folks)|(?:[Bb]oth|[Aa]ll) of you"
+    r"|[Yy]['’]all)"
+    r"|(?P<joined>[Mm]yself|[Yy]ourself)(?= and [A-Z])"
+    r"|(?P<mate>[A-Z][\w’'-]+ and )(?P<self>myself|yourself)"
+    r"|(?P<refl>[Mm]yself|[Yy]ourself|[Oo]urselves|[Yy]ourselves)"
+    r"|(?P<sc>I|[Yy]ou)['’](?P<ic>m|re|ve|ll|d)"
     rf"|(?P<sv>I|[Yy]ou)(?P<adv>(?: (?:{_ADVERBS}))*) (?P<verb>[a-z]+(?:['’]t)?)"
     r"|(?P<i>I)"
     r"|[Ww]e['’](?P<wec>re|ve|ll|d)"
     r"|(?P<poss>[Mm]y|[Mm]ine|[Oo]urs?)"
     r"|(?P<yposs>[Yy]ours?)"
-    r"|(?P<obj>[Mm]e|[Mm]yself)"
-    r"|(?P<you>[Yy]ou|[Yy]ourself)"
+    r"|(?P<obj>[Mm]e)"
+    r"|(?P<you>[Yy]ou)"
     r"|(?P<plural>[Ww]e|us))\b"
 )
 # "Kai and me", "me and Kai": whom the speaker's "we" means in that turn
@@ -56,6 +64,7 @@ class Persons:
     me: str  # the speaker ("the user" when unnamed)
     you: str | None = None  # the one addressed, when the segment tells
     we: str | None = None  # "we": the speaker and whom; None = "<me> and others"
+    yall: str | None = None  # a plural "you": the other speakers, or "<you> and others"
 
 
 def persons_of(
@@ -72,11 +81,17 @@ def persons_of(
     me = who if named else f"the {who}"
     others = [s for s in speakers if s != who]
     you = others[0] if len(others) == 1 else (before if before and before != who else None)
+    yall = _joined(others) if len(others) > 1 else f"{you} and others" if you else None
     companion = _COMPANION.search(body)
     mate = (companion.group("a") or companion.group("b")) if companion else None
     if mate and mate not in not_names and mate != who:
-        return Persons(me, you, f"{me} and {mate}")
-    return Persons(me, you, f"{me} and {others[0]}" if named and len(others) == 1 else None)
+        return Persons(me, you, f"{me} and {mate}", yall)
+    we = f"{me} and {others[0]}" if named and len(others) == 1 else None
+    return Persons(me, you, we, yall)
+
+
+def _joined(names: Sequence[str]) -> str:
+    return f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def pronoun(m: re.Match[str], p: Persons) -> str:
@@ -85,8 +100,16 @@ def pronoun(m: re.Match[str], p: Persons) -> str:
     Without a known companion "we" is "<speaker> and others": it keeps the speaker
     searchable without inventing who they were. A "you" whose addressee is unknown stays.
     """
-    you = m.group("sc") or m.group("sv") or ""
-    who = p.me if not you or you.lower() == "i" else p.you
+    if m.group("refl"):
+        singular = m.group().lower() in ("myself", "yourself")
+        return "themself" if singular else "themselves"
+    if m.group("yall"):
+        return p.yall or m.group()
+    if m.group("self"):  # "Kai and myself"
+        who = p.me if m.group("self") == "myself" else p.you
+        return f"{m.group('mate')}{who}" if who else m.group()
+    you = m.group("sc") or m.group("sv") or m.group("joined") or ""
+    who = p.me if not you or you.lower().startswith(("i", "my")) else p.you
     we = p.we or f"{p.me} and others"
     second = m.group("yposs") or m.group("you")
     if who is None or (second and p.you is None):
@@ -106,7 +129,7 @@ def pronoun(m: re.Match[str], p: Persons) -> str:
         return str(p.you)
     if m.group("plural"):
         return we
-    return who  # "I", "me", "myself"
+    return who  # "I", "me", "myself and Kai"
 
 
 def _conjugate(verb: str) -> str:

@@ -346,6 +346,34 @@ def test_you_without_a_known_addressee_stays() -> None:
     assert [r.semantic_text for r in recs] == ["You never know what the tide brings in."]
 
 
+def test_a_plural_you_is_the_other_speakers() -> None:
+    recs = records(
+        ("Ana", "You guys should come to the harbour swim."),
+        ("Bruno", "Both of you inspire me to train harder."),
+        ("Cleo", "You two always pick the coldest water."),
+    )
+    assert [r.semantic_text for r in recs] == [
+        "Bruno and Cleo should come to the harbour swim.",
+        "Ana and Cleo inspire Bruno to train harder.",
+        "Ana and Bruno always pick the coldest water.",
+    ]
+    (two,) = records(("Ana", "Nice swim today."), ("Bruno", "You all did great in the race."))
+    assert two.semantic_text == "Ana and others did great in the race."
+
+
+def test_a_reflexive_stays_a_reflexive_unless_joined_to_a_name() -> None:
+    recs = records(
+        ("Ana", "I built the boat shed myself and taught myself to sail."),
+        ("Bruno", "You should be proud of yourself; we painted ours ourselves."),
+        ("Ana", "Kai and myself will race it in June."),
+    )
+    assert [r.semantic_text for r in recs] == [
+        "Ana built the boat shed themself and taught themself to sail.",
+        "Ana should be proud of themself; Bruno and Ana painted Bruno and Ana's themselves.",
+        "Kai and Ana will race it in June.",
+    ]
+
+
 def test_context_carries_the_subject_the_turn_before_names() -> None:
     recs = records(
         ("Bruno", "Are you going to Oslo with your brother Kai?"),
