@@ -20,9 +20,11 @@ _ADVERBS = (
     "really|also|just|still|always|never|usually|often|sometimes|actually|totally|definitely|even"
     "|only|truly|absolutely|mostly|rarely|seriously|highly|finally|recently|already|honestly"
 )
+# "told you all about it", "wish you all the best": "all" of the thing, not of the people
+_NOT_ALL = "about|the|that|this|these|those|of|over|along|day|night|week|year|my|your|a|an"
 PRONOUN = re.compile(
-    r"\b(?:(?P<yall>[Yy]ou (?:guys|all|two|three|both|folks)|(?:[Bb]oth|[Aa]ll) of you"
-    r"|[Yy]['’]all)"
+    rf"\b(?:(?P<yall>[Yy]ou (?:guys|two|three|both|folks|all(?! (?:{_NOT_ALL})\b))"
+    r"|(?:[Bb]oth|[Aa]ll) of you|[Yy]['’]all)"
     r"|(?P<joined>[Mm]yself|[Yy]ourself)(?= and [A-Z])"
     r"|(?P<mate>[A-Z][\w’'-]+ and )(?P<self>myself|yourself)"
     r"|(?P<refl>[Mm]yself|[Yy]ourself|[Oo]urselves|[Yy]ourselves)"

@@ -357,8 +357,14 @@ def test_a_plural_you_is_the_other_speakers() -> None:
         "Ana and Cleo inspire Bruno to train harder.",
         "Ana and Bruno always pick the coldest water.",
     ]
-    (two,) = records(("Ana", "Nice swim today."), ("Bruno", "You all did great in the race."))
-    assert two.semantic_text == "Ana and others did great in the race."
+    two = records(
+        ("Ana", "Nice swim today."),
+        ("Bruno", "You all did great in the race. I'll tell you all about mine tomorrow."),
+    )
+    assert [r.semantic_text for r in two] == [
+        "Ana and others did great in the race.",
+        "Bruno will tell Ana all about Bruno's on 9 May 2023.",
+    ]
 
 
 def test_a_reflexive_stays_a_reflexive_unless_joined_to_a_name() -> None:
