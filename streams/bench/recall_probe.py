@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
@@ -317,6 +318,10 @@ def main() -> None:
     if args.demo or args.data is None:
         demo()
         return
+    try:  # the request's own bounds, before an ingest that can take minutes
+        _request("probe", "probe", args.k)
+    except ValidationError as exc:
+        parser.error(f"--k {args.k}: {exc.errors()[0]['msg']}")
     try:
         categories = categories_of(args.categories)
     except ValueError as exc:
