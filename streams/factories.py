@@ -1,12 +1,12 @@
-"""What every stage builds from settings, in one place: the embedder, the chat LLM client and
-the evidence store."""
+"""What every stage builds from settings, in one place: the embedder, the chat LLM client, the
+query planner and the evidence store."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from streams.metrics import ObservedEmbedder, observe_embedding_cache
+from streams.metrics import LLM_OBSERVER, ObservedEmbedder, observe_embedding_cache
 from streams.settings import Settings, llm_configured
 from workers.embedding.base import Embedder
 from workers.embedding.cache import CachedEmbedder
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from workers.llm import RetryPolicy
     from workers.query.adapter import QueryAdapter
+    from workers.query.planner import Planner
     from workers.query.scorer import Scorer
 
 
@@ -80,6 +81,18 @@ def llm_policy(settings: Settings, base: RetryPolicy, *, attempts: bool = False)
         total_s=settings.llm_timeout_s,
         max_attempts=settings.llm_max_attempts if attempts else None,
     )
+
+
+def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, settings: Settings) -> Planner:
+    """One LLM planning call when an LLM is configured, else the heuristic planner."""
+    if llm is None:
+        from workers.query.planner import HeuristicPlanner
+
+        return HeuristicPlanner()
+    from workers.query.planner.llm import LLMPlanner
+
+    policy = llm_policy(settings, LLMPlanner.policy)
+    return LLMPlanner(*llm, policy=policy, observer=LLM_OBSERVER)
 
 
 def open_store(

@@ -11,7 +11,6 @@ import time
 from typing import Any
 
 import faust
-import openai
 import orjson
 import structlog
 
@@ -25,6 +24,7 @@ from streams.factories import (
     llm_policy,
     make_embedder,
     make_llm_client,
+    make_planner,
     open_store,
     scorer_of,
 )
@@ -36,7 +36,6 @@ from streams.kafka.serde import TOO_LARGE, SerdeError, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
-from workers.query.planner import HeuristicPlanner, Planner
 from workers.query.rerank import load_reranker
 from workers.query.service import QueryDeps, QueryService
 
@@ -60,16 +59,6 @@ def reply_target(value: bytes | None) -> tuple[str, int, str] | None:
     if not isinstance(part, int) or isinstance(part, bool) or part < 0:
         return None
     return cid, part, ns if isinstance(ns, str) and len(ns) <= 128 else ""
-
-
-def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, settings: Settings) -> Planner:
-    """One LLM planning call when an LLM is configured, else the heuristic planner."""
-    if llm is None:
-        return HeuristicPlanner()
-    from workers.query.planner.llm import LLMPlanner
-
-    policy = llm_policy(settings, LLMPlanner.policy)
-    return LLMPlanner(*llm, policy=policy, observer=metrics.LLM_OBSERVER)
 
 
 class QueryHandler:

@@ -32,9 +32,9 @@ from streams.apps import collect_as_a_worker
 from streams.bench.locomo import dump_row, evidence_line
 from streams.factories import (
     adapter_of,
-    llm_policy,
     make_embedder,
     make_llm_client,
+    make_planner,
     open_store,
     scorer_of,
 )
@@ -47,7 +47,6 @@ from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.adapter import AdapterError, QueryAdapter
 from workers.query.multiroute import RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner
-from workers.query.planner.llm import LLMPlanner
 from workers.query.service import QueryDeps, QueryService
 from workers.segmenter.policy import SegmentPolicy, SessionState
 from workers.store import EvidenceStore
@@ -331,7 +330,7 @@ def main() -> None:
         settings = Settings()
         if (llm := make_llm_client(settings)) is None:
             parser.error("--llm-planner needs LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
-        planner = LLMPlanner(*llm, policy=llm_policy(settings, LLMPlanner.policy))
+        planner = make_planner(llm, settings)
     convs = [c for c in args.conversations.split(",") if c] or None
     try:
         agg = run(
