@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
 from streams.bench.recall_probe import categories_of, gold_ranks, run
+from tests.streams.bench.files import write_locomo
 from workers.datasets import DatasetError
 from workers.evaluation.metrics import QuestionResult, RankedItem
 from workers.query.adapter import AdapterError
@@ -36,19 +36,9 @@ def test_a_conversation_or_adapter_that_is_not_there_is_named_before_anything_is
     tmp_path: Path,
 ) -> None:
     data = tmp_path / "locomo.json"
-    sample = {
-        "sample_id": "sample-a",
-        "conversation": {
-            "speaker_a": "Ann",
-            "speaker_b": "Bob",
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "Hi Bob."}],
-        },
-        "qa": [],
-    }
-    data.write_text(json.dumps([sample]))
+    write_locomo(data)
     with pytest.raises(DatasetError, match="no conversation nope, other"):
-        run(data, tmp_path / "store", ["sample-a", "nope", "other"])
-    with pytest.raises(AdapterError, match="no held-back adapter for sample-a"):
+        run(data, tmp_path / "store", ["tiny", "nope", "other"])
+    with pytest.raises(AdapterError, match="no held-back adapter for tiny"):
         run(data, tmp_path / "store", None, held_back=tmp_path)
     assert not (tmp_path / "store").exists()
