@@ -110,8 +110,8 @@ def pronoun(m: re.Match[str], p: Persons) -> str:
     if m.group("self"):  # "Kai and myself"
         who = p.me if m.group("self") == "myself" else p.you
         return f"{m.group('mate')}{who}" if who else m.group()
-    you = m.group("sc") or m.group("sv") or m.group("joined") or ""
-    who = p.me if not you or you.lower().startswith(("i", "my")) else p.you
+    subject = (m.group("sc") or m.group("sv") or m.group("joined") or "").lower()
+    who = p.me if subject in ("", "i", "myself") else p.you
     we = p.we or f"{p.me} and others"
     second = m.group("yposs") or m.group("you")
     if who is None or (second and p.you is None):
