@@ -16,10 +16,15 @@ CORRELATION_ID_MAX_CHARS = 100
 # one per evidence-node type (what that type's rows add to recall, and so whether they earn
 # their embeddings)
 Ablation = Literal[
-    "record-vector-only", "no-planner", "no-fusion",
-    "no-entity-nodes", "no-topic-nodes", "no-entity-topic-nodes", "no-temporal-nodes",
+    "record-vector-only",
+    "no-planner",
+    "no-fusion",
+    "no-entity-nodes",
+    "no-topic-nodes",
+    "no-entity-topic-nodes",
+    "no-temporal-nodes",
     "no-event-frame-nodes",
-]  # fmt: skip
+]
 
 
 class QueryRequest(Contract):

@@ -416,9 +416,16 @@ class SyncMemoryClient:
     def end_session(self, namespace: str, session_id: str, after_seq: int | None = None) -> None:
         self._run(self._client.end_session(namespace, session_id, after_seq))
 
-    def search(self, namespace: str, query: str, k: int = 10, session_id: str | None = None,
-               timeout_s: float | None = None, ablation: str | None = None,
-               answer: bool = False) -> QueryReply:  # fmt: skip
+    def search(
+        self,
+        namespace: str,
+        query: str,
+        k: int = 10,
+        session_id: str | None = None,
+        timeout_s: float | None = None,
+        ablation: str | None = None,
+        answer: bool = False,
+    ) -> QueryReply:
         return self._run(
             self._client.search(namespace, query, k, session_id, timeout_s, ablation, answer)
         )
@@ -431,9 +438,15 @@ class SyncMemoryClient:
     ) -> Receipt:
         return self._run(self._client.forget(namespace, session_id, timeout_s))
 
-    def list_records(self, namespace: str, session_id: str | None = None,
-                     memory_type: str | None = None, since: date | None = None,
-                     page: int = 1, page_size: int = 50) -> Page:  # fmt: skip
+    def list_records(
+        self,
+        namespace: str,
+        session_id: str | None = None,
+        memory_type: str | None = None,
+        since: date | None = None,
+        page: int = 1,
+        page_size: int = 50,
+    ) -> Page:
         return self._run(
             self._client.list_records(namespace, session_id, memory_type, since, page, page_size)
         )

@@ -31,9 +31,22 @@ from streams.kafka.topics import DLQ_SOURCES
 from streams.settings import Settings
 
 REPLAYED_KEY = "lychee:dlq:replayed"  # hash: "<dlq topic>/<partition>/<offset>" -> JSON receipt
-_OURS = frozenset({"error", "error_type", "stage", "source_topic", "source_partition",
-                   "source_offset", "failed_at_ms", "value_null", "value_dropped",
-                   "value_size", "value_sha256", "key_size"})  # fmt: skip
+_OURS = frozenset(
+    {
+        "error",
+        "error_type",
+        "stage",
+        "source_topic",
+        "source_partition",
+        "source_offset",
+        "failed_at_ms",
+        "value_null",
+        "value_dropped",
+        "value_size",
+        "value_sha256",
+        "key_size",
+    }
+)
 
 
 class DeadLetterError(LycheeError):
@@ -97,13 +110,17 @@ class DeadLetter:
 
     def as_dict(self, full: bool = False) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "topic": self.topic, "id": self.id, "error_type": self.error_type,
-            "error": self.headers.get("error", ""), "stage": self.headers.get("stage"),
+            "topic": self.topic,
+            "id": self.id,
+            "error_type": self.error_type,
+            "error": self.headers.get("error", ""),
+            "stage": self.headers.get("stage"),
             "source": f"{self.source_topic} {self.headers.get('source_partition', '?')}:"
-                      f"{self.headers.get('source_offset', '?')}",
+            f"{self.headers.get('source_offset', '?')}",
             "failed_at": self.failed_at.isoformat() if self.failed_at else None,
-            "key": _text(self.key), "value": _text(self.value, None if full else 300),
-        }  # fmt: skip
+            "key": _text(self.key),
+            "value": _text(self.value, None if full else 300),
+        }
         if full:
             out["headers"] = self.headers
             out["original_headers"] = {k: _text(v) for k, v in self.original_headers}
@@ -133,9 +150,11 @@ def _cut(text: str, limit: int) -> str:
 
 
 async def read(
-    settings: Settings, topics: Iterable[str] | None = None, error_type: str | None = None,
+    settings: Settings,
+    topics: Iterable[str] | None = None,
+    error_type: str | None = None,
     since: datetime | None = None,
-) -> list[DeadLetter]:  # fmt: skip
+) -> list[DeadLetter]:
     """The dead letters of `topics` (default: every dead-letter topic), optionally of one
     reason and failed at or after `since`, oldest topic partition offsets first."""
     out: list[DeadLetter] = []
@@ -163,12 +182,14 @@ def summarize(
     for (topic, reason), found in sorted(groups.items()):
         times = [t for i in found if (t := letters[i].failed_at)]
         row = {
-            "topic": topic, "error_type": reason, "count": len(found),
+            "topic": topic,
+            "error_type": reason,
+            "count": len(found),
             "oldest": min(times).isoformat() if times else None,
             "newest": max(times).isoformat() if times else None,
             "after_replay": sum(letters[i].after_replay for i in found),
             "sample": letters[found[0]].as_dict(),
-        }  # fmt: skip
+        }
         if receipts is not None:
             row["replayed_before"] = sum(receipts[i] is not None for i in found)
         rows.append(row)
@@ -216,14 +237,20 @@ class ReplayReport:
         if not self.already or self.replayed:
             return None
         first = self.already[0]["replayed"]["at"]
-        return (f"refused: the {len(self.already)} selected dead letters were replayed before "
-                f"(first at {first})")  # fmt: skip
+        return (
+            f"refused: the {len(self.already)} selected dead letters were replayed before "
+            f"(first at {first})"
+        )
 
 
 async def replay(
-    settings: Settings, topic: str, error_type: str | None = None, since: datetime | None = None,
-    dry_run: bool = False, force: bool = False,
-) -> ReplayReport:  # fmt: skip
+    settings: Settings,
+    topic: str,
+    error_type: str | None = None,
+    since: datetime | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+) -> ReplayReport:
     """Produce the selected dead letters back to their source topics, once each.
 
     The ledger is written after each message is acknowledged: a replay cut short replays
@@ -253,12 +280,17 @@ async def replay(
     return report
 
 
-async def _send(publisher: KafkaPublisher, redis: Any, letter: DeadLetter, replay_id: str) -> dict[str, Any]:  # fmt: skip
+async def _send(
+    publisher: KafkaPublisher, redis: Any, letter: DeadLetter, replay_id: str
+) -> dict[str, Any]:
     kept = [(k, v) for k, v in letter.original_headers if k != REPLAY_HEADER]  # an earlier replay's
     headers = [*kept, (REPLAY_HEADER, replay_id.encode())]
     meta = await publisher.send_raw(letter.source_topic, letter.value, letter.key, headers=headers)
-    receipt = {"replay_id": replay_id, "at": datetime.now(UTC).isoformat(),
-               "to": f"{letter.source_topic} {meta.partition}:{meta.offset}"}  # fmt: skip
+    receipt = {
+        "replay_id": replay_id,
+        "at": datetime.now(UTC).isoformat(),
+        "to": f"{letter.source_topic} {meta.partition}:{meta.offset}",
+    }
     await redis.hset(REPLAYED_KEY, letter.ledger_field(), orjson.dumps(receipt))
     metrics.DLQ_REPLAYED.labels(letter.source_topic, letter.error_type).inc()
     return {**letter.as_dict(), "replayed": receipt}

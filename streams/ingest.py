@@ -36,8 +36,9 @@ class IngestStats:
     replays: int | None = None  # fenced by the segmenter as already applied (with --wait)
 
 
-async def produce(client: MemoryClient, conversations: list[Conversation], progress: bool = True,
-                  chunk: int = 200) -> IngestStats:  # fmt: skip
+async def produce(
+    client: MemoryClient, conversations: list[Conversation], progress: bool = True, chunk: int = 200
+) -> IngestStats:
     """Each session's exchanges in order, then `end_session` so its last segment closes."""
     started = time.perf_counter()
     total = sum(len(s.exchanges) for c in conversations for s in c.sessions)
@@ -106,10 +107,11 @@ async def _add_numbered(
     ns, sid = part[0].namespace, session.session_id
     deadline = asyncio.get_running_loop().time() + timeout_s
     wanted = [
-        Wanted(e.exchange_id, None if e.exchange_id in session.unnumbered else e.seq,
-               content_digest(e))  # type: ignore[arg-type]  # the same turns as an ExchangeIn
+        Wanted(
+            e.exchange_id, None if e.exchange_id in session.unnumbered else e.seq, content_digest(e)
+        )  # type: ignore[arg-type]  # the same turns as an ExchangeIn
         for e in part
-    ]  # fmt: skip
+    ]
     async with allocator.session(ns, sid, deadline) as handle:
         async with handle.ordered():
             try:
@@ -131,13 +133,14 @@ async def _add_numbered(
             [
                 Ack(w.exchange_id, seq, m.partition, m.offset, w.digest)
                 for (w, seq, _), m in zip(sends, acked, strict=True)
-            ]  # fmt: skip
+            ]
         )
     return max(a.seq for a in got), len(part) - len(sends)
 
 
-async def ingest_file(settings: Settings, path: Path, fmt: str, namespace: str | None,
-                      wait: bool, timeout_s: float) -> IngestStats:  # fmt: skip
+async def ingest_file(
+    settings: Settings, path: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: float
+) -> IngestStats:
     """Produce FILE; JSON lines are numbered per session through Redis (`produce_numbered`).
 
     With `wait`, returns once everything is indexed, with the exchanges the segmenter fenced

@@ -59,7 +59,7 @@ async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str,
                 "end": x.end,
                 "committed": x.committed,
                 "lag": x.lag,
-            }  # fmt: skip
+            }
             for x in stages
         ],
         "dead_letters": dead,

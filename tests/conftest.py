@@ -23,8 +23,22 @@ def embedder():  # type: ignore[no-untyped-def]
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     data = tmp_path_factory.mktemp("redis")
-    child = Child("redis", [redis_binary(), "--port", str(port), "--bind", "127.0.0.1",
-                            "--dir", str(data), "--save", "", "--appendonly", "no"])  # fmt: skip
+    child = Child(
+        "redis",
+        [
+            redis_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+        ],
+    )
     child.start()
     try:
         wait_port(port, 20, child.proc)

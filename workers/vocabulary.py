@@ -14,16 +14,41 @@ def wordset(text: str) -> frozenset[str]:
 
 
 MONTHS = (
-    "January", "February", "March", "April", "May", "June",
-    "July", "August", "September", "October", "November", "December",
-)  # fmt: skip
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 # Counts written as words ("two weeks ago", "a week before"), up to twelve.
 NUMBER_WORDS: dict[str, int] = {"a": 1, "an": 1} | {
-    w: i for i, w in enumerate(
-        ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"], 1
+    w: i
+    for i, w in enumerate(
+        [
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ],
+        1,
     )
-}  # fmt: skip
+}
 
 # Month names and their abbreviations (lower case, no dot) -> month number.
 MONTH_NUMBERS: dict[str, int] = {

@@ -67,18 +67,29 @@ def forget_agent(
                     await reply(_receipt(req, stage, Applied(), started, describe(exc, 500)), req)
                 raise
             receipt = _receipt(req, stage, done, started)
-            log.info("forget.applied", stage=stage, namespace=req.namespace,
-                     session_id=req.session_id, forget_id=req.forget_id,
-                     keys=done.redis_keys_removed, rows=done.rows_removed)  # fmt: skip
+            log.info(
+                "forget.applied",
+                stage=stage,
+                namespace=req.namespace,
+                session_id=req.session_id,
+                forget_id=req.forget_id,
+                keys=done.redis_keys_removed,
+                rows=done.rows_removed,
+            )
             await reply(receipt, req)
 
     @app.agent(raw_topic(app, t.CONTROL), concurrency=1)
     async def control(stream: faust.StreamT[bytes]) -> None:
         async for events in take_events(stream, 16, 0.2):
             records = [Incoming.from_event(e) for e in events]
-            await run_guarded(f"{stage}-control", records,
-                              lambda r: decode(r.value, ForgetRequest, settings.max_message_bytes),
-                              handle, dead, policy=policy)  # fmt: skip
+            await run_guarded(
+                f"{stage}-control",
+                records,
+                lambda r: decode(r.value, ForgetRequest, settings.max_message_bytes),
+                handle,
+                dead,
+                policy=policy,
+            )
 
 
 def _receipt(

@@ -70,8 +70,9 @@ async def expire(service: IndexerService, settings: Settings) -> None:
         service.embedder = await asyncio.to_thread(make_embedder, settings)
     expired = await service.expire(settings.retention_days)
     if any(expired.rows_removed.values()):
-        log.info("retention.expired", rows=expired.rows_removed,
-                 versions_pruned=expired.versions_pruned)  # fmt: skip
+        log.info(
+            "retention.expired", rows=expired.rows_removed, versions_pruned=expired.versions_pruned
+        )
 
 
 async def maintain(service: IndexerService, settings: Settings) -> None:
@@ -83,8 +84,9 @@ async def maintain(service: IndexerService, settings: Settings) -> None:
         if report.built:
             log.info("ann.built", tables=report.built)
         if report.deferred:
-            log.info("optimize.deferred", tables=report.deferred,
-                     budget_s=settings.optimize_budget_s)  # fmt: skip
+            log.info(
+                "optimize.deferred", tables=report.deferred, budget_s=settings.optimize_budget_s
+            )
     except Exception as exc:  # noqa: BLE001 - next tick retries
         log.error("optimize.failed", error=repr(exc))
 
@@ -128,8 +130,14 @@ def build(settings: Settings) -> faust.App:
             service.embedder = await asyncio.to_thread(make_embedder, settings)
         async for events in take_events(stream, 64, settings.indexer_batch_wait_s):
             records = [Incoming.from_event(e) for e in events]
-            await run_guarded("indexer", records, parse_batch(settings.max_message_bytes),
-                              write_records, dead, policy=policy)  # fmt: skip
+            await run_guarded(
+                "indexer",
+                records,
+                parse_batch(settings.max_message_bytes),
+                write_records,
+                dead,
+                policy=policy,
+            )
 
     @app.timer(settings.optimize_interval_s)
     async def optimize() -> None:

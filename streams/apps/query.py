@@ -179,9 +179,12 @@ class QueryHandler:
     @staticmethod
     def _error(req: QueryRequest, error: str) -> QueryReply:
         return QueryReply(
-            correlation_id=req.correlation_id, namespace=req.namespace, query=req.query,
-            status="error", error=error,
-        )  # fmt: skip
+            correlation_id=req.correlation_id,
+            namespace=req.namespace,
+            query=req.query,
+            status="error",
+            error=error,
+        )
 
 
 def build(settings: Settings) -> faust.App:

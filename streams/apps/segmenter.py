@@ -82,16 +82,26 @@ def build(settings: Settings) -> faust.App:
         async def handle(items: Sequence[tuple[ExchangeTopicMessage, Position]]) -> None:
             result = await svc.handle([m for m, _ in items], [p for _, p in items])
             if result.segments or result.replays or result.redeliveries:
-                log.info("batch.done", size=len(items), segments=result.segments,
-                         replays=result.replays, redeliveries=result.redeliveries)  # fmt: skip
+                log.info(
+                    "batch.done",
+                    size=len(items),
+                    segments=result.segments,
+                    replays=result.replays,
+                    redeliveries=result.redeliveries,
+                )
 
         async for events in take_events(
             stream, settings.segmenter_batch_size, settings.segmenter_batch_wait_s
         ):
             records = [Incoming.from_event(e) for e in events]
-            await run_guarded("segmenter", records,
-                              lambda r: parse_positioned(r, settings.max_message_bytes), handle,
-                              dead, policy=policy)  # fmt: skip
+            await run_guarded(
+                "segmenter",
+                records,
+                lambda r: parse_positioned(r, settings.max_message_bytes),
+                handle,
+                dead,
+                policy=policy,
+            )
 
     async def forget(req: ForgetRequest) -> Applied:
         svc = await service()

@@ -76,7 +76,7 @@ def synthetic(ns: str, sessions: int = 8, per_session: int = 40) -> list[Exchang
                     turn_id=f"D{s}:{i}",
                 )
             ],
-        )  # fmt: skip
+        )
         for s in range(sessions)
         for i in range(per_session)
     ]
@@ -120,8 +120,12 @@ def run_chaos(
 ) -> ChaosReport:
     preset = DURABLE if durable else EPHEMERAL
     stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-chaos-")), preset=preset)
-    env = {"LYCHEE_TOPIC_PARTITIONS": str(PARTITIONS), "LYCHEE_SEGMENTER_BATCH_SIZE": "8",
-           "LYCHEE_LOG_LEVEL": "INFO", "LYCHEE_SESSION_TIMEOUT_S": "6"}  # fmt: skip
+    env = {
+        "LYCHEE_TOPIC_PARTITIONS": str(PARTITIONS),
+        "LYCHEE_SEGMENTER_BATCH_SIZE": "8",
+        "LYCHEE_LOG_LEVEL": "INFO",
+        "LYCHEE_SESSION_TIMEOUT_S": "6",
+    }
     base = exchanges[0].namespace
     try:
         stack.start_infra()
@@ -143,10 +147,20 @@ def run_chaos(
         infra = ("redis", "broker") if durable else ()
         killer = threading.Thread(
             target=_kill_loop,
-            args=(stack, workers, env, kills, interval_s, restart_after_s, seed, stop, report,
-                  infra),
+            args=(
+                stack,
+                workers,
+                env,
+                kills,
+                interval_s,
+                restart_after_s,
+                seed,
+                stop,
+                report,
+                infra,
+            ),
             daemon=True,
-        )  # fmt: skip
+        )
         killer.start()
         try:
             asyncio.run(_ingest_and_measure(stack, chaos, report, killer, timeout_s))
@@ -207,9 +221,18 @@ def _wait_line(stack: Stack, name: str, text: str, child: Child, timeout_s: floa
     raise TimeoutError(f"{name} not ready after {timeout_s:.0f}s; see {log}")
 
 
-def _kill_loop(stack: Stack, workers: dict[str, Child], env: dict[str, str], kills: int,
-               interval_s: float, restart_after_s: float, seed: int, stop: threading.Event,
-               report: ChaosReport, infra: tuple[str, ...]) -> None:  # fmt: skip
+def _kill_loop(
+    stack: Stack,
+    workers: dict[str, Child],
+    env: dict[str, str],
+    kills: int,
+    interval_s: float,
+    restart_after_s: float,
+    seed: int,
+    stop: threading.Event,
+    report: ChaosReport,
+    infra: tuple[str, ...],
+) -> None:
     """`kills` worker kills; the infrastructure processes in `infra` are each killed once
     along the way (evenly spaced), restarted at once on their data."""
     rng = random.Random(seed)
@@ -233,8 +256,13 @@ def _kill_loop(stack: Stack, workers: dict[str, Child], env: dict[str, str], kil
         workers[name] = _start(stack, name, name.rsplit("-", 1)[0], env)
 
 
-async def _ingest_and_measure(stack: Stack, exchanges: list[Exchange], report: ChaosReport,
-                              killer: threading.Thread, timeout_s: float) -> None:  # fmt: skip
+async def _ingest_and_measure(
+    stack: Stack,
+    exchanges: list[Exchange],
+    report: ChaosReport,
+    killer: threading.Thread,
+    timeout_s: float,
+) -> None:
     ns = exchanges[0].namespace
     started = time.monotonic()
     await _produce(stack, exchanges)
@@ -270,10 +298,19 @@ async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: Cha
     store = _store(stack)
     for name, attr in (("turns", "duplicate_turn_rows"), ("records", "duplicate_record_rows")):
         tbl = store.table(name)
-        ids = [] if tbl is None else (
-            tbl.search().where(namespace_filter(ns)).select(["id"]).limit(None).to_arrow()
-            .column("id").to_pylist()
-        )  # fmt: skip
+        ids = (
+            []
+            if tbl is None
+            else (
+                tbl.search()
+                .where(namespace_filter(ns))
+                .select(["id"])
+                .limit(None)
+                .to_arrow()
+                .column("id")
+                .to_pylist()
+            )
+        )
         setattr(report, attr, len(ids) - len(set(ids)))
         if name == "turns":
             report.indexed_turns = len(set(ids))
@@ -313,26 +350,28 @@ async def _measure(stack: Stack, ns: str, exchanges: list[Exchange], report: Cha
 
 
 def format_report(r: ChaosReport) -> str:
-    return "\n".join([
-        f"stack:                        {r.stack}",
-        f"processes per ingest stage:   {r.processes}",
-        f"kills (SIGKILL + restart):    {r.kills} workers, {r.infra_kills} of Redis/broker",
-        f"produced turns:               {r.produced_turns}",
-        f"indexed turns:                {r.indexed_turns} (lost: {r.produced_turns - r.indexed_turns})",
-        f"duplicate rows:               turns {r.duplicate_turn_rows}, records {r.duplicate_record_rows}",
-        f"distinct segments:            {r.distinct_segments}",
-        f"exchanges in no segment:      {r.exchanges_in_no_segment}",
-        f"exchanges in two segments:    {r.exchanges_in_two_segments}",
-        f"segments encoded (stored):    {r.segments_encoded} (counter: {r.segments_counted})",
-        f"segments with records:        {r.segments_with_records} "
-        f"(published with different record sets: {r.record_batches_differing})",
-        f"record texts:                 {' / '.join(map(str, r.records))} "
-        "(undisturbed runs, then the disturbed one)",
-        f"record-set Jaccard:           {_j(r.jaccard_vs_undisturbed)} vs undisturbed; "
-        f"noise floor (two undisturbed runs) {_j(r.jaccard_noise_floor)}",
-        f"dead letters:                 {r.dead_letters}",
-        f"time to drain:                {r.seconds_to_drain:.1f}s",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"stack:                        {r.stack}",
+            f"processes per ingest stage:   {r.processes}",
+            f"kills (SIGKILL + restart):    {r.kills} workers, {r.infra_kills} of Redis/broker",
+            f"produced turns:               {r.produced_turns}",
+            f"indexed turns:                {r.indexed_turns} (lost: {r.produced_turns - r.indexed_turns})",
+            f"duplicate rows:               turns {r.duplicate_turn_rows}, records {r.duplicate_record_rows}",
+            f"distinct segments:            {r.distinct_segments}",
+            f"exchanges in no segment:      {r.exchanges_in_no_segment}",
+            f"exchanges in two segments:    {r.exchanges_in_two_segments}",
+            f"segments encoded (stored):    {r.segments_encoded} (counter: {r.segments_counted})",
+            f"segments with records:        {r.segments_with_records} "
+            f"(published with different record sets: {r.record_batches_differing})",
+            f"record texts:                 {' / '.join(map(str, r.records))} "
+            "(undisturbed runs, then the disturbed one)",
+            f"record-set Jaccard:           {_j(r.jaccard_vs_undisturbed)} vs undisturbed; "
+            f"noise floor (two undisturbed runs) {_j(r.jaccard_noise_floor)}",
+            f"dead letters:                 {r.dead_letters}",
+            f"time to drain:                {r.seconds_to_drain:.1f}s",
+        ]
+    )
 
 
 def _j(value: float | None) -> str:

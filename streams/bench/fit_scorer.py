@@ -66,9 +66,11 @@ def fit(xs: list[np.ndarray], ys: list[np.ndarray], c: float) -> Scorer:
     mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-9
     model = LogisticRegression(C=c, max_iter=2000).fit((x - mean) / scale, y)
     return Scorer(
-        tuple(float(w) for w in model.coef_[0]), tuple(mean.tolist()), tuple(scale.tolist()),
+        tuple(float(w) for w in model.coef_[0]),
+        tuple(mean.tolist()),
+        tuple(scale.tolist()),
         float(model.intercept_[0]),
-    )  # fmt: skip
+    )
 
 
 def evaluate(

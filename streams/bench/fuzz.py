@@ -66,11 +66,15 @@ class Producers:
             )
             await p.start()
             self.aio[codec] = p
-            self.ck[codec] = Producer({
-                "bootstrap.servers": self.bootstrap, "compression.type": codec,
-                "message.max.bytes": BIG_BYTES, "linger.ms": 5,
-                "log.connection.close": False,  # the broker closes idle connections: not news
-            })  # fmt: skip
+            self.ck[codec] = Producer(
+                {
+                    "bootstrap.servers": self.bootstrap,
+                    "compression.type": codec,
+                    "message.max.bytes": BIG_BYTES,
+                    "linger.ms": 5,
+                    "log.connection.close": False,  # the broker closes idle connections: not news
+                }
+            )
 
     async def close(self) -> None:
         for p in self.aio.values():
@@ -164,17 +168,23 @@ def _good_exchange(ns: str, session: int, seq: int, rng: random.Random) -> bytes
 def _good_query(ns: str, partitions: int, rng: random.Random) -> tuple[str, bytes]:
     cid = uuid.uuid4().hex
     data = {
-        "correlation_id": cid, "namespace": ns, "query": "what about the garden?", "k": 3,
+        "correlation_id": cid,
+        "namespace": ns,
+        "query": "what about the garden?",
+        "k": 3,
         "reply_partition": rng.randrange(partitions),
         "deadline_ms": int((time.time() + 300) * 1000),
-    }  # fmt: skip
+    }
     return cid, dumps(data)
 
 
 async def fuzz(
-    settings: Settings, n: int, alive: Callable[[], dict[str, bool]], seed: int = 11,
+    settings: Settings,
+    n: int,
+    alive: Callable[[], dict[str, bool]],
+    seed: int = 11,
     drain_timeout_s: float = 900.0,
-) -> FuzzReport:  # fmt: skip
+) -> FuzzReport:
     """Send `n` bad messages (and as many good exchanges, plus good queries) and account
     for every one of them. `alive` reports which stage processes are running."""
     started = time.perf_counter()
@@ -198,8 +208,9 @@ async def fuzz(
     return report
 
 
-async def _send_all(producers: Producers, gen: Generator, n: int, parts: int,
-                    rng: random.Random, run: str) -> tuple[list[Message], dict[str, str], int, str]:  # fmt: skip
+async def _send_all(
+    producers: Producers, gen: Generator, n: int, parts: int, rng: random.Random, run: str
+) -> tuple[list[Message], dict[str, str], int, str]:
     """Rounds of bad and good messages through rotating clients and codecs; each good
     session sticks to one producer so that its seq order holds."""
     ns_good = f"fuzz-good-{run}"
@@ -219,30 +230,57 @@ async def _send_all(producers: Producers, gen: Generator, n: int, parts: int,
             round_.append(m)
             sent.append(m)
         s = i % sessions
-        good = Message("good", t.EXCHANGES, f"{ns_good}/s{s}".encode(),
-                       _good_exchange(ns_good, s, seqs[s], rng), "good",
-                       headers=[("trace", b"\x00\xff")] if i % 3 == 0 else [],
-                       client=CLIENTS[s % 2], codec=CODECS[s % len(CODECS)])  # fmt: skip
+        good = Message(
+            "good",
+            t.EXCHANGES,
+            f"{ns_good}/s{s}".encode(),
+            _good_exchange(ns_good, s, seqs[s], rng),
+            "good",
+            headers=[("trace", b"\x00\xff")] if i % 3 == 0 else [],
+            client=CLIENTS[s % 2],
+            codec=CODECS[s % len(CODECS)],
+        )
         seqs[s] += 1
         good_count += 1
         round_.append(good)
         if i % 20 == 0:
             cid, value = _good_query(ns_good, parts, rng)
             good_queries[cid] = ns_good
-            round_.append(Message("good_query", t.QUERIES, ns_good.encode(), value, "answered",
-                                  client=CLIENTS[(i // 20) % 2],
-                                  codec=CODECS[(i // 40) % len(CODECS)]))  # fmt: skip
+            round_.append(
+                Message(
+                    "good_query",
+                    t.QUERIES,
+                    ns_good.encode(),
+                    value,
+                    "answered",
+                    client=CLIENTS[(i // 20) % 2],
+                    codec=CODECS[(i // 40) % len(CODECS)],
+                )
+            )
         if len(round_) >= 100 or i == n - 1:
             await producers.send(round_)
             round_ = []
     # close every good session so the last segments reach the encoder and indexer
     closing = [
-        Message("good_end", t.EXCHANGES, f"{ns_good}/s{s}".encode(),
-                dumps({"kind": "end_session", "namespace": ns_good, "session_id": f"s{s}",
-                        "after_seq": seqs[s] - 1}), "good",
-                client=CLIENTS[s % 2], codec=CODECS[s % len(CODECS)])
-        for s in range(sessions) if seqs[s]
-    ]  # fmt: skip
+        Message(
+            "good_end",
+            t.EXCHANGES,
+            f"{ns_good}/s{s}".encode(),
+            dumps(
+                {
+                    "kind": "end_session",
+                    "namespace": ns_good,
+                    "session_id": f"s{s}",
+                    "after_seq": seqs[s] - 1,
+                }
+            ),
+            "good",
+            client=CLIENTS[s % 2],
+            codec=CODECS[s % len(CODECS)],
+        )
+        for s in range(sessions)
+        if seqs[s]
+    ]
     await producers.send(closing)
     return sent, good_queries, good_count, ns_good
 
@@ -255,8 +293,14 @@ def _take_one(it: Iterator[Message]) -> list[Message]:
     return [first]
 
 
-async def _account(settings: Settings, sent: list[Message], gen: Generator,
-                   good_queries: dict[str, str], good_count: int, ns_good: str) -> FuzzReport:  # fmt: skip
+async def _account(
+    settings: Settings,
+    sent: list[Message],
+    gen: Generator,
+    good_queries: dict[str, str],
+    good_count: int,
+    ns_good: str,
+) -> FuzzReport:
     from streams.factories import open_store
 
     report = FuzzReport(good_exchanges=good_count, good_queries=len(good_queries))
@@ -358,9 +402,10 @@ def _lose(report: FuzzReport, what: str) -> None:
 def format_report(r: FuzzReport) -> str:
     lines = [
         f"bad sent:              {r.bad_sent} ({len(r.bad_by_kind)} kinds; "
-        + ", ".join(f"{k}={v}" for k, v in sorted(r.by_client.items())) + ")",
+        + ", ".join(f"{k}={v}" for k, v in sorted(r.by_client.items()))
+        + ")",
         f"dead-lettered:         {r.dead_lettered} (without a reason header: {r.dead_without_reason})",
-    ]  # fmt: skip
+    ]
     lines += [f"  {code:<20} {count}" for code, count in r.dead_by_reason.most_common()]
     lines += [
         f"error replies:         {r.error_replies} (each naming the field)",
@@ -372,7 +417,7 @@ def format_report(r: FuzzReport) -> str:
         f"unexpected outcomes:   {len(r.mismatched)}",
         f"stages alive:          {r.stages_alive}",
         f"time:                  {r.seconds:.1f}s",
-    ]  # fmt: skip
+    ]
     lines += [f"  lost: {x}" for x in r.lost_examples]
     lines += [f"  unexpected: {x}" for x in r.mismatched[:20]]
     lines.append(

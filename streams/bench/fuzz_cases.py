@@ -85,18 +85,48 @@ class Generator:
 
     def kinds(self) -> list[Callable[[], list[Message]]]:
         return [
-            self.not_json, self.kind_list, self.kind_object, self.json_array,
-            self.schema_version, self.unknown_field, self.null_key, self.null_value,
-            self.both_null, self.empty_value, self.invalid_utf8, self.lone_surrogate,
-            self.big_2mb, self.big_20mb, self.deep_metadata, self.too_deep, self.negative_seq,
-            self.duplicate_seq, self.gapped_seq, self.control_kind, self.name_quotes,
-            self.name_10k, self.turn_wrong_dim, self.turn_unknown_field, self.segment_wrong_shape,
-            self.segment_negative_index, self.records_schema_version, self.records_not_json,
-            self.query_k0, self.query_k_million, self.query_partition_range,
-            self.query_deadline_past, self.query_deadline_years, self.question_1mb,
-            self.query_not_json, self.query_name_quotes, self.query_cid_10k, self.query_null_key,
-            self.bad_header_key, self.bad_crc, self.query_bad_crc,
-        ]  # fmt: skip
+            self.not_json,
+            self.kind_list,
+            self.kind_object,
+            self.json_array,
+            self.schema_version,
+            self.unknown_field,
+            self.null_key,
+            self.null_value,
+            self.both_null,
+            self.empty_value,
+            self.invalid_utf8,
+            self.lone_surrogate,
+            self.big_2mb,
+            self.big_20mb,
+            self.deep_metadata,
+            self.too_deep,
+            self.negative_seq,
+            self.duplicate_seq,
+            self.gapped_seq,
+            self.control_kind,
+            self.name_quotes,
+            self.name_10k,
+            self.turn_wrong_dim,
+            self.turn_unknown_field,
+            self.segment_wrong_shape,
+            self.segment_negative_index,
+            self.records_schema_version,
+            self.records_not_json,
+            self.query_k0,
+            self.query_k_million,
+            self.query_partition_range,
+            self.query_deadline_past,
+            self.query_deadline_years,
+            self.question_1mb,
+            self.query_not_json,
+            self.query_name_quotes,
+            self.query_cid_10k,
+            self.query_null_key,
+            self.bad_header_key,
+            self.bad_crc,
+            self.query_bad_crc,
+        ]
 
     def __iter__(self) -> Iterator[Message]:
         kinds = self.kinds()
@@ -109,8 +139,9 @@ class Generator:
         return f"{self.ns_bad}/b{self.i}".encode()
 
     def _bad_ex(self, kind: str, reason: str, value: bytes | None, key: Any = "auto") -> Message:
-        return Message(kind, t.EXCHANGES, self._key() if key == "auto" else key, value,
-                       DEAD_LETTER, reason)  # fmt: skip
+        return Message(
+            kind, t.EXCHANGES, self._key() if key == "auto" else key, value, DEAD_LETTER, reason
+        )
 
     def _valid(self, **extra: Any) -> dict[str, Any]:
         self.i += 1
@@ -131,8 +162,9 @@ class Generator:
         return [self._bad_ex("json_array", "schema", b"[1, 2, 3]")]
 
     def schema_version(self) -> list[Message]:
-        return [self._bad_ex("schema_version", "schema_version",
-                             dumps(self._valid(schema_version=99)))]  # fmt: skip
+        return [
+            self._bad_ex("schema_version", "schema_version", dumps(self._valid(schema_version=99)))
+        ]
 
     def unknown_field(self) -> list[Message]:
         return [self._bad_ex("unknown_field", "schema", dumps(self._valid(colour="blue")))]
@@ -174,8 +206,7 @@ class Generator:
         return self._big("big_20mb", 20_000_000)
 
     def deep_metadata(self) -> list[Message]:
-        return [self._bad_ex("deep_metadata", "schema",
-                             dumps(self._valid(metadata=_nested(200))))]  # fmt: skip
+        return [self._bad_ex("deep_metadata", "schema", dumps(self._valid(metadata=_nested(200))))]
 
     def too_deep(self) -> list[Message]:
         value = b'{"metadata": ' + b"[" * 3000 + b"]" * 3000 + b"}"
@@ -229,41 +260,87 @@ class Generator:
     def _raw_turn(self, **extra: Any) -> dict[str, Any]:
         self.i += 1
         return {
-            "namespace": self.ns_bad, "session_id": f"b{self.i}", "turn_id": f"t{self.i}",
-            "exchange_id": f"e{self.i}", "seq": 0, "index": 0, "role": "user",
-            "text": "a hostile turn", "embedding": [0.5] * 7, "embedding_model": "nobody",
+            "namespace": self.ns_bad,
+            "session_id": f"b{self.i}",
+            "turn_id": f"t{self.i}",
+            "exchange_id": f"e{self.i}",
+            "seq": 0,
+            "index": 0,
+            "role": "user",
+            "text": "a hostile turn",
+            "embedding": [0.5] * 7,
+            "embedding_model": "nobody",
             **extra,
-        }  # fmt: skip
+        }
 
     def turn_wrong_dim(self) -> list[Message]:
-        return [Message("turn_wrong_dim", t.TURNS, self._key(), dumps(self._raw_turn()),
-                        DEAD_LETTER, "schema")]  # fmt: skip
+        return [
+            Message(
+                "turn_wrong_dim",
+                t.TURNS,
+                self._key(),
+                dumps(self._raw_turn()),
+                DEAD_LETTER,
+                "schema",
+            )
+        ]
 
     def turn_unknown_field(self) -> list[Message]:
-        return [Message("turn_unknown_field", t.TURNS, self._key(),
-                        dumps(self._raw_turn(extra_field=1)), DEAD_LETTER, "schema")]  # fmt: skip
+        return [
+            Message(
+                "turn_unknown_field",
+                t.TURNS,
+                self._key(),
+                dumps(self._raw_turn(extra_field=1)),
+                DEAD_LETTER,
+                "schema",
+            )
+        ]
 
     def segment_wrong_shape(self) -> list[Message]:
         value = dumps({"segment_id": [], "namespace": self.ns_bad, "exchanges": "none"})
-        return [Message("segment_wrong_shape", t.SEGMENTS, self._key(), value, DEAD_LETTER,
-                        "schema")]  # fmt: skip
+        return [
+            Message("segment_wrong_shape", t.SEGMENTS, self._key(), value, DEAD_LETTER, "schema")
+        ]
 
     def segment_negative_index(self) -> list[Message]:
-        value = dumps({"segment_id": "x", "namespace": self.ns_bad, "session_id": "s",
-                        "index": -1, "mode": "semantic", "reason": "session_flush",
-                        "exchanges": [], "first_turn_id": "a", "last_turn_id": "b",
-                        "tokens": 0})  # fmt: skip
-        return [Message("segment_negative_index", t.SEGMENTS, self._key(), value, DEAD_LETTER,
-                        "schema")]  # fmt: skip
+        value = dumps(
+            {
+                "segment_id": "x",
+                "namespace": self.ns_bad,
+                "session_id": "s",
+                "index": -1,
+                "mode": "semantic",
+                "reason": "session_flush",
+                "exchanges": [],
+                "first_turn_id": "a",
+                "last_turn_id": "b",
+                "tokens": 0,
+            }
+        )
+        return [
+            Message("segment_negative_index", t.SEGMENTS, self._key(), value, DEAD_LETTER, "schema")
+        ]
 
     def records_schema_version(self) -> list[Message]:
         value = dumps({"schema_version": 7, "namespace": self.ns_bad, "session_id": "s"})
-        return [Message("records_schema_version", t.RECORDS, self._key(), value, DEAD_LETTER,
-                        "schema_version")]  # fmt: skip
+        return [
+            Message(
+                "records_schema_version",
+                t.RECORDS,
+                self._key(),
+                value,
+                DEAD_LETTER,
+                "schema_version",
+            )
+        ]
 
     def records_not_json(self) -> list[Message]:
-        return [Message("records_not_json", t.RECORDS, self._key(), b"\x00\x01\x02", DEAD_LETTER,
-                        "json")]  # fmt: skip
+        return [
+            Message(
+                "records_not_json", t.RECORDS, self._key(), b"\x00\x01\x02", DEAD_LETTER, "json"
+            )
+        ]
 
     # -- memory.queries -------------------------------------------------------------------
 
@@ -271,12 +348,17 @@ class Generator:
         cid = f"fz{self.run}{self.i}{uuid.uuid4().hex[:8]}"
         self.i += 1
         data = {
-            "correlation_id": cid, "namespace": self.ns_bad, "query": "what happened?",
-            "k": 5, "reply_partition": self.rng.randrange(self.partitions),
-            "deadline_ms": int((time.time() + 300) * 1000), **over,
-        }  # fmt: skip
-        return Message(kind, t.QUERIES, self.ns_bad.encode(), dumps(data), expect, reason,
-                       correlation_id=cid)  # fmt: skip
+            "correlation_id": cid,
+            "namespace": self.ns_bad,
+            "query": "what happened?",
+            "k": 5,
+            "reply_partition": self.rng.randrange(self.partitions),
+            "deadline_ms": int((time.time() + 300) * 1000),
+            **over,
+        }
+        return Message(
+            kind, t.QUERIES, self.ns_bad.encode(), dumps(data), expect, reason, correlation_id=cid
+        )
 
     def query_k0(self) -> list[Message]:
         return [self._query("query_k0", ERROR_REPLY, "k", k=0)]
@@ -285,8 +367,12 @@ class Generator:
         return [self._query("query_k_million", ERROR_REPLY, "k", k=1_000_000)]
 
     def query_partition_range(self) -> list[Message]:
-        msg = self._query("query_reply_partition", DEAD_LETTER, "reply_partition",
-                          reply_partition=self.partitions + 7)  # fmt: skip
+        msg = self._query(
+            "query_reply_partition",
+            DEAD_LETTER,
+            "reply_partition",
+            reply_partition=self.partitions + 7,
+        )
         return [msg]
 
     def query_deadline_past(self) -> list[Message]:
@@ -308,8 +394,9 @@ class Generator:
         return [msg]
 
     def query_not_json(self) -> list[Message]:
-        return [Message("query_not_json", t.QUERIES, None, b"SELECT * FROM memory", DEAD_LETTER,
-                        "json")]  # fmt: skip
+        return [
+            Message("query_not_json", t.QUERIES, None, b"SELECT * FROM memory", DEAD_LETTER, "json")
+        ]
 
     def query_name_quotes(self) -> list[Message]:
         return [self._query("query_name_quotes", ERROR_REPLY, "namespace", namespace="a'b\"c")]
@@ -323,13 +410,40 @@ class Generator:
     # -- record batches no client can decode (crafted, below the agent) ------------------
 
     def bad_header_key(self) -> list[Message]:
-        return [Message("bad_header_key", t.EXCHANGES, self._key(), b'{"x": 1}', DEAD_LETTER,
-                        "undecodable", crafted="bad_header_key")]  # fmt: skip
+        return [
+            Message(
+                "bad_header_key",
+                t.EXCHANGES,
+                self._key(),
+                b'{"x": 1}',
+                DEAD_LETTER,
+                "undecodable",
+                crafted="bad_header_key",
+            )
+        ]
 
     def bad_crc(self) -> list[Message]:
-        return [Message("bad_crc", t.EXCHANGES, self._key(), b'{"x": 2}', DEAD_LETTER,
-                        "undecodable", crafted="bad_crc")]  # fmt: skip
+        return [
+            Message(
+                "bad_crc",
+                t.EXCHANGES,
+                self._key(),
+                b'{"x": 2}',
+                DEAD_LETTER,
+                "undecodable",
+                crafted="bad_crc",
+            )
+        ]
 
     def query_bad_crc(self) -> list[Message]:
-        return [Message("query_bad_crc", t.QUERIES, b"q", b'{"x": 3}', DEAD_LETTER,
-                        "undecodable", crafted="bad_crc")]  # fmt: skip
+        return [
+            Message(
+                "query_bad_crc",
+                t.QUERIES,
+                b"q",
+                b'{"x": 3}',
+                DEAD_LETTER,
+                "undecodable",
+                crafted="bad_crc",
+            )
+        ]

@@ -37,8 +37,9 @@ def gateway_bench(
     try:
         settings = launch(stack)
         asyncio.run(wait_ready(stack, settings))
-        result = asyncio.run(_bench(stack.gateway_url, n, max(1, sessions), max(1, concurrency),
-                                    searches, probes))  # fmt: skip
+        result = asyncio.run(
+            _bench(stack.gateway_url, n, max(1, sessions), max(1, concurrency), searches, probes)
+        )
     finally:
         stack.stop()
         shutil.rmtree(stack.data_dir, ignore_errors=True)
@@ -71,8 +72,10 @@ async def _bench(
         adds = f"/v1/namespaces/{NAMESPACE}/exchanges"
         # warm-up: the first add and search create tables and load what is loaded lazily
         warm = await client.post(adds, json=_exchange("warm", "warm", rng))
-        await client.post(f"/v1/namespaces/{NAMESPACE}/search",
-                          json={"query": "warming up", "wait_for": warm.json(), "timeout_s": 120})  # fmt: skip
+        await client.post(
+            f"/v1/namespaces/{NAMESPACE}/search",
+            json={"query": "warming up", "wait_for": warm.json(), "timeout_s": 120},
+        )
 
         # (a) adds: `concurrency` callers, one exchange per request
         bodies = [_exchange(f"s{i % sessions}", f"e{i}", rng) for i in range(n)]
@@ -107,9 +110,15 @@ async def _bench(
         for i in range(probes):
             t0 = time.perf_counter()
             r = await client.post(adds, json=_exchange("probe", f"p{i}", rng))
-            reply = await client.post(f"/v1/namespaces/{NAMESPACE}/search", json={
-                "query": "probe", "k": 1, "wait_for": r.json(), "timeout_s": 60,
-            })  # fmt: skip
+            reply = await client.post(
+                f"/v1/namespaces/{NAMESPACE}/search",
+                json={
+                    "query": "probe",
+                    "k": 1,
+                    "wait_for": r.json(),
+                    "timeout_s": 60,
+                },
+            )
             if reply.status_code == 200:
                 rw_s.append(time.perf_counter() - t0)
 

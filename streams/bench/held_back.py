@@ -46,7 +46,7 @@ def scored(first: Path, dumps: Sequence[Path]) -> dict[str, list[Scored]]:
                 recall_at_budget(p.after, p.gold, 1000),
             )
             for p in paired(base, base if path == first else load(path))
-        ]  # fmt: skip
+        ]
         for path in dumps
     }
 
@@ -73,10 +73,11 @@ def choose(settings: Mapping[str, Sequence[Scored]], no_category_lower: bool) ->
         rest = {n: figures([r for r in settings[n] if r.namespace != ns]) for n in names}
         base = rest[names[0]]
         allowed = [
-            n for n in names
+            n
+            for n in names
             if not no_category_lower
             or all(rest[n].get(c, 0.0) >= v - 1e-9 for c, v in base.items() if c in CATEGORY_ORDER)
-        ]  # fmt: skip
+        ]
         gain = {n: rest[n]["R@10"] + rest[n]["R@1000 tok"] for n in allowed}
         choice[ns] = max(allowed, key=lambda n: (gain[n], -names.index(n)))
     return choice

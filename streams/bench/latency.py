@@ -90,9 +90,13 @@ async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]
 
 def _request(namespace: str, query: str, k: int) -> QueryRequest:
     return QueryRequest(
-        correlation_id="bench", namespace=namespace, query=query, k=k, reply_partition=0,
+        correlation_id="bench",
+        namespace=namespace,
+        query=query,
+        k=k,
+        reply_partition=0,
         deadline_ms=int((time.time() + 60) * 1000),
-    )  # fmt: skip
+    )
 
 
 def print_locomo(r: dict[str, Any]) -> None:

@@ -257,7 +257,7 @@ def run_llm_bench(
                 lance_dir,
                 echo,
                 redact,
-            )  # fmt: skip
+            )
         )
     finally:
         shutil.rmtree(lance_dir, ignore_errors=True)
@@ -289,9 +289,11 @@ async def _run(
         f"model {model} at {client.base_url}"
     )
     encoder = LLMEncoder(
-        client, model, policy=llm_policy(settings, LLMEncoder.policy, attempts=True),
+        client,
+        model,
+        policy=llm_policy(settings, LLMEncoder.policy, attempts=True),
         observer=attempts,
-    )  # fmt: skip
+    )
     report.segments, batches = await encode_segments(encoder, attempts, segments, echo)
     store = open_store(settings, embedder, uri=lance_dir)
     await IndexerService(store, embedder).write(IndexBatch(turns=turns, records=batches))
@@ -304,12 +306,14 @@ async def _run(
     deps = QueryDeps(
         store=store,
         embedder=embedder,
-        planner=LLMPlanner(client, model, policy=llm_policy(settings, LLMPlanner.policy),
-                           observer=attempts),
-        answerer=LLMAnswerer(client, model, policy=llm_policy(settings, LLMAnswerer.policy),
-                             observer=attempts),
+        planner=LLMPlanner(
+            client, model, policy=llm_policy(settings, LLMPlanner.policy), observer=attempts
+        ),
+        answerer=LLMAnswerer(
+            client, model, policy=llm_policy(settings, LLMAnswerer.policy), observer=attempts
+        ),
         adapter=adapter_of(settings, embedder),
-    )  # fmt: skip
+    )
     service = QueryService(deps, RecallConfig(turn_window=settings.turn_window))
     report.questions = await ask_questions(service, judge, conv.namespace, chosen, echo, redact)
     report.seconds = time.perf_counter() - started

@@ -69,11 +69,18 @@ def segment(ns: str, i: int) -> Segment:
     turns = [Turn(role=Role.user, speaker="Noor", content=f"I keep bees on the roof ({i}).")]
     ex = SegmentExchange(exchange_id=f"e{i}", seq=i, turn_ids=[f"t{i}"], turns=turns, tokens=12)
     return Segment(
-        segment_id=f"{ns}/s{i}/0", namespace=ns, session_id=f"s{i}", index=0,
-        mode=SegmentMode.semantic, reason=FinalizeReason.session_flush, exchanges=[ex],
-        first_turn_id=f"t{i}", last_turn_id=f"t{i}", tokens=12,
+        segment_id=f"{ns}/s{i}/0",
+        namespace=ns,
+        session_id=f"s{i}",
+        index=0,
+        mode=SegmentMode.semantic,
+        reason=FinalizeReason.session_flush,
+        exchanges=[ex],
+        first_turn_id=f"t{i}",
+        last_turn_id=f"t{i}",
+        tokens=12,
         session_date=datetime(2024, 4, 2),
-    )  # fmt: skip
+    )
 
 
 def encoder_env(url: str, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -108,8 +115,14 @@ def run_llm_faults(
         shutil.rmtree(stack.data_dir, ignore_errors=True)
 
 
-async def _run(stack: Stack, server: Any, phases: list[tuple[float, Any]], n: int,
-               timeout_s: float, worker: Any) -> OutageReport:  # fmt: skip
+async def _run(
+    stack: Stack,
+    server: Any,
+    phases: list[tuple[float, Any]],
+    n: int,
+    timeout_s: float,
+    worker: Any,
+) -> OutageReport:
     ns = f"llm-{uuid.uuid4().hex[:6]}"
     segs = [segment(ns, i) for i in range(n)]
     log = stack.data_dir / "logs" / "encoder.log"
@@ -121,8 +134,9 @@ async def _run(stack: Stack, server: Any, phases: list[tuple[float, Any]], n: in
     started = time.monotonic()
     try:
         for s in segs:
-            await producer.send_and_wait(t.SEGMENTS, s.model_dump_json().encode(),
-                                         key=f"{ns}/{s.session_id}".encode())  # fmt: skip
+            await producer.send_and_wait(
+                t.SEGMENTS, s.model_dump_json().encode(), key=f"{ns}/{s.session_id}".encode()
+            )
     finally:
         await producer.stop()
     report = OutageReport(segments=n)
@@ -183,14 +197,16 @@ async def _wait_for_line(path: Path, text: str, worker: Any, timeout_s: float) -
 def format_report(r: OutageReport) -> str:
     dupes = {k: v for k, v in r.batches_per_segment.items() if v != 1}
     gaps = [p.get("paused_s", 0) for p in r.paused_lines]
-    return "\n".join([
-        f"segments sent:              {r.segments}",
-        f"segments with records:      {len(r.batches_per_segment)} (more than one batch: {len(dupes)})",
-        f"encoder dead letters:       {r.dead_letters}",
-        f"endpoint requests:          {r.endpoint_requests} ({r.endpoint_completions} answered)",
-        f"counted calls / segments:   {r.counted_calls} / {r.counted_segments}",
-        f"input tokens counted:       {r.counted_input_tokens} (endpoint reported {r.endpoint_input_tokens})",
-        f"pause log lines:            {len(r.paused_lines)} (paused_s: {gaps[:12]}), resumed: {r.resumed_lines}",
-        f"time to drain:              {r.seconds_to_drain:.1f}s",
-        f"encoder alive:              {'yes' if r.worker_alive else 'NO'}",
-    ])  # fmt: skip
+    return "\n".join(
+        [
+            f"segments sent:              {r.segments}",
+            f"segments with records:      {len(r.batches_per_segment)} (more than one batch: {len(dupes)})",
+            f"encoder dead letters:       {r.dead_letters}",
+            f"endpoint requests:          {r.endpoint_requests} ({r.endpoint_completions} answered)",
+            f"counted calls / segments:   {r.counted_calls} / {r.counted_segments}",
+            f"input tokens counted:       {r.counted_input_tokens} (endpoint reported {r.endpoint_input_tokens})",
+            f"pause log lines:            {len(r.paused_lines)} (paused_s: {gaps[:12]}), resumed: {r.resumed_lines}",
+            f"time to drain:              {r.seconds_to_drain:.1f}s",
+            f"encoder alive:              {'yes' if r.worker_alive else 'NO'}",
+        ]
+    )

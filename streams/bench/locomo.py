@@ -82,10 +82,13 @@ def dump_row(
 ) -> dict[str, Any]:
     """One reply as `--dump` files hold it (`python -m streams.bench.compare` pairs two)."""
     return {
-        "namespace": namespace, "question": question, "category": category,
-        "gold": sorted(gold), "plan": reply.plan,
+        "namespace": namespace,
+        "question": question,
+        "category": category,
+        "gold": sorted(gold),
+        "plan": reply.plan,
         "items": [e.model_dump(mode="json") for e in reply.evidence],
-    }  # fmt: skip
+    }
 
 
 def run_locomo(

@@ -59,9 +59,14 @@ def _fingerprint() -> str:
     """Changes when the ingest code does: the encoder, the indexer and the store."""
     root = Path(__file__).resolve().parents[2] / "workers"
     files = sorted(
-        [*(root / "encoder").glob("*.py"), *(root / "indexer").glob("*.py"),
-         *(root / "store").glob("*.py"), root / "vocabulary.py", root / "segmenter" / "policy.py"]
-    )  # fmt: skip
+        [
+            *(root / "encoder").glob("*.py"),
+            *(root / "indexer").glob("*.py"),
+            *(root / "store").glob("*.py"),
+            root / "vocabulary.py",
+            root / "segmenter" / "policy.py",
+        ]
+    )
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.read_bytes())
@@ -87,14 +92,22 @@ def segments_of(
             for i, (tid, turn) in enumerate(zip(ex.turn_ids(), ex.turns, strict=True)):
                 turns.append(
                     RawTurn(
-                        namespace=ex.namespace, session_id=ex.session_id, turn_id=tid,
-                        exchange_id=ex.exchange_id, seq=ex.seq, index=i, role=turn.role,
-                        speaker=turn.speaker, text=turn.content, image_caption=turn.image_caption,
-                        session_date=ex.session_date, created_at=turn.created_at,
+                        namespace=ex.namespace,
+                        session_id=ex.session_id,
+                        turn_id=tid,
+                        exchange_id=ex.exchange_id,
+                        seq=ex.seq,
+                        index=i,
+                        role=turn.role,
+                        speaker=turn.speaker,
+                        text=turn.content,
+                        image_caption=turn.image_caption,
+                        session_date=ex.session_date,
+                        created_at=turn.created_at,
                         embedding=np.asarray(vec, dtype=np.float32).tolist(),
                         embedding_model=embedder.model_name,
                     )
-                )  # fmt: skip
+                )
         segments += policy.flush(state)
     return segments, turns
 
@@ -102,12 +115,18 @@ def segments_of(
 def batch_of(segment: Segment) -> RecordBatch:
     encoded = encode_extractive(segment)
     return RecordBatch(
-        namespace=segment.namespace, session_id=segment.session_id,
-        segment_id=segment.segment_id, segment_index=segment.index,
-        first_turn_id=segment.first_turn_id, last_turn_id=segment.last_turn_id,
-        session_date=segment.session_date, encoder=encoded.encoder, records=encoded.records,
-        disambiguation_context=encoded.disambiguation_context, usage=encoded.usage,
-    )  # fmt: skip
+        namespace=segment.namespace,
+        session_id=segment.session_id,
+        segment_id=segment.segment_id,
+        segment_index=segment.index,
+        first_turn_id=segment.first_turn_id,
+        last_turn_id=segment.last_turn_id,
+        session_date=segment.session_date,
+        encoder=encoded.encoder,
+        records=encoded.records,
+        disambiguation_context=encoded.disambiguation_context,
+        usage=encoded.usage,
+    )
 
 
 async def ingest(
@@ -127,9 +146,13 @@ async def ingest(
 def _request(namespace: str, question: str, k: int) -> QueryRequest:
     deadline = datetime.now(UTC) + timedelta(minutes=10)
     return QueryRequest(
-        correlation_id=uuid.uuid4().hex, namespace=namespace, query=question, k=k,
-        reply_partition=0, deadline_ms=int(deadline.timestamp() * 1e3),
-    )  # fmt: skip
+        correlation_id=uuid.uuid4().hex,
+        namespace=namespace,
+        query=question,
+        k=k,
+        reply_partition=0,
+        deadline_ms=int(deadline.timestamp() * 1e3),
+    )
 
 
 def categories_of(text: str) -> frozenset[str] | None:
@@ -334,9 +357,15 @@ def main() -> None:
     convs = [c for c in args.conversations.split(",") if c] or None
     try:
         agg = run(
-            args.data, args.store, convs, args.dump, args.k, args.held_back_adapters, planner,
+            args.data,
+            args.store,
+            convs,
+            args.dump,
+            args.k,
+            args.held_back_adapters,
+            planner,
             categories,
-        )  # fmt: skip
+        )
     except (OSError, DatasetError, AdapterError) as exc:
         parser.error(str(exc))
     r, b = agg["recall_at_k"], agg["recall_at_budget"]

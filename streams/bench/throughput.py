@@ -31,13 +31,60 @@ from streams.stack.embedded import EPHEMERAL, Stack, StackPreset
 from streams.stack.ready import READY_NAMESPACE, launch, wait_ready
 
 WORDS = (
-    "river", "morning", "train", "coffee", "garden", "marathon", "recipe", "bread", "flour",
-    "oven", "lisbon", "tram", "castle", "sister", "job", "office", "team", "pipeline",
-    "robot", "data", "bike", "commute", "weekend", "dinner", "friend", "knee", "physio",
-    "plan", "week", "mile", "tempo", "pace", "starter", "jar", "water", "market", "sardines",
-    "ticket", "flight", "hotel", "museum", "book", "chapter", "guitar", "song", "concert",
-    "rain", "umbrella", "spring", "summer", "budget", "invoice", "meeting",
-)  # fmt: skip
+    "river",
+    "morning",
+    "train",
+    "coffee",
+    "garden",
+    "marathon",
+    "recipe",
+    "bread",
+    "flour",
+    "oven",
+    "lisbon",
+    "tram",
+    "castle",
+    "sister",
+    "job",
+    "office",
+    "team",
+    "pipeline",
+    "robot",
+    "data",
+    "bike",
+    "commute",
+    "weekend",
+    "dinner",
+    "friend",
+    "knee",
+    "physio",
+    "plan",
+    "week",
+    "mile",
+    "tempo",
+    "pace",
+    "starter",
+    "jar",
+    "water",
+    "market",
+    "sardines",
+    "ticket",
+    "flight",
+    "hotel",
+    "museum",
+    "book",
+    "chapter",
+    "guitar",
+    "song",
+    "concert",
+    "rain",
+    "umbrella",
+    "spring",
+    "summer",
+    "budget",
+    "invoice",
+    "meeting",
+)
 NAMES = ("Ana", "Ben", "Chloe", "Dev", "Eli", "Fay")
 
 
@@ -60,8 +107,16 @@ def synthetic_exchanges(n: int, sessions: int, seed: int = 7) -> list[Exchange]:
             content=synthetic_sentence(rng),
             turn_id=f"b{i}",
         )
-        out.append(Exchange(namespace="bench", session_id=f"s{j}", seq=seqs[j], exchange_id=f"s{j}:{seqs[j]}",
-                            session_date=date, turns=[turn]))  # fmt: skip
+        out.append(
+            Exchange(
+                namespace="bench",
+                session_id=f"s{j}",
+                seq=seqs[j],
+                exchange_id=f"s{j}:{seqs[j]}",
+                session_date=date,
+                turns=[turn],
+            )
+        )
         seqs[j] += 1
     return out
 
@@ -84,8 +139,10 @@ def throughput(
             stack.stop()
             shutil.rmtree(stack.data_dir, ignore_errors=True)
         result["stack"] = preset.name
-        click.echo(f"stack: {preset.name} (broker storage {preset.storage}, "
-                   f"Redis appendfsync {preset.redis_fsync})")  # fmt: skip
+        click.echo(
+            f"stack: {preset.name} (broker storage {preset.storage}, "
+            f"Redis appendfsync {preset.redis_fsync})"
+        )
         _print_throughput(result)
         results.append(result)
     if len(results) > 1:
@@ -126,8 +183,15 @@ async def _throughput(
 
     async with MemoryClient(settings) as client, LagReader(settings.kafka_bootstrap) as lag:
         # warm the indexer (table and index creation happen once) before timing
-        warm = Exchange(namespace=READY_NAMESPACE, session_id="warm", seq=0, exchange_id="warm:0",
-                        turns=[Turn(role=Role.user, speaker="Ana", content="warming up the pipeline", turn_id="w0")])  # fmt: skip
+        warm = Exchange(
+            namespace=READY_NAMESPACE,
+            session_id="warm",
+            seq=0,
+            exchange_id="warm:0",
+            turns=[
+                Turn(role=Role.user, speaker="Ana", content="warming up the pipeline", turn_id="w0")
+            ],
+        )
         await client.add([warm])
         await client.end_session(READY_NAMESPACE, "warm", after_seq=0)
         await lag.wait_drained(timeout_s=120)
@@ -170,8 +234,13 @@ async def _throughput(
     }
 
 
-async def _probe_latency(settings: Settings, client: MemoryClient, probes: int,
-                         rate_hz: float = 20.0, timeout_s: float = 60.0) -> tuple[list[float], int]:  # fmt: skip
+async def _probe_latency(
+    settings: Settings,
+    client: MemoryClient,
+    probes: int,
+    rate_hz: float = 20.0,
+    timeout_s: float = 60.0,
+) -> tuple[list[float], int]:
     from streams.factories import open_store
 
     store = open_store(settings)
@@ -193,8 +262,20 @@ async def _probe_latency(settings: Settings, client: MemoryClient, probes: int,
     poller = asyncio.create_task(poll())
     try:
         for i in range(probes):
-            ex = Exchange(namespace="probe", session_id=f"p{i}", seq=0, exchange_id=f"p{i}:0",
-                          turns=[Turn(role=Role.user, speaker="Ana", content=synthetic_sentence(rng), turn_id=f"probe-{i}")])  # fmt: skip
+            ex = Exchange(
+                namespace="probe",
+                session_id=f"p{i}",
+                seq=0,
+                exchange_id=f"p{i}:0",
+                turns=[
+                    Turn(
+                        role=Role.user,
+                        speaker="Ana",
+                        content=synthetic_sentence(rng),
+                        turn_id=f"probe-{i}",
+                    )
+                ],
+            )
             sent = time.perf_counter()
             await client.add([ex])
             acked[f"probe-{i}"] = time.perf_counter()

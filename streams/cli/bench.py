@@ -90,8 +90,12 @@ def bench_durability(
 @click.option("--budgets", default="500,1000,2000", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None)
-@click.option("--dump", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="every reply's evidence as JSON, for python -m streams.bench.compare")  # fmt: skip
+@click.option(
+    "--dump",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="every reply's evidence as JSON, for python -m streams.bench.compare",
+)
 @click.option(
     "--answer",
     is_flag=True,
@@ -99,12 +103,27 @@ def bench_durability(
 )
 @click.option("--judge-base-url", default=None, help="default: LYCHEE_LLM_BASE_URL")
 @click.option("--judge-model", default=None, help="default: LYCHEE_LLM_MODEL")
-@click.option("--also", multiple=True, type=click.Choice(list(VARIANTS)),
-              help="a per-request variant (retrieval ablation) asked over the same ingest, "
-                   "reported as lychee:<name>; repeatable")  # fmt: skip
-def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, budgets: str,
-                 out: Path | None, plot: Path | None, answer: bool, judge_base_url: str | None,
-                 judge_model: str | None, also: tuple[str, ...], dump: Path | None) -> None:  # fmt: skip
+@click.option(
+    "--also",
+    multiple=True,
+    type=click.Choice(list(VARIANTS)),
+    help="a per-request variant (retrieval ablation) asked over the same ingest, "
+    "reported as lychee:<name>; repeatable",
+)
+def bench_locomo(
+    data: Path,
+    conversations: str | None,
+    variant: str,
+    ks: str,
+    budgets: str,
+    out: Path | None,
+    plot: Path | None,
+    answer: bool,
+    judge_base_url: str | None,
+    judge_model: str | None,
+    also: tuple[str, ...],
+    dump: Path | None,
+) -> None:
     """Evidence recall by category, cost and latency on LoCoMo, with raw-turn baselines.
 
     Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
@@ -121,10 +140,16 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
             raise BenchError("--answer needs an LLM: set LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
         judge = judge_target(s, judge_base_url, judge_model) if answer else None
         report = run_locomo(
-            s, data, conversations.split(",") if conversations else None, variant,
-            tuple(int(x) for x in ks.split(",")), tuple(int(x) for x in budgets.split(",")),
-            also=also, judge=judge, dump=dump,
-        )  # fmt: skip
+            s,
+            data,
+            conversations.split(",") if conversations else None,
+            variant,
+            tuple(int(x) for x in ks.split(",")),
+            tuple(int(x) for x in budgets.split(",")),
+            also=also,
+            judge=judge,
+            dump=dump,
+        )
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(format_table(report))
@@ -142,12 +167,23 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
 
 @bench.command("llm")
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
-@click.option("--format", "fmt", type=click.Choice(["locomo", "jsonl"]), default=None,
-              help="default: jsonl for a .jsonl file, else locomo")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["locomo", "jsonl"]),
+    default=None,
+    help="default: jsonl for a .jsonl file, else locomo",
+)
 @click.option("--conversation", default=None, help="sample id or namespace (default: the first)")
 @click.option("--segments", "segments_n", type=click.IntRange(min=1), default=10, show_default=True)
-@click.option("--questions", "questions_n", type=click.IntRange(min=0), default=10,
-              show_default=True, help="the file's questions whose evidence was encoded")  # fmt: skip
+@click.option(
+    "--questions",
+    "questions_n",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="the file's questions whose evidence was encoded",
+)
 @click.option("--ask", "asks", multiple=True, help="a question of your own (repeatable)")
 @click.option("--judge-base-url", default=None, help="default: LYCHEE_LLM_BASE_URL")
 @click.option("--judge-model", default=None, help="default: LYCHEE_LLM_MODEL")
@@ -157,9 +193,18 @@ def bench_locomo(data: Path, conversations: str | None, variant: str, ks: str, b
     is_flag=True,
     help="print no question, answer or gold text (data whose licence forbids copies)",
 )
-def bench_llm(data: Path, fmt: str | None, conversation: str | None, segments_n: int,
-              questions_n: int, asks: tuple[str, ...], judge_base_url: str | None,
-              judge_model: str | None, out: Path | None, redact: bool) -> None:  # fmt: skip
+def bench_llm(
+    data: Path,
+    fmt: str | None,
+    conversation: str | None,
+    segments_n: int,
+    questions_n: int,
+    asks: tuple[str, ...],
+    judge_base_url: str | None,
+    judge_model: str | None,
+    out: Path | None,
+    redact: bool,
+) -> None:
     """The LLM path against the configured endpoint: the encoder over a conversation's first
     segments, then the LLM planner and answerer over its questions (or --ask), judged by the
     LoCoMo protocol; seconds, tokens and tokens/s per segment, outcomes, answers."""
@@ -167,8 +212,19 @@ def bench_llm(data: Path, fmt: str | None, conversation: str | None, segments_n:
     from streams.bench.llm import bench_llm as run
 
     try:
-        run(settings(), data, fmt, conversation, segments_n, questions_n, asks,
-            (judge_base_url, judge_model), out, click.echo, redact)  # fmt: skip
+        run(
+            settings(),
+            data,
+            fmt,
+            conversation,
+            segments_n,
+            questions_n,
+            asks,
+            (judge_base_url, judge_model),
+            out,
+            click.echo,
+            redact,
+        )
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -271,14 +327,20 @@ def bench_embedder(
 @click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True)
 @click.option("--conversation", default=None, help="sample id (default: the first)")
 @click.option(
-    "--concurrency", "levels", default="1,4,16", show_default=True,
+    "--concurrency",
+    "levels",
+    default="1,4,16",
+    show_default=True,
     help="comma-separated numbers of requests in flight",
-)  # fmt: skip
+)
 @click.option("-k", "k", type=int, default=10, show_default=True)
 @click.option(
-    "--questions", type=click.IntRange(min=1), default=60, show_default=True,
+    "--questions",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
     help="at most this many distinct questions per level",
-)  # fmt: skip
+)
 def bench_query_load(
     data: Path, conversation: str | None, levels: str, k: int, questions: int
 ) -> None:
@@ -318,9 +380,12 @@ def bench_fuzz(n: int, seed: int) -> None:
 @bench.command("llm-outage")
 @click.option("--outage-s", type=float, default=90.0, show_default=True, help="seconds of 503s")
 @click.option(
-    "--rate-limit-s", type=float, default=30.0, show_default=True,
+    "--rate-limit-s",
+    type=float,
+    default=30.0,
+    show_default=True,
     help="then seconds of 429s with Retry-After",
-)  # fmt: skip
+)
 @click.option("--refused-s", type=float, default=0.0, show_default=True, help="then 401s")
 @click.option("--segments", type=click.IntRange(min=1), default=6, show_default=True)
 def bench_llm_outage(outage_s: float, rate_limit_s: float, refused_s: float, segments: int) -> None:
@@ -352,24 +417,58 @@ def bench_llm_outage(outage_s: float, rate_limit_s: float, refused_s: float, seg
 
 @bench.command("chaos")
 @click.option("--kills", type=click.IntRange(min=0), default=20, show_default=True)
-@click.option("--processes", type=click.IntRange(min=1), default=2, show_default=True,
-              help="workers per ingest stage (segmenter, encoder, indexer)")  # fmt: skip
-@click.option("--interval", "interval_s", type=float, default=4.0, show_default=True,
-              help="mean seconds between kills")  # fmt: skip
-@click.option("--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="a LoCoMo file; default: a synthetic conversation")  # fmt: skip
+@click.option(
+    "--processes",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="workers per ingest stage (segmenter, encoder, indexer)",
+)
+@click.option(
+    "--interval",
+    "interval_s",
+    type=float,
+    default=4.0,
+    show_default=True,
+    help="mean seconds between kills",
+)
+@click.option(
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="a LoCoMo file; default: a synthetic conversation",
+)
 @click.option("--conversation", "conversation_id", default=None, help="sample id in --data")
 @click.option("--sessions", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option("--per-session", type=click.IntRange(min=1), default=40, show_default=True)
 @click.option("--seed", type=int, default=7, show_default=True)
-@click.option("--stack", "preset", type=click.Choice(["durable", "ephemeral"]), default="durable",
-              show_default=True,
-              help="durable: Redis and the broker are killed -9 once each as well")  # fmt: skip
-@click.option("--undisturbed", type=click.IntRange(min=0), default=2, show_default=True,
-              help="clean ingests first, for the record-set Jaccard and its noise floor")  # fmt: skip
-def bench_chaos(kills: int, processes: int, interval_s: float, data: Path | None,
-                conversation_id: str | None, sessions: int, per_session: int, seed: int,
-                preset: str, undisturbed: int) -> None:  # fmt: skip
+@click.option(
+    "--stack",
+    "preset",
+    type=click.Choice(["durable", "ephemeral"]),
+    default="durable",
+    show_default=True,
+    help="durable: Redis and the broker are killed -9 once each as well",
+)
+@click.option(
+    "--undisturbed",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="clean ingests first, for the record-set Jaccard and its noise floor",
+)
+def bench_chaos(
+    kills: int,
+    processes: int,
+    interval_s: float,
+    data: Path | None,
+    conversation_id: str | None,
+    sessions: int,
+    per_session: int,
+    seed: int,
+    preset: str,
+    undisturbed: int,
+) -> None:
     """Ingest while random ingest workers (and on the durable stack Redis and the broker) are
     killed -9 and restarted: lost and duplicated turns, exchanges in no or two segments,
     encodes against segments, record-set Jaccard against undisturbed runs, dead letters."""
@@ -388,8 +487,15 @@ def bench_chaos(kills: int, processes: int, interval_s: float, data: Path | None
         exchanges = list(chosen[0].exchanges)
     else:
         exchanges = synthetic(f"chaos-{uuid.uuid4().hex[:6]}", sessions, per_session)
-    report = run_chaos(exchanges, kills=kills, processes=processes, interval_s=interval_s,
-                       seed=seed, durable=preset == "durable", undisturbed=undisturbed)  # fmt: skip
+    report = run_chaos(
+        exchanges,
+        kills=kills,
+        processes=processes,
+        interval_s=interval_s,
+        seed=seed,
+        durable=preset == "durable",
+        undisturbed=undisturbed,
+    )
     click.echo("\n".join(report.kill_log))
     click.echo(format_report(report))
 

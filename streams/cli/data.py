@@ -153,8 +153,13 @@ def records(
 
     result = asyncio.run(run())
     if as_json:
-        out = {"total": result.total, "page": result.page, "page_size": result.page_size,
-               "pages": result.pages, "items": result.items}  # fmt: skip
+        out = {
+            "total": result.total,
+            "page": result.page,
+            "page_size": result.page_size,
+            "pages": result.pages,
+            "items": result.items,
+        }
         click.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2, default=str).decode())
         return
     for item in result.items:

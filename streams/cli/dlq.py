@@ -38,8 +38,10 @@ def dlq_list(topic: str | None, error_type: str | None, as_json: bool) -> None:
         click.echo("no dead letters" + (f" of type {error_type}" if error_type else ""))
     for row in rows:
         sample = row["sample"]
-        click.echo(f"{row['topic']}  {row['error_type']}: {row['count']} "
-                   f"(oldest {row['oldest']}, newest {row['newest']})")  # fmt: skip
+        click.echo(
+            f"{row['topic']}  {row['error_type']}: {row['count']} "
+            f"(oldest {row['oldest']}, newest {row['newest']})"
+        )
         click.echo(f"    e.g. {sample['id']}: {sample['error'][:200]}")
 
 
@@ -62,9 +64,13 @@ def dlq_show(topic: str, offset: str) -> None:
 @click.option("--force", is_flag=True, help="replay dead letters that were replayed before")
 @click.option("--json", "as_json", is_flag=True)
 def dlq_replay(
-    topic: str, error_type: str | None, since: str | None, dry_run: bool, force: bool,
+    topic: str,
+    error_type: str | None,
+    since: str | None,
+    dry_run: bool,
+    force: bool,
     as_json: bool,
-) -> None:  # fmt: skip
+) -> None:
     """Produce each dead letter of TOPIC (original key, value and headers) back to its source
     topic, once: a second replay of the same dead letters is refused unless --force."""
     from streams import dlq as dead
@@ -77,16 +83,21 @@ def dlq_replay(
         click.echo(_dump(report.__dict__))
     else:
         verb = "would replay" if dry_run else "replayed"
-        click.echo(f"{verb} {len(report.replayed)} of {report.selected} dead letters"
-                   + ("" if dry_run else f" (replay {report.replay_id})"))  # fmt: skip
+        click.echo(
+            f"{verb} {len(report.replayed)} of {report.selected} dead letters"
+            + ("" if dry_run else f" (replay {report.replay_id})")
+        )
         for row in report.replayed:
             to = f" -> {row['replayed']['to']}" if "replayed" in row else ""
             click.echo(f"  {row['id']} {row['error_type']}: {row['source']}{to}")
         for row in report.not_copied:
-            click.echo(f"  {row['id']} not replayed: its value was too large to copy; it "
-                       f"stays in {row['source']}")  # fmt: skip
+            click.echo(
+                f"  {row['id']} not replayed: its value was too large to copy; it "
+                f"stays in {row['source']}"
+            )
     if (refusal := report.refusal()) and not dry_run:
         raise click.ClickException(f"{refusal}; --force replays them again")
     if report.already:
-        click.echo(f"skipped {len(report.already)} replayed before (--force to replay them)",
-                   err=True)  # fmt: skip
+        click.echo(
+            f"skipped {len(report.already)} replayed before (--force to replay them)", err=True
+        )

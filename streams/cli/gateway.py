@@ -56,14 +56,25 @@ def _keys_file(path: Path | None) -> Path:
     return found
 
 
-_FILE = click.option("--file", "path", type=click.Path(dir_okay=False, path_type=Path), default=None,
-                     help="the keys file (default LYCHEE_API_KEYS_FILE)")  # fmt: skip
+_FILE = click.option(
+    "--file",
+    "path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="the keys file (default LYCHEE_API_KEYS_FILE)",
+)
 
 
 @gateway_keys.command("add")
 @click.argument("name")
-@click.option("--namespace", "-n", "namespaces", multiple=True, required=True,
-              help="a namespace, a prefix ending in *, or * (repeatable)")  # fmt: skip
+@click.option(
+    "--namespace",
+    "-n",
+    "namespaces",
+    multiple=True,
+    required=True,
+    help="a namespace, a prefix ending in *, or * (repeatable)",
+)
 @_FILE
 def keys_add(name: str, namespaces: tuple[str, ...], path: Path | None) -> None:
     """Create a key for NAME; prints it once (only its digest is stored)."""

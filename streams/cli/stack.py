@@ -30,8 +30,13 @@ from streams.cli.common import client_settings, settings
     default=None,
     help="seconds Ctrl-C lets the stages drain [default: LYCHEE_DRAIN_GRACE_S, 60]",
 )
-@click.option("--gateway-port", type=int, default=8080, show_default=True,
-              help="the HTTP gateway on loopback; 0 picks a free port, -1 starts none")  # fmt: skip
+@click.option(
+    "--gateway-port",
+    type=int,
+    default=8080,
+    show_default=True,
+    help="the HTTP gateway on loopback; 0 picks a free port, -1 starts none",
+)
 def up(
     data_dir: Path,
     kafka_port: int,

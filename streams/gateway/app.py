@@ -67,8 +67,12 @@ _PROBLEMS: dict[int | str, dict[str, Any]] = {
 router = APIRouter(prefix="/v1/namespaces/{namespace}", responses=_PROBLEMS)
 
 
-@router.post("/exchanges", status_code=202, response_model=Receipt,
-             responses={409: {"model": Problem}, 413: {"model": Problem}})  # fmt: skip
+@router.post(
+    "/exchanges",
+    status_code=202,
+    response_model=Receipt,
+    responses={409: {"model": Problem}, 413: {"model": Problem}},
+)
 async def add_exchanges(
     namespace: AuthorizedNamespace, body: AddExchanges, svc: Service
 ) -> Receipt:
@@ -104,8 +108,11 @@ async def end_session(
     return await svc.control(ControlKind.end_session, namespace, session_id, after)
 
 
-@router.post("/search", response_model=QueryReply, responses={502: {"model": Problem},
-             504: {"model": Problem}})  # fmt: skip
+@router.post(
+    "/search",
+    response_model=QueryReply,
+    responses={502: {"model": Problem}, 504: {"model": Problem}},
+)
 async def search(namespace: AuthorizedNamespace, body: SearchIn, svc: Service) -> QueryReply:
     """Evidence for a question through the request/reply topics; with `wait_for` (a receipt),
     only once that receipt is searchable (bounded by `timeout_s`)."""
@@ -129,8 +136,11 @@ async def list_records(
     return await svc.records(namespace, session_id, kind, since, turns, page, page_size)
 
 
-@router.delete("/sessions/{session_id}", response_model=ForgetOut,
-               responses={502: {"model": Problem}, 504: {"model": Problem}})  # fmt: skip
+@router.delete(
+    "/sessions/{session_id}",
+    response_model=ForgetOut,
+    responses={502: {"model": Problem}, 504: {"model": Problem}},
+)
 async def forget_session(
     namespace: AuthorizedNamespace, session_id: SessionId, svc: Service
 ) -> ForgetOut:
@@ -139,8 +149,9 @@ async def forget_session(
     return await svc.forget(namespace, session_id)
 
 
-@router.delete("", response_model=ForgetOut,
-               responses={502: {"model": Problem}, 504: {"model": Problem}})  # fmt: skip
+@router.delete(
+    "", response_model=ForgetOut, responses={502: {"model": Problem}, 504: {"model": Problem}}
+)
 async def forget_namespace(namespace: AuthorizedNamespace, svc: Service) -> ForgetOut:
     """Forget the whole namespace everywhere; returns the receipt once every stage confirmed."""
     return await svc.forget(namespace)
@@ -202,9 +213,12 @@ async def _gateway_error(request: Request, exc: Exception) -> JSONResponse:
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     return problem(
-        exc.status_code, str(exc.detail), str(exc.detail), request.url.path,
+        exc.status_code,
+        str(exc.detail),
+        str(exc.detail),
+        request.url.path,
         headers=dict(exc.headers or {}),
-    )  # fmt: skip
+    )
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -249,8 +263,10 @@ class Guard:
             await self.app(scope, receive, send)
             return
         if not self.keys and not is_loopback(name := _host_name(scope)):
-            detail = (f"the request is addressed to {name or 'no host'!r}: without API keys the "
-                      "gateway answers only requests addressed to localhost or a loopback address")  # fmt: skip
+            detail = (
+                f"the request is addressed to {name or 'no host'!r}: without API keys the "
+                "gateway answers only requests addressed to localhost or a loopback address"
+            )
             await _send_problem(send, 421, "Misdirected request", detail)
             return
         t0 = time.perf_counter()
@@ -336,9 +352,12 @@ class McpAuth:
             principal = self.keys.verify(key) if key else None
         if principal is None:
             await _send_problem(
-                send, 401, "Unauthorized", "a valid API key is required",
+                send,
+                401,
+                "Unauthorized",
+                "a valid API key is required",
                 www_authenticate="Bearer",
-            )  # fmt: skip
+            )
             return
         scope.setdefault("state", {})["lychee_principal"] = principal
         await self.app(scope, receive, send)
@@ -403,8 +422,10 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         """The broker, Redis and LanceDB answer."""
         checks = await stack.readiness()
         ok = all(v == "ok" for v in checks.values())
-        return JSONResponse({"status": "ok" if ok else "unavailable", "checks": checks},
-                            status_code=200 if ok else 503)  # fmt: skip
+        return JSONResponse(
+            {"status": "ok" if ok else "unavailable", "checks": checks},
+            status_code=200 if ok else 503,
+        )
 
     app.router.routes.append(Route("/metrics", endpoint=AsgiEndpoint(make_asgi_app())))
     app.router.routes.append(Route("/mcp", endpoint=McpAuth(mcp_endpoint.endpoint, keys)))

@@ -39,8 +39,9 @@ async def namespaces(svc: MemoryService, principal: Principal) -> NamespacesOut:
         for ns in sorted(n for n in names if principal.allows(n)):
             searchable, written = await svc.progress.overview(ns)
             counts = {**_NO_ROWS, **rows.get(ns, {})}
-            out.append(NamespaceSummary(namespace=ns, last_write=written, searchable=searchable,
-                                        **counts))  # fmt: skip
+            out.append(
+                NamespaceSummary(namespace=ns, last_write=written, searchable=searchable, **counts)
+            )
     except RedisError as exc:
         raise svc.down(exc) from exc
     return NamespacesOut(namespaces=out)
@@ -57,16 +58,21 @@ async def sessions(svc: MemoryService, namespace: str) -> SessionsOut:
         st = status.get(sid)
         out.append(
             SessionSummary(
-                session_id=sid, turns=row.get("turns", 0), segments=row.get("segments", 0),
-                records=row.get("records", 0), first_seq=row.get("first_seq"),
-                last_seq=row.get("last_seq"), first_date=row.get("first_date"),
+                session_id=sid,
+                turns=row.get("turns", 0),
+                segments=row.get("segments", 0),
+                records=row.get("records", 0),
+                first_seq=row.get("first_seq"),
+                last_seq=row.get("last_seq"),
+                first_date=row.get("first_date"),
                 last_date=row.get("last_date"),
                 last_seq_accepted=st.last_seq_accepted if st else None,
                 indexed_seq=st.indexed_seq if st else None,
                 open_segment_exchanges=st.open_segment_exchanges if st else 0,
-                ended=st.ended if st else False, searchable=st.searchable if st else True,
+                ended=st.ended if st else False,
+                searchable=st.searchable if st else True,
             )
-        )  # fmt: skip
+        )
     return SessionsOut(namespace=namespace, sessions=out)
 
 
@@ -89,11 +95,16 @@ async def timeline(
         t["segment_id"] = _segment_of(int(t["seq"]), got.segments)
     status = (await svc.status(namespace, session_id)).sessions
     return TimelineOut(
-        namespace=namespace, session_id=session_id, total=got.total, page=got.page,
-        page_size=got.page_size, pages=got.pages, turns=turns,
+        namespace=namespace,
+        session_id=session_id,
+        total=got.total,
+        page=got.page,
+        page_size=got.page_size,
+        pages=got.pages,
+        turns=turns,
         segments=[TimelineSegment(segment_id=s["id"], **s) for s in got.segments],
         open_segment_exchanges=status[0].open_segment_exchanges if status else 0,
-    )  # fmt: skip
+    )
 
 
 def _segment_of(seq: int, segments: list[dict[str, Any]]) -> str | None:
@@ -116,9 +127,13 @@ async def operations(svc: MemoryService, principal: Principal) -> OperationsOut:
             raise svc.down(exc) from exc
         usage: dict[str, dict[str, int]] = report["construction_tokens"]
         return OperationsOut(
-            stack_wide=True, supervision=report["supervision"], stages=report["stages"],
-            dead_letters=report["dead_letters"], rows=report["rows"], construction_tokens=usage,
-        )  # fmt: skip
+            stack_wide=True,
+            supervision=report["supervision"],
+            stages=report["stages"],
+            dead_letters=report["dead_letters"],
+            rows=report["rows"],
+            construction_tokens=usage,
+        )
     try:
         usage = await read_usage(svc.redis)
     except RedisError as exc:

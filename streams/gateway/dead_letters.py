@@ -61,15 +61,24 @@ async def dead_letters(
     return DeadLettersOut.model_validate({"reasons": dlq.summarize(letters, receipts)})
 
 
-@router.post("/replay", response_model=ReplayOut, responses={409: {"model": Problem},
-             415: {"model": Problem}})  # fmt: skip
+@router.post(
+    "/replay",
+    response_model=ReplayOut,
+    responses={409: {"model": Problem}, 415: {"model": Problem}},
+)
 async def replay(_: StackWide, __: SameOriginJson, body: ReplayIn, svc: Service) -> ReplayOut:
     """Produce the selected dead letters back to their source topics, once each (as `lychee
     dlq replay`); `dry_run` says what would be sent. 409 when every selected dead letter was
     replayed before, unless `force`."""
     with _answered(svc):
-        report = await dlq.replay(svc.settings, body.topic, body.error_type, body.since,
-                                  dry_run=body.dry_run, force=body.force)  # fmt: skip
+        report = await dlq.replay(
+            svc.settings,
+            body.topic,
+            body.error_type,
+            body.since,
+            dry_run=body.dry_run,
+            force=body.force,
+        )
     refusal = report.refusal()
     if refusal and not body.dry_run:
         raise Conflict(f"{refusal}; force replays them again", field="force")

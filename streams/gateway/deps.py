@@ -93,8 +93,10 @@ def same_origin_json(request: Request) -> None:
     host = request.headers.get("host", "")  # a loopback name: the gateway's Guard checked
     origin = request.headers.get("origin")
     if origin is not None and _netloc(origin) != host.lower():
-        raise Forbidden(f"a request from {origin!r} is refused: only the gateway's own pages "
-                        "may write without an API key")  # fmt: skip
+        raise Forbidden(
+            f"a request from {origin!r} is refused: only the gateway's own pages "
+            "may write without an API key"
+        )
 
 
 SameOriginJson = Annotated[None, Depends(same_origin_json)]

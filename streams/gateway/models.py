@@ -306,8 +306,10 @@ class DeadLettersOut(BaseModel):
 
 
 class ReplayIn(_In):
-    topic: str = Field(max_length=200, description="a source topic such as memory.segments, "
-                       "or its dead-letter topic")  # fmt: skip
+    topic: str = Field(
+        max_length=200,
+        description="a source topic such as memory.segments, or its dead-letter topic",
+    )
     error_type: str | None = Field(default=None, max_length=200, description="one reason only")
     since: AwareDatetime | None = Field(default=None, description="failed at or after")
     dry_run: bool = Field(default=False, description="say what would be replayed, send nothing")

@@ -304,9 +304,15 @@ class MemoryService:
         except ValueError as exc:
             raise Invalid(str(exc)) from exc
         items = [{k: v for k, v in item.items() if k != "namespace"} for item in got.items]
-        return RecordsPage(namespace=namespace, kind="turns" if turns else "records",
-                           total=got.total, page=got.page, page_size=got.page_size,
-                           pages=got.pages, items=items)  # fmt: skip
+        return RecordsPage(
+            namespace=namespace,
+            kind="turns" if turns else "records",
+            total=got.total,
+            page=got.page,
+            page_size=got.page_size,
+            pages=got.pages,
+            items=items,
+        )
 
     async def readiness(self) -> dict[str, str]:
         """`ok` or the error, for the broker, Redis and LanceDB, checked at once."""

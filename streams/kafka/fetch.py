@@ -65,13 +65,24 @@ def _hole_open(tp: Any, position: int, base: int) -> bool:
         first_seen = _holes.get(key)
         if first_seen is None:
             _holes[key] = first_seen = now
-            log.warning("fetch.hole", topic=tp.topic, partition=tp.partition,
-                        position=position, next_batch=base)  # fmt: skip
+            log.warning(
+                "fetch.hole",
+                topic=tp.topic,
+                partition=tp.partition,
+                position=position,
+                next_batch=base,
+            )
         if now - first_seen < HOLE_GRACE_S:
             return True
         del _holes[key]
-    log.error("fetch.gap_skipped", topic=tp.topic, partition=tp.partition, first=position,
-              last=base - 1, waited_s=HOLE_GRACE_S)  # fmt: skip
+    log.error(
+        "fetch.gap_skipped",
+        topic=tp.topic,
+        partition=tp.partition,
+        first=position,
+        last=base - 1,
+        waited_s=HOLE_GRACE_S,
+    )
     return False
 
 
@@ -164,8 +175,14 @@ def _guarded_unpack(self: Any) -> Iterator[ConsumerRecord[Any, Any]]:
                     _markers[(tp.topic, tp.partition, offset)] = (
                         reason if offset == first else COVERED
                     )
-            log.error("batch.undecodable", topic=tp.topic, partition=tp.partition,
-                      first=first, last=after - 1, error=repr(exc))  # fmt: skip
+            log.error(
+                "batch.undecodable",
+                topic=tp.topic,
+                partition=tp.partition,
+                first=first,
+                last=after - 1,
+                error=repr(exc),
+            )
             now_ms = int(time.time() * 1000)
             for offset in range(first, after):
                 self.next_fetch_offset = offset + 1

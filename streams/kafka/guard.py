@@ -207,14 +207,21 @@ class DeadLetters:
             value = b""
             headers.append(("value_null", b"1"))
         metrics.DEAD_LETTERED.labels(self.stage, record.topic, error_type).inc()
-        log.warning("message.dead_lettered", topic=record.topic, partition=record.partition,
-                    offset=record.offset, error_type=error_type, reason=reason[:500])  # fmt: skip
+        log.warning(
+            "message.dead_lettered",
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            error_type=error_type,
+            reason=reason[:500],
+        )
         limit = getattr(self.publisher, "max_request_bytes", DEFAULT_MAX_REQUEST_BYTES)
         fits = len(value) + len(key or b"") + self.HEADROOM_BYTES <= limit
         if fits and await self._try(record, value, key, headers):
             return
-        await self._try(record, b"", key if len(key or b"") <= 1024 else None,
-                        headers + _dropped(value, key))  # fmt: skip
+        await self._try(
+            record, b"", key if len(key or b"") <= 1024 else None, headers + _dropped(value, key)
+        )
 
     async def _try(
         self, record: Incoming, value: bytes, key: bytes | None, headers: list[tuple[str, bytes]]
@@ -229,9 +236,15 @@ class DeadLetters:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - a dead letter must never take the stage down
-            log.error("dead_letter.failed", topic=record.topic, partition=record.partition,
-                      offset=record.offset, bytes=len(value), error=describe(exc, 500),
-                      note="the original stays in the source topic at this offset")  # fmt: skip
+            log.error(
+                "dead_letter.failed",
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                bytes=len(value),
+                error=describe(exc, 500),
+                note="the original stays in the source topic at this offset",
+            )
             return False
 
 
@@ -328,9 +341,13 @@ async def run_guarded(
     # A failure of the guard itself is ours, never the batch's: pause and redo the batch
     # (every handler is idempotent), rather than dead-letter good messages.
     await retry_transient(
-        attempt, what=f"{stage} guard", policy=policy, stage=stage, kind=SYSTEMIC,
+        attempt,
+        what=f"{stage} guard",
+        policy=policy,
+        stage=stage,
+        kind=SYSTEMIC,
         rule=lambda e: isinstance(e, Exception),
-    )  # fmt: skip
+    )
 
 
 async def _run(
@@ -357,8 +374,13 @@ async def _run(
     if not good:
         return
     try:
-        await retry_transient(lambda: handle([p.value for p in good]), what=f"{stage} batch",
-                              policy=policy, rule=waits, stage=stage)  # fmt: skip
+        await retry_transient(
+            lambda: handle([p.value for p in good]),
+            what=f"{stage} batch",
+            policy=policy,
+            rule=waits,
+            stage=stage,
+        )
         streak_of(stage).succeeded()
         return
     except asyncio.CancelledError:
@@ -389,8 +411,13 @@ async def _handle_one(
             reraise=True,
         ):
             with attempt_ctx:
-                await retry_transient(lambda: handle([p.value]), what=f"{stage} message",
-                                      policy=policy, rule=waits, stage=stage)  # fmt: skip
+                await retry_transient(
+                    lambda: handle([p.value]),
+                    what=f"{stage} message",
+                    policy=policy,
+                    rule=waits,
+                    stage=stage,
+                )
         streak_of(stage).succeeded()
         return
     except asyncio.CancelledError:
@@ -419,12 +446,22 @@ async def _failed(
         if reason_code(exc) != PROCESSING or streak.failed(exc) < policy.systemic_streak:
             await dead_letters.send(p.record, describe(exc), reason_code(exc))
             return
-        log.error("stage.systemic", stage=stage, streak=streak.count, error=describe(exc, 500),
-                  effect="the same error for several messages in a row: pausing")  # fmt: skip
+        log.error(
+            "stage.systemic",
+            stage=stage,
+            streak=streak.count,
+            error=describe(exc, 500),
+            effect="the same error for several messages in a row: pausing",
+        )
         try:
-            await retry_transient(lambda: handle([p.value]), what=f"{stage} message",
-                                  policy=policy, stage=stage, kind=SYSTEMIC,
-                                  rule=lambda e: waits(e) or streak.matches(e))  # fmt: skip
+            await retry_transient(
+                lambda: handle([p.value]),
+                what=f"{stage} message",
+                policy=policy,
+                stage=stage,
+                kind=SYSTEMIC,
+                rule=lambda e: waits(e) or streak.matches(e),
+            )
             streak.succeeded()
             return
         except asyncio.CancelledError:

@@ -136,8 +136,12 @@ class PauseLog:
     def succeeded(self, attempts: int) -> None:
         if self.started is None:
             return
-        log.info("stage.resumed", what=self.what, attempts=attempts,
-                 paused_s=round(time.monotonic() - self.started, 1))  # fmt: skip
+        log.info(
+            "stage.resumed",
+            what=self.what,
+            attempts=attempts,
+            paused_s=round(time.monotonic() - self.started, 1),
+        )
         self.close()
 
     def close(self) -> None:

@@ -84,9 +84,17 @@ def broker_env(
     """The broker's environment: the store's keys when on S3, and none of the variables Tansu
     reads as options (an inherited OTEL endpoint would turn on trace export)."""
     env = seaweed.scrubbed_env(
-        ("AWS_", "S3_", "OTEL_", "STORAGE_ENGINE", "LISTENER_URL", "ADVERTISED_LISTENER_URL",
-         "CLUSTER_ID", "SCHEMA_REGISTRY")
-    )  # fmt: skip
+        (
+            "AWS_",
+            "S3_",
+            "OTEL_",
+            "STORAGE_ENGINE",
+            "LISTENER_URL",
+            "ADVERTISED_LISTENER_URL",
+            "CLUSTER_ID",
+            "SCHEMA_REGISTRY",
+        )
+    )
     env["NO_COLOR"] = "1"
     if endpoint and creds:
         env.update(
@@ -235,8 +243,12 @@ class Stack:
         self.weed_ports = ports
         endpoint = f"http://127.0.0.1:{ports.s3}"
         client = seaweed.s3_client(endpoint, creds, timeout_s=2.0)
-        weed = Child("seaweedfs", seaweed.weed_argv(self.data_dir, ports, creds),
-                     self.logs / "seaweedfs.log", seaweed.weed_env())  # fmt: skip
+        weed = Child(
+            "seaweedfs",
+            seaweed.weed_argv(self.data_dir, ports, creds),
+            self.logs / "seaweedfs.log",
+            seaweed.weed_env(),
+        )
         self._start(weed, "serving its bucket", lambda: seaweed.bucket_ready(client), 60)
         return endpoint
 
@@ -244,10 +256,20 @@ class Stack:
         url = f"tcp://127.0.0.1:{self.kafka_port}"
         broker = Child(
             "broker",
-            [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-             "--storage-engine", engine, "--silent"],
-            self.logs / "broker.log", env,
-        )  # fmt: skip
+            [
+                broker_binary(),
+                "broker",
+                "--listener-url",
+                url,
+                "--advertised-listener-url",
+                url,
+                "--storage-engine",
+                engine,
+                "--silent",
+            ],
+            self.logs / "broker.log",
+            env,
+        )
         port = self.kafka_port
         self._start(broker, "answering Kafka Metadata", lambda: kafka_ready(port), 30)
 
@@ -262,10 +284,22 @@ class Stack:
         )
         redis = Child(
             "redis",
-            [redis_binary(), "--port", str(self.redis_port), "--bind", "127.0.0.1",
-             "--dir", str(redis_dir), *persistence, "--save", "", "--protected-mode", "yes"],
+            [
+                redis_binary(),
+                "--port",
+                str(self.redis_port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(redis_dir),
+                *persistence,
+                "--save",
+                "",
+                "--protected-mode",
+                "yes",
+            ],
             self.logs / "redis.log",
-        )  # fmt: skip
+        )
         port = self.redis_port
         self._start(redis, "answering PING", lambda: redis_ready(port), 30)
 

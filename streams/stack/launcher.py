@@ -122,9 +122,15 @@ class Launcher:
                 settings.restart_window_s,
             ),
             data_dir / SUPERVISION_FILE,
-            info={"pid": os.getpid(), "data_dir": str(data_dir), "storage": preset.storage,
-                  "preset": preset.name, "ready": False, "state": "starting"},
-        )  # fmt: skip
+            info={
+                "pid": os.getpid(),
+                "data_dir": str(data_dir),
+                "storage": preset.storage,
+                "preset": preset.name,
+                "ready": False,
+                "state": "starting",
+            },
+        )
 
     # -- run ---------------------------------------------------------------------------------
 

@@ -56,16 +56,30 @@ class WeedPorts:
     @classmethod
     def pick(cls, s3: int = 0) -> WeedPorts:
         return cls(
-            master=free_port(), master_grpc=free_port(), volume=free_port(),
-            volume_grpc=free_port(), filer=free_port(), filer_grpc=free_port(),
-            s3=s3 or free_port(), s3_grpc=free_port(), admin=free_port(ADMIN_GRPC_OFFSET),
-        )  # fmt: skip
+            master=free_port(),
+            master_grpc=free_port(),
+            volume=free_port(),
+            volume_grpc=free_port(),
+            filer=free_port(),
+            filer_grpc=free_port(),
+            s3=s3 or free_port(),
+            s3_grpc=free_port(),
+            admin=free_port(ADMIN_GRPC_OFFSET),
+        )
 
     def all(self) -> list[int]:
         return [
-            self.master, self.master_grpc, self.volume, self.volume_grpc, self.filer,
-            self.filer_grpc, self.s3, self.s3_grpc, self.admin, self.admin_grpc,
-        ]  # fmt: skip
+            self.master,
+            self.master_grpc,
+            self.volume,
+            self.volume_grpc,
+            self.filer,
+            self.filer_grpc,
+            self.s3,
+            self.s3_grpc,
+            self.admin,
+            self.admin_grpc,
+        ]
 
 
 def weed_binary() -> str:
@@ -129,18 +143,31 @@ def weed_argv(data_dir: Path, ports: WeedPorts, creds: S3Credentials) -> list[st
     # command line: the command line must be the only source
     (wdir / "mini.options").unlink(missing_ok=True)
     argv = [
-        weed_binary(), "-logtostderr", "mini", f"-dir={wdir}",
-        "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-        f"-master.port={ports.master}", f"-master.port.grpc={ports.master_grpc}",
-        f"-volume.port={ports.volume}", f"-volume.port.grpc={ports.volume_grpc}",
-        f"-filer.port={ports.filer}", f"-filer.port.grpc={ports.filer_grpc}",
-        f"-s3.port={ports.s3}", f"-s3.port.grpc={ports.s3_grpc}",
-        "-s3.port.iceberg=0", "-s3.port.lance=0",
-        f"-admin.port={ports.admin}", f"-admin.port.grpc={ports.admin_grpc}",
-        "-webdav=false", "-admin.ui=false", "-master.telemetry=false",
+        weed_binary(),
+        "-logtostderr",
+        "mini",
+        f"-dir={wdir}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        f"-master.port={ports.master}",
+        f"-master.port.grpc={ports.master_grpc}",
+        f"-volume.port={ports.volume}",
+        f"-volume.port.grpc={ports.volume_grpc}",
+        f"-filer.port={ports.filer}",
+        f"-filer.port.grpc={ports.filer_grpc}",
+        f"-s3.port={ports.s3}",
+        f"-s3.port.grpc={ports.s3_grpc}",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        f"-admin.port={ports.admin}",
+        f"-admin.port.grpc={ports.admin_grpc}",
+        "-webdav=false",
+        "-admin.ui=false",
+        "-master.telemetry=false",
         "-volume.preStopSeconds=1",
-        f"-bucket={BUCKET}", f"-s3.config={write_identities(data_dir, creds)}",
-    ]  # fmt: skip
+        f"-bucket={BUCKET}",
+        f"-s3.config={write_identities(data_dir, creds)}",
+    ]
     for flag, name in (("-filer.localSocket", "filer.sock"), ("-s3.localSocket", "s3.sock")):
         sock = wdir / name
         if len(str(sock)) <= _MAX_UNIX_PATH:
@@ -151,9 +178,12 @@ def weed_argv(data_dir: Path, ports: WeedPorts, creds: S3Credentials) -> list[st
 def remove_tmp_sockets(ports: WeedPorts) -> None:
     """The gRPC sockets weed keeps in /tmp whatever TMPDIR says; only ours, after it exited."""
     grpc = {
-        "master": ports.master_grpc, "volume": ports.volume_grpc, "filer": ports.filer_grpc,
-        "s3": ports.s3_grpc, "admin": ports.admin_grpc,
-    }  # fmt: skip
+        "master": ports.master_grpc,
+        "volume": ports.volume_grpc,
+        "filer": ports.filer_grpc,
+        "s3": ports.s3_grpc,
+        "admin": ports.admin_grpc,
+    }
     for name in _TMP_SOCKETS:
         Path(f"/tmp/seaweedfs-{name}-grpc-{grpc[name]}.sock").unlink(missing_ok=True)
 
@@ -169,10 +199,11 @@ def s3_client(endpoint: str, creds: S3Credentials, timeout_s: float = 5.0) -> An
         aws_secret_access_key=creds.secret_key,
         region_name=REGION,
         config=Config(
-            connect_timeout=min(1.0, timeout_s), read_timeout=timeout_s,
+            connect_timeout=min(1.0, timeout_s),
+            read_timeout=timeout_s,
             retries={"max_attempts": 1},
         ),
-    )  # fmt: skip
+    )
 
 
 def bucket_ready(client: Any, bucket: str = BUCKET) -> bool:

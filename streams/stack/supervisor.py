@@ -104,8 +104,13 @@ class Supervisor:
                 stage.child = self.spawn(stage.name)
                 stage.state = "running"
                 stage.restarts += 1
-                events.append(Event(stage.name, "restarted", f"{stage.name} restarted "
-                                    f"(pid {stage.child.pid}, restart {stage.restarts})"))  # fmt: skip
+                events.append(
+                    Event(
+                        stage.name,
+                        "restarted",
+                        f"{stage.name} restarted (pid {stage.child.pid}, restart {stage.restarts})",
+                    )
+                )
         for event in events:
             announce(event)
         if events:
@@ -131,8 +136,12 @@ class Supervisor:
         delay = self.policy.delay(n)
         stage.state = "backoff"
         stage.restart_at = now + delay
-        return Event(stage.name, "exited", f"{stage.name} exited with {stage.last_exit_code}; "
-                     f"restarting in {delay:.1f}s ({n} exits within {self.policy.window_s:.0f}s)")  # fmt: skip
+        return Event(
+            stage.name,
+            "exited",
+            f"{stage.name} exited with {stage.last_exit_code}; "
+            f"restarting in {delay:.1f}s ({n} exits within {self.policy.window_s:.0f}s)",
+        )
 
     @property
     def failed(self) -> list[str]:

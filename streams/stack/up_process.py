@@ -47,11 +47,27 @@ class UpProcess:
         }
         with open(log_path, "ab") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "streams.cli", "up", "--data-dir", str(data_dir),
-                 "--kafka-port", "0", "--redis-port", "0", "--gateway-port", "0", *args],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_env,
+                [
+                    sys.executable,
+                    "-m",
+                    "streams.cli",
+                    "up",
+                    "--data-dir",
+                    str(data_dir),
+                    "--kafka-port",
+                    "0",
+                    "--redis-port",
+                    "0",
+                    "--gateway-port",
+                    "0",
+                    *args,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=child_env,
                 start_new_session=True,
-            )  # fmt: skip
+            )
         return cls(data_dir, state_dir, proc, log_path)
 
     @property

@@ -265,8 +265,10 @@ def test_compose_monitoring_profile_scrapes_every_stage_and_the_gateway(
         for sd in job["dns_sd_configs"]:
             targets.update({name: sd["port"] for name in sd["names"]})
     metrics_port = int(_environment(_service_for(services, STAGES[0]))["LYCHEE_METRICS_PORT"])
-    assert targets == {**{s: metrics_port for s in STAGES},
-                       "gateway": _gateway_port(services["gateway"]["command"])}  # fmt: skip
+    assert targets == {
+        **{s: metrics_port for s in STAGES},
+        "gateway": _gateway_port(services["gateway"]["command"]),
+    }
     mounts = " ".join(services["grafana"]["volumes"])
     assert "./deploy/grafana/provisioning:" in mounts and "./deploy/grafana/dashboards:" in mounts
 
@@ -283,8 +285,9 @@ def test_grafana_dashboard_queries_only_metrics_the_code_defines() -> None:
     exprs = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
     used = {
         re.sub(r"_(total|bucket|count|sum)$", "", name)
-        for e in exprs for name in re.findall(r"\blychee_[a-z_]+", e)
-    }  # fmt: skip
+        for e in exprs
+        for name in re.findall(r"\blychee_[a-z_]+", e)
+    }
     assert used and used <= defined, used - defined
     assert defined <= used, f"metrics no panel shows: {defined - used}"
 

@@ -43,10 +43,20 @@ def install(cache: Path) -> Path:
         # no install scripts: the package's only one installs its clients' sources, a no-op
         # for a dependency; optional dependencies are the web UI's native bundler
         done = subprocess.run(
-            [npm, "ci", "--ignore-scripts", "--omit=optional", "--no-audit", "--no-fund",
-             "--loglevel=error"],
-            cwd=staging, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+            [
+                npm,
+                "ci",
+                "--ignore-scripts",
+                "--omit=optional",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+            ],
+            cwd=staging,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"npm ci of the MCP Inspector failed:\n{done.stderr[-3000:]}")
         try:
@@ -73,13 +83,26 @@ class Inspector:
 
     def run(self, *args: str, timeout_s: float = 400) -> Outcome:
         """`mcp-inspector --cli --format json ARGS`: its exit code and the MCP result."""
-        argv = ["node", str(self.entry), "--cli", "--format", "json",
-                "--connect-timeout", str(CONNECT_TIMEOUT_MS), *args]  # fmt: skip
+        argv = [
+            "node",
+            str(self.entry),
+            "--cli",
+            "--format",
+            "json",
+            "--connect-timeout",
+            str(CONNECT_TIMEOUT_MS),
+            *args,
+        ]
         env = {**os.environ, "HOME": str(self.home), "NO_COLOR": "1"}
         proc = subprocess.Popen(
-            argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
+            argv,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         try:
             out, err = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -76,6 +76,11 @@ def test_exchange_unknown_field_is_named() -> None:
 def test_query_deadline_beyond_int64_is_refused() -> None:
     with pytest.raises(ValueError, match="deadline_ms"):
         QueryRequest.model_validate(
-            {"correlation_id": "c", "namespace": "n", "query": "q", "reply_partition": 0,
-             "deadline_ms": 10**30}
-        )  # fmt: skip
+            {
+                "correlation_id": "c",
+                "namespace": "n",
+                "query": "q",
+                "reply_partition": 0,
+                "deadline_ms": 10**30,
+            }
+        )

@@ -31,8 +31,12 @@ from streams.status import metrics_endpoints
 from tests.fakes.openai_server import FakeOpenAI, text, valid
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = {"LYCHEE_LLM_MAX_ATTEMPTS": "1", "LYCHEE_LLM_TIMEOUT_S": "10",
-        "LYCHEE_TRANSIENT_MAX_WAIT_S": "1", "LYCHEE_PAUSE_LOG_INTERVAL_S": "5"}  # fmt: skip
+FAST = {
+    "LYCHEE_LLM_MAX_ATTEMPTS": "1",
+    "LYCHEE_LLM_TIMEOUT_S": "10",
+    "LYCHEE_TRANSIENT_MAX_WAIT_S": "1",
+    "LYCHEE_PAUSE_LOG_INTERVAL_S": "5",
+}
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +55,15 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, F
 
 def lychee(stack: Stack, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **stack.env(), "LYCHEE_LOG_LEVEL": "WARNING"}
-    return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "streams.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
 
 
 async def send(bootstrap: str, segs: list[Segment]) -> None:
@@ -61,8 +72,12 @@ async def send(bootstrap: str, segs: list[Segment]) -> None:
     try:
         for s in segs:
             key = f"{s.namespace}/{s.session_id}".encode()
-            await producer.send_and_wait(t.SEGMENTS, s.model_dump_json().encode(), key=key,
-                                         headers=[("client-trace", b"t-" + s.session_id.encode())])  # fmt: skip
+            await producer.send_and_wait(
+                t.SEGMENTS,
+                s.model_dump_json().encode(),
+                key=key,
+                headers=[("client-trace", b"t-" + s.session_id.encode())],
+            )
     finally:
         await producer.stop()
 
@@ -94,8 +109,11 @@ def replayed_metric(stack: Stack) -> float:
                 body = (await client.get(ep["url"])).text
                 for family in text_string_to_metric_families(body):
                     if family.name == "lychee_messages_replayed":
-                        total += sum(s.value for s in family.samples
-                                     if s.labels.get("stage") == "encoder" and s.name.endswith("_total"))  # fmt: skip
+                        total += sum(
+                            s.value
+                            for s in family.samples
+                            if s.labels.get("stage") == "encoder" and s.name.endswith("_total")
+                        )
         return total
 
     return asyncio.run(scrape())
@@ -177,11 +195,21 @@ def test_dlq_letter_restores_the_original_headers_and_reads_ours() -> None:
     from streams.dlq import DeadLetter
     from streams.kafka.reader import Stored
 
-    stored = Stored(2, 7, b"ns/s1", b'{"a": 1}', (
-        ("error", b"schema: turns.0.role"), ("error_type", b"schema"),
-        ("source_topic", b"memory.exchanges"), ("failed_at_ms", b"1700000000000"),
-        ("original.lychee-src", b"abc"), ("original.error", b"a client's own header"),
-    ), 0)  # fmt: skip
+    stored = Stored(
+        2,
+        7,
+        b"ns/s1",
+        b'{"a": 1}',
+        (
+            ("error", b"schema: turns.0.role"),
+            ("error_type", b"schema"),
+            ("source_topic", b"memory.exchanges"),
+            ("failed_at_ms", b"1700000000000"),
+            ("original.lychee-src", b"abc"),
+            ("original.error", b"a client's own header"),
+        ),
+        0,
+    )
     letter = DeadLetter.of("memory.exchanges.dlq", stored)
     assert letter.id == "2:7" and letter.error_type == "schema"
     assert letter.original_headers == (("lychee-src", b"abc"), ("error", b"a client's own header"))
@@ -194,8 +222,11 @@ def test_dlq_summary_counts_replayed_before_and_failed_again_after_a_replay() ->
     from streams.kafka.reader import Stored
 
     def letter(offset: int, *extra: tuple[str, bytes]) -> DeadLetter:
-        headers = (("error_type", b"json"), ("failed_at_ms", str(1_700_000_000_000 + offset).encode()),
-                   *extra)  # fmt: skip
+        headers = (
+            ("error_type", b"json"),
+            ("failed_at_ms", str(1_700_000_000_000 + offset).encode()),
+            *extra,
+        )
         return DeadLetter.of("memory.exchanges.dlq", Stored(0, offset, None, b"{", headers, 0))
 
     letters = [letter(0), letter(1, ("original.lychee-replay", b"r1")), letter(2)]

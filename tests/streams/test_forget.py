@@ -41,7 +41,7 @@ def exchanges(ns: str, session: str, marker: str, first_seq: int = 0) -> list[Ex
             exchange_id=f"{session}:{first_seq + i}",
             session_date=datetime(2024, 5, 2, 18, 0),
             turns=[Turn(role=Role.user, speaker="Ann", content=line.format(m=marker))],
-        )  # fmt: skip
+        )
         for i, line in enumerate(LINES)
     ]
 
@@ -133,8 +133,12 @@ async def test_forget_namespace_removes_it_everywhere_and_leaves_the_other(
     redis = Redis.from_url(stack.redis_url)
     try:
         async with aof(redis) as aof_file:
-            await ingest(settings, exchanges(ns_a, "s0", m_a) + exchanges(ns_b, "s0", m_b)
-                         + exchanges(ns_a, "s1", m_a))  # fmt: skip
+            await ingest(
+                settings,
+                exchanges(ns_a, "s0", m_a)
+                + exchanges(ns_b, "s0", m_b)
+                + exchanges(ns_a, "s1", m_a),
+            )
             before_a = rows(stack, ns_a)
             before_b = rows(stack, ns_b)
             assert before_a[RECORDS] and before_a[TURNS] and before_a[NODES] and before_a[SEGMENTS]

@@ -31,8 +31,18 @@ async def test_fuzz_every_bad_message_accounted_for_nothing_good_lost_stages_ali
     assert report.dead_without_reason == 0
     # every way of being bad was exercised, and each has its own reason code
     assert len(report.bad_by_kind) >= kinds - 2  # `.first` halves are not counted as bad
-    assert {"json", "schema", "schema_version", "null_value", "empty", "encoding", "too_large",
-            "too_deep", "undecodable", "reply_partition"} <= set(report.dead_by_reason)  # fmt: skip
+    assert {
+        "json",
+        "schema",
+        "schema_version",
+        "null_value",
+        "empty",
+        "encoding",
+        "too_large",
+        "too_deep",
+        "undecodable",
+        "reply_partition",
+    } <= set(report.dead_by_reason)
     assert report.error_replies >= 5 and report.dropped >= 1
 
 

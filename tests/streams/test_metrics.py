@@ -39,9 +39,16 @@ async def test_metrics_llm_client_counts_calls_errors_retries_tokens_and_speed()
         }
         server.script(status(503, headers={}), text("three words here"))
         policy = RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.01)
-        await complete(client, model, [{"role": "user", "content": "one two"}], json_mode=False,
-                       policy=policy, sleep=asyncio.sleep, rng=random.Random(1),
-                       observer=metrics.LLM_OBSERVER)  # fmt: skip
+        await complete(
+            client,
+            model,
+            [{"role": "user", "content": "one two"}],
+            json_mode=False,
+            policy=policy,
+            sleep=asyncio.sleep,
+            rng=random.Random(1),
+            observer=metrics.LLM_OBSERVER,
+        )
         assert value("lychee_llm_calls_total", **labels) - before["calls"] == 2
         assert value("lychee_llm_errors_total", **labels, reason="http_5xx") - before["503"] == 1
         assert value("lychee_llm_retries_total", stage=metrics.stage()) - before["retries"] == 1

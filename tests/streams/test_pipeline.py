@@ -61,7 +61,7 @@ def conversation(ns: str, sessions: int = 1, per_session: int | None = None) -> 
                             turn_id=f"D{s}:{i}",
                         )
                     ],
-                )  # fmt: skip
+                )
             )
     return out
 
@@ -180,8 +180,16 @@ async def test_pipeline_malformed_input_goes_to_dlq_and_stage_keeps_running(
     stack: Stack, settings
 ) -> None:  # type: ignore[no-untyped-def]
     ns = f"dlq-{uuid.uuid4().hex[:6]}"
-    bad_exchange = orjson.dumps({"namespace": "bad ns!", "session_id": "s0", "seq": 0, "exchange_id": "x",
-                                 "turns": [{"role": "user", "content": "hi"}], "marker": ns})  # fmt: skip
+    bad_exchange = orjson.dumps(
+        {
+            "namespace": "bad ns!",
+            "session_id": "s0",
+            "seq": 0,
+            "exchange_id": "x",
+            "turns": [{"role": "user", "content": "hi"}],
+            "marker": ns,
+        }
+    )
     producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
     await producer.start()
     try:
@@ -216,8 +224,14 @@ async def test_query_bad_request_gets_an_error_reply_naming_the_field(stack: Sta
         consumer.assign([tp])
         await consumer.seek_to_end(tp)
         await consumer.position(tp)
-        bad = {"correlation_id": cid, "namespace": "n1", "query": "x", "k": 0, "reply_partition": 0,
-               "deadline_ms": int((time.time() + 30) * 1000)}  # fmt: skip
+        bad = {
+            "correlation_id": cid,
+            "namespace": "n1",
+            "query": "x",
+            "k": 0,
+            "reply_partition": 0,
+            "deadline_ms": int((time.time() + 30) * 1000),
+        }
         await producer.send_and_wait(t.QUERIES, orjson.dumps(bad), key=b"n1")
         reply = None
         deadline = time.monotonic() + 30

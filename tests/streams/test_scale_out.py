@@ -70,11 +70,19 @@ def snapshot(store: EvidenceStore, ns: str) -> dict[str, Any]:
     for row in _rows(store, NODES, ns):
         nodes[row["id"]] = {
             "links": sorted(text_of[rid] for rid in row["record_ids"]),
-            **{k: row[k] for k in ("node_type", "key", "session_id", "first_turn_id",
-                                   "last_turn_id", "updated_at")},
-        }  # fmt: skip
-    return {"turns": [_without(r, "created_at") for r in turns], "records": by_text,
-            "nodes": nodes}  # fmt: skip
+            **{
+                k: row[k]
+                for k in (
+                    "node_type",
+                    "key",
+                    "session_id",
+                    "first_turn_id",
+                    "last_turn_id",
+                    "updated_at",
+                )
+            },
+        }
+    return {"turns": [_without(r, "created_at") for r in turns], "records": by_text, "nodes": nodes}
 
 
 def _provenance(row: dict[str, Any]) -> dict[str, Any]:

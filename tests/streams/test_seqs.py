@@ -35,8 +35,10 @@ async def test_seqs_state_key_is_the_segmenters(redis) -> None:  # type: ignore[
 async def test_seqs_new_session_numbers_from_zero_in_request_order(redis) -> None:  # type: ignore[no-untyped-def]
     got = await allocate(allocator(redis), [Wanted("a"), Wanted("b"), Wanted("c")])
     assert [(a.exchange_id, a.seq, a.duplicate) for a in got] == [
-        ("a", 0, False), ("b", 1, False), ("c", 2, False)
-    ]  # fmt: skip
+        ("a", 0, False),
+        ("b", 1, False),
+        ("c", 2, False),
+    ]
 
 
 async def test_seqs_continue_after_the_segmenters_applied_last_seq(redis) -> None:  # type: ignore[no-untyped-def]
@@ -138,9 +140,18 @@ async def test_progress_watermarks_only_rise_and_say_what_is_searchable(redis) -
     progress = Progress(redis)
 
     def turn(sid: str, seq: int) -> RawTurn:
-        return RawTurn(namespace="ns", session_id=sid, turn_id=f"{sid}{seq}", exchange_id=f"{sid}{seq}",
-                       seq=seq, index=0, role=Role.user, text="t", embedding=[1.0],
-                       embedding_model="m")  # fmt: skip
+        return RawTurn(
+            namespace="ns",
+            session_id=sid,
+            turn_id=f"{sid}{seq}",
+            exchange_id=f"{sid}{seq}",
+            seq=seq,
+            index=0,
+            role=Role.user,
+            text="t",
+            embedding=[1.0],
+            embedding_model="m",
+        )
 
     await progress.raise_accepted("ns", {"s1": 4, "s2": 1})
     await progress.record_indexed([turn("s1", 2), turn("s1", 4), turn("s2", 0)])
@@ -155,8 +166,18 @@ async def test_progress_watermarks_only_rise_and_say_what_is_searchable(redis) -
 
 async def test_progress_overview_lists_namespaces_and_when_they_were_last_written(redis) -> None:  # type: ignore[no-untyped-def]
     progress = Progress(redis)
-    turn = RawTurn(namespace="ns-b", session_id="s1", turn_id="t", exchange_id="e", seq=3,
-                   index=0, role=Role.user, text="t", embedding=[1.0], embedding_model="m")  # fmt: skip
+    turn = RawTurn(
+        namespace="ns-b",
+        session_id="s1",
+        turn_id="t",
+        exchange_id="e",
+        seq=3,
+        index=0,
+        role=Role.user,
+        text="t",
+        embedding=[1.0],
+        embedding_model="m",
+    )
     await progress.raise_accepted("ns-a", {"s1": 2})
     await progress.raise_accepted("ns-b", {"s1": 3})
     before = datetime.now(UTC) - timedelta(seconds=1)
@@ -186,8 +207,9 @@ async def test_seqs_hot_session_on_two_processes_is_served_by_both_in_seq_order(
         await asyncio.sleep(0.01 * i)  # a steady stream of callers on both, for about 1.5 s
         await one(alloc, name, i)
 
-    await asyncio.gather(*(caller(a, "a", i) for i in range(150)),
-                         *(caller(b, "b", i) for i in range(150)))  # fmt: skip
+    await asyncio.gather(
+        *(caller(a, "a", i) for i in range(150)), *(caller(b, "b", i) for i in range(150))
+    )
     assert [seq for _, seq in order] == list(range(300))
     turns = sum(1 for x, y in zip(order, order[1:], strict=False) if x[0] != y[0])
     assert turns >= 2, "one process kept the session to itself"

@@ -57,18 +57,27 @@ def make_segment(
     ns: str = "a", session: str = "s1", index: int = 0, turn_ids: Sequence[str] = ("t1", "t2")
 ) -> Segment:
     ex = SegmentExchange(
-        exchange_id=f"{session}:e{index}", seq=index, turn_ids=list(turn_ids),
-        turns=[Turn(role=Role.user, content="hello", speaker="Ann") for _ in turn_ids], tokens=4,
-    )  # fmt: skip
+        exchange_id=f"{session}:e{index}",
+        seq=index,
+        turn_ids=list(turn_ids),
+        turns=[Turn(role=Role.user, content="hello", speaker="Ann") for _ in turn_ids],
+        tokens=4,
+    )
     return segment_of([ex], date=datetime(2024, 3, 2, 10, 0), ns=ns, session=session, index=index)
 
 
 def make_batch(seg: Segment, records: list[MemoryRecord]) -> RecordBatch:
     return RecordBatch(
-        namespace=seg.namespace, session_id=seg.session_id, segment_id=seg.segment_id,
-        segment_index=seg.index, first_turn_id=seg.first_turn_id, last_turn_id=seg.last_turn_id,
-        session_date=seg.session_date, encoder="extractive", records=records,
-    )  # fmt: skip
+        namespace=seg.namespace,
+        session_id=seg.session_id,
+        segment_id=seg.segment_id,
+        segment_index=seg.index,
+        first_turn_id=seg.first_turn_id,
+        last_turn_id=seg.last_turn_id,
+        session_date=seg.session_date,
+        encoder="extractive",
+        records=records,
+    )
 
 
 def batch(
@@ -94,10 +103,19 @@ def turn(ns: str, tid: str, text: str, axis: int, session: str = "s1") -> RawTur
     v = np.zeros(TOY_DIM, dtype=np.float32)
     v[axis] = 1.0
     return RawTurn(
-        namespace=ns, session_id=session, turn_id=tid, exchange_id=f"{session}:{tid}", seq=int(tid[1:]),
-        index=0, role=Role.user, speaker="Ann", text=text, session_date=datetime(2024, 3, 2),
-        embedding=v.tolist(), embedding_model="toy",
-    )  # fmt: skip
+        namespace=ns,
+        session_id=session,
+        turn_id=tid,
+        exchange_id=f"{session}:{tid}",
+        seq=int(tid[1:]),
+        index=0,
+        role=Role.user,
+        speaker="Ann",
+        text=text,
+        session_date=datetime(2024, 3, 2),
+        embedding=v.tolist(),
+        embedding_model="toy",
+    )
 
 
 HASH_DIM = 16

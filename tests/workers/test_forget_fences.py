@@ -29,10 +29,19 @@ from workers.store import RECORDS, TURNS, EvidenceStore
 
 def raw(ns: str, tid: str, emb: HashEmbedder) -> RawTurn:
     return RawTurn(
-        namespace=ns, session_id="s1", turn_id=tid, exchange_id=tid, seq=0, index=0,
-        role=Role.user, speaker="Ann", text=f"turn {tid}", session_date=datetime(2024, 3, 2),
-        embedding=emb.embed([tid])[0].tolist(), embedding_model=emb.model_name,
-    )  # fmt: skip
+        namespace=ns,
+        session_id="s1",
+        turn_id=tid,
+        exchange_id=tid,
+        seq=0,
+        index=0,
+        role=Role.user,
+        speaker="Ann",
+        text=f"turn {tid}",
+        session_date=datetime(2024, 3, 2),
+        embedding=emb.embed([tid])[0].tolist(),
+        embedding_model=emb.model_name,
+    )
 
 
 async def test_fences_source_below_namespace_or_session_fence_is_stale(redis) -> None:  # type: ignore[no-untyped-def]
@@ -40,11 +49,18 @@ async def test_fences_source_below_namespace_or_session_fence_is_stale(redis) ->
     await fences.raise_to("a", None, {0: 10, 1: 4})
     await fences.raise_to("a", "s2", {0: 20})
     await fences.raise_to("a", None, {0: 7})  # fences never go down
-    got = await fences.stale([
-        ("a", "s1", Source(0, 9)), ("a", "s1", Source(0, 10)), ("a", "s1", Source(1, 3)),
-        ("a", "s2", Source(0, 15)), ("a", "s2", Source(0, 20)), ("a", "s1", None),
-        ("b", "s1", None), ("a", "s1", Source(2, 0)),
-    ])  # fmt: skip
+    got = await fences.stale(
+        [
+            ("a", "s1", Source(0, 9)),
+            ("a", "s1", Source(0, 10)),
+            ("a", "s1", Source(1, 3)),
+            ("a", "s2", Source(0, 15)),
+            ("a", "s2", Source(0, 20)),
+            ("a", "s1", None),
+            ("b", "s1", None),
+            ("a", "s1", Source(2, 0)),
+        ]
+    )
     assert got == [True, False, True, True, False, True, False, False]
     assert not [k async for k in redis.scan_iter(match="*a*") if b"fence" not in k]
 
@@ -77,7 +93,7 @@ async def test_indexer_forget_first_then_old_turns_and_batches_are_dropped(
             turn_sources=[Source(0, 9), Source(0, 10), None, None],
             records=[batch("a", 0, ["Ann kept the old boat"]), batch("a", 1, ["Ann sold it"])],
             record_sources=[Source(0, 2), Source(0, 11)],
-        ),  # fmt: skip
+        ),
         on_turns=on_turns,
     )
     assert written["turns"] == 2 and written["turns_forgotten"] == 2
@@ -217,8 +233,10 @@ async def test_segmenter_next_message_cuts_a_state_a_fence_was_raised_under(
 
 def placed(seg: Segment, partition: int, offsets: tuple[int, ...]) -> Segment:
     """`seg` with its exchanges read at these offsets of one partition."""
-    exchanges = [x.model_copy(update={"source": LogPosition(partition=partition, offset=o)})
-                 for x, o in zip(seg.exchanges, offsets, strict=True)]  # fmt: skip
+    exchanges = [
+        x.model_copy(update={"source": LogPosition(partition=partition, offset=o)})
+        for x, o in zip(seg.exchanges, offsets, strict=True)
+    ]
     return seg.model_copy(update={"exchanges": exchanges})
 
 

@@ -184,10 +184,16 @@ async def test_endpoint_refusing_an_optional_parameter_is_asked_again_without_it
 
     async def once() -> Any:
         return await complete(
-            client, "m", [{"role": "user", "content": "hi"}], json_mode=False,
-            policy=RetryPolicy(max_attempts=1), sleep=Sleeps(), rng=random.Random(0),
-            formats=formats, max_tokens=100,
-        )  # fmt: skip
+            client,
+            "m",
+            [{"role": "user", "content": "hi"}],
+            json_mode=False,
+            policy=RetryPolicy(max_attempts=1),
+            sleep=Sleeps(),
+            rng=random.Random(0),
+            formats=formats,
+            max_tokens=100,
+        )
 
     with capture_logs() as logs:
         await once()

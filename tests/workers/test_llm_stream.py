@@ -160,9 +160,15 @@ async def test_complete_asks_for_at_most_max_tokens_and_reports_a_cut_reply(
 ) -> None:
     server.script(text(WORDS))
     out = await complete(
-        client, MODEL, MESSAGES, json_mode=False, policy=RetryPolicy(), sleep=Sleeps(),
-        rng=random.Random(0), max_tokens=5,
-    )  # fmt: skip
+        client,
+        MODEL,
+        MESSAGES,
+        json_mode=False,
+        policy=RetryPolicy(),
+        sleep=Sleeps(),
+        rng=random.Random(0),
+        max_tokens=5,
+    )
     assert server.requests[0]["max_completion_tokens"] == 5
     assert out.text == "w0 w1 w2 w3 w4" and out.finish_reason == "length"
 

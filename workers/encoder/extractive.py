@@ -174,10 +174,16 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
         around = (bodies[i - 1] if i > 0 else "", bodies[i + 1] if i + 1 < len(bodies) else "")
         for d in _drafts(persons, bool(turn.speaker), body, caption, scope):
             rec = build_record(
-                segment, d.kind, d.text, [tid], entities=d.entities, tags=d.tags,
-                temporal=Temporal(t_ref=d.t_ref), source_role=role,
+                segment,
+                d.kind,
+                d.text,
+                [tid],
+                entities=d.entities,
+                tags=d.tags,
+                temporal=Temporal(t_ref=d.t_ref),
+                source_role=role,
                 context=subject_context(d.text, around, scope, d.antecedent),
-            )  # fmt: skip
+            )
             seen = records.setdefault(rec.record_id, rec)  # the same statement twice: one record
             evidence = list(dict.fromkeys([*seen.evidence, tid]))
             records[rec.record_id] = seen.model_copy(update={"evidence": evidence})

@@ -177,12 +177,20 @@ class EncoderService:
             log.info("segment.forgotten", segment_id=segment.segment_id)
             return None
         turn_ids = [t for x in kept for t in x.turn_ids]
-        part = segment.model_copy(update={
-            "exchanges": kept, "first_turn_id": turn_ids[0], "last_turn_id": turn_ids[-1],
-            "tokens": sum(x.tokens for x in kept),
-        })  # fmt: skip
-        log.info("segment.cut_at_fence", segment_id=segment.segment_id,
-                 kept_exchanges=len(kept), dropped_exchanges=len(old) - len(kept))  # fmt: skip
+        part = segment.model_copy(
+            update={
+                "exchanges": kept,
+                "first_turn_id": turn_ids[0],
+                "last_turn_id": turn_ids[-1],
+                "tokens": sum(x.tokens for x in kept),
+            }
+        )
+        log.info(
+            "segment.cut_at_fence",
+            segment_id=segment.segment_id,
+            kept_exchanges=len(kept),
+            dropped_exchanges=len(old) - len(kept),
+        )
         return part, segment_lineage(part)
 
     async def encode(self, segment: Segment, src: Source | None = None) -> RecordBatch | None:
@@ -196,8 +204,11 @@ class EncoderService:
             cached = await self.redis.get(cache_key)
             if cached:
                 if waited_since is not None:
-                    log.info("segment.lease_waited", segment_id=segment.segment_id,
-                             waited_s=round(time.monotonic() - waited_since, 1))  # fmt: skip
+                    log.info(
+                        "segment.lease_waited",
+                        segment_id=segment.segment_id,
+                        waited_s=round(time.monotonic() - waited_since, 1),
+                    )
                 return RecordBatch.model_validate_json(cached)
             if await self.redis.set(lease_key, token, nx=True, px=self.lease_ms):
                 break
@@ -216,8 +227,9 @@ class EncoderService:
             try:
                 await self._release(keys=[lease_key], args=[token])
             except Exception as exc:  # noqa: BLE001 - the lease expires on its own
-                log.warning("segment.lease_release_failed", segment_id=segment.segment_id,
-                            error=repr(exc))  # fmt: skip
+                log.warning(
+                    "segment.lease_release_failed", segment_id=segment.segment_id, error=repr(exc)
+                )
 
     async def _keep_lease(self, lease_key: str, token: str, done: asyncio.Event) -> None:
         """Renew the lease every third of its life while the encoder runs (an LLM call under
@@ -245,10 +257,17 @@ class EncoderService:
         counts = [x for name, value in _usage_counts(encoded.usage).items() for x in (name, value)]
         mine = batch.model_dump_json()
         keys = [self._cache_key(segment.segment_id), ctx_key, self.usage_key(segment.namespace)]
-        args = [mine, self.cache_ttl_s, advanced.model_dump_json(),
-                "1" if encoded.usage.estimated else "0", *counts]  # fmt: skip
-        fences = [fence_key(segment.namespace, None, self.prefix),
-                  fence_key(segment.namespace, segment.session_id, self.prefix)]  # fmt: skip
+        args = [
+            mine,
+            self.cache_ttl_s,
+            advanced.model_dump_json(),
+            "1" if encoded.usage.estimated else "0",
+            *counts,
+        ]
+        fences = [
+            fence_key(segment.namespace, None, self.prefix),
+            fence_key(segment.namespace, segment.session_id, self.prefix),
+        ]
         for _ in range(8):
             try:
                 async with self.redis.pipeline(transaction=True) as tx:
@@ -266,11 +285,18 @@ class EncoderService:
             raise WatchError(f"fences of {segment.segment_id} kept changing")
         text = stored.decode() if isinstance(stored, bytes) else str(stored)
         if text != mine:  # a batch stored meanwhile (our lease had expired): publish that one
-            log.warning("segment.encoded_twice", segment_id=segment.segment_id,
-                        note="kept the stored batch; these tokens were not counted")  # fmt: skip
+            log.warning(
+                "segment.encoded_twice",
+                segment_id=segment.segment_id,
+                note="kept the stored batch; these tokens were not counted",
+            )
             return RecordBatch.model_validate_json(text)
-        log.info("segment.encoded", segment_id=segment.segment_id, records=len(batch.records),
-                 encoder=batch.encoder)  # fmt: skip
+        log.info(
+            "segment.encoded",
+            segment_id=segment.segment_id,
+            records=len(batch.records),
+            encoder=batch.encoder,
+        )
         return batch
 
 

@@ -185,14 +185,26 @@ def _records(
         text = texts[w]
         ns = _namespace(i, names, total)
         yield {
-            "id": f"r{i:08d}", "namespace": ns, "memory_type": "fact",
-            "semantic_text": text, "normalized_text": text.lower(), "context": "",
+            "id": f"r{i:08d}",
+            "namespace": ns,
+            "memory_type": "fact",
+            "semantic_text": text,
+            "normalized_text": text.lower(),
+            "context": "",
             "search_text": text.lower(),
-            "entities": [text.split()[0]], "tags": [], "t_ref": None, "t_valid_from": None,
-            "t_valid_to": None, "evidence": [f"t{i:08d}"], "source_session": f"s{i // 50}",
-            "segment_id": f"g{i // 6}", "segment_ids": [f"g{i // 6}"], "source_role": "user",
-            "confidence": 1.0, "created_at": _T0 + timedelta(minutes=i),
-        }  # fmt: skip
+            "entities": [text.split()[0]],
+            "tags": [],
+            "t_ref": None,
+            "t_valid_from": None,
+            "t_valid_to": None,
+            "evidence": [f"t{i:08d}"],
+            "source_session": f"s{i // 50}",
+            "segment_id": f"g{i // 6}",
+            "segment_ids": [f"g{i // 6}"],
+            "source_role": "user",
+            "confidence": 1.0,
+            "created_at": _T0 + timedelta(minutes=i),
+        }
 
 
 def _turns(
@@ -204,12 +216,21 @@ def _turns(
         speaker, rest = text.split(" ", 1)
         session = f"s{i // 50}"  # sessions of 50 consecutive turns
         yield {
-            "id": f"{ns}/{session}/t{i:08d}", "namespace": ns, "session_id": session,
-            "turn_id": f"t{i:08d}", "exchange_id": f"{session}:{i}", "seq": i, "idx": 0,
-            "role": "user", "speaker": speaker, "content": f"I {rest}", "image_caption": None,
-            "text": f"{speaker}: I {rest}", "session_date": _T0 + timedelta(days=i % 365),
+            "id": f"{ns}/{session}/t{i:08d}",
+            "namespace": ns,
+            "session_id": session,
+            "turn_id": f"t{i:08d}",
+            "exchange_id": f"{session}:{i}",
+            "seq": i,
+            "idx": 0,
+            "role": "user",
+            "speaker": speaker,
+            "content": f"I {rest}",
+            "image_caption": None,
+            "text": f"{speaker}: I {rest}",
+            "session_date": _T0 + timedelta(days=i % 365),
             "created_at": _T0 + timedelta(minutes=i),
-        }  # fmt: skip
+        }
 
 
 def _nodes(
@@ -224,9 +245,16 @@ def _nodes(
         linked = [f"r{r:08d}" for r in range(first, min(first + 8, end))]
         key = f"{text.split()[0].lower()}|{' '.join(text.split()[1:3])}"
         yield {
-            "id": f"{ns}/entity_topic/{key}/{i}", "namespace": ns, "node_type": "entity_topic",
-            "key": key, "label": key, "text": text, "record_ids": linked,
-            "record_texts": [text] * len(linked), "session_id": f"s{first // 50}",
-            "first_turn_id": f"t{first:08d}", "last_turn_id": f"t{first + 7:08d}",
+            "id": f"{ns}/entity_topic/{key}/{i}",
+            "namespace": ns,
+            "node_type": "entity_topic",
+            "key": key,
+            "label": key,
+            "text": text,
+            "record_ids": linked,
+            "record_texts": [text] * len(linked),
+            "session_id": f"s{first // 50}",
+            "first_turn_id": f"t{first:08d}",
+            "last_turn_id": f"t{first + 7:08d}",
             "updated_at": _T0 + timedelta(minutes=first),
-        }  # fmt: skip
+        }

@@ -147,9 +147,15 @@ class MultiRouteRecall:
         )
         route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
         hits, fts = await self._search(
-            variants, route_texts, namespace, session_id, budgets, record_vector_only, clock,
+            variants,
+            route_texts,
+            namespace,
+            session_id,
+            budgets,
+            record_vector_only,
+            clock,
             tuple(t for t in SEARCH_NODE_TYPES if t not in skip_nodes),
-        )  # fmt: skip
+        )
         dates = not record_vector_only and NodeType.temporal not in skip_nodes
         filters = [
             r.temporal_filter or plan.temporal_filter if dates else None for r in plan.routes

@@ -132,13 +132,17 @@ def lead(
     x = matrix(
         [
             features(
-                terms, temporal_question, c.kind, c.text, f.scores(),
+                terms,
+                temporal_question,
+                c.kind,
+                c.text,
+                f.scores(),
                 c.kind == "record" and bool(c.date),
             )
             for f in chosen
             for c in (f.candidate,)
         ]
-    )  # fmt: skip
+    )
     z = scorer.score(x)
     p = 1.0 / (1.0 + np.exp(-z))
     return [replace(chosen[i], second=round(float(p[i]), 6)) for i in lead_order(z, how)]
@@ -150,12 +154,54 @@ def lead(
 # Selection's λ was 0.75 then; at 0.85 since round 8 these weights were measured, not refitted
 # (refitted, the lead moved R@1 down: notes, round 8)
 FITTED: Scorer | None = Scorer(
-    weights=(0.9959, -0.0151, 0.1661, -0.3549, -0.3787, 0.7568, 0.5257,
-          -0.0267, -0.2790, 0.2790, 0.4122, 0.5046, 0.0168, -0.1617),
-    mean=(0.6476, 0.7858, 0.3414, 0.0906, 0.3956, 0.7182, 0.2082,
-          0.0063, 0.7976, 0.2024, 3.2325, 0.2912, 0.6790, 0.1975),
-    scale=(0.1592, 0.4103, 0.2060, 0.1849, 0.3431, 0.7267, 0.5413,
-          0.0794, 0.4018, 0.4018, 0.7857, 0.1756, 0.4087, 0.3981),
+    weights=(
+        0.9959,
+        -0.0151,
+        0.1661,
+        -0.3549,
+        -0.3787,
+        0.7568,
+        0.5257,
+        -0.0267,
+        -0.2790,
+        0.2790,
+        0.4122,
+        0.5046,
+        0.0168,
+        -0.1617,
+    ),
+    mean=(
+        0.6476,
+        0.7858,
+        0.3414,
+        0.0906,
+        0.3956,
+        0.7182,
+        0.2082,
+        0.0063,
+        0.7976,
+        0.2024,
+        3.2325,
+        0.2912,
+        0.6790,
+        0.1975,
+    ),
+    scale=(
+        0.1592,
+        0.4103,
+        0.2060,
+        0.1849,
+        0.3431,
+        0.7267,
+        0.5413,
+        0.0794,
+        0.4018,
+        0.4018,
+        0.7857,
+        0.1756,
+        0.4087,
+        0.3981,
+    ),
     bias=-5.3762,
-)  # fmt: skip
+)
 LEAD = Lead(1, -3.0)

@@ -162,7 +162,7 @@ class QueryService:
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
                 "calls": usage.calls,
-            },  # fmt: skip
+            },
             timings_ms=watch.total(),
             served_at=datetime.now(UTC),
         )

@@ -157,8 +157,11 @@ class SegmenterService:
                 gateway.append(name)
         removed += await delete_matching(self.store.redis, (), gateway) if gateway else 0
         if kept:
-            log.info("forget.sessions_kept", sessions=len(kept),
-                     note="begun after the forget: their content is newer")  # fmt: skip
+            log.info(
+                "forget.sessions_kept",
+                sessions=len(kept),
+                note="begun after the forget: their content is newer",
+            )
         return removed
 
     async def drain(self, keys: Sequence[str]) -> int:
@@ -322,11 +325,16 @@ class SegmenterService:
             )
             finalized = self.policy.flush(cut)
             ttl = self.ended_ttl_s if cut.ended else 0
-            done = await self.store.commit(key, version, cut, _segment_messages(finalized), ttl,
-                                           now=self.clock())  # fmt: skip
+            done = await self.store.commit(
+                key, version, cut, _segment_messages(finalized), ttl, now=self.clock()
+            )
             if done == 1:
-                log.info("forget.session_cut", key=key, kept_exchanges=len(kept),
-                         dropped_exchanges=len(state.exchanges) - len(kept))  # fmt: skip
+                log.info(
+                    "forget.session_cut",
+                    key=key,
+                    kept_exchanges=len(kept),
+                    dropped_exchanges=len(state.exchanges) - len(kept),
+                )
                 return 0
         raise StateConflict(f"session {key} changed under us {self.max_conflicts} times")
 

@@ -182,17 +182,30 @@ class SessionStore:
                     "k": m.key,
                     "v": m.value.decode(),
                     "h": [[n, v.decode()] for n, v in m.headers],
-                }  # fmt: skip
+                }
             )
             for m in outbox
         ]
         score = repr(state.updated_at) if state.is_open else ""
         args: list[Any] = [
-            version, state.model_dump_json(), key, score, ttl_s, repr(now),
-            state.partition, state.first_offset, *entries,
-        ]  # fmt: skip
-        keys = [self._state_key(key), self._outbox_key(key), self.active_key, self.pending_key,
-                *self._fence_keys(key), self._replays_key(key)]  # fmt: skip
+            version,
+            state.model_dump_json(),
+            key,
+            score,
+            ttl_s,
+            repr(now),
+            state.partition,
+            state.first_offset,
+            *entries,
+        ]
+        keys = [
+            self._state_key(key),
+            self._outbox_key(key),
+            self.active_key,
+            self.pending_key,
+            *self._fence_keys(key),
+            self._replays_key(key),
+        ]
         return int(await self._commit(keys=keys, args=args))
 
     def _fence_keys(self, key: str) -> list[str]:
@@ -226,8 +239,14 @@ class SessionStore:
 
     async def forget_session(self, key: str) -> int:
         """`forget` of one session: the number of keys deleted, -1 when it was kept."""
-        keys = [self._state_key(key), self._outbox_key(key), self._replays_key(key),
-                self.active_key, self.pending_key, *self._fence_keys(key)]  # fmt: skip
+        keys = [
+            self._state_key(key),
+            self._outbox_key(key),
+            self._replays_key(key),
+            self.active_key,
+            self.pending_key,
+            *self._fence_keys(key),
+        ]
         return int(await self._forget(keys=keys, args=[key]))
 
     async def pending(self, key: str) -> list[tuple[str, OutMessage]]:

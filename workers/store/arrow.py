@@ -20,8 +20,9 @@ from workers.store.errors import EmbeddingMismatch
 # touches none of the other's), so two indexer processes redelivered the same batch across
 # a rebalance stored the row twice; with it the second commit is a retryable conflict and
 # its retry finds the row (lance-format/lance#4585, #5633). A primary key must be non-null.
-ID = pa.field("id", pa.string(), nullable=False,
-              metadata={"lance-schema:unenforced-primary-key": "true"})  # fmt: skip
+ID = pa.field(
+    "id", pa.string(), nullable=False, metadata={"lance-schema:unenforced-primary-key": "true"}
+)
 
 
 def naive(d: datetime | None) -> datetime | None:

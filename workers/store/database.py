@@ -251,8 +251,14 @@ class Database:
             tbl.optimize(cleanup_older_than=timedelta(0), delete_unverified=True)
         pruned = versions + 1 - len(tbl.list_versions())
         self._sizes.clear()
-        log.info("store.rewritten", table=name, removed=removed, updated=len(replace),
-                 kept=keep.num_rows, versions_pruned=pruned)  # fmt: skip
+        log.info(
+            "store.rewritten",
+            table=name,
+            removed=removed,
+            updated=len(replace),
+            kept=keep.num_rows,
+            versions_pruned=pruned,
+        )
         return removed, max(0, pruned)
 
     def maybe_build_ann(self, names: Sequence[str], min_rows: int) -> list[str]:

@@ -164,8 +164,9 @@ def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten
     db = store.db
     out = Forgotten()
     naive_cutoff = pa.scalar(cutoff.replace(tzinfo=None), pa.timestamp("us"))
-    aware_cutoff = pa.scalar(cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC),
-                             pa.timestamp("us", tz="UTC"))  # fmt: skip
+    aware_cutoff = pa.scalar(
+        cutoff if cutoff.tzinfo else cutoff.replace(tzinfo=UTC), pa.timestamp("us", tz="UTC")
+    )
 
     def old_turns(d: pa.Table) -> Any:
         by_session = pc.less(d.column("session_date"), naive_cutoff)

@@ -119,14 +119,22 @@ def session_rows(db: Database, namespace: str) -> dict[str, dict[str, Any]]:
     if tbl is not None:
         data = _read(tbl, namespace, ["session_id", "seq", "session_date"])
         grouped = data.group_by("session_id").aggregate(
-            [("seq", "count"), ("seq", "min"), ("seq", "max"),
-             ("session_date", "min"), ("session_date", "max")]
-        )  # fmt: skip
+            [
+                ("seq", "count"),
+                ("seq", "min"),
+                ("seq", "max"),
+                ("session_date", "min"),
+                ("session_date", "max"),
+            ]
+        )
         for row in grouped.to_pylist():
             out[row["session_id"]] = {
-                "turns": row["seq_count"], "first_seq": row["seq_min"], "last_seq": row["seq_max"],
-                "first_date": row["session_date_min"], "last_date": row["session_date_max"],
-            }  # fmt: skip
+                "turns": row["seq_count"],
+                "first_seq": row["seq_min"],
+                "last_seq": row["seq_max"],
+                "first_date": row["session_date_min"],
+                "last_date": row["session_date_max"],
+            }
     blank = {"turns": 0, "first_seq": None, "last_seq": None, "first_date": None, "last_date": None}
     for sid, n in _column(db, SEGMENTS, namespace, "session_id").items():
         out.setdefault(sid, dict(blank))["segments"] = n

@@ -21,9 +21,18 @@ TURNS = "turns"
 TEXT_COLUMN = "text"
 
 _READ_COLUMNS = [
-    "id", "namespace", "session_id", "turn_id", "exchange_id", "seq", "idx",
-    "role", "speaker", "text", "session_date",
-]  # fmt: skip
+    "id",
+    "namespace",
+    "session_id",
+    "turn_id",
+    "exchange_id",
+    "seq",
+    "idx",
+    "role",
+    "speaker",
+    "text",
+    "session_date",
+]
 
 
 def turns_schema(dim: int, model: str) -> pa.Schema:

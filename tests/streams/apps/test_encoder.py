@@ -87,8 +87,13 @@ async def test_encoder_invalid_llm_output_dead_letters_the_segment_intact(
             client = make_client(server.url, None, timeout_s=5.0)
             svc = EncoderService(redis, GuardedLLMEncoder(LLMEncoder(client, "m")), ListPublisher())
             rec = Incoming(t.SEGMENTS, 0, 42, f"{seg.namespace}/s1".encode(), raw)
-            await run_guarded("encoder", [rec], lambda r: decode(r.value, type(seg)), svc.handle,
-                              DeadLetters(publisher, "encoder"))  # fmt: skip
+            await run_guarded(
+                "encoder",
+                [rec],
+                lambda r: decode(r.value, type(seg)),
+                svc.handle,
+                DeadLetters(publisher, "encoder"),
+            )
             await client.close()
             assert len(server.requests) == 2  # the call and its one repair, no more
     finally:

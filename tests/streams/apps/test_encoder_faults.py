@@ -37,12 +37,15 @@ def test_encoder_outage_then_401_pauses_resumes_and_encodes_each_segment_once() 
     with FakeOpenAI(default_reply=valid(VALID_REPLY)) as server:
         report = run_llm_faults(
             server,
-            [(8.0, status(503, {})), (4.0, status(429, {"Retry-After": "1"})),
-             (8.0, status(401, {}))],
+            [
+                (8.0, status(503, {})),
+                (4.0, status(429, {"Retry-After": "1"})),
+                (8.0, status(401, {})),
+            ],
             segments=5,
             worker_env=FAST,
             timeout_s=300,
-        )  # fmt: skip
+        )
     text = format_report(report)
     assert report.worker_alive, text
     assert report.dead_letters == 0, text
@@ -54,11 +57,15 @@ def test_encoder_outage_then_401_pauses_resumes_and_encodes_each_segment_once() 
     assert report.endpoint_requests > report.endpoint_completions + 10, text  # it did retry
     # paused, said so at the configured cadence (not once per retry), then resumed
     refused = [p for p in report.paused_lines if "401" in str(p.get("error"))]
-    assert refused and all(p["level"] == "error" and "LYCHEE_LLM_API_KEY" in p["hint"]
-                           for p in refused), text  # fmt: skip
+    assert refused and all(
+        p["level"] == "error" and "LYCHEE_LLM_API_KEY" in p["hint"] for p in refused
+    ), text
     assert len(report.paused_lines) <= 20 / 2 + 3, text
-    waits = [b["paused_s"] - a["paused_s"] for a, b in zip(report.paused_lines, report.paused_lines[1:], strict=False)
-             if b["paused_s"] > a["paused_s"]]  # fmt: skip
+    waits = [
+        b["paused_s"] - a["paused_s"]
+        for a, b in zip(report.paused_lines, report.paused_lines[1:], strict=False)
+        if b["paused_s"] > a["paused_s"]
+    ]
     assert waits and min(waits) >= 1.9, text
     assert report.resumed_lines >= 1, text
 
@@ -82,8 +89,13 @@ def test_encoder_programming_error_pauses_without_dead_letters_then_a_mended_wor
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(BROKEN_ADAPTER)
     stack = Stack(tmp_path / "stack")
-    env = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_LOG_FORMAT": "json", "LYCHEE_LOG_LEVEL": "INFO",
-           "LYCHEE_TRANSIENT_MAX_WAIT_S": "1", "LYCHEE_PAUSE_LOG_INTERVAL_S": "2"}  # fmt: skip
+    env = {
+        "LYCHEE_TOPIC_PARTITIONS": "4",
+        "LYCHEE_LOG_FORMAT": "json",
+        "LYCHEE_LOG_LEVEL": "INFO",
+        "LYCHEE_TRANSIENT_MAX_WAIT_S": "1",
+        "LYCHEE_PAUSE_LOG_INTERVAL_S": "2",
+    }
     try:
         stack.start_infra()
         asyncio.run(ensure_topics(stack.bootstrap, 4))

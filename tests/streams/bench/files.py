@@ -42,17 +42,33 @@ SESSION_2 = [
 
 
 QUESTIONS: list[dict[str, Any]] = [
-        {"question": "Which tomato varieties did Mara plant?", "answer": "San Marzano and cherry",
-         "evidence": ["D1:3"], "category": 4},
-        {"question": "Which train does Mara take to the jazz festival and when?", "answer": "8:12, July 6",
-         "evidence": ["D1:7"], "category": 2},
-        {"question": "What happened to the tomatoes after the festival?", "answer": "one wilted",
-         "evidence": ["D2:3", "D2:4"], "category": 1},
-        {"question": "What would Mara cook with basil?", "answer": "caprese", "evidence": ["D2:7", "D2:8"],
-         "category": 3},
-        {"question": "Is this adversarial?", "answer": "n/a", "evidence": ["D1:1"], "category": 5},
-        {"question": "A question without evidence", "answer": "n/a", "evidence": [], "category": 4},
-    ]  # fmt: skip
+    {
+        "question": "Which tomato varieties did Mara plant?",
+        "answer": "San Marzano and cherry",
+        "evidence": ["D1:3"],
+        "category": 4,
+    },
+    {
+        "question": "Which train does Mara take to the jazz festival and when?",
+        "answer": "8:12, July 6",
+        "evidence": ["D1:7"],
+        "category": 2,
+    },
+    {
+        "question": "What happened to the tomatoes after the festival?",
+        "answer": "one wilted",
+        "evidence": ["D2:3", "D2:4"],
+        "category": 1,
+    },
+    {
+        "question": "What would Mara cook with basil?",
+        "answer": "caprese",
+        "evidence": ["D2:7", "D2:8"],
+        "category": 3,
+    },
+    {"question": "Is this adversarial?", "answer": "n/a", "evidence": ["D1:1"], "category": 5},
+    {"question": "A question without evidence", "answer": "n/a", "evidence": [], "category": 4},
+]
 
 
 def write_locomo(path: Path, qa: Sequence[dict[str, Any]] = QUESTIONS) -> None:

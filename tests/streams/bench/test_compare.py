@@ -16,16 +16,23 @@ from streams.bench.compare import DumpMismatch, interval, load, paired, report
 
 def _item(turns: list[str]) -> dict[str, Any]:
     return EvidenceItem(
-        kind="record", item_id="/".join(turns), text=f"about {' '.join(turns)}",
-        turn_ids=turns, session_id="s1",
-    ).model_dump(mode="json")  # fmt: skip
+        kind="record",
+        item_id="/".join(turns),
+        text=f"about {' '.join(turns)}",
+        turn_ids=turns,
+        session_id="s1",
+    ).model_dump(mode="json")
 
 
 def _reply(question: str, category: str, gold: list[str], items: list[list[str]]) -> dict[str, Any]:
     return {
-        "namespace": "conv-a", "question": question, "category": category, "gold": gold,
-        "plan": {}, "items": [_item(t) for t in items],
-    }  # fmt: skip
+        "namespace": "conv-a",
+        "question": question,
+        "category": category,
+        "gold": gold,
+        "plan": {},
+        "items": [_item(t) for t in items],
+    }
 
 
 BEFORE = [

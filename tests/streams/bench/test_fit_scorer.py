@@ -29,13 +29,25 @@ def _dump(conversations: int = 3, questions: int = 12) -> list[dict[str, Any]]:
                 if gold:
                     scores["record_text"] = 9.0
                 items.append(
-                    {"kind": "record", "item_id": f"c{c}/{n}/{rank}", "text": text,
-                     "turn_ids": [f"D{n}:{rank}"], "session_id": "s", "scores": scores}
-                )  # fmt: skip
+                    {
+                        "kind": "record",
+                        "item_id": f"c{c}/{n}/{rank}",
+                        "text": text,
+                        "turn_ids": [f"D{n}:{rank}"],
+                        "session_id": "s",
+                        "scores": scores,
+                    }
+                )
             dump.append(
-                {"namespace": f"conv-{c}", "question": "What dog did Ana adopt?",
-                 "category": "single-hop", "gold": [f"D{n}:12"], "items": items, "plan": {}}
-            )  # fmt: skip
+                {
+                    "namespace": f"conv-{c}",
+                    "question": "What dog did Ana adopt?",
+                    "category": "single-hop",
+                    "gold": [f"D{n}:12"],
+                    "items": items,
+                    "plan": {},
+                }
+            )
     return dump
 
 

@@ -37,10 +37,16 @@ def test_a_setting_that_lowers_a_category_on_the_others_is_not_chosen_when_asked
 
 def _dump(recall: dict[str, bool]) -> list[dict[str, Any]]:
     return [
-        {"namespace": ns, "question": "q", "category": "single-hop", "gold": ["D1:1"],
-         "plan": {}, "items": [_item(["D1:1" if hit else "D1:2"])]}
+        {
+            "namespace": ns,
+            "question": "q",
+            "category": "single-hop",
+            "gold": ["D1:1"],
+            "plan": {},
+            "items": [_item(["D1:1" if hit else "D1:2"])],
+        }
         for ns, hit in recall.items()
-    ]  # fmt: skip
+    ]
 
 
 def test_the_command_prints_each_fold_and_refuses_dumps_of_other_questions(

@@ -83,9 +83,17 @@ def test_bench_llm_locomo_counts_outcomes_fallbacks_and_judged_accuracy(tmp_path
     with FakeOpenAI(respond=respond) as server:
         server.script(text("not JSON at all"))  # the first segment's reply: repaired
         report = bench_llm(
-            settings_for(server, tmp_path), data, None, None, 50, 10, (), (None, None),
-            out, lines.append,
-        )  # fmt: skip
+            settings_for(server, tmp_path),
+            data,
+            None,
+            None,
+            50,
+            10,
+            (),
+            (None, None),
+            out,
+            lines.append,
+        )
         calls = [b["messages"][0]["content"] for b in server.requests]
 
     outcomes = [s.outcome for s in report.segments]
@@ -94,8 +102,11 @@ def test_bench_llm_locomo_counts_outcomes_fallbacks_and_judged_accuracy(tmp_path
     assert calls.count(SYSTEM_PROMPT) == len(report.segments) + 1  # one repair
     # every graded question has its evidence encoded (50 segments hold the whole file)
     assert [q.category for q in report.questions] == [
-        "single-hop", "temporal", "multi-hop", "open-domain"
-    ]  # fmt: skip
+        "single-hop",
+        "temporal",
+        "multi-hop",
+        "open-domain",
+    ]
     assert report.skipped_questions == 1  # the one without evidence
     assert [q.plan_source for q in report.questions] == ["llm", "heuristic", "llm", "llm"]
     assert all(q.answer == ANSWER for q in report.questions)
@@ -120,9 +131,17 @@ def test_bench_llm_segment_stays_invalid_or_llm_down_is_counted_and_the_run_goes
     with FakeOpenAI(respond=respond) as server:
         server.script(text("nope"), text("still nope"), status(503, {}))
         report = bench_llm(
-            settings_for(server, tmp_path, llm_max_attempts=1), data, "locomo", "tiny", 3, 0,
-            (), (None, None), None, lambda _: None,
-        )  # fmt: skip
+            settings_for(server, tmp_path, llm_max_attempts=1),
+            data,
+            "locomo",
+            "tiny",
+            3,
+            0,
+            (),
+            (None, None),
+            None,
+            lambda _: None,
+        )
     assert [s.outcome for s in report.segments] == ["dead-lettered", "unavailable", "first try"]
     assert report.segments[0].error and "HTTP 503" in (report.segments[1].error or "")
     assert report.questions == []
@@ -133,9 +152,17 @@ def test_bench_llm_jsonl_with_asked_questions_answers_without_a_judge(tmp_path: 
     lines: list[str] = []
     with FakeOpenAI(respond=respond) as server:
         report = bench_llm(
-            settings_for(server, tmp_path), data, None, None, 1, 5,
-            ("What did Priya sign them up for?",), (None, None), None, lines.append,
-        )  # fmt: skip
+            settings_for(server, tmp_path),
+            data,
+            None,
+            None,
+            1,
+            5,
+            ("What did Priya sign them up for?",),
+            (None, None),
+            None,
+            lines.append,
+        )
     (q,) = report.questions
     assert q.answer == ANSWER and q.gold is None and not q.judged and report.judge is None
     assert len(report.segments) == 1
@@ -150,16 +177,33 @@ def test_bench_llm_without_an_llm_or_with_an_unknown_conversation_says_why(tmp_p
         bench_llm(bare, data, None, None, 1, 1, (), (None, None), None, print)
     with FakeOpenAI(respond=respond) as server, pytest.raises(BenchError, match="'nope'.*tiny"):
         bench_llm(
-            settings_for(server, tmp_path), data, None, "nope", 1, 1, (), (None, None), None,
+            settings_for(server, tmp_path),
+            data,
+            None,
+            "nope",
+            1,
+            1,
+            (),
+            (None, None),
+            None,
             print,
-        )  # fmt: skip
+        )
 
 
 def test_bench_llm_redacted_question_line_holds_no_text_of_the_data() -> None:
     from streams.bench.llm_report import QuestionResult, question_line
 
-    q = QuestionResult("Where is the cabin?", "single-hop", "By the lake", "near a lake", "llm",
-                       12.0, 300, judged=True, correct=True)  # fmt: skip
+    q = QuestionResult(
+        "Where is the cabin?",
+        "single-hop",
+        "By the lake",
+        "near a lake",
+        "llm",
+        12.0,
+        300,
+        judged=True,
+        correct=True,
+    )
     line = question_line(1, 1, q, [q], redact=True)
     assert "cabin" not in line and "lake" not in line
     assert "[single-hop] (texts withheld)" in line and "judge: CORRECT (running 1/1)" in line

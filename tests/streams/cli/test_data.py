@@ -21,8 +21,12 @@ def lychee(stack: Stack, *args: str, timeout: float = 180) -> subprocess.Complet
     env = {**os.environ, **stack.env(), "LYCHEE_LOG_LEVEL": "WARNING"}
     return subprocess.run(
         [sys.executable, "-m", "streams.cli", *args],
-        env=env, capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
@@ -62,12 +66,27 @@ def test_cli_bad_input_file_is_a_clear_error(stack: Stack, tmp_path: Path) -> No
 def test_cli_ingest_without_pasted_exports_warns_once_and_works(stack: Stack) -> None:
     env = {k: v for k, v in stack.env().items() if k != "LYCHEE_KAFKA_IDEMPOTENCE"}
     out = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "ingest", str(DEMO), "--format", "jsonl",
-         "--namespace", "cli-noexport"],
-        env={**{k: v for k, v in os.environ.items() if k != "LYCHEE_KAFKA_IDEMPOTENCE"}, **env,
-             "LYCHEE_LOG_LEVEL": "WARNING"},
-        capture_output=True, text=True, timeout=180, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "streams.cli",
+            "ingest",
+            str(DEMO),
+            "--format",
+            "jsonl",
+            "--namespace",
+            "cli-noexport",
+        ],
+        env={
+            **{k: v for k, v in os.environ.items() if k != "LYCHEE_KAFKA_IDEMPOTENCE"},
+            **env,
+            "LYCHEE_LOG_LEVEL": "WARNING",
+        },
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert "produced 28 exchanges" in out.stdout
     assert out.stderr.count("idempotence_off") == 1
@@ -77,16 +96,29 @@ def test_cli_ingest_without_pasted_exports_warns_once_and_works(stack: Stack) ->
 
 @pytest.mark.parametrize(
     "args",
-    [("ingest", str(DEMO), "--format", "jsonl"), ("ask", "--namespace", "n", "anything?"),
-     ("status",)],
-)  # fmt: skip
+    [
+        ("ingest", str(DEMO), "--format", "jsonl"),
+        ("ask", "--namespace", "n", "anything?"),
+        ("status",),
+    ],
+)
 def test_cli_unreachable_broker_is_a_one_line_error_with_exit_code_3(args: tuple[str, ...]) -> None:
     from streams.stack.embedded import free_port
 
-    env = {**os.environ, "LYCHEE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}",
-           "LYCHEE_REQUEST_TIMEOUT_S": "5", "LYCHEE_LOG_LEVEL": "WARNING"}  # fmt: skip
-    out = subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env,
-                         capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    env = {
+        **os.environ,
+        "LYCHEE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}",
+        "LYCHEE_REQUEST_TIMEOUT_S": "5",
+        "LYCHEE_LOG_LEVEL": "WARNING",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "streams.cli", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert out.returncode == 3, out.stderr
     assert "Traceback" not in out.stderr
     errors = [line for line in out.stderr.splitlines() if line.startswith("Error:")]
@@ -96,8 +128,10 @@ def test_cli_unreachable_broker_is_a_one_line_error_with_exit_code_3(args: tuple
 def _lines_file(path: Path, texts: list[str], seqs: list[int] | None = None) -> Path:
     rows = []
     for i, text in enumerate(texts):
-        row: dict[str, object] = {"session_id": "s",
-                                  "turns": [{"role": "user", "speaker": "Odile", "content": text}]}  # fmt: skip
+        row: dict[str, object] = {
+            "session_id": "s",
+            "turns": [{"role": "user", "speaker": "Odile", "content": text}],
+        }
         if seqs is not None:
             row["seq"] = seqs[i]
         rows.append(json.dumps(row))
@@ -128,8 +162,9 @@ def test_cli_ingest_second_jsonl_file_continues_the_session(stack: Stack, tmp_pa
 
 def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) -> None:
     ns = "cli-forget"
-    out = lychee(stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", ns, "--wait",
-                 timeout=600)  # fmt: skip
+    out = lychee(
+        stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", ns, "--wait", timeout=600
+    )
     assert out.returncode == 0, out.stderr
     recs = lychee(stack, "records", ns, "--page-size", "5", "--json")
     assert recs.returncode == 0, recs.stderr

@@ -85,11 +85,19 @@ def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             port = free_port()
             child = Child(
                 f"gateway-{i}",
-                [sys.executable, "-m", "streams.cli", "gateway", "--host", "127.0.0.1",
-                 "--port", str(port)],
+                [
+                    sys.executable,
+                    "-m",
+                    "streams.cli",
+                    "gateway",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                ],
                 work / f"gateway-{i}.log",
                 env,
-            )  # fmt: skip
+            )
             child.start()
             children.append(child)
             urls.append(f"http://127.0.0.1:{port}")

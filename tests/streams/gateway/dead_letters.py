@@ -27,16 +27,21 @@ async def unparseable(bootstrap: str, namespace: str) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
     await producer.start()
     try:
-        await producer.send_and_wait(t.EXCHANGES, UNPARSEABLE_TEXT.encode(),
-                                     key=f"{namespace}/s1".encode())  # fmt: skip
+        await producer.send_and_wait(
+            t.EXCHANGES, UNPARSEABLE_TEXT.encode(), key=f"{namespace}/s1".encode()
+        )
     finally:
         await producer.stop()
 
 
 def exchange(namespace: str, session_id: str, content: str) -> Exchange:
-    return Exchange(namespace=namespace, session_id=session_id, seq=0,
-                    exchange_id=f"{session_id}-replayed",
-                    turns=[Turn(role="user", speaker="Robin", content=content)])  # fmt: skip
+    return Exchange(
+        namespace=namespace,
+        session_id=session_id,
+        seq=0,
+        exchange_id=f"{session_id}-replayed",
+        turns=[Turn(role="user", speaker="Robin", content=content)],
+    )
 
 
 async def failed_exchange(bootstrap: str, ex: Exchange) -> None:
@@ -45,8 +50,14 @@ async def failed_exchange(bootstrap: str, ex: Exchange) -> None:
     publisher = KafkaPublisher(bootstrap, idempotence=False)
     await publisher.start()
     try:
-        record = Incoming(t.EXCHANGES, 0, 0, ex.key.encode(), ex.model_dump_json().encode(),
-                          (("client-trace", b"console-test"),))  # fmt: skip
+        record = Incoming(
+            t.EXCHANGES,
+            0,
+            0,
+            ex.key.encode(),
+            ex.model_dump_json().encode(),
+            (("client-trace", b"console-test"),),
+        )
         await DeadLetters(publisher, "segmenter").send(record, FAILED_REASON, PROCESSING)
     finally:
         await publisher.stop()

@@ -25,13 +25,17 @@ from tests.streams.gateway.dead_letters import (
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 
-async def reasons_of(c: httpx.AsyncClient, headers: dict[str, str], since: datetime,
-                     wanted: set[str]) -> dict[str, dict[str, Any]]:  # fmt: skip
+async def reasons_of(
+    c: httpx.AsyncClient, headers: dict[str, str], since: datetime, wanted: set[str]
+) -> dict[str, dict[str, Any]]:
     """The exchanges' dead letters since `since` by reason, once every `wanted` one is in."""
     deadline = time.monotonic() + 120
     while True:
-        r = await c.get("/v1/dead-letters", headers=headers,
-                        params={"topic": "memory.exchanges", "since": since.isoformat()})  # fmt: skip
+        r = await c.get(
+            "/v1/dead-letters",
+            headers=headers,
+            params={"topic": "memory.exchanges", "since": since.isoformat()},
+        )
         assert r.status_code == 200, r.text
         found = {row["error_type"]: row for row in r.json()["reasons"]}
         if wanted <= found.keys():

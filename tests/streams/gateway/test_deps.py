@@ -37,7 +37,7 @@ def client(keys: KeyRing) -> TestClient:
         (
             "localhost:8080",
             {"Content-Type": "application/json; charset=utf-8", "Origin": "http://localhost:8080"},
-        ),  # fmt: skip
+        ),
         ("[::1]:8080", {**JSON, "Origin": "http://[::1]:8080"}),
     ],
 )

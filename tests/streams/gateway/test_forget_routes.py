@@ -26,8 +26,9 @@ def lines(tag: str) -> list[dict[str, Any]]:
 
 
 async def ingest(c: httpx.AsyncClient, ns: str, headers: dict[str, str], tag: str) -> None:
-    r = await c.post(f"/v1/namespaces/{ns}/exchanges", json={"exchanges": lines(tag)},
-                     headers=headers)  # fmt: skip
+    r = await c.post(
+        f"/v1/namespaces/{ns}/exchanges", json={"exchanges": lines(tag)}, headers=headers
+    )
     assert r.status_code == 202, r.text
     for sid in ("s1", "s2"):
         r = await c.post(f"/v1/namespaces/{ns}/sessions/{sid}/end", headers=headers)
@@ -37,8 +38,9 @@ async def ingest(c: httpx.AsyncClient, ns: str, headers: dict[str, str], tag: st
     deadline = time.monotonic() + 240
     for sid in ("s1", "s2"):
         while True:
-            r = await c.get(f"/v1/namespaces/{ns}/records", params={"session_id": sid},
-                            headers=headers)  # fmt: skip
+            r = await c.get(
+                f"/v1/namespaces/{ns}/records", params={"session_id": sid}, headers=headers
+            )
             assert r.status_code == 200, r.text
             if r.json()["total"]:
                 break
@@ -60,8 +62,9 @@ async def test_gateway_records_listing_and_delete_routes_check_keys_and_forget(
         r = await c.get(f"/v1/namespaces/{ns}/records", params={"turns": "true"}, headers=ok)
         assert r.status_code == 200, r.text
         assert r.json()["total"] == 3 and r.json()["kind"] == "turns"
-        r = await c.get(f"/v1/namespaces/{ns}/records", params={"session_id": "s1",
-                        "page_size": 1}, headers=ok)  # fmt: skip
+        r = await c.get(
+            f"/v1/namespaces/{ns}/records", params={"session_id": "s1", "page_size": 1}, headers=ok
+        )
         page = r.json()
         assert r.status_code == 200 and page["page_size"] == 1 and len(page["items"]) == 1
         bad = await c.get(f"/v1/namespaces/{ns}/records", params={"memory_type": "x"}, headers=ok)

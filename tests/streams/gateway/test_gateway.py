@@ -52,16 +52,19 @@ async def wait_status(
 async def test_gateway_routes_add_search_status_flush_end(gateways: Gateways) -> None:
     h = gateways.headers("a")
     async with httpx.AsyncClient(base_url=gateways.urls[0], timeout=60) as c:
-        body = {"exchanges": [
-            ex("s1", "e1", "I moved to Tallinn in March for a job at a ferry company."),
-            ex("s1", "e2", "My brother Ilmar visits every second weekend."),
-        ]}  # fmt: skip
+        body = {
+            "exchanges": [
+                ex("s1", "e1", "I moved to Tallinn in March for a job at a ferry company."),
+                ex("s1", "e2", "My brother Ilmar visits every second weekend."),
+            ]
+        }
         r = await c.post("/v1/namespaces/gw-a/exchanges", json=body, headers=h)
         assert r.status_code == 202, r.text
         receipt = r.json()
         assert [(x["exchange_id"], x["seq"], x["duplicate"]) for x in receipt["exchanges"]] == [
-            ("e1", 0, False), ("e2", 1, False)
-        ]  # fmt: skip
+            ("e1", 0, False),
+            ("e2", 1, False),
+        ]
         (session,) = receipt["sessions"]
         assert session["last_seq"] == 1 and session["offsets"][0] < session["offsets"][1]
 
@@ -71,8 +74,11 @@ async def test_gateway_routes_add_search_status_flush_end(gateways: Gateways) ->
         assert again.status_code == 202
         assert again.json()["exchanges"] == [{**x, "duplicate": True} for x in receipt["exchanges"]]
 
-        r = await c.post("/v1/namespaces/gw-a/search", headers=h,
-                         json={"query": "Which city did Noor move to?", "k": 3, "wait_for": receipt})  # fmt: skip
+        r = await c.post(
+            "/v1/namespaces/gw-a/search",
+            headers=h,
+            json={"query": "Which city did Noor move to?", "k": 3, "wait_for": receipt},
+        )
         assert r.status_code == 200, r.text
         reply = r.json()
         assert reply["status"] == "ok" and reply["namespace"] == "gw-a"
@@ -127,16 +133,27 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         await check(r, 422, "exchanges.0.colour")
         r = await c.post(url, headers={**h, "content-type": "application/json"}, content=b"{x")
         assert r.status_code == 422 and r.headers["content-type"] == PROBLEM
-        r = await c.post("/v1/namespaces/bad name!/exchanges", headers=h,
-                         json={"exchanges": [ex("p1", "x", "hi")]})  # fmt: skip
+        r = await c.post(
+            "/v1/namespaces/bad name!/exchanges",
+            headers=h,
+            json={"exchanges": [ex("p1", "x", "hi")]},
+        )
         await check(r, 422, "namespace")
         many = {"exchanges": [ex("p1", f"m{i}", "hi") for i in range(51)]}
         await check(await c.post(url, headers=h, json=many), 413, "exchanges")
         r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": "x", "k": 0})
         await check(r, 422, "k")
-        r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={
-            "query": "x", "wait_for": {"namespace": "gw-other", "sessions": [{"session_id": "p1", "last_seq": 0}]}
-        })  # fmt: skip
+        r = await c.post(
+            "/v1/namespaces/gw-a/search",
+            headers=h,
+            json={
+                "query": "x",
+                "wait_for": {
+                    "namespace": "gw-other",
+                    "sessions": [{"session_id": "p1", "last_seq": 0}],
+                },
+            },
+        )
         await check(r, 422, "wait_for.namespace")
 
         # seq: the caller's must come after what the session has; an id keeps its words
@@ -149,9 +166,15 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         assert "other content" in changed.json()["detail"]
         nxt = await c.post(url, headers=h, json={"exchanges": [ex("p2", "q3", "next")]})
         assert nxt.json()["exchanges"][0]["seq"] == 6
-        timeout = await c.post("/v1/namespaces/gw-a/search", headers=h, json={
-            "query": "x", "timeout_s": 0.5, "wait_for": {"sessions": [{"session_id": "p2", "last_seq": 99}]}
-        })  # fmt: skip
+        timeout = await c.post(
+            "/v1/namespaces/gw-a/search",
+            headers=h,
+            json={
+                "query": "x",
+                "timeout_s": 0.5,
+                "wait_for": {"sessions": [{"session_id": "p2", "last_seq": 99}]},
+            },
+        )
         await check(timeout, 504, "wait_for")
 
 
@@ -227,19 +250,26 @@ async def test_gateway_1000_concurrent_adds_lose_nothing_and_keep_session_order(
             offsets = [x["offset"] for x in in_seq_order]
             assert offsets == sorted(offsets), f"{sid}: partition order is not seq order"
         status = await wait_status(
-            clients[0], ns, h,
-            lambda b: len(b["sessions"]) == sessions and b["searchable"], timeout_s=600,
-        )  # fmt: skip
+            clients[0],
+            ns,
+            h,
+            lambda b: len(b["sessions"]) == sessions and b["searchable"],
+            timeout_s=600,
+        )
         assert all(s["last_seq_accepted"] == per - 1 for s in status["sessions"])
         assert all(s["segmented_seq"] == per - 1 for s in status["sessions"])
     finally:
         for c in clients:
             await c.aclose()
     rows = (
-        lancedb.connect(settings.lancedb_uri).open_table("turns").search()
-        .where(f"namespace = '{ns}'").select(["session_id", "exchange_id", "seq"])
-        .limit(None).to_list()
-    )  # fmt: skip
+        lancedb.connect(settings.lancedb_uri)
+        .open_table("turns")
+        .search()
+        .where(f"namespace = '{ns}'")
+        .select(["session_id", "exchange_id", "seq"])
+        .limit(None)
+        .to_list()
+    )
     assert len(rows) == sessions * per
     seq_of = {(x["session_id"], x["exchange_id"]): x["seq"] for x in got}
     assert {(r["session_id"], r["exchange_id"]): r["seq"] for r in rows} == seq_of
@@ -257,10 +287,16 @@ async def test_gateway_metrics_endpoints_scrape_with_the_named_series(
         await producer.stop()
     h = gateways.headers("a")
     async with httpx.AsyncClient(base_url=gateways.urls[0], timeout=60) as c:
-        r = await c.post("/v1/namespaces/gw-a/exchanges", headers=h,
-                         json={"exchanges": [ex("m1", "m1", "Metrics are scraped.")]})  # fmt: skip
-        found = await c.post("/v1/namespaces/gw-a/search", headers=h,
-                             json={"query": "what is scraped", "timeout_s": 60, "wait_for": r.json()})  # fmt: skip
+        r = await c.post(
+            "/v1/namespaces/gw-a/exchanges",
+            headers=h,
+            json={"exchanges": [ex("m1", "m1", "Metrics are scraped.")]},
+        )
+        found = await c.post(
+            "/v1/namespaces/gw-a/search",
+            headers=h,
+            json={"query": "what is scraped", "timeout_s": 60, "wait_for": r.json()},
+        )
         assert found.status_code == 200, found.text
         await c.post("/v1/namespaces/gw-a/sessions/m1/flush", headers=h)  # a segment to encode
     wanted: dict[str, list[tuple[str, dict[str, str]]]] = {
@@ -268,8 +304,10 @@ async def test_gateway_metrics_endpoints_scrape_with_the_named_series(
             ("lychee_messages_in_total", {"stage": "segmenter", "topic": t.EXCHANGES}),
             ("lychee_messages_out_total", {"topic": t.TURNS}),
             ("lychee_messages_out_total", {"topic": t.SEGMENTS}),
-            ("lychee_messages_dead_lettered_total",
-             {"stage": "segmenter", "topic": t.EXCHANGES, "error_type": "json"}),
+            (
+                "lychee_messages_dead_lettered_total",
+                {"stage": "segmenter", "topic": t.EXCHANGES, "error_type": "json"},
+            ),
             ("lychee_stage_batch_seconds_bucket", {"stage": "segmenter"}),
             ("lychee_stage_batch_size_count", {"stage": "segmenter"}),
             ("lychee_consumer_lag", {"stage": "segmenter", "topic": t.EXCHANGES}),
@@ -296,14 +334,22 @@ async def test_gateway_metrics_endpoints_scrape_with_the_named_series(
             ("lychee_messages_out_total", {"topic": t.REPLIES}),
         ],
         "gateway": [
-            ("lychee_gateway_request_seconds_count", {
-                "method": "POST", "route": "/v1/namespaces/{namespace}/exchanges", "status": "202"}),
-            ("lychee_gateway_request_seconds_bucket", {
-                "method": "POST", "route": "/v1/namespaces/{namespace}/search", "status": "200"}),
+            (
+                "lychee_gateway_request_seconds_count",
+                {
+                    "method": "POST",
+                    "route": "/v1/namespaces/{namespace}/exchanges",
+                    "status": "202",
+                },
+            ),
+            (
+                "lychee_gateway_request_seconds_bucket",
+                {"method": "POST", "route": "/v1/namespaces/{namespace}/search", "status": "200"},
+            ),
             ("lychee_gateway_exchanges_total", {"outcome": "accepted"}),
             ("lychee_gateway_in_flight", {}),
         ],
-    }  # fmt: skip
+    }
 
     def has(samples: list[tuple[str, dict[str, str]]], name: str, labels: dict[str, str]) -> bool:
         return any(n == name and labels.items() <= ls.items() for n, ls in samples)
@@ -321,9 +367,11 @@ async def test_gateway_metrics_endpoints_scrape_with_the_named_series(
                     for family in text_string_to_metric_families((await scrape.get(u)).text):
                         samples[stage] += [(x.name, x.labels) for x in family.samples]
         missing = [
-            (stage, name, labels) for stage, series in wanted.items()
-            for name, labels in series if not has(samples[stage], name, labels)
-        ]  # fmt: skip
+            (stage, name, labels)
+            for stage, series in wanted.items()
+            for name, labels in series
+            if not has(samples[stage], name, labels)
+        ]
         if not missing:
             break
         assert time.monotonic() < deadline, missing

@@ -39,22 +39,35 @@ async def check_memory_tools(client: Client, namespace: str | None) -> None:
         assert len(tool.description or "") > 150, tool.name  # enough to act on unprompted
         assert "namespace" in tool.input_schema["properties"]
     ns: dict[str, Any] = {"namespace": namespace} if namespace else {}
-    added = await client.call_tool("add_memory", {
-        "content": "I keep my climbing shoes in the blue locker at the gym.", "speaker": "Rafa",
-        "session_id": "mcp-s1", "exchange_id": "mcp-e1", **ns,
-    })  # fmt: skip
+    added = await client.call_tool(
+        "add_memory",
+        {
+            "content": "I keep my climbing shoes in the blue locker at the gym.",
+            "speaker": "Rafa",
+            "session_id": "mcp-s1",
+            "exchange_id": "mcp-e1",
+            **ns,
+        },
+    )
     assert not added.is_error, added.content
     receipt = added.structured_content
     assert receipt is not None and receipt["exchanges"][0]["seq"] == 0
-    again = await client.call_tool("add_memory", {
-        "content": "I keep my climbing shoes in the blue locker at the gym.", "speaker": "Rafa",
-        "session_id": "mcp-s1", "exchange_id": "mcp-e1", **ns,
-    })  # fmt: skip
+    again = await client.call_tool(
+        "add_memory",
+        {
+            "content": "I keep my climbing shoes in the blue locker at the gym.",
+            "speaker": "Rafa",
+            "session_id": "mcp-s1",
+            "exchange_id": "mcp-e1",
+            **ns,
+        },
+    )
     assert again.structured_content and again.structured_content["exchanges"][0]["duplicate"]
     # k = 10: the namespace is shared with the REST tests, whose records can outrank a raw turn
-    found = await client.call_tool("search_memory", {
-        "query": "Where are the climbing shoes kept?", "k": 10, "wait_for": receipt, **ns
-    })  # fmt: skip
+    found = await client.call_tool(
+        "search_memory",
+        {"query": "Where are the climbing shoes kept?", "k": 10, "wait_for": receipt, **ns},
+    )
     assert not found.is_error, found.content
     memories = (found.structured_content or {})["memories"]
     assert any("blue locker" in m["text"] for m in memories)
@@ -90,14 +103,23 @@ async def test_mcp_http_key_for_a_is_refused_b_on_every_tool(gateways: Gateways)
         assert out.is_error and "name the namespace" in out.content[0].text
     # no key, or a wrong one: the HTTP endpoint refuses before any tool runs
     for headers in ({}, {"Authorization": "Bearer lyk_wrong"}):
-        r = httpx.post(f"{gateways.urls[0]}/mcp", headers=headers, timeout=30,
-                       json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})  # fmt: skip
+        r = httpx.post(
+            f"{gateways.urls[0]}/mcp",
+            headers=headers,
+            timeout=30,
+            json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        )
         assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
 
 
 async def test_mcp_stdio_tools_through_the_sdk_client(stack: Stack) -> None:
-    env = {**os.environ, **stack.env(), "LYCHEE_LOG_LEVEL": "WARNING",
-           "LYCHEE_TOPIC_PARTITIONS": "4", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    env = {
+        **os.environ,
+        **stack.env(),
+        "LYCHEE_LOG_LEVEL": "WARNING",
+        "LYCHEE_TOPIC_PARTITIONS": "4",
+        "PYTHONPATH": str(ROOT),
+    }
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "streams.cli", "mcp", "--namespace", "mcp-stdio"],

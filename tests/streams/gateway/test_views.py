@@ -44,8 +44,11 @@ async def test_views_show_a_key_only_its_namespaces(gateways: Gateways) -> None:
             for n in (await c.get("/v1/namespaces", headers=every)).json()["namespaces"]
         ]
         assert ns in names and all(n.startswith("gw-") for n in names)
-        (mine,) = [n for n in (await c.get("/v1/namespaces", headers=every)).json()["namespaces"]
-                   if n["namespace"] == ns]  # fmt: skip
+        (mine,) = [
+            n
+            for n in (await c.get("/v1/namespaces", headers=every)).json()["namespaces"]
+            if n["namespace"] == ns
+        ]
         assert mine["sessions"] == 2 and mine["turns"] == 3 and mine["searchable"]
         assert mine["segments"] == 2 and mine["records"] > 0 and mine["last_write"]
         for key in ("a", "b"):
@@ -72,8 +75,11 @@ async def test_views_sessions_and_timeline_link_turns_segments_records(gateways:
         assert (s1["turns"], s1["segments"], s1["first_seq"], s1["last_seq"]) == (2, 1, 0, 1)
         assert s1["ended"] and s1["searchable"] and s1["records"] > 0
 
-        r = await c.get(f"/v1/namespaces/{ns}/sessions/s1/timeline", headers=h,
-                        params={"page_size": 1, "page": 2})  # fmt: skip
+        r = await c.get(
+            f"/v1/namespaces/{ns}/sessions/s1/timeline",
+            headers=h,
+            params={"page_size": 1, "page": 2},
+        )
         assert r.status_code == 200, r.text
         tl = r.json()
         assert (tl["total"], tl["pages"], tl["page"]) == (2, 2, 2)
@@ -89,9 +95,13 @@ async def test_views_sessions_and_timeline_link_turns_segments_records(gateways:
         sources = {e for rec in segment["records"] for e in rec["evidence"]}
         assert turn["turn_id"] in sources  # record -> the turn it came from
 
-        r = await c.get(f"/v1/namespaces/{ns}/sessions/s1/timeline", headers=h, params={
-            "page_size": 1, "turn_id": turn["turn_id"]})  # fmt: skip
+        r = await c.get(
+            f"/v1/namespaces/{ns}/sessions/s1/timeline",
+            headers=h,
+            params={"page_size": 1, "turn_id": turn["turn_id"]},
+        )
         assert r.json()["page"] == 2  # the page holding that turn
-        r = await c.get(f"/v1/namespaces/{ns}/sessions/s1/timeline", headers=h,
-                        params={"page_size": 501})  # fmt: skip
+        r = await c.get(
+            f"/v1/namespaces/{ns}/sessions/s1/timeline", headers=h, params={"page_size": 501}
+        )
         assert r.status_code == 422

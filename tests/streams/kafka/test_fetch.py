@@ -80,8 +80,17 @@ async def test_fetch_undecodable_batches_become_markers_and_good_records_all_arr
         await _read(stack.bootstrap, topic, 9)
     fetch.install()
     got = await _read(stack.bootstrap, topic, 9)
-    assert got == [(0, b"good0"), (1, None), (2, b"good2"), (3, None), (4, b"good4"),
-                   (5, b"m0"), (6, None), (7, None), (8, b"good8")]  # fmt: skip
+    assert got == [
+        (0, b"good0"),
+        (1, None),
+        (2, b"good2"),
+        (3, None),
+        (4, b"good4"),
+        (5, b"m0"),
+        (6, None),
+        (7, None),
+        (8, b"good8"),
+    ]
     # contiguous offsets (Faust commits past them); the first marker carries the reason
     middle = fetch.take_undecodable(topic, 0, 6)
     assert middle is not None and "offsets 6..7" in middle

@@ -15,9 +15,15 @@ from streams.kafka import fetch
 
 
 def _batch(base: int, n: int) -> bytes:
-    b = DefaultRecordBatchBuilder(magic=2, compression_type=0, is_transactional=0,
-                                  producer_id=-1, producer_epoch=-1, base_sequence=-1,
-                                  batch_size=1 << 20)  # fmt: skip
+    b = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=0,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 20,
+    )
     for i in range(n):
         b.append(i, timestamp=None, key=b"k", value=f"v{base + i}".encode(), headers=[])
     buf = bytearray(b.build())
@@ -26,8 +32,9 @@ def _batch(base: int, n: int) -> bytes:
 
 
 def _unpack(position: int, *batches: bytes) -> tuple[list[int], int]:
-    pr = PartitionRecords(TopicPartition("t", 0), MemoryRecords(b"".join(batches)), [],
-                          position, None, None, True, 0)  # fmt: skip
+    pr = PartitionRecords(
+        TopicPartition("t", 0), MemoryRecords(b"".join(batches)), [], position, None, None, True, 0
+    )
     return [r.offset for r in pr], pr.next_fetch_offset
 
 

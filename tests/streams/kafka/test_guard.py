@@ -252,9 +252,26 @@ async def test_run_guarded_redis_out_of_memory_pauses_until_memory_is_freed(
     from streams.stack.embedded import Child, free_port, redis_binary, wait_port
 
     port = free_port()
-    child = Child("redis-oom", [redis_binary(), "--port", str(port), "--bind", "127.0.0.1",
-                                "--save", "", "--appendonly", "no", "--dir", str(tmp_path),
-                                "--maxmemory", "2mb", "--maxmemory-policy", "noeviction"])  # fmt: skip
+    child = Child(
+        "redis-oom",
+        [
+            redis_binary(),
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+            "--maxmemory",
+            "2mb",
+            "--maxmemory-policy",
+            "noeviction",
+        ],
+    )
     child.start()
     redis = Redis(port=port)
     try:
@@ -277,8 +294,17 @@ async def test_run_guarded_redis_out_of_memory_pauses_until_memory_is_freed(
             await redis.config_set("maxmemory", "0")
 
         freeing = asyncio.create_task(free_later())
-        await asyncio.wait_for(guarded("segmenter", [rec], lambda r: r.value, handle,
-                                       DeadLetters(publisher, "segmenter", FAST), policy=FAST), 30)  # fmt: skip
+        await asyncio.wait_for(
+            guarded(
+                "segmenter",
+                [rec],
+                lambda r: r.value,
+                handle,
+                DeadLetters(publisher, "segmenter", FAST),
+                policy=FAST,
+            ),
+            30,
+        )
         await freeing
         assert attempts > 3 and await redis.get("state") == b"s" * 10_000
         assert await dlq_of(stack, rec.offset) == []

@@ -57,11 +57,21 @@ async def test_start_producer_unreachable_broker_raises_and_is_not_taken_for_a_c
 async def test_memory_client_default_idempotence_works_against_the_embedded_broker(
     stack: Stack,
 ) -> None:
-    settings = Settings(kafka_bootstrap=stack.bootstrap, redis_url=stack.redis_url,
-                        lancedb_uri=stack.lancedb_uri, topic_partitions=4, _env_file=None)  # fmt: skip
+    settings = Settings(
+        kafka_bootstrap=stack.bootstrap,
+        redis_url=stack.redis_url,
+        lancedb_uri=stack.lancedb_uri,
+        topic_partitions=4,
+        _env_file=None,
+    )
     assert settings.kafka_idempotence  # the default, as a user without exports has it
     ns = f"idem-{uuid.uuid4().hex[:6]}"
-    ex = Exchange(namespace=ns, session_id="s", seq=0, exchange_id="e",
-                  turns=[Turn(role=Role.user, content="hello")])  # fmt: skip
+    ex = Exchange(
+        namespace=ns,
+        session_id="s",
+        seq=0,
+        exchange_id="e",
+        turns=[Turn(role=Role.user, content="hello")],
+    )
     async with MemoryClient(settings) as client:
         assert await client.add([ex]) == 1

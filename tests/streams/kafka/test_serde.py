@@ -50,6 +50,12 @@ def test_decode_json_that_is_not_an_object_is_a_schema_error(raw: bytes) -> None
 
 
 def test_decode_unknown_schema_version_has_its_own_code() -> None:
-    value = {"schema_version": 5, "correlation_id": "c", "namespace": "n", "query": "q",
-             "reply_partition": 0, "deadline_ms": 1}  # fmt: skip
+    value = {
+        "schema_version": 5,
+        "correlation_id": "c",
+        "namespace": "n",
+        "query": "q",
+        "reply_partition": 0,
+        "deadline_ms": 1,
+    }
     assert code_of(orjson.dumps(value)) == "schema_version"

@@ -29,54 +29,115 @@ def exchange(ns: str, sid: str, seq: int, text: str) -> bytes:
     turn = Turn(role=Role.user, speaker="Robin", content=text, turn_id=f"{sid}-{seq}")
     from schemas import Exchange
 
-    ex = Exchange(namespace=ns, session_id=sid, seq=seq, exchange_id=f"{sid}:{seq}",
-                  session_date=datetime(2024, 6, 1, 9, 0), turns=[turn])  # fmt: skip
+    ex = Exchange(
+        namespace=ns,
+        session_id=sid,
+        seq=seq,
+        exchange_id=f"{sid}:{seq}",
+        session_date=datetime(2024, 6, 1, 9, 0),
+        turns=[turn],
+    )
     return ex.model_dump_json().encode()
 
 
 def end_session(ns: str, sid: str, after_seq: int) -> bytes:
     from schemas import ControlKind, SessionControl
 
-    ctl = SessionControl(kind=ControlKind.end_session, namespace=ns, session_id=sid,
-                         after_seq=after_seq)  # fmt: skip
+    ctl = SessionControl(
+        kind=ControlKind.end_session, namespace=ns, session_id=sid, after_seq=after_seq
+    )
     return ctl.model_dump_json().encode()
 
 
 def raw_turn(ns: str) -> bytes:
     model, dim = bundled_model_info()
-    return RawTurn(namespace=ns, session_id="t", turn_id="t-0", exchange_id="t:0", seq=0,
-                   index=0, role=Role.user, speaker="Robin", text="The ferry leaves at noon.",
-                   embedding=[1.0] + [0.0] * (dim - 1), embedding_model=model,
-                   ).model_dump_json().encode()  # fmt: skip
+    return (
+        RawTurn(
+            namespace=ns,
+            session_id="t",
+            turn_id="t-0",
+            exchange_id="t:0",
+            seq=0,
+            index=0,
+            role=Role.user,
+            speaker="Robin",
+            text="The ferry leaves at noon.",
+            embedding=[1.0] + [0.0] * (dim - 1),
+            embedding_model=model,
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 def segment(ns: str) -> bytes:
     turns = [Turn(role=Role.user, speaker="Robin", content="I moved to Porto in March 2023.")]
     ex = SegmentExchange(exchange_id="x:0", seq=0, turn_ids=["x-0"], turns=turns, tokens=12)
-    return Segment(segment_id=f"{ns}/x/0", namespace=ns, session_id="x", index=0,
-                   mode=SegmentMode.semantic, reason=FinalizeReason.session_flush,
-                   exchanges=[ex], first_turn_id="x-0", last_turn_id="x-0", tokens=12,
-                   session_date=datetime(2024, 6, 1)).model_dump_json().encode()  # fmt: skip
+    return (
+        Segment(
+            segment_id=f"{ns}/x/0",
+            namespace=ns,
+            session_id="x",
+            index=0,
+            mode=SegmentMode.semantic,
+            reason=FinalizeReason.session_flush,
+            exchanges=[ex],
+            first_turn_id="x-0",
+            last_turn_id="x-0",
+            tokens=12,
+            session_date=datetime(2024, 6, 1),
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 def record_batch(ns: str) -> bytes:
     text = "Robin keeps a rowing boat at the marina."
     norm = normalize_text(MemoryType.fact, text)
-    rec = MemoryRecord(record_id=record_id(ns, norm), namespace=ns, memory_type=MemoryType.fact,
-                       semantic_text=text, normalized_text=norm, entities=["Robin"],
-                       tags=["boat"], evidence=["r-0"], source_session="r",
-                       segment_id=f"{ns}/r/0")  # fmt: skip
-    return RecordBatch(namespace=ns, session_id="r", segment_id=f"{ns}/r/0", segment_index=0,
-                       first_turn_id="r-0", last_turn_id="r-0", encoder="extractive",
-                       records=[rec]).model_dump_json().encode()  # fmt: skip
+    rec = MemoryRecord(
+        record_id=record_id(ns, norm),
+        namespace=ns,
+        memory_type=MemoryType.fact,
+        semantic_text=text,
+        normalized_text=norm,
+        entities=["Robin"],
+        tags=["boat"],
+        evidence=["r-0"],
+        source_session="r",
+        segment_id=f"{ns}/r/0",
+    )
+    return (
+        RecordBatch(
+            namespace=ns,
+            session_id="r",
+            segment_id=f"{ns}/r/0",
+            segment_index=0,
+            first_turn_id="r-0",
+            last_turn_id="r-0",
+            encoder="extractive",
+            records=[rec],
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 def query(cid: str, ns: str, partition: int) -> bytes:
     from schemas import QueryRequest
 
-    return QueryRequest(correlation_id=cid, namespace=ns, query="where is the boat?", k=3,
-                        reply_partition=partition,
-                        deadline_ms=int((time.time() + 300) * 1000)).model_dump_json().encode()  # fmt: skip
+    return (
+        QueryRequest(
+            correlation_id=cid,
+            namespace=ns,
+            query="where is the boat?",
+            k=3,
+            reply_partition=partition,
+            deadline_ms=int((time.time() + 300) * 1000),
+        )
+        .model_dump_json()
+        .encode()
+    )
 
 
 async def test_standard_clients_every_codec_headers_and_null_keys_reach_every_stage(
@@ -89,10 +150,24 @@ async def test_standard_clients_every_codec_headers_and_null_keys_reach_every_st
     for i, (client, codec) in enumerate(COMBOS):
         ns = f"std-{client[:2]}-{codec}-{run}"
 
-        def m(topic: str, key: bytes | None, value: bytes, headers: list | None = None,  # type: ignore[type-arg]
-              c: str = client, k: str = codec) -> Message:  # fmt: skip
-            return Message("std", topic, key, value, "good", headers=hdr if headers is None else headers,
-                           client=c, codec=k)  # fmt: skip
+        def m(
+            topic: str,
+            key: bytes | None,
+            value: bytes,
+            headers: list | None = None,  # type: ignore[type-arg]
+            c: str = client,
+            k: str = codec,
+        ) -> Message:
+            return Message(
+                "std",
+                topic,
+                key,
+                value,
+                "good",
+                headers=hdr if headers is None else headers,
+                client=c,
+                codec=k,
+            )
 
         # keyed session with and without headers; a keyless one-exchange session
         msgs += [
@@ -119,8 +194,9 @@ async def test_standard_clients_every_codec_headers_and_null_keys_reach_every_st
     finally:
         await producers.close()
     async with LagReader(settings.kafka_bootstrap) as lag:
-        await lag.wait_drained(("segmenter", "indexer", "encoder", "indexer-records", "query"),
-                               timeout_s=240)  # fmt: skip
+        await lag.wait_drained(
+            ("segmenter", "indexer", "encoder", "indexer-records", "query"), timeout_s=240
+        )
     rs = store(stack)
     missing = []
     for client, codec in COMBOS:
@@ -132,6 +208,10 @@ async def test_standard_clients_every_codec_headers_and_null_keys_reach_every_st
     replies = {k.decode(): v for k, v, _ in await read_topic(stack.bootstrap, t.REPLIES) if k and v}
     unanswered = [cids[c] for c in cids if b'"status":"ok"' not in replies.get(c, b"")]
     assert missing == [] and unanswered == []
-    dead = [d for topic in (t.EXCHANGES, t.TURNS, t.SEGMENTS, t.RECORDS, t.QUERIES)
-            for d in await read_topic(stack.bootstrap, t.dlq(topic), None) if run in (d[0] or b"").decode(errors="replace")]  # fmt: skip
+    dead = [
+        d
+        for topic in (t.EXCHANGES, t.TURNS, t.SEGMENTS, t.RECORDS, t.QUERIES)
+        for d in await read_topic(stack.bootstrap, t.dlq(topic), None)
+        if run in (d[0] or b"").decode(errors="replace")
+    ]
     assert dead == []

@@ -41,8 +41,13 @@ def test_ensure_topics_sets_bounded_retention_short_for_requests(tmp_path: Path)
         got = asyncio.run(
             retention_of(stack.bootstrap, [t.EXCHANGES, t.RECORDS, t.CONTROL, t.REPLIES, t.QUERIES])
         )
-        assert got == {t.EXCHANGES: "86400000", t.RECORDS: "86400000", t.CONTROL: "86400000",
-                       t.REPLIES: "600000", t.QUERIES: "600000"}  # fmt: skip
+        assert got == {
+            t.EXCHANGES: "86400000",
+            t.RECORDS: "86400000",
+            t.CONTROL: "86400000",
+            t.REPLIES: "600000",
+            t.QUERIES: "600000",
+        }
         assert asyncio.run(ensure_topics(stack.bootstrap, 2, 1, topic_retention(settings))) == []
     finally:
         stack.stop()

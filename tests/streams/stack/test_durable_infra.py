@@ -31,8 +31,11 @@ def test_durable_stack_listens_on_loopback_only(s3_store: S3Store) -> None:
     listening = []
     for child in s3_store.stack.children:
         proc = psutil.Process(child.pid)
-        listening += [(child.name, c.laddr.ip) for c in proc.net_connections("tcp")
-                      if c.status == psutil.CONN_LISTEN]  # fmt: skip
+        listening += [
+            (child.name, c.laddr.ip)
+            for c in proc.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN
+        ]
         assert proc.net_connections("udp") == []
     names = {name for name, _ in listening}
     assert names == {"seaweedfs", "broker", "redis"}

@@ -55,8 +55,10 @@ def test_endpoints_no_variables_set_client_uses_the_running_stack(state: Path) -
     s = client_settings()
     assert well_known_path() == state / "lychee" / "endpoints.json"
     assert (s.kafka_bootstrap, s.redis_url, s.lancedb_uri) == (
-        "127.0.0.1:21001", "redis://127.0.0.1:21002/0", "/data/lancedb",
-    )  # fmt: skip
+        "127.0.0.1:21001",
+        "redis://127.0.0.1:21002/0",
+        "/data/lancedb",
+    )
     assert s.kafka_idempotence is False
 
 

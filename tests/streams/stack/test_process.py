@@ -84,16 +84,22 @@ def test_lock_second_holder_is_refused_with_the_holders_pid(tmp_path: Path) -> N
 
 def test_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(f"""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(f"""
             import time
             from pathlib import Path
             from streams.stack.lock import DataDirLock
             DataDirLock(Path({str(tmp_path)!r})).acquire()
             print("locked", flush=True)
             time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3],
-    )  # fmt: skip
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         with pytest.raises(DataDirInUse, match=f"pid {holder.pid}"):
@@ -108,16 +114,22 @@ def test_lock_is_released_when_its_holder_is_killed(tmp_path: Path) -> None:
 
 def test_child_dies_with_its_parent_killed_by_sigkill(tmp_path: Path) -> None:
     parent = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent("""
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent("""
             import time
             from streams.stack.process import Child
             child = Child("sleeper", ["sleep", "60"])
             child.start()
             print(child.pid, flush=True)
             time.sleep(60)
-        """)],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[3],
-    )  # fmt: skip
+        """),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
     child_pid = 0
     try:
         assert parent.stdout is not None

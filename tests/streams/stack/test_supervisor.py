@@ -58,8 +58,12 @@ def test_supervisor_exited_worker_restarts_after_a_doubling_backoff(
         spawned.append(name)
         return crasher(tmp_path, children, name)
 
-    sup = Supervisor(spawn, RestartPolicy(backoff_s=1, backoff_max_s=3, max_crashes=10, window_s=100),
-                     tmp_path / "supervision.json", clock)  # fmt: skip
+    sup = Supervisor(
+        spawn,
+        RestartPolicy(backoff_s=1, backoff_max_s=3, max_crashes=10, window_s=100),
+        tmp_path / "supervision.json",
+        clock,
+    )
     sup.add("encoder", crasher(tmp_path, children, "encoder"))
     delays = []
     for _ in range(4):
@@ -81,8 +85,12 @@ def test_supervisor_crash_loop_marks_the_stage_failed_with_its_log_and_keeps_the
 ) -> None:
     clock = Clock()
     path = tmp_path / "supervision.json"
-    sup = Supervisor(lambda n: crasher(tmp_path, children, n),
-                     RestartPolicy(backoff_s=1, max_crashes=3, window_s=60), path, clock)  # fmt: skip
+    sup = Supervisor(
+        lambda n: crasher(tmp_path, children, n),
+        RestartPolicy(backoff_s=1, max_crashes=3, window_s=60),
+        path,
+        clock,
+    )
     sup.add("encoder", crasher(tmp_path, children, "encoder"))
     query = sleeper(tmp_path, children, "query")
     sup.add("query", query)
@@ -123,8 +131,11 @@ def test_supervisor_announces_an_event_before_the_state_file_records_it(
     tmp_path: Path, children: list[Child]
 ) -> None:
     """A reader that sees `failed` in the file can already read why (the launcher's output)."""
-    sup = Supervisor(lambda n: crasher(tmp_path, children, n), RestartPolicy(max_crashes=1),
-                     tmp_path / "supervision.json")  # fmt: skip
+    sup = Supervisor(
+        lambda n: crasher(tmp_path, children, n),
+        RestartPolicy(max_crashes=1),
+        tmp_path / "supervision.json",
+    )
     sup.add("indexer", crasher(tmp_path, children, "indexer"))
     seen: list[tuple[str, str]] = []
 
@@ -142,8 +153,12 @@ def test_supervisor_exits_spread_beyond_the_window_never_fail_the_stage(
     tmp_path: Path, children: list[Child]
 ) -> None:
     clock = Clock()
-    sup = Supervisor(lambda n: crasher(tmp_path, children, n),
-                     RestartPolicy(backoff_s=1, max_crashes=2, window_s=10), None, clock)  # fmt: skip
+    sup = Supervisor(
+        lambda n: crasher(tmp_path, children, n),
+        RestartPolicy(backoff_s=1, max_crashes=2, window_s=10),
+        None,
+        clock,
+    )
     sup.add("segmenter", crasher(tmp_path, children, "segmenter"))
     for _ in range(6):
         events = sup.tick()  # an exit

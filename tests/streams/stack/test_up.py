@@ -32,8 +32,24 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
 ROOT = Path(__file__).resolve().parents[3]
 DEMO = ROOT / "deploy" / "demo" / "conversation.jsonl"
-WORDS = ("kayak", "lantern", "orchard", "violin", "glacier", "pepper", "compass", "harbor",
-         "meadow", "quilt", "saddle", "tundra", "walnut", "yarrow", "ember", "falcon")  # fmt: skip
+WORDS = (
+    "kayak",
+    "lantern",
+    "orchard",
+    "violin",
+    "glacier",
+    "pepper",
+    "compass",
+    "harbor",
+    "meadow",
+    "quilt",
+    "saddle",
+    "tundra",
+    "walnut",
+    "yarrow",
+    "ember",
+    "falcon",
+)
 READY_S = 600.0
 
 
@@ -42,12 +58,23 @@ def conversation(ns: str, sessions: int, per_session: int) -> list[Exchange]:
     for s in range(sessions):
         for i in range(per_session):
             words = " ".join(WORDS[(s * 7 + i * 3 + k) % len(WORDS)] for k in range(12))
-            out.append(Exchange(
-                namespace=ns, session_id=f"s{s}", seq=i, exchange_id=f"s{s}:{i}",
-                session_date=datetime(2024, 5, 1 + s, 9, 0),
-                turns=[Turn(role=Role.user, speaker=("Ines", "Omar")[i % 2],
-                            content=f"Note {s}.{i}: {words}.", turn_id=f"T{s}:{i}")],
-            ))  # fmt: skip
+            out.append(
+                Exchange(
+                    namespace=ns,
+                    session_id=f"s{s}",
+                    seq=i,
+                    exchange_id=f"s{s}:{i}",
+                    session_date=datetime(2024, 5, 1 + s, 9, 0),
+                    turns=[
+                        Turn(
+                            role=Role.user,
+                            speaker=("Ines", "Omar")[i % 2],
+                            content=f"Note {s}.{i}: {words}.",
+                            turn_id=f"T{s}:{i}",
+                        )
+                    ],
+                )
+            )
     return out
 
 
@@ -60,8 +87,15 @@ def client_env(state_dir: Path) -> dict[str, str]:
 def lychee(
     env: dict[str, str], *args: str, timeout: float = 300
 ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "streams.cli", *args], env=env, cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "streams.cli", *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 async def ready(up: UpProcess) -> Settings:
@@ -141,17 +175,29 @@ def test_up_clients_in_another_shell_need_no_exports(up: UpProcess, s3_store: S3
     assert report["rows"]["turns"] >= 28  # read from the S3 store through the endpoints file
     assert report["supervision"]["pid"] == up.proc.pid
     assert {w["stage"]: w["state"] for w in report["supervision"]["stages"]} == {
-        "segmenter": "running", "encoder": "running", "indexer": "running", "query": "running",
+        "segmenter": "running",
+        "encoder": "running",
+        "indexer": "running",
+        "query": "running",
         "gateway": "running",
-    }  # fmt: skip
+    }
     # indexer and query worked on the S3 LanceDB: rows in the bucket, none in the data dir
     listed = s3_store.client().list_objects_v2(Bucket=seaweed.BUCKET, Prefix="lancedb-up/")
     assert listed["KeyCount"] > 0 and not (up.data_dir / "lancedb").exists()
 
 
 def test_up_second_launcher_on_the_same_directory_refuses_naming_the_pid(up: UpProcess) -> None:
-    out = lychee(client_env(up.state_dir), "up", "--data-dir", str(up.data_dir),
-                 "--kafka-port", "0", "--redis-port", "0", timeout=120)  # fmt: skip
+    out = lychee(
+        client_env(up.state_dir),
+        "up",
+        "--data-dir",
+        str(up.data_dir),
+        "--kafka-port",
+        "0",
+        "--redis-port",
+        "0",
+        timeout=120,
+    )
     assert out.returncode == 1
     assert f"{up.data_dir} is in use by another lychee up (pid {up.proc.pid})" in out.stderr
     assert read_supervision(up.data_dir)["pid"] == up.proc.pid  # type: ignore[index]
@@ -159,8 +205,17 @@ def test_up_second_launcher_on_the_same_directory_refuses_naming_the_pid(up: UpP
 
 def test_up_port_in_use_is_an_error_naming_it(up: UpProcess, tmp_path: Path) -> None:
     port = up.endpoints().kafka_bootstrap.rsplit(":", 1)[1]
-    out = lychee(client_env(tmp_path), "up", "--data-dir", str(tmp_path / "other"),
-                 "--kafka-port", port, "--redis-port", "0", timeout=120)  # fmt: skip
+    out = lychee(
+        client_env(tmp_path),
+        "up",
+        "--data-dir",
+        str(tmp_path / "other"),
+        "--kafka-port",
+        port,
+        "--redis-port",
+        "0",
+        timeout=120,
+    )
     assert out.returncode == 1
     assert f"port {port} on 127.0.0.1 (Kafka) is already in use" in out.stderr
 
@@ -243,8 +298,11 @@ def test_up_killed_then_interrupted_mid_ingest_resumes_with_every_turn_once_and_
     one data directory through both stops (one chain, so the stack starts three times, not
     four)."""
     data, state = tmp_path / "data", tmp_path / "state"
-    env = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
-           "LYCHEE_DRAIN_GRACE_S": "5"}  # fmt: skip
+    env = {
+        "LYCHEE_TOPIC_PARTITIONS": "4",
+        "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
+        "LYCHEE_DRAIN_GRACE_S": "5",
+    }
     exchanges = conversation("resume", sessions=3, per_session=40)
     third = len(exchanges) // 3
     ports: list[str] = []

@@ -85,16 +85,28 @@ def test_a_role_without_a_name_is_the_user() -> None:
         ("I baked bread on Friday.", "Ana baked bread on 5 May 2023.", "2023-05-05"),
         ("I will call the vet on Friday.", "Ana will call the vet on 12 May 2023.", "2023-05-12"),
         ("I start a new job next month.", "Ana starts a new job in June 2023.", "2023-06"),
-        ("I joined a choir two weeks ago.", "Ana joined a choir during the week of 24 April 2023.", "2023-04-24"),
-        ("I ran a half marathon 3 days ago.", "Ana ran a half marathon on 5 May 2023.", "2023-05-05"),
+        (
+            "I joined a choir two weeks ago.",
+            "Ana joined a choir during the week of 24 April 2023.",
+            "2023-04-24",
+        ),
+        (
+            "I ran a half marathon 3 days ago.",
+            "Ana ran a half marathon on 5 May 2023.",
+            "2023-05-05",
+        ),
         ("I moved to a new city last year.", "Ana moved to a new city in 2022.", "2022"),
         ("I fly to the coast tomorrow.", "Ana flies to the coast on 9 May 2023.", "2023-05-09"),
         ("I start the course next Monday.", "Ana starts the course on 15 May 2023.", "2023-05-15"),
-        ("I have been sick since last week.", "Ana has been sick since the week of 1 May 2023.", "2023-05-01"),
+        (
+            "I have been sick since last week.",
+            "Ana has been sick since the week of 1 May 2023.",
+            "2023-05-01",
+        ),
         ("I saw a comet last night.", "Ana saw a comet on the night of 7 May 2023.", "2023-05-07"),
         ("The package arrives in five days.", "The package arrives on 13 May 2023.", "2023-05-13"),
     ],
-)  # fmt: skip
+)
 def test_relative_dates_become_absolute_in_text_and_temporal(
     text: str, expected: str, t_ref: str
 ) -> None:
@@ -217,11 +229,26 @@ def test_memory_type_rules(text: str, kind: MemoryType) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["hi", "Thanks!", "haha", "ok", "Congrats!", "Hey Bruno!", "That's awesome!",
-     "Thank you so much, Bruno!", "Sorry to hear that, Bruno.", "So tired.",
-     "Have you been to Lisbon?", "Thanks, Lea.", "Bye Lea.", "Totally agree, Lea.",
-     "Definitely, Omar.", "Omar, that's rough.", "Night, Omar!"],
-)  # fmt: skip
+    [
+        "hi",
+        "Thanks!",
+        "haha",
+        "ok",
+        "Congrats!",
+        "Hey Bruno!",
+        "That's awesome!",
+        "Thank you so much, Bruno!",
+        "Sorry to hear that, Bruno.",
+        "So tired.",
+        "Have you been to Lisbon?",
+        "Thanks, Lea.",
+        "Bye Lea.",
+        "Totally agree, Lea.",
+        "Definitely, Omar.",
+        "Omar, that's rough.",
+        "Night, Omar!",
+    ],
+)
 def test_filler_greetings_and_questions_make_no_record(text: str) -> None:
     recs = records(("Ana", text), ("Bruno", "Bruno grows tomatoes on the balcony."))
     assert [(r.semantic_text, r.evidence) for r in recs] == [

@@ -45,9 +45,16 @@ async def test_encoder_service_redelivered_segment_yields_the_same_batch_counted
 
 async def test_encoder_service_batch_carries_where_and_why_the_segment_closed(redis) -> None:  # type: ignore[no-untyped-def]
     signals = BoundarySignals(
-        surprise=0.4, robust_surprise=1.2, absolute_surprise=1.4, cohesion_drop=0.03,
-        cohesion_term=0.5, length_pressure=0.9, turn_pressure=0.45, score=2.1, p_cut=0.73,
-    )  # fmt: skip
+        surprise=0.4,
+        robust_surprise=1.2,
+        absolute_surprise=1.4,
+        cohesion_drop=0.03,
+        cohesion_term=0.5,
+        length_pressure=0.9,
+        turn_pressure=0.45,
+        score=2.1,
+        p_cut=0.73,
+    )
     seg = make_segment(3).model_copy(
         update={"reason": FinalizeReason.semantic_boundary, "signals": signals}
     )
@@ -110,7 +117,7 @@ async def test_encoder_service_two_concurrent_encodes_of_one_segment_call_the_ll
         workers = [
             EncoderService(
                 redis, GuardedLLMEncoder(LLMEncoder(client, "m")), pub, lease_poll_s=0.05
-            )  # fmt: skip
+            )
             for pub in pubs
         ]
         seg = make_segment(2)
@@ -131,8 +138,9 @@ async def test_encoder_service_two_concurrent_encodes_of_one_segment_call_the_ll
 
 
 async def test_encoder_service_lease_of_a_dead_worker_expires_and_is_taken_over(redis) -> None:  # type: ignore[no-untyped-def]
-    svc = EncoderService(redis, ExtractiveEncoder(), ListPublisher(), lease_s=0.5,
-                         lease_poll_s=0.05)  # fmt: skip
+    svc = EncoderService(
+        redis, ExtractiveEncoder(), ListPublisher(), lease_s=0.5, lease_poll_s=0.05
+    )
     seg = make_segment(2)
     await redis.set(f"lychee:enc:lease:{seg.segment_id}", "a-dead-worker", px=500)
     (batch,) = await svc.handle([seg])

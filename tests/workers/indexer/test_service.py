@@ -56,9 +56,12 @@ async def test_indexer_optimize_spent_budget_defers_the_rest_to_the_next_call(
     turns, records, nodes, segments = ALL_TABLES
     # one table per call, in turn: each call starts where the last one stopped
     assert [r.deferred for r in reports] == [
-        [records, nodes, segments], [nodes, segments, turns], [segments, turns, records],
-        [turns, records, nodes], [records, nodes, segments],
-    ]  # fmt: skip
+        [records, nodes, segments],
+        [nodes, segments, turns],
+        [segments, turns, records],
+        [turns, records, nodes],
+        [records, nodes, segments],
+    ]
     assert reports[0].optimized == reports[4].optimized == ["turns"]
 
 

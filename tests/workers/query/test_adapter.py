@@ -33,9 +33,7 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert b.model == "m" and np.array_equal(b.matrix, a.matrix)
 
 
-@pytest.mark.parametrize(
-    "content", [b"not an npz", None], ids=["garbage", "not square"]
-)  # fmt: skip
+@pytest.mark.parametrize("content", [b"not an npz", None], ids=["garbage", "not square"])
 def test_a_file_that_is_not_an_adapter_is_refused_by_name(
     tmp_path: Path, content: bytes | None
 ) -> None:

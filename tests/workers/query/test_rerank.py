@@ -30,10 +30,15 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     BertTokenizer(vocab={w: i for i, w in enumerate(VOCAB.split())}).save_pretrained(path)
     torch.manual_seed(7)
     config = BertConfig(
-        vocab_size=len(VOCAB.split()), hidden_size=16, num_hidden_layers=1,
-        num_attention_heads=2, intermediate_size=32, max_position_embeddings=128, num_labels=1,
+        vocab_size=len(VOCAB.split()),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=128,
+        num_labels=1,
         initializer_range=0.2,  # wider than BERT's 0.02: distinct inputs, distinct logits
-    )  # fmt: skip
+    )
     BertForSequenceClassification(config).save_pretrained(path)
     return path
 

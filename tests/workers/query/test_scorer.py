@@ -13,9 +13,13 @@ from workers.query.selection import Candidate, FusedOrder, RouteRanking
 
 def cand(item_id: str, text: str, kind: str = "turn", **scores: float) -> Candidate:
     return Candidate(
-        item_id=item_id, kind=kind, text=text, session_id="s1", turn_ids=(item_id,),
+        item_id=item_id,
+        kind=kind,
+        text=text,
+        session_id="s1",
+        turn_ids=(item_id,),
         channel_scores=scores,
-    )  # fmt: skip
+    )
 
 
 def only(feature: str, weight: float = 1.0) -> Scorer:
@@ -30,10 +34,17 @@ def test_features_read_wording_names_channels_and_size() -> None:
     row = dict(
         zip(
             FEATURES,
-            features(terms, False, "record", "Ana is sleeping in a hostel in Bergen", {"turn_text": 2.0}, True),
+            features(
+                terms,
+                False,
+                "record",
+                "Ana is sleeping in a hostel in Bergen",
+                {"turn_text": 2.0},
+                True,
+            ),
             strict=True,
         )
-    )  # fmt: skip
+    )
     assert row["names"] == 1.0  # Ana and Bergen, both in the text
     assert row["words"] == 1.0  # "sleep" and "sleeping" share their first five letters
     assert row["turn_text"] == math.log1p(2.0) and row["record_vector"] == 0.0
@@ -57,9 +68,12 @@ def test_lead_moves_the_few_most_likely_ahead_and_keeps_the_rest_in_order(
 def test_lead_reorders_selections_choice_and_reports_the_probability() -> None:
     route = RouteRanking(
         "r0",
-        [cand("t1", "Ana painted the fence blue"), cand("t2", "The weather was grey"),
-         cand("t3", "Bruno fixed the ferry engine")],
-    )  # fmt: skip
+        [
+            cand("t1", "Ana painted the fence blue"),
+            cand("t2", "The weather was grey"),
+            cand("t3", "Bruno fixed the ferry engine"),
+        ],
+    )
     chosen = list(FusedOrder([route]))
     out = lead(chosen, "Who fixed the ferry engine?", False, only("words", 10.0), Lead(1, 1.0))
     assert [f.item_id for f in out] == ["t3", "t1", "t2"]

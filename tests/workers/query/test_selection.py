@@ -42,10 +42,16 @@ def cand(
     scores: dict[str, float] | None = None,
 ) -> Candidate:
     return Candidate(
-        item_id=item_id, kind=kind, text=text or item_id, session_id=session,
-        turn_ids=turns or (f"t-{item_id}",), entities=entities, node_ids=nodes,
-        queries=queries, channel_scores=scores or {},
-    )  # fmt: skip
+        item_id=item_id,
+        kind=kind,
+        text=text or item_id,
+        session_id=session,
+        turn_ids=turns or (f"t-{item_id}",),
+        entities=entities,
+        node_ids=nodes,
+        queries=queries,
+        channel_scores=scores or {},
+    )
 
 
 def fused(c: Candidate, best: float, route: float = 1.0, routes: tuple[str, ...] = ("A",)) -> Fused:
@@ -79,8 +85,14 @@ def test_fused_order_item_in_both_routes_sums_rrf_and_merges_provenance() -> Non
     assert y.candidate.entities == ("Ann",)
     assert y.candidate.node_ids == ("n1",)
     assert dict(y.candidate.channel_scores) == {"record_vector": 0.7, "turn_fts": 3.2}
-    assert y.scores() == {"record_vector": 0.7, "turn_fts": 3.2, "rrf": 0.032258,
-                          "best": 0.983871, "route": 1.0, "final": 0.986774}  # fmt: skip
+    assert y.scores() == {
+        "record_vector": 0.7,
+        "turn_fts": 3.2,
+        "rrf": 0.032258,
+        "best": 0.983871,
+        "route": 1.0,
+        "final": 0.986774,
+    }
     assert x.rrf == pytest.approx(1 / 61)
     assert (x.best, x.route_score, x.routes) == (1.0, 0.5, ("A",))
     assert x.fused == pytest.approx(0.91)
@@ -128,10 +140,22 @@ def test_signature_similarity_identical_is_one_and_disjoint_is_zero() -> None:
 
 
 def test_signature_similarity_mixed_case_hand_computed() -> None:
-    a = cand("a", text="Ann moved to Paris", turns=("t1", "t2"), entities=("Ann", "Paris"),
-             nodes=("n1", "n2"), queries=("q1",))  # fmt: skip
-    b = cand("b", text="Ann loves Paris", turns=("t2", "t3"), entities=("ann",),
-             nodes=("n2",), queries=("q2",))  # fmt: skip
+    a = cand(
+        "a",
+        text="Ann moved to Paris",
+        turns=("t1", "t2"),
+        entities=("Ann", "Paris"),
+        nodes=("n1", "n2"),
+        queries=("q1",),
+    )
+    b = cand(
+        "b",
+        text="Ann loves Paris",
+        turns=("t2", "t3"),
+        entities=("ann",),
+        nodes=("n2",),
+        queries=("q2",),
+    )
     # session same 1 * .15 = .15 | entities {ann,paris}/{ann} 1/2 * .20 = .10
     # queries 0 * .10 = 0 | nodes 1/2 * .15 = .075 | turns 1/3 * .20 = .0667
     # text {ann,moved,paris} vs {ann,loves,paris} ("to" is a stopword) 2/4 * .20 = .10
@@ -153,11 +177,17 @@ def random_candidates(rng: random.Random, n: int) -> list[Candidate]:
         return tuple(rng.sample(pool, rng.randint(0, most)))
 
     return [
-        cand(f"c{i:03d}", text=" ".join(some(words, 6)) or "x", session=rng.choice("ab"),
-             turns=some(["t1", "t2", "t3", "t4"], 2) or ("t0",), entities=some(["Ann", "ann", "Bob"], 2),
-             nodes=some(["n1", "n2", "n3"], 2), queries=some(["q1", "q2"], 2))
+        cand(
+            f"c{i:03d}",
+            text=" ".join(some(words, 6)) or "x",
+            session=rng.choice("ab"),
+            turns=some(["t1", "t2", "t3", "t4"], 2) or ("t0",),
+            entities=some(["Ann", "ann", "Bob"], 2),
+            nodes=some(["n1", "n2", "n3"], 2),
+            queries=some(["q1", "q2"], 2),
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def test_reuse_gives_every_pairwise_similarity_exactly() -> None:
@@ -190,9 +220,15 @@ def test_a_fused_order_builds_only_the_items_read_and_selects_as_the_whole_list(
     # to read on, past items whose turns are all shown already)
     cands = [replace(c, turn_ids=(f"u{i}",)) for i, c in enumerate(random_candidates(rng, 80))]
     routes = [  # several routes, every item through one or more of them
-        RouteRanking(r, [replace(c, queries=(r,), channel_scores={r: rng.random()}) for c in rng.sample(cands, 50)])
+        RouteRanking(
+            r,
+            [
+                replace(c, queries=(r,), channel_scores={r: rng.random()})
+                for c in rng.sample(cands, 50)
+            ],
+        )
         for r in "ABC"
-    ]  # fmt: skip
+    ]
     whole = list(FusedOrder(routes))
     # the order it precomputed is that of the built items' own scores
     assert whole == sorted(whole, key=lambda f: (-f.fused, -f.rrf, f.item_id))
@@ -213,9 +249,15 @@ def test_fusing_again_with_reuse_keeps_every_score_and_merge() -> None:
     rng = random.Random(5)
     cands = random_candidates(rng, 30)
     routes = [  # one item through several routes: other queries and scores in each
-        RouteRanking(r, [replace(c, queries=(r,), channel_scores={r: rng.random()}) for c in rng.sample(cands, 20)])
+        RouteRanking(
+            r,
+            [
+                replace(c, queries=(r,), channel_scores={r: rng.random()})
+                for c in rng.sample(cands, 20)
+            ],
+        )
         for r in "ABC"
-    ]  # fmt: skip
+    ]
     reordered = [RouteRanking(r.route_id, r.candidates[::-1]) for r in routes]
     reuse = Reuse()
     list(FusedOrder(routes, reuse=reuse))  # every item merged in the routes' own order first
@@ -253,9 +295,14 @@ def near_duplicates_pool() -> list[Fused]:
         fused(dup("A", "Ann moved to Paris in May"), 1.00),
         fused(dup("B", "Ann moved to Paris last May"), 0.99),
         fused(dup("C", "In May Ann moved to Paris"), 0.98),
-        fused(cand("D", text="Bob adopted a beagle", session="s2", turns=("t9",), entities=("Bob",)), 0.95),
-        fused(cand("F", text="Cid sells bikes", session="s3", turns=("t20",), entities=("Cid",)), 0.50),
-    ]  # fmt: skip
+        fused(
+            cand("D", text="Bob adopted a beagle", session="s2", turns=("t9",), entities=("Bob",)),
+            0.95,
+        ),
+        fused(
+            cand("F", text="Cid sells bikes", session="s3", turns=("t20",), entities=("Cid",)), 0.50
+        ),
+    ]
 
 
 def test_select_diversity_changes_the_kept_set() -> None:

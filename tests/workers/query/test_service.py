@@ -50,9 +50,14 @@ def store(tmp_path: Path) -> EvidenceStore:
 
 def request(ns: str, q: str, k: int = 5, **kw: object) -> QueryRequest:
     return QueryRequest(
-        correlation_id="c", namespace=ns, query=q, k=k, reply_partition=0,
-        deadline_ms=int((time.time() + 30) * 1000), **kw,  # type: ignore[arg-type]
-    )  # fmt: skip
+        correlation_id="c",
+        namespace=ns,
+        query=q,
+        k=k,
+        reply_partition=0,
+        deadline_ms=int((time.time() + 30) * 1000),
+        **kw,  # type: ignore[arg-type]
+    )
 
 
 def service(store: EvidenceStore) -> QueryService:
@@ -92,10 +97,12 @@ async def test_temporal_filter_day_month_and_range(
 
 async def test_temporal_route_adds_records_in_range_to_the_ranking(store: EvidenceStore) -> None:
     plan = Plan(
-        question_type=QuestionType.temporal, semantic_queries=["what happened"],
+        question_type=QuestionType.temporal,
+        semantic_queries=["what happened"],
         temporal_filter=TemporalFilter(since="2024-06", until="2024-06"),
-        routes=[Route(goal="g", queries=["what happened"])], source="heuristic",
-    )  # fmt: skip
+        routes=[Route(goal="g", queries=["what happened"])],
+        source="heuristic",
+    )
     recall = MultiRouteRecall(store, HashEmbedder())
     (route,) = await recall.recall(plan, "what happened", "a", 5)
     lisbon = next(c for c in route.candidates if "Lisbon" in c.text)
@@ -113,10 +120,12 @@ async def test_node_ablation_leaves_that_node_type_out_of_recall(
         found: set[str] = set()
         for q in ("Ann travel Lisbon", "Ann Lisbon puppy", "Ann adopted a puppy"):
             plan = Plan(
-                question_type=QuestionType.temporal, semantic_queries=[q],
+                question_type=QuestionType.temporal,
+                semantic_queries=[q],
                 temporal_filter=TemporalFilter(since="2024-06", until="2024-06"),
-                routes=[Route(goal="g", queries=[q])], source="heuristic",
-            )  # fmt: skip
+                routes=[Route(goal="g", queries=[q])],
+                source="heuristic",
+            )
             (route,) = await recall.recall(plan, q, "a", 10, skip_nodes=skip_nodes)
             found |= {n.split("/")[1] for c in route.candidates for n in c.node_ids}
             found |= {"temporal" for c in route.candidates if "temporal" in c.channel_scores}
@@ -198,13 +207,22 @@ async def test_configured_ablation_applies_to_requests_that_name_none(
 async def test_reply_timings_name_each_recall_channel(store: EvidenceStore) -> None:
     reply = await service(store).search(request("a", "When did Ann visit Lisbon in 2024-06?"))
     channels = {k.removeprefix("recall.") for k in reply.timings_ms if k.startswith("recall.")}
-    assert {"embed", "node_vector", "record_vector", "turn_vector", "node_text", "record_text",
-            "turn_text", "links"} <= channels  # fmt: skip
+    assert {
+        "embed",
+        "node_vector",
+        "record_vector",
+        "turn_vector",
+        "node_text",
+        "record_text",
+        "turn_text",
+        "links",
+    } <= channels
     assert all(reply.timings_ms[f"recall.{c}"] >= 0 for c in channels)
     only = await service(store).search(request("a", "Lisbon", ablation="record-vector-only"))
     assert {k for k in only.timings_ms if k.startswith("recall.")} <= {
-        "recall.embed", "recall.record_vector"
-    }  # fmt: skip
+        "recall.embed",
+        "recall.record_vector",
+    }
 
 
 async def test_a_lone_routes_ranking_is_cut_where_selection_stops_reading(
@@ -213,17 +231,21 @@ async def test_a_lone_routes_ranking_is_cut_where_selection_stops_reading(
     """Cutting one route's ranking at POOL_FACTOR·k returns what the whole ranking returns."""
     s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     words = ["puppy", "marathon", "Lisbon", "sister", "garden", "violin", "bakery", "kayak"]
-    texts = [f"Ann {a} and the {b} on day {i}" for i, (a, b) in
-             enumerate((a, b) for a in words for b in words if a != b)]  # fmt: skip
+    texts = [
+        f"Ann {a} and the {b} on day {i}"
+        for i, (a, b) in enumerate((a, b) for a in words for b in words if a != b)
+    ]
     index_batches(
         s, [batch("a", i, texts[i : i + 4]) for i in range(0, len(texts), 4)], HashEmbedder()
     )
     recall = MultiRouteRecall(s, HashEmbedder())
     question = "What did Ann do with the puppy and the violin?"
     plan = Plan(
-        question_type=QuestionType.single, semantic_queries=[question], source="heuristic",
+        question_type=QuestionType.single,
+        semantic_queries=[question],
+        source="heuristic",
         routes=[Route(goal="what Ann did", queries=[question, "Ann puppy", "violin"])],
-    )  # fmt: skip
+    )
     whole = await recall.recall(plan, question, "a", 2)
     assert len(whole[0].candidates) > 3 * 2  # the cut below drops something
     for k in (1, 2, 5):

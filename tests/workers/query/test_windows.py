@@ -27,9 +27,15 @@ from workers.store import EvidenceStore
 
 def row(tid: str, seq: int, idx: int = 0, session: str = "s1") -> dict[str, Any]:
     return {
-        "id": f"a/{session}/{tid}", "namespace": "a", "session_id": session, "turn_id": tid,
-        "seq": seq, "idx": idx, "text": f"line {tid}", "session_date": None,
-    }  # fmt: skip
+        "id": f"a/{session}/{tid}",
+        "namespace": "a",
+        "session_id": session,
+        "turn_id": tid,
+        "seq": seq,
+        "idx": idx,
+        "text": f"line {tid}",
+        "session_date": None,
+    }
 
 
 def test_spans_cover_each_hit_and_merge_overlaps_per_session() -> None:
@@ -87,17 +93,21 @@ def store(tmp_path: Path) -> EvidenceStore:
 def test_turns_near_reads_only_the_asked_spans_of_the_namespace(store: EvidenceStore) -> None:
     got = store.turns.near("a", [("s1", 2, 3), ("s2", 1, 9)])
     assert sorted((r["session_id"], r["turn_id"]) for r in got) == [
-        ("s1", "t2"), ("s1", "t3"), ("s2", "t3"),
-    ]  # fmt: skip
+        ("s1", "t2"),
+        ("s1", "t3"),
+        ("s2", "t3"),
+    ]
     assert store.turns.near("a", []) == []
     assert store.turns.near("a", [("s1' OR '1'='1", 0, 99)]) == []
 
 
 def plan(question: str) -> Plan:
     return Plan(
-        question_type=QuestionType.single, semantic_queries=[question],
-        routes=[Route(goal=question, queries=[question])], source="heuristic",
-    )  # fmt: skip
+        question_type=QuestionType.single,
+        semantic_queries=[question],
+        routes=[Route(goal=question, queries=[question])],
+        source="heuristic",
+    )
 
 
 @pytest.mark.asyncio

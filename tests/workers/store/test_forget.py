@@ -25,10 +25,19 @@ def store(tmp_path: Path) -> EvidenceStore:
 
 def raw(ns: str, session: str, tid: str, text: str, emb: HashEmbedder) -> RawTurn:
     return RawTurn(
-        namespace=ns, session_id=session, turn_id=tid, exchange_id=f"{session}:{tid}", seq=0,
-        index=0, role=Role.user, speaker="Ann", text=text, session_date=datetime(2024, 3, 2),
-        embedding=emb.embed([text])[0].tolist(), embedding_model=emb.model_name,
-    )  # fmt: skip
+        namespace=ns,
+        session_id=session,
+        turn_id=tid,
+        exchange_id=f"{session}:{tid}",
+        seq=0,
+        index=0,
+        role=Role.user,
+        speaker="Ann",
+        text=text,
+        session_date=datetime(2024, 3, 2),
+        embedding=emb.embed([text])[0].tolist(),
+        embedding_model=emb.model_name,
+    )
 
 
 def rows(store: EvidenceStore, name: str, ns: str) -> list[dict[str, Any]]:
@@ -42,13 +51,20 @@ def rows(store: EvidenceStore, name: str, ns: str) -> list[dict[str, Any]]:
 
 def fill(store: EvidenceStore, emb: HashEmbedder) -> None:
     for ns in ("a", "b"):
-        store.turns.upsert([raw(ns, "s1", "s1t0a", f"quokka{ns} sailed to the harbour", emb),
-                            raw(ns, "s2", "s2t1a", f"pangolin{ns} baked bread at dawn", emb)])  # fmt: skip
+        store.turns.upsert(
+            [
+                raw(ns, "s1", "s1t0a", f"quokka{ns} sailed to the harbour", emb),
+                raw(ns, "s2", "s2t1a", f"pangolin{ns} baked bread at dawn", emb),
+            ]
+        )
         index_batches(
             store, [batch(ns, 0, [f"Ann owns a quokka{ns} boat", "Ann is vegetarian"])], emb
         )
-        index_batches(store, [batch(ns, 1, [f"Ann bakes pangolin{ns} loaves", "ann is VEGETARIAN"],
-                                    session="s2")], emb)  # fmt: skip
+        index_batches(
+            store,
+            [batch(ns, 1, [f"Ann bakes pangolin{ns} loaves", "ann is VEGETARIAN"], session="s2")],
+            emb,
+        )
     store.optimize()
 
 
@@ -120,8 +136,14 @@ def test_strike_session_legacy_record_decided_by_source_session() -> None:
 
 
 def test_unlink_node_without_links_left_is_dropped() -> None:
-    node = {"label": "Ann", "record_ids": ["r1", "r2"], "record_texts": ["one", "two"],
-            "session_id": "s1", "first_turn_id": "t", "last_turn_id": "u"}  # fmt: skip
+    node = {
+        "label": "Ann",
+        "record_ids": ["r1", "r2"],
+        "record_texts": ["one", "two"],
+        "session_id": "s1",
+        "first_turn_id": "t",
+        "last_turn_id": "u",
+    }
     assert unlink(node, {"r1", "r2"}, "s1", 100) is None
     left = unlink(node, {"r1"}, "s1", 100)
     assert left is not None
@@ -140,8 +162,9 @@ def test_list_records_and_turns_filter_and_paginate(store: EvidenceStore) -> Non
     assert list_records(store.db, "a", page=3, page_size=2).items == []
     s1 = list_records(store.db, "a", session_id="s1")
     assert {r["normalized_text"] for r in s1.items} == {
-        "fact: Ann owns a quokkaa boat", "fact: Ann is vegetarian"
-    }  # fmt: skip
+        "fact: Ann owns a quokkaa boat",
+        "fact: Ann is vegetarian",
+    }
     assert list_records(store.db, "a", memory_type="preference").total == 0
     assert "vector" not in every.items[0]
     turns = list_turns(store.db, "a")
@@ -181,7 +204,7 @@ def test_expire_removes_turns_and_records_dated_before_the_cutoff_only(
             "records": [
                 r.model_copy(update={"created_at": datetime(2020, 1, 5)}) for r in old.records
             ]
-        }  # fmt: skip
+        }
     )
     index_batches(store, [old], emb)
     before = {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)}
@@ -201,8 +224,10 @@ def many(ns: str, session: str, n: int, emb: HashEmbedder) -> tuple[list[RawTurn
     """`n` turns long enough for Lance to compress their pages by default, and one marker
     of every 300 to look for."""
     words = ["Ann", "Bo", "sailed", "baked", "harbour", "bread", "dawn", "north", "river", "lamp"]
-    texts = [" ".join(words[(i * 7 + j) % len(words)] for j in range(30)) + f" mark{ns}{i:05d}q"
-             for i in range(n)]  # fmt: skip
+    texts = [
+        " ".join(words[(i * 7 + j) % len(words)] for j in range(30)) + f" mark{ns}{i:05d}q"
+        for i in range(n)
+    ]
     turns = [raw(ns, session, f"t{i}", t, emb) for i, t in enumerate(texts)]
     return turns, [f"mark{ns}{i:05d}q" for i in range(0, n, 300)]
 
@@ -241,11 +266,18 @@ def test_forget_keeps_rows_from_after_its_fence_and_removes_the_rest(
     forget, stay with what links them; older rows and rows of unknown lineage go, files too."""
     emb = HashEmbedder()
     old, new = Source(0, 3), Source(0, 12)
-    store.turns.upsert([raw("a", "s1", "t0", "quokka sailed home", emb),
-                        raw("a", "s2", "t1", "walrus swam north", emb),
-                        raw("a", "s3", "t2", "narwhal dove deep", emb)], [old, new, None])  # fmt: skip
-    batches = [batch("a", 0, ["Ann owns a quokka boat"]),
-               batch("a", 1, ["Ann saw a walrus"], session="s2")]  # fmt: skip
+    store.turns.upsert(
+        [
+            raw("a", "s1", "t0", "quokka sailed home", emb),
+            raw("a", "s2", "t1", "walrus swam north", emb),
+            raw("a", "s3", "t2", "narwhal dove deep", emb),
+        ],
+        [old, new, None],
+    )
+    batches = [
+        batch("a", 0, ["Ann owns a quokka boat"]),
+        batch("a", 1, ["Ann saw a walrus"], session="s2"),
+    ]
     store.upsert_batches(batches, updates_of(batches), emb, [old, new])
     ann = [n for n in rows(store, NODES, "a") if len(n["record_ids"]) == 2]
     assert ann  # a node linking both records (entity Ann, tag travel)
@@ -266,10 +298,14 @@ def test_forget_session_keeps_its_turns_and_records_from_after_the_fence(
     store: EvidenceStore,
 ) -> None:
     emb = HashEmbedder()
-    store.turns.upsert([raw("a", "s1", "t0", "quokka sailed home", emb),
-                        raw("a", "s1", "t1", "walrus swam north", emb),
-                        raw("a", "s2", "t2", "narwhal dove deep", emb)],
-                       [Source(0, 3), Source(0, 12), Source(0, 4)])  # fmt: skip
+    store.turns.upsert(
+        [
+            raw("a", "s1", "t0", "quokka sailed home", emb),
+            raw("a", "s1", "t1", "walrus swam north", emb),
+            raw("a", "s2", "t2", "narwhal dove deep", emb),
+        ],
+        [Source(0, 3), Source(0, 12), Source(0, 4)],
+    )
     batches = [batch("a", 0, ["Ann owns a quokka boat"]), batch("a", 1, ["Ann saw a walrus"])]
     store.upsert_batches(batches, updates_of(batches), emb, [Source(0, 3), Source(0, 12)])
     store.forget("a", "s1", emb, {0: 10})

@@ -15,9 +15,13 @@ def test_node_id_is_namespace_type_key() -> None:
 
 def update(ids: Sequence[str], label: str = "Ann") -> NodeUpdate:
     return NodeUpdate(
-        namespace="a", node_type=NodeType.entity, key="ann", label=label,
-        record_ids=tuple(ids), texts=tuple(f"text of {i}" for i in ids),
-    )  # fmt: skip
+        namespace="a",
+        node_type=NodeType.entity,
+        key="ann",
+        label=label,
+        record_ids=tuple(ids),
+        texts=tuple(f"text of {i}" for i in ids),
+    )
 
 
 def test_merge_node_keeps_newest_records_when_bounded() -> None:
@@ -40,9 +44,13 @@ def test_merge_node_record_seen_again_becomes_newest() -> None:
 def test_merge_node_bounds_the_search_text_keeping_newest() -> None:
     ids = [f"r{i}" for i in range(10)]
     up = NodeUpdate(
-        namespace="a", node_type=NodeType.topic, key="music", label="music",
-        record_ids=tuple(ids), texts=tuple(f"{i}" * 30 for i in range(10)),
-    )  # fmt: skip
+        namespace="a",
+        node_type=NodeType.topic,
+        key="music",
+        label="music",
+        record_ids=tuple(ids),
+        texts=tuple(f"{i}" * 30 for i in range(10)),
+    )
     row = merge_node(None, up, max_text_chars=100)
     assert len(row["text"]) <= 100
     assert row["text"].startswith("music\n" + "9" * 30 + "\n" + "8" * 30)

@@ -252,9 +252,12 @@ def test_records_store_empty_batches_write_no_record(
 ) -> None:
     out = index_batches(records, [batch("a", 0, [])], emb)
     assert out == {
-        "records": 0, "records_written": 0, "nodes": 0, "nodes_written": 0,
+        "records": 0,
+        "records_written": 0,
+        "nodes": 0,
+        "nodes_written": 0,
         "segments_written": 1,  # the segment is kept for timelines, recordless or not
-    }  # fmt: skip
+    }
     assert records.table(RECORDS) is None
     assert records.count(NODES) == 0
     assert records.records.search_text("a", "x", 5) == []
@@ -284,8 +287,14 @@ def test_records_store_occurrences_in_either_order_make_the_same_row(
     # Two encoders publish the segments of two sessions in either order into a namespace's
     # partition: the row may not depend on which arrived first.
     b0 = batch("a", 0, ["Ann is vegetarian"], tags=["food"], temporal=Temporal(t_ref="2024-03"))
-    b1 = batch("a", 1, ["ann is   VEGETARIAN"], tags=["diet"], session="s2",
-               temporal=Temporal(t_ref="2024-02"))  # fmt: skip
+    b1 = batch(
+        "a",
+        1,
+        ["ann is   VEGETARIAN"],
+        tags=["diet"],
+        session="s2",
+        temporal=Temporal(t_ref="2024-02"),
+    )
     rows = []
     for i, order in enumerate(([b0, b1], [b1, b0])):
         rs = EvidenceStore(str(tmp_path / f"db{i}"), emb.model_name, HASH_DIM)
@@ -367,17 +376,31 @@ def test_records_store_a_table_without_search_text_is_migrated_by_its_writer(
 
     from workers.store.records import records_schema
 
-    old = pa.schema([f for f in records_schema(HASH_DIM, emb.model_name)
-                     if f.name not in ("context", "search_text")],
-                    metadata=records_schema(HASH_DIM, emb.model_name).metadata)  # fmt: skip
+    old = pa.schema(
+        [
+            f
+            for f in records_schema(HASH_DIM, emb.model_name)
+            if f.name not in ("context", "search_text")
+        ],
+        metadata=records_schema(HASH_DIM, emb.model_name).metadata,
+    )
     first = batch("a", 0, ["Ann bought a red kayak"]).records[0]
     row = {f.name: None for f in old} | {
-        "id": first.record_id, "namespace": "a", "memory_type": "fact",
-        "semantic_text": first.semantic_text, "normalized_text": first.normalized_text,
-        "entities": [], "tags": [], "evidence": first.evidence, "segment_ids": [],
-        "source_session": "s1", "segment_id": first.segment_id, "confidence": 1.0,
-        "vector": emb.embed([first.normalized_text])[0].tolist(), "sources": [],
-    }  # fmt: skip
+        "id": first.record_id,
+        "namespace": "a",
+        "memory_type": "fact",
+        "semantic_text": first.semantic_text,
+        "normalized_text": first.normalized_text,
+        "entities": [],
+        "tags": [],
+        "evidence": first.evidence,
+        "segment_ids": [],
+        "source_session": "s1",
+        "segment_id": first.segment_id,
+        "confidence": 1.0,
+        "vector": emb.embed([first.normalized_text])[0].tolist(),
+        "sources": [],
+    }
     lancedb.connect(str(tmp_path / "db")).create_table(RECORDS, pa.Table.from_pylist([row], old))
     store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     assert [h["id"] for h in store.records.search_text("a", "kayak", 5)] == [first.record_id]

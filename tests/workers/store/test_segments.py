@@ -14,9 +14,16 @@ from workers.forget import Source
 from workers.store import SEGMENTS, EvidenceStore
 
 SIGNALS = BoundarySignals(
-    surprise=0.41, robust_surprise=1.5, absolute_surprise=1.5, cohesion_drop=0.05,
-    cohesion_term=0.8, length_pressure=0.45, turn_pressure=0.3, score=2.0, p_cut=0.71,
-)  # fmt: skip
+    surprise=0.41,
+    robust_surprise=1.5,
+    absolute_surprise=1.5,
+    cohesion_drop=0.05,
+    cohesion_term=0.8,
+    length_pressure=0.45,
+    turn_pressure=0.3,
+    score=2.0,
+    p_cut=0.71,
+)
 
 
 @pytest.fixture
@@ -26,8 +33,15 @@ def store(tmp_path: Path) -> EvidenceStore:
 
 def placed(b: RecordBatch, first: int, last: int, reason: FinalizeReason) -> RecordBatch:
     signals = SIGNALS if reason is FinalizeReason.semantic_boundary else None
-    return b.model_copy(update={"first_seq": first, "last_seq": last, "reason": reason,
-                                "signals": signals, "exchanges": last - first + 1})  # fmt: skip
+    return b.model_copy(
+        update={
+            "first_seq": first,
+            "last_seq": last,
+            "reason": reason,
+            "signals": signals,
+            "exchanges": last - first + 1,
+        }
+    )
 
 
 def session_of(store: EvidenceStore, n: int, session: str = "s1") -> list[RecordBatch]:
@@ -35,8 +49,11 @@ def session_of(store: EvidenceStore, n: int, session: str = "s1") -> list[Record
     out = []
     for i in range(n):
         reason = FinalizeReason.semantic_boundary if i == 0 else FinalizeReason.target_length
-        out.append(placed(batch("a", i, [f"fact {i} of {session}"], session=session),
-                          3 * i, 3 * i + 2, reason))  # fmt: skip
+        out.append(
+            placed(
+                batch("a", i, [f"fact {i} of {session}"], session=session), 3 * i, 3 * i + 2, reason
+            )
+        )
     index_batches(store, out, HashEmbedder())
     return out
 

@@ -24,12 +24,22 @@ def store(tmp_path: Path) -> EvidenceStore:
 def raw_turns(ns: str, session: str, n: int, emb: HashEmbedder) -> list[RawTurn]:
     vec = emb.embed(["x"])[0].tolist()
     return [
-        RawTurn(namespace=ns, session_id=session, turn_id=f"{session}-T{i}", exchange_id=f"e{i}",
-                seq=i, index=0, role=Role.user, speaker="Ann", text=f"turn {i}",
-                session_date=datetime(2024, 3, 2 + i // 1000), embedding=vec,
-                embedding_model=emb.model_name)
+        RawTurn(
+            namespace=ns,
+            session_id=session,
+            turn_id=f"{session}-T{i}",
+            exchange_id=f"e{i}",
+            seq=i,
+            index=0,
+            role=Role.user,
+            speaker="Ann",
+            text=f"turn {i}",
+            session_date=datetime(2024, 3, 2 + i // 1000),
+            embedding=vec,
+            embedding_model=emb.model_name,
+        )
         for i in range(n)
-    ]  # fmt: skip
+    ]
 
 
 def segments_of(ns: str, session: str, n_turns: int) -> list[RecordBatch]:
@@ -38,11 +48,18 @@ def segments_of(ns: str, session: str, n_turns: int) -> list[RecordBatch]:
         first = i * PER_SEGMENT
         b = batch(ns, i, [f"fact {i}"], session=session)
         rec = b.records[0].model_copy(update={"evidence": [f"{session}-T{first + 1}"]})
-        out.append(b.model_copy(update={
-            "records": [rec], "first_seq": first, "last_seq": first + PER_SEGMENT - 1,
-            "first_turn_id": f"{session}-T{first}", "reason": FinalizeReason.exchange_limit,
-            "exchanges": PER_SEGMENT,
-        }))  # fmt: skip
+        out.append(
+            b.model_copy(
+                update={
+                    "records": [rec],
+                    "first_seq": first,
+                    "last_seq": first + PER_SEGMENT - 1,
+                    "first_turn_id": f"{session}-T{first}",
+                    "reason": FinalizeReason.exchange_limit,
+                    "exchanges": PER_SEGMENT,
+                }
+            )
+        )
     return out
 
 

@@ -50,9 +50,15 @@ ROOT = Path(__file__).resolve().parents[4]
 DEMO = ROOT / "deploy" / "demo" / "conversation.jsonl"
 DEMO_NS, HOSTILE_NS, ALICE_NS = "console-demo", "console-hostile", "console-alice"
 BROWSER_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]  # fmt: skip
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 # each payload calls alert (a dialog) and sets a flag: either would show it ran
 HOSTILE = [
     '<script>alert("s");window.__pwned="script"</script> I sail a <b>dinghy</b> on weekends.',
@@ -91,19 +97,38 @@ def exchanges_of(path: Path) -> dict[str, list[dict[str, Any]]]:
 
 def hostile() -> list[dict[str, Any]]:
     return [
-        {"session_id": "h1", "session_date": "2024-05-04T10:00:00",
-         "turns": [{"role": "user", "speaker": SPEAKER, "content": text}]}
+        {
+            "session_id": "h1",
+            "session_date": "2024-05-04T10:00:00",
+            "turns": [{"role": "user", "speaker": SPEAKER, "content": text}],
+        }
         for text in HOSTILE
-    ]  # fmt: skip
+    ]
 
 
 def alice() -> list[dict[str, Any]]:
     return [
-        {"session_id": "a1", "turns": [{"role": "user", "speaker": "Alice",
-                                        "content": "My cello teacher moved to Ghent in June."}]},
-        {"session_id": "a1", "turns": [{"role": "user", "speaker": "Alice",
-                                        "content": "Lessons are now on video calls on Tuesdays."}]},
-    ]  # fmt: skip
+        {
+            "session_id": "a1",
+            "turns": [
+                {
+                    "role": "user",
+                    "speaker": "Alice",
+                    "content": "My cello teacher moved to Ghent in June.",
+                }
+            ],
+        },
+        {
+            "session_id": "a1",
+            "turns": [
+                {
+                    "role": "user",
+                    "speaker": "Alice",
+                    "content": "Lessons are now on video calls on Tuesdays.",
+                }
+            ],
+        },
+    ]
 
 
 def ingest(url: str, ns: str, exchanges: list[dict[str, Any]]) -> None:
@@ -137,18 +162,37 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         assert printed, up.output()  # `lychee up` prints the console's URL
         url = printed.group(1)
         keys_file = root / "keys.json"
-        keys = {"all": add_key(keys_file, "all", ["*"]),
-                "alice": add_key(keys_file, "alice", [ALICE_NS])}  # fmt: skip
+        keys = {
+            "all": add_key(keys_file, "all", ["*"]),
+            "alice": add_key(keys_file, "alice", [ALICE_NS]),
+        }
         endpoints = up.endpoints()
-        env = {**{k: v for k, v in os.environ.items() if not k.startswith("LYCHEE_")},
-               "XDG_STATE_HOME": str(up.state_dir), "LYCHEE_API_KEYS_FILE": str(keys_file),
-               "LYCHEE_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
-               "LYCHEE_KAFKA_IDEMPOTENCE": "false", "LYCHEE_REDIS_URL": endpoints.redis_url,
-               "LYCHEE_LANCEDB_URI": endpoints.lancedb_uri, "LYCHEE_LOG_LEVEL": "WARNING"}  # fmt: skip
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("LYCHEE_")},
+            "XDG_STATE_HOME": str(up.state_dir),
+            "LYCHEE_API_KEYS_FILE": str(keys_file),
+            "LYCHEE_KAFKA_BOOTSTRAP": endpoints.kafka_bootstrap,
+            "LYCHEE_KAFKA_IDEMPOTENCE": "false",
+            "LYCHEE_REDIS_URL": endpoints.redis_url,
+            "LYCHEE_LANCEDB_URI": endpoints.lancedb_uri,
+            "LYCHEE_LOG_LEVEL": "WARNING",
+        }
         port = free_port()
-        keyed = Child("keyed-gateway", [sys.executable, "-m", "streams.cli", "gateway", "--host",
-                                        "127.0.0.1", "--port", str(port)],
-                      root / "keyed-gateway.log", env)  # fmt: skip
+        keyed = Child(
+            "keyed-gateway",
+            [
+                sys.executable,
+                "-m",
+                "streams.cli",
+                "gateway",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ],
+            root / "keyed-gateway.log",
+            env,
+        )
         keyed.start()
         keyed_url = f"http://127.0.0.1:{port}"
         wait_ready(url, up)
@@ -172,9 +216,13 @@ def browser() -> Iterator[Any]:
     executable = chromium()
     with tempfile.TemporaryDirectory(prefix="lychee-chromium-") as profile, sync_playwright() as p:
         context = p.chromium.launch_persistent_context(
-            profile, executable_path=executable, args=BROWSER_ARGS, headless=True,
-            viewport={"width": 1360, "height": 900}, service_workers="block",
-        )  # fmt: skip
+            profile,
+            executable_path=executable,
+            args=BROWSER_ARGS,
+            headless=True,
+            viewport={"width": 1360, "height": 900},
+            service_workers="block",
+        )
         try:
             yield context
         finally:
@@ -390,8 +438,9 @@ def dead_letters(console: Console) -> str:
         aside.submit(asyncio.run, failed_exchange(console.bootstrap, good)).result()
     deadline = time.monotonic() + 120
     while True:
-        r = httpx.get(f"{console.url}/v1/dead-letters", params={"topic": "memory.exchanges"},
-                      timeout=60)  # fmt: skip
+        r = httpx.get(
+            f"{console.url}/v1/dead-letters", params={"topic": "memory.exchanges"}, timeout=60
+        )
         assert r.status_code == 200, r.text
         if {"json", "processing"} <= {row["error_type"] for row in r.json()["reasons"]}:
             return f"{console.url}/v1/dead-letters/replay"
@@ -421,16 +470,20 @@ def test_console_replay_refuses_requests_another_origin_could_send(
         assert r.status_code == status, (headers, r.text)
     page = tab.page
     elsewhere = "http://127.0.0.1:9/page"  # another origin (port), served by the test
-    page.route(elsewhere, lambda route: route.fulfill(content_type="text/html",
-                                                      body=FORM.format(dead_letters)))  # fmt: skip
+    page.route(
+        elsewhere,
+        lambda route: route.fulfill(content_type="text/html", body=FORM.format(dead_letters)),
+    )
     page.goto(elsewhere)
     with page.expect_navigation(url=dead_letters) as answer:  # done loading, not just answered
         page.locator("form").evaluate("form => form.submit()")
     assert answer.value is not None and answer.value.status == 415
     page.goto(elsewhere)
-    fetched = page.evaluate("""(url) => fetch(url, {method: 'POST', body: '{}',
+    fetched = page.evaluate(
+        """(url) => fetch(url, {method: 'POST', body: '{}',
         headers: {'Content-Type': 'application/json'}}).then((r) => r.status, () => 'blocked')""",
-                            dead_letters)  # fmt: skip
+        dead_letters,
+    )
     assert fetched == "blocked"  # its preflight is not granted
     dry = httpx.post(dead_letters, json={**REPLAY, "dry_run": True}, timeout=60).json()
     assert len(dry["replayed"]) == 1 and dry["already"] == []  # nothing was replayed
@@ -450,8 +503,9 @@ def test_console_dead_letters_by_reason_with_sample_then_replay_once(
     row = page.locator("table.reasons tr.reason[data-reason='processing']")
     panel = row.locator("xpath=following-sibling::tr[1]")
     row.get_by_role("button", name="Replay…").click()
-    expect(panel).to_contain_text("Dry run: 1 of 1 dead letters would be replayed to "
-                                  "memory.exchanges")  # fmt: skip
+    expect(panel).to_contain_text(
+        "Dry run: 1 of 1 dead letters would be replayed to memory.exchanges"
+    )
     panel.get_by_role("button", name="Replay 1").click()
     expect(panel.locator(".receipt")).to_contain_text("Replayed 1 of 1")
     expect(panel.locator(".receipt li")).to_contain_text("→ memory.exchanges")
