@@ -16,7 +16,7 @@ from workers.store import EvidenceStore
 if TYPE_CHECKING:
     import openai
 
-    from workers.llm import RetryPolicy
+    from workers.llm.policy import RetryPolicy
     from workers.query.adapter import QueryAdapter
     from workers.query.planner import Planner
     from workers.query.scorer import Scorer
@@ -65,7 +65,7 @@ def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None
     """
     if not llm_configured(settings):
         return None
-    from workers.llm import make_client
+    from workers.llm.calls import make_client
 
     assert settings.llm_base_url and settings.llm_model
     key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None

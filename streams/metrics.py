@@ -224,7 +224,7 @@ class ObservedEmbedder:
 
 
 class LLMMetrics:
-    """The LLM callers' observer (`workers.llm.CallObserver`): calls, errors by reason,
+    """The LLM callers' observer (`workers.llm.observer.CallObserver`): calls, errors by reason,
     retries, latency, time to first token, tokens/s and the tokens the server reported,
     counted at our own call boundary whatever HTTP library the SDK sends through."""
 

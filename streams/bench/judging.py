@@ -11,7 +11,7 @@ from streams.bench.harness import BenchError
 from streams.factories import llm_policy
 from streams.settings import Settings
 from workers.evaluation.judge import LLMJudge, Verdict
-from workers.llm import make_client
+from workers.llm.calls import make_client
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from workers.encoder.records import record_batch
 from workers.evaluation.judge import LLMJudge, Verdict
 from workers.evaluation.metrics import CATEGORIES
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.llm import Attempt
+from workers.llm.observer import Attempt
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
 from workers.query.planner.llm import LLMPlanner
@@ -66,7 +66,8 @@ Echo = Callable[[str], None]
 
 
 class Attempts:
-    """The observer of a run's LLM calls: every attempt, in order (`workers.llm.CallObserver`)."""
+    """The observer of a run's LLM calls: every attempt, in order
+    (`workers.llm.observer.CallObserver`)."""
 
     def __init__(self) -> None:
         self.seen: list[Attempt] = []

@@ -14,7 +14,8 @@ from streams.apps.monitor import StageMonitor
 from streams.factories import make_embedder, make_llm_client
 from streams.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, status, text
-from workers.llm import RetryPolicy, complete
+from workers.llm.calls import complete
+from workers.llm.policy import RetryPolicy
 
 
 def value(name: str, **labels: str) -> float:

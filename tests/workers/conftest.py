@@ -8,7 +8,7 @@ import openai
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI
-from workers.llm import make_client
+from workers.llm.calls import make_client
 
 
 class Sleeps:

@@ -79,7 +79,7 @@ def endpoint_error(model: str, exc: openai.APIStatusError) -> Exception:
     Retry-After). 400/413/422: this input can never be embedded, dead-letter the message.
     Any other 4xx (401, 403, 404...): configuration, pause with a hint, never dead-letter.
     """
-    from workers.llm import retry_after_s
+    from workers.llm.policy import retry_after_s
 
     code = exc.status_code
     what = f"{model}: embeddings endpoint answered HTTP {code}"

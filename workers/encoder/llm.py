@@ -23,17 +23,13 @@ from workers.encoder.prompts import (
     reply_schema_for,
 )
 from workers.encoder.records import EncodedSegment, build_record, segment_turns
-from workers.llm import (
-    ChatCaller,
-    CompletionError,
-    RetryPolicy,
-    json_object,
-    schema_errors,
-    total_usage,
-    usage_of,
-)
-from workers.llm_format import JsonSchema
-from workers.llm_stream import Completion
+from workers.llm.calls import ChatCaller
+from workers.llm.completion import Completion
+from workers.llm.errors import CompletionError
+from workers.llm.formats import JsonSchema
+from workers.llm.policy import RetryPolicy
+from workers.llm.replies import json_object, schema_errors
+from workers.llm.usage import total_usage, usage_of
 
 
 class EncoderError(LycheeError):

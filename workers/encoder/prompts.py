@@ -23,8 +23,8 @@ from schemas.records import (
     SourceRole,
 )
 from workers.encoder.records import segment_turns
-from workers.llm import reply_date
-from workers.llm_format import JsonSchema, reply_schema
+from workers.llm.formats import JsonSchema, reply_schema
+from workers.llm.replies import reply_date
 
 # Role markers and separators of the chat format; a fixed estimate keeps the count
 # offline and provider-neutral (OpenAI documents 3-4 tokens per message).

@@ -20,8 +20,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from schemas.records import TokenUsage
-from workers.llm import ChatCaller, CompletionError, content, json_object, usage_of
-from workers.llm_format import reply_schema
+from workers.llm.calls import ChatCaller
+from workers.llm.errors import CompletionError
+from workers.llm.formats import reply_schema
+from workers.llm.replies import content, json_object
+from workers.llm.usage import usage_of
 
 # --- LoCoMo (App. E.5) ---------------------------------------------------------------
 

@@ -12,8 +12,11 @@ import random
 
 from schemas.errors import LycheeError
 from schemas.records import TokenUsage
-from workers.llm import ChatCaller, CompletionError, content, usage_of
-from workers.llm_stream import Completion
+from workers.llm.calls import ChatCaller
+from workers.llm.completion import Completion
+from workers.llm.errors import CompletionError
+from workers.llm.replies import content
+from workers.llm.usage import usage_of
 
 # --- the prompt ------------------------------------------------------------------------
 

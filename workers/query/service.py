@@ -21,7 +21,7 @@ from schemas.plan import MAX_ROUTE_QUERIES, Plan, QuestionType
 from schemas.query import Ablation
 from schemas.records import NodeType, TokenUsage
 from workers.embedding import Embedder
-from workers.llm import total_usage
+from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name

@@ -20,7 +20,7 @@ from tests.workers.encoder.test_llm import make_segment
 from workers.encoder.adapters import GuardedLLMEncoder
 from workers.encoder.llm import LLMEncoder
 from workers.encoder.service import EncoderService
-from workers.llm import make_client
+from workers.llm.calls import make_client
 from workers.ports import ListPublisher
 
 pytestmark = pytest.mark.integration

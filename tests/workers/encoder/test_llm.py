@@ -29,7 +29,8 @@ from workers.encoder.llm import (
     reply_budget,
 )
 from workers.encoder.prompts import SYSTEM_PROMPT, build_messages, reply_schema_for
-from workers.llm import is_retryable, make_client
+from workers.llm.calls import make_client
+from workers.llm.policy import is_retryable
 from workers.ports import Unprocessable
 from workers.tokens import prompt_tokens
 

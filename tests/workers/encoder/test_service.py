@@ -14,7 +14,7 @@ from tests.workers.encoder.test_llm import make_segment, record, reply
 from workers.encoder.adapters import ExtractiveEncoder, GuardedLLMEncoder
 from workers.encoder.llm import LLMEncoder
 from workers.encoder.service import EncoderService, read_usage
-from workers.llm import make_client
+from workers.llm.calls import make_client
 from workers.ports import ListPublisher, Unprocessable
 
 

@@ -13,7 +13,7 @@ from schemas import EvidenceItem
 from tests.fakes.openai_server import FakeOpenAI, Reply, slow, status, text
 from tests.workers.conftest import Sleeps
 from workers.encoder.llm import EncoderError
-from workers.llm import RetryPolicy
+from workers.llm.policy import RetryPolicy
 from workers.query.answer import (
     ANSWER_SYSTEM_PROMPT,
     AnswerUnavailable,

@@ -175,7 +175,7 @@ async def test_ablations_run_the_same_service(store: EvidenceStore, ablation: st
 
 async def test_answer_with_an_llm_uses_the_context_and_counts_tokens(store: EvidenceStore) -> None:
     from tests.fakes.openai_server import FakeOpenAI, text
-    from workers.llm import make_client
+    from workers.llm.calls import make_client
     from workers.query.answer import LLMAnswerer
 
     with FakeOpenAI() as server:

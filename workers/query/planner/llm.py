@@ -9,7 +9,10 @@ import structlog
 
 from schemas.plan import Plan
 from schemas.records import TokenUsage
-from workers.llm import ChatCaller, CompletionError, content, usage_of
+from workers.llm.calls import ChatCaller
+from workers.llm.errors import CompletionError
+from workers.llm.replies import content
+from workers.llm.usage import usage_of
 from workers.query.planner.heuristic import heuristic_plan
 from workers.query.planner.prompts import (
     PLAN_SCHEMA,

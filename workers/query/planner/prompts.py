@@ -30,8 +30,8 @@ from schemas.plan import (
     Route,
     TemporalFilter,
 )
-from workers.llm import json_object, reply_date, schema_errors
-from workers.llm_format import JsonSchema, reply_schema
+from workers.llm.formats import JsonSchema, reply_schema
+from workers.llm.replies import json_object, reply_date, schema_errors
 from workers.query.planner.wording import speaker_of, unique_queries
 
 PLANNER_SYSTEM_PROMPT = """\

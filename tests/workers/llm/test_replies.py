@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.llm import json_object
+from workers.llm.replies import json_object
 
 
 @pytest.mark.parametrize("raw", ['{"a": "\\ud800"}', '{"a": "x \\udc00"}', '{"a": "\ud800"}'])

@@ -1,4 +1,4 @@
-"""Streamed completions (`workers.llm.complete` over `workers.llm_stream`): silence limits
+"""Streamed completions (`workers.llm.calls.complete` over `workers.llm.stream`): silence limits
 instead of a total a slow model cannot meet, cut streams retried, and a retry that never
 runs beside the generation it replaces. Through the real `openai` client against the
 scripted loopback fake; the limits sit far from the fake's delays, and nothing asserts a
@@ -15,8 +15,11 @@ import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, pieces, slow, status, streamed, text
 from tests.workers.conftest import Sleeps
-from workers.llm import Attempt, CompletionError, RetryPolicy, complete
-from workers.llm_stream import Completion
+from workers.llm.calls import complete
+from workers.llm.completion import Completion
+from workers.llm.errors import CompletionError
+from workers.llm.observer import Attempt
+from workers.llm.policy import RetryPolicy
 
 MODEL = "fake-stream"
 MESSAGES = [{"role": "user", "content": "tell me about Lisbon"}]

@@ -22,6 +22,9 @@ from typing import Any
 from openai import AsyncStream
 from openai.types.chat import ChatCompletionChunk
 
+from workers.llm.completion import Completion
+from workers.llm.errors import StreamCut, StreamTimeout
+
 
 @dataclass(frozen=True)
 class StreamLimits:
@@ -31,63 +34,6 @@ class StreamLimits:
     first_token_s: float = 300.0
     gap_s: float = 60.0
     total_s: float = 3600.0
-
-
-@dataclass(frozen=True)
-class Completion:
-    """What one streamed attempt produced; `usage` is the server's (None when it sent none).
-
-    `first_token_s` is the time from sending the request to the first generated text,
-    `seconds` the whole attempt; `chunks` counts the chunks that carried text (about one
-    token each), the output size when the server reports no usage.
-    """
-
-    text: str
-    seconds: float
-    first_token_s: float | None
-    chunks: int
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    finish_reason: str | None = None
-
-    @property
-    def output_tokens(self) -> int:
-        return self.completion_tokens if self.completion_tokens is not None else self.chunks
-
-    @property
-    def tokens_per_s(self) -> float | None:
-        """Generation speed after the first token; None without two points in time."""
-        if self.first_token_s is None:
-            return None
-        writing = self.seconds - self.first_token_s
-        return self.output_tokens / writing if writing > 0 and self.output_tokens else None
-
-
-class StreamTimeout(TimeoutError):
-    """The stream stayed silent past a limit; `partial` is what had arrived by then."""
-
-    def __init__(self, limit: str, limit_s: float, partial: Completion) -> None:
-        super().__init__(f"{limit} limit of {limit_s:g} s passed ({_progress(partial)})")
-        self.limit = limit
-        self.limit_s = limit_s
-        self.partial = partial
-
-
-class StreamCut(ConnectionError):
-    """The stream ended before the server said it was done (no finish_reason): the
-    connection was cut in the middle; `partial` is what had arrived."""
-
-    def __init__(self, partial: Completion) -> None:
-        super().__init__(f"the stream ended before the reply was complete ({_progress(partial)})")
-        self.partial = partial
-
-
-def _progress(c: Completion) -> str:
-    if c.first_token_s is None:
-        return f"no token after {c.seconds:.1f} s"
-    rate = c.tokens_per_s
-    speed = f", {rate:.1f} tokens/s" if rate else ""
-    return f"{c.chunks} chunks in {c.seconds:.1f} s, first after {c.first_token_s:.1f} s{speed}"
 
 
 class _Reader:

@@ -1,4 +1,4 @@
-"""Structured outputs (`workers.llm_format`): strict schemas from the reply models, and the
+"""Structured outputs (`workers.llm.formats`): strict schemas from the reply models, and the
 ladder json_schema -> json_object -> prompt only, remembered per endpoint, against fakes
 that refuse a format with a 400 as real servers do."""
 
@@ -17,8 +17,10 @@ from tests.workers.conftest import Sleeps
 from tests.workers.encoder.test_llm import make_segment, record, reply
 from workers.encoder.llm import LLMEncoder
 from workers.encoder.prompts import reply_schema_for
-from workers.llm import CompletionError, RetryPolicy, complete, make_client
-from workers.llm_format import Format, FormatSupport, format_refused, reply_schema
+from workers.llm.calls import complete, make_client
+from workers.llm.errors import CompletionError
+from workers.llm.formats import Format, FormatSupport, format_refused, reply_schema
+from workers.llm.policy import RetryPolicy
 from workers.query.planner.prompts import PLAN_SCHEMA, _Reply
 
 SCHEMA = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}
