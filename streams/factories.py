@@ -89,7 +89,7 @@ def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, settings: Settings)
         from workers.query.planner import HeuristicPlanner
 
         return HeuristicPlanner()
-    from workers.query.planner.llm import LLMPlanner
+    from workers.query.planner.llm_planner import LLMPlanner
 
     policy = llm_policy(settings, LLMPlanner.policy)
     return LLMPlanner(*llm, policy=policy, observer=LLM_OBSERVER)

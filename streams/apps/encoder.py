@@ -24,8 +24,8 @@ log = structlog.get_logger("lychee.encoder")
 
 
 def make_encoder(settings: Settings) -> SegmentEncoder:
-    from workers.encoder.adapters import ExtractiveEncoder, GuardedLLMEncoder
-    from workers.encoder.llm import LLMEncoder
+    from workers.encoder.encoders import ExtractiveEncoder, GuardedLLMEncoder
+    from workers.encoder.llm_encoder import LLMEncoder
 
     llm = make_llm_client(settings)
     if llm is None:

@@ -46,17 +46,18 @@ from streams.factories import adapter_of, llm_policy, make_embedder, make_llm_cl
 from streams.settings import Settings
 from workers.datasets import Conversation, load
 from workers.embedding import Embedder
-from workers.encoder.context import ReferenceContext
-from workers.encoder.llm import EncoderError, InvalidEncoderOutput, LLMEncoder, LLMUnavailable
+from workers.encoder.encoded import record_batch
+from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavailable
+from workers.encoder.llm_encoder import LLMEncoder
 from workers.encoder.prompts import build_messages
-from workers.encoder.records import record_batch
+from workers.encoder.reference import ReferenceContext
 from workers.evaluation.judge import LLMJudge, Verdict
 from workers.evaluation.metrics import CATEGORIES
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.llm.observer import Attempt
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
-from workers.query.planner.llm import LLMPlanner
+from workers.query.planner.llm_planner import LLMPlanner
 from workers.query.service import QueryDeps, QueryService
 from workers.segmenter.policy import SegmentPolicy, SessionState
 from workers.segmenter.service import embed_exchanges, raw_turns

@@ -45,7 +45,7 @@ from workers.evaluation.metrics import (
     percentiles,
 )
 from workers.evaluation.report import LocomoReport, validate_report
-from workers.query.context import item_line
+from workers.query.serialize import item_line
 from workers.store import EvidenceStore
 
 S = TypeVar("S", Segment, RecordBatch)

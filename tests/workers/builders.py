@@ -21,7 +21,7 @@ from schemas import (
 )
 from schemas.records import MemoryRecord, MemoryType, RecordBatch, Temporal
 from workers.embedding import Embedder
-from workers.encoder.records import build_record
+from workers.encoder.encoded import build_record
 from workers.indexer.nodes import updates_of
 from workers.store import EvidenceStore
 

@@ -16,9 +16,9 @@ from schemas import (
     SessionControl,
 )
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch
-from tests.workers.encoder.test_llm import make_segment
+from tests.workers.encoder.test_llm_encoder import make_segment
 from tests.workers.segmenter.test_service import TOPICS_A, TOPICS_B, exchanges, make, segments_of
-from workers.encoder.adapters import ExtractiveEncoder
+from workers.encoder.encoders import ExtractiveEncoder
 from workers.encoder.service import EncoderService
 from workers.forget import SRC_HEADER, Fences, Source, segment_lineage, source_of
 from workers.indexer.service import IndexBatch, IndexerService

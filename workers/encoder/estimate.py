@@ -12,9 +12,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from schemas import Exchange, Segment, SegmentMode
-from workers.encoder.context import ReferenceContext
 from workers.encoder.extractive import encode_extractive
 from workers.encoder.prompts import build_messages
+from workers.encoder.reference import ReferenceContext
 from workers.segmenter.params import PAPER_CALIBRATION, SegmenterParams
 from workers.segmenter.policy import SegmentPolicy, SessionState
 from workers.tokens import count_tokens, prompt_tokens

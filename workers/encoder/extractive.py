@@ -24,8 +24,8 @@ from schemas.records import (
     SourceRole,
     Temporal,
 )
+from workers.encoder.encoded import EncodedSegment, build_record
 from workers.encoder.persons import PRONOUN, Persons, persons_of, pronoun
-from workers.encoder.records import EncodedSegment, build_record
 from workers.encoder.relative_dates import resolve_dates
 from workers.vocabulary import (
     MONTHS,

@@ -22,7 +22,7 @@ from schemas.records import (
     MemoryType,
     SourceRole,
 )
-from workers.encoder.records import segment_turns
+from workers.encoder.encoded import segment_turns
 from workers.llm.formats import JsonSchema, reply_schema
 from workers.llm.replies import reply_date
 

@@ -34,8 +34,8 @@ from redis.exceptions import WatchError
 from schemas import Segment, session_key
 from schemas import topics as t
 from schemas.records import RecordBatch, TokenUsage
-from workers.encoder.context import ReferenceContext
-from workers.encoder.records import EncodedSegment, record_batch
+from workers.encoder.encoded import EncodedSegment, record_batch
+from workers.encoder.reference import ReferenceContext
 from workers.forget import (
     Fences,
     Source,

@@ -25,7 +25,6 @@ from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import AnswerUnavailable, LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
-from workers.query.context import serialize_context
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
@@ -45,6 +44,7 @@ from workers.query.selection import (
     sort_only,
     with_head,
 )
+from workers.query.serialize import serialize_context
 from workers.query.speakers import Turn, aside_for
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads

@@ -16,9 +16,9 @@ from streams.kafka.serde import decode
 from streams.stack.embedded import Stack
 from tests.fakes.openai_server import FakeOpenAI, text
 from tests.streams.test_pipeline import conversation, ingest, store
-from tests.workers.encoder.test_llm import make_segment
-from workers.encoder.adapters import GuardedLLMEncoder
-from workers.encoder.llm import LLMEncoder
+from tests.workers.encoder.test_llm_encoder import make_segment
+from workers.encoder.encoders import GuardedLLMEncoder
+from workers.encoder.llm_encoder import LLMEncoder
 from workers.encoder.service import EncoderService
 from workers.llm.calls import make_client
 from workers.ports import ListPublisher

@@ -72,22 +72,22 @@ def test_encoder_outage_then_401_pauses_resumes_and_encodes_each_segment_once() 
 
 # -- a failure of our code or of a library: pause, never drain the input into dead letters ----
 
-BROKEN_ADAPTER = """
-from workers.encoder import adapters
+BROKEN_ENCODER = """
+from workers.encoder import encoders
 
 async def broken(self, segment, reference_context):
     raise AttributeError("'NoneType' object has no attribute 'split' (a library that does not fit)")
 
-adapters.ExtractiveEncoder.encode = broken
+encoders.ExtractiveEncoder.encode = broken
 """
 
 
 def test_encoder_programming_error_pauses_without_dead_letters_then_a_mended_worker_encodes_each_segment_once(
     tmp_path: Path,
 ) -> None:
-    shim = tmp_path / "shim"  # imported at start-up by the first worker only: its adapter breaks
+    shim = tmp_path / "shim"  # imported at start-up by the first worker only: its encoder breaks
     shim.mkdir()
-    (shim / "sitecustomize.py").write_text(BROKEN_ADAPTER)
+    (shim / "sitecustomize.py").write_text(BROKEN_ENCODER)
     stack = Stack(tmp_path / "stack")
     env = {
         "LYCHEE_TOPIC_PARTITIONS": "4",

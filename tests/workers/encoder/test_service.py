@@ -10,9 +10,9 @@ from schemas import BoundarySignals, FinalizeReason
 from schemas import topics as t
 from schemas.records import RecordBatch
 from tests.fakes.openai_server import FakeOpenAI, slow, text, valid
-from tests.workers.encoder.test_llm import make_segment, record, reply
-from workers.encoder.adapters import ExtractiveEncoder, GuardedLLMEncoder
-from workers.encoder.llm import LLMEncoder
+from tests.workers.encoder.test_llm_encoder import make_segment, record, reply
+from workers.encoder.encoders import ExtractiveEncoder, GuardedLLMEncoder
+from workers.encoder.llm_encoder import LLMEncoder
 from workers.encoder.service import EncoderService, read_usage
 from workers.llm.calls import make_client
 from workers.ports import ListPublisher, Unprocessable

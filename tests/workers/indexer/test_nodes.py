@@ -10,7 +10,7 @@ import pytest
 from schemas import Segment
 from schemas.records import MemoryRecord, MemoryType, NodeType, Temporal
 from tests.workers.builders import make_batch, make_segment
-from workers.encoder.records import build_record
+from workers.encoder.encoded import build_record
 from workers.indexer.nodes import derive_nodes, normalize_key
 from workers.store.nodes import NodeUpdate
 

@@ -14,8 +14,8 @@ from structlog.testing import capture_logs
 
 from tests.fakes.openai_server import FakeOpenAI, status, text, valid
 from tests.workers.conftest import Sleeps
-from tests.workers.encoder.test_llm import make_segment, record, reply
-from workers.encoder.llm import LLMEncoder
+from tests.workers.encoder.test_llm_encoder import make_segment, record, reply
+from workers.encoder.llm_encoder import LLMEncoder
 from workers.encoder.prompts import reply_schema_for
 from workers.llm.calls import complete, make_client
 from workers.llm.errors import CompletionError

@@ -12,7 +12,7 @@ import pytest
 from schemas import EvidenceItem
 from tests.fakes.openai_server import FakeOpenAI, Reply, slow, status, text
 from tests.workers.conftest import Sleeps
-from workers.encoder.llm import EncoderError
+from workers.encoder.errors import EncoderError
 from workers.llm.policy import RetryPolicy
 from workers.query.answer import (
     ANSWER_SYSTEM_PROMPT,
@@ -20,7 +20,7 @@ from workers.query.answer import (
     LLMAnswerer,
     build_answer_messages,
 )
-from workers.query.context import serialize_context
+from workers.query.serialize import serialize_context
 
 MODEL = "fake-answerer"
 QUESTION = "When did Ana move to Lisbon?"

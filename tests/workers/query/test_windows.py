@@ -18,7 +18,7 @@ from tests.workers.builders import (
     turn,
 )
 from tests.workers.query.test_service import request
-from workers.encoder.records import build_record
+from workers.encoder.encoded import build_record
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.service import QueryDeps, QueryService
 from workers.query.windows import spans, windows

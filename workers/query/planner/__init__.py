@@ -3,8 +3,8 @@
 The plan is the only generative step at query time (paper §3.5, App. C.4): a question
 type, semantic queries, an optional temporal filter and the evidence routes that the
 non-generative recall executes. `wording` and `dates` read the question, `heuristic`
-plans from them, `prompts` holds the LLM prompt with its reply model, and `llm` makes the
-call, falling back to the heuristic plan whenever the reply is unusable.
+plans from them, `prompts` holds the LLM prompt with its reply model, and `llm_planner`
+makes the call, falling back to the heuristic plan whenever the reply is unusable.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from schemas.plan import MAX_ROUTE_QUERIES, MAX_ROUTES, QuestionType, TemporalFi
 from tests.fakes.openai_server import FakeOpenAI, status, text, valid
 from tests.workers.conftest import Sleeps
 from workers.query.planner import heuristic_plan
-from workers.query.planner.llm import LLMPlanner
+from workers.query.planner.llm_planner import LLMPlanner
 from workers.query.planner.prompts import (
     PLAN_SCHEMA,
     PLANNER_SYSTEM_PROMPT,

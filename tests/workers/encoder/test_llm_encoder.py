@@ -1,7 +1,7 @@
 """The LLM encoder and the OpenAI embedder through the real `openai` clients (DESIGN §6.1, §6.3, §6.5).
 
 The server is a scripted fake on loopback (`tests/fakes/openai_server.py`): everything
-between the adapter and the socket is the real client.
+between the encoder and the socket is the real client.
 """
 
 from __future__ import annotations
@@ -20,14 +20,9 @@ from tests.fakes.openai_server import FakeOpenAI, slow, status, streamed, text, 
 from tests.workers.builders import segment_of
 from tests.workers.conftest import Sleeps
 from workers.embedding.openai_api import OpenAIEmbedder
-from workers.encoder.adapters import GuardedLLMEncoder
-from workers.encoder.llm import (
-    InvalidEncoderOutput,
-    LLMEncoder,
-    LLMUnavailable,
-    parse_reply,
-    reply_budget,
-)
+from workers.encoder.encoders import GuardedLLMEncoder
+from workers.encoder.errors import InvalidEncoderOutput, LLMUnavailable
+from workers.encoder.llm_encoder import LLMEncoder, parse_reply, reply_budget
 from workers.encoder.prompts import SYSTEM_PROMPT, build_messages, reply_schema_for
 from workers.llm.calls import make_client
 from workers.llm.policy import is_retryable
@@ -297,7 +292,7 @@ async def test_encoder_unreachable_server_raises_unavailable() -> None:
 async def test_encoder_client_error_is_not_retried(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
-    from workers.encoder.llm import EncoderError
+    from workers.encoder.errors import EncoderError
 
     server.script(status(400, {}))
     with pytest.raises(EncoderError) as info:

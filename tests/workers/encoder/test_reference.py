@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schemas.records import MemoryType, normalize_text
-from workers.encoder.context import NOTE_CHARS, RECENT_RECORDS, TOTAL_CHARS, ReferenceContext
+from workers.encoder.reference import NOTE_CHARS, RECENT_RECORDS, TOTAL_CHARS, ReferenceContext
 
 
 class R:

@@ -9,10 +9,11 @@ import orjson
 
 from schemas import Segment
 from schemas.records import TokenUsage
+from workers.encoder.encoded import EncodedSegment
+from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavailable
 from workers.encoder.extractive import encode_extractive
-from workers.encoder.llm import EncoderError, InvalidEncoderOutput, LLMEncoder, LLMUnavailable
+from workers.encoder.llm_encoder import LLMEncoder
 from workers.encoder.prompts import build_messages
-from workers.encoder.records import EncodedSegment
 from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
 from workers.tokens import count_tokens, prompt_tokens
 

@@ -1,9 +1,10 @@
 """The LLM segment encoder: one chat completion per segment against any OpenAI-compatible server.
 
-Failures come out as two errors the stage can act on: `LLMUnavailable` (the server is
-overloaded or unreachable: pause and retry the segment later, never drop it) and
-`InvalidEncoderOutput` (the reply stayed unusable after one repair: dead-letter the
-segment). The call and its retry rule are the shared ones of `workers.llm`.
+Failures come out as two errors the stage can act on (`workers.encoder.errors`):
+`LLMUnavailable` (the server is overloaded or unreachable: pause and retry the segment
+later, never drop it) and `InvalidEncoderOutput` (the reply stayed unusable after one
+repair: dead-letter the segment). The call and its retry rule are the shared ones of
+`workers.llm`.
 """
 
 from __future__ import annotations
@@ -14,15 +15,15 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from schemas import Segment
-from schemas.errors import LycheeError
 from schemas.records import DISAMBIGUATION_MAX_CHARS, Temporal
+from workers.encoder.encoded import EncodedSegment, build_record, segment_turns
+from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavailable
 from workers.encoder.prompts import (
     EncoderReply,
     build_messages,
     repair_message,
     reply_schema_for,
 )
-from workers.encoder.records import EncodedSegment, build_record, segment_turns
 from workers.llm.calls import ChatCaller
 from workers.llm.completion import Completion
 from workers.llm.errors import CompletionError
@@ -30,30 +31,6 @@ from workers.llm.formats import JsonSchema
 from workers.llm.policy import RetryPolicy
 from workers.llm.replies import json_object, schema_errors
 from workers.llm.usage import total_usage, usage_of
-
-
-class EncoderError(LycheeError):
-    """Root of the encoder's errors; raised as such for requests the server refuses (4xx)."""
-
-
-class LLMUnavailable(EncoderError):
-    """Rate-limited, failing or unreachable after the bounded retries: retry the segment later."""
-
-    def __init__(
-        self, message: str, retry_after_s: float | None = None, tokens_per_s: float | None = None
-    ) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-        self.tokens_per_s = tokens_per_s
-
-
-class InvalidEncoderOutput(EncoderError):
-    """The reply is not the JSON asked for, even after the repair retry: dead-letter it."""
-
-    def __init__(self, raw: str, reason: str) -> None:
-        super().__init__(f"invalid encoder output: {reason}")
-        self.raw = raw
-        self.reason = reason
 
 
 class LLMEncoder(ChatCaller):

@@ -1,4 +1,5 @@
-"""What every encoder returns, and how a record gets its ids."""
+"""What every encoder returns (`EncodedSegment`) and the `RecordBatch` it becomes, how a
+record gets its ids, and the turns every encoder reads (`segment_turns`)."""
 
 from __future__ import annotations
 
