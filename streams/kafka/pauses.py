@@ -41,8 +41,9 @@ TRANSIENT, SYSTEMIC = "transient", "systemic"
 def is_programming_error(exc: BaseException) -> bool:
     """A failure of our code or of a library that does not fit it: no message causes these.
 
-    The chain of explicit causes is followed, since adapters translate errors (`raise X from
-    exc`) and a TypeError inside an SDK call may arrive as the adapter's own error.
+    The chain of explicit causes is followed, since the wrappers of vendor clients translate
+    errors (`raise X from exc`) and a TypeError inside an SDK call may arrive as the
+    wrapper's own error.
     """
     seen: BaseException | None = exc
     while seen is not None:

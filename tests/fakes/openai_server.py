@@ -1,4 +1,4 @@
-"""A scripted OpenAI-compatible HTTP server on loopback, for testing adapters end to end.
+"""A scripted OpenAI-compatible HTTP server on loopback, for testing our clients end to end.
 
 It runs aiohttp in a background thread with its own event loop, so the real `openai`
 clients (sync and async) talk to it over real sockets:
@@ -136,7 +136,7 @@ def fake_tokens(s: str) -> int:
 
 
 def fake_vector(text_: str, dim: int) -> list[float]:
-    """Not normalized on purpose: the adapter must normalize."""
+    """Not normalized on purpose: the embedder must normalize."""
     seed = int.from_bytes(hashlib.sha256(text_.encode()).digest()[:8], "little")
     vec = np.random.default_rng(seed).normal(size=dim) * 3.0
     return [float(x) for x in vec]

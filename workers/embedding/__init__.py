@@ -1,4 +1,4 @@
-"""Embedding adapters behind one small interface (`Embedder`, in `base`); each backend is a
+"""Embedding backends behind one small interface (`Embedder`, in `base`); each backend is a
 module of its own, imported by name where it is built."""
 
 from workers.embedding.base import Embedder, Matrix

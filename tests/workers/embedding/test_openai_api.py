@@ -1,4 +1,4 @@
-"""The OpenAI-compatible embedder's HTTP errors, translated at the adapter (STYLE 5)."""
+"""The OpenAI-compatible embedder's HTTP errors, translated at the embedder (STYLE 5)."""
 
 from __future__ import annotations
 
