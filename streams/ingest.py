@@ -108,8 +108,10 @@ async def _add_numbered(
     deadline = asyncio.get_running_loop().time() + timeout_s
     wanted = [
         Wanted(
-            e.exchange_id, None if e.exchange_id in session.unnumbered else e.seq, content_digest(e)
-        )  # type: ignore[arg-type]  # the same turns as an ExchangeIn
+            e.exchange_id,
+            None if e.exchange_id in session.unnumbered else e.seq,
+            content_digest(e),  # type: ignore[arg-type]  # the same turns as an ExchangeIn
+        )
         for e in part
     ]
     async with allocator.session(ns, sid, deadline) as handle:
