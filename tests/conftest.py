@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from streams.stack.embedded import Child, Stack, free_port, redis_binary, wait_port
+from tests.waiting import wait_until
 
 
 @pytest.fixture(scope="session")
@@ -61,15 +61,16 @@ def wait_log(stack: Stack, stage: str, text: str, timeout_s: float | None = None
     # a shared, busy machine can need longer for workers to load their models
     timeout_s = timeout_s or float(os.environ.get("LYCHEE_TEST_READY_TIMEOUT_S", "180"))
     log = stack.data_dir / "logs" / f"{stage}.log"
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def logged() -> bool:
         if log.exists() and text in log.read_text(errors="replace"):
-            return
+            return True
         child = next((c for c in stack.children if c.name == stage), None)
         if child is not None and not child.alive:
             raise RuntimeError(f"{stage} died:\n{log.read_text(errors='replace')[-3000:]}")
-        time.sleep(0.2)
-    raise TimeoutError(f"{stage} not ready after {timeout_s}s")
+        return False
+
+    wait_until(logged, what=f"{text!r} in {log}", timeout_s=timeout_s, interval_s=0.2)
 
 
 # small segmenter batches so that a kill lands mid-stream

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 from streams.gateway.auth import add_key
 from streams.stack.embedded import Child, Stack, free_port
 from tests.hosts.inspector import Inspector, NoNode, install
+from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -43,18 +43,23 @@ class Running(Protocol):
 
 def wait_ready(url: str, child: Running, timeout_s: float = 240, path: str = "/readyz") -> None:
     """Until `path` answers 200 (`/healthz`: the process is up, with or without its stack)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+
+    def answer() -> int | str:
         if not child.alive:
             log = child.log_path.read_text(errors="replace") if child.log_path else ""
             raise RuntimeError(f"gateway exited:\n{log[-3000:]}")
         try:
-            if httpx.get(f"{url}{path}", timeout=10).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"gateway {url}{path} not 200 after {timeout_s}s")
+            return httpx.get(f"{url}{path}", timeout=10).status_code
+        except httpx.HTTPError as exc:
+            return repr(exc)
+
+    wait_until(
+        answer,
+        what=f"gateway {url}{path} to answer 200",
+        until=lambda status: status == 200,
+        timeout_s=timeout_s,
+        interval_s=0.5,
+    )
 
 
 @pytest.fixture(scope="session")
