@@ -14,6 +14,7 @@ from streams.apps.monitor import StageMonitor
 from streams.factories import make_embedder, make_llm_client
 from streams.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI, status, text
+from tests.waiting import eventually
 from workers.llm.calls import complete
 from workers.llm.policy import RetryPolicy
 
@@ -102,10 +103,7 @@ async def test_metrics_registration_lists_the_endpoint_until_stopped(redis, redi
     ep = metrics.Endpoint("unit", "http://127.0.0.1:1/metrics", "127.0.0.1", 1)
     reg = metrics.register(s, ep)
     try:
-        for _ in range(50):
-            if await metrics.endpoints(redis):
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: metrics.endpoints(redis), what="the endpoint registered")
         assert await metrics.endpoints(redis) == [
             {"stage": "unit", "url": ep.url, "host": ep.host, "pid": 1}
         ]

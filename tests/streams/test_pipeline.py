@@ -20,6 +20,7 @@ from streams.client import MemoryClient
 from streams.kafka.lag import LagReader
 from streams.kafka.reader import read_topic
 from streams.stack.embedded import Stack
+from tests.waiting import eventually
 from workers.embedding.local import bundled_model_info
 from workers.store import EvidenceStore
 
@@ -154,12 +155,12 @@ async def test_pipeline_segmenter_sigkill_loses_no_exchange_and_duplicates_no_se
         await client.add(exs)
         for i in range(4):
             await client.end_session(ns, f"s{i}", after_seq=59)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            now = await lag.stage("segmenter")
-            if now.committed > base.committed and now.lag > 40:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(
+            lambda: lag.stage("segmenter"),
+            what="the segmenter mid-stream: a commit past the start, over 40 exchanges to go",
+            until=lambda now: now.committed > base.committed and now.lag > 40,
+            timeout_s=60,
+        )
         killed_with_lag = (await lag.stage("segmenter")).lag
         _kill_and_restart_segmenter(stack)
         await lag.wait_drained(timeout_s=180)
@@ -233,14 +234,18 @@ async def test_query_bad_request_gets_an_error_reply_naming_the_field(stack: Sta
             "deadline_ms": int((time.time() + 30) * 1000),
         }
         await producer.send_and_wait(t.QUERIES, orjson.dumps(bad), key=b"n1")
-        reply = None
-        deadline = time.monotonic() + 30
-        while reply is None and time.monotonic() < deadline:
+
+        async def reply_to_cid() -> QueryReply | None:
             for recs in (await consumer.getmany(timeout_ms=500)).values():
                 for r in recs:
                     if r.key == cid.encode():
-                        reply = QueryReply.model_validate_json(r.value)
-        assert reply is not None and reply.status == "error"
+                        return QueryReply.model_validate_json(r.value)
+            return None
+
+        reply = await eventually(
+            reply_to_cid, what=f"the reply to {cid}", timeout_s=30, interval_s=0
+        )
+        assert reply.status == "error"
         assert (
             reply.error is not None
             and "k" in reply.error

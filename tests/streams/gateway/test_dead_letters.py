@@ -3,8 +3,6 @@ sample, replay with a dry run, a second replay refused unless forced; stack-wide
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -21,6 +19,7 @@ from tests.streams.gateway.dead_letters import (
     failed_exchange,
     unparseable,
 )
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -29,19 +28,23 @@ async def reasons_of(
     c: httpx.AsyncClient, headers: dict[str, str], since: datetime, wanted: set[str]
 ) -> dict[str, dict[str, Any]]:
     """The exchanges' dead letters since `since` by reason, once every `wanted` one is in."""
-    deadline = time.monotonic() + 120
-    while True:
+
+    async def by_reason() -> dict[str, dict[str, Any]]:
         r = await c.get(
             "/v1/dead-letters",
             headers=headers,
             params={"topic": "memory.exchanges", "since": since.isoformat()},
         )
         assert r.status_code == 200, r.text
-        found = {row["error_type"]: row for row in r.json()["reasons"]}
-        if wanted <= found.keys():
-            return found
-        assert time.monotonic() < deadline, found
-        await asyncio.sleep(0.5)
+        return {row["error_type"]: row for row in r.json()["reasons"]}
+
+    return await eventually(
+        by_reason,
+        what=f"dead letters of {sorted(wanted)}",
+        until=lambda found: wanted <= found.keys(),
+        timeout_s=120,
+        interval_s=0.5,
+    )
 
 
 async def test_dead_letters_by_reason_and_replay_for_stack_wide_keys_only(
@@ -96,10 +99,14 @@ async def test_dead_letters_by_reason_and_replay_for_stack_wide_keys_only(
 
 
 async def turn_arrives(c: httpx.AsyncClient, headers: dict[str, str], ns: str, text: str) -> None:
-    deadline = time.monotonic() + 120
-    while True:
+    async def turns() -> list[str] | str:
         r = await c.get(f"/v1/namespaces/{ns}/records", headers=headers, params={"turns": "true"})
-        if r.status_code == 200 and any(text in i["content"] for i in r.json()["items"]):
-            return
-        assert time.monotonic() < deadline, r.text
-        await asyncio.sleep(0.5)
+        return [i["content"] for i in r.json()["items"]] if r.status_code == 200 else r.text
+
+    await eventually(
+        turns,
+        what=f"a turn of {ns} saying {text!r}",
+        until=lambda got: isinstance(got, list) and any(text in x for x in got),
+        timeout_s=120,
+        interval_s=0.5,
+    )

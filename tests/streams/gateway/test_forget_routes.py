@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from typing import Any
 
@@ -13,6 +11,7 @@ import pytest
 from tests.streams.gateway.conftest import Gateways
 from tests.streams.gateway.test_gateway import PROBLEM, ex, wait_status
 from tests.streams.gateway.test_mcp import http_client
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -35,17 +34,25 @@ async def ingest(c: httpx.AsyncClient, ns: str, headers: dict[str, str], tag: st
         assert r.status_code == 202, r.text
     await wait_status(c, ns, headers, lambda b: b["searchable"] and len(b["sessions"]) == 2)
     # records follow the turns once each ended session's segment is encoded
-    deadline = time.monotonic() + 240
-    for sid in ("s1", "s2"):
-        while True:
+
+    async def without_records() -> list[str]:
+        empty = []
+        for sid in ("s1", "s2"):
             r = await c.get(
                 f"/v1/namespaces/{ns}/records", params={"session_id": sid}, headers=headers
             )
             assert r.status_code == 200, r.text
-            if r.json()["total"]:
-                break
-            assert time.monotonic() < deadline, f"no records of {sid}"
-            await asyncio.sleep(0.25)
+            if not r.json()["total"]:
+                empty.append(sid)
+        return empty
+
+    await eventually(
+        without_records,
+        what=f"records of every session of {ns}",
+        until=lambda empty: not empty,
+        timeout_s=240,
+        interval_s=0.25,
+    )
 
 
 async def test_gateway_records_listing_and_delete_routes_check_keys_and_forget(

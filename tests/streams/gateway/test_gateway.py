@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
 from typing import Any
 
@@ -17,6 +16,7 @@ from schemas import topics as t
 from streams.settings import Settings
 from streams.status import metrics_endpoints
 from tests.streams.gateway.conftest import Gateways
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]  # two gateways to start
 
@@ -34,19 +34,23 @@ def ex(sid: str, eid: str, text: str, **kw: Any) -> dict[str, Any]:
 async def wait_status(
     client: httpx.AsyncClient, ns: str, headers: dict[str, str], until: Any, timeout_s: float = 240
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    async def status() -> dict[str, Any] | None:
         try:
             r = await client.get(f"/v1/namespaces/{ns}/status", headers=headers)
         except httpx.RemoteProtocolError:  # a pooled connection the server's keep-alive closed
-            await asyncio.sleep(0.25)
-            continue
+            return None
         assert r.status_code == 200, r.text
-        body = r.json()
-        if until(body):
-            return body
-        assert time.monotonic() < deadline, body
-        await asyncio.sleep(0.25)
+        return dict(r.json())
+
+    found = await eventually(
+        status,
+        what=f"the status of {ns} to hold",
+        until=lambda body: body is not None and until(body),
+        timeout_s=timeout_s,
+        interval_s=0.25,
+    )
+    assert found is not None
+    return found
 
 
 async def test_gateway_routes_add_search_status_flush_end(gateways: Gateways) -> None:
@@ -354,11 +358,11 @@ async def test_gateway_metrics_endpoints_scrape_with_the_named_series(
     def has(samples: list[tuple[str, dict[str, str]]], name: str, labels: dict[str, str]) -> bool:
         return any(n == name and labels.items() <= ls.items() for n, ls in samples)
 
-    deadline = time.monotonic() + 180
-    while True:
-        endpoints = await metrics_endpoints(settings)
-        by_stage: dict[str, list[str]] = defaultdict(list)
-        for e in endpoints:
+    by_stage: dict[str, list[str]] = defaultdict(list)
+
+    async def missing() -> list[tuple[str, str, dict[str, str]]]:
+        by_stage.clear()
+        for e in await metrics_endpoints(settings):
             by_stage[e["stage"]].append(e["url"])
         samples: dict[str, list[tuple[str, dict[str, str]]]] = defaultdict(list)
         async with httpx.AsyncClient(timeout=30) as scrape:
@@ -366,15 +370,19 @@ async def test_gateway_metrics_endpoints_scrape_with_the_named_series(
                 for u in urls:
                     for family in text_string_to_metric_families((await scrape.get(u)).text):
                         samples[stage] += [(x.name, x.labels) for x in family.samples]
-        missing = [
+        return [
             (stage, name, labels)
             for stage, series in wanted.items()
             for name, labels in series
             if not has(samples[stage], name, labels)
         ]
-        if not missing:
-            break
-        assert time.monotonic() < deadline, missing
-        await asyncio.sleep(1)
+
+    await eventually(
+        missing,
+        what="every wanted series on the stages' /metrics",
+        until=lambda left: not left,
+        timeout_s=180,
+        interval_s=1,
+    )
     assert set(by_stage) >= {"segmenter", "encoder", "indexer", "query", "gateway"}
     assert sorted(by_stage["gateway"]) == sorted(f"{u}/metrics" for u in gateways.urls)

@@ -3,8 +3,6 @@ key may read, sessions, timelines, operations (issue 27)."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 from typing import Any
 
@@ -13,6 +11,7 @@ import pytest
 
 from tests.streams.gateway.conftest import Gateways
 from tests.streams.gateway.test_forget_routes import ingest
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -22,15 +21,19 @@ async def ingested(
 ) -> dict[str, Any]:
     """Its sessions once every one has its segment (written just after its records)."""
     await ingest(c, ns, headers, tag)
-    deadline = time.monotonic() + 120
-    while True:
+
+    async def sessions() -> dict[str, Any]:
         r = await c.get(f"/v1/namespaces/{ns}/sessions", headers=headers)
         assert r.status_code == 200, r.text
-        sessions = {s["session_id"]: s for s in r.json()["sessions"]}
-        if all(s["segments"] for s in sessions.values()):
-            return sessions
-        assert time.monotonic() < deadline, sessions
-        await asyncio.sleep(0.25)
+        return {s["session_id"]: s for s in r.json()["sessions"]}
+
+    return await eventually(
+        sessions,
+        what=f"a segment in every session of {ns}",
+        until=lambda found: all(s["segments"] for s in found.values()),
+        timeout_s=120,
+        interval_s=0.25,
+    )
 
 
 async def test_views_show_a_key_only_its_namespaces(gateways: Gateways) -> None:

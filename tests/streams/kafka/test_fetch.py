@@ -12,6 +12,7 @@ from aiokafka.record.util import calc_crc32c
 from streams.kafka import fetch
 from streams.stack.embedded import Stack
 from tests.streams.batches import send_damaged
+from tests.waiting import eventually
 
 
 def test_check_codecs_missing_codec_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,17 +55,24 @@ async def _read(bootstrap: str, topic: str, n: int) -> list[tuple[int, bytes | N
     await c.start()
     tp = TopicPartition(topic, 0)
     out: list[tuple[int, bytes | None]] = []
+
+    async def fetched() -> list[tuple[int, bytes | None]]:
+        for r in (await c.getmany(tp, timeout_ms=1000)).get(tp, []):
+            out.append((r.offset, r.value))
+        return out
+
     try:
         c.assign([tp])
         c.seek(tp, 0)
-        for _ in range(20):
-            for r in (await c.getmany(tp, timeout_ms=1000)).get(tp, []):
-                out.append((r.offset, r.value))
-            if len(out) >= n:
-                break
+        return await eventually(
+            fetched,
+            what=f"{n} records of {topic}",
+            until=lambda got: len(got) >= n,
+            timeout_s=20,
+            interval_s=0,
+        )
     finally:
         await c.stop()
-    return out
 
 
 @pytest.mark.integration

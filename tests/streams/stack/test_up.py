@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +26,7 @@ from streams.stack.ready import wait_workers
 from streams.stack.supervisor import read_supervision
 from streams.stack.up_process import UpProcess
 from tests.streams.stack.conftest import S3Store
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 
@@ -234,14 +234,22 @@ def test_up_every_listener_is_on_loopback(up: UpProcess) -> None:
 def wait_supervision(
     up: UpProcess, stage: str, check: Any, timeout_s: float = 120
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def row() -> dict[str, Any] | None:
         report = read_supervision(up.data_dir) or {"stages": []}
-        row = next((r for r in report["stages"] if r["stage"] == stage), None)
-        if row is not None and check(row):
-            return row
-        time.sleep(0.2)
-    raise TimeoutError(f"{stage}: {read_supervision(up.data_dir)}\n{up.output()}")
+        return next((r for r in report["stages"] if r["stage"] == stage), None)
+
+    try:
+        found = wait_until(
+            row,
+            what=f"the supervision of {stage} to hold",
+            until=lambda r: r is not None and check(r),
+            timeout_s=timeout_s,
+            interval_s=0.2,
+        )
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{up.output()}") from None
+    assert found is not None
+    return found
 
 
 def test_up_crashing_worker_is_restarted_then_marked_failed_while_the_rest_serves(
@@ -264,10 +272,14 @@ def test_up_crashing_worker_is_restarted_then_marked_failed_while_the_rest_serve
     out = lychee(env, "ingest", str(DEMO), "--format", "jsonl", "--namespace", "after-failure")
     assert out.returncode == 0, out.stderr
     settings = up.settings()
-    deadline = time.monotonic() + 300
-    while len(turn_ids(settings, "after-failure")) < 28 and time.monotonic() < deadline:
-        time.sleep(1)
-    assert len(turn_ids(settings, "after-failure")) == 28
+    ids = wait_until(
+        lambda: turn_ids(settings, "after-failure"),
+        what="the 28 turns of after-failure indexed",
+        until=lambda found: len(found) >= 28,
+        timeout_s=300,
+        interval_s=1,
+    )
+    assert len(ids) == 28
     assert up.alive
 
 

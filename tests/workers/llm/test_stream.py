@@ -6,7 +6,6 @@ duration."""
 
 from __future__ import annotations
 
-import asyncio
 import random
 from typing import Any
 
@@ -14,6 +13,7 @@ import openai
 import pytest
 
 from tests.fakes.openai_server import FakeOpenAI, pieces, slow, status, streamed, text
+from tests.waiting import eventually
 from tests.workers.conftest import Sleeps
 from workers.llm.calls import complete
 from workers.llm.completion import Completion
@@ -57,11 +57,12 @@ async def call(
 
 async def settled(server: FakeOpenAI) -> None:
     """Until every generation on the fake has ended (its client gone or its reply sent)."""
-    for _ in range(500):
-        if all(g.done for g in server.generations):
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("a generation on the fake server never ended")
+    await eventually(
+        lambda: [g for g in server.generations if not g.done],
+        what="every generation on the fake server ended",
+        until=lambda live: not live,
+        interval_s=0.01,
+    )
 
 
 async def test_complete_streams_text_with_server_usage_and_first_token_time(

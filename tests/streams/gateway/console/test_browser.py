@@ -20,7 +20,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from tests.streams.gateway.dead_letters import (
     failed_exchange,
     unparseable,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
@@ -139,15 +139,24 @@ def ingest(url: str, ns: str, exchanges: list[dict[str, Any]]) -> None:
         sessions = sorted({x["session_id"] for x in exchanges})
         for sid in sessions:
             assert c.post(f"/v1/namespaces/{ns}/sessions/{sid}/end").status_code == 202
-        deadline = time.monotonic() + 300
-        for sid in sessions:
-            while True:
+
+        def unconsolidated() -> dict[str, str]:
+            """Each session with no turn yet or a turn outside any segment: its timeline."""
+            left = {}
+            for sid in sessions:
                 r = c.get(f"/v1/namespaces/{ns}/sessions/{sid}/timeline", params={"page_size": 500})
                 turns = r.json()["turns"] if r.status_code == 200 else []
-                if turns and all(t["segment_id"] for t in turns):
-                    break
-                assert time.monotonic() < deadline, f"{ns}/{sid} not consolidated: {r.text[:500]}"
-                time.sleep(0.5)
+                if not (turns and all(t["segment_id"] for t in turns)):
+                    left[sid] = r.text[:500]
+            return left
+
+        wait_until(
+            unconsolidated,
+            what=f"every session of {ns} consolidated",
+            until=lambda left: not left,
+            timeout_s=300,
+            interval_s=0.5,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -436,16 +445,22 @@ def dead_letters(console: Console) -> str:
     with ThreadPoolExecutor(1) as aside:  # Playwright's loop runs in this thread
         aside.submit(asyncio.run, unparseable(console.bootstrap, DEMO_NS)).result()
         aside.submit(asyncio.run, failed_exchange(console.bootstrap, good)).result()
-    deadline = time.monotonic() + 120
-    while True:
+
+    def reasons() -> set[str]:
         r = httpx.get(
             f"{console.url}/v1/dead-letters", params={"topic": "memory.exchanges"}, timeout=60
         )
         assert r.status_code == 200, r.text
-        if {"json", "processing"} <= {row["error_type"] for row in r.json()["reasons"]}:
-            return f"{console.url}/v1/dead-letters/replay"
-        assert time.monotonic() < deadline, r.text
-        time.sleep(0.5)
+        return {row["error_type"] for row in r.json()["reasons"]}
+
+    wait_until(
+        reasons,
+        what="dead letters of both reasons listed",
+        until=lambda found: {"json", "processing"} <= found,
+        timeout_s=120,
+        interval_s=0.5,
+    )
+    return f"{console.url}/v1/dead-letters/replay"
 
 
 REPLAY = {"topic": "memory.exchanges", "error_type": "processing"}
