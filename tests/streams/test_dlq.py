@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +28,7 @@ from streams.kafka.topics import ensure_topics
 from streams.stack.embedded import Stack
 from streams.status import metrics_endpoints
 from tests.fakes.openai_server import FakeOpenAI, text, valid
+from tests.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {
@@ -83,11 +83,19 @@ async def send(bootstrap: str, segs: list[Segment]) -> None:
 
 
 async def wait_for(read: Any, n: int, timeout_s: float = 240) -> list[Any]:
-    deadline = time.monotonic() + timeout_s
-    while len(found := await read()) < n:
-        assert time.monotonic() < deadline, f"{len(found)} of {n} within {timeout_s:.0f}s"
-        await asyncio.sleep(1)
+    found: list[Any] = await eventually(
+        read,
+        what=f"{n} messages",
+        until=lambda got: len(got) >= n,
+        timeout_s=timeout_s,
+        interval_s=1,
+    )
     return found
+
+
+async def encoder_drained(stack: Stack) -> None:
+    async with LagReader(stack.bootstrap) as lag:
+        await lag.wait_drained(("encoder",), timeout_s=240)
 
 
 def records_of(batches: list[Any]) -> dict[str, list[str]]:
@@ -167,7 +175,9 @@ def test_dlq_list_show_replay_then_a_second_replay_is_refused(
     again = lychee(stack, "dlq", "replay", "memory.segments", "--error-type", "unprocessable")
     assert again.returncode == 1 and "refused" in again.stderr, again.stdout + again.stderr
     assert asyncio.run(segment_ends()) == before  # nothing produced
-    time.sleep(3)
+    # the encoder commits a segment after publishing its records: once it has committed
+    # every segment, every record it will write for them is in the topic
+    asyncio.run(encoder_drained(stack))
     assert len(asyncio.run(read_topic(stack.bootstrap, t.RECORDS, key=broken_ns))) == 3
     assert replayed_metric(stack) == 3
 

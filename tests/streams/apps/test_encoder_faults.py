@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -18,10 +17,12 @@ from aiokafka import AIOKafkaProducer
 from schemas import Segment
 from schemas import topics as t
 from streams.bench.llm_faults import VALID_REPLY, format_report, run_llm_faults, segment
+from streams.kafka.lag import LagReader
 from streams.kafka.reader import read_topic
 from streams.kafka.topics import ensure_topics
 from streams.stack.embedded import Stack
 from tests.fakes.openai_server import FakeOpenAI, status, valid
+from tests.waiting import eventually, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -135,35 +136,49 @@ async def send_segments(bootstrap: str, ns: str, segs: list[Segment]) -> None:
 
 
 def wait_for_event(log: Path, event: str, worker: Any, timeout_s: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def logged() -> dict[str, Any] | None:
         for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
             if f'"{event}"' in line:
                 return dict(json.loads(line[line.find("{") :]))
         assert worker.alive, f"the worker exited; see {log}"
-        time.sleep(0.5)
-    raise AssertionError(f"no {event} in {log} within {timeout_s:.0f}s")
+        return None
+
+    found = wait_until(logged, what=f"{event} in {log}", timeout_s=timeout_s, interval_s=0.5)
+    assert found is not None
+    return found
 
 
 async def status_pauses(settings: Any) -> list[dict[str, Any]]:
     from streams.status import metrics_endpoints, pauses
 
-    deadline = time.monotonic() + 60
-    while not (found := await pauses(await metrics_endpoints(settings))):
-        assert time.monotonic() < deadline, "no pause reported by the worker's /metrics"
-        await asyncio.sleep(1)
+    async def shown() -> list[dict[str, Any]]:
+        return await pauses(await metrics_endpoints(settings))
+
+    found: list[dict[str, Any]] = await eventually(
+        shown, what="a pause reported by the worker's /metrics", timeout_s=60, interval_s=1
+    )
     return found
 
 
 async def wait_records(
     bootstrap: str, ns: str, n: int, worker: Any, timeout_s: float
 ) -> list[tuple[Any, bytes | None, Any]]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    """The records of `ns` once `n` segments have theirs and the encoder has committed all
+    its input: it commits a segment after publishing its records, so a late duplicate would
+    be in the topic by then."""
+
+    async def encoded() -> set[str]:
+        assert worker.alive, "the encoder exited"
         batches = await read_topic(bootstrap, t.RECORDS, key=ns)
-        done = {json.loads(v)["segment_id"] for _, v, _ in batches if v}
-        if len(done) >= n or time.monotonic() > deadline or not worker.alive:
-            break
-        await asyncio.sleep(1.0)
-    await asyncio.sleep(2.0)  # a late duplicate would show up here
+        return {json.loads(v)["segment_id"] for _, v, _ in batches if v}
+
+    await eventually(
+        encoded,
+        what=f"records of {n} segments of {ns}",
+        until=lambda done: len(done) >= n,
+        timeout_s=timeout_s,
+        interval_s=1.0,
+    )
+    async with LagReader(bootstrap) as lag:
+        await lag.wait_drained(("encoder",), timeout_s=timeout_s)
     return await read_topic(bootstrap, t.RECORDS, key=ns)

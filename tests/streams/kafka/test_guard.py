@@ -32,6 +32,7 @@ from streams.kafka.guard import (
 from streams.kafka.guard import run_guarded as guarded
 from streams.kafka.producer import KafkaPublisher, PublisherStopped
 from streams.kafka.reader import read_topic
+from tests.waiting import eventually
 from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
 
 FAST = TransientPolicy(max_wait_s=0.02, log_every_s=60.0, base_wait_s=0.005)
@@ -289,8 +290,8 @@ async def test_run_guarded_redis_out_of_memory_pauses_until_memory_is_freed(
             attempts += 1
             await redis.set("state", b"s" * 10_000)
 
-        async def free_later() -> None:
-            await asyncio.sleep(0.5)
+        async def free_later() -> None:  # once the stage has been refused a few times
+            await eventually(lambda: attempts > 3, what="the write refused more than 3 times")
             await redis.config_set("maxmemory", "0")
 
         freeing = asyncio.create_task(free_later())

@@ -12,9 +12,11 @@ from prometheus_client import REGISTRY
 
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
 from streams.kafka.pauses import is_programming_error, signature, streak_of
+from tests.waiting import eventually
 from workers.ports import Unprocessable
 
 FAST = TransientPolicy(max_wait_s=0.02, log_every_s=60.0, base_wait_s=0.005, systemic_streak=3)
+RETRIES = 10  # attempts at the same work that show a paused stage waiting, not moving on
 
 
 class Letters:
@@ -61,12 +63,35 @@ def test_programming_errors_are_recognised_through_the_causes_of_wrapping_errors
     )
 
 
+async def paused_retrying(
+    task: asyncio.Task[None], attempts: list[Sequence[bytes]], stage: str, error_type: str
+) -> None:
+    """Until the stage reports its pause and has tried the same work `RETRIES` times in a
+    row (or has ended: the caller's assertions then say what went wrong)."""
+
+    def in_a_row() -> int:
+        n = 0
+        for work in reversed(attempts):
+            if work != attempts[-1]:
+                break
+            n += 1
+        return n
+
+    def retried() -> bool:
+        paused = paused_since(stage, "systemic", error_type) is not None
+        return task.done() or (paused and in_a_row() >= RETRIES)
+
+    await eventually(retried, what=f"{stage} paused and retrying the same work")
+
+
 async def test_a_programming_error_for_every_message_pauses_and_dead_letters_nothing() -> None:
     broken = True
     handled: list[bytes] = []
+    attempts: list[Sequence[bytes]] = []
     letters = Letters()
 
     async def handle(values: Sequence[bytes]) -> None:
+        attempts.append(values)
         if broken:
             raise AssertionError("a transport that does not fit the SDK")
         handled.extend(values)
@@ -74,7 +99,7 @@ async def test_a_programming_error_for_every_message_pauses_and_dead_letters_not
     task = asyncio.create_task(
         run_guarded("unit-prog", records(5), lambda r: r.value, handle, letters, policy=FAST)  # type: ignore[arg-type]
     )
-    await asyncio.sleep(0.5)
+    await paused_retrying(task, attempts, "unit-prog", "AssertionError")
     assert not task.done(), "the stage must wait, not move on"
     assert letters.sent == []
     assert paused_since("unit-prog", "systemic", "AssertionError") is not None
@@ -92,9 +117,11 @@ def failing_at_one_place(message: bytes) -> None:
 async def test_the_same_error_for_several_messages_in_a_row_pauses_from_the_streak_on() -> None:
     broken = True
     handled: list[bytes] = []
+    attempts: list[Sequence[bytes]] = []
     letters = Letters()
 
     async def handle(values: Sequence[bytes]) -> None:
+        attempts.append(values)
         if broken:
             failing_at_one_place(values[0])
         handled.extend(values)
@@ -104,8 +131,9 @@ async def test_the_same_error_for_several_messages_in_a_row_pauses_from_the_stre
             await run_guarded("unit-streak", [rec], lambda r: r.value, handle, letters, policy=FAST)  # type: ignore[arg-type]
 
     task = asyncio.create_task(one_by_one())
-    await asyncio.sleep(1.0)
+    await paused_retrying(task, attempts, "unit-streak", "ValueError")
     assert not task.done()
+    assert attempts[-1] == [b"m2"]  # the pause holds the message that made the streak
     # the first two were judged poison; the third made it a streak of the same error
     assert letters.sent == [(b"m0", "processing"), (b"m1", "processing")]
     assert paused_since("unit-streak", "systemic", "ValueError") is not None

@@ -10,6 +10,7 @@ from schemas import BoundarySignals, FinalizeReason
 from schemas import topics as t
 from schemas.records import RecordBatch
 from tests.fakes.openai_server import FakeOpenAI, slow, text, valid
+from tests.waiting import eventually
 from tests.workers.encoder.test_llm_encoder import make_segment, record, reply
 from workers.encoder.encoders import ExtractiveEncoder, GuardedLLMEncoder
 from workers.encoder.llm_encoder import LLMEncoder
@@ -122,7 +123,7 @@ async def test_encoder_service_two_concurrent_encodes_of_one_segment_call_the_ll
         ]
         seg = make_segment(2)
         first = asyncio.create_task(workers[0].handle([seg]))
-        await asyncio.sleep(0.3)  # the first is inside its LLM call
+        await eventually(lambda: server.requests, what="the first encode inside its LLM call")
         await workers[1].handle([seg])
         await first
         await client.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.waiting import wait_until
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from tests.workers.store.test_forget import raw
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore, consistent_reads
@@ -170,14 +171,22 @@ def test_a_namespace_too_large_for_exact_search_is_read_from_lancedb(
 
 
 class Counting:
-    """A table whose full reads are counted and slow, at a version of the test's choosing."""
+    """A table at a version of the test's choosing whose full reads are counted and held
+    until `arrived()` holds, and whose version is counted as it is looked at (each caller of
+    `SnapshotCache.get` looks on entering it, the reader once more before it reads)."""
 
-    def __init__(self, tbl: Any, version: int, reads: list[int]) -> None:
-        self.tbl, self.version, self.reads = tbl, version, reads
+    def __init__(self, tbl: Any, version: int, reads: list[int], looks: list[int]) -> None:
+        self.tbl, self._version, self.reads, self.looks = tbl, version, reads, looks
+        self.arrived: Callable[[], bool] = lambda: True
+
+    @property
+    def version(self) -> int:
+        self.looks.append(self._version)
+        return self._version
 
     def search(self, *args: object) -> object:
-        self.reads.append(self.version)
-        time.sleep(0.2)  # the other threads arrive meanwhile
+        self.reads.append(self._version)
+        wait_until(self.arrived, what="the other callers in the cache", timeout_s=30)
         return self.tbl.search(*args)
 
 
@@ -187,7 +196,9 @@ def test_threads_missing_one_snapshot_read_it_once(tmp_path: Path, emb: HashEmbe
     tbl, cache = snap.table(TURNS), snap.db.snapshots
     assert tbl is not None and cache is not None
     reads: list[int] = []
-    table = Counting(tbl, tbl.version, reads)
+    looks: list[int] = []
+    table = Counting(tbl, tbl.version, reads, looks)
+    table.arrived = lambda: len(looks) >= 8 + 1  # every caller in, while the first one reads
     with ThreadPoolExecutor(8) as pool:
         got = list(
             pool.map(
@@ -204,10 +215,12 @@ def test_a_newer_version_waiting_behind_an_older_read_reads_again(
     tbl, cache = snap.table(TURNS), snap.db.snapshots
     assert tbl is not None and cache is not None
     reads: list[int] = []
-    old, new = Counting(tbl, 1, reads), Counting(tbl, 2, reads)
+    looks: list[int] = []
+    old, new = Counting(tbl, 1, reads, looks), Counting(tbl, 2, reads, looks)
+    old.arrived = lambda: 2 in looks  # the newer caller is in while the older one reads
     with ThreadPoolExecutor(2) as pool:
         first = pool.submit(cache.get, old, TURNS, "a", lambda: ["id"], "namespace = 'a'")
-        time.sleep(0.05)
+        wait_until(lambda: reads, what="the older caller reading")
         second = pool.submit(cache.get, new, TURNS, "a", lambda: ["id"], "namespace = 'a'")
         assert (first.result().version, second.result().version) == (1, 2)
     assert reads == [1, 2]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pathlib
-import time
 
 import lancedb
 import numpy as np
@@ -94,14 +93,17 @@ def test_turns_table_listed_before_its_first_commit_reads_as_absent(tmp_path: pa
 
 
 WRITER = """
-import sys, time
+import sys
+from pathlib import Path
 from tests.processes import run_together
+from tests.waiting import wait_until
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import EvidenceStore
-path, who, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+path, who, gate = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 store = EvidenceStore(path, "toy", TOY_DIM)
 store.turns.table(create=True)
-time.sleep(max(0.0, start - time.time()))
+(gate / who).touch()  # loaded; both write at once
+wait_until(lambda: len(list(gate.iterdir())) == 2, what="both writers loaded", timeout_s=120)
 for i in range(6):  # four ids of its own and one both writers insert, each round
     store.turns.upsert([turn("a", f"t{who}{i}{j}", "own", j) for j in range(4)]
                        + [turn("a", f"t9{i}", "shared", 5)])
@@ -114,8 +116,9 @@ def test_two_writer_processes_inserting_the_same_new_ids_store_each_once(tmp_pat
     twice (a rebalance hands a batch to a second indexer while the first still writes it)."""
     path = str(tmp_path / "db")
     EvidenceStore(path, "toy", TOY_DIM).turns.table(create=True)
-    start = str(time.time() + 8)  # both processes loaded before the first write
-    assert run_together(WRITER, [path, "1", start], [path, "2", start]) == [0, 0]
+    gate = tmp_path / "loaded"  # each writer marks itself loaded here, then waits for both
+    gate.mkdir()
+    assert run_together(WRITER, [path, "1", str(gate)], [path, "2", str(gate)]) == [0, 0]
     ids = lancedb.connect(path).open_table(TURNS).to_arrow()["id"].to_pylist()
     assert len(ids) == len(set(ids)) == 2 * 6 * 4 + 6
 
