@@ -233,7 +233,7 @@ class Settings(BaseSettings):
     query_scorer: Literal["fitted", "off"] = Field(
         default="fitted",
         description="the second stage where no cross-encoder is set: a fitted linear scorer "
-        "moves its most likely items (workers.query.scorer.LEAD) of selection's top 30 (top k "
+        "moves its most likely items (the query preset's lead) of selection's top 30 (top k "
         "when larger) to the front, or off (selection's order)",
     )
     query_adapter: str = Field(

@@ -36,6 +36,7 @@ from streams.kafka.serde import TOO_LARGE, SerdeError, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
+from workers.query.presets import preset_for
 from workers.query.rerank import load_reranker
 from workers.query.service import QueryDeps, QueryService
 
@@ -99,7 +100,7 @@ class QueryHandler:
                     deps,
                     RecallConfig(turn_window=s.turn_window),
                     rerank_candidates=s.reranker_candidates,
-                    ablation=s.query_ablation,
+                    preset=preset_for(s.query_ablation),
                 )
                 log.info("query.ready", model=embedder.model_name)
         return self._service

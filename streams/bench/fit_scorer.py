@@ -29,15 +29,8 @@ from schemas import EvidenceItem
 from streams.bench.compare import DumpMismatch, load
 from streams.bench.locomo import evidence_line
 from workers.evaluation.metrics import QuestionResult, aggregate
-from workers.query.scorer import (
-    FEATURES,
-    Lead,
-    Scorer,
-    features,
-    lead_order,
-    matrix,
-    question_terms,
-)
+from workers.query.presets import SERVED, Lead
+from workers.query.scorer import FEATURES, Scorer, features, lead_order, matrix, question_terms
 
 TEMPORAL = "temporal"
 LEADS = tuple(Lead(n, z) for n in (1, 2, 3, 4) for z in (-3.0, -2.5, -2.0, -1.5, -1.0))
@@ -176,14 +169,14 @@ def late_interaction(dump: list[dict[str, Any]], c: float) -> None:
     """The led figures with MaxSim over MiniLM token vectors as one more feature, and what
     computing it for the led pool would cost each request."""
     from streams.bench.late_interaction import TokenVectors, columns, cost_ms
-    from workers.query.service import LED_POOL
 
+    led = SERVED.led_pool
     vectors = TokenVectors()
     extra = [rows_of(q, col) for q, col in zip(dump, columns(dump, vectors), strict=True)]
     led_lines("led +LI", dump, extra, *fitted(dump, extra, c))
-    spent = np.asarray(cost_ms(dump[:100], vectors, LED_POOL))
+    spent = np.asarray(cost_ms(dump[:100], vectors, led))
     print(
-        f"late interaction per request (question + {LED_POOL} items through MiniLM, first "
+        f"late interaction per request (question + {led} items through MiniLM, first "
         f"100 questions): p50 {np.median(spent):.1f} ms, p95 {np.percentile(spent, 95):.1f} ms"
     )
 

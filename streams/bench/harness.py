@@ -23,7 +23,7 @@ from schemas.query import Ablation
 from streams.settings import Settings
 from streams.stack.embedded import Stack
 from workers.datasets import Conversation
-from workers.query.service import NODE_ABLATIONS
+from workers.query.presets import ABLATIONS
 
 
 class BenchError(LycheeError, RuntimeError):
@@ -48,10 +48,7 @@ VARIANTS: dict[str, Variant] = _variants(
     Variant("eager", {"LYCHEE_SEGMENTER__MODE": SegmentMode.eager.value}),
     Variant("fixed-window", {"LYCHEE_SEGMENTER__MODE": SegmentMode.fixed_window.value}),
     Variant("no-cross-context", {"LYCHEE_ENCODER_CROSS_CONTEXT": "false"}),
-    Variant("record-vector-only", ablation="record-vector-only"),
-    Variant("no-planner", ablation="no-planner"),
-    Variant("no-fusion", ablation="no-fusion"),
-    *(Variant(name, ablation=name) for name in NODE_ABLATIONS),
+    *(Variant(name, ablation=name) for name in ABLATIONS),
 )
 
 

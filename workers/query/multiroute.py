@@ -34,13 +34,8 @@ from workers.query.hits import (
     turn_hits,
     turns_of,
 )
-from workers.query.selection import (
-    HEAD_KAPPA,
-    HEAD_SCORE,
-    RRF_KAPPA,
-    Candidate,
-    RouteRanking,
-)
+from workers.query.presets import SERVED, QueryPreset
+from workers.query.selection import HEAD_SCORE, RRF_KAPPA, Candidate, RouteRanking
 from workers.query.timing import ChannelTimes
 from workers.query.windows import spans, windows
 from workers.store import EvidenceStore
@@ -68,17 +63,11 @@ _SAME = Budgets(1.0, 1.0, 1.0)
 
 @dataclass(frozen=True)
 class RecallConfig:
+    """How the service's recall is set up; what a request's recall runs and weighs is its
+    query preset's (`workers.query.presets`)."""
+
     plan_depth: int = 15
     type_boost: float = 1.15  # question-type score adjustment (DESIGN §8.3)
-    # a candidate said on a day the question's dates name ("What did Ana cook on 3 May?"
-    # asks about what was said that day, too): chosen with each LoCoMo dev conversation
-    # held back from 1.15-10 (docs/notes/issue25.md, round 9)
-    said_boost: float = 4.0
-    # a record gains this share of the best fused score of a raw turn or window of its turn in
-    # the same route (the order's and the head's): a statement whose turn the raw turns find
-    # too. Chosen with each LoCoMo dev conversation held back (docs/notes/issue25.md, round 12)
-    turn_credit: float = 0.7
-    turn_credit_head: float = 0.15
     records_per_node: int = 8  # newest linked records taken from each matched node
     turn_window: int = 1  # raw-turn hits expand to this many turns either side (0: off)
     max_concurrent_searches: int = 6  # table searches of one request running at once
@@ -90,7 +79,7 @@ class _Acc:
 
     base: dict[str, Any]
     score: float = 0.0
-    head: float = 0.0  # the same fusion with HEAD_KAPPA: what the first items are chosen by
+    head: float = 0.0  # the same fusion with the head's kappa: what the first items are chosen by
     queries: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
     channels: dict[str, float] = field(default_factory=dict)
@@ -121,15 +110,15 @@ class MultiRouteRecall:
         k: int,
         session_id: str | None = None,
         *,
-        record_vector_only: bool = False,
-        skip_nodes: frozenset[NodeType] = frozenset(),
+        preset: QueryPreset = SERVED,
         timings: dict[str, float] | None = None,
         depth: int | None = None,
     ) -> list[RouteRanking]:
         """Every route's ranking; searches are shared by the routes that use a variant.
 
-        `record_vector_only` is the paper's ablation: records by vector search, nothing else.
-        `skip_nodes`: evidence-node types left out (temporal: no date route).
+        `preset`: what recall runs and how a route weighs its candidates. Its
+        `record_vector_only` (the paper's ablation) recalls records by vector search, nothing
+        else; its `skip_nodes` are evidence-node types left out (temporal: no date route).
         `timings`, when given, receives the milliseconds of each channel as `recall.<channel>`.
         `depth`: how much of a lone route's ranking the caller reads (its first `depth`
         candidates are all it gets). With several routes every candidate is kept: one ranked
@@ -146,17 +135,18 @@ class MultiRouteRecall:
             int(max(kk, 20) * m.turns),
         )
         route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
+        only, skip = preset.record_vector_only, preset.skip_nodes
         hits, fts = await self._search(
             variants,
             route_texts,
             namespace,
             session_id,
             budgets,
-            record_vector_only,
+            only,
             clock,
-            tuple(t for t in SEARCH_NODE_TYPES if t not in skip_nodes),
+            tuple(t for t in SEARCH_NODE_TYPES if t not in skip),
         )
-        dates = not record_vector_only and NodeType.temporal not in skip_nodes
+        dates = not only and NodeType.temporal not in skip
         filters = [
             r.temporal_filter or plan.temporal_filter if dates else None for r in plan.routes
         ]
@@ -184,6 +174,7 @@ class MultiRouteRecall:
                     f,
                     items,
                     depth if len(plan.routes) == 1 else None,
+                    preset,
                 )
                 for i, (route, f) in enumerate(zip(plan.routes, filters, strict=True))
             ]
@@ -333,15 +324,19 @@ class MultiRouteRecall:
         window: TemporalFilter | None,
         items: dict[str, dict[str, Any]],
         depth: int | None,
+        preset: QueryPreset,
     ) -> RouteRanking:
         """One route: its channel lists fused by reciprocal rank, then adjusted by type; the
         first `depth` candidates, or all. Each candidate carries the fusion twice: with
-        RRF_KAPPA (`route_rrf`, the order) and with HEAD_KAPPA (`HEAD_SCORE`, the head's)."""
+        RRF_KAPPA (`route_rrf`, the order) and with the preset's `head_kappa` (`HEAD_SCORE`,
+        the head's); records credited by their turns and candidates said on a day the
+        route's dates name boosted as the preset says."""
         acc: dict[str, _Acc] = {}
         lists = [(q, ch) for q in dict.fromkeys(queries) for ch in hits[q]]
         lists += [("", ch) for ch in text_hits]
         longest = max((len(rows) for _, (_, rows) in lists), default=0)
-        rrf, head = _reciprocal(RRF_KAPPA, longest), _reciprocal(HEAD_KAPPA, longest)
+        head_kappa = preset.head_kappa
+        rrf, head = _reciprocal(RRF_KAPPA, longest), _reciprocal(head_kappa, longest)
         for q, (channel, rows) in lists:  # the hottest loop of a request: plain operations
             for rank, (item_id, row, score, node) in enumerate(rows):
                 a = acc.get(item_id)
@@ -359,13 +354,13 @@ class MultiRouteRecall:
         for rank, row in enumerate(dated, 1):
             a = acc.setdefault(record_item_id(row), _Acc(row))
             a.score += 1.0 / (RRF_KAPPA + rank)
-            a.head += 1.0 / (HEAD_KAPPA + rank)
+            a.head += 1.0 / (head_kappa + rank)
             a.channels["temporal"] = 1.0
-        _credit_records(acc, self.config.turn_credit, self.config.turn_credit_head)
+        _credit_records(acc, preset.turn_credit, preset.turn_credit_head)
         for a in acc.values():
             boost = self._adjustment(plan.question_type, a.base)
             if window is not None and _said_within(a.base, window):
-                boost *= self.config.said_boost
+                boost *= preset.said_boost
             a.score *= boost
             a.head *= boost
         ranked = [(i, acc[i]) for _, i in sorted((-a.score, i) for i, a in acc.items())[:depth]]

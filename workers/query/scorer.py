@@ -21,6 +21,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from workers.query.presets import Lead
 from workers.query.selection import Fused
 from workers.vocabulary import QUESTION_STOPWORDS, SIMILARITY_STOPWORDS
 
@@ -98,15 +99,6 @@ def features(
 
 def matrix(rows: Sequence[list[float]]) -> np.ndarray:
     return np.asarray(rows, dtype=np.float64).reshape(len(rows), len(FEATURES))
-
-
-@dataclass(frozen=True)
-class Lead:
-    """How the second stage reorders selection's choice: at most `items` candidates, its
-    most likely ones with at least `log_odds`, go first; the rest keep selection's order."""
-
-    items: int
-    log_odds: float
 
 
 def lead_order(log_odds: np.ndarray, lead: Lead) -> list[int]:
@@ -204,4 +196,3 @@ FITTED: Scorer | None = Scorer(
     ),
     bias=-5.3762,
 )
-LEAD = Lead(1, -3.0)

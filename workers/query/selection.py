@@ -2,10 +2,9 @@
 
 Pure arithmetic over already-recalled candidates: reciprocal-rank fusion across routes, the
 final score `0.82·best + 0.18·route`, route coverage first, then an MMR-style greedy pick
-`0.85·relevance − 0.15·similarity` over a pool larger than k, so diversity can change which
-items are kept, not only their order (the design's 0.75 kept fewer gold turns within 1,000
-tokens on LoCoMo's dev split with the query adapter held back: docs/notes/issue25.md, rounds 7
-and 8).
+`λ·relevance − (1 − λ)·similarity` over a pool larger than k, so diversity can change which
+items are kept, not only their order. λ, the pool and the head are the query preset's
+(`workers.query.presets`).
 """
 
 from __future__ import annotations
@@ -17,15 +16,12 @@ from typing import Literal, overload
 import numpy as np
 
 from workers.query.likeness import Likeness
+from workers.query.presets import SERVED
 
 RRF_KAPPA = 60
-# The first HEAD items come from the same fusion with a small kappa, where an item at the
-# top of a few lists beats one halfway down many; the rest keep RRF_KAPPA's order, whose
-# agreement across lists finds more of the evidence within a token budget
-# (docs/notes/issue25.md, round 6).
-HEAD = 10
-HEAD_KAPPA = 10
-HEAD_SCORE = "route_head"  # a candidate's within-route fusion with HEAD_KAPPA
+# a candidate's within-route fusion with the preset's `head_kappa`: the order the first
+# items of a selection (the head, `with_head`) are chosen by
+HEAD_SCORE = "route_head"
 
 
 def rrf(rankings: Sequence[Sequence[str]], kappa: int = RRF_KAPPA) -> dict[str, float]:
@@ -41,8 +37,6 @@ CandidateKind = Literal["record", "turn", "window"]
 
 BEST_WEIGHT = 0.82
 ROUTE_WEIGHT = 0.18
-DIVERSITY_LAMBDA = 0.85
-POOL_FACTOR = 3  # selection's greedy step reads the top POOL_FACTOR·k fused items
 REDUNDANT = 2.0  # more than any gain: an item whose turns are all shown already comes last
 
 
@@ -150,7 +144,7 @@ class FusedOrder(Sequence[Fused]):
     A repeated item within one route counts once, at its best rank. Empty routes still count
     in the denominator of `route_score`. `reuse`: the request's items merged already. With
     several routes recall keeps every candidate (about a thousand a route at k = 100), and
-    selection reads the first POOL_FACTOR·k and each route's first few: building every item,
+    selection reads the first `pool_factor`·k and each route's first few: building every item,
     twice a request, was most of such a request's selection.
     """
 
@@ -286,8 +280,8 @@ def select(
     fused: Sequence[Fused],
     k: int,
     n_routes: int,
-    pool_factor: int = POOL_FACTOR,
-    lam: float = DIVERSITY_LAMBDA,
+    pool_factor: int = SERVED.pool_factor,
+    lam: float = SERVED.diversity_lambda,
     redundant: float = REDUNDANT,
     dated: bool = False,
     reuse: Reuse | None = None,
@@ -339,7 +333,7 @@ def select(
 
 
 def by_head(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """A route's candidates in the order of its HEAD_KAPPA fusion (`HEAD_SCORE`)."""
+    """A route's candidates in the order of its head's fusion (`HEAD_SCORE`)."""
     return sorted(candidates, key=lambda c: -c.channel_scores.get(HEAD_SCORE, 0.0))
 
 
@@ -347,21 +341,33 @@ def with_head(
     routes: Sequence[RouteRanking],
     chosen: Sequence[Fused],
     k: int,
-    head: int = HEAD,
+    head: int,
     dated: bool = False,
     reuse: Reuse | None = None,
     demote: Demote | None = None,
+    pool_factor: int = SERVED.pool_factor,
+    lam: float = SERVED.diversity_lambda,
 ) -> list[Fused]:
     """`chosen` (selection over the usual fusion) behind a head: the first `head` items of
-    the same selection over each route re-ordered by its HEAD_SCORE. An item of the head
-    keeps its place there and leaves the rest; k items in all."""
+    the same selection (`pool_factor`, `lam`) over each route re-ordered by its HEAD_SCORE.
+    An item of the head keeps its place there and leaves the rest; k items in all."""
     if head <= 0 or not chosen:
         return list(chosen[:k])
     sharp = [RouteRanking(r.route_id, by_head(r.candidates)) for r in routes]
     # the first items of a full selection: one of `head` items alone reads a smaller pool,
-    # which measured lower on open-domain (docs/notes/issue25.md, round 6)
+    # which measured lower on open-domain
     fused = FusedOrder(sharp, reuse=reuse)
-    top = select(fused, k, len(routes), dated=dated, reuse=reuse, first=head, demote=demote)
+    top = select(
+        fused,
+        k,
+        len(routes),
+        pool_factor,
+        lam,
+        dated=dated,
+        reuse=reuse,
+        first=head,
+        demote=demote,
+    )
     top = top[: min(head, k)]
     ids = {f.item_id for f in top}
     return [*top, *(f for f in chosen if f.item_id not in ids)][:k]

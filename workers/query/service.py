@@ -14,12 +14,10 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import cast
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
 from schemas.plan import MAX_ROUTE_QUERIES, Plan, QuestionType
-from schemas.query import Ablation
-from schemas.records import NodeType, TokenUsage
+from schemas.records import TokenUsage
 from workers.embedding import Embedder
 from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
@@ -29,11 +27,10 @@ from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
 from workers.query.planner.wording import unique_queries
+from workers.query.presets import ABLATIONS, SERVED, QueryPreset
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
-from workers.query.scorer import LEAD, Scorer, lead
+from workers.query.scorer import Scorer, lead
 from workers.query.selection import (
-    HEAD,
-    POOL_FACTOR,
     Fused,
     FusedOrder,
     Reuse,
@@ -49,13 +46,6 @@ from workers.query.speakers import Turn, aside_for
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
 
-LED_POOL = 30  # selection's choice the second stage leads, of which the first k are kept
-
-# "no-entity-topic-nodes" leaves the entity_topic nodes out of recall, and so on
-NODE_ABLATIONS: dict[Ablation, frozenset[NodeType]] = {
-    cast(Ablation, f"no-{t.value.replace('_', '-')}-nodes"): frozenset({t}) for t in NodeType
-}
-
 
 @dataclass(frozen=True)
 class QueryDeps:
@@ -67,7 +57,7 @@ class QueryDeps:
     answerer: LLMAnswerer | None = None
     reranker: Reranker | None = None
     # the second stage where no cross-encoder reranks (None: off; the fitted one is
-    # `workers.query.scorer.FITTED`, chosen by LYCHEE_QUERY_SCORER), led by `scorer.LEAD`
+    # `workers.query.scorer.FITTED`, chosen by LYCHEE_QUERY_SCORER), led as the preset says
     scorer: Scorer | None = None
     # question vectors moved toward the statements that answer them (None: the model's own;
     # the fitted one is `workers/query/adapter.npz`, chosen by LYCHEE_QUERY_ADAPTER)
@@ -75,21 +65,24 @@ class QueryDeps:
 
 
 class QueryService:
-    """Plan, recall per route, fuse, select, serialize (paper Alg. 2)."""
+    """Plan, recall per route, fuse, select, serialize (paper Alg. 2).
+
+    Each request runs as one query preset says (`workers.query.presets`): the one its
+    `ablation` names, else `preset`, the service's default."""
 
     def __init__(
         self,
         deps: QueryDeps,
         config: RecallConfig | None = None,
         rerank_candidates: int = RERANK_CANDIDATES,
-        ablation: Ablation | None = None,
+        preset: QueryPreset = SERVED,
     ) -> None:
         self.planner = deps.planner
         self.answerer = deps.answerer
         self.reranker = deps.reranker
         self.scorer = deps.scorer if deps.reranker is None else None
         self.rerank_candidates = rerank_candidates
-        self.ablation = ablation  # applied to requests that name none
+        self.preset = preset  # applied to requests that name no ablation
         self.recall = MultiRouteRecall(deps.store, deps.embedder, config, deps.adapter)
 
     async def search(self, req: QueryRequest) -> QueryReply:
@@ -99,31 +92,30 @@ class QueryService:
     async def _search(self, req: QueryRequest) -> QueryReply:
         watch = Stopwatch()
         t = time.perf_counter()
-        ablation = req.ablation or self.ablation
-        if ablation == "no-planner":
-            plan, usage = single_route_plan(req.query), TokenUsage()
-        else:
+        preset = self.preset if req.ablation is None else ABLATIONS[req.ablation]
+        if preset.planner:
             plan, usage = await self.planner.plan(req.query)
+        else:
+            plan, usage = single_route_plan(req.query), TokenUsage()
         t = watch.lap("plan", t)
-        rerank = self.reranker is not None and ablation != "no-fusion"
+        rerank = self.reranker is not None and preset.rerank
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
-        second = None if ablation == "no-fusion" else self.scorer
-        picked = req.k if second is None else max(req.k, LED_POOL)  # what selection picks
+        second = self.scorer if preset.second_stage else None
+        picked = req.k if second is None else max(req.k, preset.led_pool)  # what selection picks
         recall = partial(
             self.recall.recall,
             namespace=req.namespace,
             k=req.k,
             session_id=req.session_id,
-            record_vector_only=ablation == "record-vector-only",
-            skip_nodes=NODE_ABLATIONS.get(ablation, frozenset()) if ablation else frozenset(),
+            preset=preset,
             timings=watch.timings,
         )
-        # selection reads the top POOL_FACTOR·k, after any rerank of the top `pool`; the
-        # no-fusion ablation sorts every candidate by its raw scores
-        depth = None if ablation == "no-fusion" else max(POOL_FACTOR * picked, pool)
+        # selection reads the top pool_factor·k, after any rerank of the top `pool`; without
+        # fusion every candidate is sorted by its raw scores
+        depth = max(preset.pool_factor * picked, pool) if preset.fusion else None
         routes = await recall(plan, req.query, depth=depth)
         t = watch.lap("recall", t)
-        if ablation is None:
+        if preset.bridge:
             plan, routes = await _bridged(req.query, plan, routes, recall)
             t = watch.lap("bridge", t)
         if rerank:
@@ -135,10 +127,10 @@ class QueryService:
             _selected,
             routes,
             req.k,
-            ablation == "no-fusion",
+            preset,
             _Second(second, req.query, when),
             picked,
-            0 if rerank else HEAD,  # a cross-encoder's order is not re-fused
+            0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
             _Turns(self.recall.store, req.namespace, near=not rerank),
             [r.speaker for r in plan.routes],
         )
@@ -224,32 +216,44 @@ class _Second:
 def _selected(
     routes: list[RouteRanking],
     k: int,
-    no_fusion: bool,
+    preset: QueryPreset,
     second: _Second,
     picked: int,
     head: int,
     turns: _Turns,
     route_speakers: Sequence[str | None],
 ) -> tuple[list[EvidenceItem], str, int]:
-    """Fusion, selection of `picked` items behind their head (or the no-fusion cut), the
-    other speaker's items demoted when the question is about a person, the second stage's
-    lead, items that show nothing new last, items near the first ones up (`turns.near`),
-    the first k, then the evidence and its context."""
+    """Fusion, selection of `picked` items behind their head (or, without fusion, the cut of
+    the raw scores), the other speaker's items demoted when the question is about a person,
+    the second stage's lead, items that show nothing new last, items near the first ones up
+    (`turns.near`), the first k, then the evidence and its context."""
     reuse = Reuse()  # the head fuses and selects mostly the same items again
     fused = FusedOrder(routes, reuse=reuse)
-    if no_fusion:
+    if not preset.fusion:
         chosen = sort_only(fused, k)
     else:
-        when = second.temporal
-        aside = aside_for(route_speakers, turns.said_by)
-        chosen = select(fused, picked, len(routes), dated=when, reuse=reuse, demote=aside)
-        chosen = with_head(routes, chosen, picked, head, dated=when, reuse=reuse, demote=aside)
+        when, factor, lam = second.temporal, preset.pool_factor, preset.diversity_lambda
+        aside = aside_for(route_speakers, turns.said_by, preset.aside)
+        n = len(routes)
+        chosen = select(fused, picked, n, factor, lam, dated=when, reuse=reuse, demote=aside)
+        chosen = with_head(
+            routes,
+            chosen,
+            picked,
+            head,
+            dated=when,
+            reuse=reuse,
+            demote=aside,
+            pool_factor=factor,
+            lam=lam,
+        )
         if second.scorer is not None:  # its few most likely items of that choice lead
-            chosen = lead(chosen, second.question, second.temporal, second.scorer, LEAD)
+            chosen = lead(chosen, second.question, second.temporal, second.scorer, preset.lead)
         chosen = redundant_last(chosen, dated=when)
         if turns.near:
-            seqs = turns.seqs(chosen[:LED_POOL])  # all that near_first reads
-            chosen = redundant_last(near_first(chosen, seqs, LED_POOL), dated=when)
+            led = preset.led_pool
+            seqs = turns.seqs(chosen[:led])  # all that near_first reads
+            chosen = redundant_last(near_first(chosen, seqs, led, preset.near), dated=when)
         chosen = chosen[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)

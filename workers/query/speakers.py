@@ -2,10 +2,9 @@
 
 In a conversation between two people, a question that names one of them ("What activities
 does Lea do?") is answered by that person's own turns far more often than by the other's
-replies about them. Selection takes ASIDE from the relevance of an item none of whose turns
-an asked person said, so the other speaker's replies ("That sounds fun, Lea!") stop taking
-the places the asked person's turns should have. ASIDE was chosen on LoCoMo's dev split with
-each conversation held back (docs/notes/issue25.md, round 13).
+replies about them. Selection takes the query preset's `aside` from the relevance of an item
+none of whose turns an asked person said, so the other speaker's replies ("That sounds fun,
+Lea!") stop taking the places the asked person's turns should have.
 """
 
 from __future__ import annotations
@@ -16,8 +15,6 @@ import numpy as np
 
 from workers.query.planner.wording import named_people
 from workers.query.selection import Candidate
-
-ASIDE = 0.3  # of relevance, which selection min-max scales to [0, 1] over its pool
 
 Turn = tuple[str, str]  # (session_id, turn_id)
 SaidBy = Callable[[Iterable[Turn]], Mapping[Turn, str]]
@@ -31,7 +28,8 @@ def asked_people(route_speakers: Sequence[str], speakers: Iterable[str]) -> froz
 
 
 class Aside:
-    """For each candidate, ASIDE if none of its turns was said by an asked person, else 0.
+    """For each candidate, `aside` (of relevance, which selection min-max scales to [0, 1]
+    over its pool) if none of its turns was said by an asked person, else 0.
 
     The asked people are the conversation's speakers the `named` route people match, among
     those who said the turns of the first pool asked about (selection's). `said_by` looks
@@ -39,8 +37,9 @@ class Aside:
     not found, or have no speaker, is not aside: what cannot be told is not demoted.
     """
 
-    def __init__(self, named: Sequence[str], said_by: SaidBy) -> None:
+    def __init__(self, named: Sequence[str], said_by: SaidBy, aside: float) -> None:
         self.named = named
+        self.aside = aside
         self.asked: frozenset[str] | None = None  # known from the first pool
         self._said_by = said_by
         self._said: dict[Turn, str] = {}
@@ -57,13 +56,13 @@ class Aside:
         if not asked:  # the routes' people say none of these turns: nothing to tell apart
             return np.zeros(len(candidates))
         aside = [bool(ts) and all(said[t] and said[t] not in asked for t in ts) for ts in turns]
-        return ASIDE * np.asarray(aside, dtype=np.float64)
+        return self.aside * np.asarray(aside, dtype=np.float64)
 
 
-def aside_for(route_speakers: Sequence[str | None], said_by: SaidBy) -> Aside | None:
+def aside_for(route_speakers: Sequence[str | None], said_by: SaidBy, aside: float) -> Aside | None:
     """The request's `Aside`, or None unless every route is about a person: a route about
     no one may look for anyone's words."""
     named = [s for s in route_speakers if s]
     if not named or len(named) < len(route_speakers):
         return None
-    return Aside(named, said_by)
+    return Aside(named, said_by, aside)

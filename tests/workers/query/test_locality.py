@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tests.workers.query.test_selection import cand, fused, ids
 from workers.query.locality import near_first
+from workers.query.presets import Near
 from workers.query.selection import Fused
 
 
@@ -21,8 +22,9 @@ def test_near_first_moves_items_next_to_the_first_ones_up() -> None:
     other = item("o", "t5", session="s2")  # near t10 by position, in another session
     unknown = item("u", "t99")  # no position: never near
     chosen = [*first, *far, other, unknown, near, item("late", "t11")]
-    out = ids(near_first(chosen, seqs, pool=len(chosen) - 1))
+    how = Near(top=3, radius=2, bonus=20)
+    out = ids(near_first(chosen, seqs, len(chosen) - 1, how))
     assert out[:3] == ["a", "b", "c"]
     assert out[3] == "n" and out[-1] == "late"  # past the pool: not moved
     assert out[4:-1] == ["f0", "f1", "f2", "f3", "f4", "o", "u"]
-    assert ids(near_first(chosen, {}, pool=len(chosen))) == ids(chosen)
+    assert ids(near_first(chosen, {}, len(chosen), how)) == ids(chosen)

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from workers.query.scorer import FEATURES, Lead, Scorer, features, lead, lead_order, question_terms
+from workers.query.presets import Lead
+from workers.query.scorer import FEATURES, Scorer, features, lead, lead_order, question_terms
 from workers.query.selection import Candidate, FusedOrder, RouteRanking
 
 

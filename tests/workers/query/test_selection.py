@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from workers.query.likeness import signature_similarity
+from workers.query.presets import SERVED
 from workers.query.selection import (
-    DIVERSITY_LAMBDA,
     HEAD_SCORE,
     Candidate,
     CandidateKind,
@@ -357,7 +357,8 @@ def reference_select(fused_: list[Fused], k: int) -> list[str]:
             near = max(
                 (signature_similarity(f.candidate, c.candidate) for c in chosen), default=0.0
             )
-            return (-(DIVERSITY_LAMBDA * rel[f.item_id] - (1 - DIVERSITY_LAMBDA) * near), f.item_id)
+            lam = SERVED.diversity_lambda
+            return (-(lam * rel[f.item_id] - (1 - lam) * near), f.item_id)
 
         pick = min(pool, key=gain)
         chosen.append(pick)
@@ -441,7 +442,7 @@ def test_for_a_when_question_a_record_stating_a_date_is_not_redundant() -> None:
 
 
 def test_with_head_of_nothing_is_nothing() -> None:
-    assert with_head([RouteRanking("A", [])], [], 5) == []
+    assert with_head([RouteRanking("A", [])], [], 5, head=10) == []
 
 
 # --- ablation and budgets ------------------------------------------------------------------

@@ -18,8 +18,9 @@ from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches,
 from tests.workers.store.test_forget import raw
 from workers.query.adapter import QueryAdapter
 from workers.query.multiroute import MultiRouteRecall
-from workers.query.selection import POOL_FACTOR, FusedOrder, select
-from workers.query.service import NODE_ABLATIONS, QueryDeps, QueryService
+from workers.query.presets import ABLATIONS, RECORD_VECTOR_ONLY, SERVED, QueryPreset
+from workers.query.selection import FusedOrder, select
+from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
 
 pytestmark = pytest.mark.asyncio
@@ -115,7 +116,7 @@ async def test_node_ablation_leaves_that_node_type_out_of_recall(
 ) -> None:
     recall = MultiRouteRecall(store, HashEmbedder())
 
-    async def types(skip_nodes: frozenset[NodeType] = frozenset()) -> set[str]:
+    async def types(preset: QueryPreset = SERVED) -> set[str]:
         """The node types behind the candidates of a few questions."""
         found: set[str] = set()
         for q in ("Ann travel Lisbon", "Ann Lisbon puppy", "Ann adopted a puppy"):
@@ -126,7 +127,7 @@ async def test_node_ablation_leaves_that_node_type_out_of_recall(
                 routes=[Route(goal="g", queries=[q])],
                 source="heuristic",
             )
-            (route,) = await recall.recall(plan, q, "a", 10, skip_nodes=skip_nodes)
+            (route,) = await recall.recall(plan, q, "a", 10, preset=preset)
             found |= {n.split("/")[1] for c in route.candidates for n in c.node_ids}
             found |= {"temporal" for c in route.candidates if "temporal" in c.channel_scores}
         return found
@@ -134,8 +135,8 @@ async def test_node_ablation_leaves_that_node_type_out_of_recall(
     every = await types()
     assert every == {t.value for t in NodeType}  # each ablation has something to remove
     name = f"no-{skip.value.replace('_', '-')}-nodes"
-    assert NODE_ABLATIONS[name] == {skip} and name in get_args(Ablation)
-    assert await types(frozenset({skip})) == every - {skip.value}
+    assert name in get_args(Ablation) and ABLATIONS[name].skip_nodes == {skip}
+    assert await types(ABLATIONS[name]) == every - {skip.value}
 
 
 async def test_reply_carries_plan_context_and_provenance(store: EvidenceStore) -> None:
@@ -194,7 +195,7 @@ async def test_answer_with_an_llm_uses_the_context_and_counts_tokens(store: Evid
 async def test_configured_ablation_applies_to_requests_that_name_none(
     store: EvidenceStore,
 ) -> None:
-    svc = QueryService(QueryDeps(store, HashEmbedder()), ablation="record-vector-only")
+    svc = QueryService(QueryDeps(store, HashEmbedder()), preset=RECORD_VECTOR_ONLY)
     reply = await svc.search(request("a", "Biscuit the puppy"))
     assert reply.evidence and all(set(e.scores) >= {"record_vector"} for e in reply.evidence)
     assert not {"node_vector", "record_text", "turn_vector"} & {
@@ -228,7 +229,7 @@ async def test_reply_timings_name_each_recall_channel(store: EvidenceStore) -> N
 async def test_a_lone_routes_ranking_is_cut_where_selection_stops_reading(
     tmp_path: Path,
 ) -> None:
-    """Cutting one route's ranking at POOL_FACTOR·k returns what the whole ranking returns."""
+    """Cutting one route's ranking at pool_factor·k returns what the whole ranking returns."""
     s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     words = ["puppy", "marathon", "Lisbon", "sister", "garden", "violin", "bakery", "kayak"]
     texts = [
@@ -249,14 +250,14 @@ async def test_a_lone_routes_ranking_is_cut_where_selection_stops_reading(
     whole = await recall.recall(plan, question, "a", 2)
     assert len(whole[0].candidates) > 3 * 2  # the cut below drops something
     for k in (1, 2, 5):
-        cut = await recall.recall(plan, question, "a", k, depth=POOL_FACTOR * k)
-        assert len(cut[0].candidates) == min(POOL_FACTOR * k, len(whole[0].candidates))
+        cut = await recall.recall(plan, question, "a", k, depth=SERVED.pool_factor * k)
+        assert len(cut[0].candidates) == min(SERVED.pool_factor * k, len(whole[0].candidates))
         full = await recall.recall(plan, question, "a", k)
         assert select(list(FusedOrder(cut)), k, 1) == select(list(FusedOrder(full)), k, 1)
     two = plan.model_copy(
         update={"routes": [*plan.routes, Route(goal="where", queries=["Lisbon sister"])]}
     )
-    kept = await recall.recall(two, question, "a", 2, depth=POOL_FACTOR * 2)
+    kept = await recall.recall(two, question, "a", 2, depth=SERVED.pool_factor * 2)
     assert [len(r.candidates) for r in kept] == [
         len(r.candidates) for r in await recall.recall(two, question, "a", 2)
     ]  # several routes: every candidate kept

@@ -6,8 +6,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from workers.query.presets import SERVED
 from workers.query.selection import Candidate
-from workers.query.speakers import ASIDE, Aside, Turn, aside_for, asked_people
+from workers.query.speakers import Aside, Turn, aside_for, asked_people
+
+ASIDE = SERVED.aside
 
 SAID = {("s1", "t1"): "Lea Costa", ("s1", "t2"): "Omar", ("s2", "t1"): "Omar"}
 
@@ -34,7 +37,7 @@ def test_a_route_names_a_speaker_by_whole_or_first_name() -> None:
 
 
 def test_an_item_is_aside_when_none_of_its_turns_an_asked_person_said() -> None:
-    aside = Aside(["Lea"], Lookups())
+    aside = Aside(["Lea"], Lookups(), ASIDE)
     got = aside([item("t1"), item("t2"), item("t1", "t2"), item("t1", session="s2")])
     # Lea's turn; Omar's; a window of both; a session where t1 is Omar's
     assert got.tolist() == [0.0, ASIDE, 0.0, ASIDE]
@@ -42,7 +45,7 @@ def test_an_item_is_aside_when_none_of_its_turns_an_asked_person_said() -> None:
 
 
 def test_what_cannot_be_told_is_not_demoted() -> None:
-    aside = Aside(["Lea"], Lookups())
+    aside = Aside(["Lea"], Lookups(), ASIDE)
     assert aside([item("t1"), item("t9"), item("t2", "t9"), item()]).tolist() == [
         0.0,
         0.0,
@@ -53,7 +56,7 @@ def test_what_cannot_be_told_is_not_demoted() -> None:
 
 def test_turns_are_looked_up_once() -> None:
     lookups = Lookups()
-    aside = Aside(["Omar"], lookups)
+    aside = Aside(["Omar"], lookups, ASIDE)
     aside([item("t1"), item("t2"), item("t9")])
     aside([item("t2"), item("t9"), item("t1", session="s2")])
     assert lookups.asked == [{("s1", "t1"), ("s1", "t2"), ("s1", "t9")}, {("s2", "t1")}]
@@ -61,11 +64,11 @@ def test_turns_are_looked_up_once() -> None:
 
 def test_no_demotion_unless_every_route_is_about_a_speaker_of_the_pool() -> None:
     pool = [item("t1"), item("t2")]
-    assert aside_for(["Lea", None], Lookups()) is None  # a route about no one
-    assert aside_for([], Lookups()) is None
-    alone = aside_for(["Lisbon"], Lookups())  # no speaker of these turns
+    assert aside_for(["Lea", None], Lookups(), ASIDE) is None  # a route about no one
+    assert aside_for([], Lookups(), ASIDE) is None
+    alone = aside_for(["Lisbon"], Lookups(), ASIDE)  # no speaker of these turns
     assert alone is not None and alone(pool).tolist() == [0.0, 0.0]
     assert alone.asked == frozenset()
-    found = aside_for(["Lea", "Lisbon"], Lookups())
+    found = aside_for(["Lea", "Lisbon"], Lookups(), ASIDE)
     assert found is not None and np.array_equal(found(pool), [0.0, ASIDE])
     assert found.asked == {"Lea Costa"}

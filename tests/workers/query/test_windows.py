@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.workers.builders import (
 from tests.workers.query.test_service import request
 from workers.encoder.encoded import build_record
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
+from workers.query.presets import SERVED
 from workers.query.service import QueryDeps, QueryService
 from workers.query.windows import spans, windows
 from workers.store import EvidenceStore
@@ -162,14 +164,15 @@ async def test_a_record_gains_a_share_of_what_the_raw_turns_of_its_turn_scored(
         )
     q = "blue vase grandmother gift present"
     scores = []
-    for c in (RecallConfig(turn_credit=0.0, turn_credit_head=0.0), RecallConfig()):
-        (route,) = await MultiRouteRecall(store, HashEmbedder(), c).recall(plan(q), q, "a", 20)
+    recall = MultiRouteRecall(store, HashEmbedder())
+    for p in (replace(SERVED, turn_credit=0.0, turn_credit_head=0.0), SERVED):
+        (route,) = await recall.recall(plan(q), q, "a", 20, preset=p)
         scores.append({x.item_id: x.channel_scores["route_rrf"] for x in route.candidates})
     off, on = scores
     gift, present = (f"a/record/{r.record_id}" for r in (said, other))
     # credited by its own session's turn t3, not by session s1's window of a t3, found higher
     assert off["a/s1/t2..t4"] > off["a/s2/t3"]
-    assert on[gift] == pytest.approx(off[gift] + RecallConfig().turn_credit * off["a/s2/t3"])
+    assert on[gift] == pytest.approx(off[gift] + SERVED.turn_credit * off["a/s2/t3"])
     assert on[present] == off[present]  # no raw turn of t9 was found
     assert {i: v for i, v in on.items() if "/record/" not in i} == {
         i: v for i, v in off.items() if "/record/" not in i
