@@ -94,7 +94,7 @@ def bench_durability(
     "--dump",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="every reply's evidence as JSON, for python -m streams.bench.compare",
+    help="every reply's evidence as JSON, for python -m tests.evals.compare",
 )
 @click.option(
     "--answer",

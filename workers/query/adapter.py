@@ -5,7 +5,7 @@ its answer states "I did ..."), and a sentence embedding model trained on symmet
 places a question nearer other questions and other mentions of its names than the answer.
 The adapter moves a question's vector by `v + v @ A`, renormalized, with `A` fitted on the
 dev split's questions and the turns that answer them (a contrastive loss over each
-conversation's turns, ridge-penalized toward the identity; `streams.bench.fit_adapter`).
+conversation's turns, ridge-penalized toward the identity; `tests.evals.fit_adapter`).
 Only question vectors move: stored vectors stay as they were embedded, so no re-index, and
 switching it off (`LYCHEE_QUERY_ADAPTER=off`) restores the plain model's geometry.
 

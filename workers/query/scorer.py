@@ -5,7 +5,7 @@ scores, the date route), its kind and its text. Reciprocal-rank fusion reads onl
 this scorer reads the scores themselves, the candidate's length and how much of the
 question's wording and names it holds, and weighs them with coefficients fitted by
 logistic regression on the LoCoMo dev split, one conversation held back at a time
-(`streams/bench/fit_scorer.py` fits and reports them; docs/notes/issue25.md has the held-back
+(`tests/evals/fit_scorer.py` fits and reports them; docs/notes/issue25.md has the held-back
 figures). Nothing in it names a dataset's people, places or questions: the features are
 generic, and the weights are fourteen numbers and a bias. It does not re-rank selection's
 choice; it moves its few most likely items to the front (`lead`).
@@ -148,7 +148,7 @@ def lead(
     return [replace(chosen[i], second=round(float(p[i]), 6)) for i in lead_order(z, how)]
 
 
-# `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump
+# `python -m tests.evals.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump
 # --held-back-adapters at round 6's query code, the head included, over the store of
 # fingerprint f5aed314eb4a, second stage off); held-back figures in docs/notes/issue25.md.
 # Selection's λ was 0.75 then; at 0.85 since round 8 these weights were measured, not refitted

@@ -1,4 +1,4 @@
-"""`python -m streams.bench.fit_adapter --data FILE`: fit the query adapter on a LoCoMo split.
+"""`python -m tests.evals.fit_adapter --data FILE`: fit the query adapter on a LoCoMo split.
 
 Every question with evidence is paired with the turns that answer it; the map `v + v @ A`
 of question vectors is fitted by a softmax over the question's conversation's turns (the

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streams.bench.fit_scorer import evaluate, fitted, held_led, main, rows_of
-from streams.bench.late_interaction import TokenVectors, columns, maxsim
+from tests.evals.fit_scorer import evaluate, fitted, held_led, main, rows_of
+from tests.evals.late_interaction import TokenVectors, columns, maxsim
 
 
 def _dump(conversations: int = 3, questions: int = 12) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""`python -m streams.bench.fit_scorer DUMP`: fit the second stage's weights and its lead.
+"""`python -m tests.evals.fit_scorer DUMP`: fit the second stage's weights and its lead.
 
 DUMP is `recall_probe --dump` output on the LoCoMo dev split (with the second stage off):
 every question's evidence (100 items) with the scores recall and fusion gave. Each item is
@@ -11,7 +11,7 @@ every conversation and with each conversation's fitted on the others (leave-one-
 conversation-out), then what to paste into `workers/query/scorer.py`.
 
 `--late-interaction` adds one feature the served scorer does not have, MaxSim of the
-question's MiniLM token vectors over each item's (`streams.bench.late_interaction`), and
+question's MiniLM token vectors over each item's (`tests.evals.late_interaction`), and
 prints what it would buy and what it would cost a request.
 """
 
@@ -26,8 +26,8 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from schemas import EvidenceItem
-from streams.bench.compare import DumpMismatch, load
 from streams.bench.locomo import evidence_line
+from tests.evals.compare import DumpMismatch, load
 from workers.evaluation.metrics import QuestionResult, aggregate
 from workers.query.scorer import (
     FEATURES,
@@ -175,7 +175,7 @@ def led_lines(
 def late_interaction(dump: list[dict[str, Any]], c: float) -> None:
     """The led figures with MaxSim over MiniLM token vectors as one more feature, and what
     computing it for the led pool would cost each request."""
-    from streams.bench.late_interaction import TokenVectors, columns, cost_ms
+    from tests.evals.late_interaction import TokenVectors, columns, cost_ms
     from workers.query.service import LED_POOL
 
     vectors = TokenVectors()
