@@ -8,7 +8,9 @@ go first, and the log-odds they need) is chosen for the first ten items plus the
 budget, among the leads that lower no category's budget recall. It prints the figures as
 served, re-ranked by the scorer alone, and led, each with the weights and lead fitted on
 every conversation and with each conversation's fitted on the others (leave-one-
-conversation-out), then what to paste into `workers/query/scorer.py`.
+conversation-out), then the weights and lead fitted on every conversation. `--out PATH`
+writes those weights as the product loads them (the served file is `workers/query/scorer.json`),
+with the dump, commit and command that produced them; the lead is `workers.query.scorer.LEAD`.
 
 `--late-interaction` adds one feature the served scorer does not have, MaxSim of the
 question's MiniLM token vectors over each item's (`tests.evals.late_interaction`), and
@@ -28,6 +30,7 @@ from sklearn.linear_model import LogisticRegression
 from schemas import EvidenceItem
 from streams.bench.locomo import evidence_line
 from tests.evals.compare import DumpMismatch, load
+from tests.evals.provenance import provenance
 from workers.evaluation.metrics import QuestionResult, aggregate
 from workers.query.scorer import (
     FEATURES,
@@ -195,6 +198,9 @@ def main() -> None:
     parser.add_argument(
         "--late-interaction", action="store_true", help="also with MaxSim over token vectors"
     )
+    parser.add_argument(
+        "--out", type=Path, help="write the weights fitted on every conversation here (JSON)"
+    )
     args = parser.parse_args()
     try:
         dump = load(args.dump)
@@ -218,6 +224,9 @@ def main() -> None:
         print(f"  {name:<16} {w:+.3f}")
     print(repr(everything))
     print(repr(led))
+    if args.out:
+        everything.save(args.out, provenance("tests.evals.fit_scorer", args.dump))
+        print(f"wrote {args.out}")
     if args.late_interaction:
         late_interaction(dump, args.c)
 

@@ -14,8 +14,10 @@ The matrix is fitted for one embedding model; for any other model it does not ap
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +45,14 @@ class QueryAdapter:
         """Fitted for this model (its int8 export included: the same geometry, rounded)."""
         return self.matrix.shape == (dim, dim) and plain_model_name(model_name) == self.model
 
-    def save(self, path: Path) -> None:
-        np.savez_compressed(path, model=np.asarray(self.model), matrix=self.matrix)
+    def save(self, path: Path, provenance: Mapping[str, str] | None = None) -> None:
+        """Write the map; `provenance` (the data, commit and command that fitted it) goes
+        beside it as string arrays, which `load_adapter` does not read."""
+        extra = {k: np.asarray(v) for k, v in (provenance or {}).items()}
+        if {"model", "matrix"} & extra.keys():
+            raise ValueError("provenance fields cannot be named model or matrix")
+        arrays: dict[str, Any] = {"model": np.asarray(self.model), "matrix": self.matrix, **extra}
+        np.savez_compressed(path, **arrays)
 
 
 def load_adapter(path: Path) -> QueryAdapter:
