@@ -128,9 +128,9 @@ def embedding_info(settings: Settings) -> tuple[str, int]:
 
 def scorer_of(settings: Settings) -> Scorer | None:
     """The query stage's second stage (`LYCHEE_QUERY_SCORER`)."""
-    from workers.query.scorer import FITTED
+    from workers.query.scorer import FITTED_PATH, load_scorer
 
-    return FITTED if settings.query_scorer == "fitted" else None
+    return load_scorer(FITTED_PATH) if settings.query_scorer == "fitted" else None
 
 
 def adapter_of(settings: Settings, embedder: Embedder) -> QueryAdapter | None:

@@ -242,7 +242,7 @@ class Settings(BaseSettings):
         description="question vectors moved toward the statements that answer them: 'fitted' "
         "(workers/query/adapter.npz, fitted on LoCoMo dev for the bundled MiniLM; not applied "
         "to another embedding model), 'off', or the path of an adapter written by "
-        "`python -m streams.bench.fit_adapter --out PATH`",
+        "`python -m tests.evals.fit_adapter --out PATH`",
     )
     # supervision by `lychee up`: a worker that exits is restarted after a backoff that doubles
     # from restart_backoff_s up to restart_backoff_max_s; restart_max_crashes exits within

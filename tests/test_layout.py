@@ -90,6 +90,23 @@ def test_layout_imports_point_one_way() -> None:
     assert wrong == []
 
 
+def test_layout_the_product_never_imports_the_research_instruments() -> None:
+    """Research instruments live in tests/evals: they import the product, never the reverse."""
+    wrong = [
+        f"{module_name(path)} imports {name}"
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for name in (
+            [a.name for a in node.names]
+            if isinstance(node, ast.Import)
+            else [f"{node.module}.{a.name}" for a in node.names]
+        )
+        if name == "tests.evals" or name.startswith("tests.evals.")
+    ]
+    assert wrong == []
+
+
 def test_layout_streams_holds_at_most_12_modules_beside_its_folders() -> None:
     top = [p.name for p in (ROOT / "streams").glob("*.py") if p.name != "__init__.py"]
     assert len(top) <= MAX_TOP_LEVEL_MODULES, sorted(top)

@@ -28,6 +28,8 @@ from streams.stack.ready import launch, wait_ready
 from workers.evaluation.metrics import percentiles
 
 NAMESPACE = "bench-gw"
+ADDS = f"/v1/namespaces/{NAMESPACE}/exchanges"
+SEARCH = f"/v1/namespaces/{NAMESPACE}/search"
 
 
 def gateway_bench(
@@ -69,67 +71,11 @@ async def _bench(
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         await _ready(client)
         rng = random.Random(5)
-        adds = f"/v1/namespaces/{NAMESPACE}/exchanges"
-        # warm-up: the first add and search create tables and load what is loaded lazily
-        warm = await client.post(adds, json=_exchange("warm", "warm", rng))
-        await client.post(
-            f"/v1/namespaces/{NAMESPACE}/search",
-            json={"query": "warming up", "wait_for": warm.json(), "timeout_s": 120},
-        )
-
-        # (a) adds: `concurrency` callers, one exchange per request
-        bodies = [_exchange(f"s{i % sessions}", f"e{i}", rng) for i in range(n)]
-        queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        for b in bodies:
-            queue.put_nowait(b)
-        add_s: list[float] = []
-        failures: dict[int, int] = {}
-
-        async def caller() -> None:
-            while not queue.empty():
-                body = queue.get_nowait()
-                t0 = time.perf_counter()
-                r = await client.post(adds, json=body)
-                if r.status_code == 202:
-                    add_s.append(time.perf_counter() - t0)
-                else:
-                    failures[r.status_code] = failures.get(r.status_code, 0) + 1
-
-        t0 = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(concurrency)))
-        adds_wall_s = time.perf_counter() - t0
-
-        # everything accepted becomes searchable
-        t1 = time.perf_counter()
-        while not (await client.get(f"/v1/namespaces/{NAMESPACE}/status")).json()["searchable"]:
-            await asyncio.sleep(0.2)
-        drain_s = time.perf_counter() - t1
-
-        # (b) read your writes: one add, then a search that waits for its receipt
-        rw_s: list[float] = []
-        for i in range(probes):
-            t0 = time.perf_counter()
-            r = await client.post(adds, json=_exchange("probe", f"p{i}", rng))
-            reply = await client.post(
-                f"/v1/namespaces/{NAMESPACE}/search",
-                json={
-                    "query": "probe",
-                    "k": 1,
-                    "wait_for": r.json(),
-                    "timeout_s": 60,
-                },
-            )
-            if reply.status_code == 200:
-                rw_s.append(time.perf_counter() - t0)
-
-        # (c) search round trip, one at a time
-        search_s: list[float] = []
-        for _ in range(searches):
-            q = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
-            t0 = time.perf_counter()
-            r = await client.post(f"/v1/namespaces/{NAMESPACE}/search", json={"query": q, "k": 10})
-            if r.status_code == 200:
-                search_s.append(time.perf_counter() - t0)
+        await _warm_up(client, rng)
+        add_s, failures, adds_wall_s = await _adds(client, n, sessions, concurrency, rng)
+        drain_s = await _drain(client)
+        rw_s = await _read_your_writes(client, probes, rng)
+        search_s = await _searches(client, searches, rng)
 
     def ms(values: list[float]) -> dict[str, float]:
         return {k: v * 1e3 for k, v in percentiles(values).items()}
@@ -148,6 +94,83 @@ async def _bench(
         "searches": len(search_s),
         "search_ms": ms(search_s),
     }
+
+
+async def _warm_up(client: httpx.AsyncClient, rng: random.Random) -> None:
+    """The first add and search create tables and load what is loaded lazily."""
+    warm = await client.post(ADDS, json=_exchange("warm", "warm", rng))
+    await client.post(
+        SEARCH, json={"query": "warming up", "wait_for": warm.json(), "timeout_s": 120}
+    )
+
+
+async def _adds(
+    client: httpx.AsyncClient, n: int, sessions: int, concurrency: int, rng: random.Random
+) -> tuple[list[float], dict[int, int], float]:
+    """`concurrency` callers, one exchange per request: each accepted add's seconds to its
+    202, the count of each other status, and the seconds until every add was answered."""
+    bodies = [_exchange(f"s{i % sessions}", f"e{i}", rng) for i in range(n)]
+    queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    for b in bodies:
+        queue.put_nowait(b)
+    add_s: list[float] = []
+    failures: dict[int, int] = {}
+
+    async def caller() -> None:
+        while not queue.empty():
+            body = queue.get_nowait()
+            t0 = time.perf_counter()
+            r = await client.post(ADDS, json=body)
+            if r.status_code == 202:
+                add_s.append(time.perf_counter() - t0)
+            else:
+                failures[r.status_code] = failures.get(r.status_code, 0) + 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(concurrency)))
+    return add_s, failures, time.perf_counter() - t0
+
+
+async def _drain(client: httpx.AsyncClient) -> float:
+    """Seconds until everything accepted is searchable."""
+    t1 = time.perf_counter()
+    while not (await client.get(f"/v1/namespaces/{NAMESPACE}/status")).json()["searchable"]:
+        await asyncio.sleep(0.2)
+    return time.perf_counter() - t1
+
+
+async def _read_your_writes(
+    client: httpx.AsyncClient, probes: int, rng: random.Random
+) -> list[float]:
+    """Read your writes: one add, then a search that waits for its receipt, one at a time."""
+    rw_s: list[float] = []
+    for i in range(probes):
+        t0 = time.perf_counter()
+        r = await client.post(ADDS, json=_exchange("probe", f"p{i}", rng))
+        reply = await client.post(
+            SEARCH,
+            json={
+                "query": "probe",
+                "k": 1,
+                "wait_for": r.json(),
+                "timeout_s": 60,
+            },
+        )
+        if reply.status_code == 200:
+            rw_s.append(time.perf_counter() - t0)
+    return rw_s
+
+
+async def _searches(client: httpx.AsyncClient, searches: int, rng: random.Random) -> list[float]:
+    """Search round trips, one at a time."""
+    search_s: list[float] = []
+    for _ in range(searches):
+        q = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
+        t0 = time.perf_counter()
+        r = await client.post(SEARCH, json={"query": q, "k": 10})
+        if r.status_code == 200:
+            search_s.append(time.perf_counter() - t0)
+    return search_s
 
 
 def _print(r: dict[str, Any]) -> None:

@@ -80,7 +80,7 @@ def evidence_line(item: EvidenceItem) -> RankedItem:
 def dump_row(
     namespace: str, question: str, category: str, gold: frozenset[str], reply: QueryReply
 ) -> dict[str, Any]:
-    """One reply as `--dump` files hold it (`python -m streams.bench.compare` pairs two)."""
+    """One reply as `--dump` files hold it (`python -m tests.evals.compare` pairs two)."""
     return {
         "namespace": namespace,
         "question": question,

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from streams.factories import adapter_of, embedding_info, make_embedder
+from streams.factories import adapter_of, embedding_info, make_embedder, scorer_of
 from streams.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
 from workers.query.adapter import AdapterError, QueryAdapter
+from workers.query.scorer import FITTED_PATH, load_scorer
 
 
 def test_openai_embedder_from_settings_against_a_compatible_server() -> None:
@@ -69,3 +70,9 @@ def test_query_adapter_off_fitted_for_another_model_or_a_path_that_does_not_fit(
         adapter_of(named, other)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="no file at"):
         Settings(_env_file=None, query_adapter=str(tmp_path / "missing.npz"))  # type: ignore[call-arg]
+
+
+def test_query_scorer_fitted_is_the_shipped_file_and_off_is_none() -> None:
+    fitted = scorer_of(Settings(_env_file=None))  # type: ignore[call-arg]
+    assert fitted == load_scorer(FITTED_PATH)
+    assert scorer_of(Settings(_env_file=None, query_scorer="off")) is None  # type: ignore[call-arg]

@@ -5,7 +5,7 @@ its answer states "I did ..."), and a sentence embedding model trained on symmet
 places a question nearer other questions and other mentions of its names than the answer.
 The adapter moves a question's vector by `v + v @ A`, renormalized, with `A` fitted on the
 dev split's questions and the turns that answer them (a contrastive loss over each
-conversation's turns, ridge-penalized toward the identity; `streams.bench.fit_adapter`).
+conversation's turns, ridge-penalized toward the identity; `tests.evals.fit_adapter`).
 Only question vectors move: stored vectors stay as they were embedded, so no re-index, and
 switching it off (`LYCHEE_QUERY_ADAPTER=off`) restores the plain model's geometry.
 
@@ -14,8 +14,10 @@ The matrix is fitted for one embedding model; for any other model it does not ap
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +45,14 @@ class QueryAdapter:
         """Fitted for this model (its int8 export included: the same geometry, rounded)."""
         return self.matrix.shape == (dim, dim) and plain_model_name(model_name) == self.model
 
-    def save(self, path: Path) -> None:
-        np.savez_compressed(path, model=np.asarray(self.model), matrix=self.matrix)
+    def save(self, path: Path, provenance: Mapping[str, str] | None = None) -> None:
+        """Write the map; `provenance` (the data, commit and command that fitted it) goes
+        beside it as string arrays, which `load_adapter` does not read."""
+        extra = {k: np.asarray(v) for k, v in (provenance or {}).items()}
+        if {"model", "matrix"} & extra.keys():
+            raise ValueError("provenance fields cannot be named model or matrix")
+        arrays: dict[str, Any] = {"model": np.asarray(self.model), "matrix": self.matrix, **extra}
+        np.savez_compressed(path, **arrays)
 
 
 def load_adapter(path: Path) -> QueryAdapter:

@@ -106,7 +106,7 @@ SERVED = QueryPreset(
     # (1-3) and anchors (1-3), conversations held back.
     near=Near(top=3, radius=2, bonus=20),
     # The second stage moves its most likely items of selection's choice to the front; the
-    # lead is fitted with the scorer's weights (`streams.bench.fit_scorer`: 1-4 items at
+    # lead is fitted with the scorer's weights (`tests.evals.fit_scorer`: 1-4 items at
     # log-odds -3 to -1, for recall@10 plus recall at 1,000 tokens, no category lower).
     lead=Lead(items=1, log_odds=-3.0),
     # How much of selection's choice the lead and the locality read (selection picks this

@@ -5,22 +5,26 @@ scores, the date route), its kind and its text. Reciprocal-rank fusion reads onl
 this scorer reads the scores themselves, the candidate's length and how much of the
 question's wording and names it holds, and weighs them with coefficients fitted by
 logistic regression on the LoCoMo dev split, one conversation held back at a time
-(`streams/bench/fit_scorer.py` fits and reports them; docs/notes/issue25.md has the held-back
-figures). Nothing in it names a dataset's people, places or questions: the features are
-generic, and the weights are fourteen numbers and a bias. It does not re-rank selection's
-choice; it moves its few most likely items to the front (`lead`).
+(`tests/evals/fit_scorer.py` fits and reports them and writes `scorer.json`, which names the
+data, commit and command that produced it; docs/notes/issue25.md has the held-back figures).
+Nothing in it names a dataset's people, places or questions: the features are generic, and
+the weights are fourteen numbers and a bias. It does not re-rank selection's choice; it moves
+its few most likely items to the front (`lead`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 
+from schemas.errors import LycheeError
 from workers.query.presets import Lead
 from workers.query.selection import Fused
 from workers.vocabulary import QUESTION_STOPWORDS, SIMILARITY_STOPWORDS
@@ -41,6 +45,12 @@ _WORD = re.compile(r"[a-z0-9]+")
 _NAME = re.compile(r"\b[A-Z][a-zà-ÿ’'-]+")
 _STOP = QUESTION_STOPWORDS | SIMILARITY_STOPWORDS
 STEM = 5  # words compared by their first letters: "painted" ~ "painting", "feeds" ~ "feed"
+FITTED_PATH = Path(__file__).with_name("scorer.json")
+PROVENANCE = ("data", "commit", "command", "written_at")
+
+
+class ScorerError(LycheeError):
+    """A scorer file that cannot be read or does not weigh this module's `FEATURES`."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,43 @@ class Scorer:
         """Log-odds that each row's candidate holds the answer's evidence."""
         z = (x - np.asarray(self.mean)) / np.asarray(self.scale)
         return np.asarray(z @ np.asarray(self.weights) + self.bias)
+
+    def save(self, path: Path, provenance: Mapping[str, str]) -> None:
+        """Write the weights as JSON (floats round-trip exactly) with what produced them:
+        at least the `PROVENANCE` fields, so that a served file can be traced and refitted."""
+        missing = [k for k in PROVENANCE if not provenance.get(k)]
+        if missing:
+            raise ValueError(f"scorer provenance without {', '.join(missing)}")
+        body = {
+            **provenance,
+            "features": list(FEATURES),
+            "weights": list(self.weights),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "bias": self.bias,
+        }
+        path.write_text(json.dumps(body, indent=2, ensure_ascii=False) + "\n")
+
+
+def load_scorer(path: Path) -> Scorer:
+    """The scorer `Scorer.save` wrote to `path`; a file that is missing, is not such JSON, or
+    weighs other features than `FEATURES` (in their order) is a `ScorerError` naming it."""
+    try:
+        body = json.loads(path.read_text())
+        named = tuple(body["features"])
+        scorer = Scorer(
+            tuple(float(w) for w in body["weights"]),
+            tuple(float(m) for m in body["mean"]),
+            tuple(float(s) for s in body["scale"]),
+            float(body["bias"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ScorerError(f"second-stage scorer {path}: {exc!r}") from exc
+    if named != FEATURES:
+        raise ScorerError(f"second-stage scorer {path}: features {list(named)}, not {FEATURES}")
+    if {len(scorer.weights), len(scorer.mean), len(scorer.scale)} != {len(FEATURES)}:
+        raise ScorerError(f"second-stage scorer {path}: not {len(FEATURES)} values per field")
+    return scorer
 
 
 @lru_cache(maxsize=8192)
@@ -138,61 +185,3 @@ def lead(
     z = scorer.score(x)
     p = 1.0 / (1.0 + np.exp(-z))
     return [replace(chosen[i], second=round(float(p[i]), 6)) for i in lead_order(z, how)]
-
-
-# `python -m streams.bench.fit_scorer` on the LoCoMo dev split's dump (recall_probe --dump
-# --held-back-adapters at round 6's query code, the head included, over the store of
-# fingerprint f5aed314eb4a, second stage off); held-back figures in docs/notes/issue25.md.
-# Selection's λ was 0.75 then; at 0.85 since round 8 these weights were measured, not refitted
-# (refitted, the lead moved R@1 down: notes, round 8)
-FITTED: Scorer | None = Scorer(
-    weights=(
-        0.9959,
-        -0.0151,
-        0.1661,
-        -0.3549,
-        -0.3787,
-        0.7568,
-        0.5257,
-        -0.0267,
-        -0.2790,
-        0.2790,
-        0.4122,
-        0.5046,
-        0.0168,
-        -0.1617,
-    ),
-    mean=(
-        0.6476,
-        0.7858,
-        0.3414,
-        0.0906,
-        0.3956,
-        0.7182,
-        0.2082,
-        0.0063,
-        0.7976,
-        0.2024,
-        3.2325,
-        0.2912,
-        0.6790,
-        0.1975,
-    ),
-    scale=(
-        0.1592,
-        0.4103,
-        0.2060,
-        0.1849,
-        0.3431,
-        0.7267,
-        0.5413,
-        0.0794,
-        0.4018,
-        0.4018,
-        0.7857,
-        0.1756,
-        0.4087,
-        0.3981,
-    ),
-    bias=-5.3762,
-)

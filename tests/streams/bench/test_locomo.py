@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.bench.compare import load, paired
 from streams.bench.harness import BenchError
 from streams.bench.locomo import run_locomo
+from tests.evals.compare import load, paired
 from tests.streams.bench.files import write_locomo
 from workers.evaluation.plot import plot_recall_vs_budget
 from workers.evaluation.report import format_table, validate_report

@@ -31,6 +31,17 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     a.save(tmp_path / "a.npz")
     b = load_adapter(tmp_path / "a.npz")
     assert b.model == "m" and np.array_equal(b.matrix, a.matrix)
+    a.save(tmp_path / "p.npz", {"commit": "abc", "command": "python -m fit"})
+    with np.load(tmp_path / "p.npz") as f:
+        assert (str(f["commit"]), str(f["command"])) == ("abc", "python -m fit")
+    assert np.array_equal(load_adapter(tmp_path / "p.npz").matrix, a.matrix)
+
+
+def test_the_shipped_adapter_says_what_data_commit_and_command_made_it() -> None:
+    from workers.query.adapter import FITTED_PATH
+
+    with np.load(FITTED_PATH) as f:
+        assert all(str(f[k]) for k in ("data", "commit", "command", "written_at"))
 
 
 @pytest.mark.parametrize("content", [b"not an npz", None], ids=["garbage", "not square"])

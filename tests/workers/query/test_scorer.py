@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from workers.query.presets import Lead
-from workers.query.scorer import FEATURES, Scorer, features, lead, lead_order, question_terms
+from workers.query.scorer import (
+    FEATURES,
+    FITTED_PATH,
+    PROVENANCE,
+    Scorer,
+    ScorerError,
+    features,
+    lead,
+    lead_order,
+    load_scorer,
+    question_terms,
+)
 from workers.query.selection import Candidate, FusedOrder, RouteRanking
 
 
@@ -85,3 +98,51 @@ def test_lead_reorders_selections_choice_and_reports_the_probability() -> None:
 def test_without_a_second_stage_final_is_the_fusion_score() -> None:
     (f,) = list(FusedOrder([RouteRanking("r0", [cand("t1", "Ana painted the fence")])]))
     assert f.second is None and "second" not in f.scores()
+
+
+def test_the_shipped_scorer_weighs_the_features_in_their_order_and_says_what_made_it() -> None:
+    body = json.loads(FITTED_PATH.read_text())
+    assert tuple(body["features"]) == FEATURES
+    assert all(body[k] for k in PROVENANCE)
+    scorer = load_scorer(FITTED_PATH)
+    assert len(scorer.weights) == len(scorer.mean) == len(scorer.scale) == len(FEATURES)
+
+
+def test_save_and_load_round_trip_every_float_exactly(tmp_path: Path) -> None:
+    n = len(FEATURES)
+    scorer = Scorer(
+        tuple(0.1 * i for i in range(n)), (1 / 3,) * n, (2 / 7,) * n, -5.376158697849414
+    )
+    made = {k: "x" for k in PROVENANCE}
+    scorer.save(tmp_path / "s.json", made)
+    assert load_scorer(tmp_path / "s.json") == scorer
+    with pytest.raises(ValueError, match="commit"):
+        scorer.save(tmp_path / "t.json", {**made, "commit": ""})
+
+
+def _shipped() -> dict[str, object]:
+    body: dict[str, object] = json.loads(FITTED_PATH.read_text())
+    return body
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (None, "No such file"),
+        ("not json", "JSONDecodeError"),
+        ("[1, 2]", "TypeError"),
+        (json.dumps({**_shipped(), "bias": None}), "TypeError"),
+        (json.dumps({k: v for k, v in _shipped().items() if k != "scale"}), "scale"),
+        (json.dumps({**_shipped(), "features": list(reversed(FEATURES))}), "features"),
+        (json.dumps({**_shipped(), "weights": [1.0]}), "values per field"),
+    ],
+    ids=["missing", "not json", "not an object", "no bias", "no scale", "features", "short"],
+)
+def test_a_missing_or_malformed_scorer_file_is_refused_by_name(
+    tmp_path: Path, content: str | None, says: str
+) -> None:
+    path = tmp_path / "scorer.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(ScorerError, match=f"{path}.*{says}"):
+        load_scorer(path)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.bench.recall_probe import categories_of, gold_ranks, run
+from tests.evals.recall_probe import categories_of, gold_ranks, run
 from tests.streams.bench.files import write_locomo
 from workers.datasets import DatasetError
 from workers.evaluation.metrics import QuestionResult, RankedItem

@@ -1,4 +1,4 @@
-"""`python -m streams.bench.recall_probe`: LoCoMo evidence recall in one process, no broker.
+"""`python -m tests.evals.recall_probe`: LoCoMo evidence recall in one process, no broker.
 
 The stages' own code in a row: the segmenter policy over one embedding pass, the encoder,
 the indexer into a LanceDB directory, and the query service asked every question. It is
@@ -220,7 +220,7 @@ def run(
     categories: frozenset[str] | None = None,
 ) -> dict[str, Any]:
     """`held_back`: each conversation asked with the query adapter DIR/<namespace>.npz
-    (`streams.bench.fit_adapter --held-back DIR`: fitted on the other conversations).
+    (`tests.evals.fit_adapter --held-back DIR`: fitted on the other conversations).
     `planner`: instead of the heuristic one (the LLM planner: one chat call a question)."""
     settings = Settings()
     convs = load_locomo(data)

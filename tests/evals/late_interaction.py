@@ -4,7 +4,7 @@ ColBERT-style scoring without ColBERT weights: the bundled MiniLM's contextual t
 of the question (content words only) and of an item, each question token matched to its
 most similar item token, the mean of those maxima. The store keeps one pooled vector per
 row, so serving it would need a forward pass over every led candidate's text per request;
-`cost_ms` measures that pass. `python -m streams.bench.fit_scorer DUMP --late-interaction`
+`cost_ms` measures that pass. `python -m tests.evals.fit_scorer DUMP --late-interaction`
 reports both (docs/notes/issue25.md, round 3).
 """
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from streams.bench import held_back
-from streams.bench.held_back import Scored, choose, figures
-from tests.streams.bench.test_compare import _item
+from tests.evals import held_back
+from tests.evals.held_back import Scored, choose, figures
+from tests.evals.test_compare import _item
 
 
 def rows(per: dict[str, float], category: str = "single-hop") -> list[Scored]:

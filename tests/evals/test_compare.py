@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from schemas import EvidenceItem
-from streams.bench import compare
-from streams.bench.compare import DumpMismatch, interval, load, paired, report
+from tests.evals import compare
+from tests.evals.compare import DumpMismatch, interval, load, paired, report
 
 
 def _item(turns: list[str]) -> dict[str, Any]:

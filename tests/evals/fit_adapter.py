@@ -1,4 +1,4 @@
-"""`python -m streams.bench.fit_adapter --data FILE`: fit the query adapter on a LoCoMo split.
+"""`python -m tests.evals.fit_adapter --data FILE`: fit the query adapter on a LoCoMo split.
 
 Every question with evidence is paired with the turns that answer it; the map `v + v @ A`
 of question vectors is fitted by a softmax over the question's conversation's turns (the
@@ -7,9 +7,10 @@ ridge penalty on `A` so it stays near the identity (`workers.query.adapter`). It
 retrieval over raw turns, plain and adapted, with each conversation's adapter fitted on the
 others (leave-one-conversation-out), and how far the adapter fitted on every conversation
 moves a question (the cosine with its own vector), then writes that adapter
-(`--out`, default the served `workers/query/adapter.npz`). `--held-back DIR` also writes each
-conversation's held-back adapter as DIR/<namespace>.npz, to measure the whole pipeline held
-back (`recall_probe --held-back-adapters DIR`).
+(`--out`, default the served `workers/query/adapter.npz`) with the data, commit and command
+that produced it. `--held-back DIR` also writes each conversation's held-back adapter as
+DIR/<namespace>.npz, to measure the whole pipeline held back
+(`recall_probe --held-back-adapters DIR`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 
 from streams.factories import model_embedder
 from streams.settings import Settings
+from tests.evals.provenance import provenance
 from workers.datasets import DatasetError, load_locomo
 from workers.embedding import Embedder
 from workers.embedding.model import plain_model_name
@@ -154,12 +156,13 @@ def main() -> None:
         f"a question's cosine with its own vector, moved: median {np.median(kept):.3f}, "
         f"5th percentile {np.percentile(kept, 5):.3f}"
     )
-    everything.save(args.out)
+    made = provenance("tests.evals.fit_adapter", args.data)
+    everything.save(args.out, made)
     print(f"wrote {args.out} ({model}, ridge {args.ridge}, {args.steps} steps)")
     if args.held_back:
         args.held_back.mkdir(parents=True, exist_ok=True)
         for name, adapter in held.items():
-            adapter.save(args.held_back / f"{name}.npz")
+            adapter.save(args.held_back / f"{name}.npz", {**made, "held_back": name})
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 from pathlib import Path
@@ -10,8 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from streams.bench.fit_scorer import evaluate, fitted, held_led, main, rows_of
-from streams.bench.late_interaction import TokenVectors, columns, maxsim
+from tests.evals.fit_scorer import evaluate, fitted, held_led, main, rows_of
+from tests.evals.late_interaction import TokenVectors, columns, maxsim
+from workers.query.scorer import load_scorer
 
 
 def _dump(conversations: int = 3, questions: int = 12) -> list[dict[str, Any]]:
@@ -101,3 +103,17 @@ def test_the_command_refuses_a_file_that_is_not_a_dump_by_its_name(
         main()
     assert stop.value.code == 2
     assert f"{path}: {named}" in capsys.readouterr().err
+
+
+def test_the_command_writes_the_weights_the_product_loads_with_what_made_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump, out = tmp_path / "dump.json", tmp_path / "scorer.json"
+    dump.write_text(json.dumps(_dump()))
+    monkeypatch.setattr(sys, "argv", ["fit_scorer", str(dump), "--out", str(out)])
+    main()
+    assert f"wrote {out}" in capsys.readouterr().out
+    body = json.loads(out.read_text())
+    assert body["command"] == f"python -m tests.evals.fit_scorer {dump} --out {out}"
+    assert str(dump) in body["data"] and "sha256" in body["data"] and body["commit"]
+    assert load_scorer(out).weights == tuple(body["weights"])

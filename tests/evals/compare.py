@@ -1,4 +1,4 @@
-"""`python -m streams.bench.compare BEFORE AFTER`: two recall dumps of the same questions, paired.
+"""`python -m tests.evals.compare BEFORE AFTER`: two recall dumps of the same questions, paired.
 
 Over the dev split's 760 questions a change that moves recall@10 by 0.007 is about five
 questions' worth, and a category like open-domain (44 questions) moves 0.011 with half of
@@ -9,7 +9,7 @@ lost and gives the difference per conversation, which says whether one conversat
 a change. An interval that holds 0 says the change is not told apart from the luck of which
 questions were asked; it does not say how the change would do on other conversations.
 
-The dumps are `python -m streams.bench.recall_probe --dump FILE` or `lychee bench locomo
+The dumps are `python -m tests.evals.recall_probe --dump FILE` or `lychee bench locomo
 --dump FILE` outputs (every reply's evidence with the question's gold turns, under the data
 file's namespaces), of the same data file, in the same order: two stack runs, two
 in-process runs, or one of each.

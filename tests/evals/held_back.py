@@ -1,4 +1,4 @@
-"""`python -m streams.bench.held_back DUMP...`: a constant chosen with each conversation held back.
+"""`python -m tests.evals.held_back DUMP...`: a constant chosen with each conversation held back.
 
 Each dump holds the same questions answered under one setting of a constant (`recall_probe
 --dump`, one run per setting). For each conversation the setting with the highest R@10 +
@@ -20,7 +20,7 @@ from statistics import mean
 
 from pydantic import ValidationError
 
-from streams.bench.compare import DumpMismatch, load, paired
+from tests.evals.compare import DumpMismatch, load, paired
 from workers.evaluation.metrics import CATEGORY_ORDER, recall_at_budget, recall_at_k
 
 

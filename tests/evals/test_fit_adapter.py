@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from streams.bench.fit_adapter import Split, fit, ranked
+from tests.evals.fit_adapter import Split, fit, ranked
 from workers.evaluation.metrics import recall_at_k
 from workers.query.adapter import QueryAdapter
 

@@ -1,4 +1,4 @@
-"""`python -m streams.bench.fit_scorer DUMP`: fit the second stage's weights and its lead.
+"""`python -m tests.evals.fit_scorer DUMP`: fit the second stage's weights and its lead.
 
 DUMP is `recall_probe --dump` output on the LoCoMo dev split (with the second stage off):
 every question's evidence (100 items) with the scores recall and fusion gave. Each item is
@@ -8,10 +8,12 @@ go first, and the log-odds they need) is chosen for the first ten items plus the
 budget, among the leads that lower no category's budget recall. It prints the figures as
 served, re-ranked by the scorer alone, and led, each with the weights and lead fitted on
 every conversation and with each conversation's fitted on the others (leave-one-
-conversation-out), then what to paste into `workers/query/scorer.py`.
+conversation-out), then the weights and lead fitted on every conversation. `--out PATH`
+writes those weights as the product loads them (the served file is `workers/query/scorer.json`),
+with the dump, commit and command that produced them; the lead is the served preset's (`workers.query.presets.SERVED.lead`).
 
 `--late-interaction` adds one feature the served scorer does not have, MaxSim of the
-question's MiniLM token vectors over each item's (`streams.bench.late_interaction`), and
+question's MiniLM token vectors over each item's (`tests.evals.late_interaction`), and
 prints what it would buy and what it would cost a request.
 """
 
@@ -26,8 +28,9 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from schemas import EvidenceItem
-from streams.bench.compare import DumpMismatch, load
 from streams.bench.locomo import evidence_line
+from tests.evals.compare import DumpMismatch, load
+from tests.evals.provenance import provenance
 from workers.evaluation.metrics import QuestionResult, aggregate
 from workers.query.presets import SERVED, Lead
 from workers.query.scorer import FEATURES, Scorer, features, lead_order, matrix, question_terms
@@ -168,7 +171,7 @@ def led_lines(
 def late_interaction(dump: list[dict[str, Any]], c: float) -> None:
     """The led figures with MaxSim over MiniLM token vectors as one more feature, and what
     computing it for the led pool would cost each request."""
-    from streams.bench.late_interaction import TokenVectors, columns, cost_ms
+    from tests.evals.late_interaction import TokenVectors, columns, cost_ms
 
     led = SERVED.led_pool
     vectors = TokenVectors()
@@ -187,6 +190,9 @@ def main() -> None:
     parser.add_argument("--c", type=float, default=1.0, help="inverse regularization")
     parser.add_argument(
         "--late-interaction", action="store_true", help="also with MaxSim over token vectors"
+    )
+    parser.add_argument(
+        "--out", type=Path, help="write the weights fitted on every conversation here (JSON)"
     )
     args = parser.parse_args()
     try:
@@ -211,6 +217,9 @@ def main() -> None:
         print(f"  {name:<16} {w:+.3f}")
     print(repr(everything))
     print(repr(led))
+    if args.out:
+        everything.save(args.out, provenance("tests.evals.fit_scorer", args.dump))
+        print(f"wrote {args.out}")
     if args.late_interaction:
         late_interaction(dump, args.c)
 
