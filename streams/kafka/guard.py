@@ -52,7 +52,7 @@ from streams.kafka.pauses import (
 )
 from streams.kafka.producer import DEFAULT_MAX_REQUEST_BYTES, PublisherStopped
 from streams.kafka.serde import SCHEMA, SerdeError
-from workers.ports import TemporarilyUnavailable, Unprocessable
+from workers.errors import TemporarilyUnavailable, Unprocessable
 
 log = structlog.get_logger("lychee.guard")
 

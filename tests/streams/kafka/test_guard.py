@@ -33,7 +33,7 @@ from streams.kafka.guard import run_guarded as guarded
 from streams.kafka.producer import KafkaPublisher, PublisherStopped
 from streams.kafka.reader import read_topic
 from tests.waiting import eventually
-from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
+from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
 
 FAST = TransientPolicy(max_wait_s=0.02, log_every_s=60.0, base_wait_s=0.005)
 
