@@ -73,7 +73,7 @@ def bench_durability(
     the same data directory: turns indexed vs produced, records and nodes vs undisturbed runs,
     dead letters, processes left of the first run."""
     from streams.bench.durability import durability
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
 
     settings()
     try:
@@ -129,7 +129,7 @@ def bench_locomo(
     Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
     LYCHEE_KAFKA_BOOTSTRAP is not set.
     """
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.judging import judge_target
     from streams.bench.locomo import run_locomo
     from workers.evaluation.report import format_table
@@ -208,7 +208,7 @@ def bench_llm(
     """The LLM path against the configured endpoint: the encoder over a conversation's first
     segments, then the LLM planner and answerer over its questions (or --ask), judged by the
     LoCoMo protocol; seconds, tokens and tokens/s per segment, outcomes, answers."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.llm import bench_llm as run
 
     try:
@@ -282,7 +282,7 @@ def bench_latency(
 ) -> None:
     """Retrieval latency p50/p95 (no LLM): on a LoCoMo conversation (with the request/reply
     round trip) and/or on a synthetic store of production size with its ANN indexes."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.latency import print_synthetic, run_latency, run_synthetic
 
     if data is None and records is None:
@@ -346,7 +346,7 @@ def bench_query_load(
 ) -> None:
     """Questions/s and client round-trip p50/p95 at each concurrency, on one LoCoMo-format
     conversation ingested through the pipeline (embedded stack unless Kafka is configured)."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.query_load import run_query_load
 
     try:

@@ -21,6 +21,7 @@ from pydantic import AwareDatetime
 from redis.exceptions import RedisError
 
 from streams import dlq
+from streams.errors import DeadLetterError
 from streams.gateway.deps import SameOriginJson, Service, StackWide
 from streams.gateway.errors import Conflict, Invalid
 from streams.gateway.models import DeadLettersOut, Problem, ReplayIn, ReplayOut
@@ -37,7 +38,7 @@ def _answered(svc: MemoryService) -> Iterator[None]:
     """The dead-letter commands' errors as the gateway's."""
     try:
         yield
-    except dlq.DeadLetterError as exc:
+    except DeadLetterError as exc:
         raise Invalid(str(exc), field="topic") from exc
     except (KafkaError, RedisError, TimeoutError) as exc:
         raise svc.down(exc) from exc

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from streams.bench.compare import load, paired
-from streams.bench.harness import BenchError
+from streams.bench.errors import BenchError
 from streams.bench.locomo import run_locomo
 from tests.streams.bench.files import write_locomo
 from workers.evaluation.plot import plot_recall_vs_budget

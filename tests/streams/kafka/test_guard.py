@@ -22,6 +22,7 @@ from aiokafka.errors import (
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 
 from schemas import topics as t
+from streams.kafka.errors import PublisherStopped
 from streams.kafka.guard import (
     DeadLetters,
     Incoming,
@@ -30,7 +31,7 @@ from streams.kafka.guard import (
     retry_transient,
 )
 from streams.kafka.guard import run_guarded as guarded
-from streams.kafka.producer import KafkaPublisher, PublisherStopped
+from streams.kafka.producer import KafkaPublisher
 from streams.kafka.reader import read_topic
 from tests.waiting import eventually
 from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
