@@ -1,6 +1,6 @@
 """Dead letters over HTTP, for the console's operations page and any other client: by topic
-and reason with a sample of each, and their replay (issue 27 over issue 24's `streams.dlq`,
-the code `lychee dlq` runs).
+and reason with a sample of each, and their replay (over `streams.dlq`, the code `lychee dlq`
+runs).
 
 A dead letter holds any namespace's text, and a replay writes to the stack's topics: both
 routes are for a caller allowed every namespace (no keys, or a key for `*`). A replay is a

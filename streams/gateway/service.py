@@ -271,7 +271,7 @@ class MemoryService:
             namespace=namespace, sessions=sessions, searchable=all(s.searchable for s in sessions)
         )
 
-    # -- forgetting and listing (issue 12) --------------------------------------------------
+    # -- forgetting and listing -------------------------------------------------------------
 
     async def forget(self, namespace: str, session_id: str | None = None) -> ForgetOut:
         """Forget in every stage; returns once all confirmed (bounded by the forget timeout)."""
