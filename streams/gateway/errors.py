@@ -73,6 +73,14 @@ class Unavailable(GatewayError):
         return cls(f"{where}: {reason(exc)}", retry_after_s=1.0)
 
 
+class StackUnreachable(Unavailable):
+    """Kafka or Redis did not answer; `checks` holds `ok` or the reason for each."""
+
+    def __init__(self, detail: str, checks: dict[str, str]) -> None:
+        super().__init__(detail, retry_after_s=1.0)
+        self.checks = checks
+
+
 class UpstreamFailed(GatewayError):
     status = 502
     title = "Query service error"
