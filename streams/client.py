@@ -34,11 +34,12 @@ from schemas import (
 )
 from schemas import topics as t
 from schemas.control import FORGET_STAGES
-from schemas.errors import LycheeError
+from streams.errors import ClientError, ForgetFailed, QueryFailed, ReplyTimeout
 from streams.kafka import fetch
+from streams.kafka.errors import SerdeError
 from streams.kafka.lag import LagReader
 from streams.kafka.producer import start_producer
-from streams.kafka.serde import SerdeError, decode, encode
+from streams.kafka.serde import decode, encode
 from streams.settings import Settings
 from streams.stack.endpoints import client_settings
 from workers.encoder.service import read_usage
@@ -49,31 +50,6 @@ if TYPE_CHECKING:  # LanceDB is imported on first listing: a client that only ta
 
 T = TypeVar("T")
 log = structlog.get_logger("lychee.client")
-
-
-class ClientError(LycheeError, RuntimeError):
-    """Base of the client's errors."""
-
-
-class ReplyTimeout(ClientError, TimeoutError):
-    def __init__(self, correlation_id: str, timeout_s: float) -> None:
-        super().__init__(f"no reply to {correlation_id} within {timeout_s:.1f}s")
-        self.correlation_id = correlation_id
-        self.timeout_s = timeout_s
-
-
-class QueryFailed(ClientError):
-    def __init__(self, reply: QueryReply) -> None:
-        super().__init__(reply.error or "query failed")
-        self.reply = reply
-
-
-class ForgetFailed(ClientError):
-    def __init__(self, forget_id: str, errors: dict[str, str]) -> None:
-        super().__init__(
-            f"forget {forget_id} failed: " + "; ".join(f"{s}: {e}" for s, e in errors.items())
-        )
-        self.errors = errors
 
 
 @dataclass(frozen=True)

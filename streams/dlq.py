@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 
 from schemas import topics as t
-from schemas.errors import LycheeError
 from streams import metrics
+from streams.errors import DeadLetterError
 from streams.kafka.guard import ORIGINAL, REPLAY_HEADER
 from streams.kafka.producer import KafkaPublisher
 from streams.kafka.reader import Stored, read_stored
@@ -47,10 +47,6 @@ _OURS = frozenset(
         "key_size",
     }
 )
-
-
-class DeadLetterError(LycheeError):
-    """A dead-letter command cannot do what was asked (unknown topic, no such offset...)."""
 
 
 def dlq_topic(name: str) -> str:

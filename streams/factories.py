@@ -136,7 +136,8 @@ def scorer_of(settings: Settings) -> Scorer | None:
 def adapter_of(settings: Settings, embedder: Embedder) -> QueryAdapter | None:
     """The query stage's question-vector adapter (`LYCHEE_QUERY_ADAPTER`). The fitted one
     applies only to the model it was fitted for; a path given for another model is an error."""
-    from workers.query.adapter import FITTED_PATH, AdapterError, load_adapter
+    from workers.query.adapter import FITTED_PATH, load_adapter
+    from workers.query.errors import AdapterError
 
     if settings.query_adapter == "off":
         return None

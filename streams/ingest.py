@@ -11,18 +11,14 @@ from redis.asyncio import Redis
 from tqdm import tqdm
 
 from schemas import Exchange, session_key
-from schemas.errors import LycheeError
 from streams.client import MemoryClient
+from streams.errors import IngestError, SeqRejected
 from streams.gateway.service import content_digest
 from streams.kafka.lag import LagReader
-from streams.seqs import Ack, SeqAllocator, SeqRejected, Wanted
+from streams.seqs import Ack, SeqAllocator, Wanted
 from streams.settings import Settings
 from workers.datasets import Conversation, Session, load
 from workers.segmenter.state_store import SessionStore
-
-
-class IngestError(LycheeError, ValueError):
-    """A file's exchanges cannot be accepted as they are (for example a stale `seq`)."""
 
 
 @dataclass

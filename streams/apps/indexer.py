@@ -15,8 +15,9 @@ from schemas.records import RecordBatch
 from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder, open_store
+from streams.kafka.errors import SerdeError
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
-from streams.kafka.serde import SCHEMA, SerdeError, decode
+from streams.kafka.serde import SCHEMA, decode
 from streams.progress import Progress
 from streams.settings import Settings
 from workers.forget import Fences, Source, source_of

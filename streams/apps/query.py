@@ -28,11 +28,12 @@ from streams.factories import (
     open_store,
     scorer_of,
 )
+from streams.kafka.errors import SerdeError
 from streams.kafka.fetch import COVERED, UNDECODABLE
 from streams.kafka.guard import INTERNAL, DeadLetters, Incoming, TransientPolicy, retry_transient
 from streams.kafka.pauses import describe
 from streams.kafka.producer import KafkaPublisher
-from streams.kafka.serde import TOO_LARGE, SerdeError, decode, encode
+from streams.kafka.serde import TOO_LARGE, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streams.bench.harness import BenchError
+from streams.bench.errors import BenchError
 from streams.factories import llm_policy
 from streams.settings import Settings
 from workers.evaluation.judge import LLMJudge, Verdict

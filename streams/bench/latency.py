@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from schemas import QueryRequest
 from streams.apps import collect_as_a_worker
-from streams.bench.harness import VARIANTS, BenchError, pipeline, rename_namespace
+from streams.bench.errors import BenchError
+from streams.bench.harness import VARIANTS, pipeline, rename_namespace
 from streams.client import MemoryClient
 from streams.factories import adapter_of, make_embedder, open_store, scorer_of
 from streams.ingest import produce

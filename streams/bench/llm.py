@@ -27,7 +27,8 @@ import orjson
 
 from schemas import QueryRequest, Segment
 from schemas.records import RecordBatch
-from streams.bench.harness import BenchError, pick_conversation
+from streams.bench.errors import BenchError
+from streams.bench.harness import pick_conversation
 from streams.bench.judging import JudgeTarget, judge_target, make_judge
 from streams.bench.llm_report import (
     DEAD_LETTERED,

@@ -23,7 +23,8 @@ from schemas import EvidenceItem, QueryReply, Segment
 from schemas import topics as t
 from schemas.records import RecordBatch
 from streams.bench import harness
-from streams.bench.harness import BenchError, Variant
+from streams.bench.errors import BenchError
+from streams.bench.harness import Variant
 from streams.bench.judging import JudgeTarget, judge_locomo, make_judge
 from streams.client import MemoryClient
 from streams.factories import make_embedder, open_store

@@ -16,7 +16,8 @@ from typing import Any
 
 import click
 
-from streams.bench.harness import VARIANTS, BenchError, pipeline, rename_namespace
+from streams.bench.errors import BenchError
+from streams.bench.harness import VARIANTS, pipeline, rename_namespace
 from streams.client import MemoryClient
 from streams.ingest import produce
 from streams.kafka.lag import LagReader

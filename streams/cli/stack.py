@@ -48,7 +48,8 @@ def up(
     """Start SeaweedFS, broker, Redis, every worker and the HTTP gateway on loopback and
     supervise them; Ctrl-C drains the stages and stops everything. Restarting on the same
     data directory resumes where the stack stopped."""
-    from streams.stack.embedded import DURABLE, EPHEMERAL, StackError
+    from streams.stack.embedded import DURABLE, EPHEMERAL
+    from streams.stack.errors import StackError
     from streams.stack.launcher import run_up
 
     s = settings()

@@ -22,7 +22,7 @@ import structlog
 from redis.asyncio import Redis
 
 from streams.client import MemoryClient
-from streams.gateway.errors import Unavailable, kafka_at, reason, redis_at
+from streams.gateway.errors import StackUnreachable, Unavailable, kafka_at, reason, redis_at
 from streams.gateway.service import MemoryService
 from streams.settings import Settings
 
@@ -59,14 +59,6 @@ class _ConnectionNoise(logging.Filter):
 _NOISE = _ConnectionNoise()
 for _name in ("aiokafka", "aiokafka.consumer.fetcher"):  # a logger's filter sees its own lines
     logging.getLogger(_name).addFilter(_NOISE)
-
-
-class StackUnreachable(Unavailable):
-    """Kafka or Redis did not answer; `checks` holds `ok` or the reason for each."""
-
-    def __init__(self, detail: str, checks: dict[str, str]) -> None:
-        super().__init__(detail, retry_after_s=1.0)
-        self.checks = checks
 
 
 class StackConnection:

@@ -26,7 +26,8 @@ from redis.exceptions import RedisError
 
 from schemas import ControlKind, Exchange, QueryReply, SessionControl
 from streams import metrics
-from streams.client import ForgetFailed, MemoryClient, QueryFailed, ReplyTimeout
+from streams.client import MemoryClient
+from streams.errors import ForgetFailed, QueryFailed, ReplyTimeout, SeqRejected, SessionBusy
 from streams.gateway.errors import (
     Conflict,
     Invalid,
@@ -51,7 +52,7 @@ from streams.gateway.models import (
     WaitFor,
 )
 from streams.progress import Progress
-from streams.seqs import Ack, Allocation, SeqAllocator, SeqRejected, SessionBusy, Wanted
+from streams.seqs import Ack, Allocation, SeqAllocator, Wanted
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")
@@ -270,7 +271,7 @@ class MemoryService:
             namespace=namespace, sessions=sessions, searchable=all(s.searchable for s in sessions)
         )
 
-    # -- forgetting and listing (issue 12) --------------------------------------------------
+    # -- forgetting and listing -------------------------------------------------------------
 
     async def forget(self, namespace: str, session_id: str | None = None) -> ForgetOut:
         """Forget in every stage; returns once all confirmed (bounded by the forget timeout)."""

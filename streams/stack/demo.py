@@ -14,7 +14,8 @@ from pathlib import Path
 
 from streams.logs import configure
 from streams.settings import Settings
-from streams.stack.embedded import DURABLE, Stack, StackError
+from streams.stack.embedded import DURABLE, Stack
+from streams.stack.errors import StackError
 
 CONVERSATION = Path(__file__).resolve().parents[2] / "deploy" / "demo" / "conversation.jsonl"
 NAMESPACE = "demo"

@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from streams.stack import seaweed
+from streams.stack.errors import StackError
 from streams.stack.lock import DataDirLock
 from streams.stack.probes import kafka_ready, redis_ready
 from streams.stack.process import (
     Child,
-    StackError,
     claim_port,
     free_port,
     wait_port,
@@ -37,7 +37,7 @@ from streams.stack.process import (
 if TYPE_CHECKING:
     from streams.settings import Settings
 
-__all__ = ["Child", "Stack", "StackError", "StackPreset", "free_port", "wait_port"]
+__all__ = ["Child", "Stack", "StackPreset", "free_port", "wait_port"]
 
 Storage = Literal["s3", "memory"]
 RedisFsync = Literal["always", "everysec", "off"]

@@ -31,7 +31,7 @@ import click
 
 from streams.kafka.lag import PIPELINE, Lag, LagReader
 from streams.settings import Settings
-from streams.stack.embedded import Stack, StackError, StackPreset
+from streams.stack.embedded import Stack, StackPreset
 from streams.stack.endpoints import (
     ENDPOINTS_FILE,
     Endpoints,
@@ -40,6 +40,7 @@ from streams.stack.endpoints import (
     well_known_path,
     write_endpoints,
 )
+from streams.stack.errors import StackError
 from streams.stack.process import Child
 from streams.stack.supervisor import SUPERVISION_FILE, Event, RestartPolicy, Supervisor
 

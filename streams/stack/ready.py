@@ -10,10 +10,12 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from streams.client import MemoryClient, ReplyTimeout
+from streams.client import MemoryClient
+from streams.errors import ReplyTimeout
 from streams.kafka.lag import LagReader
 from streams.settings import Settings
-from streams.stack.embedded import Stack, StackError
+from streams.stack.embedded import Stack
+from streams.stack.errors import StackError
 from streams.stack.process import log_tail
 
 WORKER_ENV = {"LYCHEE_LOG_LEVEL": "WARNING"}

@@ -18,7 +18,8 @@ import psutil
 
 from streams.settings import Settings
 from streams.stack.endpoints import ENDPOINTS_FILE, Endpoints, read_endpoints
-from streams.stack.process import StackError, log_tail
+from streams.stack.errors import StackError
+from streams.stack.process import log_tail
 
 
 @dataclass

@@ -39,12 +39,14 @@ from streams.factories import (
     scorer_of,
 )
 from streams.settings import Settings
-from workers.datasets import Conversation, DatasetError, load_locomo
+from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
 from workers.encoder.extractive import encode_extractive
+from workers.errors import DatasetError
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate, items_within_budget
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.query.adapter import AdapterError, QueryAdapter
+from workers.query.adapter import QueryAdapter
+from workers.query.errors import AdapterError
 from workers.query.multiroute import RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner
 from workers.query.service import QueryDeps, QueryService

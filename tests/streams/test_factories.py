@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from streams.factories import adapter_of, embedding_info, make_embedder, scorer_of
 from streams.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
-from workers.query.adapter import AdapterError, QueryAdapter
+from workers.query.adapter import QueryAdapter
+from workers.query.errors import AdapterError
 from workers.query.scorer import FITTED_PATH, load_scorer
 
 

@@ -64,7 +64,7 @@ def bench_locomo(
     Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
     LYCHEE_KAFKA_BOOTSTRAP is not set.
     """
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.judging import judge_target
     from streams.bench.locomo import run_locomo
     from workers.evaluation.report import format_table
@@ -172,7 +172,7 @@ def bench_llm(
     """The LLM path against the configured endpoint: the encoder over a conversation's first
     segments, then the LLM planner and answerer over its questions (or --ask), judged by the
     LoCoMo protocol; seconds, tokens and tokens/s per segment, outcomes, answers."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.llm import bench_llm as run
 
     try:

@@ -71,7 +71,7 @@ def bench_latency(
 ) -> None:
     """Retrieval latency p50/p95 (no LLM): on a LoCoMo conversation (with the request/reply
     round trip) and/or on a synthetic store of production size with its ANN indexes."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.latency import print_synthetic, run_latency, run_synthetic
 
     if data is None and records is None:
@@ -110,7 +110,7 @@ def bench_query_load(
 ) -> None:
     """Questions/s and client round-trip p50/p95 at each concurrency, on one LoCoMo-format
     conversation ingested through the pipeline (embedded stack unless Kafka is configured)."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.query_load import run_query_load
 
     try:

@@ -29,7 +29,7 @@ def test_bench_latency_reports_percentiles_for_every_question(settings, tmp_path
 def test_bench_latency_on_a_synthetic_store_builds_ann_and_reports(
     embedder, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.latency import run_synthetic
     from streams.settings import Settings
     from workers.evaluation import synthetic

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streams.bench.harness import BenchError
+from streams.bench.errors import BenchError
 from streams.bench.llm import bench_llm
 from streams.settings import Settings
 from tests.fakes.openai_server import Action, FakeOpenAI, status, text, valid

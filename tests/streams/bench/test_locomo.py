@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.bench.harness import BenchError
+from streams.bench.errors import BenchError
 from streams.bench.locomo import run_locomo
 from tests.evals.compare import load, paired
 from tests.streams.bench.files import write_locomo

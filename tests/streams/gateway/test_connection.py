@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from schemas import Role, Turn
-from streams.gateway.connection import StackConnection, StackUnreachable
-from streams.gateway.errors import Unavailable, reason, redis_at
+from streams.gateway.connection import StackConnection
+from streams.gateway.errors import StackUnreachable, Unavailable, reason, redis_at
 from streams.gateway.models import ExchangeIn
 from streams.settings import Settings
 from tests.streams.gateway.conftest import LateStack

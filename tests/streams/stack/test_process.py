@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 from streams.settings import Settings
-from streams.stack.lock import DataDirInUse, DataDirLock
+from streams.stack.errors import DataDirInUse, PortInUse
+from streams.stack.lock import DataDirLock
 from streams.stack.process import (
     PORT_FLOOR,
-    PortInUse,
     claim_port,
     ephemeral_floor,
     free_port,

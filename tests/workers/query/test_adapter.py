@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workers.query.adapter import AdapterError, QueryAdapter, load_adapter
+from workers.query.adapter import QueryAdapter, load_adapter
+from workers.query.errors import AdapterError
 
 
 def test_apply_maps_then_renormalizes_and_a_zero_shift_changes_nothing() -> None:
