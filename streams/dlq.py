@@ -155,7 +155,7 @@ async def read(
     reason and failed at or after `since`, oldest topic partition offsets first."""
     out: list[DeadLetter] = []
     for topic in [dlq_topic(x) for x in topics] if topics else [t.dlq(s) for s in DLQ_SOURCES]:
-        for r in await read_stored(settings.kafka_bootstrap, topic):
+        for r in await read_stored(settings.kafka.bootstrap, topic):
             letter = DeadLetter.of(topic, r)
             if error_type and letter.error_type != error_type:
                 continue
@@ -256,7 +256,7 @@ async def replay(
 
     letters = await read(settings, [topic], error_type, since)
     report = ReplayReport(uuid.uuid4().hex[:12], dry_run, selected=len(letters))
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
     publisher = KafkaPublisher.from_settings(settings)
     try:
         done = await receipts_of(redis, letters)

@@ -57,7 +57,7 @@ def variant(name: str) -> Variant:
 @contextlib.contextmanager
 def pipeline(settings: Settings, chosen: Variant) -> Iterator[Settings]:
     """The configured stack, or an embedded one when Kafka is not configured."""
-    if "kafka_bootstrap" in settings.model_fields_set:
+    if "bootstrap" in settings.kafka.model_fields_set:
         if chosen.worker_env:
             wanted = " ".join(f"{k}={v}" for k, v in chosen.worker_env.items())
             raise BenchError(
@@ -115,7 +115,7 @@ async def embedding_counts(settings: Settings, exchanges: int) -> dict[str, Any]
 
     from streams.metrics import endpoints
 
-    redis = Redis.from_url(settings.redis_url)
+    redis = Redis.from_url(settings.redis.url)
     try:
         eps = await asyncio.wait_for(endpoints(redis), timeout=10)
     finally:

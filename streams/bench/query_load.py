@@ -60,7 +60,7 @@ async def _run(
     size = min(per_level, len(rest) // len(concurrency))
     async with MemoryClient(settings) as client:
         await produce(client, [conv], progress=False)
-        async with LagReader(settings.kafka_bootstrap) as lag:
+        async with LagReader(settings.kafka.bootstrap) as lag:
             await lag.wait_drained(timeout_s=1800)
         await client.search(conv.namespace, warm, k=k, timeout_s=120)  # tables and model warm
         levels = []

@@ -24,14 +24,14 @@ def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
     s = settings()
     s = s.model_copy(
         update={
-            "gateway_host": host or s.gateway_host,
-            "gateway_port": s.gateway_port if port is None else port,
+            "gateway_host": host or s.gateway.host,
+            "gateway_port": s.gateway.port if port is None else port,
         }
     )
     try:
-        keys = KeyRing.load(s.api_keys_file)
-        warning = check_binding(s.gateway_host, keys)
-        sock = bind(s.gateway_host, s.gateway_port)
+        keys = KeyRing.load(s.gateway.api_keys_file)
+        warning = check_binding(s.gateway.host, keys)
+        sock = bind(s.gateway.host, s.gateway.port)
     except (KeyFileError, GatewayConfigError) as exc:
         raise click.ClickException(str(exc)) from exc
     if warning:
@@ -51,7 +51,7 @@ def gateway_keys() -> None:
 
 
 def _keys_file(path: Path | None) -> Path:
-    found = path or settings().api_keys_file
+    found = path or settings().gateway.api_keys_file
     if found is None:
         raise click.ClickException("set LYCHEE_API_KEYS_FILE or pass --file")
     return found

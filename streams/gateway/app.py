@@ -36,12 +36,12 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
     client, one reply partition; made on the first call if the stack is not up yet) and the
     MCP session manager, and registers `metrics_url` when given."""
     stack = StackConnection(settings)
-    mcp = build_mcp(stack.service, request_principal, settings.mcp_namespace)
+    mcp = build_mcp(stack.service, request_principal, settings.gateway.mcp_namespace)
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,  # any replica can serve any call: nothing to pin
         json_response=True,
-        host=settings.gateway_host,  # loopback: the SDK's DNS-rebinding protection is on
+        host=settings.gateway.host,  # loopback: the SDK's DNS-rebinding protection is on
     )
     mcp_endpoint = next(r for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp")
 
@@ -49,7 +49,7 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with stack, mcp.session_manager.run():
             registration = None
-            if metrics_url and settings.metrics_enabled:
+            if metrics_url and settings.observability.metrics_enabled:
                 host = metrics_url.split("//", 1)[1].rsplit(":", 1)[0]
                 endpoint = metrics.Endpoint("gateway", metrics_url, host, os.getpid())
                 registration = metrics.register(settings, endpoint)

@@ -97,7 +97,7 @@ class StackConnection:
         if self._service is not None:
             return self._service
         attempt = self._start_attempt()
-        wait_s = self.settings.gateway_connect_timeout_s
+        wait_s = self.settings.gateway.connect_timeout_s
         try:
             async with asyncio.timeout(wait_s):
                 return await asyncio.shield(attempt)  # a caller giving up leaves it running
@@ -139,7 +139,7 @@ class StackConnection:
     async def _connect(self) -> MemoryService:
         s = self.settings
         client = MemoryClient(s)
-        redis = Redis.from_url(s.redis_url, socket_timeout=10, socket_connect_timeout=10)
+        redis = Redis.from_url(s.redis.url, socket_timeout=10, socket_connect_timeout=10)
         _NOISE.attempts += 1
         try:
             kafka_error, redis_error = await asyncio.gather(
@@ -166,7 +166,7 @@ class StackConnection:
 
     async def _reason(self, step: Awaitable[object]) -> str | None:
         """None when `step` succeeds within the request timeout, else why not, in a few words."""
-        budget = self.settings.request_timeout_s
+        budget = self.settings.kafka.request_timeout_s
         try:
             async with asyncio.timeout(budget):
                 await step

@@ -108,12 +108,12 @@ class GatewayConfigError(LycheeError, ValueError):
 
 
 def kafka_at(settings: Settings) -> str:
-    return f"Kafka at {settings.kafka_bootstrap}"
+    return f"Kafka at {settings.kafka.bootstrap}"
 
 
 def redis_at(settings: Settings) -> str:
     """Where Redis is, without its password."""
-    parts = urlsplit(settings.redis_url)
+    parts = urlsplit(settings.redis.url)
     if parts.password is not None:
         netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
         parts = parts._replace(netloc=netloc + (f":{parts.port}" if parts.port else ""))

@@ -354,6 +354,9 @@ def run_stdio(settings: Settings, namespace: str | None) -> None:
             yield {}
 
     server = build_mcp(
-        stack.service, lambda _: Principal.local(), namespace or settings.mcp_namespace, lifespan
+        stack.service,
+        lambda _: Principal.local(),
+        namespace or settings.gateway.mcp_namespace,
+        lifespan,
     )
     server.run("stdio")

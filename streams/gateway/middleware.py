@@ -54,7 +54,7 @@ class EdgeGuard:
         self.app = app
         self.settings = settings
         self.keys = keys
-        self.slots = asyncio.Semaphore(settings.gateway_max_in_flight)
+        self.slots = asyncio.Semaphore(settings.gateway.max_in_flight)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -88,13 +88,13 @@ class EdgeGuard:
             )
 
     async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limit = self.settings.gateway_max_body_bytes
+        limit = self.settings.gateway.max_body_bytes
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             await _send_problem(send, 413, "Request too large", f"the body is over {limit} bytes")
             return
         try:
-            async with asyncio.timeout(self.settings.gateway_queue_timeout_s):
+            async with asyncio.timeout(self.settings.gateway.queue_timeout_s):
                 await self.slots.acquire()
         except TimeoutError:
             await _send_problem(

@@ -123,9 +123,9 @@ class TransientPolicy:
     @classmethod
     def from_settings(cls, settings: Any) -> TransientPolicy:
         return cls(
-            max_wait_s=settings.transient_max_wait_s,
-            log_every_s=settings.pause_log_interval_s,
-            systemic_streak=settings.systemic_streak,
+            max_wait_s=settings.kafka.transient_max_wait_s,
+            log_every_s=settings.kafka.pause_log_interval_s,
+            systemic_streak=settings.kafka.systemic_streak,
         )
 
 

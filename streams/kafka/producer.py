@@ -134,10 +134,10 @@ class KafkaPublisher:
     @classmethod
     def from_settings(cls, settings: Settings) -> KafkaPublisher:
         return cls(
-            settings.kafka_bootstrap,
-            settings.kafka_idempotence,
-            settings.request_timeout_s,
-            settings.kafka_max_request_bytes,
+            settings.kafka.bootstrap,
+            settings.kafka.idempotence,
+            settings.kafka.request_timeout_s,
+            settings.kafka.max_request_bytes,
         )
 
     async def start(self) -> None:

@@ -43,7 +43,7 @@ async def run(stack: Stack, settings: Settings) -> None:
     async with MemoryClient(settings) as client:
         t0 = time.perf_counter()
         stats = await produce(client, conversations, progress=False)
-        async with LagReader(settings.kafka_bootstrap) as lag:
+        async with LagReader(settings.kafka.bootstrap) as lag:
             await lag.wait_drained(timeout_s=120)
         ingest_s = time.perf_counter() - t0
         print(

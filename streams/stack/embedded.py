@@ -164,12 +164,10 @@ class Stack:
         """Settings of a client of this stack; everything else from the environment."""
         from streams.settings import Settings
 
-        return Settings(
-            kafka_bootstrap=self.bootstrap,
-            kafka_idempotence=False,
-            redis_url=self.redis_url,
-            lancedb_uri=self.lancedb_uri,
-            lancedb_storage_options=dict(self.lancedb_options),
+        return Settings().replaced(
+            kafka={"bootstrap": self.bootstrap, "idempotence": False},
+            redis={"url": self.redis_url},
+            store={"uri": self.lancedb_uri, "storage_options": dict(self.lancedb_options)},
         )
 
     def launch(self, extra_env: dict[str, str] | None = None) -> Settings:
@@ -196,8 +194,8 @@ class Stack:
         asyncio.run(
             ensure_topics(
                 self.bootstrap,
-                settings.topic_partitions,
-                settings.topic_replication,
+                settings.kafka.topic_partitions,
+                settings.kafka.topic_replication,
                 topic_retention(settings),
             )
         )

@@ -73,7 +73,7 @@ async def wait_workers(
 
     async with MemoryClient(settings) as client:
         await client.end_session(READY_NAMESPACE, "ready")  # no state: a no-op that gets committed
-        async with LagReader(settings.kafka_bootstrap) as lag:
+        async with LagReader(settings.kafka.bootstrap) as lag:
             while (await lag.stage("segmenter")).lag:
                 left()
                 await asyncio.sleep(0.25)

@@ -79,7 +79,7 @@ def segments_of(
     conv: Conversation, embedder: Embedder, settings: Settings
 ) -> tuple[list[Segment], list[RawTurn]]:
     """The segmenter policy over a conversation, and its raw turns with their vectors."""
-    p = settings.segmenter
+    p = settings.segmenter.params
     policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
     exchanges = list(conv.exchanges)
     vecs = embedder.embed([ex.rendered() for ex in exchanges])
@@ -256,7 +256,7 @@ def run(
                 scorer=scorer_of(settings),
                 adapter=adapter,
             ),
-            RecallConfig(turn_window=settings.turn_window),
+            RecallConfig(turn_window=settings.query.turn_window),
         )
 
     t0 = time.perf_counter()

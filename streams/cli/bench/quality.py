@@ -12,7 +12,6 @@ import orjson
 from streams.bench.harness import VARIANTS
 from streams.cli.bench.options import data_file, judge_options
 from streams.cli.common import settings
-from streams.settings import llm_configured
 
 if TYPE_CHECKING:
     from workers.evaluation.report import LocomoReport, LongMemEvalReport
@@ -71,7 +70,7 @@ def bench_locomo(
 
     s = settings()
     try:
-        if answer and not llm_configured(s):
+        if answer and not s.llm.configured:
             raise BenchError("--answer needs an LLM: set LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
         judge = judge_target(s, judge_base_url, judge_model) if answer else None
         report = run_locomo(

@@ -146,7 +146,7 @@ def bench_embedder(
     sizes = tuple(int(x) for x in batch_sizes.split(","))
     s = settings()
     print_embedder_bench(
-        run_embedder_bench(data, chosen, texts_n, singles, sizes, rounds, s.embedding_onnx_dir)
+        run_embedder_bench(data, chosen, texts_n, singles, sizes, rounds, s.embedding.onnx_dir)
     )
 
 

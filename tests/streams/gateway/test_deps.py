@@ -26,7 +26,7 @@ def client(keys: KeyRing) -> TestClient:
     async def write(_: SameOriginJson) -> dict[str, bool]:
         return {"ok": True}
 
-    app.add_middleware(EdgeGuard, settings=Settings(_env_file=None), keys=keys)
+    app.add_middleware(EdgeGuard, settings=Settings.load(None), keys=keys)
     return TestClient(app)
 
 

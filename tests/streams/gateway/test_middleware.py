@@ -12,8 +12,8 @@ from streams.gateway.middleware import EdgeGuard
 from streams.settings import Settings
 
 
-def settings(**kw: Any) -> Settings:
-    return Settings(_env_file=None, **kw)  # type: ignore[call-arg]
+def settings(**gateway: Any) -> Settings:
+    return Settings.load(None, gateway=gateway)
 
 
 class Slow:
@@ -39,9 +39,7 @@ def client(app: Any) -> httpx.AsyncClient:
 
 
 async def test_edge_guard_full_slots_answer_503_after_the_queue_wait() -> None:
-    guard = EdgeGuard(
-        Slow(0.5), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=0.1), KeyRing()
-    )
+    guard = EdgeGuard(Slow(0.5), settings(max_in_flight=1, queue_timeout_s=0.1), KeyRing())
     async with client(guard) as c:
         first, second = await asyncio.gather(
             c.post("/v1/namespaces/a/search", json={}),
@@ -54,16 +52,14 @@ async def test_edge_guard_full_slots_answer_503_after_the_queue_wait() -> None:
 
 
 async def test_edge_guard_waiting_request_gets_the_slot_when_it_frees() -> None:
-    guard = EdgeGuard(
-        Slow(0.1), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=5), KeyRing()
-    )
+    guard = EdgeGuard(Slow(0.1), settings(max_in_flight=1, queue_timeout_s=5), KeyRing())
     async with client(guard) as c:
         got = await asyncio.gather(*(c.post("/v1/x", json={}) for _ in range(4)))
     assert [r.status_code for r in got] == [200] * 4
 
 
 async def test_edge_guard_body_over_the_limit_is_413_with_or_without_a_length() -> None:
-    guard = EdgeGuard(Slow(0), settings(gateway_max_body_bytes=1024), KeyRing())
+    guard = EdgeGuard(Slow(0), settings(max_body_bytes=1024), KeyRing())
     async with client(guard) as c:
         r = await c.post("/v1/namespaces/a/exchanges", content=b"x" * 2048)
         assert r.status_code == 413 and r.headers["content-type"] == "application/problem+json"
@@ -78,9 +74,7 @@ async def test_edge_guard_body_over_the_limit_is_413_with_or_without_a_length() 
 
 
 async def test_edge_guard_health_and_metrics_are_not_queued() -> None:
-    guard = EdgeGuard(
-        Slow(0.3), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=0.05), KeyRing()
-    )
+    guard = EdgeGuard(Slow(0.3), settings(max_in_flight=1, queue_timeout_s=0.05), KeyRing())
     async with client(guard) as c:
         got = await asyncio.gather(c.get("/healthz"), c.get("/metrics"), c.get("/readyz"))
     assert [r.status_code for r in got] == [200, 200, 200]

@@ -62,7 +62,7 @@ def test_the_shipped_adapter_moves_questions_of_the_bundled_minilm_without_repla
     from streams.factories import adapter_of, make_embedder
     from streams.settings import Settings
 
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings.load(None)
     embedder = make_embedder(settings)
     a = adapter_of(settings, embedder)
     assert a is not None and a.matrix.shape == (384, 384) and np.isfinite(a.matrix).all()
