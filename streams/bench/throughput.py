@@ -172,7 +172,7 @@ async def _throughput(
 
     # (a) raw embedding rate of the workers' backend, in this process, while they are idle
     embedder = await asyncio.to_thread(
-        model_embedder, settings.model_copy(update={"embedding_batch_size": 64})
+        model_embedder, settings.replaced(embedding={"batch_size": 64})
     )
     await asyncio.to_thread(embedder.embed, texts[:64])  # warm-up
     t0 = time.perf_counter()

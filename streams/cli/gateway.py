@@ -22,10 +22,10 @@ def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
     from streams.gateway.server import bind, check_binding, serve
 
     s = settings()
-    s = s.model_copy(
-        update={
-            "gateway_host": host or s.gateway.host,
-            "gateway_port": s.gateway.port if port is None else port,
+    s = s.replaced(
+        gateway={
+            "host": host or s.gateway.host,
+            "port": s.gateway.port if port is None else port,
         }
     )
     try:

@@ -267,9 +267,7 @@ def run(
             return await ask(convs, service(adapter_of(settings, embedder)), k, dumped, categories)
         out = []  # each conversation's own adapter, checked against the model as a served one is
         for c in convs:
-            own = settings.model_copy(
-                update={"query_adapter": str(held_back / f"{c.namespace}.npz")}
-            )
+            own = settings.replaced(query={"adapter": str(held_back / f"{c.namespace}.npz")})
             out += await ask([c], service(adapter_of(own, embedder)), k, dumped, categories)
         return out
 
