@@ -200,7 +200,7 @@ class Settings(BaseSettings):
         ge=0,
         description="rows of small namespaces the query service keeps in memory (0: none)",
     )
-    # forgetting (issue 12)
+    # forgetting
     forget_timeout_s: float = Field(
         default=300.0, gt=0, description="how long a client waits for every stage's receipt"
     )

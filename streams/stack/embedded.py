@@ -360,7 +360,7 @@ class Stack:
         child.start()
         self.children.append(child)
         try:
-            # as long as the workers get: on a loaded machine its imports alone took over 60 s,
+            # as long as the workers get: on a loaded machine its imports alone can take minutes,
             # and a gateway that dies is reported at once, not at the deadline
             wait_port(self.gateway_port, 600, child.proc)
         except StackError as exc:

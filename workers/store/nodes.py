@@ -258,8 +258,8 @@ def _types(node_types: Iterable[NodeType | str] | None) -> dict[str, set[str]]:
 
 
 # About 50 tokens: a node's vector is made of its label and the linked records that start
-# within its first NODE_EMBED_CHARS characters (on the LoCoMo dev split 240 recalled as well
-# as 480 when these were embedded as one text).
+# within its first NODE_EMBED_CHARS characters (240 recall as well as 480 on the LoCoMo dev
+# split; see docs/decisions.md#node-vectors-are-composed-not-embedded).
 NODE_EMBED_CHARS = 240
 
 
