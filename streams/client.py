@@ -34,11 +34,12 @@ from schemas import (
 )
 from schemas import topics as t
 from schemas.control import FORGET_STAGES
-from schemas.errors import LycheeError
+from streams.errors import ClientError, ForgetFailed, QueryFailed, ReplyTimeout
 from streams.kafka import fetch
+from streams.kafka.errors import SerdeError
 from streams.kafka.lag import LagReader
 from streams.kafka.producer import start_producer
-from streams.kafka.serde import SerdeError, decode, encode
+from streams.kafka.serde import decode, encode
 from streams.settings import Settings
 from streams.stack.endpoints import client_settings
 from workers.encoder.service import read_usage
@@ -49,31 +50,6 @@ if TYPE_CHECKING:  # LanceDB is imported on first listing: a client that only ta
 
 T = TypeVar("T")
 log = structlog.get_logger("lychee.client")
-
-
-class ClientError(LycheeError, RuntimeError):
-    """Base of the client's errors."""
-
-
-class ReplyTimeout(ClientError, TimeoutError):
-    def __init__(self, correlation_id: str, timeout_s: float) -> None:
-        super().__init__(f"no reply to {correlation_id} within {timeout_s:.1f}s")
-        self.correlation_id = correlation_id
-        self.timeout_s = timeout_s
-
-
-class QueryFailed(ClientError):
-    def __init__(self, reply: QueryReply) -> None:
-        super().__init__(reply.error or "query failed")
-        self.reply = reply
-
-
-class ForgetFailed(ClientError):
-    def __init__(self, forget_id: str, errors: dict[str, str]) -> None:
-        super().__init__(
-            f"forget {forget_id} failed: " + "; ".join(f"{s}: {e}" for s, e in errors.items())
-        )
-        self.errors = errors
 
 
 @dataclass(frozen=True)
@@ -136,17 +112,20 @@ class MemoryClient:
         # would stop the reply reader for good: it is skipped instead (streams.kafka.fetch)
         fetch.install([t.REPLIES])
         self.producer = await start_producer(
-            s.kafka_bootstrap, s.kafka_idempotence, s.request_timeout_s, s.kafka_max_request_bytes
+            s.kafka.bootstrap,
+            s.kafka.idempotence,
+            s.kafka.request_timeout_s,
+            s.kafka.max_request_bytes,
         )
         try:
             # a short fetch wait: replies are small and latency is the point
             self.replies = AIOKafkaConsumer(
-                bootstrap_servers=s.kafka_bootstrap,
+                bootstrap_servers=s.kafka.bootstrap,
                 enable_auto_commit=False,
-                fetch_max_wait_ms=s.query_fetch_wait_ms,
-                request_timeout_ms=int(s.request_timeout_s * 1000),
+                fetch_max_wait_ms=s.kafka.query_fetch_wait_ms,
+                request_timeout_ms=int(s.kafka.request_timeout_s * 1000),
             )
-            async with asyncio.timeout(s.request_timeout_s):
+            async with asyncio.timeout(s.kafka.request_timeout_s):
                 await self.replies.start()
                 parts = await self.producer.partitions_for(t.REPLIES)
                 self.reply_partition = random.choice(sorted(parts))
@@ -215,13 +194,13 @@ class MemoryClient:
         once the segmenter, encoder and indexer all confirmed. Exchanges already sent (acked
         before this call) are forgotten even if no stage has read them yet; exchanges sent
         after it returns are ingested normally. Raises ForgetFailed or ReplyTimeout."""
-        budget = timeout_s or self.settings.forget_timeout_s
+        budget = timeout_s or self.settings.kafka.forget_timeout_s
         started = time.perf_counter()
         fid = uuid.uuid4().hex
         wait = self._forgets[fid] = _ForgetWait()
         try:
             async with asyncio.timeout(budget):
-                async with LagReader(self.settings.kafka_bootstrap) as lag:
+                async with LagReader(self.settings.kafka.bootstrap) as lag:
                     ends = await lag.end_offsets(t.EXCHANGES, timeout_s=budget)
                 req = ForgetRequest(
                     forget_id=fid,
@@ -316,7 +295,7 @@ class MemoryClient:
         answer: bool = False,
     ) -> QueryReply:
         """Ask the query service; raises ReplyTimeout, or QueryFailed on an error reply."""
-        budget = timeout_s or self.settings.query_default_timeout_s
+        budget = timeout_s or self.settings.query.default_timeout_s
         cid = uuid.uuid4().hex
         req = QueryRequest(
             correlation_id=cid,
@@ -472,7 +451,7 @@ async def construction_usage(
     settings: Settings, namespace: str | None = None
 ) -> dict[str, dict[str, int]]:
     """Per-namespace encoder token counters (DESIGN §6.5), as the encoder stage keeps them."""
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10)
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10)
     try:
         return await read_usage(redis, namespace)
     finally:

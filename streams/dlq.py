@@ -22,8 +22,8 @@ from typing import Any
 import orjson
 
 from schemas import topics as t
-from schemas.errors import LycheeError
 from streams import metrics
+from streams.errors import DeadLetterError
 from streams.kafka.guard import ORIGINAL, REPLAY_HEADER
 from streams.kafka.producer import KafkaPublisher
 from streams.kafka.reader import Stored, read_stored
@@ -47,10 +47,6 @@ _OURS = frozenset(
         "key_size",
     }
 )
-
-
-class DeadLetterError(LycheeError):
-    """A dead-letter command cannot do what was asked (unknown topic, no such offset...)."""
 
 
 def dlq_topic(name: str) -> str:
@@ -159,7 +155,7 @@ async def read(
     reason and failed at or after `since`, oldest topic partition offsets first."""
     out: list[DeadLetter] = []
     for topic in [dlq_topic(x) for x in topics] if topics else [t.dlq(s) for s in DLQ_SOURCES]:
-        for r in await read_stored(settings.kafka_bootstrap, topic):
+        for r in await read_stored(settings.kafka.bootstrap, topic):
             letter = DeadLetter.of(topic, r)
             if error_type and letter.error_type != error_type:
                 continue
@@ -260,7 +256,7 @@ async def replay(
 
     letters = await read(settings, [topic], error_type, since)
     report = ReplayReport(uuid.uuid4().hex[:12], dry_run, selected=len(letters))
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
     publisher = KafkaPublisher.from_settings(settings)
     try:
         done = await receipts_of(redis, letters)

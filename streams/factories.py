@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from streams.metrics import LLM_OBSERVER, ObservedEmbedder, observe_embedding_cache
-from streams.settings import Settings, llm_configured
+from streams.settings import Settings
 from workers.embedding.base import Embedder
 from workers.embedding.cache import CachedEmbedder
 from workers.embedding.local import LocalEmbedder, bundled_model_info
@@ -27,33 +27,33 @@ def make_embedder(settings: Settings) -> Embedder:
     batch sizes and latency recorded as metrics, behind a cache of vectors by text (the
     metrics then count what the model really embeds)."""
     observed = ObservedEmbedder(model_embedder(settings))
-    if settings.embedding_cache_entries == 0:
+    if settings.embedding.cache_entries == 0:
         return observed
     return CachedEmbedder(
-        observed, settings.embedding_cache_entries, on_lookup=observe_embedding_cache
+        observed, settings.embedding.cache_entries, on_lookup=observe_embedding_cache
     )
 
 
 def model_embedder(settings: Settings) -> Embedder:
     """The configured model alone: no cache, no metrics (benchmarks time it)."""
-    if settings.embedding_provider == "openai":
+    if settings.embedding.provider == "openai":
         import openai
 
         from workers.embedding.openai_api import OpenAIEmbedder
 
-        base_url = settings.embedding_base_url or settings.llm_base_url
-        key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else "not-needed"
-        client = openai.OpenAI(base_url=base_url, api_key=key, timeout=settings.embedding_timeout_s)
-        return OpenAIEmbedder(client, settings.embedding_model, dim=settings.embedding_dim)
-    if settings.embedding_backend == "torch":
-        return LocalEmbedder(settings.embedding_model_path, settings.embedding_batch_size)
+        base_url = settings.embedding.base_url or settings.llm.base_url
+        key = settings.llm.api_key.get_secret_value() if settings.llm.api_key else "not-needed"
+        client = openai.OpenAI(base_url=base_url, api_key=key, timeout=settings.embedding.timeout_s)
+        return OpenAIEmbedder(client, settings.embedding.model, dim=settings.embedding.dim)
+    if settings.embedding.backend == "torch":
+        return LocalEmbedder(settings.embedding.model_path, settings.embedding.batch_size)
     from workers.embedding.onnx import OnnxEmbedder
 
     return OnnxEmbedder(
-        settings.embedding_model_path,
-        settings.embedding_batch_size,
-        precision="int8" if settings.embedding_backend == "onnx-int8" else "fp32",
-        cache_dir=settings.embedding_onnx_dir,
+        settings.embedding.model_path,
+        settings.embedding.batch_size,
+        precision="int8" if settings.embedding.backend == "onnx-int8" else "fp32",
+        cache_dir=settings.embedding.onnx_dir,
     )
 
 
@@ -63,23 +63,23 @@ def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None
     One client serves every caller of a process; it never retries on its own. The callers
     record calls, errors, latency and tokens through `streams.metrics.LLM_OBSERVER`.
     """
-    if not llm_configured(settings):
+    if not settings.llm.configured:
         return None
     from workers.llm.calls import make_client
 
-    assert settings.llm_base_url and settings.llm_model
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
-    return make_client(settings.llm_base_url, key, settings.llm_timeout_s), settings.llm_model
+    assert settings.llm.base_url and settings.llm.model
+    key = settings.llm.api_key.get_secret_value() if settings.llm.api_key else None
+    return make_client(settings.llm.base_url, key, settings.llm.timeout_s), settings.llm.model
 
 
 def llm_policy(settings: Settings, base: RetryPolicy, *, attempts: bool = False) -> RetryPolicy:
     """A caller's retry policy with the configured stream limits (and, for `attempts`, the
     configured number of attempts: the encoder's, whose stage pauses after them)."""
     return base.with_(
-        first_token_s=settings.llm_first_token_timeout_s,
-        gap_s=settings.llm_token_gap_timeout_s,
-        total_s=settings.llm_timeout_s,
-        max_attempts=settings.llm_max_attempts if attempts else None,
+        first_token_s=settings.llm.first_token_timeout_s,
+        gap_s=settings.llm.token_gap_timeout_s,
+        total_s=settings.llm.timeout_s,
+        max_attempts=settings.llm.max_attempts if attempts else None,
     )
 
 
@@ -106,47 +106,48 @@ def open_store(
     `snapshots`: keep small namespaces in memory (the query service's reads)."""
     name, dim = (embedder.model_name, embedder.dim) if embedder else embedding_info(settings)
     return EvidenceStore(
-        uri or settings.lancedb_uri,
+        uri or settings.store.uri,
         name,
         dim,
-        settings.read_consistency_s,
-        exact_max_rows=settings.exact_search_max_rows,
-        storage_options=settings.lancedb_storage_options,
-        snapshot_rows=settings.query_snapshot_rows if snapshots else 0,
+        settings.store.read_consistency_s,
+        exact_max_rows=settings.store.exact_search_max_rows,
+        storage_options=settings.store.storage_options,
+        snapshot_rows=settings.query.snapshot_rows if snapshots else 0,
     )
 
 
 def embedding_info(settings: Settings) -> tuple[str, int]:
     """Model name and dimension, without loading a local model."""
-    if settings.embedding_provider == "openai":
-        if settings.embedding_dim is None:
+    if settings.embedding.provider == "openai":
+        if settings.embedding.dim is None:
             emb = make_embedder(settings)
             return emb.model_name, emb.dim
-        return settings.embedding_model, settings.embedding_dim
-    return bundled_model_info(settings.embedding_model_path, settings.embedding_backend)
+        return settings.embedding.model, settings.embedding.dim
+    return bundled_model_info(settings.embedding.model_path, settings.embedding.backend)
 
 
 def scorer_of(settings: Settings) -> Scorer | None:
     """The query stage's second stage (`LYCHEE_QUERY_SCORER`)."""
     from workers.query.scorer import FITTED_PATH, load_scorer
 
-    return load_scorer(FITTED_PATH) if settings.query_scorer == "fitted" else None
+    return load_scorer(FITTED_PATH) if settings.query.scorer == "fitted" else None
 
 
 def adapter_of(settings: Settings, embedder: Embedder) -> QueryAdapter | None:
     """The query stage's question-vector adapter (`LYCHEE_QUERY_ADAPTER`). The fitted one
     applies only to the model it was fitted for; a path given for another model is an error."""
-    from workers.query.adapter import FITTED_PATH, AdapterError, load_adapter
+    from workers.query.adapter import FITTED_PATH, load_adapter
+    from workers.query.errors import AdapterError
 
-    if settings.query_adapter == "off":
+    if settings.query.adapter == "off":
         return None
-    fitted = settings.query_adapter == "fitted"
-    adapter = load_adapter(FITTED_PATH if fitted else Path(settings.query_adapter))
+    fitted = settings.query.adapter == "fitted"
+    adapter = load_adapter(FITTED_PATH if fitted else Path(settings.query.adapter))
     if adapter.fits(embedder.model_name, embedder.dim):
         return adapter
     if fitted:
         return None
     raise AdapterError(
-        f"LYCHEE_QUERY_ADAPTER={settings.query_adapter}: fitted for {adapter.model} "
+        f"LYCHEE_QUERY_ADAPTER={settings.query.adapter}: fitted for {adapter.model} "
         f"({adapter.matrix.shape[0]} dimensions), not {embedder.model_name} ({embedder.dim})"
     )

@@ -11,18 +11,14 @@ from redis.asyncio import Redis
 from tqdm import tqdm
 
 from schemas import Exchange, session_key
-from schemas.errors import LycheeError
 from streams.client import MemoryClient
+from streams.errors import IngestError, SeqRejected
 from streams.gateway.service import content_digest
 from streams.kafka.lag import LagReader
-from streams.seqs import Ack, SeqAllocator, SeqRejected, Wanted
+from streams.seqs import Ack, SeqAllocator, Wanted
 from streams.settings import Settings
 from workers.datasets import Conversation, Session, load
 from workers.segmenter.state_store import SessionStore
-
-
-class IngestError(LycheeError, ValueError):
-    """A file's exchanges cannot be accepted as they are (for example a stale `seq`)."""
 
 
 @dataclass
@@ -151,20 +147,22 @@ async def ingest_file(
     started = time.perf_counter()
     conversations = load(path, fmt, namespace)
     keys = [session_key(c.namespace, s.session_id) for c in conversations for s in c.sessions]
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
     try:
         sessions = SessionStore(redis)
         replays_before = await sessions.replays(keys) if wait else {}
         async with MemoryClient(settings) as client:
             if fmt == "jsonl":
                 allocator = SeqAllocator(
-                    redis, ttl_s=settings.seq_ttl_s, lease_s=settings.gateway_produce_timeout_s + 5
+                    redis,
+                    ttl_s=settings.gateway.seq_ttl_s,
+                    lease_s=settings.gateway.produce_timeout_s + 5,
                 )
                 stats = await produce_numbered(client, allocator, conversations)
             else:
                 stats = await produce(client, conversations)
         if wait:
-            async with LagReader(settings.kafka_bootstrap) as lag:
+            async with LagReader(settings.kafka.bootstrap) as lag:
                 await lag.wait_drained(timeout_s=timeout_s)
             after = await sessions.replays(keys)
             stats.replays = sum(after[k] - replays_before.get(k, 0) for k in keys)

@@ -312,18 +312,22 @@ class Registration:
 def serve(stage_name: str, settings: Any) -> Registration | None:
     """Serve this process's metrics and register the endpoint; None when metrics are off."""
     set_stage(stage_name)
-    if not settings.metrics_enabled:
+    if not settings.observability.metrics_enabled:
         return None
-    server, _ = start_http_server(settings.metrics_port, addr=settings.metrics_host)
+    server, _ = start_http_server(
+        settings.observability.metrics_port, addr=settings.observability.metrics_host
+    )
     port = server.server_port
-    host = advertised_host(settings.metrics_host)
+    host = advertised_host(settings.observability.metrics_host)
     endpoint = Endpoint(stage_name, f"http://{host}:{port}/metrics", host, os.getpid())
     log.info("metrics.serving", url=endpoint.url)
     return register(settings, endpoint)
 
 
 def register(settings: Any, endpoint: Endpoint) -> Registration:
-    return Registration(settings.redis_url, endpoint, settings.metrics_heartbeat_s).start()
+    return Registration(
+        settings.redis.url, endpoint, settings.observability.metrics_heartbeat_s
+    ).start()
 
 
 async def endpoints(redis: Any) -> list[dict[str, Any]]:

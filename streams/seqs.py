@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 
 from schemas import session_key
-from schemas.errors import LycheeError
+from streams.errors import SeqRejected, SessionBusy
 from streams.progress import PREFIX, accepted_key
 
 # KEYS: lease, want. ARGV: token, lease ms, want ms. 1: the lease is ours.
@@ -148,37 +148,6 @@ return 0
 # callers, drains and releases. So a session hot on two replicas is served by both in turn.
 POLL_MAX_S = 0.01
 WANT_MS = 100
-
-
-class SeqError(LycheeError):
-    """Base of the allocator's errors."""
-
-
-class SeqRejected(SeqError, ValueError):
-    """A wanted seq or exchange id that cannot be accepted; `index` is its position in the
-    request's list, `seq` the seq it conflicts with."""
-
-    def __init__(self, index: int, reason: str, seq: int) -> None:
-        self.index = index
-        self.reason = reason
-        self.seq = seq
-        super().__init__(self.describe())
-
-    def describe(self) -> str:
-        if self.reason == "conflict":
-            return f"this exchange_id was accepted with seq {self.seq}"
-        if self.reason == "changed":
-            return (
-                f"this exchange_id was accepted (seq {self.seq}) with other content; "
-                "a new exchange needs a new exchange_id"
-            )
-        if self.reason == "stale":
-            return f"seq must be above {self.seq}, the session's last accepted or applied seq"
-        return f"seq must increase within a session; the one before it is {self.seq}"
-
-
-class SessionBusy(SeqError, TimeoutError):
-    """Another process produced to the session for longer than the caller could wait."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from workers.store import ALL_TABLES
 def launcher_dir(settings: Settings) -> Path | None:
     """The data directory of the running `lychee up` these settings point at, if any."""
     endpoints = read_endpoints()
-    if endpoints is None or endpoints.kafka_bootstrap != settings.kafka_bootstrap:
+    if endpoints is None or endpoints.kafka_bootstrap != settings.kafka.bootstrap:
         return None
     return Path(endpoints.data_dir)
 
@@ -38,7 +38,7 @@ def supervision(data_dir: Path | None) -> dict[str, Any] | None:
 
 
 async def collect(settings: Settings, data_dir: Path | None = None) -> dict[str, Any]:
-    async with LagReader(settings.kafka_bootstrap) as reader:
+    async with LagReader(settings.kafka.bootstrap) as reader:
         stages = [await reader.stage(s) for s in STAGE_INPUTS]
         dead = {}
         for src in DLQ_SOURCES:
@@ -97,7 +97,7 @@ async def pauses(endpoints: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 async def metrics_endpoints(settings: Settings) -> list[dict[str, Any]]:
     """Every process's live /metrics endpoint, as each registered it in Redis."""
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10)
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10)
     try:
         return await metrics.endpoints(redis)
     finally:

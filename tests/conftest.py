@@ -120,11 +120,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def settings(stack: Stack):  # type: ignore[no-untyped-def]
     from streams.settings import Settings
 
-    return Settings(
-        kafka_bootstrap=stack.bootstrap,
-        kafka_idempotence=False,
-        redis_url=stack.redis_url,
-        lancedb_uri=stack.lancedb_uri,
-        topic_partitions=4,
-        _env_file=None,
+    return Settings.load(
+        None,
+        kafka={"bootstrap": stack.bootstrap, "idempotence": False, "topic_partitions": 4},
+        redis={"url": stack.redis_url},
+        store={"uri": stack.lancedb_uri},
     )

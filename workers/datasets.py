@@ -28,7 +28,7 @@ from dateutil import parser as dateparser
 from pydantic import ValidationError
 
 from schemas import ContractError, Exchange, Role, Turn
-from schemas.errors import LycheeError
+from workers.errors import DatasetError
 
 _SESSION_RE = re.compile(r"^session_(\d+)$")
 
@@ -64,10 +64,6 @@ class Conversation:
     @property
     def turn_count(self) -> int:
         return sum(len(e.turns) for e in self.exchanges)
-
-
-class DatasetError(LycheeError, ValueError):
-    """A conversation file that does not have the expected layout; says where."""
 
 
 def parse_date(text: str | None) -> datetime | None:

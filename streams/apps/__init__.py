@@ -55,9 +55,9 @@ def run_worker(stage: str, settings: Settings) -> None:
     check_codecs()  # refuse to start rather than crash on the first compressed batch
     asyncio.run(
         ensure_topics(
-            settings.kafka_bootstrap,
-            settings.topic_partitions,
-            settings.topic_replication,
+            settings.kafka.bootstrap,
+            settings.kafka.topic_partitions,
+            settings.kafka.topic_replication,
             topic_retention(settings),
         )
     )
@@ -65,7 +65,7 @@ def run_worker(stage: str, settings: Settings) -> None:
     app = builder(stage)(settings)
     worker = faust.Worker(
         app,
-        loglevel=settings.log_level,
+        loglevel=settings.observability.log_level,
         redirect_stdouts=False,
         override_logging=False,
         quiet=True,

@@ -45,7 +45,7 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
     _FETCH_WAIT_MS["value"] = fetch_wait_ms
     _patch_fetch_wait()
     fetch.install()  # an undecodable batch becomes a dead letter, not a dead fetcher
-    brokers = ";".join(f"kafka://{b.strip()}" for b in settings.kafka_bootstrap.split(","))
+    brokers = ";".join(f"kafka://{b.strip()}" for b in settings.kafka.bootstrap.split(","))
     # Faust creates its data directory even for the memory store; not in the worker's cwd
     datadir = Path(tempfile.gettempdir()) / f"lychee-faust-{os.getuid()}" / stage
     datadir.mkdir(parents=True, exist_ok=True)
@@ -60,20 +60,20 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
         autodiscover=False,
         topic_allow_declare=False,  # topics are pre-created with fixed partition counts
         topic_disable_leader=True,
-        topic_partitions=settings.topic_partitions,
+        topic_partitions=settings.kafka.topic_partitions,
         consumer_auto_offset_reset="earliest",
         broker_commit_interval=1.0,
         broker_commit_every=1000,
         stream_buffer_maxsize=4096,
         worker_redirect_stdouts=False,
         producer_acks=-1,
-        broker_session_timeout=settings.session_timeout_s,
-        broker_heartbeat_interval=max(0.5, settings.session_timeout_s / 10),
+        broker_session_timeout=settings.kafka.session_timeout_s,
+        broker_heartbeat_interval=max(0.5, settings.kafka.session_timeout_s / 10),
         # Faust stops polling while every partition waits on a paused agent (LLM down); past
         # this interval aiokafka leaves the group and never rejoins (see
         # docs/decisions.md#a-paused-stage-stays-in-its-group). Heartbeats keep running
         # meanwhile, so a dead worker is still noticed by the session timeout.
-        broker_max_poll_interval=settings.max_poll_interval_s,
+        broker_max_poll_interval=settings.kafka.max_poll_interval_s,
         monitor=StageMonitor(stage),  # messages in and consumer lag as metrics
     )
 

@@ -61,7 +61,7 @@ def forget_agent(
             try:
                 done = await apply(req)
                 # the removed keys' values must leave the append-only file too
-                await rewrite_aof(redis, settings.request_timeout_s)
+                await rewrite_aof(redis, settings.kafka.request_timeout_s)
             except Exception as exc:
                 if not is_transient(exc):
                     await reply(_receipt(req, stage, Applied(), started, describe(exc, 500)), req)
@@ -85,7 +85,7 @@ def forget_agent(
             await run_guarded(
                 f"{stage}-control",
                 records,
-                lambda r: decode(r.value, ForgetRequest, settings.max_message_bytes),
+                lambda r: decode(r.value, ForgetRequest, settings.kafka.max_message_bytes),
                 handle,
                 dead,
                 policy=policy,

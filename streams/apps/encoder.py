@@ -38,24 +38,24 @@ def make_encoder(settings: Settings) -> SegmentEncoder:
 
 
 def build(settings: Settings) -> faust.App:
-    app = make_app("encoder", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
+    app = make_app("encoder", settings, fetch_wait_ms=settings.kafka.stage_fetch_wait_ms)
     publisher, dead = stage_outputs(app, "encoder", settings)
     policy = TransientPolicy.from_settings(settings)
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
     service = EncoderService(
         redis,
         make_encoder(settings),
         publisher,
-        cache_ttl_s=settings.encoder_cache_ttl_s,
-        cross_context=settings.encoder_cross_context,
-        lease_s=settings.encoder_lease_s,
+        cache_ttl_s=settings.encoder.cache_ttl_s,
+        cross_context=settings.encoder.cross_context,
+        lease_s=settings.encoder.lease_s,
     )
 
     async def handle(items: Sequence[tuple[Segment, Source | None]]) -> None:
         await service.handle([s for s, _ in items], [src for _, src in items])
 
     def parse(rec: Incoming) -> tuple[Segment, Source | None]:
-        return decode(rec.value, Segment, settings.max_message_bytes), source_of(rec.headers)
+        return decode(rec.value, Segment, settings.kafka.max_message_bytes), source_of(rec.headers)
 
     async def forget(req: ForgetRequest) -> Applied:
         await service.fences.raise_to(req.namespace, req.session_id, req.exchanges_end)
@@ -66,7 +66,7 @@ def build(settings: Settings) -> faust.App:
     @app.agent(raw_topic(app, t.SEGMENTS), concurrency=1)  # one session's segments in order
     async def encode(stream: faust.StreamT[bytes]) -> None:
         log.info("encoder.ready", encoder=service.encoder.name)
-        async for events in take_events(stream, settings.encoder_batch_size, 0.2):
+        async for events in take_events(stream, settings.encoder.batch_size, 0.2):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded("encoder", records, parse, handle, dead, policy=policy)
 

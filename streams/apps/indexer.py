@@ -15,8 +15,9 @@ from schemas.records import RecordBatch
 from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder, open_store
+from streams.kafka.errors import SerdeError
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
-from streams.kafka.serde import SCHEMA, SerdeError, decode
+from streams.kafka.serde import SCHEMA, decode
 from streams.progress import Progress
 from streams.settings import Settings
 from workers.forget import Fences, Source, source_of
@@ -65,10 +66,10 @@ def forgetter(
 
 async def expire(service: IndexerService, settings: Settings) -> None:
     """Retention on the optimize timer: what is older than `retention_days` goes for good."""
-    assert settings.retention_days is not None
+    assert settings.store.retention_days is not None
     if service.embedder is None:  # nodes losing linked text are re-embedded
         service.embedder = await asyncio.to_thread(make_embedder, settings)
-    expired = await service.expire(settings.retention_days)
+    expired = await service.expire(settings.store.retention_days)
     if any(expired.rows_removed.values()):
         log.info(
             "retention.expired", rows=expired.rows_removed, versions_pruned=expired.versions_pruned
@@ -78,29 +79,33 @@ async def expire(service: IndexerService, settings: Settings) -> None:
 async def maintain(service: IndexerService, settings: Settings) -> None:
     """The optimize timer: retention first, then index builds and compaction within budget."""
     try:
-        if settings.retention_days is not None:
+        if settings.store.retention_days is not None:
             await expire(service, settings)
-        report = await service.optimize(settings.ann_min_rows, settings.optimize_budget_s)
+        report = await service.optimize(
+            settings.store.ann_min_rows, settings.store.optimize_budget_s
+        )
         if report.built:
             log.info("ann.built", tables=report.built)
         if report.deferred:
             log.info(
-                "optimize.deferred", tables=report.deferred, budget_s=settings.optimize_budget_s
+                "optimize.deferred",
+                tables=report.deferred,
+                budget_s=settings.store.optimize_budget_s,
             )
     except Exception as exc:  # noqa: BLE001 - next tick retries
         log.error("optimize.failed", error=repr(exc))
 
 
 def build(settings: Settings) -> faust.App:
-    app = make_app("indexer", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
+    app = make_app("indexer", settings, fetch_wait_ms=settings.kafka.stage_fetch_wait_ms)
     publisher, dead = stage_outputs(app, "indexer", settings)
     policy = TransientPolicy.from_settings(settings)
     store = open_store(settings)
-    redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
-    service = IndexerService(store, fences=Fences(redis), node_types=settings.index_node_types)
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
+    service = IndexerService(store, fences=Fences(redis), node_types=settings.indexer.node_types)
     progress = Progress(redis)
 
-    parse_turn = turn_parser(store, settings.max_message_bytes)
+    parse_turn = turn_parser(store, settings.kafka.max_message_bytes)
 
     async def write_turns(items: Sequence[tuple[RawTurn, Source | None]]) -> None:
         batch = IndexBatch(turns=[x for x, _ in items], turn_sources=[s for _, s in items])
@@ -117,9 +122,9 @@ def build(settings: Settings) -> faust.App:
 
     @app.agent(raw_topic(app, t.TURNS), concurrency=1)
     async def index_turns(stream: faust.StreamT[bytes]) -> None:
-        log.info("indexer.ready", lancedb=settings.lancedb_uri)
+        log.info("indexer.ready", lancedb=settings.store.uri)
         async for events in take_events(
-            stream, settings.indexer_batch_size, settings.indexer_batch_wait_s
+            stream, settings.indexer.batch_size, settings.indexer.batch_wait_s
         ):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded("indexer", records, parse_turn, write_turns, dead, policy=policy)
@@ -128,18 +133,18 @@ def build(settings: Settings) -> faust.App:
     async def index_records(stream: faust.StreamT[bytes]) -> None:
         if service.embedder is None:  # nodes and records are embedded here, once
             service.embedder = await asyncio.to_thread(make_embedder, settings)
-        async for events in take_events(stream, 64, settings.indexer_batch_wait_s):
+        async for events in take_events(stream, 64, settings.indexer.batch_wait_s):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded(
                 "indexer",
                 records,
-                parse_batch(settings.max_message_bytes),
+                parse_batch(settings.kafka.max_message_bytes),
                 write_records,
                 dead,
                 policy=policy,
             )
 
-    @app.timer(settings.optimize_interval_s)
+    @app.timer(settings.store.optimize_interval_s)
     async def optimize() -> None:
         await maintain(service, settings)
 

@@ -28,11 +28,12 @@ from streams.factories import (
     open_store,
     scorer_of,
 )
+from streams.kafka.errors import SerdeError
 from streams.kafka.fetch import COVERED, UNDECODABLE
 from streams.kafka.guard import INTERNAL, DeadLetters, Incoming, TransientPolicy, retry_transient
 from streams.kafka.pauses import describe
 from streams.kafka.producer import KafkaPublisher
-from streams.kafka.serde import TOO_LARGE, SerdeError, decode, encode
+from streams.kafka.serde import TOO_LARGE, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
 from workers.query.multiroute import RecallConfig
@@ -92,15 +93,15 @@ class QueryHandler:
                     )
                     if llm
                     else None,
-                    reranker=await asyncio.to_thread(load_reranker, s.reranker_model),
+                    reranker=await asyncio.to_thread(load_reranker, s.query.reranker_model),
                     scorer=scorer_of(s),
                     adapter=await asyncio.to_thread(adapter_of, s, embedder),
                 )
                 self._service = QueryService(
                     deps,
-                    RecallConfig(turn_window=s.turn_window),
-                    rerank_candidates=s.reranker_candidates,
-                    preset=preset_for(s.query_ablation),
+                    RecallConfig(turn_window=s.query.turn_window),
+                    rerank_candidates=s.query.reranker_candidates,
+                    preset=preset_for(s.query.ablation),
                 )
                 log.info("query.ready", model=embedder.model_name)
         return self._service
@@ -147,7 +148,7 @@ class QueryHandler:
                 await self.dead.send(rec, rec.undecodable, UNDECODABLE)
             return
         try:
-            req = decode(rec.value, QueryRequest, self.settings.max_message_bytes)
+            req = decode(rec.value, QueryRequest, self.settings.kafka.max_message_bytes)
         except SerdeError as exc:
             await self.refuse(rec, exc.reason, exc.error_type)
             return
@@ -159,10 +160,10 @@ class QueryHandler:
             log.info("query.expired", correlation_id=req.correlation_id, late_s=-remaining_s)
             metrics.observe_reply("expired")
             return
-        if remaining_s > self.settings.query_max_deadline_s:
+        if remaining_s > self.settings.query.max_deadline_s:
             error = (
                 f"deadline_ms is {remaining_s:.0f}s ahead; at most "
-                f"{self.settings.query_max_deadline_s:.0f}s (query_max_deadline_s) allowed"
+                f"{self.settings.query.max_deadline_s:.0f}s (query_max_deadline_s) allowed"
             )
             await self.reply(self._error(req, error), req.reply_partition)
             return
@@ -189,10 +190,10 @@ class QueryHandler:
 
 
 def build(settings: Settings) -> faust.App:
-    app = make_app("query", settings, fetch_wait_ms=settings.query_fetch_wait_ms)
+    app = make_app("query", settings, fetch_wait_ms=settings.kafka.query_fetch_wait_ms)
     handler = QueryHandler(settings, *stage_outputs(app, "query", settings))
 
-    @app.agent(raw_topic(app, t.QUERIES), concurrency=settings.query_concurrency)
+    @app.agent(raw_topic(app, t.QUERIES), concurrency=settings.query.concurrency)
     async def answer(stream: faust.StreamT[bytes]) -> None:
         await handler.service()
         async for event in stream.events():

@@ -51,25 +51,25 @@ async def drain_left_behind(svc: SegmenterService, grace_s: float) -> None:
 
 
 def build(settings: Settings) -> faust.App:
-    app = make_app("segmenter", settings, fetch_wait_ms=settings.stage_fetch_wait_ms)
+    app = make_app("segmenter", settings, fetch_wait_ms=settings.kafka.stage_fetch_wait_ms)
     topic = raw_topic(app, t.EXCHANGES)
     publisher, dead = stage_outputs(app, "segmenter", settings)
     policy = TransientPolicy.from_settings(settings)
     holder: dict[str, SegmenterService] = {}
-    control_redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+    control_redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
 
     async def service() -> SegmenterService:
         if "svc" not in holder:
             embedder = await asyncio.to_thread(make_embedder, settings)
-            p = settings.segmenter
+            p = settings.segmenter.params
             policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
-            redis = Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=10)
+            redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
             holder["svc"] = SegmenterService(
                 SessionStore(redis),
                 embedder,
                 policy,
                 publisher,
-                ended_ttl_s=settings.ended_session_ttl_s,
+                ended_ttl_s=settings.segmenter.ended_session_ttl_s,
             )
             log.info("segmenter.ready", model=embedder.model_name, mode=p.mode.value)
         return holder["svc"]
@@ -77,7 +77,7 @@ def build(settings: Settings) -> faust.App:
     @app.agent(topic, concurrency=1)
     async def segment(stream: faust.StreamT[bytes]) -> None:
         svc = await service()
-        await drain_left_behind(svc, settings.outbox_grace_s)
+        await drain_left_behind(svc, settings.segmenter.outbox_grace_s)
 
         async def handle(items: Sequence[tuple[ExchangeTopicMessage, Position]]) -> None:
             result = await svc.handle([m for m, _ in items], [p for _, p in items])
@@ -91,13 +91,13 @@ def build(settings: Settings) -> faust.App:
                 )
 
         async for events in take_events(
-            stream, settings.segmenter_batch_size, settings.segmenter_batch_wait_s
+            stream, settings.segmenter.batch_size, settings.segmenter.batch_wait_s
         ):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded(
                 "segmenter",
                 records,
-                lambda r: parse_positioned(r, settings.max_message_bytes),
+                lambda r: parse_positioned(r, settings.kafka.max_message_bytes),
                 handle,
                 dead,
                 policy=policy,
@@ -110,14 +110,15 @@ def build(settings: Settings) -> faust.App:
 
     forget_agent(app, "segmenter", settings, publisher, dead, control_redis, forget)
 
-    @app.timer(settings.idle_scan_interval_s)
+    @app.timer(settings.segmenter.idle_scan_interval_s)
     async def idle_flush() -> None:
         if "svc" not in holder:
             return
-        await drain_left_behind(holder["svc"], settings.outbox_grace_s)
+        await drain_left_behind(holder["svc"], settings.segmenter.outbox_grace_s)
         try:
             closed = await retry_transient(
-                lambda: holder["svc"].flush_idle(settings.idle_timeout_s), what="idle flush"
+                lambda: holder["svc"].flush_idle(settings.segmenter.idle_timeout_s),
+                what="idle flush",
             )
             if closed:
                 log.info("idle.flushed", segments=closed)

@@ -132,12 +132,12 @@ async def _produce(settings: Settings, conv: Conversation, start: int, stop: int
 
 
 async def _lags(settings: Settings) -> dict[str, int]:
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         return {name: (await lag.stage(name)).lag for name in PIPELINE}
 
 
 async def _drain(settings: Settings) -> None:
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         await lag.wait_drained(timeout_s=3600)
 
 
@@ -148,7 +148,7 @@ async def _collect(settings: Settings, namespace: str, out: Outcome) -> None:
     out.turns = await asyncio.to_thread(_column, store, "turns", namespace, "turn_id")
     out.records = set(await asyncio.to_thread(_column, store, "records", namespace, "id"))
     out.nodes = set(await asyncio.to_thread(_column, store, "nodes", namespace, "id"))
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         for src in DLQ_SOURCES:
             out.dead_letters += sum((await lag.end_offsets(t.dlq(src))).values())
 

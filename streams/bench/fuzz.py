@@ -190,7 +190,7 @@ async def fuzz(
     started = time.perf_counter()
     rng = random.Random(seed)
     run = uuid.uuid4().hex[:6]
-    producers = Producers(settings.kafka_bootstrap)
+    producers = Producers(settings.kafka.bootstrap)
     await producers.start()
     try:
         parts = len(await producers.aio["none"].partitions_for(t.REPLIES))
@@ -200,7 +200,7 @@ async def fuzz(
         )
     finally:
         await producers.close()
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         await lag.wait_drained(STAGES, timeout_s=drain_timeout_s)
     report = await _account(settings, sent, gen, good_queries, good_count, ns_good)
     report.stages_alive = ", ".join(f"{k}={'yes' if v else 'NO'}" for k, v in alive().items())
@@ -307,7 +307,7 @@ async def _account(
     dead: dict[tuple[str, int, int], dict[str, bytes]] = {}
     sources = {m.topic for m in sent}
     for topic in sources:
-        for _, _, headers in await read_topic(settings.kafka_bootstrap, t.dlq(topic)):
+        for _, _, headers in await read_topic(settings.kafka.bootstrap, t.dlq(topic)):
             src = headers.get("source_topic", b"").decode(errors="replace")
             try:
                 where = (src, int(headers["source_partition"]), int(headers["source_offset"]))
@@ -315,7 +315,7 @@ async def _account(
                 continue
             dead[where] = headers
     replies: dict[str, dict[str, Any]] = {}
-    for key, value, _ in await read_topic(settings.kafka_bootstrap, t.REPLIES):
+    for key, value, _ in await read_topic(settings.kafka.bootstrap, t.REPLIES):
         if key is not None and value:
             replies[key.decode(errors="replace")] = orjson.loads(value)
     bad = [m for m in sent if not m.kind.endswith(".first")]

@@ -1,4 +1,4 @@
-"""What every benchmark shares: the variants, the stack to run against, and its errors.
+"""What every benchmark shares: the variants and the stack to run against.
 
 A benchmark runs against the configured stack (when `LYCHEE_KAFKA_BOOTSTRAP` is set) or
 starts the embedded one in a temporary directory; `pipeline` yields the settings of
@@ -18,16 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from schemas import Exchange, SegmentMode
-from schemas.errors import LycheeError
 from schemas.query import Ablation
+from streams.bench.errors import BenchError
 from streams.settings import Settings
 from streams.stack.embedded import Stack
 from workers.datasets import Conversation
 from workers.query.presets import ABLATIONS
-
-
-class BenchError(LycheeError, RuntimeError):
-    """The benchmark cannot run as asked; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -61,7 +57,7 @@ def variant(name: str) -> Variant:
 @contextlib.contextmanager
 def pipeline(settings: Settings, chosen: Variant) -> Iterator[Settings]:
     """The configured stack, or an embedded one when Kafka is not configured."""
-    if "kafka_bootstrap" in settings.model_fields_set:
+    if "bootstrap" in settings.kafka.model_fields_set:
         if chosen.worker_env:
             wanted = " ".join(f"{k}={v}" for k, v in chosen.worker_env.items())
             raise BenchError(
@@ -119,7 +115,7 @@ async def embedding_counts(settings: Settings, exchanges: int) -> dict[str, Any]
 
     from streams.metrics import endpoints
 
-    redis = Redis.from_url(settings.redis_url)
+    redis = Redis.from_url(settings.redis.url)
     try:
         eps = await asyncio.wait_for(endpoints(redis), timeout=10)
     finally:

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from streams.bench.harness import BenchError
+from streams.bench.errors import BenchError
 from streams.factories import llm_policy
 from streams.settings import Settings
 from workers.evaluation.judge import LLMJudge, Verdict
@@ -23,19 +23,19 @@ class JudgeTarget:
 
 def judge_target(settings: Settings, base_url: str | None, model: str | None) -> JudgeTarget:
     """The judge named on the command line, each part defaulting to the configured LLM's."""
-    url = base_url or settings.llm_base_url
-    name = model or settings.llm_model
+    url = base_url or settings.llm.base_url
+    name = model or settings.llm.model
     if not url or not name:
         raise BenchError(
             "judging answers needs a judge model: set LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL, "
             "or give --judge-base-url and --judge-model"
         )
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key else None
+    key = settings.llm.api_key.get_secret_value() if settings.llm.api_key else None
     return JudgeTarget(url, name, key)
 
 
 def make_judge(settings: Settings, at: JudgeTarget) -> LLMJudge:
-    client = make_client(at.base_url, at.api_key, settings.llm_timeout_s)
+    client = make_client(at.base_url, at.api_key, settings.llm.timeout_s)
     return LLMJudge(client, at.model, policy=llm_policy(settings, LLMJudge.policy))
 
 

@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from schemas import QueryRequest
 from streams.apps import collect_as_a_worker
-from streams.bench.harness import VARIANTS, BenchError, pipeline, rename_namespace
+from streams.bench.errors import BenchError
+from streams.bench.harness import VARIANTS, pipeline, rename_namespace
 from streams.client import MemoryClient
 from streams.factories import adapter_of, make_embedder, open_store, scorer_of
 from streams.ingest import produce
@@ -55,7 +56,7 @@ async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]
     questions = [q.question for q in conv.qa if q.category in CATEGORIES]
     async with MemoryClient(settings) as client:
         await produce(client, [conv], progress=False)
-        async with LagReader(settings.kafka_bootstrap) as lag:
+        async with LagReader(settings.kafka.bootstrap) as lag:
             await lag.wait_drained(timeout_s=1800)
         embedder = await asyncio.to_thread(make_embedder, settings)
         store = open_store(settings, embedder, snapshots=True)  # as the query service opens it
@@ -135,14 +136,14 @@ def run_synthetic(
             )
         build_s = time.perf_counter() - started
     started = time.perf_counter()
-    built = rs.maybe_build_ann(min(settings.ann_min_rows, records // 2))
+    built = rs.maybe_build_ann(min(settings.store.ann_min_rows, records // 2))
     ann_s = time.perf_counter() - started if built else 0.0
     target = synthetic.namespace(namespaces // 2)
     asked = synthetic.questions(questions)
     served = open_store(settings, embedder, str(store_dir), snapshots=True)  # as the service
     timings = asyncio.run(_timed(QueryService(QueryDeps(served, embedder)), target, asked, k))
     # the same questions with every vector search through the ANN index
-    every_ann = settings.model_copy(update={"exact_search_max_rows": 0})
+    every_ann = settings.replaced(store={"exact_search_max_rows": 0})
     ann_store = open_store(every_ann, embedder, str(store_dir))
     ann_timings = asyncio.run(
         _timed(QueryService(QueryDeps(ann_store, embedder)), target, asked, k)
@@ -159,7 +160,7 @@ def run_synthetic(
         "ann_indexed": [n for n in ("records", "turns", "nodes") if _has_ann(rs, n)],
         "retrieval_ms": percentiles([t["total"] for t in timings]),
         "recall_ms": percentiles([t["recall"] for t in timings]),
-        "exact_max_rows": settings.exact_search_max_rows,
+        "exact_max_rows": settings.store.exact_search_max_rows,
         "retrieval_ann_ms": percentiles([t["total"] for t in ann_timings]),
         "ann_vs_exact": _ann_vs_exact(rs, embedder.embed(asked[:50]), target, 3 * max(k, 15)),
     }

@@ -27,7 +27,8 @@ import orjson
 
 from schemas import QueryRequest, Segment
 from schemas.records import RecordBatch
-from streams.bench.harness import BenchError, pick_conversation
+from streams.bench.errors import BenchError
+from streams.bench.harness import pick_conversation
 from streams.bench.judging import JudgeTarget, judge_target, make_judge
 from streams.bench.llm_report import (
     DEAD_LETTERED,
@@ -88,7 +89,7 @@ def first_segments(
 ) -> tuple[list[Segment], list[Any]]:
     """The conversation's first `n` segments by the configured policy, and the raw turns
     (with their embeddings) of the exchanges they hold."""
-    p = settings.segmenter
+    p = settings.segmenter.params
     policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
     segments: list[Segment] = []
     turns: dict[str, Any] = {}
@@ -316,7 +317,7 @@ async def _run(
         ),
         adapter=adapter_of(settings, embedder),
     )
-    service = QueryService(deps, RecallConfig(turn_window=settings.turn_window))
+    service = QueryService(deps, RecallConfig(turn_window=settings.query.turn_window))
     report.questions = await ask_questions(service, judge, conv.namespace, chosen, echo, redact)
     report.seconds = time.perf_counter() - started
     return report

@@ -23,14 +23,15 @@ from schemas import EvidenceItem, QueryReply, Segment
 from schemas import topics as t
 from schemas.records import RecordBatch
 from streams.bench import harness
-from streams.bench.harness import BenchError, Variant
+from streams.bench.errors import BenchError
+from streams.bench.harness import Variant
 from streams.bench.judging import JudgeTarget, judge_locomo, make_judge
 from streams.client import MemoryClient
 from streams.factories import make_embedder, open_store
 from streams.ingest import produce
 from streams.kafka.lag import LagReader
 from streams.kafka.reader import read_topic
-from streams.settings import Settings, llm_configured
+from streams.settings import Settings
 from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
 from workers.encoder.estimate import eager_segments, prompt_tokens_for
@@ -158,7 +159,7 @@ async def _run(
         segments = await _by_segment(settings, t.SEGMENTS, Segment, conversations)
         batches = await _by_segment(settings, t.RECORDS, RecordBatch, conversations)
         # an answer from a slow model takes minutes: the longest deadline the service takes
-        wait_s = settings.query_max_deadline_s if judge else 60.0
+        wait_s = settings.query.max_deadline_s if judge else 60.0
         await _ask(
             client, run, max(RETRIEVE_K, *ks), progress, variant.ablation, wait_s, bool(judge)
         )
@@ -182,7 +183,7 @@ async def _run(
         "schema": "lychee.bench.locomo/1",
         "data": str(data),
         "variant": variant.name,
-        "llm": settings.llm_model if llm_configured(settings) else None,
+        "llm": settings.llm.model if settings.llm.configured else None,
         "judge": judge.model if judge is not None else None,
         "embedding": embedder.model_name,
         "conversations": len(conversations),
@@ -206,7 +207,7 @@ async def _run(
             f"encoder: {', '.join(sorted({b.encoder for b in batches})) or 'none'}; prompt "
             "estimates use the encoder's prompt builder with the session's reference context",
             "no LLM configured: accuracy is null; the heuristic planner makes no LLM call"
-            if not llm_configured(settings)
+            if not settings.llm.configured
             else accuracy_note,
             f"lychee latency is the query service's retrieval time; client round trip p50/p95: "
             f"{percentiles(run.round_trip_ms)}",
@@ -284,7 +285,7 @@ async def _ingest(
                     acked[(conv.namespace, tid)] = now
             bar.update(len(session.exchanges))
     bar.close()
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         await lag.wait_drained(timeout_s=1800)
     seconds = time.perf_counter() - t0
     done.set()
@@ -306,7 +307,7 @@ async def _by_segment(
     is the same message)."""
     wanted = {c.namespace for c in conversations}
     out: dict[str, S] = {}
-    for key, value, _ in await read_topic(settings.kafka_bootstrap, topic):
+    for key, value, _ in await read_topic(settings.kafka.bootstrap, topic):
         if key is not None and key.decode().split("/", 1)[0] in wanted and value is not None:
             msg = model.model_validate_json(value)
             out[msg.segment_id] = msg

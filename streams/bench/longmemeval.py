@@ -68,7 +68,7 @@ async def _run(
                 await client.end_session(inst.namespace, sid)
             bar.update(len(inst.exchanges))
         bar.close()
-        async with LagReader(settings.kafka_bootstrap) as lag:
+        async with LagReader(settings.kafka.bootstrap) as lag:
             await lag.wait_drained(timeout_s=3600)
         rows = []
         asked = [i for i in instances if not i.abstention]

@@ -16,7 +16,8 @@ from typing import Any
 
 import click
 
-from streams.bench.harness import VARIANTS, BenchError, pipeline, rename_namespace
+from streams.bench.errors import BenchError
+from streams.bench.harness import VARIANTS, pipeline, rename_namespace
 from streams.client import MemoryClient
 from streams.ingest import produce
 from streams.kafka.lag import LagReader
@@ -59,7 +60,7 @@ async def _run(
     size = min(per_level, len(rest) // len(concurrency))
     async with MemoryClient(settings) as client:
         await produce(client, [conv], progress=False)
-        async with LagReader(settings.kafka_bootstrap) as lag:
+        async with LagReader(settings.kafka.bootstrap) as lag:
             await lag.wait_drained(timeout_s=1800)
         await client.search(conv.namespace, warm, k=k, timeout_s=120)  # tables and model warm
         levels = []

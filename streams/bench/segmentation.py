@@ -49,7 +49,7 @@ def segmentation(settings: Settings, data_path: Path | str) -> dict[str, Any]:
     embed_s = time.perf_counter() - started
     by_id = {(ex.namespace, ex.exchange_id): vectors[i] for i, ex in enumerate(exchanges)}
 
-    base = settings.segmenter
+    base = settings.segmenter.params
     modes: dict[str, Any] = {}
     for mode in (SegmentMode.semantic, SegmentMode.fixed_window, SegmentMode.eager):
         p = base if base.mode is mode else base.model_copy(update={"mode": mode})

@@ -181,7 +181,7 @@ async def _throughput(
     raw_rate = len(texts) / (time.perf_counter() - t0)
     del embedder
 
-    async with MemoryClient(settings) as client, LagReader(settings.kafka_bootstrap) as lag:
+    async with MemoryClient(settings) as client, LagReader(settings.kafka.bootstrap) as lag:
         # warm the indexer (table and index creation happen once) before timing
         warm = Exchange(
             namespace=READY_NAMESPACE,

@@ -13,7 +13,7 @@ from streams.settings import Settings
 
 def settings() -> Settings:
     s = Settings()
-    configure(s.log_level, s.log_format)
+    configure(s.observability.log_level, s.observability.log_format)
     return s
 
 
@@ -27,7 +27,7 @@ def client_settings() -> Settings:
     from streams.stack.endpoints import client_settings
 
     s = client_settings()
-    configure(s.log_level, s.log_format)
+    configure(s.observability.log_level, s.observability.log_format)
     for name in ("aiokafka", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return s

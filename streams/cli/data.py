@@ -55,7 +55,8 @@ def ask(
     namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float
 ) -> None:
     """Retrieve evidence for QUESTION through the request/reply topics."""
-    from streams.client import ClientError, MemoryClient, ReplyTimeout
+    from streams.client import MemoryClient
+    from streams.errors import ClientError, ReplyTimeout
 
     s = client_settings()
 
@@ -87,7 +88,8 @@ def forget(
     namespace: str, session_id: str | None, yes: bool, as_json: bool, timeout_s: float
 ) -> None:
     """Forget NAMESPACE (or one --session of it) in every stage, then print the receipt."""
-    from streams.client import MemoryClient, ReplyTimeout
+    from streams.client import MemoryClient
+    from streams.errors import ReplyTimeout
 
     if not yes:
         raise click.UsageError(

@@ -17,20 +17,21 @@ def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
     """The HTTP gateway (REST, MCP at /mcp, /metrics, OpenAPI at /docs)."""
     if ctx.invoked_subcommand is not None:
         return
-    from streams.gateway.auth import KeyFileError, KeyRing
-    from streams.gateway.server import GatewayConfigError, bind, check_binding, serve
+    from streams.gateway.auth import KeyRing
+    from streams.gateway.errors import GatewayConfigError, KeyFileError
+    from streams.gateway.server import bind, check_binding, serve
 
     s = settings()
     s = s.model_copy(
         update={
-            "gateway_host": host or s.gateway_host,
-            "gateway_port": s.gateway_port if port is None else port,
+            "gateway_host": host or s.gateway.host,
+            "gateway_port": s.gateway.port if port is None else port,
         }
     )
     try:
-        keys = KeyRing.load(s.api_keys_file)
-        warning = check_binding(s.gateway_host, keys)
-        sock = bind(s.gateway_host, s.gateway_port)
+        keys = KeyRing.load(s.gateway.api_keys_file)
+        warning = check_binding(s.gateway.host, keys)
+        sock = bind(s.gateway.host, s.gateway.port)
     except (KeyFileError, GatewayConfigError) as exc:
         raise click.ClickException(str(exc)) from exc
     if warning:
@@ -50,7 +51,7 @@ def gateway_keys() -> None:
 
 
 def _keys_file(path: Path | None) -> Path:
-    found = path or settings().api_keys_file
+    found = path or settings().gateway.api_keys_file
     if found is None:
         raise click.ClickException("set LYCHEE_API_KEYS_FILE or pass --file")
     return found
@@ -78,7 +79,8 @@ _FILE = click.option(
 @_FILE
 def keys_add(name: str, namespaces: tuple[str, ...], path: Path | None) -> None:
     """Create a key for NAME; prints it once (only its digest is stored)."""
-    from streams.gateway.auth import KeyFileError, add_key
+    from streams.gateway.auth import add_key
+    from streams.gateway.errors import KeyFileError
 
     file = _keys_file(path)
     try:
@@ -95,7 +97,8 @@ def keys_add(name: str, namespaces: tuple[str, ...], path: Path | None) -> None:
 @_FILE
 def keys_list(path: Path | None) -> None:
     """Names and namespaces of the keys (never the keys)."""
-    from streams.gateway.auth import KeyFileError, list_keys
+    from streams.gateway.auth import list_keys
+    from streams.gateway.errors import KeyFileError
 
     try:
         for entry in list_keys(_keys_file(path)):
@@ -109,7 +112,8 @@ def keys_list(path: Path | None) -> None:
 @_FILE
 def keys_revoke(name: str, path: Path | None) -> None:
     """Remove NAME's key (takes effect when the gateway restarts)."""
-    from streams.gateway.auth import KeyFileError, revoke_key
+    from streams.gateway.auth import revoke_key
+    from streams.gateway.errors import KeyFileError
 
     try:
         revoke_key(_keys_file(path), name)

@@ -48,12 +48,13 @@ def up(
     """Start SeaweedFS, broker, Redis, every worker and the HTTP gateway on loopback and
     supervise them; Ctrl-C drains the stages and stops everything. Restarting on the same
     data directory resumes where the stack stopped."""
-    from streams.stack.embedded import DURABLE, EPHEMERAL, StackError
+    from streams.stack.embedded import DURABLE, EPHEMERAL
+    from streams.stack.errors import StackError
     from streams.stack.launcher import run_up
 
     s = settings()
     if grace_s is not None:
-        s = s.model_copy(update={"drain_grace_s": grace_s})
+        s = s.replaced(stack={"drain_grace_s": grace_s})
     try:
         code = run_up(
             data_dir.resolve(),
@@ -90,7 +91,10 @@ def topics_create() -> None:
     s = client_settings()
     created = asyncio.run(
         ensure_topics(
-            s.kafka_bootstrap, s.topic_partitions, s.topic_replication, topic_retention(s)
+            s.kafka.bootstrap,
+            s.kafka.topic_partitions,
+            s.kafka.topic_replication,
+            topic_retention(s),
         )
     )
     click.echo(f"created {len(created)} topics" + (f": {', '.join(created)}" if created else ""))

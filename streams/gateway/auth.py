@@ -26,13 +26,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from schemas.errors import LycheeError
+from streams.gateway.errors import KeyFileError
 
 KEY_PREFIX = "lyk_"
-
-
-class KeyFileError(LycheeError, ValueError):
-    """The keys file is missing, unreadable or malformed; the message says where."""
 
 
 def digest(key: str) -> str:

@@ -1,4 +1,4 @@
-"""What the console shows, read by the same service as every HTTP route (issue 27):
+"""What the console shows, read by the same service as every HTTP route:
 the namespaces a caller may read, a namespace's sessions, a session's timeline, and the
 stack's operations. Stores are read in threads; every list is cut to what the caller may see.
 """

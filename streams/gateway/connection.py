@@ -22,7 +22,7 @@ import structlog
 from redis.asyncio import Redis
 
 from streams.client import MemoryClient
-from streams.gateway.errors import Unavailable, kafka_at, reason, redis_at
+from streams.gateway.errors import StackUnreachable, Unavailable, kafka_at, reason, redis_at
 from streams.gateway.service import MemoryService
 from streams.settings import Settings
 
@@ -61,14 +61,6 @@ for _name in ("aiokafka", "aiokafka.consumer.fetcher"):  # a logger's filter see
     logging.getLogger(_name).addFilter(_NOISE)
 
 
-class StackUnreachable(Unavailable):
-    """Kafka or Redis did not answer; `checks` holds `ok` or the reason for each."""
-
-    def __init__(self, detail: str, checks: dict[str, str]) -> None:
-        super().__init__(detail, retry_after_s=1.0)
-        self.checks = checks
-
-
 class StackConnection:
     """One `MemoryService` per process, connected on first use and retried on the next call
     until it connects."""
@@ -105,7 +97,7 @@ class StackConnection:
         if self._service is not None:
             return self._service
         attempt = self._start_attempt()
-        wait_s = self.settings.gateway_connect_timeout_s
+        wait_s = self.settings.gateway.connect_timeout_s
         try:
             async with asyncio.timeout(wait_s):
                 return await asyncio.shield(attempt)  # a caller giving up leaves it running
@@ -147,7 +139,7 @@ class StackConnection:
     async def _connect(self) -> MemoryService:
         s = self.settings
         client = MemoryClient(s)
-        redis = Redis.from_url(s.redis_url, socket_timeout=10, socket_connect_timeout=10)
+        redis = Redis.from_url(s.redis.url, socket_timeout=10, socket_connect_timeout=10)
         _NOISE.attempts += 1
         try:
             kafka_error, redis_error = await asyncio.gather(
@@ -174,7 +166,7 @@ class StackConnection:
 
     async def _reason(self, step: Awaitable[object]) -> str | None:
         """None when `step` succeeds within the request timeout, else why not, in a few words."""
-        budget = self.settings.request_timeout_s
+        budget = self.settings.kafka.request_timeout_s
         try:
             async with asyncio.timeout(budget):
                 await step

@@ -1,6 +1,6 @@
 """Dead letters over HTTP, for the console's operations page and any other client: by topic
-and reason with a sample of each, and their replay (issue 27 over issue 24's `streams.dlq`,
-the code `lychee dlq` runs).
+and reason with a sample of each, and their replay (over `streams.dlq`, the code `lychee dlq`
+runs).
 
 A dead letter holds any namespace's text, and a replay writes to the stack's topics: both
 routes are for a caller allowed every namespace (no keys, or a key for `*`). A replay is a
@@ -21,6 +21,7 @@ from pydantic import AwareDatetime
 from redis.exceptions import RedisError
 
 from streams import dlq
+from streams.errors import DeadLetterError
 from streams.gateway.deps import SameOriginJson, Service, StackWide
 from streams.gateway.errors import Conflict, Invalid
 from streams.gateway.models import DeadLettersOut, Problem, ReplayIn, ReplayOut
@@ -37,7 +38,7 @@ def _answered(svc: MemoryService) -> Iterator[None]:
     """The dead-letter commands' errors as the gateway's."""
     try:
         yield
-    except dlq.DeadLetterError as exc:
+    except DeadLetterError as exc:
         raise Invalid(str(exc), field="topic") from exc
     except (KafkaError, RedisError, TimeoutError) as exc:
         raise svc.down(exc) from exc

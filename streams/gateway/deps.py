@@ -81,8 +81,8 @@ def same_origin_json(request: Request) -> None:
     or beacon to the gateway with no CORS preflight; a JSON body needs a preflight, which the
     gateway never grants: so JSON only, always. Without keys nothing else tells who calls, so
     also the `Origin`, which browsers send with every POST, must be this very host (a client
-    that sends none is not a browser); the `Host` is a loopback name (the Guard refuses any
-    other without keys, a DNS-rebound one included).
+    that sends none is not a browser); the `Host` is a loopback name (`EdgeGuard` refuses
+    any other without keys, a DNS-rebound one included).
     """
     media = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if media != "application/json":
@@ -90,7 +90,7 @@ def same_origin_json(request: Request) -> None:
     keys: KeyRing = request.app.state.keys
     if keys:
         return  # the key, which another site cannot read nor send, is the proof
-    host = request.headers.get("host", "")  # a loopback name: the gateway's Guard checked
+    host = request.headers.get("host", "")  # a loopback name: `EdgeGuard` checked
     origin = request.headers.get("origin")
     if origin is not None and _netloc(origin) != host.lower():
         raise Forbidden(

@@ -1,7 +1,8 @@
-"""The gateway's errors: each carries its HTTP status and, where one is to blame, the field.
+"""The gateway's errors: each request error carries its HTTP status and, where one is to
+blame, the field; the configuration errors stop the gateway before it serves.
 
-Routes turn them into `application/problem+json`; MCP tools into tool errors with the same
-text.
+Routes turn the request errors into `application/problem+json`; MCP tools into tool errors
+with the same text.
 """
 
 from __future__ import annotations
@@ -72,6 +73,14 @@ class Unavailable(GatewayError):
         return cls(f"{where}: {reason(exc)}", retry_after_s=1.0)
 
 
+class StackUnreachable(Unavailable):
+    """Kafka or Redis did not answer; `checks` holds `ok` or the reason for each."""
+
+    def __init__(self, detail: str, checks: dict[str, str]) -> None:
+        super().__init__(detail, retry_after_s=1.0)
+        self.checks = checks
+
+
 class UpstreamFailed(GatewayError):
     status = 502
     title = "Query service error"
@@ -87,13 +96,24 @@ class UnsupportedMediaType(GatewayError):
     title = "Unsupported media type"
 
 
+# -- before serving: the gateway's own configuration -------------------------------------------
+
+
+class KeyFileError(LycheeError, ValueError):
+    """The keys file is missing, unreadable or malformed; the message says where."""
+
+
+class GatewayConfigError(LycheeError, ValueError):
+    """The gateway cannot start as configured; the message says what to change."""
+
+
 def kafka_at(settings: Settings) -> str:
-    return f"Kafka at {settings.kafka_bootstrap}"
+    return f"Kafka at {settings.kafka.bootstrap}"
 
 
 def redis_at(settings: Settings) -> str:
     """Where Redis is, without its password."""
-    parts = urlsplit(settings.redis_url)
+    parts = urlsplit(settings.redis.url)
     if parts.password is not None:
         netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
         parts = parts._replace(netloc=netloc + (f":{parts.port}" if parts.port else ""))

@@ -5,8 +5,6 @@ streamable HTTP at `/mcp` of the gateway (the same API keys as the REST routes).
 share the gateway's `MemoryService`; an add returns at once with a receipt. Both servers start
 without the stack and connect on the first call that needs it (`streams.gateway.connection`):
 until it is up, a call is a tool error naming what is unreachable.
-
-Not here yet: `list_memories` and `delete_all_memories` come with the forget issue (#12).
 """
 
 from __future__ import annotations
@@ -233,7 +231,7 @@ def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: Name
 def _memory_admin_tools(
     server: MCPServer[Any], service: ServiceOf, namespace_of: NamespaceOf
 ) -> None:
-    """Listing and deleting what is remembered (issue 12)."""
+    """Listing and deleting what is remembered."""
 
     @server.tool(
         name="list_memories",
@@ -356,6 +354,9 @@ def run_stdio(settings: Settings, namespace: str | None) -> None:
             yield {}
 
     server = build_mcp(
-        stack.service, lambda _: Principal.local(), namespace or settings.mcp_namespace, lifespan
+        stack.service,
+        lambda _: Principal.local(),
+        namespace or settings.gateway.mcp_namespace,
+        lifespan,
     )
     server.run("stdio")

@@ -180,7 +180,7 @@ class RecordsPage(BaseModel):
     items: list[dict[str, Any]]
 
 
-# -- what the console shows (issue 27) ---------------------------------------------------------
+# -- what the console shows --------------------------------------------------------------------
 
 
 class WhoAmI(BaseModel):
@@ -273,7 +273,7 @@ class OperationsOut(BaseModel):
     )
 
 
-# -- dead letters (issue 27 over issue 24's `streams.dlq`) --------------------------------------
+# -- dead letters (over `streams.dlq`) ---------------------------------------------------------
 
 
 class DeadLetterSample(BaseModel):

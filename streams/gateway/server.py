@@ -11,16 +11,12 @@ import socket
 import structlog
 import uvicorn
 
-from schemas.errors import LycheeError
 from streams.gateway.auth import KeyRing, is_loopback
+from streams.gateway.errors import GatewayConfigError
 from streams.metrics import advertised_host
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")
-
-
-class GatewayConfigError(LycheeError, ValueError):
-    """The gateway cannot start as configured; the message says what to change."""
 
 
 def check_binding(host: str, keys: KeyRing) -> str | None:

@@ -26,7 +26,8 @@ from redis.exceptions import RedisError
 
 from schemas import ControlKind, Exchange, QueryReply, SessionControl
 from streams import metrics
-from streams.client import ForgetFailed, MemoryClient, QueryFailed, ReplyTimeout
+from streams.client import MemoryClient
+from streams.errors import ForgetFailed, QueryFailed, ReplyTimeout, SeqRejected, SessionBusy
 from streams.gateway.errors import (
     Conflict,
     Invalid,
@@ -51,7 +52,7 @@ from streams.gateway.models import (
     WaitFor,
 )
 from streams.progress import Progress
-from streams.seqs import Ack, Allocation, SeqAllocator, SeqRejected, SessionBusy, Wanted
+from streams.seqs import Ack, Allocation, SeqAllocator, Wanted
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")
@@ -66,7 +67,9 @@ class MemoryService:
         self.redis = redis
         self.progress = Progress(redis)
         self.allocator = SeqAllocator(
-            redis, ttl_s=settings.seq_ttl_s, lease_s=settings.gateway_produce_timeout_s + 5.0
+            redis,
+            ttl_s=settings.gateway.seq_ttl_s,
+            lease_s=settings.gateway.produce_timeout_s + 5.0,
         )
 
     def down(self, exc: BaseException) -> Unavailable:
@@ -81,14 +84,14 @@ class MemoryService:
 
     async def add(self, namespace: str, exchanges: Sequence[ExchangeIn]) -> Receipt:
         """Number, produce and confirm; returns once the broker acked every new exchange."""
-        if len(exchanges) > self.settings.gateway_max_exchanges:
+        if len(exchanges) > self.settings.gateway.max_exchanges:
             raise TooLarge(
                 f"{len(exchanges)} exchanges in one request; at most "
-                f"{self.settings.gateway_max_exchanges}",
+                f"{self.settings.gateway.max_exchanges}",
                 field="exchanges",
             )
         groups = _by_session(namespace, exchanges)
-        deadline = self._deadline(self.settings.gateway_queue_timeout_s)
+        deadline = self._deadline(self.settings.gateway.queue_timeout_s)
         try:
             return await self._add(namespace, exchanges, groups, deadline)
         except SessionBusy as exc:
@@ -140,7 +143,7 @@ class MemoryService:
                             ex = _exchange(namespace, exchanges[i], a)
                             sends.append((i, await self.client.send(ex)))
             try:
-                async with asyncio.timeout(self.settings.gateway_produce_timeout_s):
+                async with asyncio.timeout(self.settings.gateway.produce_timeout_s):
                     acked = await asyncio.gather(*(f for _, f in sends))
             except TimeoutError as exc:
                 raise Unavailable(
@@ -167,7 +170,7 @@ class MemoryService:
         self, kind: ControlKind, namespace: str, session_id: str, after_seq: int | None
     ) -> ControlReceipt:
         """Flush or end a session, ordered after every exchange produced for it before."""
-        deadline = self._deadline(self.settings.gateway_queue_timeout_s)
+        deadline = self._deadline(self.settings.gateway.queue_timeout_s)
         try:
             async with self.allocator.session(namespace, session_id, deadline) as s:
                 async with s.ordered():
@@ -176,7 +179,7 @@ class MemoryService:
                         kind=kind, namespace=namespace, session_id=session_id, after_seq=after
                     )
                     fut = await self.client.send(msg)
-                async with asyncio.timeout(self.settings.gateway_produce_timeout_s):
+                async with asyncio.timeout(self.settings.gateway.produce_timeout_s):
                     meta = await fut
         except SessionBusy as exc:
             raise Unavailable(str(exc), retry_after_s=1.0) from exc
@@ -195,8 +198,8 @@ class MemoryService:
 
     async def search(self, namespace: str, req: SearchIn) -> QueryReply:
         budget = min(
-            req.timeout_s or self.settings.query_default_timeout_s,
-            self.settings.gateway_max_timeout_s,
+            req.timeout_s or self.settings.query.default_timeout_s,
+            self.settings.gateway.max_timeout_s,
         )
         deadline = time.monotonic() + budget
         if req.wait_for is not None:
@@ -270,7 +273,7 @@ class MemoryService:
             namespace=namespace, sessions=sessions, searchable=all(s.searchable for s in sessions)
         )
 
-    # -- forgetting and listing (issue 12) --------------------------------------------------
+    # -- forgetting and listing -------------------------------------------------------------
 
     async def forget(self, namespace: str, session_id: str | None = None) -> ForgetOut:
         """Forget in every stage; returns once all confirmed (bounded by the forget timeout)."""
@@ -326,7 +329,7 @@ class MemoryService:
         def list_tables() -> None:
             import lancedb as ldb  # in the thread: a first import takes seconds
 
-            ldb.connect(self.settings.lancedb_uri).list_tables()
+            ldb.connect(self.settings.store.uri).list_tables()
 
         async def lancedb() -> None:
             await asyncio.to_thread(list_tables)

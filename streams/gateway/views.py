@@ -1,5 +1,5 @@
-"""Read-only routes over several namespaces or a whole session, for the console (issue 27)
-and any other client: who the caller is, the namespaces it may read, a namespace's sessions,
+"""Read-only routes over several namespaces or a whole session, for the console and any
+other client: who the caller is, the namespaces it may read, a namespace's sessions,
 a session's timeline, the stack's operations."""
 
 from __future__ import annotations

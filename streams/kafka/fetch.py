@@ -28,7 +28,7 @@ import structlog
 from aiokafka.consumer import fetcher
 from aiokafka.structs import ConsumerRecord
 
-from schemas.errors import LycheeError
+from streams.kafka.errors import CodecsMissing
 
 log = structlog.get_logger("lychee.fetch")
 
@@ -84,10 +84,6 @@ def _hole_open(tp: Any, position: int, base: int) -> bool:
         waited_s=HOLE_GRACE_S,
     )
     return False
-
-
-class CodecsMissing(LycheeError, RuntimeError):
-    """The worker could not read batches compressed the way standard producers do."""
 
 
 def check_codecs() -> None:

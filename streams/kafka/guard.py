@@ -42,6 +42,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from schemas import topics as t
 from streams import metrics
+from streams.kafka.errors import PublisherStopped, SerdeError
 from streams.kafka.fetch import COVERED, UNDECODABLE, take_undecodable
 from streams.kafka.pauses import (
     SYSTEMIC,
@@ -50,9 +51,9 @@ from streams.kafka.pauses import (
     is_programming_error,
     streak_of,
 )
-from streams.kafka.producer import DEFAULT_MAX_REQUEST_BYTES, PublisherStopped
-from streams.kafka.serde import SCHEMA, SerdeError
-from workers.ports import TemporarilyUnavailable, Unprocessable
+from streams.kafka.producer import DEFAULT_MAX_REQUEST_BYTES
+from streams.kafka.serde import SCHEMA
+from workers.errors import TemporarilyUnavailable, Unprocessable
 
 log = structlog.get_logger("lychee.guard")
 
@@ -122,9 +123,9 @@ class TransientPolicy:
     @classmethod
     def from_settings(cls, settings: Any) -> TransientPolicy:
         return cls(
-            max_wait_s=settings.transient_max_wait_s,
-            log_every_s=settings.pause_log_interval_s,
-            systemic_streak=settings.systemic_streak,
+            max_wait_s=settings.kafka.transient_max_wait_s,
+            log_every_s=settings.kafka.pause_log_interval_s,
+            systemic_streak=settings.kafka.systemic_streak,
         )
 
 

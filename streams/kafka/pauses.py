@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from streams import metrics
-from workers.ports import Refused
+from workers.errors import Refused
 
 log = structlog.get_logger("lychee.guard")
 

@@ -17,8 +17,8 @@ import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import BrokerResponseError
 
-from schemas.errors import LycheeError
 from streams import metrics
+from streams.kafka.errors import PublisherStopped
 from streams.settings import Settings
 from workers.ports import OutMessage
 
@@ -28,10 +28,6 @@ DEFAULT_MAX_REQUEST_BYTES = 8_388_608
 
 # Bootstraps known to give no producer id: probed once per process, warned about once.
 _NO_PRODUCER_ID: set[str] = set()
-
-
-class PublisherStopped(LycheeError, RuntimeError):
-    """A send after `stop()`: the process is shutting down; the work is redone after restart."""
 
 
 class _ProbeNoise(logging.Filter):
@@ -138,10 +134,10 @@ class KafkaPublisher:
     @classmethod
     def from_settings(cls, settings: Settings) -> KafkaPublisher:
         return cls(
-            settings.kafka_bootstrap,
-            settings.kafka_idempotence,
-            settings.request_timeout_s,
-            settings.kafka_max_request_bytes,
+            settings.kafka.bootstrap,
+            settings.kafka.idempotence,
+            settings.kafka.request_timeout_s,
+            settings.kafka.max_request_bytes,
         )
 
     async def start(self) -> None:

@@ -15,7 +15,7 @@ import orjson
 from pydantic import BaseModel, ValidationError
 
 from schemas import ContractError
-from schemas.errors import LycheeError
+from streams.kafka.errors import SerdeError
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -28,15 +28,6 @@ TOO_DEEP = "too_deep"
 JSON = "json"
 SCHEMA = "schema"
 SCHEMA_VERSION = "schema_version"
-
-
-class SerdeError(LycheeError, ValueError):
-    """A message that cannot be decoded or does not satisfy its contract."""
-
-    def __init__(self, reason: str, error_type: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.error_type = error_type
 
 
 def check_size(value: bytes | None, max_bytes: int | None) -> bytes:

@@ -20,8 +20,8 @@ def all_topics() -> list[str]:
 def topic_retention(settings: Settings) -> dict[str, int]:
     """retention.ms per topic: bounded for data (a forgotten namespace's text stays in the
     log until it expires), short for requests and replies. Set at creation only."""
-    data = int(settings.topic_retention_s * 1000)
-    requests = int(settings.request_retention_s * 1000)
+    data = int(settings.kafka.topic_retention_s * 1000)
+    requests = int(settings.kafka.request_retention_s * 1000)
     return {name: requests if name in (t.QUERIES, t.REPLIES) else data for name in all_topics()}
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from streams.logs import configure
 from streams.settings import Settings
-from streams.stack.embedded import DURABLE, Stack, StackError
+from streams.stack.embedded import DURABLE, Stack
+from streams.stack.errors import StackError
 
 CONVERSATION = Path(__file__).resolve().parents[2] / "deploy" / "demo" / "conversation.jsonl"
 NAMESPACE = "demo"
@@ -42,7 +43,7 @@ async def run(stack: Stack, settings: Settings) -> None:
     async with MemoryClient(settings) as client:
         t0 = time.perf_counter()
         stats = await produce(client, conversations, progress=False)
-        async with LagReader(settings.kafka_bootstrap) as lag:
+        async with LagReader(settings.kafka.bootstrap) as lag:
             await lag.wait_drained(timeout_s=120)
         ingest_s = time.perf_counter() - t0
         print(

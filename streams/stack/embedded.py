@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from streams.stack import seaweed
+from streams.stack.errors import StackError
 from streams.stack.lock import DataDirLock
 from streams.stack.probes import kafka_ready, redis_ready
 from streams.stack.process import (
     Child,
-    StackError,
     claim_port,
     free_port,
     wait_port,
@@ -37,7 +37,7 @@ from streams.stack.process import (
 if TYPE_CHECKING:
     from streams.settings import Settings
 
-__all__ = ["Child", "Stack", "StackError", "StackPreset", "free_port", "wait_port"]
+__all__ = ["Child", "Stack", "StackPreset", "free_port", "wait_port"]
 
 Storage = Literal["s3", "memory"]
 RedisFsync = Literal["always", "everysec", "off"]
@@ -165,12 +165,10 @@ class Stack:
         """Settings of a client of this stack; everything else from the environment."""
         from streams.settings import Settings
 
-        return Settings(
-            kafka_bootstrap=self.bootstrap,
-            kafka_idempotence=False,
-            redis_url=self.redis_url,
-            lancedb_uri=self.lancedb_uri,
-            lancedb_storage_options=dict(self.lancedb_options),
+        return Settings().replaced(
+            kafka={"bootstrap": self.bootstrap, "idempotence": False},
+            redis={"url": self.redis_url},
+            store={"uri": self.lancedb_uri, "storage_options": dict(self.lancedb_options)},
         )
 
     def launch(self, extra_env: dict[str, str] | None = None) -> Settings:
@@ -197,8 +195,8 @@ class Stack:
         asyncio.run(
             ensure_topics(
                 self.bootstrap,
-                settings.topic_partitions,
-                settings.topic_replication,
+                settings.kafka.topic_partitions,
+                settings.kafka.topic_replication,
                 topic_retention(settings),
             )
         )

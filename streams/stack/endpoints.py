@@ -23,7 +23,8 @@ from streams.settings import Settings
 from streams.stack.lock import pid_alive
 
 ENDPOINTS_FILE = "endpoints.json"
-CONNECTION_FIELDS = frozenset({"kafka_bootstrap", "redis_url", "lancedb_uri"})
+# (group, field) of the settings that say where the stack is
+CONNECTION_FIELDS = frozenset({("kafka", "bootstrap"), ("redis", "url"), ("store", "uri")})
 
 
 def state_dir() -> Path:
@@ -63,16 +64,16 @@ class Endpoints:
             return False
         return self.pid_start is None or process_start(self.pid) in (None, self.pid_start)
 
-    def settings_update(self) -> dict[str, Any]:
-        update: dict[str, Any] = {
-            "kafka_bootstrap": self.kafka_bootstrap,
-            "redis_url": self.redis_url,
-            "lancedb_uri": self.lancedb_uri,
-            "kafka_idempotence": self.kafka_idempotence,
-        }
+    def settings_update(self) -> dict[str, dict[str, Any]]:
+        """The settings' changes by group that point a client at this stack."""
+        store: dict[str, Any] = {"uri": self.lancedb_uri}
         if self.lancedb_storage_options:
-            update["lancedb_storage_options"] = dict(self.lancedb_storage_options)
-        return update
+            store["storage_options"] = dict(self.lancedb_storage_options)
+        return {
+            "kafka": {"bootstrap": self.kafka_bootstrap, "idempotence": self.kafka_idempotence},
+            "redis": {"url": self.redis_url},
+            "store": store,
+        }
 
 
 def write_endpoints(endpoints: Endpoints, path: Path) -> None:
@@ -112,17 +113,22 @@ def remove_endpoints(path: Path, pid: int) -> None:
         path.unlink(missing_ok=True)
 
 
-def client_settings(**overrides: Any) -> Settings:
+def client_settings() -> Settings:
     """Settings from the environment; when it sets no connection variable, the endpoints of
     the running `lychee up`, if there is one."""
-    settings = Settings(**overrides)
-    if CONNECTION_FIELDS & settings.model_fields_set:
+    settings = Settings()
+    if any(_given(settings, group, name) for group, name in CONNECTION_FIELDS):
         return settings
     endpoints = read_endpoints()
     if endpoints is None:
         return settings
     update = endpoints.settings_update()
-    for name in ("kafka_idempotence", "lancedb_storage_options"):
-        if name in settings.model_fields_set:
-            update.pop(name, None)
-    return settings.model_copy(update=update)
+    for group, name in (("kafka", "idempotence"), ("store", "storage_options")):
+        if _given(settings, group, name):
+            update[group].pop(name, None)
+    return settings.replaced(**update)
+
+
+def _given(settings: Settings, group: str, name: str) -> bool:
+    """Whether the environment (or `.env`) set this field."""
+    return name in getattr(settings, group).model_fields_set

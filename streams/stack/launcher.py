@@ -31,7 +31,7 @@ import click
 
 from streams.kafka.lag import PIPELINE, Lag, LagReader
 from streams.settings import Settings
-from streams.stack.embedded import Stack, StackError, StackPreset
+from streams.stack.embedded import Stack, StackPreset
 from streams.stack.endpoints import (
     ENDPOINTS_FILE,
     Endpoints,
@@ -40,6 +40,7 @@ from streams.stack.endpoints import (
     well_known_path,
     write_endpoints,
 )
+from streams.stack.errors import StackError
 from streams.stack.process import Child
 from streams.stack.supervisor import SUPERVISION_FILE, Event, RestartPolicy, Supervisor
 
@@ -101,9 +102,9 @@ class Launcher:
         gateway_port: int | None = None,
         echo: Callable[[str], None] = click.echo,
     ) -> None:
-        lancedb = settings.lancedb_uri if "lancedb_uri" in settings.model_fields_set else None
+        lancedb = settings.store.uri if "uri" in settings.store.model_fields_set else None
         self.stack = Stack(
-            data_dir, kafka_port, redis_port, preset, lancedb, settings.lancedb_storage_options
+            data_dir, kafka_port, redis_port, preset, lancedb, settings.store.storage_options
         )
         self.stack.gateway_port = gateway_port
         self.settings = settings
@@ -116,10 +117,10 @@ class Launcher:
         self.supervisor = Supervisor(
             self._respawn,
             RestartPolicy(
-                settings.restart_backoff_s,
-                settings.restart_backoff_max_s,
-                settings.restart_max_crashes,
-                settings.restart_window_s,
+                settings.stack.restart_backoff_s,
+                settings.stack.restart_backoff_max_s,
+                settings.stack.restart_max_crashes,
+                settings.stack.restart_window_s,
             ),
             data_dir / SUPERVISION_FILE,
             info={
@@ -247,7 +248,7 @@ class Launcher:
         if drain and self.stack.workers:
             self.echo("stopping: draining the stages upstream first (Ctrl-C again: stop at once)")
             try:
-                self._drain(time.monotonic() + self.settings.drain_grace_s)
+                self._drain(time.monotonic() + self.settings.stack.drain_grace_s)
             except Interrupted:
                 self.echo("stopping at once")
         self._stop_workers(grace_s=0.0 if self.signals.now else 10.0)
@@ -278,7 +279,7 @@ class Launcher:
                     break
                 if time.monotonic() > deadline:
                     self.echo(
-                        f"grace period over ({self.settings.drain_grace_s:.0f}s), still lagging: "
+                        f"grace period over ({self.settings.stack.drain_grace_s:.0f}s), still lagging: "
                         + self._lag_line(lags)
                         + (
                             "; the rest is processed at the next start"

@@ -13,17 +13,9 @@ import os
 import time
 from pathlib import Path
 
-from streams.stack.process import StackError
+from streams.stack.errors import DataDirInUse
 
 LOCK_FILE = "lychee.lock"
-
-
-class DataDirInUse(StackError):
-    def __init__(self, data_dir: Path, pid: int | None, alive: bool) -> None:
-        who = f"pid {pid}" if pid else "another process"
-        detail = "" if alive else f"; {who} has exited but processes it started still hold the lock"
-        super().__init__(f"{data_dir} is in use by another lychee up ({who}){detail}")
-        self.pid = pid
 
 
 def pid_alive(pid: int) -> bool:

@@ -24,25 +24,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from schemas.errors import LycheeError
+from streams.stack.errors import PortInUse, StackError
 
 PORT_FLOOR = 20000
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
 _handed_out: set[int] = set()
-
-
-class StackError(LycheeError, RuntimeError):
-    """A component of the embedded stack did not start, or the data directory is in use."""
-
-
-class PortInUse(StackError):
-    def __init__(self, port: int, what: str) -> None:
-        super().__init__(
-            f"port {port} on 127.0.0.1 ({what}) is already in use; choose another "
-            "(0 picks a free one)"
-        )
-        self.port = port
 
 
 def ephemeral_floor() -> int:

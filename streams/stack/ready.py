@@ -10,10 +10,12 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from streams.client import MemoryClient, ReplyTimeout
+from streams.client import MemoryClient
+from streams.errors import ReplyTimeout
 from streams.kafka.lag import LagReader
 from streams.settings import Settings
-from streams.stack.embedded import Stack, StackError
+from streams.stack.embedded import Stack
+from streams.stack.errors import StackError
 from streams.stack.process import log_tail
 
 WORKER_ENV = {"LYCHEE_LOG_LEVEL": "WARNING"}
@@ -71,7 +73,7 @@ async def wait_workers(
 
     async with MemoryClient(settings) as client:
         await client.end_session(READY_NAMESPACE, "ready")  # no state: a no-op that gets committed
-        async with LagReader(settings.kafka_bootstrap) as lag:
+        async with LagReader(settings.kafka.bootstrap) as lag:
             while (await lag.stage("segmenter")).lag:
                 left()
                 await asyncio.sleep(0.25)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.stack.process import StackError, free_port
+from streams.stack.errors import StackError
+from streams.stack.process import free_port
 
 BUCKET = "lychee"
 REGION = "us-east-1"

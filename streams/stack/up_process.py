@@ -18,7 +18,8 @@ import psutil
 
 from streams.settings import Settings
 from streams.stack.endpoints import ENDPOINTS_FILE, Endpoints, read_endpoints
-from streams.stack.process import StackError, log_tail
+from streams.stack.errors import StackError
+from streams.stack.process import log_tail
 
 
 @dataclass
@@ -90,9 +91,9 @@ class UpProcess:
             time.sleep(0.2)
         raise StackError(f"lychee up wrote no endpoints within {timeout_s:.0f}s:\n{self.output()}")
 
-    def settings(self, **overrides: object) -> Settings:
-        endpoints = self.endpoints()
-        return Settings(**{**endpoints.settings_update(), **overrides})
+    def settings(self) -> Settings:
+        """Settings of a client of this run; everything else from the environment."""
+        return Settings().replaced(**self.endpoints().settings_update())
 
     def check(self) -> None:
         if not self.alive:

@@ -29,7 +29,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from schemas import EvidenceItem
-from streams.bench.harness import BenchError
+from streams.bench.errors import BenchError
 from streams.bench.locomo import evidence_line
 from workers.evaluation.metrics import CATEGORY_ORDER, RankedItem, recall_at_budget, recall_at_k
 

@@ -25,9 +25,10 @@ import torch
 from streams.factories import model_embedder
 from streams.settings import Settings
 from tests.evals.provenance import provenance
-from workers.datasets import DatasetError, load_locomo
+from workers.datasets import load_locomo
 from workers.embedding import Embedder
 from workers.embedding.model import plain_model_name
+from workers.errors import DatasetError
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, RankedItem, aggregate
 from workers.query.adapter import FITTED_PATH, QueryAdapter
 

@@ -39,12 +39,14 @@ from streams.factories import (
     scorer_of,
 )
 from streams.settings import Settings
-from workers.datasets import Conversation, DatasetError, load_locomo
+from workers.datasets import Conversation, load_locomo
 from workers.embedding import Embedder
 from workers.encoder.extractive import encode_extractive
+from workers.errors import DatasetError
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate, items_within_budget
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.query.adapter import AdapterError, QueryAdapter
+from workers.query.adapter import QueryAdapter
+from workers.query.errors import AdapterError
 from workers.query.multiroute import RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner
 from workers.query.service import QueryDeps, QueryService
@@ -77,7 +79,7 @@ def segments_of(
     conv: Conversation, embedder: Embedder, settings: Settings
 ) -> tuple[list[Segment], list[RawTurn]]:
     """The segmenter policy over a conversation, and its raw turns with their vectors."""
-    p = settings.segmenter
+    p = settings.segmenter.params
     policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
     exchanges = list(conv.exchanges)
     vecs = embedder.embed([ex.rendered() for ex in exchanges])
@@ -254,7 +256,7 @@ def run(
                 scorer=scorer_of(settings),
                 adapter=adapter,
             ),
-            RecallConfig(turn_window=settings.turn_window),
+            RecallConfig(turn_window=settings.query.turn_window),
         )
 
     t0 = time.perf_counter()

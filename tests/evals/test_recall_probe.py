@@ -8,9 +8,9 @@ import pytest
 
 from tests.evals.recall_probe import categories_of, gold_ranks, run
 from tests.streams.bench.files import write_locomo
-from workers.datasets import DatasetError
+from workers.errors import DatasetError
 from workers.evaluation.metrics import QuestionResult, RankedItem
-from workers.query.adapter import AdapterError
+from workers.query.errors import AdapterError
 
 
 def test_gold_turns_are_counted_at_the_first_item_that_covers_them() -> None:

@@ -183,7 +183,8 @@ def test_dlq_list_show_replay_then_a_second_replay_is_refused(
 
 
 def test_dlq_topic_accepts_a_source_or_its_dlq_and_names_the_sources_otherwise() -> None:
-    from streams.dlq import DeadLetterError, dlq_topic
+    from streams.dlq import dlq_topic
+    from streams.errors import DeadLetterError
 
     assert dlq_topic("memory.segments") == dlq_topic("memory.segments.dlq") == "memory.segments.dlq"
     with pytest.raises(DeadLetterError, match="the sources are memory.exchanges"):
@@ -193,7 +194,8 @@ def test_dlq_topic_accepts_a_source_or_its_dlq_and_names_the_sources_otherwise()
 def test_dlq_since_takes_an_age_or_an_iso_time() -> None:
     from datetime import UTC, datetime, timedelta
 
-    from streams.dlq import DeadLetterError, parse_since
+    from streams.dlq import parse_since
+    from streams.errors import DeadLetterError
 
     assert abs(parse_since("2h") - (datetime.now(UTC) - timedelta(hours=2))) < timedelta(seconds=5)
     assert parse_since("2026-11-01") == datetime(2026, 11, 1, tzinfo=UTC)

@@ -12,37 +12,38 @@ from pydantic import ValidationError
 from streams.factories import adapter_of, embedding_info, make_embedder, scorer_of
 from streams.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
-from workers.query.adapter import AdapterError, QueryAdapter
+from workers.query.adapter import QueryAdapter
+from workers.query.errors import AdapterError
 from workers.query.scorer import FITTED_PATH, load_scorer
 
 
 def test_openai_embedder_from_settings_against_a_compatible_server() -> None:
     with FakeOpenAI(embedding_dim=16) as server:
-        s = Settings(_env_file=None, embedding_provider="openai", embedding_base_url=server.url)  # type: ignore[call-arg]
+        s = Settings.load(None, embedding={"provider": "openai", "base_url": server.url})
         emb = make_embedder(s)
         assert (emb.model_name, emb.dim) == ("text-embedding-3-small", 16)
         m = emb.embed(["a", "b", "c"])
         assert m.shape == (3, 16) and np.allclose(np.linalg.norm(m, axis=1), 1.0)
         assert embedding_info(s) == ("text-embedding-3-small", 16)
     # the segmenter picks the paper's surprise calibration for this model
-    assert s.segmenter.calibration_for("text-embedding-3-small").center == 0.20
+    assert s.segmenter.params.calibration_for("text-embedding-3-small").center == 0.20
 
 
 def test_local_embedding_info_reads_the_bundled_model_without_loading_it() -> None:
-    assert embedding_info(Settings(_env_file=None)) == ("all-MiniLM-L6-v2", 384)  # type: ignore[call-arg]
+    assert embedding_info(Settings.load(None)) == ("all-MiniLM-L6-v2", 384)
 
 
 def test_local_embedding_info_int8_backend_names_its_vectors_apart() -> None:
-    s = Settings(_env_file=None, embedding_backend="onnx-int8")  # type: ignore[call-arg]
+    s = Settings.load(None, embedding={"backend": "onnx-int8"})
     assert embedding_info(s) == ("int8:all-MiniLM-L6-v2", 384)
     # the name keeps the ending the segmenter's calibration is matched by
-    plain = s.segmenter.calibration_for("all-MiniLM-L6-v2")
-    assert s.segmenter.calibration_for("int8:all-MiniLM-L6-v2") == plain
+    plain = s.segmenter.params.calibration_for("all-MiniLM-L6-v2")
+    assert s.segmenter.params.calibration_for("int8:all-MiniLM-L6-v2") == plain
 
 
 def test_make_embedder_repeated_text_is_embedded_once_by_the_endpoint() -> None:
     with FakeOpenAI(embedding_dim=16) as server:
-        s = Settings(_env_file=None, embedding_provider="openai", embedding_base_url=server.url)  # type: ignore[call-arg]
+        s = Settings.load(None, embedding={"provider": "openai", "base_url": server.url})
         emb = make_embedder(s)
         before = len(server.embedding_requests)  # the dimension probe
         first = emb.embed(["same text", "other", "same text"])
@@ -57,22 +58,22 @@ def test_query_adapter_off_fitted_for_another_model_or_a_path_that_does_not_fit(
 ) -> None:
     minilm = SimpleNamespace(model_name="all-MiniLM-L6-v2", dim=384)
     other = SimpleNamespace(model_name="text-embedding-3-small", dim=384)
-    off = Settings(_env_file=None, query_adapter="off")  # type: ignore[call-arg]
+    off = Settings.load(None, query={"adapter": "off"})
     assert adapter_of(off, minilm) is None  # type: ignore[arg-type]
-    fitted = Settings(_env_file=None)  # type: ignore[call-arg]
+    fitted = Settings.load(None)
     assert adapter_of(fitted, minilm) is not None  # type: ignore[arg-type]
     assert adapter_of(fitted, other) is None  # type: ignore[arg-type]  # another model's geometry
     mine = tmp_path / "mine.npz"
     QueryAdapter("all-MiniLM-L6-v2", np.zeros((384, 384), np.float32)).save(mine)
-    named = Settings(_env_file=None, query_adapter=str(mine))  # type: ignore[call-arg]
+    named = Settings.load(None, query={"adapter": str(mine)})
     assert adapter_of(named, minilm) is not None  # type: ignore[arg-type]
     with pytest.raises(AdapterError, match="fitted for all-MiniLM-L6-v2.*not text-embedding"):
         adapter_of(named, other)  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="no file at"):
-        Settings(_env_file=None, query_adapter=str(tmp_path / "missing.npz"))  # type: ignore[call-arg]
+        Settings.load(None, query={"adapter": str(tmp_path / "missing.npz")})
 
 
 def test_query_scorer_fitted_is_the_shipped_file_and_off_is_none() -> None:
-    fitted = scorer_of(Settings(_env_file=None))  # type: ignore[call-arg]
+    fitted = scorer_of(Settings.load(None))
     assert fitted == load_scorer(FITTED_PATH)
-    assert scorer_of(Settings(_env_file=None, query_scorer="off")) is None  # type: ignore[call-arg]
+    assert scorer_of(Settings.load(None, query={"scorer": "off"})) is None

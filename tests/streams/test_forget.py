@@ -65,7 +65,7 @@ async def ingest(settings: Any, exs: list[Exchange], end: bool = True) -> None:
 
 
 async def drained(settings: Any) -> None:
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         await lag.wait_drained(timeout_s=180)
 
 

@@ -25,7 +25,7 @@ def value(name: str, **labels: str) -> float:
 
 async def test_metrics_llm_client_counts_calls_errors_retries_tokens_and_speed() -> None:
     with FakeOpenAI() as server:
-        s = Settings(_env_file=None, llm_base_url=server.url, llm_model="fake-m")  # type: ignore[call-arg]
+        s = Settings.load(None, llm={"base_url": server.url, "model": "fake-m"})
         llm = make_llm_client(s)
         assert llm is not None
         client, model = llm
@@ -67,7 +67,7 @@ async def test_metrics_llm_client_counts_calls_errors_retries_tokens_and_speed()
 
 def test_metrics_embedder_records_batch_sizes_and_latency() -> None:
     with FakeOpenAI(embedding_dim=8) as server:
-        s = Settings(_env_file=None, embedding_provider="openai", embedding_base_url=server.url)  # type: ignore[call-arg]
+        s = Settings.load(None, embedding={"provider": "openai", "base_url": server.url})
         emb = make_embedder(s)
         labels = {"stage": metrics.stage(), "model": "text-embedding-3-small"}
         count = value("lychee_embedding_batch_size_count", **labels)
@@ -99,7 +99,7 @@ def test_metrics_stage_monitor_lag_is_end_minus_committed() -> None:
 
 
 async def test_metrics_registration_lists_the_endpoint_until_stopped(redis, redis_url: str) -> None:  # type: ignore[no-untyped-def]
-    s = Settings(_env_file=None, redis_url=redis_url, metrics_heartbeat_s=0.2)  # type: ignore[call-arg]
+    s = Settings.load(None, redis={"url": redis_url}, observability={"metrics_heartbeat_s": 0.2})
     ep = metrics.Endpoint("unit", "http://127.0.0.1:1/metrics", "127.0.0.1", 1)
     reg = metrics.register(s, ep)
     try:

@@ -75,7 +75,7 @@ async def ingest(settings, exchanges: list[Exchange]) -> None:  # type: ignore[n
             last[(ex.namespace, ex.session_id)] = ex.seq
         for (ns, sid), seq in last.items():
             await client.end_session(ns, sid, after_seq=seq)
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         await lag.wait_drained(timeout_s=180)
 
 
@@ -150,7 +150,7 @@ async def test_pipeline_segmenter_sigkill_loses_no_exchange_and_duplicates_no_se
 ) -> None:  # type: ignore[no-untyped-def]
     ns = f"kill-{uuid.uuid4().hex[:6]}"
     exs = conversation(ns, sessions=4, per_session=60)
-    async with MemoryClient(settings) as client, LagReader(settings.kafka_bootstrap) as lag:
+    async with MemoryClient(settings) as client, LagReader(settings.kafka.bootstrap) as lag:
         base = await lag.stage("segmenter")
         await client.add(exs)
         for i in range(4):
@@ -273,7 +273,7 @@ def test_sync_client_add_flush_search(stack: Stack, settings) -> None:  # type: 
     with SyncMemoryClient(settings) as memory:
         assert memory.add(conversation(ns)) == len(DIALOGUE)
         memory.flush(ns, "s0", after_seq=len(DIALOGUE) - 1)
-        asyncio.run(_drained(settings.kafka_bootstrap))
+        asyncio.run(_drained(settings.kafka.bootstrap))
         reply = memory.search(ns, "bike repair shop job offer", k=2)
         # the head puts the window around the answering turn D0:6 first
         assert reply.evidence[0].turn_ids == ["D0:5", "D0:6", "D0:7"], [

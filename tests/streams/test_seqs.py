@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schemas import RawTurn, Role, session_key
+from streams.errors import SeqRejected, SessionBusy
 from streams.progress import Progress
-from streams.seqs import Ack, SeqAllocator, SeqRejected, SessionBusy, Wanted, segmenter_state_key
+from streams.seqs import Ack, SeqAllocator, Wanted, segmenter_state_key
 from workers.segmenter.policy import SessionState
 from workers.segmenter.state_store import SessionStore
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from schemas import Role
-from workers.datasets import DatasetError, load, load_jsonl, load_locomo, parse_date
+from workers.datasets import load, load_jsonl, load_locomo, parse_date
+from workers.errors import DatasetError
 from workers.evaluation.longmemeval import load_longmemeval
 
 DEV_FILE = Path(__file__).resolve().parents[3] / "shared/data/locomo/locomo-dev.json"

@@ -22,13 +22,10 @@ from typing import Any
 import numpy as np
 
 from workers.embedding.base import Matrix
+from workers.embedding.errors import OnnxExportError
 from workers.embedding.model import Precision, bundled_path, onnx_model_name
 
 OPSET = 17
-
-
-class OnnxExportError(RuntimeError):
-    """The local export or quantization could not run (missing package, unusual model)."""
 
 
 def default_cache_dir() -> Path:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from workers.embedding.base import Matrix
-from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
+from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
 
 if TYPE_CHECKING:
     import openai

@@ -14,7 +14,7 @@ from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavai
 from workers.encoder.extractive import encode_extractive
 from workers.encoder.llm_encoder import LLMEncoder
 from workers.encoder.prompts import build_messages
-from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
+from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
 from workers.tokens import count_tokens, prompt_tokens
 
 

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from dateutil import parser as dateparser
 
 from schemas import Exchange, Role, Turn
-from workers.datasets import DatasetError, read_json
+from workers.datasets import read_json
+from workers.errors import DatasetError
 from workers.evaluation.baselines import render_turn_line
 from workers.evaluation.metrics import longmemeval_metrics, mean_metrics
 from workers.evaluation.report import LONGMEMEVAL_KS, LONGMEMEVAL_SCHEMA, LongMemEvalReport

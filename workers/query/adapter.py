@@ -21,14 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from schemas.errors import LycheeError
 from workers.embedding.model import plain_model_name
+from workers.query.errors import AdapterError
 
 FITTED_PATH = Path(__file__).with_name("adapter.npz")
-
-
-class AdapterError(LycheeError):
-    """An adapter file that cannot be read or does not fit the embedding model."""
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import random
 
-from schemas.errors import LycheeError
 from schemas.records import TokenUsage
 from workers.llm.calls import ChatCaller
 from workers.llm.completion import Completion
 from workers.llm.errors import CompletionError
 from workers.llm.replies import content
 from workers.llm.usage import usage_of
+from workers.query.errors import AnswerUnavailable
 
 # --- the prompt ------------------------------------------------------------------------
 
@@ -88,23 +88,6 @@ def build_answer_messages(
 
 
 # --- the answerer ----------------------------------------------------------------------
-
-
-class AnswerUnavailable(LycheeError):
-    """No usable answer: the server refused the request, kept failing through the bounded
-    retries, or replied with nothing. `usage` is what the failed attempt still spent."""
-
-    def __init__(
-        self,
-        reason: str,
-        *,
-        retry_after_s: float | None = None,
-        usage: TokenUsage | None = None,
-    ) -> None:
-        super().__init__(f"answer unavailable: {reason}")
-        self.reason = reason
-        self.retry_after_s = retry_after_s
-        self.usage = usage or TokenUsage()
 
 
 class LLMAnswerer(ChatCaller):

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas.errors import LycheeError
+from workers.query.errors import ScorerError
 from workers.query.presets import Lead
 from workers.query.selection import Fused
 from workers.vocabulary import QUESTION_STOPWORDS, SIMILARITY_STOPWORDS
@@ -47,10 +47,6 @@ _STOP = QUESTION_STOPWORDS | SIMILARITY_STOPWORDS
 STEM = 5  # words compared by their first letters: "painted" ~ "painting", "feeds" ~ "feed"
 FITTED_PATH = Path(__file__).with_name("scorer.json")
 PROVENANCE = ("data", "commit", "command", "written_at")
-
-
-class ScorerError(LycheeError):
-    """A scorer file that cannot be read or does not weigh this module's `FEATURES`."""
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ from schemas.records import TokenUsage
 from workers.embedding import Embedder
 from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
-from workers.query.answer import AnswerUnavailable, LLMAnswerer
+from workers.query.answer import LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
+from workers.query.errors import AnswerUnavailable
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan

@@ -40,7 +40,6 @@ from schemas import (
     session_key,
 )
 from schemas import topics as t
-from schemas.errors import LycheeError
 from workers.embedding import Embedder, Matrix
 from workers.forget import (
     Source,
@@ -51,14 +50,11 @@ from workers.forget import (
     source_of,
 )
 from workers.ports import OutMessage, Publisher
+from workers.segmenter.errors import StateConflict
 from workers.segmenter.policy import Decision, Position, SegmentPolicy, SessionState
 from workers.segmenter.state_store import SessionStore
 
 log = structlog.get_logger("lychee.segmenter")
-
-
-class StateConflict(LycheeError, RuntimeError):
-    """Another writer kept changing a session's state; the batch is retried."""
 
 
 @dataclass

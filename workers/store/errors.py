@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schemas.errors import LycheeError
-from workers.ports import TemporarilyUnavailable
+from workers.errors import TemporarilyUnavailable
 
 
 class StoreError(LycheeError, RuntimeError):

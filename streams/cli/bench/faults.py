@@ -43,7 +43,7 @@ def bench_durability(
     the same data directory: turns indexed vs produced, records and nodes vs undisturbed runs,
     dead letters, processes left of the first run."""
     from streams.bench.durability import durability
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
 
     settings()
     try:

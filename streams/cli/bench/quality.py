@@ -12,7 +12,6 @@ import orjson
 from streams.bench.harness import VARIANTS
 from streams.cli.bench.options import data_file, judge_options
 from streams.cli.common import settings
-from streams.settings import llm_configured
 
 if TYPE_CHECKING:
     from workers.evaluation.report import LocomoReport, LongMemEvalReport
@@ -64,14 +63,14 @@ def bench_locomo(
     Uses the configured Kafka/Redis/LanceDB, or starts the embedded stack when
     LYCHEE_KAFKA_BOOTSTRAP is not set.
     """
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.judging import judge_target
     from streams.bench.locomo import run_locomo
     from workers.evaluation.report import format_table
 
     s = settings()
     try:
-        if answer and not llm_configured(s):
+        if answer and not s.llm.configured:
             raise BenchError("--answer needs an LLM: set LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
         judge = judge_target(s, judge_base_url, judge_model) if answer else None
         report = run_locomo(
@@ -172,7 +171,7 @@ def bench_llm(
     """The LLM path against the configured endpoint: the encoder over a conversation's first
     segments, then the LLM planner and answerer over its questions (or --ask), judged by the
     LoCoMo protocol; seconds, tokens and tokens/s per segment, outcomes, answers."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.llm import bench_llm as run
 
     try:

@@ -71,7 +71,7 @@ def bench_latency(
 ) -> None:
     """Retrieval latency p50/p95 (no LLM): on a LoCoMo conversation (with the request/reply
     round trip) and/or on a synthetic store of production size with its ANN indexes."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.latency import print_synthetic, run_latency, run_synthetic
 
     if data is None and records is None:
@@ -110,7 +110,7 @@ def bench_query_load(
 ) -> None:
     """Questions/s and client round-trip p50/p95 at each concurrency, on one LoCoMo-format
     conversation ingested through the pipeline (embedded stack unless Kafka is configured)."""
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.query_load import run_query_load
 
     try:
@@ -146,7 +146,7 @@ def bench_embedder(
     sizes = tuple(int(x) for x in batch_sizes.split(","))
     s = settings()
     print_embedder_bench(
-        run_embedder_bench(data, chosen, texts_n, singles, sizes, rounds, s.embedding_onnx_dir)
+        run_embedder_bench(data, chosen, texts_n, singles, sizes, rounds, s.embedding.onnx_dir)
     )
 
 

@@ -1,5 +1,5 @@
 """The console at `/`: static files (plain ES modules and CSS, no build step, nothing from
-the network) that call the gateway's own `/v1` routes with the caller's key (issue 27).
+the network) that call the gateway's own `/v1` routes with the caller's key.
 
 Memory text is untrusted: the scripts build the page with DOM nodes and `textContent` only,
 and every console response carries a Content-Security-Policy that allows no inline script,

@@ -61,7 +61,7 @@ async def test_encoder_stage_records_and_nodes_indexed_and_redelivery_changes_no
             await producer.send_and_wait(t.SEGMENTS, value, key=key)
     finally:
         await producer.stop()
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         await lag.wait_drained(timeout_s=120)
     assert snapshot(stack, ns) == (records, nodes)
     from streams.status import construction_usage

@@ -29,7 +29,7 @@ def test_bench_latency_reports_percentiles_for_every_question(settings, tmp_path
 def test_bench_latency_on_a_synthetic_store_builds_ann_and_reports(
     embedder, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.latency import run_synthetic
     from streams.settings import Settings
     from workers.evaluation import synthetic
@@ -38,7 +38,7 @@ def test_bench_latency_on_a_synthetic_store_builds_ann_and_reports(
     path = tmp_path / "syn"
     store = EvidenceStore(str(path), embedder.model_name, embedder.dim)
     synthetic.build(store, embedder, 1200, 4, pool=32, chunk=500)
-    settings = Settings(ann_min_rows=256)
+    settings = Settings.load(None, store={"ann_min_rows": 256})
     result = run_synthetic(settings, 1200, 4, 5, path, questions=6)
     assert result["build_s"] == 0.0  # the store held this shape: reused, not rebuilt
     assert result["ann_indexed"] == ["records", "turns", "nodes"] and result["ann_index_s"] > 0

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streams.bench.harness import BenchError
+from streams.bench.errors import BenchError
 from streams.bench.llm import bench_llm
 from streams.settings import Settings
 from tests.fakes.openai_server import Action, FakeOpenAI, status, text, valid
@@ -66,13 +66,11 @@ def respond(body: dict[str, Any]) -> Action:
     raise AssertionError(f"unexpected call: {system[:80]}")
 
 
-def settings_for(server: FakeOpenAI, tmp_path: Path, **over: Any) -> Settings:
-    return Settings(  # type: ignore[call-arg]
-        _env_file=None,
-        llm_base_url=server.url,
-        llm_model="fake-llm",
-        lancedb_uri=str(tmp_path / "unused"),
-        **over,
+def settings_for(server: FakeOpenAI, tmp_path: Path, **llm: Any) -> Settings:
+    return Settings.load(
+        None,
+        llm={"base_url": server.url, "model": "fake-llm", **llm},
+        store={"uri": str(tmp_path / "unused")},
     )
 
 
@@ -131,7 +129,7 @@ def test_bench_llm_segment_stays_invalid_or_llm_down_is_counted_and_the_run_goes
     with FakeOpenAI(respond=respond) as server:
         server.script(text("nope"), text("still nope"), status(503, {}))
         report = bench_llm(
-            settings_for(server, tmp_path, llm_max_attempts=1),
+            settings_for(server, tmp_path, max_attempts=1),
             data,
             "locomo",
             "tiny",
@@ -172,7 +170,7 @@ def test_bench_llm_jsonl_with_asked_questions_answers_without_a_judge(tmp_path: 
 def test_bench_llm_without_an_llm_or_with_an_unknown_conversation_says_why(tmp_path: Path) -> None:
     data = tmp_path / "tiny.json"
     write_locomo(data)
-    bare = Settings(_env_file=None)  # type: ignore[call-arg]
+    bare = Settings.load(None)
     with pytest.raises(BenchError, match="LYCHEE_LLM_BASE_URL"):
         bench_llm(bare, data, None, None, 1, 1, (), (None, None), None, print)
     with FakeOpenAI(respond=respond) as server, pytest.raises(BenchError, match="'nope'.*tiny"):

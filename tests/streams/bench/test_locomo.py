@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.bench.harness import BenchError
+from streams.bench.errors import BenchError
 from streams.bench.locomo import run_locomo
 from tests.evals.compare import load, paired
 from tests.streams.bench.files import write_locomo
@@ -80,7 +80,7 @@ def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
         monkeypatch.setenv("LYCHEE_LLM_BASE_URL", server.url)
         monkeypatch.setenv("LYCHEE_LLM_MODEL", "fake-llm")
         monkeypatch.delenv("LYCHEE_KAFKA_BOOTSTRAP", raising=False)
-        s = Settings(_env_file=None)  # type: ignore[call-arg]
+        s = Settings.load(None)
         report = run_locomo(s, data, progress=False, judge=judge_target(s, None, None))
         answered = [b for b in server.requests if "Generated answer: " in str(b["messages"])]
     assert report.judge == "fake-llm" and report.llm == "fake-llm"

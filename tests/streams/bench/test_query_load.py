@@ -26,7 +26,7 @@ def test_bench_query_load_each_level_answers_its_own_questions(settings, tmp_pat
 
 
 def test_bench_query_load_too_few_questions_is_a_clear_error(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from streams.bench.harness import BenchError
+    from streams.bench.errors import BenchError
     from streams.bench.query_load import run_query_load
 
     data = tmp_path / "tiny.json"

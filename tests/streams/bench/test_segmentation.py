@@ -17,7 +17,7 @@ def test_segmentation_figures_are_consistent(
     data = tmp_path / "tiny-locomo.json"
     write_locomo(data, qa=())
 
-    result = segmentation(Settings(_env_file=None), data)  # type: ignore[call-arg]
+    result = segmentation(Settings.load(None), data)
 
     exchanges = len(SESSION_1) + len(SESSION_2)
     assert result["conversations"] == 1

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from streams.gateway.auth import (
-    KeyFileError,
     KeyRing,
     Principal,
     add_key,
@@ -18,7 +17,8 @@ from streams.gateway.auth import (
     presented_key,
     revoke_key,
 )
-from streams.gateway.server import GatewayConfigError, check_binding
+from streams.gateway.errors import GatewayConfigError, KeyFileError
+from streams.gateway.server import check_binding
 
 
 def test_keys_file_holds_digests_only_and_is_private(tmp_path: Path) -> None:

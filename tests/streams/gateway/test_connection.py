@@ -13,20 +13,19 @@ from typing import Any
 import pytest
 
 from schemas import Role, Turn
-from streams.gateway.connection import StackConnection, StackUnreachable
-from streams.gateway.errors import Unavailable, reason, redis_at
+from streams.gateway.connection import StackConnection
+from streams.gateway.errors import StackUnreachable, Unavailable, reason, redis_at
 from streams.gateway.models import ExchangeIn
 from streams.settings import Settings
 from tests.streams.gateway.conftest import LateStack
 
 
-def settings(kafka_port: int, redis_port: int, **kw: Any) -> Settings:
-    return Settings(  # type: ignore[call-arg]
-        kafka_bootstrap=f"127.0.0.1:{kafka_port}",
-        kafka_idempotence=False,
-        redis_url=f"redis://127.0.0.1:{redis_port}/0",
-        _env_file=None,
-        **kw,
+def settings(kafka_port: int, redis_port: int, **gateway: Any) -> Settings:
+    return Settings.load(
+        None,
+        kafka={"bootstrap": f"127.0.0.1:{kafka_port}", "idempotence": False},
+        redis={"url": f"redis://127.0.0.1:{redis_port}/0"},
+        gateway=gateway,
     )
 
 
@@ -43,7 +42,7 @@ def silent_port() -> Iterator[int]:
 
 
 def test_redis_at_hides_the_password() -> None:
-    s = Settings(redis_url="redis://app:s3cret@cache.internal:6380/2", _env_file=None)  # type: ignore[call-arg]
+    s = Settings.load(None, redis={"url": "redis://app:s3cret@cache.internal:6380/2"})
     assert redis_at(s) == "Redis at redis://app:***@cache.internal:6380/2"
     assert "s3cret" not in redis_at(s)
 
@@ -77,7 +76,7 @@ async def test_connection_stack_down_each_call_names_kafka_and_redis_in_one_line
 async def test_connection_silent_broker_call_waits_at_most_the_connect_timeout(
     silent_port: int, late_stack: LateStack
 ) -> None:
-    s = settings(silent_port, late_stack.stack.redis_port, gateway_connect_timeout_s=0.5)
+    s = settings(silent_port, late_stack.stack.redis_port, connect_timeout_s=0.5)
     async with StackConnection(s) as conn:
         for _ in range(2):  # the second call joins the attempt still under way
             with pytest.raises(Unavailable) as caught:

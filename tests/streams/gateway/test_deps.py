@@ -1,4 +1,4 @@
-"""`SameOriginJson` behind the gateway's `Guard`: a write that another site could make the
+"""`SameOriginJson` behind the gateway's `EdgeGuard`: a write that another site could make the
 browser send is refused."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from streams.gateway.app import Guard, _gateway_error
 from streams.gateway.auth import ApiKey, KeyRing
 from streams.gateway.deps import SameOriginJson
 from streams.gateway.errors import GatewayError
+from streams.gateway.middleware import EdgeGuard
+from streams.gateway.problems import gateway_error
 from streams.settings import Settings
 
 JSON = {"Content-Type": "application/json"}
@@ -19,13 +20,13 @@ JSON = {"Content-Type": "application/json"}
 def client(keys: KeyRing) -> TestClient:
     app = FastAPI()
     app.state.keys = keys
-    app.add_exception_handler(GatewayError, _gateway_error)
+    app.add_exception_handler(GatewayError, gateway_error)
 
     @app.post("/v1/write")
     async def write(_: SameOriginJson) -> dict[str, bool]:
         return {"ok": True}
 
-    app.add_middleware(Guard, settings=Settings(_env_file=None), keys=keys)
+    app.add_middleware(EdgeGuard, settings=Settings.load(None), keys=keys)
     return TestClient(app)
 
 
@@ -56,7 +57,7 @@ def test_same_origin_json_without_keys_takes_json_from_loopback_and_its_own_page
         ("127.0.0.1:8080", {}, 415, "got 'none'"),  # a beacon of an untyped blob
         ("127.0.0.1:8080", {**JSON, "Origin": "http://127.0.0.1:9"}, 403, "127.0.0.1:9"),
         ("127.0.0.1:8080", {**JSON, "Origin": "null"}, 403, "'null'"),  # a sandboxed frame
-        ("rebound.example:8080", JSON, 421, "loopback"),  # DNS rebinding: the Guard refuses
+        ("rebound.example:8080", JSON, 421, "loopback"),  # DNS rebinding: the EdgeGuard refuses
         ("127.0.0.1.rebound.example", JSON, 421, "loopback"),
         ("[::1", JSON, 421, "loopback"),
     ],

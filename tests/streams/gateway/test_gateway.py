@@ -266,7 +266,7 @@ async def test_gateway_1000_concurrent_adds_lose_nothing_and_keep_session_order(
         for c in clients:
             await c.aclose()
     rows = (
-        lancedb.connect(settings.lancedb_uri)
+        lancedb.connect(settings.store.uri)
         .open_table("turns")
         .search()
         .where(f"namespace = '{ns}'")
@@ -283,7 +283,7 @@ async def test_gateway_metrics_endpoints_scrape_with_the_named_series(
     gateways: Gateways, settings: Settings
 ) -> None:
     # a bad message, so that the segmenter has a dead letter to count
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap)
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap)
     await producer.start()
     try:
         await producer.send_and_wait(t.EXCHANGES, b"not json", key=b"gw-metrics/s")

@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.record.util import calc_crc32c
 
 from streams.kafka import fetch
+from streams.kafka.errors import CodecsMissing
 from streams.stack.embedded import Stack
 from tests.streams.batches import send_damaged
 from tests.waiting import eventually
@@ -20,7 +21,7 @@ def test_check_codecs_missing_codec_names_the_extra(monkeypatch: pytest.MonkeyPa
 
     fetch.check_codecs()  # this environment has them all
     monkeypatch.setattr(codec, "has_zstd", lambda: False)
-    with pytest.raises(fetch.CodecsMissing, match=r"zstd-compressed .*aiokafka\[lz4,snappy,zstd\]"):
+    with pytest.raises(CodecsMissing, match=r"zstd-compressed .*aiokafka\[lz4,snappy,zstd\]"):
         fetch.check_codecs()
 
 

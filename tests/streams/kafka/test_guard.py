@@ -22,6 +22,7 @@ from aiokafka.errors import (
 from redis.exceptions import OutOfMemoryError, ReadOnlyError, ResponseError
 
 from schemas import topics as t
+from streams.kafka.errors import PublisherStopped
 from streams.kafka.guard import (
     DeadLetters,
     Incoming,
@@ -30,10 +31,10 @@ from streams.kafka.guard import (
     retry_transient,
 )
 from streams.kafka.guard import run_guarded as guarded
-from streams.kafka.producer import KafkaPublisher, PublisherStopped
+from streams.kafka.producer import KafkaPublisher
 from streams.kafka.reader import read_topic
 from tests.waiting import eventually
-from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
+from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
 
 FAST = TransientPolicy(max_wait_s=0.02, log_every_s=60.0, base_wait_s=0.005)
 

@@ -13,7 +13,7 @@ from prometheus_client import REGISTRY
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
 from streams.kafka.pauses import is_programming_error, signature, streak_of
 from tests.waiting import eventually
-from workers.ports import Unprocessable
+from workers.errors import Unprocessable
 
 FAST = TransientPolicy(max_wait_s=0.02, log_every_s=60.0, base_wait_s=0.005, systemic_streak=3)
 RETRIES = 10  # attempts at the same work that show a paused stage waiting, not moving on

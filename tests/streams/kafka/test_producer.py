@@ -57,14 +57,13 @@ async def test_start_producer_unreachable_broker_raises_and_is_not_taken_for_a_c
 async def test_memory_client_default_idempotence_works_against_the_embedded_broker(
     stack: Stack,
 ) -> None:
-    settings = Settings(
-        kafka_bootstrap=stack.bootstrap,
-        redis_url=stack.redis_url,
-        lancedb_uri=stack.lancedb_uri,
-        topic_partitions=4,
-        _env_file=None,
+    settings = Settings.load(
+        None,
+        kafka={"bootstrap": stack.bootstrap, "topic_partitions": 4},
+        redis={"url": stack.redis_url},
+        store={"uri": stack.lancedb_uri},
     )
-    assert settings.kafka_idempotence  # the default, as a user without exports has it
+    assert settings.kafka.idempotence  # the default, as a user without exports has it
     ns = f"idem-{uuid.uuid4().hex[:6]}"
     ex = Exchange(
         namespace=ns,

@@ -6,7 +6,8 @@ import orjson
 import pytest
 
 from schemas import QueryRequest
-from streams.kafka.serde import SerdeError, decode, decode_json
+from streams.kafka.errors import SerdeError
+from streams.kafka.serde import decode, decode_json
 
 
 def code_of(value: bytes | None, max_bytes: int | None = None) -> str:

@@ -193,7 +193,7 @@ async def test_standard_clients_every_codec_headers_and_null_keys_reach_every_st
         await producers.send(msgs)
     finally:
         await producers.close()
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         await lag.wait_drained(
             ("segmenter", "indexer", "encoder", "indexer-records", "query"), timeout_s=240
         )

@@ -32,7 +32,7 @@ async def retention_of(bootstrap: str, names: list[str]) -> dict[str, str]:
 
 
 def test_ensure_topics_sets_bounded_retention_short_for_requests(tmp_path: Path) -> None:
-    settings = Settings(topic_retention_s=86_400, request_retention_s=600, _env_file=None)
+    settings = Settings.load(None, kafka={"topic_retention_s": 86_400, "request_retention_s": 600})
     stack = Stack(tmp_path)
     stack.start_infra()
     try:

@@ -54,12 +54,12 @@ def test_endpoints_no_variables_set_client_uses_the_running_stack(state: Path) -
     write_endpoints(endpoints(), well_known_path())
     s = client_settings()
     assert well_known_path() == state / "lychee" / "endpoints.json"
-    assert (s.kafka_bootstrap, s.redis_url, s.lancedb_uri) == (
+    assert (s.kafka.bootstrap, s.redis.url, s.store.uri) == (
         "127.0.0.1:21001",
         "redis://127.0.0.1:21002/0",
         "/data/lancedb",
     )
-    assert s.kafka_idempotence is False
+    assert s.kafka.idempotence is False
 
 
 def test_endpoints_one_connection_variable_set_ignores_the_file_entirely(
@@ -68,9 +68,9 @@ def test_endpoints_one_connection_variable_set_ignores_the_file_entirely(
     write_endpoints(endpoints(), well_known_path())
     monkeypatch.setenv("LYCHEE_KAFKA_BOOTSTRAP", "kafka.prod:9092")
     s = client_settings()
-    assert s.kafka_bootstrap == "kafka.prod:9092"
-    assert s.redis_url == "redis://127.0.0.1:6379/0"  # the default, not the file's Redis
-    assert s.kafka_idempotence is True
+    assert s.kafka.bootstrap == "kafka.prod:9092"
+    assert s.redis.url == "redis://127.0.0.1:6379/0"  # the default, not the file's Redis
+    assert s.kafka.idempotence is True
 
 
 def test_endpoints_idempotence_variable_wins_over_the_file(
@@ -79,13 +79,13 @@ def test_endpoints_idempotence_variable_wins_over_the_file(
     write_endpoints(endpoints(), well_known_path())
     monkeypatch.setenv("LYCHEE_KAFKA_IDEMPOTENCE", "true")
     s = client_settings()
-    assert s.kafka_bootstrap == "127.0.0.1:21001" and s.kafka_idempotence is True
+    assert s.kafka.bootstrap == "127.0.0.1:21001" and s.kafka.idempotence is True
 
 
 def test_endpoints_file_of_a_dead_launcher_is_ignored(state: Path) -> None:
     write_endpoints(endpoints(dead_pid()), well_known_path())
     assert read_endpoints() is None
-    assert client_settings().kafka_bootstrap == "127.0.0.1:9092"
+    assert client_settings().kafka.bootstrap == "127.0.0.1:9092"
 
 
 def test_endpoints_reused_pid_with_another_start_time_is_ignored(state: Path) -> None:

@@ -15,10 +15,10 @@ import psutil
 import pytest
 
 from streams.settings import Settings
-from streams.stack.lock import DataDirInUse, DataDirLock
+from streams.stack.errors import DataDirInUse, PortInUse
+from streams.stack.lock import DataDirLock
 from streams.stack.process import (
     PORT_FLOOR,
-    PortInUse,
     claim_port,
     ephemeral_floor,
     free_port,
@@ -157,4 +157,4 @@ def test_child_dies_with_its_parent_killed_by_sigkill(tmp_path: Path) -> None:
 def test_settings_fetch_wait_of_zero_is_refused(name: str) -> None:
     # Tansu answers a fetch with a wait of 0 with no data at all: a consumer would never read
     with pytest.raises(ValueError, match=name):
-        Settings(**{name: 0})  # type: ignore[arg-type]
+        Settings.load(None, kafka={name: 0})

@@ -117,12 +117,12 @@ async def produce(settings: Settings, exchanges: list[Exchange], end: bool) -> N
 
 
 async def drained(settings: Settings) -> None:
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         await lag.wait_drained(timeout_s=600)
 
 
 async def lags(settings: Settings) -> dict[str, int]:
-    async with LagReader(settings.kafka_bootstrap) as lag:
+    async with LagReader(settings.kafka.bootstrap) as lag:
         return {name: (await lag.stage(name)).lag for name in PIPELINE}
 
 
@@ -325,8 +325,8 @@ def test_up_killed_then_interrupted_mid_ingest_resumes_with_every_turn_once_and_
         settings = asyncio.run(ready(up))
         asyncio.run(produce(settings, part, end=False))
         assert sum(asyncio.run(lags(settings)).values()) > 0, f"{stop} should land mid-stream"
-        kafka = int(settings.kafka_bootstrap.rsplit(":", 1)[1])
-        redis = int(settings.redis_url.rsplit(":", 1)[1].split("/")[0])
+        kafka = int(settings.kafka.bootstrap.rsplit(":", 1)[1])
+        redis = int(settings.redis.url.rsplit(":", 1)[1].split("/")[0])
         held.extend(socket.create_connection(("127.0.0.1", port)) for port in (kafka, redis))
         if stop == "kill":
             up.kill9()

@@ -12,8 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workers.embedding.errors import OnnxExportError
 from workers.embedding.local import LocalEmbedder, bundled_model_info
-from workers.embedding.onnx import OnnxEmbedder, OnnxExportError, export_onnx, length_batches
+from workers.embedding.onnx import OnnxEmbedder, export_onnx, length_batches
 from workers.store import EmbeddingMismatch, EvidenceStore
 
 

@@ -8,7 +8,7 @@ import pytest
 from streams.stack.embedded import free_port
 from tests.fakes.openai_server import FakeOpenAI, status
 from workers.embedding.openai_api import OpenAIEmbedder
-from workers.ports import Refused, TemporarilyUnavailable, Unprocessable
+from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
 
 
 def embedder(url: str) -> OpenAIEmbedder:

@@ -24,9 +24,9 @@ from workers.encoder.encoders import GuardedLLMEncoder
 from workers.encoder.errors import InvalidEncoderOutput, LLMUnavailable
 from workers.encoder.llm_encoder import LLMEncoder, parse_reply, reply_budget
 from workers.encoder.prompts import SYSTEM_PROMPT, build_messages, reply_schema_for
+from workers.errors import Unprocessable
 from workers.llm.calls import make_client
 from workers.llm.policy import is_retryable
-from workers.ports import Unprocessable
 from workers.tokens import prompt_tokens
 
 MODEL = "fake-model"

@@ -15,8 +15,9 @@ from tests.workers.encoder.test_llm_encoder import make_segment, record, reply
 from workers.encoder.encoders import ExtractiveEncoder, GuardedLLMEncoder
 from workers.encoder.llm_encoder import LLMEncoder
 from workers.encoder.service import EncoderService, read_usage
+from workers.errors import Unprocessable
 from workers.llm.calls import make_client
-from workers.ports import ListPublisher, Unprocessable
+from workers.ports import ListPublisher
 
 
 def batches(pub: ListPublisher) -> list[RecordBatch]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from workers.datasets import DatasetError
+from workers.errors import DatasetError
 from workers.evaluation.longmemeval import (
     build_longmemeval_report,
     evaluate_rankings,

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workers.query.adapter import AdapterError, QueryAdapter, load_adapter
+from workers.query.adapter import QueryAdapter, load_adapter
+from workers.query.errors import AdapterError
 
 
 def test_apply_maps_then_renormalizes_and_a_zero_shift_changes_nothing() -> None:
@@ -61,7 +62,7 @@ def test_the_shipped_adapter_moves_questions_of_the_bundled_minilm_without_repla
     from streams.factories import adapter_of, make_embedder
     from streams.settings import Settings
 
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings.load(None)
     embedder = make_embedder(settings)
     a = adapter_of(settings, embedder)
     assert a is not None and a.matrix.shape == (384, 384) and np.isfinite(a.matrix).all()

@@ -16,10 +16,10 @@ from workers.encoder.errors import EncoderError
 from workers.llm.policy import RetryPolicy
 from workers.query.answer import (
     ANSWER_SYSTEM_PROMPT,
-    AnswerUnavailable,
     LLMAnswerer,
     build_answer_messages,
 )
+from workers.query.errors import AnswerUnavailable
 from workers.query.serialize import serialize_context
 
 MODEL = "fake-answerer"

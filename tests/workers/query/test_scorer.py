@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workers.query.errors import ScorerError
 from workers.query.presets import Lead
 from workers.query.scorer import (
     FEATURES,
     FITTED_PATH,
     PROVENANCE,
     Scorer,
-    ScorerError,
     features,
     lead,
     lead_order,

@@ -13,10 +13,10 @@ from workers.llm.calls import ChatCaller
 from workers.llm.errors import CompletionError
 from workers.llm.replies import content
 from workers.llm.usage import usage_of
+from workers.query.errors import PlanReplyError
 from workers.query.planner.heuristic import heuristic_plan
 from workers.query.planner.prompts import (
     PLAN_SCHEMA,
-    PlanReplyError,
     build_planner_messages,
     parse_plan_reply,
 )

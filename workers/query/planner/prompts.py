@@ -20,7 +20,6 @@ from pydantic import (
     field_validator,
 )
 
-from schemas.errors import LycheeError
 from schemas.plan import (
     MAX_QUERIES,
     MAX_ROUTE_QUERIES,
@@ -32,6 +31,7 @@ from schemas.plan import (
 )
 from workers.llm.formats import JsonSchema, reply_schema
 from workers.llm.replies import json_object, reply_date, schema_errors
+from workers.query.errors import PlanReplyError
 from workers.query.planner.wording import speaker_of, unique_queries
 
 PLANNER_SYSTEM_PROMPT = """\
@@ -127,14 +127,6 @@ def build_planner_messages(question: str, recent_context: str = "") -> list[dict
 
 
 # -- the reply -------------------------------------------------------------------------------
-
-
-class PlanReplyError(LycheeError, ValueError):
-    """The planner's reply cannot become a plan; `reason` says why."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"unusable plan reply: {reason}")
-        self.reason = reason
 
 
 def _as_strings(v: Any) -> Any:

@@ -21,7 +21,7 @@ SCRIPTS = [p for p in FILES if p.suffix == ".js"]
 @pytest.fixture(scope="module")
 def client() -> TestClient:
     # no `with`: the lifespan (broker, Redis) is not started; the console's files need neither
-    return TestClient(create_app(Settings(_env_file=None), KeyRing()), base_url="http://127.0.0.1")
+    return TestClient(create_app(Settings.load(None), KeyRing()), base_url="http://127.0.0.1")
 
 
 def _served(path: Path) -> str:
@@ -79,7 +79,7 @@ def test_console_without_keys_needs_none_and_with_keys_serves_files_but_not_data
     from streams.gateway.auth import add_key
 
     add_key(tmp_path / "keys.json", "a", ["a"])
-    keyed = TestClient(create_app(Settings(_env_file=None), KeyRing.load(tmp_path / "keys.json")))
+    keyed = TestClient(create_app(Settings.load(None), KeyRing.load(tmp_path / "keys.json")))
     assert keyed.get("/").status_code == 200  # the page asks for the key itself
     for route in ("/v1/whoami", "/v1/namespaces", "/v1/operations"):
         assert keyed.get(route).status_code == 401, route

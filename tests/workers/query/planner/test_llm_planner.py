@@ -12,12 +12,12 @@ import pytest
 from schemas.plan import MAX_ROUTE_QUERIES, MAX_ROUTES, QuestionType, TemporalFilter
 from tests.fakes.openai_server import FakeOpenAI, status, text, valid
 from tests.workers.conftest import Sleeps
+from workers.query.errors import PlanReplyError
 from workers.query.planner import heuristic_plan
 from workers.query.planner.llm_planner import LLMPlanner
 from workers.query.planner.prompts import (
     PLAN_SCHEMA,
     PLANNER_SYSTEM_PROMPT,
-    PlanReplyError,
     build_planner_messages,
     parse_plan_reply,
 )

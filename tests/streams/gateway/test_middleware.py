@@ -7,13 +7,13 @@ from typing import Any
 
 import httpx
 
-from streams.gateway.app import Guard
 from streams.gateway.auth import KeyRing, add_key
+from streams.gateway.middleware import EdgeGuard
 from streams.settings import Settings
 
 
-def settings(**kw: Any) -> Settings:
-    return Settings(_env_file=None, **kw)  # type: ignore[call-arg]
+def settings(**gateway: Any) -> Settings:
+    return Settings.load(None, gateway=gateway)
 
 
 class Slow:
@@ -38,10 +38,8 @@ def client(app: Any) -> httpx.AsyncClient:
     )
 
 
-async def test_guard_full_slots_answer_503_after_the_queue_wait() -> None:
-    guard = Guard(
-        Slow(0.5), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=0.1), KeyRing()
-    )
+async def test_edge_guard_full_slots_answer_503_after_the_queue_wait() -> None:
+    guard = EdgeGuard(Slow(0.5), settings(max_in_flight=1, queue_timeout_s=0.1), KeyRing())
     async with client(guard) as c:
         first, second = await asyncio.gather(
             c.post("/v1/namespaces/a/search", json={}),
@@ -53,17 +51,15 @@ async def test_guard_full_slots_answer_503_after_the_queue_wait() -> None:
     assert busy.headers["retry-after"] == "1" and busy.json()["status"] == 503
 
 
-async def test_guard_waiting_request_gets_the_slot_when_it_frees() -> None:
-    guard = Guard(
-        Slow(0.1), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=5), KeyRing()
-    )
+async def test_edge_guard_waiting_request_gets_the_slot_when_it_frees() -> None:
+    guard = EdgeGuard(Slow(0.1), settings(max_in_flight=1, queue_timeout_s=5), KeyRing())
     async with client(guard) as c:
         got = await asyncio.gather(*(c.post("/v1/x", json={}) for _ in range(4)))
     assert [r.status_code for r in got] == [200] * 4
 
 
-async def test_guard_body_over_the_limit_is_413_with_or_without_a_length() -> None:
-    guard = Guard(Slow(0), settings(gateway_max_body_bytes=1024), KeyRing())
+async def test_edge_guard_body_over_the_limit_is_413_with_or_without_a_length() -> None:
+    guard = EdgeGuard(Slow(0), settings(max_body_bytes=1024), KeyRing())
     async with client(guard) as c:
         r = await c.post("/v1/namespaces/a/exchanges", content=b"x" * 2048)
         assert r.status_code == 413 and r.headers["content-type"] == "application/problem+json"
@@ -77,17 +73,15 @@ async def test_guard_body_over_the_limit_is_413_with_or_without_a_length() -> No
         assert (await c.post("/v1/namespaces/a/exchanges", content=b"x" * 100)).status_code == 200
 
 
-async def test_guard_health_and_metrics_are_not_queued() -> None:
-    guard = Guard(
-        Slow(0.3), settings(gateway_max_in_flight=1, gateway_queue_timeout_s=0.05), KeyRing()
-    )
+async def test_edge_guard_health_and_metrics_are_not_queued() -> None:
+    guard = EdgeGuard(Slow(0.3), settings(max_in_flight=1, queue_timeout_s=0.05), KeyRing())
     async with client(guard) as c:
         got = await asyncio.gather(c.get("/healthz"), c.get("/metrics"), c.get("/readyz"))
     assert [r.status_code for r in got] == [200, 200, 200]
 
 
-async def test_guard_without_keys_answers_only_requests_addressed_to_loopback() -> None:
-    guard = Guard(Slow(0), settings(), KeyRing())
+async def test_edge_guard_without_keys_answers_only_requests_addressed_to_loopback() -> None:
+    guard = EdgeGuard(Slow(0), settings(), KeyRing())
     async with client(guard) as c:
         for host in ("127.0.0.1:8080", "localhost", "[::1]:8080"):
             assert (await c.get("/v1/x", headers={"host": host})).status_code == 200, host
@@ -97,9 +91,9 @@ async def test_guard_without_keys_answers_only_requests_addressed_to_loopback() 
             assert "loopback" in r.json()["detail"]
 
 
-async def test_guard_with_keys_leaves_the_host_to_the_keys(tmp_path: Any) -> None:
+async def test_edge_guard_with_keys_leaves_the_host_to_the_keys(tmp_path: Any) -> None:
     add_key(tmp_path / "keys.json", "k", ["*"])
     keys = KeyRing.load(tmp_path / "keys.json")
-    guard = Guard(Slow(0), settings(), keys)
+    guard = EdgeGuard(Slow(0), settings(), keys)
     async with client(guard) as c:
         assert (await c.get("/", headers={"host": "memory.internal"})).status_code == 200

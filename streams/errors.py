@@ -1,0 +1,82 @@
+"""The errors of the top-level plumbing: the client, seq allocation, ingest and dead letters.
+
+Each keeps the built-in base that says what kind of failure it is (a reply timeout is a
+`TimeoutError`, a rejected seq a `ValueError`), under the one root error.
+"""
+
+from __future__ import annotations
+
+from schemas import QueryReply
+from schemas.errors import LycheeError
+
+# -- the client ----------------------------------------------------------------------------
+
+
+class ClientError(LycheeError, RuntimeError):
+    """Base of the client's errors."""
+
+
+class ReplyTimeout(ClientError, TimeoutError):
+    def __init__(self, correlation_id: str, timeout_s: float) -> None:
+        super().__init__(f"no reply to {correlation_id} within {timeout_s:.1f}s")
+        self.correlation_id = correlation_id
+        self.timeout_s = timeout_s
+
+
+class QueryFailed(ClientError):
+    def __init__(self, reply: QueryReply) -> None:
+        super().__init__(reply.error or "query failed")
+        self.reply = reply
+
+
+class ForgetFailed(ClientError):
+    def __init__(self, forget_id: str, errors: dict[str, str]) -> None:
+        super().__init__(
+            f"forget {forget_id} failed: " + "; ".join(f"{s}: {e}" for s, e in errors.items())
+        )
+        self.errors = errors
+
+
+# -- seq allocation ------------------------------------------------------------------------
+
+
+class SeqError(LycheeError):
+    """Base of the allocator's errors."""
+
+
+class SeqRejected(SeqError, ValueError):
+    """A wanted seq or exchange id that cannot be accepted; `index` is its position in the
+    request's list, `seq` the seq it conflicts with."""
+
+    def __init__(self, index: int, reason: str, seq: int) -> None:
+        self.index = index
+        self.reason = reason
+        self.seq = seq
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        if self.reason == "conflict":
+            return f"this exchange_id was accepted with seq {self.seq}"
+        if self.reason == "changed":
+            return (
+                f"this exchange_id was accepted (seq {self.seq}) with other content; "
+                "a new exchange needs a new exchange_id"
+            )
+        if self.reason == "stale":
+            return f"seq must be above {self.seq}, the session's last accepted or applied seq"
+        return f"seq must increase within a session; the one before it is {self.seq}"
+
+
+class SessionBusy(SeqError, TimeoutError):
+    """Another process produced to the session for longer than the caller could wait."""
+
+
+# -- ingest and dead letters ---------------------------------------------------------------
+
+
+class IngestError(LycheeError, ValueError):
+    """A file's exchanges cannot be accepted as they are (for example a stale `seq`)."""
+
+
+class DeadLetterError(LycheeError):
+    """A dead-letter command cannot do what was asked (unknown topic, no such offset...)."""

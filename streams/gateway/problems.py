@@ -1,0 +1,78 @@
+"""Problem details (RFC 9457, `application/problem+json`): every error a route raises, and
+every request FastAPI refuses, is answered in the one shape `Problem`.
+
+`create_app` registers the handlers below; the ASGI layers in `streams.gateway.middleware`,
+which answer before FastAPI sees the request, write the same shape themselves.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from streams.gateway.errors import GatewayError
+from streams.gateway.models import FieldError, Problem
+
+log = structlog.get_logger("lychee.gateway")
+
+PROBLEM = "application/problem+json"
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    instance: str | None = None,
+    errors: list[FieldError] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = Problem(title=title, status=status, detail=detail, instance=instance, errors=errors)
+    return JSONResponse(
+        body.model_dump(exclude_none=True), status_code=status, media_type=PROBLEM, headers=headers
+    )
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "path", "query", "header"):
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [FieldError(field=_field(tuple(e["loc"])), message=e["msg"]) for e in exc.errors()]
+    detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
+    return problem(422, "Invalid request", detail, request.url.path, errors)
+
+
+async def gateway_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, GatewayError)
+    headers = {}
+    if exc.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, round(exc.retry_after_s)))
+    if exc.status == 401:
+        headers["WWW-Authenticate"] = "Bearer"
+    errors = [FieldError(field=exc.field, message=exc.detail)] if exc.field else None
+    return problem(exc.status, exc.title, exc.detail, request.url.path, errors, headers)
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return problem(
+        exc.status_code,
+        str(exc.detail),
+        str(exc.detail),
+        request.url.path,
+        headers=dict(exc.headers or {}),
+    )
+
+
+async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    log.error("gateway.unhandled", path=request.url.path, error=repr(exc))
+    return problem(500, "Internal error", f"{type(exc).__name__}", request.url.path)

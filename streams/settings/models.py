@@ -1,0 +1,95 @@
+"""The models the stages call: the embedding model and the LLM."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+
+from streams.settings.group import Group, config
+
+
+class EmbeddingSettings(Group):
+    """A local sentence-transformers model (empty path: the bundled MiniLM), or an
+    OpenAI-compatible endpoint (`text-embedding-3-small`, the paper's)."""
+
+    model_config = config("embedding_")
+
+    provider: Literal["local", "openai"] = Field(
+        default="local",
+        description="local (sentence-transformers) or openai (any compatible /v1/embeddings)",
+    )
+    model_path: str | None = Field(
+        default=None, description="a local sentence-transformers directory (unset: bundled MiniLM)"
+    )
+    backend: Literal["torch", "onnx", "onnx-int8"] = Field(
+        default="onnx",
+        description="local MiniLM runtime: sentence-transformers on torch, or ONNX Runtime on a "
+        "model exported from the same weights at first use (fp32: the same vectors; int8: "
+        "faster, other vectors, its own model name; "
+        "[why not the default](docs/decisions.md#onnx-runtime-for-minilm-by-default))",
+    )
+    batch_size: int = Field(default=64, ge=1, description="texts per batch of a local model")
+    onnx_dir: str | None = Field(
+        default=None,
+        description="where ONNX exports are cached (unset: ~/.cache/lychee-memory/onnx)",
+    )
+    cache_entries: int = Field(
+        default=20_000,
+        ge=0,
+        description="vectors kept by text (LRU, about 1.6 kB each; 0: off), so identical texts "
+        "are embedded once",
+    )
+    model: str = Field(
+        default="text-embedding-3-small",
+        description="the OpenAI-compatible embedding model; tables remember model and "
+        "dimension and refuse another",
+    )
+    base_url: str | None = Field(
+        default=None, description="the OpenAI-compatible embeddings endpoint (unset: the LLM's)"
+    )
+    dim: int | None = Field(default=None, description="its dimension (unset: probed)")
+    timeout_s: float = Field(
+        default=60.0, gt=0, description="one call to an OpenAI-compatible embeddings endpoint"
+    )
+
+
+class LLMSettings(Group):
+    """An OpenAI-compatible LLM for the encoder, the planner and answers; unset: the offline
+    extractive encoder, the heuristic planner and no answers."""
+
+    model_config = config("llm_")
+
+    base_url: str | None = Field(default=None, description="the LLM's OpenAI-compatible URL")
+    model: str | None = Field(default=None, description="the LLM's model name")
+    api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("LYCHEE_LLM_API_KEY", "OPENAI_API_KEY"),
+        description="its key (or OPENAI_API_KEY)",
+    )
+    first_token_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="longest wait for the first token of a streamed reply: the server reads "
+        "the whole prompt first (a local model on a laptop: tens of tokens a second)",
+    )
+    token_gap_timeout_s: float = Field(
+        default=60.0, gt=0, description="longest silence between two chunks of a streamed reply"
+    )
+    timeout_s: float = Field(
+        default=3600.0,
+        gt=0,
+        description="total limit of one attempt however steadily it streams: a backstop, "
+        "generous since a slow local model writes a segment's records in minutes (each reply "
+        "is capped in tokens too); a reply still being written then is not retried",
+    )
+    max_attempts: int = Field(
+        default=5,
+        ge=1,
+        description="the encoder's attempts before its stage pauses (the planner and "
+        "answerer, with a user waiting, stop after 3)",
+    )
+
+    @property
+    def configured(self) -> bool:
+        return bool(self.base_url and self.model)

@@ -1,0 +1,9 @@
+"""The embedding adapters' errors, under the one root error."""
+
+from __future__ import annotations
+
+from schemas.errors import LycheeError
+
+
+class OnnxExportError(LycheeError, RuntimeError):
+    """The local export or quantization could not run (missing package, unusual model)."""

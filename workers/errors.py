@@ -1,0 +1,44 @@
+"""The errors every stage shares: what a port's implementation raises to tell the stage
+runner what to do with a message, and the conversation files' error.
+
+`Unprocessable` and `TemporarilyUnavailable` are the contract between an adapter (LLM,
+embeddings, store) and the stream that runs the stage: the first dead-letters the message,
+the second pauses consumption and retries, so that no work is dropped while a dependency is
+down. A folder's own errors (`workers.store.errors`, `workers.query.errors` ...) subclass
+them where they mean the same.
+"""
+
+from __future__ import annotations
+
+from schemas.errors import LycheeError
+
+
+class Unprocessable(LycheeError):
+    """This message can never be processed as it is: dead-letter it now, with this reason."""
+
+
+class TemporarilyUnavailable(LycheeError):
+    """A dependency is down for now: retry later (pausing consumption), never drop the work.
+    `tokens_per_s`: how fast an LLM was writing when it last wrote, so that a pause says
+    whether the model is down or only slow."""
+
+    def __init__(
+        self, message: str, retry_after_s: float | None = None, tokens_per_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+        self.tokens_per_s = tokens_per_s
+
+
+class Refused(TemporarilyUnavailable):
+    """A dependency refuses every request until someone fixes the configuration (a 401, 403 or
+    404: key, permissions, model name). Nothing is wrong with the message, so the stage pauses
+    like for an outage and keeps saying why (`hint` names what to check); it never drops work."""
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message, None)
+        self.hint = hint
+
+
+class DatasetError(LycheeError, ValueError):
+    """A conversation file that does not have the expected layout; says where."""
