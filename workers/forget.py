@@ -1,4 +1,4 @@
-"""Forget fences, lineage and Redis clean-up shared by the stages (DESIGN §7, issue 12).
+"""Forget fences, lineage and Redis clean-up shared by the stages (DESIGN §7).
 
 A forget is fenced by *where the data came from*, not by when it is met: every message a
 stage derives from an exchange carries that exchange's position in `memory.exchanges`

@@ -18,8 +18,8 @@ STAGES = ("segmenter", "encoder", "indexer", "query")
 # Python side) and allocates thousands of short-lived ones per message or request. With
 # CPython's default thresholds (700, 10, 10) it collects every few hundred allocations and
 # walks every long-lived object every few requests: a quarter of a k = 100 query's mean
-# time (README, Decisions). Garbage without cycles is still freed at once by reference
-# counting.
+# time (see docs/decisions.md#workers-collect-garbage-less-often). Garbage without cycles is
+# still freed at once by reference counting.
 GC_THRESHOLDS = (50_000, 20, 20)
 
 

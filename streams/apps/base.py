@@ -70,8 +70,9 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
         broker_session_timeout=settings.kafka.session_timeout_s,
         broker_heartbeat_interval=max(0.5, settings.kafka.session_timeout_s / 10),
         # Faust stops polling while every partition waits on a paused agent (LLM down); past
-        # this interval aiokafka leaves the group and never rejoins (README, Decisions). Heartbeats
-        # keep running meanwhile, so a dead worker is still noticed by the session timeout.
+        # this interval aiokafka leaves the group and never rejoins (see
+        # docs/decisions.md#a-paused-stage-stays-in-its-group). Heartbeats keep running
+        # meanwhile, so a dead worker is still noticed by the session timeout.
         broker_max_poll_interval=settings.kafka.max_poll_interval_s,
         monitor=StageMonitor(stage),  # messages in and consumer lag as metrics
     )

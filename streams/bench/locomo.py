@@ -259,7 +259,7 @@ async def _ingest(
 
     async def poll() -> None:
         """Every half second, the turn ids of each namespace that still has turns to see: a
-        tighter loop reading whole id lists took half a core from the stages it measured."""
+        tighter loop reading whole id lists takes half a core from the stages it measures."""
         left = {c.namespace for c in conversations}
         while left and (not done.is_set() or len(seen) < len(acked)):
             for ns in sorted(left):

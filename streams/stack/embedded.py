@@ -54,7 +54,8 @@ class StackPreset:
 
 # Redis fsyncs before every reply: with `everysec`, Redis 6.2 postpones the AOF write while a
 # background fsync runs but still replies, so a kill -9 can lose writes whose offsets are
-# already committed (README, Decisions); the cost is measured by `lychee bench throughput`.
+# already committed (see docs/decisions.md#redis-appendfsync-always); the cost is measured by
+# `lychee bench throughput`.
 DURABLE = StackPreset("durable", "s3", "always")
 DURABLE_EVERYSEC = StackPreset("durable-everysec", "s3", "everysec")
 # Memory broker and a Redis without persistence: nothing of the queue or the per-session state
@@ -358,7 +359,7 @@ class Stack:
         child.start()
         self.children.append(child)
         try:
-            # as long as the workers get: on a loaded machine its imports alone took over 60 s,
+            # as long as the workers get: on a loaded machine its imports alone can take minutes,
             # and a gateway that dies is reported at once, not at the deadline
             wait_port(self.gateway_port, 600, child.proc)
         except StackError as exc:

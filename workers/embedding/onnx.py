@@ -109,7 +109,8 @@ def length_batches(lengths: list[int], size: int, slack: float = 1.5) -> list[sl
 
     A batch is padded to its longest row, and the model's time follows the padded tokens
     whatever the width. Cut by count alone, a call of a few 60-token texts and many 6-token
-    labels padded the labels tenfold (README, Decisions).
+    labels padded the labels tenfold (see
+    docs/decisions.md#the-embedder-cuts-its-batches-by-length-as-well-as-count).
     """
     out: list[slice] = []
     start = 0
@@ -215,7 +216,7 @@ def _export_fp32(root: Path, out: Path) -> None:
 
 
 def _quantize(fp32: Path, out: Path) -> None:
-    """Dynamic int8 on MatMul weights, per channel: the variant that kept quality best
+    """Dynamic int8 on MatMul weights, per channel: the variant that keeps quality best
     (all ops per tensor: worst cosine 0.82; MatMul per channel: 0.965, mean 0.989)."""
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic

@@ -113,7 +113,7 @@ class _Call:
 
 def reply_budget(n_turns: int) -> int:
     """Output tokens a segment's reply may take: a few records a turn at most, a record
-    about 140 tokens of JSON (measured: 967 for 7 records of 7 turns), with room to spare.
+    about 140 tokens of JSON (a reply of 7 records for 7 turns takes 967), with room to spare.
     A small model that loops inside its JSON stops here instead of at the total limit."""
     return 512 + 256 * max(n_turns, 1)
 

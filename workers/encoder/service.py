@@ -235,9 +235,9 @@ class EncoderService:
         """Renew the lease every third of its life while the encoder runs (an LLM call under
         retries can outlast it); a failed renewal is retried at the next tick.
 
-        It also stops when `done` is set, not only when cancelled: one run of the test suite
-        under load hung 300 s after a segment was encoded, its event loop waking on this
-        loop's period, so `encode` no longer relies on the cancel alone."""
+        It also stops when `done` is set, not only when cancelled: under load, a cancel
+        alone can leave `encode` waiting after its segment is encoded until the event loop
+        wakes on this loop's period, so `encode` does not rely on it."""
         while not done.is_set():
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), self.lease_ms / 3000)

@@ -95,8 +95,8 @@ def signature_similarity(a: Comparable, b: Comparable) -> float:
 class _Vocabulary:
     """Signature values numbered for the process, and the numbers of each item's own sets of
     values: a request reads some 300 items, mostly read by earlier requests, and numbering
-    their values one by one was most of the similarity's cost. Numbers are only compared
-    within a part."""
+    their values one by one each time would be most of the similarity's cost. Numbers are
+    only compared within a part."""
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}

@@ -9,7 +9,8 @@ constants are the served ones. Requests and `LYCHEE_QUERY_ABLATION` name an abla
 `schemas.query.Ablation` name (`ABLATIONS`).
 
 The constants below were chosen on the LoCoMo dev split, most with each conversation held
-back in turn (the value the other four preferred); the measurements are in `docs/notes/`.
+back in turn (the value the other four preferred); docs/decisions.md gives each one's reason
+and figures, docs/bench/README.md the runs.
 The design's own constants (reciprocal-rank fusion's kappa of 60, the fusion weights, the
 question-type boost, the recall budgets) stay with the code that applies them.
 """
@@ -82,11 +83,11 @@ SERVED = QueryPreset(
     # whose agreement across lists finds more of the evidence within a token budget.
     head=10,
     head_kappa=10,
-    # Selection's greedy step `λ·relevance − (1 − λ)·similarity`: the design's 0.75 kept
-    # fewer gold turns within 1,000 tokens (measured with the query adapter held back).
+    # Selection's greedy step `λ·relevance − (1 − λ)·similarity`: the design's 0.75 keeps
+    # fewer gold turns within 1,000 tokens (with the query adapter held back).
     diversity_lambda=0.85,
-    # Selection reads the first pool_factor·k fused items; 5 measured within noise of 3, and
-    # slower.
+    # Selection reads the first pool_factor·k fused items; 5 recalls within noise of 3, and
+    # is slower.
     pool_factor=3,
     # A candidate said on a day the question's dates name ("What did Ana cook on 3 May?" asks
     # about what was said that day, too) is multiplied by this in its route's fusion; chosen
@@ -110,7 +111,7 @@ SERVED = QueryPreset(
     # log-odds -3 to -1, for recall@10 plus recall at 1,000 tokens, no category lower).
     lead=Lead(items=1, log_odds=-3.0),
     # How much of selection's choice the lead and the locality read (selection picks this
-    # many when k is smaller): 50 and 100 measured within noise of 30 at k = 10, and slower.
+    # many when k is smaller): 50 and 100 recall within noise of 30 at k = 10, and are slower.
     led_pool=30,
 )
 

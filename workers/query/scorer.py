@@ -6,7 +6,7 @@ this scorer reads the scores themselves, the candidate's length and how much of 
 question's wording and names it holds, and weighs them with coefficients fitted by
 logistic regression on the LoCoMo dev split, one conversation held back at a time
 (`tests/evals/fit_scorer.py` fits and reports them and writes `scorer.json`, which names the
-data, commit and command that produced it; docs/notes/issue25.md has the held-back figures).
+data, commit and command that produced it; the held-back figures are in docs/bench/).
 Nothing in it names a dataset's people, places or questions: the features are generic, and
 the weights are fourteen numbers and a bias. It does not re-rank selection's choice; it moves
 its few most likely items to the front (`lead`).
@@ -149,7 +149,8 @@ def lead_order(log_odds: np.ndarray, lead: Lead) -> list[int]:
 
     Moving only a few keeps what selection's route coverage and diversity chose for the
     token budget; reordering everything by the scorer buys hits in the first ten items
-    with recall at 1,000 tokens (it prefers the larger turn windows; docs/notes/issue25.md).
+    with recall at 1,000 tokens, since it prefers the larger turn windows (see
+    docs/decisions.md#the-second-stage-only-leads).
     """
     best = np.argsort(-log_odds, kind="stable")[: lead.items]
     ahead = sorted(int(i) for i in best if log_odds[i] >= lead.log_odds)

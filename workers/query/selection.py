@@ -145,7 +145,7 @@ class FusedOrder(Sequence[Fused]):
     in the denominator of `route_score`. `reuse`: the request's items merged already. With
     several routes recall keeps every candidate (about a thousand a route at k = 100), and
     selection reads the first `pool_factor`·k and each route's first few: building every item,
-    twice a request, was most of such a request's selection.
+    twice a request, would be most of such a request's selection.
     """
 
     def __init__(
@@ -232,8 +232,8 @@ class Reuse:
 
     The head (`with_head`) fuses the same routes' candidates in another order and selects
     from nearly the same pool (at k = 100 the same 300 items); merging and the pairwise
-    similarity were most of selection's time. An item id names one item, and either order
-    merges the same candidates of it into the same sets.
+    similarity are most of selection's time, so each is done once. An item id names one
+    item, and either order merges the same candidates of it into the same sets.
     """
 
     def __init__(self) -> None:
@@ -355,7 +355,7 @@ def with_head(
         return list(chosen[:k])
     sharp = [RouteRanking(r.route_id, by_head(r.candidates)) for r in routes]
     # the first items of a full selection: one of `head` items alone reads a smaller pool,
-    # which measured lower on open-domain
+    # which recalls less on open-domain questions
     fused = FusedOrder(sharp, reuse=reuse)
     top = select(
         fused,

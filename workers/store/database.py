@@ -51,9 +51,10 @@ T = TypeVar("T")
 
 MODEL_KEY = "lychee.embedding_model"
 DIM_KEY = "lychee.embedding_dim"
-# A namespace up to this size is searched exactly even where an ANN index exists: on the
-# 1,000,000-record store, exact search over one 1,000-row namespace took 5.2 ms against
-# 6.3 ms for the index, which also missed 12.5 % of the exact top 45 (`lychee bench latency`).
+# A namespace up to this size is searched exactly even where an ANN index exists: among a
+# thousand tenants the namespace prefilter leaves the index few candidates, so it is no
+# faster and misses part of the exact top k (see
+# docs/decisions.md#small-namespaces-are-searched-exactly-even-where-an-ann-index-exists).
 EXACT_MAX_ROWS = 20_000
 _SIZE_TTL_S = 30.0
 

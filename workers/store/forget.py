@@ -1,4 +1,4 @@
-"""Forgetting a namespace or one session in the evidence store (issue 12).
+"""Forgetting a namespace or one session in the evidence store.
 
 Only rows that predate the forget's fence go (workers.store.lineage): a stage that wrote
 rows from exchanges sent after the forget, before it saw the forget, keeps them. A

@@ -258,8 +258,8 @@ def _types(node_types: Iterable[NodeType | str] | None) -> dict[str, set[str]]:
 
 
 # About 50 tokens: a node's vector is made of its label and the linked records that start
-# within its first NODE_EMBED_CHARS characters (on the LoCoMo dev split 240 recalled as well
-# as 480 when these were embedded as one text).
+# within its first NODE_EMBED_CHARS characters (240 recall as well as 480 on the LoCoMo dev
+# split; see docs/decisions.md#node-vectors-are-composed-not-embedded).
 NODE_EMBED_CHARS = 240
 
 
@@ -294,9 +294,9 @@ def node_vectors(db: Database, rows: Sequence[dict[str, Any]], embedder: Embedde
     stored vectors of its head records, normalized.
 
     Records are embedded anyway and labels are a few tokens, so a node costs the model a
-    fraction of embedding its head as one text, for about the same recall (README,
-    Decisions: "Node vectors are composed, not embedded"). Records are written before their
-    nodes, so every head record's vector is stored; one removed meanwhile is left out.
+    fraction of embedding its head as one text, for about the same recall (see
+    docs/decisions.md#node-vectors-are-composed-not-embedded). Records are written before
+    their nodes, so every head record's vector is stored; one removed meanwhile is left out.
     """
     if not rows:
         return np.zeros((0, db.dim), dtype=np.float32)

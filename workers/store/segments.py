@@ -1,4 +1,4 @@
-"""The `segments` table: one row per finalized segment, for session timelines (issue 27).
+"""The `segments` table: one row per finalized segment, for session timelines.
 
 A segment's records say which segment produced them, but not where the segment starts and
 ends in its session nor why it was closed; this table keeps that (the finalize reason and the

@@ -1,10 +1,10 @@
 """Small namespaces held in memory for the query service's reads.
 
-LanceDB spends 6-15 ms on any query, however few rows it reads (planning, the namespace
-prefilter, turning rows into Python); an exact search over a namespace of a few thousand
-rows is a fraction of a millisecond of that. A request runs about a dozen such reads, so
-the query service keeps each small namespace's rows (the columns searches return, and
-their vectors normalized) and answers its exact vector searches, full-text searches
+LanceDB spends milliseconds on any query, however few rows it reads (planning, the
+namespace prefilter, turning rows into Python); an exact search over a namespace of a few
+thousand rows in memory takes a fraction of a millisecond. A request runs about a dozen such
+reads, so the query service keeps each small namespace's rows (the columns searches return,
+and their vectors normalized) and answers its exact vector searches, full-text searches
 (workers.store.fulltext), id lookups and turn spans from them.
 
 A snapshot is valid for the table version it was read at. Each use compares it with the
@@ -110,7 +110,7 @@ class Snapshot:
 
     def take(self, rows: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """Rows as dicts, each converted from Arrow once per snapshot (a request takes the
-        same few hundred rows again and again; converting them was most of a search's cost).
+        same few hundred rows again and again; converting them is most of a search's cost).
         Each caller gets its own shallow copy."""
         rows = self._converted(rows)
         return [dict(self._dicts[r]) for r in rows]

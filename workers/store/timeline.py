@@ -1,6 +1,6 @@
 """A session as a person reads it: its raw turns a page at a time, the segments those turns
 fall in (where each starts and ends, why it was closed) and, beside each segment, its records
-with the turns they came from (turn -> segment -> record; issue 27).
+with the turns they came from (turn -> segment -> record).
 
 Also the per-namespace and per-session row counts an overview shows. Everything is read
 without vectors, filtered by namespace first.
