@@ -75,6 +75,11 @@ class EvidenceItem(BaseModel):
         description="a record's context: the subject its neighbouring turns name, when its text "
         'leans on them ("it\'s on Sunday")',
     )
+    span: tuple[int, int] | None = Field(
+        default=None,
+        description="a passage of a long turn: where it is in the turn's text (start, end); "
+        "the whole turn is one `lychee records --turns` away",
+    )
     routes: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
 

@@ -104,6 +104,7 @@ def candidate_fields(row: dict[str, Any]) -> dict[str, Any]:
         date=_iso(row.get("session_date")),
         speaker=row.get("speaker"),
         role=row.get("role"),
+        span=row.get("span"),
     )
 
 

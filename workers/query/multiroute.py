@@ -34,10 +34,11 @@ from workers.query.hits import (
     turn_hits,
     turns_of,
 )
+from workers.query.passages import request_terms, shown
 from workers.query.presets import SERVED, QueryPreset
 from workers.query.selection import HEAD_SCORE, RRF_KAPPA, Candidate, RouteRanking
 from workers.query.timing import ChannelTimes
-from workers.query.windows import spans, windows
+from workers.query.windows import WINDOW_TOKENS, spans, windows
 from workers.store import EvidenceStore
 
 SEARCH_NODE_TYPES = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.event_frame)
@@ -70,6 +71,7 @@ class RecallConfig:
     type_boost: float = 1.15  # question-type score adjustment (DESIGN §8.3)
     records_per_node: int = 8  # newest linked records taken from each matched node
     turn_window: int = 1  # raw-turn hits expand to this many turns either side (0: off)
+    window_tokens: int = WINDOW_TOKENS  # ... as long as the window stays this small
     max_concurrent_searches: int = 6  # table searches of one request running at once
 
 
@@ -233,6 +235,9 @@ class MultiRouteRecall:
             self.config.max_concurrent_searches,
         )
         got = dict(zip(calls, found, strict=True))
+        terms = request_terms(variants)
+        for key in [k for k in got if k[1] == "turns"]:  # long turns show a passage
+            got[key] = _shown(got[key], terms, vector=key[0] == "vector")
         node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
         orders = [self._linked(nodes, node_b) for nodes in node_lists]
         wanted = list(dict.fromkeys(rid for order in orders for rid in order))
@@ -243,7 +248,7 @@ class MultiRouteRecall:
         ]
         records_found, around = await asyncio.gather(
             asyncio.to_thread(clock.call, "links", st.records.by_ids, ns, wanted),
-            asyncio.to_thread(clock.call, "windows", self._windows, ns, turn_rows),
+            asyncio.to_thread(clock.call, "windows", self._windows, ns, turn_rows, terms),
         )
         rows = {r["id"]: r for r in records_found}
 
@@ -294,13 +299,16 @@ class MultiRouteRecall:
         }
         return only, {}
 
-    def _windows(self, namespace: str, hits: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Raw-turn hits -> their windows of neighbouring turns (one read for all hits)."""
+    def _windows(
+        self, namespace: str, hits: list[dict[str, Any]], terms: frozenset[str]
+    ) -> dict[str, dict[str, Any]]:
+        """Raw-turn hits -> their windows of neighbouring turns (one read for all hits); a
+        long neighbour takes part as the passage the request matches."""
         radius = self.config.turn_window
         if radius <= 0 or not hits:
             return {}
-        near = self.store.turns.near(namespace, spans(hits, radius))
-        return windows(hits, near, radius)
+        near = [shown(r, terms) for r in self.store.turns.near(namespace, spans(hits, radius))]
+        return windows(hits, near, radius, self.config.window_tokens)
 
     def _linked(self, nodes: Sequence[dict[str, Any]], budget: int) -> dict[str, str]:
         """Matched nodes -> their newest linked record ids, best node first, `budget` in all."""
@@ -437,3 +445,11 @@ def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
 def _fts_text(queries: Sequence[str]) -> str:
     """The words of a route's query variants, each once, in order."""
     return " ".join(dict.fromkeys(w for q in queries for w in re.findall(r"\w+", q.lower())))
+
+
+def _shown(found: Any, terms: frozenset[str], vector: bool) -> Any:
+    """Turn rows as evidence shows them (a long turn: its passage); vector searches return a
+    list of rows per query vector, text searches one list."""
+    if vector:
+        return [[shown(r, terms) for r in rows] for rows in found]
+    return [shown(r, terms) for r in found]

@@ -59,6 +59,7 @@ class Candidate:
     memory_type: str | None = None
     mentioned: str | None = None  # conversation date of a record's source (ISO)
     context: str | None = None  # a record's context (schemas.records.MemoryRecord.context)
+    span: tuple[int, int] | None = None  # a long turn's passage: where it is in the turn
 
 
 Demote = Callable[[Sequence[Candidate]], np.ndarray]

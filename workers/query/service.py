@@ -305,6 +305,7 @@ def _evidence(f: Fused) -> EvidenceItem:
         speaker=c.speaker,
         role=Role(c.role) if c.role else None,
         date=_day(c.date),
+        span=c.span,
         routes=list(f.routes),
         scores=f.scores(),
     )

@@ -1,17 +1,23 @@
 """Local expansion of raw-turn hits into windows of neighbouring turns (DESIGN §8.3).
 
 A turn alone often misses its other half: the question a reply answers, or the reply that
-confirms a plan. A hit becomes the window of `radius` turns either side of it, in
-conversation order within its session; the window keeps every turn id as provenance.
+confirms a plan. A hit becomes the window of up to `radius` turns either side of it, in
+conversation order within its session, as long as the window stays within `max_tokens`
+(nearer turns first, the one before before the one after): a window of short turns is a
+few lines, one next to a long reply takes the reply's passage or stops. The window keeps
+every turn id as provenance.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from workers.tokens import count_tokens
+
 Row = dict[str, Any]
+WINDOW_TOKENS = 320
 
 
 def spans(hits: Iterable[Row], radius: int) -> list[tuple[str, int, int]]:
@@ -37,7 +43,13 @@ def spans(hits: Iterable[Row], radius: int) -> list[tuple[str, int, int]]:
     return out
 
 
-def windows(hits: Iterable[Row], neighbours: Sequence[Row], radius: int) -> dict[str, Row]:
+def windows(
+    hits: Iterable[Row],
+    neighbours: Sequence[Row],
+    radius: int,
+    max_tokens: int = WINDOW_TOKENS,
+    count: Callable[[str], int] = count_tokens,
+) -> dict[str, Row]:
     """Each hit's row id -> its window row; hits with no neighbour stay out (kept as turns).
 
     A window row has the hit's namespace, session and conversation date, the turns' texts
@@ -56,7 +68,7 @@ def windows(hits: Iterable[Row], neighbours: Sequence[Row], radius: int) -> dict
         if hit["id"] in out or hit["id"] not in position:
             continue
         session, i = position[hit["id"]]
-        rows = ordered[session][max(0, i - radius) : i + radius + 1]
+        rows = _within(ordered[session], i, radius, count, max_tokens)
         if len(rows) < 2:
             continue
         first, last = rows[0]["turn_id"], rows[-1]["turn_id"]
@@ -70,3 +82,25 @@ def windows(hits: Iterable[Row], neighbours: Sequence[Row], radius: int) -> dict
             "hit_turn_id": hit["turn_id"],
         }
     return out
+
+
+def _within(
+    rows: Sequence[Row], i: int, radius: int, count: Callable[[str], int], max_tokens: int
+) -> list[Row]:
+    """Row `i` and its neighbours up to `radius` either side, nearest first, while the
+    texts fit in `max_tokens`; a side stops at the first turn that does not fit."""
+    lo, hi, used = i, i, count(rows[i]["text"])
+    sides = {-1: True, 1: True}
+    for step in range(1, radius + 1):
+        for side in (-1, 1):
+            j = i + side * step
+            if not sides[side] or not 0 <= j < len(rows):
+                sides[side] = False
+                continue
+            cost = count(rows[j]["text"])
+            if used + cost > max_tokens:
+                sides[side] = False
+                continue
+            used += cost
+            lo, hi = min(lo, j), max(hi, j)
+    return list(rows[lo : hi + 1])

@@ -1,4 +1,7 @@
-"""The `turns` table: raw turns with the embedding the segmenter computed for them."""
+"""The `turns` table: raw turns with the embedding the segmenter computed for them.
+
+A turn longer than a passage also stores where its passages are (`workers.text.passages`):
+evidence shows the passage a question matches, and the whole turn stays one row."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from schemas import RawTurn
+from schemas.exchange import turn_text
 from workers.forget import Source
 from workers.store import lineage
 from workers.store.arrow import ID, naive
@@ -16,9 +20,12 @@ from workers.store.database import DIM_KEY, MODEL_KEY, Database, Table
 from workers.store.errors import EmbeddingMismatch
 from workers.store.sql import ID_CHUNK, chunks, id_in, namespace_filter, sql_quote
 from workers.store.writes import upsert_rows
+from workers.text.passages import PASSAGE_TOKENS, passages, to_json
+from workers.tokens import count_tokens
 
 TURNS = "turns"
 TEXT_COLUMN = "text"
+PASSAGES_COLUMN = "passages"
 
 _READ_COLUMNS = [
     "id",
@@ -32,6 +39,7 @@ _READ_COLUMNS = [
     "speaker",
     "text",
     "session_date",
+    PASSAGES_COLUMN,
 ]
 
 
@@ -50,6 +58,7 @@ def turns_schema(dim: int, model: str) -> pa.Schema:
             ("content", pa.string()),
             ("image_caption", pa.string()),
             ("text", pa.string()),
+            (PASSAGES_COLUMN, pa.string()),
             ("session_date", pa.timestamp("us")),
             ("created_at", pa.timestamp("us", tz="UTC")),
             ("vector", pa.list_(pa.float32(), dim)),
@@ -67,8 +76,23 @@ class TurnsTable(Table):
     name = TURNS
     text_column = TEXT_COLUMN
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, passage_tokens: int = PASSAGE_TOKENS) -> None:
         super().__init__(db, turns_schema(db.dim, db.model))
+        self.passage_tokens = passage_tokens
+        self._migrated = False
+
+    def migrate(self) -> None:
+        """Writers only: a table of an earlier version gets the passages column (empty: each
+        of its turns shows whole); readers read what is there meanwhile."""
+        tbl = None if self._migrated else super().table()
+        if tbl is not None and PASSAGES_COLUMN not in tbl.schema.names:
+            tbl.add_columns({PASSAGES_COLUMN: "''"})
+        self._migrated = self._migrated or tbl is not None
+
+    def read_columns(self) -> list[str]:
+        tbl = self.table()
+        names = set(tbl.schema.names) if tbl is not None else set(_READ_COLUMNS)
+        return [c for c in _READ_COLUMNS if c in names]
 
     def upsert(
         self, turns: Sequence[RawTurn], sources: Sequence[Source | None] | None = None
@@ -88,10 +112,12 @@ class TurnsTable(Table):
             turn_row_id(t.namespace, t.session_id, t.turn_id): (t, src)
             for t, src in zip(turns, srcs, strict=True)
         }
+        self.migrate()
         tbl = self.table(create=True)
         assert tbl is not None
         data = pa.Table.from_pylist(
-            [_turn_row(rid, t, src) for rid, (t, src) in rows.items()], schema=tbl.schema
+            [_turn_row(rid, t, src, self.passage_tokens) for rid, (t, src) in rows.items()],
+            schema=tbl.schema,
         )
         upsert_rows(tbl, data)
         self.db.ensure_indexes(TURNS, tbl, TEXT_COLUMN)
@@ -102,14 +128,14 @@ class TurnsTable(Table):
     ) -> list[list[dict[str, Any]]]:
         """Nearest turns of a namespace (or one session of it), a list per query vector."""
         return self.db.search_vectors(
-            TURNS, namespace, vectors, limit, _session(session_id), _READ_COLUMNS
+            TURNS, namespace, vectors, limit, _session(session_id), self.read_columns()
         )
 
     def search_text(
         self, namespace: str, text: str, limit: int, session_id: str | None = None
     ) -> list[dict[str, Any]]:
         return self.db.search_text(
-            TURNS, TEXT_COLUMN, namespace, text, limit, _session(session_id), _READ_COLUMNS
+            TURNS, TEXT_COLUMN, namespace, text, limit, _session(session_id), self.read_columns()
         )
 
     def near(self, namespace: str, spans: Sequence[tuple[str, int, int]]) -> list[dict[str, Any]]:
@@ -117,7 +143,8 @@ class TurnsTable(Table):
         tbl = self.table()
         if tbl is None or not spans:
             return []
-        snap = self.db.snapshot(tbl, TURNS, namespace, _READ_COLUMNS)
+        columns = self.read_columns()
+        snap = self.db.snapshot(tbl, TURNS, namespace, columns)
         if snap is not None:
             session, seq = snap.column("session_id"), snap.column("seq")
             keep = np.zeros(snap.rows, dtype=bool)
@@ -131,7 +158,7 @@ class TurnsTable(Table):
         q = (
             tbl.search()
             .where(f"{namespace_filter(namespace)} AND ({ranges})", prefilter=True)
-            .select(_READ_COLUMNS)
+            .select(columns)
             .limit(None)
         )
         return list(q.to_list())
@@ -155,7 +182,7 @@ class TurnsTable(Table):
         wanted = {turn_row_id(namespace, s, t): (s, t) for s, t in turns}
         if tbl is None or not wanted:
             return {}
-        snap = self.db.snapshot(tbl, TURNS, namespace, _READ_COLUMNS)
+        snap = self.db.snapshot(tbl, TURNS, namespace, self.read_columns())
         if snap is not None:  # one column, not whole rows
             values = snap.column(column)
             return {wanted[i]: values[snap.row_of[i]] for i in wanted if i in snap.row_of}
@@ -189,7 +216,8 @@ def _session(session_id: str | None) -> dict[str, set[str]]:
     return {"session_id": {session_id}} if session_id else {}
 
 
-def _turn_row(rid: str, t: RawTurn, src: Source | None) -> dict[str, Any]:
+def _turn_row(rid: str, t: RawTurn, src: Source | None, passage_tokens: int) -> dict[str, Any]:
+    shown = turn_text(t.text, None)  # what the row's text shows of the content: spans index it
     return {
         "id": rid,
         "namespace": t.namespace,
@@ -203,6 +231,7 @@ def _turn_row(rid: str, t: RawTurn, src: Source | None) -> dict[str, Any]:
         "content": t.text,
         "image_caption": t.image_caption,
         "text": t.rendered(),
+        PASSAGES_COLUMN: to_json(passages(shown, passage_tokens, count_tokens)),
         "session_date": naive(t.session_date),
         "created_at": t.created_at,
         "vector": t.embedding,

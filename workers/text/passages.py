@@ -1,0 +1,157 @@
+"""A long turn as passages: the pieces of it that evidence can show within a prompt's budget.
+
+An assistant's reply of a thousand tokens answers a question with one paragraph, one list
+item or one code block; shown whole, it fills the context an agent gives its memory. A turn
+longer than `max_tokens` is cut at its markdown blocks (`workers.text.markdown`) into passages of
+at most that many tokens, in order, each with its character span in the turn: consecutive
+blocks share a passage while they fit, a heading starts a new one and is shown above the
+passages under it, a code block or a table starts a new one and takes the sentence that
+introduces it ("Add this to app.py:"), and a block larger than a passage is cut at its lines
+(code, tables) or sentences (prose). A turn that fits is one passage: itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from workers.text.markdown import Block, Kind, blocks, heading_text
+
+Count = Callable[[str], int]
+PASSAGE_TOKENS = 150  # a few sentences, a list item or a short code block: ~6 items in 1,000
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+@dataclass(frozen=True)
+class Passage:
+    start: int
+    end: int  # content[start:end] is what the passage shows of the turn
+    heading: str = ""  # the heading the passage sits under, shown above it
+    lead: str = ""  # the sentence that introduces its code block or table
+
+    def shown(self, content: str) -> str:
+        """What evidence shows: the heading, the lead-in, then the passage."""
+        parts = [self.heading, self.lead, content[self.start : self.end]]
+        return "\n".join(p for p in parts if p)
+
+
+def passages(content: str, max_tokens: int, count: Count) -> list[Passage]:
+    """`content` as passages of at most `max_tokens` (see the module); one when it fits.
+
+    Sizes are the sums of the blocks' (lines', sentences') own counts, each counted once,
+    so a message of any length costs one pass of the tokenizer."""
+    if count(content) <= max_tokens:
+        return [Passage(0, len(content))]
+    out: list[Passage] = []
+    group: list[Block] = []
+    size, heading, shown_heading, lead = 0, "", "", ""
+    previous: Block | None = None
+
+    def close() -> None:
+        if group:
+            out.append(Passage(group[0].start, group[-1].end, shown_heading, lead))
+            group.clear()
+
+    for block in blocks(content):
+        text = block.text(content)
+        n = count(text)
+        if block.kind is Kind.heading and size >= max_tokens // 2:
+            close()  # a section of its own when the passage before has enough to say
+        if group and size + n <= max_tokens:
+            group.append(block)
+            size += n
+        else:
+            close()
+            starts_code = block.kind in (Kind.code, Kind.table)
+            lead = _lead(content, previous) if starts_code else ""
+            shown_heading = "" if block.kind is Kind.heading else heading
+            budget = max(max_tokens - count(lead), 1)
+            if n <= budget:
+                group.append(block)
+                size = n + count(lead)
+            else:
+                cut = _lines if starts_code else _sentences
+                out += _pack(content, cut(content, block), shown_heading, lead, budget, count)
+                size, lead = 0, ""
+        if block.kind is Kind.heading:
+            heading = heading_text(text)[:MAX_HEADING_CHARS]
+        previous = block
+    close()
+    return out
+
+
+MAX_HEADING_CHARS = 200
+
+
+def _lead(content: str, previous: Block | None) -> str:
+    """The last sentence of the prose just before a code block or table, when it introduces
+    it (ends with a colon)."""
+    if previous is None or previous.kind not in (Kind.prose, Kind.item):
+        return ""
+    text = previous.text(content).rstrip()
+    if not text.endswith(":"):
+        return ""
+    return _SENTENCE.split(text)[-1].strip()[:MAX_HEADING_CHARS]
+
+
+def _sentences(content: str, block: Block) -> list[tuple[int, int]]:
+    text = block.text(content)
+    spans, at = [], 0
+    for m in _SENTENCE.finditer(text):
+        spans.append((block.start + at, block.start + m.start()))
+        at = m.end()
+    spans.append((block.start + at, block.end))
+    return spans
+
+
+def _lines(content: str, block: Block) -> list[tuple[int, int]]:
+    spans, at = [], block.start
+    for line in block.text(content).split("\n"):
+        spans.append((at, at + len(line)))
+        at += len(line) + 1
+    return spans
+
+
+def _pack(
+    content: str,
+    spans: list[tuple[int, int]],
+    heading: str,
+    lead: str,
+    max_tokens: int,
+    count: Count,
+) -> list[Passage]:
+    """Consecutive spans joined while their counts fit; a span too large alone is cut into
+    pieces of about `max_tokens` by characters (a line of minified code, a run of symbols)."""
+    out: list[Passage] = []
+    start, end, size = spans[0][0], spans[0][0], 0
+    for s, e in spans:
+        n = count(content[s:e])
+        if end > start and size + n > max_tokens:
+            out.append(Passage(start, end, heading, lead))
+            start, size = s, 0
+        if n > max_tokens:
+            step = max(1, (e - s) * max_tokens // n)
+            for a in range(s, e, step):
+                out.append(Passage(a, min(a + step, e), heading, lead))
+            start, end, size = e, e, 0
+            continue
+        end, size = e, size + n
+    if end > start:
+        out.append(Passage(start, end, heading, lead))
+    return out
+
+
+def to_json(found: list[Passage]) -> str:
+    """How a turn's passages are stored: empty for a turn that is one passage."""
+    if len(found) <= 1:
+        return ""
+    return json.dumps([[p.start, p.end, p.heading, p.lead] for p in found])
+
+
+def from_json(stored: str | None) -> list[Passage]:
+    """The passages `to_json` stored; none for a turn that is one passage (or an older row)."""
+    if not stored:
+        return []
+    return [Passage(int(a), int(b), str(h), str(lead)) for a, b, h, lead in json.loads(stored)]
