@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from streams.metrics import LLM_OBSERVER, ObservedEmbedder, observe_embedding_cache
 from streams.settings import Settings
 from workers.embedding.base import Embedder
+from workers.embedding.bounded import BoundedEmbedder, BoundedModel
 from workers.embedding.cache import CachedEmbedder
 from workers.embedding.local import LocalEmbedder, bundled_model_info
 from workers.store import EvidenceStore
@@ -35,7 +36,12 @@ def make_embedder(settings: Settings) -> Embedder:
 
 
 def model_embedder(settings: Settings) -> Embedder:
-    """The configured model alone: no cache, no metrics (benchmarks time it)."""
+    """The configured model alone: no cache, no metrics (benchmarks time it); each text cut to
+    what the model can be given (`workers.embedding.bounded`)."""
+    return BoundedEmbedder(_backend(settings))
+
+
+def _backend(settings: Settings) -> BoundedModel:
     if settings.embedding.provider == "openai":
         import openai
 

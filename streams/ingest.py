@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from redis.asyncio import Redis
@@ -17,7 +17,7 @@ from streams.gateway.service import content_digest
 from streams.kafka.lag import LagReader
 from streams.seqs import Ack, SeqAllocator, Wanted
 from streams.settings import Settings
-from workers.datasets import Conversation, Session, load
+from workers.datasets import Conversation, Session, Skipped, load
 from workers.segmenter.state_store import SessionStore
 
 
@@ -30,6 +30,7 @@ class IngestStats:
     seconds: float
     duplicates: int = 0  # exchange ids accepted before: not produced again
     replays: int | None = None  # fenced by the segmenter as already applied (with --wait)
+    skipped: list[Skipped] = field(default_factory=list)  # refused by the contract: not sent
 
 
 async def produce(
@@ -142,10 +143,15 @@ async def ingest_file(
     """Produce FILE; JSON lines are numbered per session through Redis (`produce_numbered`).
 
     With `wait`, returns once everything is indexed, with the exchanges the segmenter fenced
-    as replays meanwhile (already applied: nothing of them was indexed again).
+    as replays meanwhile (already applied: nothing of them was indexed again). A message the
+    contract refuses is left out alone and listed in `skipped`; when nothing else is left,
+    nothing is sent.
     """
     started = time.perf_counter()
-    conversations = load(path, fmt, namespace)
+    skipped: list[Skipped] = []
+    conversations = load(path, fmt, namespace, skipped)
+    if skipped and not any(c.turn_count for c in conversations):
+        return IngestStats(0, 0, 0, 0, time.perf_counter() - started, skipped=skipped)
     keys = [session_key(c.namespace, s.session_id) for c in conversations for s in c.sessions]
     redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
     try:
@@ -169,4 +175,5 @@ async def ingest_file(
             stats.seconds = time.perf_counter() - started
     finally:
         await redis.aclose()
+    stats.skipped = skipped
     return stats

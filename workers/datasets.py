@@ -10,6 +10,14 @@ continues after the session's last accepted seq, so a second file can continue a
 until then it carries its order within the session in this file, and it is listed in its
 session's `unnumbered`. `exchange_id` defaults to `session_id:n:digest`, n that order and
 digest a hash of the turns, so the same file ingested again is recognised exchange by exchange.
+
+A message the contract refuses (a turn over its length limit, an empty one, a bad field) is
+left out alone, as a `Skipped` entry naming where it is and why, when the caller passes a
+`skipped` list to collect them; without one it raises `DatasetError`, so that no caller
+drops a message without saying so. The rest of the file loads either way. A skipped message
+keeps its place in the numbering: the turns after it keep their seq (a gap is fine, the
+segmenter wants seqs increasing) and their ids. A file whose layout is wrong (not JSON, not a
+list, a sample without `conversation`, a turn without `dia_id`) raises `DatasetError`.
 """
 
 from __future__ import annotations
@@ -17,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -27,7 +35,7 @@ import orjson
 from dateutil import parser as dateparser
 from pydantic import ValidationError
 
-from schemas import ContractError, Exchange, Role, Turn
+from schemas import Exchange, Role, Turn
 from workers.errors import DatasetError
 
 _SESSION_RE = re.compile(r"^session_(\d+)$")
@@ -66,6 +74,70 @@ class Conversation:
         return sum(len(e.turns) for e in self.exchanges)
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A message of a conversation file that the contract refuses, left out alone.
+
+    `file` and `line` (JSON lines) or `namespace`, `session_id` and `turn_id` say where it
+    is; `reason` is the contract's, field by field (`content: 348,000 characters, at most
+    200,000`)."""
+
+    file: str
+    reason: str
+    namespace: str | None = None
+    session_id: str | None = None
+    turn_id: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        named = [
+            f"{label} {value}"
+            for label, value in (
+                ("namespace", self.namespace),
+                ("session", self.session_id),
+                ("turn", self.turn_id),
+            )
+            if value is not None
+        ]
+        return ": ".join([where, *([", ".join(named)] if named else []), self.reason])
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
+    """What a command prints about the messages it left out: one line each, then the count."""
+    if not skipped:
+        return []
+    noun = "message" if len(skipped) == 1 else "messages"
+    return [
+        *(f"skipped {s}" for s in skipped),
+        f"{len(skipped)} {noun} skipped: the contract refuses them (the rest was loaded)",
+    ]
+
+
+def refusal(exc: ValidationError) -> str:
+    """The contract's reasons, field by field; a text over its limit says how long it is."""
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        text = err.get("input")
+        if err["type"] == "string_too_long" and isinstance(text, str):
+            msg = f"{len(text):,} characters, at most {err['ctx']['max_length']:,}"
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "; ".join(parts)
+
+
+def skip(skipped: list[Skipped] | None, entry: Skipped) -> None:
+    """Collect `entry` where the caller asked for it; else refuse the file with its words."""
+    if skipped is None:
+        raise DatasetError(str(entry))
+    skipped.append(entry)
+
+
 def parse_date(text: str | None) -> datetime | None:
     """LoCoMo writes `1:56 pm on 8 May, 2023`; dateutil reads it (and ISO) fuzzily."""
     if not text:
@@ -85,7 +157,10 @@ def read_json(path: str | Path) -> Any:
         raise DatasetError(f"{path}: not JSON ({exc})") from exc
 
 
-def load_locomo(path: str | Path, namespace: str | None = None) -> list[Conversation]:
+def load_locomo(
+    path: str | Path, namespace: str | None = None, skipped: list[Skipped] | None = None
+) -> list[Conversation]:
+    """The samples of a LoCoMo-layout file; turns the contract refuses go to `skipped`."""
     data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of samples")
@@ -93,43 +168,30 @@ def load_locomo(path: str | Path, namespace: str | None = None) -> list[Conversa
         raise DatasetError(
             f"{path}: --namespace names one namespace but the file has {len(data)} samples"
         )
-    return [_locomo_sample(sample, i, namespace) for i, sample in enumerate(data)]
+    return [_locomo_sample(str(path), s, i, namespace, skipped) for i, s in enumerate(data)]
 
 
-def _locomo_sample(sample: Any, i: int, namespace: str | None) -> Conversation:
+def _locomo_sample(
+    path: str, sample: Any, i: int, namespace: str | None, skipped: list[Skipped] | None
+) -> Conversation:
     try:
         conv = sample["conversation"]
         ns = namespace or str(sample["sample_id"])
     except (KeyError, TypeError) as exc:
-        raise DatasetError(f"sample {i}: missing {exc}") from exc
+        raise DatasetError(f"{path}: sample {i}: missing {exc}") from exc
     numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_RE.match(k)))
     sessions = []
     for n in numbers:
         sid = f"session_{n}"
-        date = parse_date(conv.get(f"{sid}_date_time"))
-        exchanges = []
-        for seq, turn in enumerate(conv[sid]):
-            try:
-                exchanges.append(
-                    Exchange(
-                        namespace=ns,
-                        session_id=sid,
-                        seq=seq,
-                        exchange_id=f"{sid}:{seq}",
-                        session_date=date,
-                        turns=[
-                            Turn(
-                                role=Role.user,
-                                speaker=turn["speaker"],
-                                content=turn.get("text", ""),
-                                turn_id=turn["dia_id"],
-                                image_caption=turn.get("blip_caption"),
-                            )
-                        ],
-                    )
-                )
-            except (KeyError, ValueError) as exc:
-                raise DatasetError(f"sample {ns}, {sid}, turn {seq}: {exc}") from exc
+        try:
+            date = parse_date(conv.get(f"{sid}_date_time"))
+        except DatasetError as exc:
+            raise DatasetError(f"{path}: sample {ns}, {sid}: {exc}") from exc
+        exchanges = [
+            ex
+            for seq, turn in enumerate(conv[sid])
+            if (ex := _locomo_turn(path, ns, sid, date, seq, turn, skipped)) is not None
+        ]
         sessions.append(Session(sid, date, exchanges))
     try:
         qa = [
@@ -137,40 +199,79 @@ def _locomo_sample(sample: Any, i: int, namespace: str | None) -> Conversation:
             for q in sample.get("qa", [])
         ]
     except (KeyError, TypeError, ValueError) as exc:
-        raise DatasetError(f"sample {ns}: a qa entry lacks or mangles {exc}") from exc
+        raise DatasetError(f"{path}: sample {ns}: a qa entry lacks or mangles {exc}") from exc
     speakers = tuple(s for s in (conv.get("speaker_a"), conv.get("speaker_b")) if s)
     return Conversation(ns, sessions, qa, speakers)
 
 
-def load_jsonl(path: str | Path, namespace: str | None = None) -> list[Conversation]:
+def _locomo_turn(
+    path: str,
+    ns: str,
+    sid: str,
+    date: datetime | None,
+    seq: int,
+    turn: Any,
+    skipped: list[Skipped] | None,
+) -> Exchange | None:
+    """One LoCoMo turn as its exchange; None when the contract refuses it (then in `skipped`).
+
+    Its seq is its place in the session, whatever was skipped before it."""
+    try:
+        speaker, dia_id = turn["speaker"], turn["dia_id"]
+    except (KeyError, TypeError) as exc:
+        raise DatasetError(f"{path}: sample {ns}, {sid}, turn {seq}: missing {exc}") from exc
+    try:
+        return Exchange(
+            namespace=ns,
+            session_id=sid,
+            seq=seq,
+            exchange_id=f"{sid}:{seq}",
+            session_date=date,
+            turns=[
+                Turn(
+                    role=Role.user,
+                    speaker=speaker,
+                    content=turn.get("text", ""),
+                    turn_id=dia_id,
+                    image_caption=turn.get("blip_caption"),
+                )
+            ],
+        )
+    except ValidationError as exc:
+        tid = dia_id if isinstance(dia_id, str) and dia_id else f"#{seq}"
+        skip(skipped, Skipped(path, refusal(exc), ns, sid, tid))
+        return None
+
+
+def load_jsonl(
+    path: str | Path, namespace: str | None = None, skipped: list[Skipped] | None = None
+) -> list[Conversation]:
+    """The exchanges of a JSON-lines file by namespace and session; lines the contract
+    refuses go to `skipped`."""
     by_ns: dict[str, dict[str, list[Exchange]]] = defaultdict(lambda: defaultdict(list))
     unnumbered: dict[tuple[str, str], set[str]] = defaultdict(set)
+    places: dict[tuple[str, str], int] = defaultdict(int)  # lines seen per session, skipped too
     with Path(path).open("rb") as fh:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                obj = orjson.loads(line)
-            except orjson.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{lineno}: not JSON ({exc})") from exc
-            if not isinstance(obj, dict):
-                raise DatasetError(f"{path}:{lineno}: expected an object")
-            if namespace:
-                obj["namespace"] = namespace
-            if "namespace" not in obj:
-                raise DatasetError(f"{path}:{lineno}: no namespace (give --namespace)")
+            obj = _jsonl_object(path, lineno, line, namespace)
             ns, sid = str(obj["namespace"]), str(obj.get("session_id", ""))
-            session = by_ns[ns][sid]
-            if "seq" not in obj:
-                obj["seq"] = len(session)
-                obj.setdefault("exchange_id", f"{sid}:{len(session)}:{_digest(obj)}")
-                unnumbered[(ns, sid)].add(str(obj["exchange_id"]))
+            place = places[(ns, sid)]
+            places[(ns, sid)] += 1
+            numbered = "seq" in obj
+            if not numbered:
+                obj["seq"] = place
+                obj.setdefault("exchange_id", f"{sid}:{place}:{_digest(obj)}")
             obj.setdefault("exchange_id", f"{sid}:{obj['seq']}")
             try:
-                session.append(Exchange.model_validate(obj))
+                ex = Exchange.model_validate(obj)
             except ValidationError as exc:
-                detail = ContractError.from_validation("Exchange", exc)
-                raise DatasetError(f"{path}:{lineno}: {detail}") from exc
+                skip(skipped, Skipped(str(path), refusal(exc), ns, sid or None, line=lineno))
+                continue
+            by_ns[ns][sid].append(ex)
+            if not numbered:
+                unnumbered[(ns, sid)].add(ex.exchange_id)
     return [
         Conversation(
             ns,
@@ -183,15 +284,35 @@ def load_jsonl(path: str | Path, namespace: str | None = None) -> list[Conversat
     ]
 
 
+def _jsonl_object(path: str | Path, lineno: int, line: bytes, namespace: str | None) -> Any:
+    """One line's object, with its namespace; DatasetError where the layout is wrong."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise DatasetError(f"{path}:{lineno}: not JSON ({exc})") from exc
+    if not isinstance(obj, dict):
+        raise DatasetError(f"{path}:{lineno}: expected an object")
+    if namespace:
+        obj["namespace"] = namespace
+    if "namespace" not in obj:
+        raise DatasetError(f"{path}:{lineno}: no namespace (give --namespace)")
+    return obj
+
+
 def _digest(obj: dict[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(obj.get("turns"), option=orjson.OPT_SORT_KEYS)).hexdigest()[
         :12
     ]
 
 
-def load(path: str | Path, fmt: str, namespace: str | None = None) -> list[Conversation]:
+def load(
+    path: str | Path,
+    fmt: str,
+    namespace: str | None = None,
+    skipped: list[Skipped] | None = None,
+) -> list[Conversation]:
     if fmt == "locomo":
-        return load_locomo(path, namespace)
+        return load_locomo(path, namespace, skipped)
     if fmt == "jsonl":
-        return load_jsonl(path, namespace)
+        return load_jsonl(path, namespace, skipped)
     raise DatasetError(f"unknown format {fmt!r} (locomo or jsonl)")

@@ -23,14 +23,14 @@ from typing import Literal
 import click
 
 from schemas import topics as t
-from streams.bench.harness import pick_conversation
+from streams.bench.harness import load_reported, pick_conversation
 from streams.client import MemoryClient
 from streams.kafka.lag import PIPELINE, LagReader
 from streams.kafka.topics import DLQ_SOURCES
 from streams.settings import Settings
 from streams.stack.ready import wait_workers
 from streams.stack.up_process import UpProcess
-from workers.datasets import Conversation, load_locomo
+from workers.datasets import Conversation
 
 Mode = Literal["kill", "ctrl-c"]
 READY_TIMEOUT_S = 900.0
@@ -58,7 +58,7 @@ def jaccard(a: set[str], b: set[str]) -> float:
 
 
 def load_conversation(data: Path, conversation: str | None) -> Conversation:
-    return pick_conversation(load_locomo(data), conversation, data)
+    return pick_conversation(load_reported(data)[0], conversation, data)
 
 
 def durability(

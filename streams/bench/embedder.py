@@ -17,7 +17,7 @@ from typing import Any
 import click
 import numpy as np
 
-from workers.datasets import load_locomo
+from streams.bench.harness import load_reported
 from workers.embedding.base import Embedder
 from workers.embedding.local import LocalEmbedder
 
@@ -27,7 +27,7 @@ BACKENDS = ("torch", "onnx", "onnx-int8")
 def sample_texts(data: Path, n: int, seed: int = 0) -> list[str]:
     """`n` turn and exchange texts spread over the whole file, in a seeded random order."""
     texts: list[str] = []
-    for conv in load_locomo(data):
+    for conv in load_reported(data)[0]:
         for session in conv.sessions:
             for ex in session.exchanges:
                 texts.append(ex.rendered())

@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import click
+
 from schemas import Exchange, SegmentMode
 from schemas.query import Ablation
 from streams.bench.errors import BenchError
 from streams.settings import Settings
 from streams.stack.embedded import Stack
-from workers.datasets import Conversation
+from workers.datasets import Conversation, Skipped, load, skipped_lines
 from workers.query.presets import ABLATIONS
 
 
@@ -77,6 +79,22 @@ def pipeline(settings: Settings, chosen: Variant) -> Iterator[Settings]:
     finally:
         stack.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def load_reported(
+    data: Path | str, fmt: str = "locomo"
+) -> tuple[list[Conversation], list[Skipped]]:
+    """A conversation file's conversations; each message the contract refuses is left out
+    and named on stderr (a line each, then their count), so that a run goes on without it."""
+    skipped: list[Skipped] = []
+    conversations = load(data, fmt, skipped=skipped)
+    report_skipped(skipped)
+    return conversations, skipped
+
+
+def report_skipped(skipped: list[Skipped]) -> None:
+    for line in skipped_lines(skipped):
+        click.echo(line, err=True)
 
 
 def pick_conversation(

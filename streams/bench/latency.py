@@ -26,13 +26,13 @@ from tqdm import tqdm
 from schemas import QueryRequest
 from streams.apps import collect_as_a_worker
 from streams.bench.errors import BenchError
-from streams.bench.harness import VARIANTS, pipeline, rename_namespace
+from streams.bench.harness import VARIANTS, load_reported, pipeline, rename_namespace
 from streams.client import MemoryClient
 from streams.factories import adapter_of, make_embedder, open_store, scorer_of
 from streams.ingest import produce
 from streams.kafka.lag import LagReader
 from streams.settings import Settings
-from workers.datasets import Conversation, load_locomo
+from workers.datasets import Conversation
 from workers.evaluation import synthetic
 from workers.evaluation.metrics import CATEGORIES, percentiles
 from workers.query.service import QueryDeps, QueryService
@@ -41,7 +41,7 @@ from workers.store.database import has_ann
 
 
 def run_latency(settings: Settings, data: Path, conversation: str | None, k: int) -> dict[str, Any]:
-    convs = load_locomo(data)
+    convs, _ = load_reported(data)
     conv = next((c for c in convs if conversation in (None, c.namespace)), None)
     if conv is None:
         raise BenchError(f"no conversation {conversation} in {data}")

@@ -28,7 +28,7 @@ import orjson
 from schemas import QueryRequest, Segment
 from schemas.records import RecordBatch
 from streams.bench.errors import BenchError
-from streams.bench.harness import pick_conversation
+from streams.bench.harness import load_reported, pick_conversation
 from streams.bench.judging import JudgeTarget, judge_target, make_judge
 from streams.bench.llm_report import (
     DEAD_LETTERED,
@@ -45,7 +45,7 @@ from streams.bench.llm_report import (
 )
 from streams.factories import adapter_of, llm_policy, make_embedder, make_llm_client, open_store
 from streams.settings import Settings
-from workers.datasets import Conversation, load
+from workers.datasets import Conversation
 from workers.embedding import Embedder
 from workers.encoder.encoded import record_batch
 from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavailable
@@ -245,7 +245,7 @@ def run_llm_bench(
     llm = make_llm_client(settings)
     if llm is None:
         raise BenchError("no LLM configured: set LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL")
-    conv = pick_conversation(load(data, fmt), conversation, data)
+    conv = pick_conversation(load_reported(data, fmt)[0], conversation, data)
     lance_dir = tempfile.mkdtemp(prefix="lychee-bench-llm-")
     try:
         return asyncio.run(

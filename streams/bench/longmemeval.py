@@ -15,10 +15,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from streams.bench.harness import VARIANTS, pipeline
+from streams.bench.harness import VARIANTS, pipeline, report_skipped
 from streams.client import MemoryClient
 from streams.kafka.lag import LagReader
 from streams.settings import Settings
+from workers.datasets import Skipped
 from workers.evaluation.longmemeval import (
     Granularity,
     LongMemEvalInstance,
@@ -36,7 +37,9 @@ def run_longmemeval(
 ) -> LongMemEvalReport:
     started = time.perf_counter()
     prefix = f"b{uuid.uuid4().hex[:6]}-"
-    instances = [_prefixed(i, prefix) for i in load_longmemeval(data)]
+    skipped: list[Skipped] = []
+    instances = [_prefixed(i, prefix) for i in load_longmemeval(data, skipped)]
+    report_skipped(skipped)
     with pipeline(settings, VARIANTS["full"]) as live:
         rows = asyncio.run(_run(live, instances, granularity, progress))
     return build_longmemeval_report(
@@ -44,6 +47,7 @@ def run_longmemeval(
         granularity,
         rows,
         seconds=round(time.perf_counter() - started, 1),
+        skipped=[s.as_dict() for s in skipped],
     )
 
 

@@ -17,12 +17,11 @@ from typing import Any
 import click
 
 from streams.bench.errors import BenchError
-from streams.bench.harness import VARIANTS, pipeline, rename_namespace
+from streams.bench.harness import VARIANTS, load_reported, pipeline, rename_namespace
 from streams.client import MemoryClient
 from streams.ingest import produce
 from streams.kafka.lag import LagReader
 from streams.settings import Settings
-from workers.datasets import load_locomo
 from workers.evaluation.metrics import CATEGORIES, percentiles
 
 
@@ -34,7 +33,7 @@ def run_query_load(
     k: int,
     per_level: int,
 ) -> dict[str, Any]:
-    convs = load_locomo(data)
+    convs, _ = load_reported(data)
     conv = next((c for c in convs if conversation in (None, c.namespace)), None)
     if conv is None:
         raise BenchError(f"no conversation {conversation} in {data}")

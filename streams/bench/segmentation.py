@@ -35,12 +35,12 @@ def _segment_figures(segments: list[Segment], seconds: float) -> dict[str, Any]:
 
 def segmentation(settings: Settings, data_path: Path | str) -> dict[str, Any]:
     """Semantic, fixed-window and eager segmentation of a LoCoMo file, one embedding pass."""
+    from streams.bench.harness import load_reported
     from streams.factories import make_embedder
-    from workers.datasets import load_locomo
     from workers.segmenter.policy import SegmentPolicy, SessionState
     from workers.tokens import count_tokens
 
-    conversations = load_locomo(data_path)
+    conversations, _ = load_reported(data_path)
     exchanges = [ex for conv in conversations for ex in conv.exchanges]
     texts = [ex.rendered() for ex in exchanges]
     embedder = make_embedder(settings)

@@ -22,19 +22,30 @@ from streams.cli.common import TimedOut, client_settings
 @click.option("--wait/--no-wait", default=False, help="return when everything produced is indexed")
 @click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True)
 def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: float) -> None:
-    """Produce the conversations of FILE to memory.exchanges."""
+    """Produce the conversations of FILE to memory.exchanges.
+
+    A message the contract refuses (a turn over its length limit, say) is named on stderr and
+    left out; the rest of the file is produced."""
     from streams.ingest import ingest_file
+    from workers.datasets import skipped_lines
 
     s = client_settings()
     try:
         stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    for line in skipped_lines(stats.skipped):
+        click.echo(line, err=True)
+    if stats.skipped and not stats.exchanges:
+        raise click.ClickException(
+            f"nothing ingested: the contract refuses every message of {file}"
+        )
     dups = f", {stats.duplicates} already accepted (not sent again)" if stats.duplicates else ""
+    refused = f", {len(stats.skipped)} skipped (refused by the contract)" if stats.skipped else ""
     click.echo(
         f"produced {stats.exchanges - stats.duplicates} exchanges ({stats.turns} turns) in "
-        f"{stats.namespaces} namespaces, {stats.sessions} sessions{dups}, {stats.seconds:.1f}s"
-        + (" - indexed" if wait and not stats.replays else "")
+        f"{stats.namespaces} namespaces, {stats.sessions} sessions{dups}{refused}, "
+        f"{stats.seconds:.1f}s" + (" - indexed" if wait and not stats.replays else "")
     )
     if stats.replays:
         raise click.ClickException(

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.evals.recall_probe import categories_of, gold_ranks, run
-from tests.streams.bench.files import write_locomo
+from tests.streams.bench.files import OVERSIZED, write_locomo
 from workers.errors import DatasetError
 from workers.evaluation.metrics import QuestionResult, RankedItem
 from workers.query.errors import AdapterError
@@ -42,3 +42,15 @@ def test_a_conversation_or_adapter_that_is_not_there_is_named_before_anything_is
     with pytest.raises(AdapterError, match="no held-back adapter for tiny"):
         run(data, tmp_path / "store", None, held_back=tmp_path)
     assert not (tmp_path / "store").exists()
+
+
+def test_a_turn_the_contract_refuses_is_named_on_stderr_and_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "locomo.json"
+    write_locomo(data, oversized=True)
+    with pytest.raises(DatasetError, match="no conversation nope"):  # stops before the ingest
+        run(data, tmp_path / "store", ["nope"])
+    err = capsys.readouterr().err
+    assert f"turn {OVERSIZED}: content: 200,001 characters, at most 200,000" in err
+    assert "1 message skipped" in err

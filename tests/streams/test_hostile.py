@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import uuid
+
+import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
 from schemas import topics as t
 from streams.bench.fuzz import Generator, format_report, fuzz
 from streams.client import MemoryClient
+from streams.kafka.lag import LagReader
+from streams.kafka.reader import read_stored
 from streams.stack.embedded import Stack
 from tests.streams.batches import send_damaged
+from tests.streams.test_pipeline import segments, store
+from workers.store.listing import list_turns
 
 pytestmark = pytest.mark.integration
 
@@ -59,3 +66,62 @@ async def test_a_batch_no_client_can_decode_on_a_reply_partition_does_not_stop_t
             await producer.stop()
         reply = await client.search("hostile-replies", "what did Ann book?", k=3, timeout_s=60)
     assert reply.status == "ok"
+
+
+def foreign_exchange(ns: str, seq: int, speaker: str, content: str) -> bytes:
+    """An exchange as a client of another language writes it: plain JSON, nothing checked."""
+    turn = {"role": "user", "speaker": speaker, "content": content, "turn_id": f"T{seq}"}
+    return orjson.dumps(
+        {"namespace": ns, "session_id": "s", "seq": seq, "exchange_id": f"e{seq}", "turns": [turn]}
+    )
+
+
+async def test_an_exchange_over_the_contract_is_dead_lettered_alone_and_its_session_goes_on(
+    stack: Stack, settings
+) -> None:  # type: ignore[no-untyped-def]
+    ns = f"long-{uuid.uuid4().hex[:6]}"
+    within = "Here is the log you asked for:" + " " * 150_000 + "The last line says done."
+    sent = [
+        ("Ann", "I booked a flight to Lisbon for the third of May."),
+        ("Bo", "z" * 250_000),  # over the contract's 200,000 characters, within 1 MiB
+        ("Bo", "We adopted a grey cat and called her Pebble."),
+        ("Bo", "y" * 1_200_000),  # over max_message_bytes: refused before it is parsed
+        ("Ann", within),  # long, within the contract: stored whole
+        ("Ann", "The airline moved my Lisbon flight to the fourth of May."),
+    ]
+    producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap, max_request_size=4 << 20)
+    await producer.start()
+    offsets = {}
+    try:
+        for seq, (speaker, content) in enumerate(sent):
+            md = await producer.send_and_wait(
+                t.EXCHANGES, foreign_exchange(ns, seq, speaker, content), key=f"{ns}/s".encode()
+            )
+            offsets[seq] = md.offset
+        end = {"kind": "end_session", "namespace": ns, "session_id": "s", "after_seq": 5}
+        await producer.send_and_wait(t.EXCHANGES, orjson.dumps(end), key=f"{ns}/s".encode())
+    finally:
+        await producer.stop()
+    async with LagReader(settings.kafka.bootstrap) as lag:
+        await lag.wait_drained(timeout_s=300)
+
+    letters = {
+        int(h["source_offset"]): h
+        for r in await read_stored(stack.bootstrap, t.dlq(t.EXCHANGES))
+        if r.key == f"{ns}/s".encode() and (h := dict(r.headers))
+    }
+    assert set(letters) == {offsets[1], offsets[3]}  # those two alone
+    schema = letters[offsets[1]]
+    assert schema["error_type"] == b"schema"
+    assert b"turns.0.content" in schema["error"] and b"200000 characters" in schema["error"]
+    too_large = letters[offsets[3]]
+    assert too_large["error_type"] == b"too_large" and b"max_message_bytes" in too_large["error"]
+
+    # the exchanges before, between and after them: segmented, indexed, searchable
+    kept = ["T0", "T2", "T4", "T5"]
+    assert [tid for seg in await segments(stack, ns) for tid in seg.turn_ids] == kept
+    rows = {r["turn_id"]: r for r in list_turns(store(stack).db, ns).items}
+    assert sorted(rows) == kept and rows["T4"]["text"] == f"Ann: {within}"  # whole
+    async with MemoryClient(settings) as client:
+        reply = await client.search(ns, "What is the name of the cat?", k=3)
+    assert any("T2" in e.turn_ids for e in reply.evidence)

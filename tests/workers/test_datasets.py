@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 
 from schemas import Role
-from workers.datasets import load, load_jsonl, load_locomo, parse_date
+from workers.datasets import Skipped, load, load_jsonl, load_locomo, parse_date, skipped_lines
 from workers.errors import DatasetError
 from workers.evaluation.longmemeval import load_longmemeval
 
@@ -179,6 +180,70 @@ def test_load_locomo_rejects_wrong_layouts(tmp_path: Path) -> None:
         load_locomo(_write(tmp_path, bad))
 
 
+def test_load_locomo_a_turn_the_contract_refuses_is_skipped_alone_and_named(
+    tmp_path: Path,
+) -> None:
+    samples = _locomo_samples()
+    turns = samples[0]["conversation"]["session_1"]
+    turns[1]["text"] = "x" + " " * 348_000 + "y"  # a runaway generation, mostly blanks
+    del turns[1]["blip_caption"]
+    turns.append(_turn("Bob", "D1:4", "   "))  # nothing to say
+    turns.append(_turn("Ann", "D1:5", "And then?"))
+    path = _write(tmp_path, samples)
+
+    skipped: list[Skipped] = []
+    a, b = load_locomo(path, skipped=skipped)
+    s1 = a.sessions[0]
+    # the rest of the session keeps its turn ids and seqs: a gap, still strictly increasing
+    assert [e.turns[0].turn_id for e in s1.exchanges] == ["D1:1", "D1:3", "D1:5"]
+    assert [e.seq for e in s1.exchanges] == [0, 2, 4]
+    assert [e.exchange_id for e in s1.exchanges] == ["session_1:0", "session_1:2", "session_1:4"]
+    assert a.turn_count == 6 and b.turn_count == 2  # the rest of the file is loaded
+    assert skipped == [
+        Skipped(
+            str(path),
+            "content: 348,002 characters, at most 200,000",
+            "sample-a",
+            "session_1",
+            "D1:2",
+        ),
+        Skipped(
+            str(path),
+            "a turn needs non-empty content or an image caption",
+            "sample-a",
+            "session_1",
+            "D1:4",
+        ),
+    ]
+    assert str(skipped[0]) == (
+        f"{path}: namespace sample-a, session session_1, turn D1:2: "
+        "content: 348,002 characters, at most 200,000"
+    )
+    lines = skipped_lines(skipped)
+    assert lines[:2] == [f"skipped {s}" for s in skipped]
+    assert lines[2].startswith("2 messages skipped") and len(lines) == 3
+    assert skipped_lines([]) == []
+    assert skipped[0].as_dict()["turn_id"] == "D1:2"
+
+    # without a list to report them in, the file is refused with the same words
+    with pytest.raises(DatasetError, match=r"turn D1:2: content: 348,002 characters"):
+        load_locomo(path)
+    with pytest.raises(DatasetError, match=r"turn D1:2"):
+        load(path, "locomo")
+    more: list[Skipped] = []
+    assert len(load(path, "locomo", skipped=more)) == 2 and more == skipped
+
+
+def test_load_locomo_layout_errors_name_the_file(tmp_path: Path) -> None:
+    path = _write(tmp_path, [{"sample_id": "x"}])
+    with pytest.raises(DatasetError, match=rf"{re.escape(str(path))}: sample 0: missing 'conv"):
+        load_locomo(path, skipped=[])
+    samples = _locomo_samples()
+    samples[0]["conversation"]["session_2_date_time"] = "99:99 on 45 Smarch"
+    with pytest.raises(DatasetError, match=r"locomo\.json: sample sample-a, session_2: unread"):
+        load_locomo(_write(tmp_path, samples), skipped=[])
+
+
 def test_load_dispatch_and_unknown_format(tmp_path: Path) -> None:
     path = _write(tmp_path, _locomo_samples())
     assert [c.namespace for c in load(path, "locomo")] == ["sample-a", "sample-b"]
@@ -302,6 +367,43 @@ def test_load_jsonl_invalid_line_names_line_and_field(
     msg = str(info.value)
     assert f"{path}:3:" in msg
     assert field in msg
+
+
+def test_load_jsonl_a_line_the_contract_refuses_is_skipped_alone(tmp_path: Path) -> None:
+    long = {"role": "assistant", "content": "z" * 200_001}
+    path = _jsonl(
+        tmp_path,
+        [
+            _line(session_id="s", turns=_turns("one")),
+            _line(session_id="s", turns=[{"role": "user", "content": "two"}, long]),
+            _line(session_id="s", turns=_turns("three")),
+            _line(session_id="t", seq=3, turns=[long]),
+            _line(session_id="t", seq=4, turns=_turns("four")),
+            _line(session_id="lone", turns=[long]),
+        ],
+    )
+    skipped: list[Skipped] = []
+    [conv] = load_jsonl(path, namespace="ns", skipped=skipped)
+    s, t = conv.sessions  # a session whose every line is refused is not there at all
+    assert [e.turns[0].content for e in s.exchanges] == ["one", "three"]
+    # numbered by place in the file: the skipped line leaves a gap, the ids do not shift
+    assert [e.seq for e in s.exchanges] == [0, 2]
+    assert s.exchanges[1].exchange_id.startswith("s:2:")
+    assert s.unnumbered == frozenset(e.exchange_id for e in s.exchanges)
+    assert [(e.seq, e.exchange_id) for e in t.exchanges] == [(4, "t:4")]
+    reason = "turns.1.content: 200,001 characters, at most 200,000"
+    assert skipped == [
+        Skipped(str(path), reason, "ns", "s", line=2),
+        Skipped(str(path), reason.replace("turns.1", "turns.0"), "ns", "t", line=4),
+        Skipped(str(path), reason.replace("turns.1", "turns.0"), "ns", "lone", line=6),
+    ]
+    assert str(skipped[0]) == f"{path}:2: namespace ns, session s: {reason}"
+    with pytest.raises(DatasetError, match=rf"{re.escape(str(path))}:2: .*{reason}"):
+        load_jsonl(path, namespace="ns")
+    # the layout is still the file's: a line that is not JSON refuses the file
+    bad = _jsonl(tmp_path, [_line(session_id="s", turns=_turns("a")), "{not json"])
+    with pytest.raises(DatasetError, match=r":2: not JSON"):
+        load_jsonl(bad, namespace="ns", skipped=[])
 
 
 def test_load_jsonl_not_json_or_not_an_object(tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 Backends, each in its own module: `local` (sentence-transformers over the bundled MiniLM),
 `onnx` (the same weights on ONNX Runtime, the default), `openai_api` (an OpenAI-compatible
-endpoint); `cache` embeds a text once however often turns, records and nodes repeat it;
-`model` names the bundled weights. Batch calls are faster per text than single calls on
+endpoint); `bounded` cuts each text to what its backend may be given; `cache` embeds a text
+once however often turns, records and nodes repeat it; `model` names the bundled weights. Batch calls are faster per text than single calls on
 CPU, so callers hand over whole batches.
 """
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from workers.embedding.base import Matrix
+from workers.embedding.bounded import local_input_bytes
 from workers.embedding.model import bundled_path, model_name_of, onnx_model_name
 
 
@@ -28,6 +29,8 @@ class LocalEmbedder:
         self._lock = threading.Lock()  # one forward pass at a time; torch uses the cores
         self.batch_size = batch_size
         self.model_name = model_name_of(model_path)
+        # a model that names no length reads what its positions allow: 512 for BERT's kin
+        self.max_input_bytes = local_input_bytes(self._model.max_seq_length or 512)
         dim = self._model.get_embedding_dimension()
         self.dim = int(dim) if dim else len(self.embed(["probe"])[0])
 

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from workers.embedding.base import Matrix
+from workers.embedding.bounded import local_input_bytes
 from workers.embedding.errors import OnnxExportError
 from workers.embedding.model import Precision, bundled_path, onnx_model_name
 
@@ -55,6 +56,7 @@ class OnnxEmbedder:
         _require_mean_pooling(root)
         self.batch_size = batch_size
         self.model_name = onnx_model_name(model_path, precision)
+        self.max_input_bytes = local_input_bytes(max_len)
         self.onnx_path = export_onnx(model_path, cache_dir or default_cache_dir(), precision)
         tok = Tokenizer.from_file(str(root / "tokenizer.json"))
         tok.enable_truncation(max_len)

@@ -8,10 +8,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from workers.embedding.base import Matrix
+from workers.embedding.bounded import api_input_bytes
 from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
 
 if TYPE_CHECKING:
     import openai
+
+MAX_INPUT_TOKENS = 8_191  # one input of OpenAI's embedding models (text-embedding-3-*, ada-002)
+MAX_REQUEST_TOKENS = 300_000  # all the inputs of one request together, on the same API
 
 
 class OpenAIEmbedder:
@@ -24,10 +28,12 @@ class OpenAIEmbedder:
         *,
         dim: int | None = None,
         batch_size: int = 256,
+        max_tokens: int = MAX_INPUT_TOKENS,
     ) -> None:
         self.client = client
         self.model_name = model
         self.batch_size = batch_size
+        self.max_input_bytes = api_input_bytes(max_tokens)
         # The protocol wants `dim` up front: ask the server once when it is not given.
         self.dim = dim if dim is not None else 0
         if dim is None:
@@ -37,10 +43,9 @@ class OpenAIEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         rows: list[list[float]] = []
-        for start in range(0, len(texts), self.batch_size):
+        for part in request_batches(texts, self.batch_size, MAX_REQUEST_TOKENS):
             # The API rejects empty strings; a space embeds as "nothing" just as well.
-            batch = [t if t.strip() else " " for t in texts[start : start + self.batch_size]]
-            rows.extend(self._create(batch))
+            rows.extend(self._create([t if t.strip() else " " for t in part]))
         if len(rows) != len(texts):
             raise TemporarilyUnavailable(
                 f"{self.model_name}: the endpoint returned {len(rows)} embeddings for {len(texts)} texts"
@@ -70,6 +75,25 @@ class OpenAIEmbedder:
         except openai.APIStatusError as exc:
             raise endpoint_error(self.model_name, exc) from exc
         return [d.embedding for d in sorted(resp.data, key=lambda d: d.index)]
+
+
+def request_batches(texts: list[str], size: int, max_bytes: int) -> list[list[str]]:
+    """The texts in order, in runs of at most `size` texts and `max_bytes` UTF-8 bytes together
+    (a longer text alone): a token is at least a byte, so a run keeps within the API's cap on
+    the tokens of one request."""
+    out: list[list[str]] = []
+    run: list[str] = []
+    total = 0
+    for text in texts:
+        n = len(text.encode("utf-8", "surrogatepass"))
+        if run and (len(run) == size or total + n > max_bytes):
+            out.append(run)
+            run, total = [], 0
+        run.append(text)
+        total += n
+    if run:
+        out.append(run)
+    return out
 
 
 def endpoint_error(model: str, exc: openai.APIStatusError) -> Exception:

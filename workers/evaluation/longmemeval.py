@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from dateutil import parser as dateparser
+from pydantic import ValidationError
 
 from schemas import Exchange, Role, Turn
-from workers.datasets import read_json
+from workers.datasets import Skipped, read_json, refusal, skip
 from workers.errors import DatasetError
 from workers.evaluation.baselines import render_turn_line
 from workers.evaluation.metrics import longmemeval_metrics, mean_metrics
@@ -93,9 +94,17 @@ class LongMemEvalInstance:
 
 
 def _session_exchanges(
-    namespace: str, session_id: str, date: datetime | None, messages: Sequence[Any]
+    namespace: str,
+    session_id: str,
+    date: datetime | None,
+    messages: Sequence[Any],
+    path: str = "",
+    skipped: list[Skipped] | None = None,
 ) -> tuple[list[Exchange], set[str]]:
-    """Group messages into exchanges (user + following assistant); return them and gold turns."""
+    """Group messages into exchanges (user + following assistant); return them and gold turns.
+
+    A message the contract refuses goes to `skipped` (`workers.datasets.skip`), left out
+    alone as an empty one is: the reply after it stands as its own exchange."""
     groups: list[list[tuple[str, Turn]]] = []
     gold: set[str] = set()
     for index, msg in enumerate(messages):
@@ -111,7 +120,11 @@ def _session_exchanges(
         tid = f"{session_id}:{index}"
         if msg.get("has_answer"):
             gold.add(tid)
-        turn = Turn(role=role, content=content, turn_id=tid)
+        try:
+            turn = Turn(role=role, content=content, turn_id=tid)
+        except ValidationError as exc:
+            skip(skipped, Skipped(path, refusal(exc), namespace, session_id, tid))
+            continue
         last = groups[-1] if groups else None
         if (
             role is Role.assistant
@@ -136,7 +149,9 @@ def _session_exchanges(
     return exchanges, gold
 
 
-def _instance(raw: Any, position: int) -> LongMemEvalInstance:
+def _instance(
+    raw: Any, position: int, path: str = "", skipped: list[Skipped] | None = None
+) -> LongMemEvalInstance:
     if not isinstance(raw, dict):
         raise DatasetError(f"instance {position}: expected an object")
     try:
@@ -163,7 +178,7 @@ def _instance(raw: Any, position: int) -> LongMemEvalInstance:
             raise DatasetError(f"instance {qid}, session {sid}: expected a list of messages")
         try:
             exs, gold = _session_exchanges(
-                namespace, name, parse_haystack_date(date_text), messages
+                namespace, name, parse_haystack_date(date_text), messages, path, skipped
             )
         except ValueError as exc:  # pydantic errors and DatasetError alike
             raise DatasetError(f"instance {qid}, session {sid}: {exc}") from exc
@@ -184,12 +199,16 @@ def _instance(raw: Any, position: int) -> LongMemEvalInstance:
     )
 
 
-def load_longmemeval(path: str | Path) -> list[LongMemEvalInstance]:
-    """Read a LongMemEval JSON file (a list of instances); DatasetError says where it fails."""
+def load_longmemeval(
+    path: str | Path, skipped: list[Skipped] | None = None
+) -> list[LongMemEvalInstance]:
+    """Read a LongMemEval JSON file (a list of instances); DatasetError says where it fails.
+
+    A message the contract refuses goes to `skipped` when given (`workers.datasets`)."""
     data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of instances")
-    return [_instance(raw, i) for i, raw in enumerate(data)]
+    return [_instance(raw, i, str(path), skipped) for i, raw in enumerate(data)]
 
 
 def evaluate_rankings(

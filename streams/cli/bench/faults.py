@@ -137,9 +137,9 @@ def _chaos_exchanges(
         from streams.bench.chaos import synthetic
 
         return synthetic(f"chaos-{uuid.uuid4().hex[:6]}", sessions, per_session)
-    from workers.datasets import load_locomo
+    from streams.bench.harness import load_reported
 
-    convs = load_locomo(data)
+    convs, _ = load_reported(data)
     chosen = [c for c in convs if conversation_id in (None, c.namespace)]
     if not chosen:
         raise click.ClickException(f"no conversation {conversation_id!r} in {data}")

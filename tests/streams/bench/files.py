@@ -71,8 +71,14 @@ QUESTIONS: list[dict[str, Any]] = [
 ]
 
 
-def write_locomo(path: Path, qa: Sequence[dict[str, Any]] = QUESTIONS) -> None:
-    """One sample, `tiny`, with the two sessions above and `qa`."""
+OVERSIZED = "D1:9"  # the turn `write_locomo(oversized=True)` adds: over the contract's limit
+
+
+def write_locomo(
+    path: Path, qa: Sequence[dict[str, Any]] = QUESTIONS, oversized: bool = False
+) -> None:
+    """One sample, `tiny`, with the two sessions above and `qa`; `oversized` adds a last turn
+    to session 1 that the contract refuses (a runaway reply of 200,001 characters)."""
 
     def turns(session: int, rows: list[tuple[str, str]]) -> list[dict[str, str]]:
         return [
@@ -80,11 +86,12 @@ def write_locomo(path: Path, qa: Sequence[dict[str, Any]] = QUESTIONS) -> None:
             for i, (s, t) in enumerate(rows, 1)
         ]
 
+    runaway = {"speaker": "Jonas", "dia_id": OVERSIZED, "text": "ha" * 100_000 + "!"}
     conversation = {
         "speaker_a": "Mara",
         "speaker_b": "Jonas",
         "session_1_date_time": "6:10 pm on 2 June, 2024",
-        "session_1": turns(1, SESSION_1),
+        "session_1": turns(1, SESSION_1) + ([runaway] if oversized else []),
         "session_2_date_time": "11:45 am on 14 July, 2024",
         "session_2": turns(2, SESSION_2),
     }

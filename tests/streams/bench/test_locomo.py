@@ -9,7 +9,7 @@ import pytest
 from streams.bench.errors import BenchError
 from streams.bench.locomo import run_locomo
 from tests.evals.compare import load, paired
-from tests.streams.bench.files import write_locomo
+from tests.streams.bench.files import OVERSIZED, write_locomo
 from workers.evaluation.plot import plot_recall_vs_budget
 from workers.evaluation.report import format_table, validate_report
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 def test_bench_locomo_end_to_end_report_matches_the_schema(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "tiny.json"
-    write_locomo(data)
+    write_locomo(data, oversized=True)  # a turn the contract refuses: named, the rest runs
     dump = tmp_path / "replies.json"
     report = run_locomo(settings, data, progress=False, also=("no-entity-topic-nodes",), dump=dump)
     assert validate_report(report.to_json_dict()) == report
@@ -28,6 +28,9 @@ def test_bench_locomo_end_to_end_report_matches_the_schema(settings, tmp_path: P
     assert len(rows) == 5 and all(r["items"] for r in rows)
     assert len(paired(rows, rows)) == 4  # the question without evidence is not scored
     assert report.conversations == 1 and report.turns == 16
+    [skipped] = report.to_json_dict()["skipped"]
+    assert skipped["turn_id"] == OVERSIZED and skipped["session_id"] == "session_1"
+    assert skipped["reason"] == "content: 200,001 characters, at most 200,000"
     assert report.questions == 5  # category 5 dropped; the empty-evidence one is asked...
     assert report.counts is not None and report.counts["all"] == 4  # ...and left out of recall
     assert set(report.systems) == {

@@ -8,7 +8,7 @@ import pytest
 
 from streams.bench.segmentation import segmentation
 from streams.settings import Settings
-from tests.streams.bench.files import SESSION_1, SESSION_2, write_locomo
+from tests.streams.bench.files import OVERSIZED, SESSION_1, SESSION_2, write_locomo
 
 
 def test_segmentation_figures_are_consistent(
@@ -39,3 +39,20 @@ def test_segmentation_figures_are_consistent(
 
     out = capsys.readouterr().out
     assert "semantic" in out and "fixed_window" in out and "eager" in out
+
+
+def test_segmentation_names_a_turn_the_contract_refuses_and_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tmp_path / "tiny-locomo.json"
+    write_locomo(data, qa=(), oversized=True)
+
+    result = segmentation(Settings.load(None), data)
+
+    assert result["exchanges"] == len(SESSION_1) + len(SESSION_2)  # all but the refused one
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"skipped {data}: namespace tiny, session session_1, turn {OVERSIZED}: "
+        "content: 200,001 characters, at most 200,000",
+        "1 message skipped: the contract refuses them (the rest was loaded)",
+    ]

@@ -63,6 +63,30 @@ def test_cli_bad_input_file_is_a_clear_error(stack: Stack, tmp_path: Path) -> No
     assert "bad.jsonl:1" in out.stderr and "turns" in out.stderr
 
 
+def test_cli_ingest_names_a_message_over_the_contract_and_ingests_the_rest(
+    stack: Stack, tmp_path: Path
+) -> None:
+    from tests.streams.test_pipeline import store
+
+    ns = f"cli-long-{os.getpid()}"
+    texts = ["I planted tulips.", "x" * 200_001, "The tulips are red."]
+    path = _lines_file(tmp_path / "long.jsonl", texts)
+    out = lychee(stack, "ingest", str(path), "--format", "jsonl", "--namespace", ns, "--wait")
+    assert out.returncode == 0, out.stderr
+    assert "produced 2 exchanges (2 turns)" in out.stdout and "1 skipped" in out.stdout
+    assert (
+        f"skipped {path}:2: namespace {ns}, session s: "
+        "turns.0.content: 200,001 characters, at most 200,000"
+    ) in out.stderr.splitlines()
+    assert "1 message skipped" in out.stderr and "Traceback" not in out.stderr
+    assert store(stack).count("turns", ns) == 2
+    # nothing left to ingest: an error, and nothing is sent
+    only = _lines_file(tmp_path / "only.jsonl", ["y" * 200_001])
+    out = lychee(stack, "ingest", str(only), "--format", "jsonl", "--namespace", ns)
+    assert out.returncode == 1 and "nothing ingested" in out.stderr
+    assert f"skipped {only}:1:" in out.stderr
+
+
 def test_cli_ingest_without_pasted_exports_warns_once_and_works(stack: Stack) -> None:
     env = {k: v for k, v in stack.env().items() if k != "LYCHEE_KAFKA_IDEMPOTENCE"}
     out = subprocess.run(

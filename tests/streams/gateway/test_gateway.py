@@ -143,6 +143,12 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
             json={"exchanges": [ex("p1", "x", "hi")]},
         )
         await check(r, 422, "namespace")
+        # a synchronous call is refused whole (nothing of it is added), naming the exchange
+        # over the contract's limit by its index and field
+        mixed = [ex("p3", "ok1", "hi"), ex("p3", "long", "z" * 200_001), ex("p3", "ok2", "yo")]
+        r = await c.post(url, headers=h, json={"exchanges": mixed})
+        await check(r, 422, "exchanges.1.turns.0.content")
+        assert "at most 200000 characters" in r.json()["detail"]
         many = {"exchanges": [ex("p1", f"m{i}", "hi") for i in range(51)]}
         await check(await c.post(url, headers=h, json=many), 413, "exchanges")
         r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": "x", "k": 0})

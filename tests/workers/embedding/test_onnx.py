@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workers.embedding.bounded import BoundedEmbedder
 from workers.embedding.errors import OnnxExportError
 from workers.embedding.local import LocalEmbedder, bundled_model_info
 from workers.embedding.onnx import OnnxEmbedder, export_onnx, length_batches
@@ -77,6 +78,18 @@ def test_onnx_vectors_do_not_depend_on_what_else_is_in_the_call(onnx_dir: Path) 
     together = emb.embed(texts)
     alone = np.stack([emb.embed([t])[0] for t in texts])
     assert np.abs(together - alone).max() < 1e-5
+
+
+def test_onnx_given_a_200000_character_text_through_the_bound_embeds_its_prefix(
+    onnx_dir: Path,
+) -> None:
+    emb = OnnxEmbedder(cache_dir=onnx_dir)
+    bounded = BoundedEmbedder(emb)
+    text = " ".join(["river budget violin quarterly migraine"] * 5_000)[:200_000]
+    assert bounded.max_input_bytes == 8_192  # 256 tokens, 32 bytes a token
+    vec = bounded.embed([text])
+    assert np.array_equal(vec, emb.embed([text[:8_192]]))
+    assert np.abs(vec - emb.embed([text])).max() < 1e-5  # the model reads 256 tokens anyway
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from workers.datasets import Skipped
 from workers.errors import DatasetError
 from workers.evaluation.longmemeval import (
     build_longmemeval_report,
@@ -156,4 +157,24 @@ def test_loader_errors(tmp_path: Path) -> None:
     p = tmp_path / "bad.json"
     p.write_text(json.dumps([bad]))
     with pytest.raises(DatasetError, match="2 session ids, 1 dates"):
+        load_longmemeval(p)
+
+
+def test_loader_skips_a_message_the_contract_refuses_alone(tmp_path: Path) -> None:
+    inst = json.loads(json.dumps(INSTANCES[0]))
+    inst["haystack_sessions"][0][2]["content"] = "w" * 200_001  # the user's second message
+    p = tmp_path / "long.json"
+    p.write_text(json.dumps([inst]))
+    skipped: list[Skipped] = []
+    (first,) = load_longmemeval(p, skipped)
+    # the reply after it stands alone; every other id is where it was
+    assert [e.turn_ids() for e in first.exchanges[:2]] == [["chat_a:0", "chat_a:1"], ["chat_a:3"]]
+    assert [e.seq for e in first.exchanges[:2]] == [0, 1]
+    assert len(first.exchanges) == 4
+    assert skipped == [
+        Skipped(
+            str(p), "content: 200,001 characters, at most 200,000", "q001", "chat_a", "chat_a:2"
+        )
+    ]
+    with pytest.raises(DatasetError, match="chat_a:2: content: 200,001 characters"):
         load_longmemeval(p)
