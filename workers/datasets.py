@@ -138,6 +138,13 @@ def skip(skipped: list[Skipped] | None, entry: Skipped) -> None:
     skipped.append(entry)
 
 
+def role_of(speaker: Any) -> Role:
+    """The LoCoMo layout has speakers and no roles: a speaker called by a role's name
+    ("User", "assistant") has that role; anyone else speaks as a user (two people chatting)."""
+    name = str(speaker).strip().lower()
+    return Role(name) if name in {r.value for r in Role} else Role.user
+
+
 def parse_date(text: str | None) -> datetime | None:
     """LoCoMo writes `1:56 pm on 8 May, 2023`; dateutil reads it (and ISO) fuzzily."""
     if not text:
@@ -229,7 +236,7 @@ def _locomo_turn(
             session_date=date,
             turns=[
                 Turn(
-                    role=Role.user,
+                    role=role_of(speaker),
                     speaker=speaker,
                     content=turn.get("text", ""),
                     turn_id=dia_id,

@@ -27,6 +27,7 @@ from schemas.records import (
 from workers.encoder.encoded import EncodedSegment, build_record
 from workers.encoder.persons import PRONOUN, Persons, persons_of, pronoun
 from workers.encoder.relative_dates import resolve_dates
+from workers.text.markdown import prose_spans
 from workers.vocabulary import (
     MONTHS,
     NUMBER_WORDS,
@@ -41,6 +42,7 @@ MIN_WORDS = 4  # a shorter sentence is kept only when it names something or has 
 MIN_CONTENT_WORDS = 2  # a sentence naming nothing states something only with this many
 MAX_CONTEXT_NAMES = 4  # names the neighbouring turns lend a record's searchable context
 MAX_CONTEXT_WORDS = 6  # content words of the question a record answers
+MAX_ASSISTANT_RECORDS = 3  # an assistant's turn: what it recommended, promised or agreed
 
 
 _CALENDAR = {m.lower() for m in MONTHS} | set(WEEKDAYS)
@@ -76,6 +78,16 @@ _SENTENCE_END = re.compile(
 )
 _THIRD_PERSON = re.compile(r"\b(?:he|him|his|she|her|it|its|they|them|their)\b", re.IGNORECASE)
 _CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORECASE)
+_ITEM_MARK = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+", re.MULTILINE)
+# What an assistant says that matters later for its user: a recommendation for them, a
+# promise, a decision or an agreement, not the lines of a general explanation.
+_COMMITMENT = re.compile(
+    r"\b(?:i(?:'d| would)? (?:recommend|suggest|advise)|my (?:recommendation|suggestion)"
+    r"|you should|you'll want to|you might want to|i(?:'ll| will) (?!be\b)\w+|let's (?!dive|take"
+    r"|break|get started|start|walk|go|look|explore|begin)\w+|we(?:'ve| have)? (?:agreed|decided)"
+    r"|as (?:we )?(?:agreed|discussed)|(?:is|are) (?:agreed|decided))\b",
+    re.IGNORECASE,
+)
 
 _PAST = (
     r"\w{3,}ed|went|got|took|made|saw|met|bought|ran|won|came|gave|found|began|left|had|did|ate"
@@ -125,7 +137,7 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
         (tid, t) for ex in segment.exchanges for tid, t in zip(ex.turn_ids, ex.turns, strict=True)
     ]
     speakers = list(dict.fromkeys(t.speaker for _, t in turns if t.speaker))
-    bodies = [t.content.strip() for _, t in turns]
+    bodies = [_prose(t.content) for _, t in turns]
     mid = {w for body in bodies for s in _sentences(body) for w in _mid_words(s)}
     words = [w for body in bodies for w in _words(body, set(speakers))]
     first: dict[str, int] = {}
@@ -140,7 +152,10 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
         before = turns[i - 1][1].speaker if i > 0 else None
         persons = persons_of(who, bool(turn.speaker), body, speakers, before, _CAP_STOP)
         around = (bodies[i - 1] if i > 0 else "", bodies[i + 1] if i + 1 < len(bodies) else "")
-        for d in _drafts(persons, bool(turn.speaker), body, caption, scope):
+        drafts = _drafts(persons, bool(turn.speaker), body, caption, scope)
+        if turn.role is Role.assistant:
+            drafts = [d for d in drafts if _COMMITMENT.search(d.source)][:MAX_ASSISTANT_RECORDS]
+        for d in drafts:
             rec = build_record(
                 segment,
                 d.kind,
@@ -168,6 +183,7 @@ class _Draft:
     tags: list[str]
     t_ref: str = ""
     antecedent: list[str] = field(default_factory=list)  # what "he", "it", "them" may be
+    source: str = ""  # the sentence as the turn says it
 
 
 def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scope) -> list[_Draft]:
@@ -192,7 +208,9 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
         entities = (speaker + own)[:MAX_ENTITIES]
         kind = _memory_type(sentence, t_ref)
         antecedent = before if _THIRD_PERSON.search(sentence) else []
-        out.append(_Draft(kind, text, entities, _tags(sentence, scope), t_ref, antecedent))
+        out.append(
+            _Draft(kind, text, entities, _tags(sentence, scope), t_ref, antecedent, sentence)
+        )
     shown = caption.rstrip(".")
     if shown:
         lead = _CAPTION_LEAD.match(shown)
@@ -228,6 +246,12 @@ def subject_context(
     for term in [*names[:MAX_CONTEXT_NAMES], *words[:MAX_CONTEXT_WORDS]]:
         kept.setdefault(term.lower(), term)
     return ", ".join(kept.values())[:CONTEXT_MAX_CHARS]
+
+
+def _prose(content: str) -> str:
+    """What of a turn holds sentences: its prose and list items, without code blocks, tables
+    and headings (a plain message is all prose)."""
+    return "\n".join(_ITEM_MARK.sub("", content[a:b]) for a, b in prose_spans(content))
 
 
 def _sentences(text: str) -> list[str]:

@@ -190,7 +190,7 @@ def test_an_image_caption_becomes_its_own_record() -> None:
 def test_evidence_role_and_provenance() -> None:
     recs = records(
         ("Ana", "I keep bees in the garden."),
-        (None, "Beekeeping needs a calm and steady hand.", Role.assistant),
+        (None, "I'd recommend a veil for beekeeping.", Role.assistant),
     )
     assert [r.evidence for r in recs] == [["D1:1"], ["D1:2"]]
     assert [r.source_role for r in recs] == ["user", "assistant"]
@@ -362,3 +362,33 @@ def test_context_is_empty_when_the_neighbours_name_nothing_new() -> None:
 def test_acknowledgements_and_exclamations_make_no_record(text: str) -> None:
     recs = records(("Ana", text), ("Bruno", "Bruno grows tomatoes on the balcony."))
     assert [r.evidence for r in recs] == [["D1:2"]]
+
+
+def test_an_assistant_turn_keeps_what_it_recommends_or_promises_not_its_explanation() -> None:
+    reply = (
+        "Great question! Beekeeping needs a calm and steady hand.\n\n"
+        "## Step 1: Gear\n"
+        "Bees defend their hive when they sense a threat nearby.\n"
+        "- You should wear a veil on your first inspections.\n"
+        "- A smoker calms the colony before the hive is opened.\n\n"
+        "Here is a checklist:\n\n"
+        "```text\nveil gloves smoker hive tool\n```\n"
+        "I'll send you a guide to spring inspections tomorrow."
+    )
+    recs = records(("Ana", "I keep bees in the garden."), (None, reply, Role.assistant))
+    said = [r.semantic_text for r in recs if r.source_role == "assistant"]
+    assert said == [
+        "Ana should wear a veil on Ana's first inspections.",
+        "The assistant will send Ana a guide to spring inspections on 9 May 2023.",
+    ]
+
+
+def test_code_tables_and_headings_are_never_records() -> None:
+    message = (
+        "## My setup\n"
+        "I deployed the tracker on a small server at home.\n\n"
+        "| host | port |\n|---|---|\n| nas | 8080 |\n\n"
+        "```python\napp.run(host='0.0.0.0', port=8080)\n```"
+    )
+    texts = [r.semantic_text for r in records(("Ana", message))]
+    assert texts == ["Ana deployed the tracker on a small server at home."]
