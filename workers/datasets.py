@@ -51,10 +51,16 @@ class Session:
 
 @dataclass
 class QA:
+    """One question; `kind` and `sources` come from a file that types its questions
+    (`beam_type`) and names the turns behind a pair of statements (`beam_sources`: a field
+    name -> turn ids, such as the older and the newer value of a fact)."""
+
     question: str
     answer: Any
     evidence: list[str]
     category: int
+    kind: str | None = None
+    sources: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,10 +207,7 @@ def _locomo_sample(
         ]
         sessions.append(Session(sid, date, exchanges))
     try:
-        qa = [
-            QA(q["question"], q.get("answer"), list(q.get("evidence") or []), int(q["category"]))
-            for q in sample.get("qa", [])
-        ]
+        qa = [_qa(q) for q in sample.get("qa", [])]
     except (KeyError, TypeError, ValueError) as exc:
         raise DatasetError(f"{path}: sample {ns}: a qa entry lacks or mangles {exc}") from exc
     speakers = tuple(s for s in (conv.get("speaker_a"), conv.get("speaker_b")) if s)
@@ -248,6 +251,26 @@ def _locomo_turn(
         tid = dia_id if isinstance(dia_id, str) and dia_id else f"#{seq}"
         skip(skipped, Skipped(path, refusal(exc), ns, sid, tid))
         return None
+
+
+def _qa(q: Any) -> QA:
+    """One `qa` entry; TypeError or ValueError naming a typed field of the wrong shape."""
+    kind = q.get("beam_type")
+    if kind is not None and not isinstance(kind, str):
+        raise TypeError(f"beam_type {kind!r}: expected a string")
+    sources = q.get("beam_sources") or {}
+    if not isinstance(sources, dict) or not all(
+        isinstance(ids, list) and all(isinstance(i, str) for i in ids) for ids in sources.values()
+    ):
+        raise TypeError(f"beam_sources {sources!r}: expected lists of turn ids by name")
+    return QA(
+        q["question"],
+        q.get("answer"),
+        list(q.get("evidence") or []),
+        int(q["category"]),
+        kind,
+        {str(name): list(ids) for name, ids in sources.items()},
+    )
 
 
 def load_jsonl(

@@ -3,7 +3,9 @@
 Each conversation is ingested through Kafka as its own namespace, the run waits until
 every stage has committed its input, and every question of categories 1-4 goes through
 the request/reply topics. The baselines (dense, BM25, their fusion) rank the same turns
-in-process and are scored by the same recall code.
+in-process and are scored by the same recall code. When the questions carry a type or
+name the turns behind two statements (`workers.datasets.QA`), every system is also scored
+per type and by the checks of `workers.evaluation.pairs`.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from streams.settings import Settings
 from workers.datasets import Conversation
 from workers.embedding import Embedder
 from workers.encoder.estimate import eager_segments, prompt_tokens_for
-from workers.evaluation.baselines import TurnCorpus, render_turn_line
+from workers.evaluation.baselines import BASELINES, conversation_corpus
 from workers.evaluation.judge import accuracy_by_category
 from workers.evaluation.metrics import (
     CATEGORIES,
@@ -43,8 +45,10 @@ from workers.evaluation.metrics import (
     QuestionResult,
     RankedItem,
     aggregate,
+    aggregate_by_kind,
     percentiles,
 )
+from workers.evaluation.pairs import pair_counts
 from workers.evaluation.report import LocomoReport, validate_report
 from workers.query.serialize import item_line
 from workers.store import EvidenceStore
@@ -60,6 +64,12 @@ class Question:
     category: str
     gold: frozenset[str]
     answer: str = ""  # the gold answer, for the judge
+    kind: str | None = None  # the question's type, when the data types its questions
+    sources: dict[str, list[str]] = field(default_factory=dict)  # `workers.evaluation.pairs`
+
+    def result(self, items: list[RankedItem], latency_ms: float) -> QuestionResult:
+        """A system's reply to this question, as the metrics score it."""
+        return QuestionResult(self.category, self.gold, items, latency_ms, self.kind, self.sources)
 
 
 @dataclass
@@ -221,16 +231,20 @@ async def _run(
 
 
 def _systems(run: Run, ks: tuple[int, ...], budgets: tuple[int, ...]) -> dict[str, Any]:
-    """Each system's recall and latency (accuracy is filled in when answers are judged)."""
+    """Each system's recall and latency (accuracy is filled in when answers are judged); per
+    question type and the checks of two named statements when the data has them."""
     systems: dict[str, Any] = {}
     for name, results in [("lychee", run.lychee), *run.baselines.items()]:
         agg = aggregate(results, ks, budgets)
+        by_kind = aggregate_by_kind(results, ks, budgets)
         systems[name] = {
             "recall_at_k": agg["recall_at_k"],
             "recall_at_budget": agg["recall_at_budget"],
             "hit_at_k": agg["hit_at_k"],
             "latency_ms": agg["latency_ms"],
             "accuracy": None,
+            "by_kind": by_kind if by_kind["counts"] else None,
+            "pairs": pair_counts(results) or None,
         }
     return systems
 
@@ -243,7 +257,15 @@ def _questions(conversations: list[Conversation]) -> list[Question]:
             if category is not None:
                 evidence = frozenset(qa.evidence)
                 out.append(
-                    Question(conv.namespace, qa.question, category, evidence, str(qa.answer))
+                    Question(
+                        conv.namespace,
+                        qa.question,
+                        category,
+                        evidence,
+                        str(qa.answer),
+                        qa.kind,
+                        qa.sources,
+                    )
                 )
     return out
 
@@ -393,9 +415,7 @@ async def _ask(
 
     for q, reply, rt in await asyncio.gather(*(one(q) for q in run.questions)):
         items = [evidence_line(e) for e in reply.evidence]
-        run.lychee.append(
-            QuestionResult(q.category, q.gold, items, reply.timings_ms.get("total", 0.0))
-        )
+        run.lychee.append(q.result(items, reply.timings_ms.get("total", 0.0)))
         run.round_trip_ms.append(rt)
         run.query_calls += reply.usage.get("calls", 0)
         run.query_tokens += reply.usage.get("input_tokens", 0) + reply.usage.get("output_tokens", 0)
@@ -404,31 +424,18 @@ async def _ask(
 
 
 def _baselines(embedder: Embedder, conversations: list[Conversation], run: Run, k: int) -> None:
-    for name in ("dense", "bm25", "hybrid"):
+    for name in BASELINES:
         run.baselines[name] = []
     by_ns: dict[str, list[Question]] = {}
     for q in run.questions:
         by_ns.setdefault(q.namespace, []).append(q)
     for conv in conversations:
-        lines = [
-            (tid, render_turn_line(ex.session_date, turn.speaker, turn.content, turn.image_caption))
-            for ex in conv.exchanges
-            for tid, turn in zip(ex.turn_ids(), ex.turns, strict=True)
-        ]
-        corpus = TurnCorpus(lines, embedder.embed([text for _, text in lines]))
+        corpus = conversation_corpus(conv, embedder)
         questions = by_ns.get(conv.namespace, [])
         qvecs = embedder.embed([q.text for q in questions])
         for q, vec in zip(questions, qvecs, strict=True):
-            for name in ("dense", "bm25", "hybrid"):
+            for name in BASELINES:
                 t0 = time.perf_counter()
-                items = _rank(corpus, name, q.text, vec, k)
+                items = corpus.ranked(name, q.text, vec, k)
                 ms = (time.perf_counter() - t0) * 1e3
-                run.baselines[name].append(QuestionResult(q.category, q.gold, items, ms))
-
-
-def _rank(corpus: TurnCorpus, name: str, text: str, vec: Any, k: int) -> list[RankedItem]:
-    if name == "dense":
-        return corpus.dense(vec, k)
-    if name == "bm25":
-        return corpus.bm25(text, k)
-    return corpus.hybrid(text, vec, k)
+                run.baselines[name].append(q.result(items, ms))

@@ -6,7 +6,9 @@ for iterating on retrieval: the ingested store is kept under `--store` (one dire
 encoder fingerprint), so a change on the query side is measured in seconds, and a change
 of the encoder re-ingests. `lychee bench locomo` stays the reference: it runs the same
 code through Kafka, and the two agree to within the ingest's order (checked in
-docs/notes/issue25.md).
+docs/notes/issue25.md). The dense and hybrid raw-turn baselines answer the same questions
+(`tests.evals.probe_figures`), so one run prints lychee against both, per question type
+and per statement pair when the data has them.
 """
 
 from __future__ import annotations
@@ -40,11 +42,12 @@ from streams.factories import (
     scorer_of,
 )
 from streams.settings import Settings
+from tests.evals.probe_figures import asked, baselines, figures, result_of, summary
 from workers.datasets import Conversation
 from workers.embedding import Embedder
 from workers.encoder.extractive import encode_extractive
 from workers.errors import DatasetError
-from workers.evaluation.metrics import CATEGORIES, QuestionResult, aggregate, items_within_budget
+from workers.evaluation.metrics import CATEGORIES, QuestionResult, items_within_budget
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.adapter import QueryAdapter
 from workers.query.errors import AdapterError
@@ -179,13 +182,11 @@ async def ask(
     out = []
     for conv in convs:
         for qa in conv.qa:
-            category = CATEGORIES.get(qa.category)
-            if category is None or (categories is not None and category not in categories):
+            if (category := asked(qa, categories)) is None:
                 continue
             reply = await service.search(_request(conv.namespace, qa.question, k))
             items = [evidence_line(e) for e in reply.evidence]
-            ms = reply.timings_ms.get("total", 0.0)
-            out.append(QuestionResult(category, frozenset(qa.evidence), items, ms))
+            out.append(result_of(qa, category, items, reply.timings_ms.get("total", 0.0)))
             if dump is not None:
                 dump.append(
                     dump_row(conv.namespace, qa.question, category, frozenset(qa.evidence), reply)
@@ -212,6 +213,23 @@ def gold_ranks(results: list[QuestionResult]) -> dict[str, dict[str, float]]:
     }
 
 
+def stored(
+    convs: list[Conversation], embedder: Embedder, store_root: Path, settings: Settings
+) -> tuple[EvidenceStore, dict[str, int]]:
+    """The store of `convs` under `store_root` (itself when it holds one, else the directory
+    of the current fingerprint, ingested first when new) and its records per namespace."""
+    where = store_root if (store_root / "records.json").exists() else store_root / _fingerprint()
+    marker = where / "records.json"
+    if not marker.exists():
+        t0 = time.perf_counter()
+        store = open_store(settings, embedder, uri=str(where))
+        counts = asyncio.run(ingest(convs, embedder, store, settings))
+        marker.write_text(json.dumps(counts))
+        print(f"ingested into {where} in {time.perf_counter() - t0:.0f}s")
+    counts = json.loads(marker.read_text())
+    return open_store(settings, embedder, uri=str(where), snapshots=True), counts
+
+
 def run(
     data: Path,
     store_root: Path,
@@ -221,10 +239,12 @@ def run(
     held_back: Path | None = None,
     planner: Planner | None = None,
     categories: frozenset[str] | None = None,
+    with_baselines: bool = True,
 ) -> dict[str, Any]:
     """`held_back`: each conversation asked with the query adapter DIR/<namespace>.npz
     (`tests.evals.fit_adapter --held-back DIR`: fitted on the other conversations).
-    `planner`: instead of the heuristic one (the LLM planner: one chat call a question)."""
+    `planner`: instead of the heuristic one (the LLM planner: one chat call a question).
+    `with_baselines`: the dense and hybrid raw-turn baselines too, under "baselines"."""
     settings = Settings()
     convs, _ = load_reported(data)  # a message the contract refuses: named on stderr, left out
     if conversations:
@@ -236,16 +256,7 @@ def run(
         if absent:
             raise AdapterError(f"{held_back}: no held-back adapter for {', '.join(absent)}")
     embedder = make_embedder(settings)
-    where = store_root if (store_root / "records.json").exists() else store_root / _fingerprint()
-    marker = where / "records.json"
-    if not marker.exists():
-        t0 = time.perf_counter()
-        store = open_store(settings, embedder, uri=str(where))
-        counts = asyncio.run(ingest(convs, embedder, store, settings))
-        marker.write_text(json.dumps(counts))
-        print(f"ingested into {where} in {time.perf_counter() - t0:.0f}s")
-    counts = json.loads(marker.read_text())
-    store = open_store(settings, embedder, uri=str(where), snapshots=True)
+    store, counts = stored(convs, embedder, store_root, settings)
     collect_as_a_worker()  # as a query worker does
 
     def service(adapter: QueryAdapter | None) -> QueryService:
@@ -277,13 +288,16 @@ def run(
         raise DatasetError(f"{data}: no question with evidence to ask")
     if dump is not None:
         dump.write_text(json.dumps(dumped))
-    agg = aggregate(results, (1, 5, 10, 15), (500, 1000, 2000))
+    agg = figures(results)
     agg["records_per_conversation"] = counts
     agg["gold_turn_ranks"] = gold_ranks(results)
     agg["items_in_1000_tokens"] = statistics.median(
         len(items_within_budget(r.items, 1000)) for r in results
     )
     agg["ask_seconds"] = round(time.perf_counter() - t0, 1)
+    if with_baselines:
+        ranked = baselines(convs, embedder, k, categories)
+        agg["baselines"] = {name: figures(rs) for name, rs in ranked.items()}
     return agg
 
 
@@ -333,6 +347,11 @@ def main() -> None:
         "--categories", default="", help="only these, comma-separated (e.g. open-domain)"
     )
     parser.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="skip the dense and hybrid raw-turn baselines (they embed every turn)",
+    )
+    parser.add_argument(
         "--llm-planner",
         action="store_true",
         help="plan with the configured LLM (LYCHEE_LLM_BASE_URL, LYCHEE_LLM_MODEL)",
@@ -366,22 +385,11 @@ def main() -> None:
             args.held_back_adapters,
             planner,
             categories,
+            not args.no_baselines,
         )
     except (OSError, DatasetError, AdapterError) as exc:
         parser.error(str(exc))
-    r, b = agg["recall_at_k"], agg["recall_at_budget"]
-    print(f"records per conversation: {list(agg['records_per_conversation'].values())}")
-    hits = agg["hit_at_k"]["all"]
-    print(f"hit@5 {hits['5']:.3f} hit@10 {hits['10']:.3f}")
-    for cat in (c for c in r if agg["counts"][c]):
-        print(
-            f"{cat:<12} n={agg['counts'][cat]:>4} R@1 {r[cat]['1']:.3f} R@5 {r[cat]['5']:.3f} "
-            f"R@10 {r[cat]['10']:.3f} R@15 {r[cat]['15']:.3f} | R@500 {b[cat]['500']:.3f} "
-            f"R@1000 {b[cat]['1000']:.3f} R@2000 {b[cat]['2000']:.3f}"
-        )
-    print(f"gold turns by the rank that first covers them: {agg['gold_turn_ranks']}")
-    print(f"items within 1,000 tokens, median: {agg['items_in_1000_tokens']}")
-    print(f"latency {agg['latency_ms']} ask {agg['ask_seconds']}s")
+    print("\n".join(summary(agg)))
     if args.out:
         args.out.write_text(json.dumps(agg, indent=1))
 

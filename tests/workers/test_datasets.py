@@ -460,6 +460,38 @@ def test_load_locomo_bad_qa_entry_is_a_dataset_error(tmp_path: Path) -> None:
         load_locomo(_write(tmp_path, bad))
 
 
+def test_typed_questions_keep_their_type_and_named_sources(tmp_path: Path) -> None:
+    samples = _locomo_samples()
+    qa = samples[0]["qa"]
+    qa[0]["beam_type"] = "update"
+    qa[0]["beam_sources"] = {"original_info": ["D1:1"], "updated_info": ["D1:2", "D2:1"]}
+    qa[1]["beam_type"] = "order"
+    a, b = load_locomo(_write(tmp_path, samples))
+    assert [(q.kind, q.sources) for q in a.qa] == [
+        ("update", {"original_info": ["D1:1"], "updated_info": ["D1:2", "D2:1"]}),
+        ("order", {}),
+        (None, {}),  # a file without the fields: no type, no sources
+    ]
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("beam_type", 3),
+        ("beam_sources", ["D1:1"]),
+        ("beam_sources", {"original_info": "D1:1"}),
+        ("beam_sources", {"original_info": [1]}),
+    ],
+)
+def test_a_mistyped_type_or_sources_field_is_a_dataset_error_naming_it(
+    tmp_path: Path, field: str, value: Any
+) -> None:
+    samples = _locomo_samples()
+    samples[0]["qa"][0][field] = value
+    with pytest.raises(DatasetError, match=f"sample-a: .*{field}"):
+        load_locomo(_write(tmp_path, samples))
+
+
 @pytest.mark.parametrize("content", [b'[{"sample_id": ', b"\xff\xfe\x00garbage"])
 def test_a_file_that_is_not_json_is_a_dataset_error_naming_it(
     tmp_path: Path, content: bytes

@@ -17,9 +17,12 @@ from numpy.typing import NDArray
 
 from schemas import Role
 from schemas.exchange import render_turn
+from workers.datasets import Conversation
+from workers.embedding import Embedder
 from workers.evaluation.metrics import RankedItem
 
 RRF_KAPPA = 60
+BASELINES: tuple[str, ...] = ("dense", "bm25", "hybrid")
 
 
 def render_turn_line(
@@ -112,3 +115,25 @@ class TurnCorpus:
 
     def hybrid(self, query: str, query_vec: NDArray[np.float32], k: int) -> list[RankedItem]:
         return self._items(self.hybrid_ranking(query, query_vec), k)
+
+    def ranked(
+        self, name: str, query: str, query_vec: NDArray[np.float32], k: int
+    ) -> list[RankedItem]:
+        """The first k items of the baseline called `name` (one of `BASELINES`)."""
+        if name == "dense":
+            return self.dense(query_vec, k)
+        if name == "bm25":
+            return self.bm25(query, k)
+        if name == "hybrid":
+            return self.hybrid(query, query_vec, k)
+        raise ValueError(f"unknown baseline {name!r} (known: {', '.join(BASELINES)})")
+
+
+def conversation_corpus(conv: Conversation, embedder: Embedder) -> TurnCorpus:
+    """Every turn of `conv` as one item, `render_turn_line` of it, embedded by `embedder`."""
+    lines = [
+        (tid, render_turn_line(ex.session_date, turn.speaker, turn.content, turn.image_caption))
+        for ex in conv.exchanges
+        for tid, turn in zip(ex.turn_ids(), ex.turns, strict=True)
+    ]
+    return TurnCorpus(lines, embedder.embed([text for _, text in lines]))

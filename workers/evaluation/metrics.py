@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,12 +36,17 @@ class RankedItem:
 
 @dataclass(frozen=True)
 class QuestionResult:
-    """One system's reply to one question: what aggregation needs and nothing more."""
+    """One system's reply to one question: what aggregation needs and nothing more.
+
+    `kind` is the question's type when the data types its questions; `sources` names the
+    turns behind a pair of statements (`workers.evaluation.pairs`), when the data does."""
 
     category: str
     gold: frozenset[str]
     items: Sequence[RankedItem]
     latency_ms: float
+    kind: str | None = None
+    sources: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 def category_name(code: int) -> str | None:
@@ -114,6 +119,37 @@ def percentiles(values: Sequence[float]) -> dict[str, float]:
     return {"p50": float(p50), "p95": float(p95)}
 
 
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
+
+
+def _recall_by_group(
+    groups: Mapping[str, Sequence[QuestionResult]],
+    ks: Sequence[int],
+    budgets: Sequence[int],
+    count: Callable[[str], int],
+) -> dict[str, Any]:
+    """recall@k, any-hit recall@k and recall@B of each group: means over its questions."""
+    return {
+        "recall_at_k": {
+            g: {str(k): _mean([recall_at_k(r.items, r.gold, k) for r in rs]) for k in ks}
+            for g, rs in groups.items()
+        },
+        "hit_at_k": {
+            g: {str(k): _mean([hit_at_k(r.items, r.gold, k) for r in rs]) for k in ks}
+            for g, rs in groups.items()
+        },
+        "recall_at_budget": {
+            g: {
+                str(b): _mean([recall_at_budget(r.items, r.gold, b, count) for r in rs])
+                for b in budgets
+            }
+            for g, rs in groups.items()
+        },
+        "counts": {g: len(rs) for g, rs in groups.items()},
+    }
+
+
 def aggregate(
     results: Sequence[QuestionResult],
     ks: Sequence[int] = (5, 10, 15),
@@ -130,34 +166,36 @@ def aggregate(
     unknown = {r.category for r in results} - set(CATEGORY_ORDER[1:])
     if unknown:
         raise ValueError(f"unknown categories {sorted(unknown)}; expected {CATEGORY_ORDER[1:]}")
-    scored = [r for r in results if r.gold]
     by_cat: dict[str, list[QuestionResult]] = {c: [] for c in CATEGORY_ORDER}
-    for r in scored:
-        by_cat["all"].append(r)
-        by_cat[r.category].append(r)
-
-    def mean(values: list[float]) -> float:
-        return float(np.mean(values)) if values else 0.0
-
+    for r in results:
+        if r.gold:
+            by_cat["all"].append(r)
+            by_cat[r.category].append(r)
     return {
-        "recall_at_k": {
-            cat: {str(k): mean([recall_at_k(r.items, r.gold, k) for r in rs]) for k in ks}
-            for cat, rs in by_cat.items()
-        },
-        "hit_at_k": {
-            cat: {str(k): mean([hit_at_k(r.items, r.gold, k) for r in rs]) for k in ks}
-            for cat, rs in by_cat.items()
-        },
-        "recall_at_budget": {
-            cat: {
-                str(b): mean([recall_at_budget(r.items, r.gold, b, count) for r in rs])
-                for b in budgets
-            }
-            for cat, rs in by_cat.items()
-        },
-        "counts": {cat: len(rs) for cat, rs in by_cat.items()},
+        **_recall_by_group(by_cat, ks, budgets, count),
         "latency_ms": percentiles([r.latency_ms for r in results]),
     }
+
+
+def aggregate_by_kind(
+    results: Sequence[QuestionResult],
+    ks: Sequence[int] = (5, 10, 15),
+    budgets: Sequence[int] = (500, 1000, 2000),
+    count: Callable[[str], int] = count_tokens,
+) -> dict[str, Any]:
+    """The recall figures of `aggregate` per question type, types in name order.
+
+    Only questions that carry a type and gold evidence count; with none, every table is
+    empty, which tells a file without types from one whose types scored 0.0.
+    """
+    by_kind: dict[str, list[QuestionResult]] = {}
+    for r in sorted((r for r in results if r.kind is not None and r.gold), key=_kind):
+        by_kind.setdefault(_kind(r), []).append(r)
+    return _recall_by_group(by_kind, ks, budgets, count)
+
+
+def _kind(result: QuestionResult) -> str:
+    return result.kind or ""
 
 
 # LongMemEval (official src/retrieval/eval_utils.py semantics) ---------------------------

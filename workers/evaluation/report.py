@@ -6,9 +6,17 @@ keys are kept, never dropped, so a newer report still loads in an older reader.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from schemas.errors import ContractError
 from workers.evaluation.metrics import CATEGORY_ORDER
@@ -31,6 +39,10 @@ def _check_categories(value: dict[str, Any]) -> dict[str, Any]:
 
 def _check_by_category(value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     _check_categories(value)
+    return _check_rows(value)
+
+
+def _check_rows(value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
     for cat, row in value.items():
         if not row or not all(key.isdigit() for key in row):
             raise ValueError(f"{cat}: expected cut-offs such as '5' or '1000' (got {list(row)})")
@@ -44,6 +56,42 @@ class Percentiles(_Model):
     p95: float
 
 
+class KindFigures(_Model):
+    """Recall per question type, for data that types its questions: each table has a row
+    per type in `counts`."""
+
+    recall_at_k: dict[str, dict[str, float]]
+    hit_at_k: dict[str, dict[str, float]]
+    recall_at_budget: dict[str, dict[str, float]]
+    counts: dict[str, int]
+
+    @field_validator("recall_at_k", "hit_at_k", "recall_at_budget")
+    @classmethod
+    def _rows(cls, value: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return _check_rows(value)
+
+    @model_validator(mode="after")
+    def _same_types(self) -> KindFigures:
+        for name in ("recall_at_k", "hit_at_k", "recall_at_budget"):
+            if set(getattr(self, name)) != set(self.counts):
+                raise ValueError(f"{name}: types differ from those counted ({list(self.counts)})")
+        return self
+
+
+class PairCount(_Model):
+    """`n` of the `of` questions naming two statements pass a check within the top `k`."""
+
+    n: int = Field(ge=0)
+    of: int = Field(ge=1)
+    k: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _n_of(self) -> PairCount:
+        if self.n > self.of:
+            raise ValueError(f"n {self.n} exceeds of {self.of}")
+        return self
+
+
 class SystemReport(_Model):
     """One retriever's numbers: recall by count and by budget, latency, accuracy if judged."""
 
@@ -54,6 +102,11 @@ class SystemReport(_Model):
     # any-hit recall@k (a question counts when any gold turn is covered); absent in reports
     # written before it was measured
     hit_at_k: dict[str, dict[str, float]] | None = None
+    # per question type, when the data types its questions
+    by_kind: KindFigures | None = None
+    # by check of `workers.evaluation.pairs` ("newer_first", "both_covered"), when the data
+    # names the turns behind two statements
+    pairs: dict[str, PairCount] | None = None
 
     @field_validator("recall_at_k", "recall_at_budget")
     @classmethod
@@ -206,20 +259,80 @@ def format_table(report: LocomoReport) -> str:
     counts = report.counts or {}
     cats = list(CATEGORY_ORDER)
     cat_header = ["system", *(f"{c} (n={counts[c]})" if c in counts else c for c in cats)]
-    blocks = (
+    blocks: list[tuple[str, str, str]] = [
         (f"recall@{_pick(ks, '10')} by category", "recall_at_k", _pick(ks, "10")),
         (f"recall@{_pick(bs, '1000')} tokens by category", "recall_at_budget", _pick(bs, "1000")),
-    )
+    ]
+    if hits:
+        k = "10" if "10" in hits else hits[-1]
+        blocks.insert(1, (f"hit@{k} by category", "hit_at_k", k))
     for title, attr, cut in blocks:
-        rows = [
-            [name, *(f"{getattr(s, attr)[c].get(cut, 0.0):.3f}" for c in cats)]
-            for name, s in systems.items()
-        ]
+        rows = [[name, *_cells(getattr(s, attr), cats, cut)] for name, s in systems.items()]
         lines += ["", title, *_grid(cat_header, rows)]
 
+    lines += kind_lines(systems)
+    if pairs := pair_lines(systems):
+        lines += ["", *pairs]
     lines += ["", *_cost_lines(report, cats)]
     lines += [f"note: {n}" for n in report.notes]
     return "\n".join(lines)
+
+
+def _cells(table: dict[str, dict[str, float]] | None, rows: list[str], cut: str) -> list[str]:
+    """One figure per row at `cut`; "-" throughout for a figure the report does not hold."""
+    if table is None:
+        return ["-"] * len(rows)
+    return [f"{table.get(r, {}).get(cut, 0.0):.3f}" for r in rows]
+
+
+def kind_lines(systems: Mapping[str, SystemReport]) -> list[str]:
+    """Per question type, one block per figure: a row per type, a column per system."""
+    typed = {n: s.by_kind for n, s in systems.items() if s.by_kind and s.by_kind.counts}
+    if not typed:
+        return []
+    first = next(iter(typed.values()))
+    kinds = list(first.counts)
+    k = _pick(_num_keys(first.recall_at_k[kinds[0]]), "10")
+    b = _pick(_num_keys(first.recall_at_budget[kinds[0]]), "1000")
+    blocks = (
+        (f"recall@{k} by question type", "recall_at_k", k),
+        (f"hit@{k} by question type", "hit_at_k", k),
+        (f"recall@{b} tokens by question type", "recall_at_budget", b),
+    )
+    lines: list[str] = []
+    for title, attr, cut in blocks:
+        rows = [
+            [
+                kind,
+                str(first.counts[kind]),
+                *(f"{getattr(f, attr).get(kind, {}).get(cut, 0.0):.3f}" for f in typed.values()),
+            ]
+            for kind in kinds
+        ]
+        lines += ["", title, *_grid(["type", "n", *typed], rows)]
+    return lines
+
+
+PAIR_TITLES = {
+    "newer_first": "knowledge updates, the newer value in the top {k} above the older",
+    "both_covered": "contradictions, both statements in the top {k}",
+}
+
+
+def pair_lines(systems: Mapping[str, SystemReport]) -> list[str]:
+    """One line per check of two named statements: each system's "n of N"."""
+    lines = []
+    for check, title in PAIR_TITLES.items():
+        counts = {
+            name: s.pairs[check] for name, s in systems.items() if s.pairs and check in s.pairs
+        }
+        if counts:
+            k = next(iter(counts.values())).k
+            lines.append(
+                f"{title.format(k=k)}: "
+                + "; ".join(f"{name} {c.n} of {c.of}" for name, c in counts.items())
+            )
+    return lines
 
 
 def _cost_lines(report: LocomoReport, cats: list[str]) -> list[str]:

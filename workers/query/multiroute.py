@@ -236,16 +236,10 @@ class MultiRouteRecall:
         )
         got = dict(zip(calls, found, strict=True))
         terms = request_terms(variants)
-        for key in [k for k in got if k[1] == "turns"]:  # long turns show a passage
-            got[key] = _shown(got[key], terms, vector=key[0] == "vector")
+        turn_rows = _show_passages(got, terms)
         node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
         orders = [self._linked(nodes, node_b) for nodes in node_lists]
         wanted = list(dict.fromkeys(rid for order in orders for rid in order))
-        turn_rows = [
-            r
-            for rows in [*got["vector", "turns", ""], *(got["text", "turns", t] for t in texts)]
-            for r in rows
-        ]
         records_found, around = await asyncio.gather(
             asyncio.to_thread(clock.call, "links", st.records.by_ids, ns, wanted),
             asyncio.to_thread(clock.call, "windows", self._windows, ns, turn_rows, terms),
@@ -447,9 +441,14 @@ def _fts_text(queries: Sequence[str]) -> str:
     return " ".join(dict.fromkeys(w for q in queries for w in re.findall(r"\w+", q.lower())))
 
 
-def _shown(found: Any, terms: frozenset[str], vector: bool) -> Any:
-    """Turn rows as evidence shows them (a long turn: its passage); vector searches return a
-    list of rows per query vector, text searches one list."""
-    if vector:
-        return [[shown(r, terms) for r in rows] for rows in found]
-    return [shown(r, terms) for r in found]
+def _show_passages(got: dict[tuple[str, str, str], Any], terms: frozenset[str]) -> list[Any]:
+    """The turn searches' rows as evidence shows them (a long turn: the passage `terms`
+    match), in place; every turn row found, for the windows. A vector search returns a list
+    of rows per query vector, a text search one list."""
+    rows: list[Any] = []
+    for key in [k for k in got if k[1] == "turns"]:
+        lists = got[key] if key[0] == "vector" else [got[key]]
+        lists = [[shown(r, terms) for r in found] for found in lists]
+        got[key] = lists if key[0] == "vector" else lists[0]
+        rows += [r for found in lists for r in found]
+    return rows

@@ -71,6 +71,31 @@ QUESTIONS: list[dict[str, Any]] = [
 ]
 
 
+TYPES: dict[str, tuple[str, dict[str, list[str]]]] = {
+    "Which tomato varieties did Mara plant?": ("lookup", {}),
+    "Which train does Mara take to the jazz festival and when?": ("lookup", {}),
+    "What happened to the tomatoes after the festival?": (
+        "update",
+        {"original_info": ["D1:3"], "updated_info": ["D2:4"]},
+    ),
+    "What would Mara cook with basil?": (
+        "conflict",
+        {"first_statement": ["D2:6"], "second_statement": ["D2:8"]},
+    ),
+}
+
+
+def typed(qa: Sequence[dict[str, Any]] = QUESTIONS) -> list[dict[str, Any]]:
+    """`qa` as a file that types its questions and names the turns behind two statements
+    writes it: a type for each question of `TYPES`, and its sources when it has some."""
+    out = []
+    for q in qa:
+        kind, sources = TYPES.get(q["question"], (None, {}))
+        extra = {"beam_type": kind} if kind else {}
+        out.append({**q, **extra, **({"beam_sources": sources} if sources else {})})
+    return out
+
+
 OVERSIZED = "D1:9"  # the turn `write_locomo(oversized=True)` adds: over the contract's limit
 
 

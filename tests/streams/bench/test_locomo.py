@@ -9,7 +9,7 @@ import pytest
 from streams.bench.errors import BenchError
 from streams.bench.locomo import run_locomo
 from tests.evals.compare import load, paired
-from tests.streams.bench.files import OVERSIZED, write_locomo
+from tests.streams.bench.files import OVERSIZED, typed, write_locomo
 from workers.evaluation.plot import plot_recall_vs_budget
 from workers.evaluation.report import format_table, validate_report
 
@@ -18,7 +18,7 @@ pytestmark = pytest.mark.integration
 
 def test_bench_locomo_end_to_end_report_matches_the_schema(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     data = tmp_path / "tiny.json"
-    write_locomo(data, oversized=True)  # a turn the contract refuses: named, the rest runs
+    write_locomo(data, typed(), oversized=True)  # a turn the contract refuses: named, the rest runs
     dump = tmp_path / "replies.json"
     report = run_locomo(settings, data, progress=False, also=("no-entity-topic-nodes",), dump=dump)
     assert validate_report(report.to_json_dict()) == report
@@ -46,9 +46,21 @@ def test_bench_locomo_end_to_end_report_matches_the_schema(settings, tmp_path: P
     # 16 short turns fit into 2000 tokens: every system finds all the evidence there
     for name in ("lychee", "dense", "hybrid"):  # BM25 ranks only turns that share a word
         assert report.systems[name].recall_at_budget["all"]["2000"] == 1.0, name
+    # typed questions: every system per type and by statement pair, printed side by side
+    for name, system in report.systems.items():
+        assert system.by_kind is not None and system.pairs is not None, name
+        assert system.by_kind.counts == {"conflict": 1, "lookup": 2, "update": 1}, name
+        assert set(system.by_kind.hit_at_k["update"]) == {"5", "10", "15"}, name
+        assert {c: (p.of, p.k) for c, p in system.pairs.items()} == {
+            "newer_first": (1, 10),
+            "both_covered": (1, 10),
+        }, name
+    table = format_table(report)
+    assert "recall@10 by question type" in table and "hit@10 by question type" in table
+    assert "contradictions, both statements in the top 10: lychee " in table
     assert report.construction.segments >= 2 and report.construction.turns_per_segment > 1
     assert report.ingest.exchanges == 16
-    assert "accuracy: n/a" in format_table(report)
+    assert "accuracy: n/a" in table
     png = plot_recall_vs_budget(report, tmp_path / "recall.png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -95,6 +107,7 @@ def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
     assert accuracy["all"] == 0.2 and accuracy["single-hop"] == 0.5
     assert accuracy["temporal"] == accuracy["multi-hop"] == accuracy["open-domain"] == 0.0
     assert report.systems["dense"].accuracy is None
+    assert report.systems["dense"].by_kind is None and report.systems["dense"].pairs is None
     table = format_table(report)
     assert "accuracy lychee (judge fake-llm, LoCoMo protocol): all 0.200" in table
     assert report.query.llm_calls_per_question == 2  # a plan and an answer each

@@ -7,7 +7,10 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from workers.evaluation.baselines import TurnCorpus, render_turn_line
+from schemas import Exchange, Role, Turn
+from tests.workers.builders import HashEmbedder
+from workers.datasets import Conversation, Session
+from workers.evaluation.baselines import TurnCorpus, conversation_corpus, render_turn_line
 from workers.evaluation.metrics import RankedItem
 
 TURNS = [
@@ -65,3 +68,35 @@ def test_empty_corpus() -> None:
     empty = TurnCorpus([], np.zeros((0, 3), dtype=np.float32))
     q = np.ones(3, dtype=np.float32)
     assert empty.dense(q, 5) == empty.bm25("x", 5) == empty.hybrid("x", q, 5) == []
+
+
+def test_a_baseline_is_asked_by_name(corpus: TurnCorpus) -> None:
+    q = np.array([0.0, 1.0, 0.5], dtype=np.float32)
+    assert corpus.ranked("dense", "Rex", q, 2) == corpus.dense(q, 2)
+    assert corpus.ranked("bm25", "Rex", q, 2) == corpus.bm25("Rex", 2)
+    assert corpus.ranked("hybrid", "Rex", q, 2) == corpus.hybrid("Rex", q, 2)
+    with pytest.raises(ValueError, match="unknown baseline 'sparse'"):
+        corpus.ranked("sparse", "Rex", q, 2)
+
+
+def test_a_conversations_corpus_is_its_rendered_turns_embedded_once() -> None:
+    date = datetime(2023, 5, 8)
+    turns = [
+        Turn(role=Role.user, speaker=s, content=t, turn_id=i)
+        for i, s, t in [
+            ("d1:1", "Ada", "hello"),
+            ("d1:2", "Bram", "look"),
+        ]
+    ]
+    exchanges = [
+        Exchange(
+            namespace="n", session_id="s", seq=n, exchange_id=f"s:{n}", session_date=date, turns=[t]
+        )
+        for n, t in enumerate(turns)
+    ]
+    embedder = HashEmbedder()
+    corpus = conversation_corpus(Conversation("n", [Session("s", date, exchanges)]), embedder)
+    assert corpus.turn_ids == ["d1:1", "d1:2"]
+    assert embedder.calls == [["[8 May 2023] Ada: hello", "[8 May 2023] Bram: look"]]
+    assert corpus.texts == embedder.calls[0]
+    np.testing.assert_array_equal(corpus.embeddings, embedder.embed(corpus.texts))

@@ -12,6 +12,7 @@ from workers.evaluation.metrics import (
     QuestionResult,
     RankedItem,
     aggregate,
+    aggregate_by_kind,
     category_name,
     hit_at_k,
     items_within_budget,
@@ -163,3 +164,24 @@ def test_ndcg_follows_the_official_discount() -> None:
     assert ndcg_any_at_k(["x", "y", "a"], {"a"}, 3) == pytest.approx(1 / math.log2(3))
     assert ndcg_any_at_k(["a", "b"], gold, 10) == 1.0
     assert ndcg_any_at_k(ranked, set(), 4) == 0.0
+
+
+def test_aggregate_by_kind_scores_each_typed_question_under_its_type() -> None:
+    results = [
+        QuestionResult("single-hop", frozenset({"a"}), [item("w", "a")], 1.0, kind="update"),
+        QuestionResult(
+            "open-domain", frozenset({"b", "c"}), [item("w", "x"), item("w", "b")], 1.0, "update"
+        ),
+        QuestionResult("temporal", frozenset({"d"}), [item("w", "x")], 1.0, kind="order"),
+        QuestionResult("temporal", frozenset({"e"}), [item("w", "e")], 1.0),  # untyped
+        QuestionResult("temporal", frozenset(), [item("w", "f")], 1.0, kind="recap"),  # no gold
+    ]
+    out = aggregate_by_kind(results, ks=(1, 2), budgets=(1,), count=words)
+    assert list(out["counts"]) == ["order", "update"] and out["counts"]["update"] == 2
+    # update: a at rank 1 (1.0); b of {b, c} at rank 2 only (0.0 at 1, 0.5 at 2)
+    assert out["recall_at_k"]["update"] == {"1": 0.5, "2": 0.75}
+    assert out["hit_at_k"]["update"] == {"1": 0.5, "2": 1.0}
+    assert out["recall_at_budget"]["update"] == {"1": 0.5}  # one 1-word item fits
+    assert out["recall_at_k"]["order"] == out["hit_at_k"]["order"] == {"1": 0.0, "2": 0.0}
+    untyped = aggregate_by_kind(results[3:4], ks=(1,), budgets=(1,), count=words)
+    assert untyped == {"recall_at_k": {}, "hit_at_k": {}, "recall_at_budget": {}, "counts": {}}

@@ -128,6 +128,64 @@ def test_table() -> None:
     assert "accuracy lychee: all 0.500" in judged and "n/a" not in judged
 
 
+def _typed(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with per-type figures and pair counts for lychee and the dense baseline."""
+    for name, base in (("lychee", 0.5), ("dense", 0.25)):
+        kinds = {"update": 20, "order": 19}
+        data["systems"][name]["hit_at_k"] = {
+            c: {"5": base, "10": base + 0.2} for c in CATEGORY_ORDER
+        }
+        data["systems"][name]["by_kind"] = {
+            "recall_at_k": {t: {"5": base, "10": base + 0.1} for t in kinds},
+            "hit_at_k": {t: {"5": base, "10": base + 0.3} for t in kinds},
+            "recall_at_budget": {t: {"500": base, "1000": base + 0.05} for t in kinds},
+            "counts": kinds,
+        }
+        data["systems"][name]["pairs"] = {
+            "newer_first": {"n": int(base * 16), "of": 20, "k": 10},
+            "both_covered": {"n": int(base * 8), "of": 20, "k": 10},
+        }
+    return data
+
+
+def test_per_type_figures_and_pair_counts_are_printed_per_system() -> None:
+    report = validate_report(_typed(valid_report()))
+    assert report.systems["lychee"].pairs is not None
+    assert report.systems["lychee"].pairs["newer_first"].n == 8
+    assert report.systems["bm25"].by_kind is None and report.systems["bm25"].pairs is None
+    lines = format_table(report).splitlines()
+    for title in ("recall@10", "hit@10", "recall@1000 tokens"):
+        block = lines[lines.index(f"{title} by question type") :]
+        assert block[1].split() == ["type", "n", "lychee", "dense"], title
+    at = lines.index("hit@10 by question type")
+    assert lines[at + 2].split() == ["update", "20", "0.800", "0.550"]
+    assert lines[at + 3].split() == ["order", "19", "0.800", "0.550"]
+    assert "hit@10 by category" in lines
+    assert (
+        "knowledge updates, the newer value in the top 10 above the older: lychee 8 of 20; "
+        "dense 4 of 20" in lines
+    )
+    assert "contradictions, both statements in the top 10: lychee 4 of 20; dense 2 of 20" in lines
+    untyped = format_table(validate_report(valid_report()))
+    assert "question type" not in untyped and "of 20" not in untyped
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda s: s["by_kind"]["hit_at_k"].pop("order"), "types differ"),
+        (lambda s: s["by_kind"]["recall_at_k"]["update"].update({"10": 1.5}), "outside"),
+        (lambda s: s["pairs"]["newer_first"].update({"n": 21}), "exceeds"),
+        (lambda s: s["pairs"]["both_covered"].pop("of"), "of"),
+    ],
+)
+def test_bad_per_type_figures_or_pair_counts_are_rejected(change: Any, expected: str) -> None:
+    data = _typed(valid_report())
+    change(data["systems"]["dense"])
+    with pytest.raises(ContractError, match=expected):
+        validate_report(data)
+
+
 def test_plot_writes_a_png(tmp_path: Path) -> None:
     out = plot_recall_vs_budget(LocomoReport.model_validate(valid_report()), tmp_path / "r.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
