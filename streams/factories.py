@@ -12,6 +12,7 @@ from workers.embedding.base import Embedder
 from workers.embedding.bounded import BoundedEmbedder, BoundedModel
 from workers.embedding.cache import CachedEmbedder
 from workers.embedding.local import LocalEmbedder, bundled_model_info
+from workers.query.multiroute import RecallConfig
 from workers.store import EvidenceStore
 
 if TYPE_CHECKING:
@@ -119,6 +120,14 @@ def open_store(
         exact_max_rows=settings.store.exact_search_max_rows,
         storage_options=settings.store.storage_options,
         snapshot_rows=settings.query.snapshot_rows if snapshots else 0,
+        passage_tokens=settings.indexer.passage_tokens,
+    )
+
+
+def recall_config(settings: Settings) -> RecallConfig:
+    """The query service's recall as configured."""
+    return RecallConfig(
+        turn_window=settings.query.turn_window, window_tokens=settings.query.window_tokens
     )
 
 

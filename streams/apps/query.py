@@ -26,6 +26,7 @@ from streams.factories import (
     make_llm_client,
     make_planner,
     open_store,
+    recall_config,
     scorer_of,
 )
 from streams.kafka.errors import SerdeError
@@ -36,7 +37,6 @@ from streams.kafka.producer import KafkaPublisher
 from streams.kafka.serde import TOO_LARGE, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer
-from workers.query.multiroute import RecallConfig
 from workers.query.presets import preset_for
 from workers.query.rerank import load_reranker
 from workers.query.service import QueryDeps, QueryService
@@ -99,7 +99,7 @@ class QueryHandler:
                 )
                 self._service = QueryService(
                     deps,
-                    RecallConfig(turn_window=s.query.turn_window),
+                    recall_config(s),
                     rerank_candidates=s.query.reranker_candidates,
                     preset=preset_for(s.query.ablation),
                 )

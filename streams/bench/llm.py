@@ -43,7 +43,14 @@ from streams.bench.llm_report import (
     question_line,
     segment_line,
 )
-from streams.factories import adapter_of, llm_policy, make_embedder, make_llm_client, open_store
+from streams.factories import (
+    adapter_of,
+    llm_policy,
+    make_embedder,
+    make_llm_client,
+    open_store,
+    recall_config,
+)
 from streams.settings import Settings
 from workers.datasets import Conversation
 from workers.embedding import Embedder
@@ -57,7 +64,6 @@ from workers.evaluation.metrics import CATEGORIES
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.llm.observer import Attempt
 from workers.query.answer import LLMAnswerer
-from workers.query.multiroute import RecallConfig
 from workers.query.planner.llm_planner import LLMPlanner
 from workers.query.service import QueryDeps, QueryService
 from workers.segmenter.policy import SegmentPolicy, SessionState
@@ -317,7 +323,7 @@ async def _run(
         ),
         adapter=adapter_of(settings, embedder),
     )
-    service = QueryService(deps, RecallConfig(turn_window=settings.query.turn_window))
+    service = QueryService(deps, recall_config(settings))
     report.questions = await ask_questions(service, judge, conv.namespace, chosen, echo, redact)
     report.seconds = time.perf_counter() - started
     return report

@@ -11,7 +11,9 @@ from pydantic_settings import NoDecode
 from schemas.query import Ablation
 from schemas.records import NodeType
 from streams.settings.group import Group, config
+from workers.query.windows import WINDOW_TOKENS
 from workers.segmenter.params import SegmenterParams
+from workers.text.passages import PASSAGE_TOKENS
 
 DAY_S = 24 * 3600
 
@@ -89,6 +91,13 @@ class IndexerSettings(Group):
     batch_wait_s: float = Field(
         default=0.25, ge=0, description="how long a batch waits for more rows"
     )
+    passage_tokens: int = Field(
+        default=PASSAGE_TOKENS,
+        ge=16,
+        description="a turn longer than this is also stored as passages of at most this many "
+        "tokens (cut at its paragraphs, list items, code blocks and tables): evidence shows "
+        "the passage a question matches, the whole turn stays one row",
+    )
     node_types: Annotated[frozenset[NodeType], NoDecode] = Field(
         default=frozenset(NodeType),
         alias="LYCHEE_INDEX_NODE_TYPES",
@@ -149,6 +158,12 @@ class QuerySettings(Group):
         le=8,
         alias="LYCHEE_TURN_WINDOW",
         description="raw-turn hits expand to this many turns either side (0: single turns)",
+    )
+    window_tokens: int = Field(
+        default=WINDOW_TOKENS,
+        ge=1,
+        description="a raw-turn hit's window takes neighbouring turns (nearest first) only "
+        "while it stays within this many tokens",
     )
     reranker_model: str | None = Field(
         default=None,

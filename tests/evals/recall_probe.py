@@ -39,6 +39,7 @@ from streams.factories import (
     make_llm_client,
     make_planner,
     open_store,
+    recall_config,
     scorer_of,
 )
 from streams.settings import Settings
@@ -51,7 +52,6 @@ from workers.evaluation.metrics import CATEGORIES, QuestionResult, items_within_
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.adapter import QueryAdapter
 from workers.query.errors import AdapterError
-from workers.query.multiroute import RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner
 from workers.query.service import QueryDeps, QueryService
 from workers.segmenter.policy import SegmentPolicy, SessionState
@@ -268,7 +268,7 @@ def run(
                 scorer=scorer_of(settings),
                 adapter=adapter,
             ),
-            RecallConfig(turn_window=settings.query.turn_window),
+            recall_config(settings),
         )
 
     t0 = time.perf_counter()

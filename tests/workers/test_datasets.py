@@ -11,7 +11,15 @@ from typing import Any
 import pytest
 
 from schemas import Role
-from workers.datasets import Skipped, load, load_jsonl, load_locomo, parse_date, skipped_lines
+from workers.datasets import (
+    Skipped,
+    load,
+    load_jsonl,
+    load_locomo,
+    parse_date,
+    role_of,
+    skipped_lines,
+)
 from workers.errors import DatasetError
 from workers.evaluation.longmemeval import load_longmemeval
 
@@ -502,3 +510,13 @@ def test_a_file_that_is_not_json_is_a_dataset_error_naming_it(
         load_locomo(path)
     with pytest.raises(DatasetError, match=r"locomo\.json: not JSON"):
         load_longmemeval(path)
+
+
+def test_locomo_layout_speaker_named_for_a_role_has_that_role() -> None:
+    assert [role_of(s) for s in ("User", "assistant", " Assistant ", "Caroline", "System")] == [
+        Role.user,
+        Role.assistant,
+        Role.assistant,
+        Role.user,
+        Role.system,
+    ]

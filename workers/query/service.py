@@ -43,7 +43,7 @@ from workers.query.selection import (
     with_head,
 )
 from workers.query.serialize import serialize_context
-from workers.query.speakers import Turn, aside_for
+from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
 
@@ -124,12 +124,13 @@ class QueryService:
             t = watch.lap("rerank", t)
         # CPU-bound (greedy diversity, tokenizer): kept off the loop other requests share
         when = plan.question_type is QuestionType.temporal
+        prior = plan.question_type is QuestionType.prior_assistant_response
         evidence, context, tokens = await asyncio.to_thread(
             _selected,
             routes,
             req.k,
             preset,
-            _Second(second, req.query, when),
+            _Second(second, req.query, when, prior),
             picked,
             0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
             _Turns(self.recall.store, req.namespace, near=not rerank),
@@ -212,6 +213,7 @@ class _Second:
     scorer: Scorer | None
     question: str
     temporal: bool
+    asks_assistant: bool = False  # what the assistant said earlier (prior_assistant_response)
 
 
 def _selected(
@@ -234,7 +236,9 @@ def _selected(
         chosen = sort_only(fused, k)
     else:
         when, factor, lam = second.temporal, preset.pool_factor, preset.diversity_lambda
-        aside = aside_for(route_speakers, turns.said_by, preset.aside)
+        aside = aside_for(route_speakers, turns.said_by, preset.aside) or user_aside(
+            second.question, second.asks_assistant, turns.roles, preset.aside
+        )
         n = len(routes)
         chosen = select(fused, picked, n, factor, lam, dated=when, reuse=reuse, demote=aside)
         chosen = with_head(
@@ -277,6 +281,9 @@ class _Turns:
 
     def said_by(self, turns: Iterable[Turn]) -> dict[Turn, str]:
         return self.store.turns.speakers(self.namespace, turns)
+
+    def roles(self, turns: Iterable[Turn]) -> dict[Turn, str]:
+        return self.store.turns.roles(self.namespace, turns)
 
 
 def _evidence(f: Fused) -> EvidenceItem:

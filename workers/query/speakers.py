@@ -5,10 +5,17 @@ does Lea do?") is answered by that person's own turns far more often than by the
 replies about them. Selection takes the query preset's `aside` from the relevance of an item
 none of whose turns an asked person said, so the other speaker's replies ("That sounds fun,
 Lea!") stop taking the places the asked person's turns should have.
+
+In a conversation between a user and an assistant, the memory is asked on the user's
+behalf: a question in the first person ("Which database did I choose?") is about the user,
+and is answered by what the user said, not by the assistant's explanations around it. The
+same `aside` is taken from an item none of whose turns the user said, unless the question
+asks what the assistant said ("What did you recommend?").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -18,6 +25,7 @@ from workers.query.selection import Candidate
 
 Turn = tuple[str, str]  # (session_id, turn_id)
 SaidBy = Callable[[Iterable[Turn]], Mapping[Turn, str]]
+FIRST_PERSON = re.compile(r"\bI\b|\b[Mm](?:e|y|ine|yself)\b|\bI[’']")
 
 
 def asked_people(route_speakers: Sequence[str], speakers: Iterable[str]) -> frozenset[str]:
@@ -66,3 +74,32 @@ def aside_for(route_speakers: Sequence[str | None], said_by: SaidBy, aside: floa
     if not named or len(named) < len(route_speakers):
         return None
     return Aside(named, said_by, aside)
+
+
+class UserAside:
+    """For each candidate, `aside` if none of its turns was said by the user role, else 0;
+    nothing when the candidates' turns are all the user's (two people chatting, as users)."""
+
+    def __init__(self, role_by: SaidBy, aside: float) -> None:
+        self.aside = aside
+        self._role_by = role_by
+        self._role: dict[Turn, str] = {}
+
+    def __call__(self, candidates: Sequence[Candidate]) -> np.ndarray:
+        turns = [[(c.session_id, t) for t in c.turn_ids] for c in candidates]
+        missing = {t for ts in turns for t in ts if t not in self._role}
+        if missing:
+            found = self._role_by(missing)
+            self._role.update((t, found.get(t, "")) for t in missing)
+        role = self._role
+        aside = [bool(ts) and all(role[t] and role[t] != "user" for t in ts) for ts in turns]
+        return self.aside * np.asarray(aside, dtype=np.float64)
+
+
+def user_aside(
+    question: str, asks_assistant: bool, role_by: SaidBy, aside: float
+) -> UserAside | None:
+    """The request's `UserAside` when it asks, in the first person, about the user."""
+    if asks_assistant or not FIRST_PERSON.search(question):
+        return None
+    return UserAside(role_by, aside)

@@ -24,6 +24,7 @@ from workers.store.segments import SEGMENTS, SegmentsTable
 from workers.store.snapshots import consistent_reads
 from workers.store.sql import namespace_filter
 from workers.store.turns import TURNS, TurnsTable
+from workers.text.passages import PASSAGE_TOKENS
 
 TABLES = (TURNS, RECORDS, NODES)  # the searched tables (with vectors)
 ALL_TABLES = (*TABLES, SEGMENTS)
@@ -57,6 +58,7 @@ class EvidenceStore:
         max_node_text_chars: int = 2000,
         storage_options: Mapping[str, str] | None = None,
         snapshot_rows: int = 0,
+        passage_tokens: int = PASSAGE_TOKENS,
     ) -> None:
         self.db = Database(
             uri,
@@ -67,7 +69,7 @@ class EvidenceStore:
             storage_options,
             snapshot_rows,
         )
-        self.turns = TurnsTable(self.db)
+        self.turns = TurnsTable(self.db, passage_tokens)
         self.records = RecordsTable(self.db)
         self.nodes = NodesTable(self.db, max_node_records, max_node_text_chars)
         self.segments = SegmentsTable(self.db)

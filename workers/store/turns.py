@@ -175,6 +175,11 @@ class TurnsTable(Table):
         are left out."""
         return {k: v for k, v in self._column_of(namespace, turns, "speaker").items() if v}
 
+    def roles(self, namespace: str, turns: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """Each `(session_id, turn_id)`'s role (user, assistant, system); turns not stored
+        are left out."""
+        return {k: v for k, v in self._column_of(namespace, turns, "role").items() if v}
+
     def _column_of(
         self, namespace: str, turns: Iterable[tuple[str, str]], column: str
     ) -> dict[tuple[str, str], Any]:

@@ -21,6 +21,7 @@ from workers.text.markdown import Block, Kind, blocks, heading_text
 
 Count = Callable[[str], int]
 PASSAGE_TOKENS = 150  # a few sentences, a list item or a short code block: ~6 items in 1,000
+SEPARATOR = 1  # the line break between two joined pieces, as the tokenizer counts it
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -59,9 +60,9 @@ def passages(content: str, max_tokens: int, count: Count) -> list[Passage]:
         n = count(text)
         if block.kind is Kind.heading and size >= max_tokens // 2:
             close()  # a section of its own when the passage before has enough to say
-        if group and size + n <= max_tokens:
+        if group and size + n + SEPARATOR <= max_tokens:
             group.append(block)
-            size += n
+            size += n + SEPARATOR
         else:
             close()
             starts_code = block.kind in (Kind.code, Kind.table)
@@ -128,7 +129,7 @@ def _pack(
     start, end, size = spans[0][0], spans[0][0], 0
     for s, e in spans:
         n = count(content[s:e])
-        if end > start and size + n > max_tokens:
+        if end > start and size + SEPARATOR + n > max_tokens:
             out.append(Passage(start, end, heading, lead))
             start, size = s, 0
         if n > max_tokens:
@@ -137,7 +138,7 @@ def _pack(
                 out.append(Passage(a, min(a + step, e), heading, lead))
             start, end, size = e, e, 0
             continue
-        end, size = e, size + n
+        end, size = e, size + n + (SEPARATOR if size else 0)
     if end > start:
         out.append(Passage(start, end, heading, lead))
     return out

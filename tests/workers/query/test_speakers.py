@@ -8,7 +8,7 @@ import numpy as np
 
 from workers.query.presets import SERVED
 from workers.query.selection import Candidate
-from workers.query.speakers import Aside, Turn, aside_for, asked_people
+from workers.query.speakers import Aside, Turn, aside_for, asked_people, user_aside
 
 ASIDE = SERVED.aside
 
@@ -72,3 +72,31 @@ def test_no_demotion_unless_every_route_is_about_a_speaker_of_the_pool() -> None
     found = aside_for(["Lea", "Lisbon"], Lookups(), ASIDE)
     assert found is not None and np.array_equal(found(pool), [0.0, ASIDE])
     assert found.asked == {"Lea Costa"}
+
+
+ROLES = {("s1", "t1"): "user", ("s1", "t2"): "assistant", ("s1", "t3"): "user"}
+
+
+def roles(turns: Iterable[Turn]) -> dict[Turn, str]:
+    return {t: ROLES[t] for t in turns if t in ROLES}
+
+
+def test_a_first_person_question_puts_aside_what_the_user_did_not_say() -> None:
+    aside = user_aside("Which database did I choose for my tracker?", False, roles, ASIDE)
+    assert aside is not None
+    got = aside([item("t1"), item("t2"), item("t2", "t3"), item("t9")])
+    # the user's turn; the assistant's; a window with the user in it; unknown
+    assert got.tolist() == [0.0, ASIDE, 0.0, 0.0]
+
+
+def test_no_user_aside_for_a_question_about_the_assistant_or_about_no_one() -> None:
+    assert user_aside("What did you recommend for my database?", True, roles, ASIDE) is None
+    assert user_aside("Which database does Lea use?", False, roles, ASIDE) is None
+    assert user_aside("What is important to me?", False, roles, ASIDE) is not None
+
+
+def test_two_people_chatting_as_users_are_never_put_aside() -> None:
+    aside = user_aside("What did I tell you about Lisbon?", False, lambda ts: {}, ASIDE)
+    assert aside is not None and aside([item("t1"), item("t2")]).tolist() == [0.0, 0.0]
+    users = user_aside("Where did I go?", False, lambda ts: dict.fromkeys(ts, "user"), ASIDE)
+    assert users is not None and users([item("t1"), item("t2")]).tolist() == [0.0, 0.0]

@@ -177,3 +177,12 @@ async def test_a_record_gains_a_share_of_what_the_raw_turns_of_its_turn_scored(
     assert {i: v for i, v in on.items() if "/record/" not in i} == {
         i: v for i, v in off.items() if "/record/" not in i
     }  # windows and turns keep their own scores
+
+
+def test_window_stops_at_its_token_bound_nearest_turns_first() -> None:
+    near = [row("t1", 1), row("t2", 2), row("t3", 3)]
+    near[0]["text"] = "long " * 400  # the turn before is a whole reply: it does not fit
+    out = windows([row("t2", 2)], near, 1, max_tokens=50)
+    assert out["a/s1/t2"]["turn_ids"] == ["t2", "t3"]
+    # nothing fits beside the hit: it stays a turn
+    assert windows([row("t2", 2)], near, 1, max_tokens=3) == {}

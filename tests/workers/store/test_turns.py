@@ -152,3 +152,19 @@ def test_an_id_stored_twice_is_stored_once_by_the_next_write_of_it(store: Eviden
     store.turns.upsert([turn("a", "t1", "first row", 0), turn("a", "t2", "second", 1)])
     ids = tbl.to_arrow()["id"].to_pylist()
     assert len(ids) == len(set(ids)) == 2
+
+
+def test_turns_table_of_an_earlier_version_gains_passages_when_written(
+    tmp_path: pathlib.Path,
+) -> None:
+    old = pa.schema([f for f in turns_schema(TOY_DIM, "toy") if f.name != "passages"])
+    old = old.with_metadata(turns_schema(TOY_DIM, "toy").metadata)
+    lancedb.connect(str(tmp_path / "db")).create_table(TURNS, schema=old)
+    store = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
+    store.turns.upsert([turn("ns", "t1", "short", 0)])
+    assert [r["text"] for r in store.turns.near("ns", [("s1", 1, 1)])] == ["Ann: short"]
+    store.turns.passage_tokens = 20
+    long = " ".join(f"Sentence {i} says something here." for i in range(30))
+    store.turns.upsert([turn("ns", "t2", long, 0)])
+    rows = {r["turn_id"]: r for r in store.turns.near("ns", [("s1", 1, 2)])}
+    assert rows["t1"]["passages"] == "" and rows["t2"]["passages"].startswith("[[0,")

@@ -1,0 +1,85 @@
+"""A long turn is shown as the passage a request matches, with its span; the turn whole
+stays in the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schemas import Role
+from tests.workers.builders import HASH_DIM, HashEmbedder, turn
+from tests.workers.query.test_service import request
+from workers.query.multiroute import RecallConfig
+from workers.query.passages import request_terms, shown
+from workers.query.service import QueryDeps, QueryService
+from workers.store import EvidenceStore
+from workers.text.passages import passages, to_json
+from workers.tokens import count_tokens
+
+REPLY = "\n\n".join(
+    [
+        "Here is how to set up your budget tracker, step by step. " * 4,
+        "## Database\nUse SQLite for the first version: one file, no server to run. " * 3,
+        "## Deployment\nDeploy it with Gunicorn behind a small reverse proxy on Render. " * 3,
+    ]
+)
+
+
+def row_of(text: str) -> dict[str, object]:
+    return {
+        "id": "a/s1/t2",
+        "speaker": "Assistant",
+        "role": "assistant",
+        "text": f"Assistant: {text}",
+        "passages": to_json(passages(text, 80, count_tokens)),
+    }
+
+
+def test_shown_is_the_passage_with_most_of_the_request_words() -> None:
+    row = row_of(REPLY)
+    out = shown(row, request_terms(["How do I deploy with Gunicorn?"]))
+    assert out["text"].startswith("Assistant: ") and "Gunicorn" in out["text"]
+    start, end = out["span"]
+    assert REPLY[start:end] in out["text"] and count_tokens(out["text"]) <= 90
+    # no word in common: the opening passage
+    first = shown(row, request_terms(["What colour is the sky?"]))
+    assert first["text"].startswith("Assistant: Here is how") and first["span"][0] == 0
+
+
+def test_shown_leaves_a_turn_of_one_passage_as_it_is() -> None:
+    row = row_of("I use SQLite.")
+    assert shown(row, request_terms(["sqlite"])) is row
+
+
+@pytest.mark.asyncio
+async def test_a_long_turn_is_served_as_its_passage_with_the_turn_as_provenance(
+    tmp_path: Path,
+) -> None:
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    store.turns.passage_tokens = 80
+    rows = [
+        turn("a", "t1", "Which server should I deploy my tracker on?", 0),
+        turn("a", "t2", REPLY, 0).model_copy(update={"role": Role.assistant, "speaker": None}),
+    ]
+    vecs = HashEmbedder().embed([r.rendered() for r in rows])
+    store.turns.upsert(
+        [
+            r.model_copy(update={"embedding": v.tolist(), "embedding_model": "hash-16"})
+            for r, v in zip(rows, vecs, strict=True)
+        ]
+    )
+    alone = RecallConfig(turn_window=0)  # no window: the turn is its own item
+    service = QueryService(QueryDeps(store, HashEmbedder()), alone)
+    reply = await service.search(request("a", "deploy Gunicorn reverse proxy Render", k=5))
+    (item,) = [e for e in reply.evidence if "t2" in e.turn_ids]
+    assert item.kind == "turn" and item.turn_ids == ["t2"]
+    assert "Gunicorn" in item.text and count_tokens(item.text) <= 90
+    assert item.span is not None and REPLY[item.span[0] : item.span[1]] in item.text
+    # the store keeps the whole turn
+    (whole,) = store.turns.near("a", [("s1", 2, 2)])
+    assert whole["text"] == f"assistant: {REPLY.strip()}"
+
+    windowed = QueryService(QueryDeps(store, HashEmbedder()))  # bounded: the question + passage
+    reply = await windowed.search(request("a", "deploy Gunicorn reverse proxy Render", k=5))
+    assert all(count_tokens(e.text) <= 320 for e in reply.evidence)
