@@ -62,13 +62,15 @@ K = 100
 
 
 def _fingerprint() -> str:
-    """Changes when the ingest code does: the encoder, the indexer and the store."""
+    """Changes when the ingest code does: loading, the encoder, the indexer and the store."""
     root = Path(__file__).resolve().parents[2] / "workers"
     files = sorted(
         [
             *(root / "encoder").glob("*.py"),
             *(root / "indexer").glob("*.py"),
             *(root / "store").glob("*.py"),
+            *(root / "text").glob("*.py"),
+            root / "datasets.py",
             root / "vocabulary.py",
             root / "segmenter" / "policy.py",
         ]
