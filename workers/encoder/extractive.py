@@ -263,9 +263,10 @@ def _is_question(sentence: str) -> bool:
 
 
 def _is_filler(sentence: str, scope: _Scope) -> bool:
-    """Questions, sentences made only of acknowledgement words, and sentences naming nothing
-    that are short or have fewer than two content words."""
-    if _is_question(sentence):
+    """Questions, sentences that introduce what follows them (a colon: "Here's my code:"),
+    sentences made only of acknowledgement words, and sentences naming nothing that are
+    short or have fewer than two content words."""
+    if _is_question(sentence) or sentence.endswith(":"):  # a colon introduces what follows
         return True
     sentence = _CALLED_LAST.sub(r"\2", sentence)
     sentence = _CALLED_FIRST.sub(lambda m: m[0] if m[1].lower() in _FILLER else "", sentence)

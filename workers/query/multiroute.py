@@ -35,7 +35,7 @@ from workers.query.hits import (
     turns_of,
 )
 from workers.query.passages import request_terms, shown
-from workers.query.presets import SERVED, QueryPreset
+from workers.query.presets import SERVED, QueryPreset, WithAssistant
 from workers.query.selection import HEAD_SCORE, RRF_KAPPA, Candidate, RouteRanking
 from workers.query.timing import ChannelTimes
 from workers.query.windows import WINDOW_TOKENS, spans, windows
@@ -138,7 +138,7 @@ class MultiRouteRecall:
         )
         route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
         only, skip = preset.record_vector_only, preset.skip_nodes
-        hits, fts = await self._search(
+        hits, fts, weights = await self._search(
             variants,
             route_texts,
             namespace,
@@ -147,19 +147,13 @@ class MultiRouteRecall:
             only,
             clock,
             tuple(t for t in SEARCH_NODE_TYPES if t not in skip),
+            preset.with_assistant,
         )
         dates = not only and NodeType.temporal not in skip
         filters = [
             r.temporal_filter or plan.temporal_filter if dates else None for r in plan.routes
         ]
-        distinct = list(dict.fromkeys(f for f in filters if f is not None))  # routes share one
-        found = await asyncio.gather(
-            *(
-                asyncio.to_thread(clock.call, "temporal", self._temporal, namespace, f)
-                for f in distinct
-            )
-        )
-        dated = dict(zip(distinct, found, strict=True))
+        dated = await self._dated(namespace, filters, clock)
         if timings is not None:
             timings.update({f"recall.{k}": round(v, 3) for k, v in clock.ms.items()})
 
@@ -177,12 +171,26 @@ class MultiRouteRecall:
                     items,
                     depth if len(plan.routes) == 1 else None,
                     preset,
+                    weights,
                 )
                 for i, (route, f) in enumerate(zip(plan.routes, filters, strict=True))
             ]
 
         # about a thousand candidates a route at k = 100: off the loop other requests share
         return await asyncio.to_thread(rankings)
+
+    async def _dated(
+        self, namespace: str, filters: list[TemporalFilter | None], clock: ChannelTimes
+    ) -> dict[TemporalFilter, list[dict[str, Any]]]:
+        """The records of the routes' date filters, each filter searched once."""
+        distinct = list(dict.fromkeys(f for f in filters if f is not None))
+        found = await asyncio.gather(
+            *(
+                asyncio.to_thread(clock.call, "temporal", self._temporal, namespace, f)
+                for f in distinct
+            )
+        )
+        return dict(zip(distinct, found, strict=True))
 
     async def _embed(self, texts: Sequence[str], clock: ChannelTimes) -> None:
         """One batched call for the variants not seen before (a small per-process cache)."""
@@ -207,15 +215,18 @@ class MultiRouteRecall:
         record_vector_only: bool,
         clock: ChannelTimes,
         node_types: tuple[NodeType, ...],
-    ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]]]:
-        """Vector channels per variant (one multi-vector search per table) and full-text
+        with_assistant: WithAssistant | None,
+    ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]], dict[str, float]]:
+        """Vector channels per variant (one multi-vector search per table), full-text
         channels per route (one query with the words of all its variants: BM25 scores term by
-        term, so a query per variant would repeat the same lookups)."""
+        term, so a query per variant would repeat the same lookups), and the channels'
+        weights in fusion: `with_assistant`'s when the turns found include an assistant's."""
         node_b, rec_b, turn_b = int(budgets.nodes), int(budgets.records), int(budgets.turns)
         vecs = np.stack([self._vec_cache[v] for v in variants])
         st, ns = self.store, namespace
         if record_vector_only:
-            return await self._search_records_only(variants, vecs, ns, session_id, rec_b, clock)
+            only = await self._search_records_only(variants, vecs, ns, session_id, rec_b, clock)
+            return only, {}, {}
         texts = list(dict.fromkeys(route_texts))
         # every table search of the request, keyed by (how, table, route text)
         calls: dict[tuple[str, str, str], Any] = {
@@ -237,22 +248,18 @@ class MultiRouteRecall:
         got = dict(zip(calls, found, strict=True))
         terms = request_terms(variants)
         turn_rows = _show_passages(got, terms)
+        chat = with_assistant if any(r.get("role") == "assistant" for r in turn_rows) else None
+        neighbours = chat.neighbour_tokens if chat else None
         node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
         orders = [self._linked(nodes, node_b) for nodes in node_lists]
         wanted = list(dict.fromkeys(rid for order in orders for rid in order))
         records_found, around = await asyncio.gather(
             asyncio.to_thread(clock.call, "links", st.records.by_ids, ns, wanted),
-            asyncio.to_thread(clock.call, "windows", self._windows, ns, turn_rows, terms),
+            asyncio.to_thread(
+                clock.call, "windows", self._windows, ns, turn_rows, terms, neighbours
+            ),
         )
-        rows = {r["id"]: r for r in records_found}
-
-        def linked(order: dict[str, str]) -> list[Hit]:
-            return [
-                (record_item_id(rows[r]), rows[r], 1.0, nid)
-                for r, nid in order.items()
-                if r in rows and (session_id is None or rows[r]["source_session"] == session_id)
-            ]
-
+        linked = _Linked({r["id"]: r for r in records_found}, session_id)
         vector_records, vector_turns = got["vector", "records", ""], got["vector", "turns", ""]
         per_variant = {
             v: [
@@ -272,7 +279,7 @@ class MultiRouteRecall:
             ]
             for j, t in enumerate(texts)
         }
-        return per_variant, per_route
+        return per_variant, per_route, dict(chat.channel_weights if chat else ())
 
     async def _search_records_only(
         self,
@@ -282,7 +289,7 @@ class MultiRouteRecall:
         session_id: str | None,
         limit: int,
         clock: ChannelTimes,
-    ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]]]:
+    ) -> dict[str, list[Channel]]:
         """The `record-vector-only` ablation: one vector channel over records per variant."""
         found = await asyncio.to_thread(
             clock.call, "record_vector", self.store.records.search_vectors, namespace, vecs, limit
@@ -291,10 +298,14 @@ class MultiRouteRecall:
             v: [Channel("record_vector", record_hits(rows, session_id, "_distance"))]
             for v, rows in zip(variants, found, strict=True)
         }
-        return only, {}
+        return only
 
     def _windows(
-        self, namespace: str, hits: list[dict[str, Any]], terms: frozenset[str]
+        self,
+        namespace: str,
+        hits: list[dict[str, Any]],
+        terms: frozenset[str],
+        neighbour_tokens: int | None,
     ) -> dict[str, dict[str, Any]]:
         """Raw-turn hits -> their windows of neighbouring turns (one read for all hits); a
         long neighbour takes part as the passage the request matches."""
@@ -302,7 +313,13 @@ class MultiRouteRecall:
         if radius <= 0 or not hits:
             return {}
         near = [shown(r, terms) for r in self.store.turns.near(namespace, spans(hits, radius))]
-        return windows(hits, near, radius, self.config.window_tokens)
+        return windows(
+            hits,
+            near,
+            radius,
+            self.config.window_tokens,
+            neighbour_tokens=neighbour_tokens,
+        )
 
     def _linked(self, nodes: Sequence[dict[str, Any]], budget: int) -> dict[str, str]:
         """Matched nodes -> their newest linked record ids, best node first, `budget` in all."""
@@ -327,6 +344,7 @@ class MultiRouteRecall:
         items: dict[str, dict[str, Any]],
         depth: int | None,
         preset: QueryPreset,
+        weights: dict[str, float],
     ) -> RouteRanking:
         """One route: its channel lists fused by reciprocal rank, then adjusted by type; the
         first `depth` candidates, or all. Each candidate carries the fusion twice: with
@@ -340,12 +358,13 @@ class MultiRouteRecall:
         head_kappa = preset.head_kappa
         rrf, head = _reciprocal(RRF_KAPPA, longest), _reciprocal(head_kappa, longest)
         for q, (channel, rows) in lists:  # the hottest loop of a request: plain operations
+            w = weights.get(channel, 1.0)
             for rank, (item_id, row, score, node) in enumerate(rows):
                 a = acc.get(item_id)
                 if a is None:
                     a = acc[item_id] = _Acc(row)
-                a.score += rrf[rank]
-                a.head += head[rank]
+                a.score += w * rrf[rank]
+                a.head += w * head[rank]
                 if q:
                     a.queries.add(q)
                 if node:
@@ -439,6 +458,23 @@ def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
 def _fts_text(queries: Sequence[str]) -> str:
     """The words of a route's query variants, each once, in order."""
     return " ".join(dict.fromkeys(w for q in queries for w in re.findall(r"\w+", q.lower())))
+
+
+@dataclass(frozen=True)
+class _Linked:
+    """The records matched nodes link to, as the hits of a node channel (in `order`: record
+    id -> the node it came through), within the request's session if it names one."""
+
+    rows: dict[str, dict[str, Any]]
+    session_id: str | None
+
+    def __call__(self, order: dict[str, str]) -> list[Hit]:
+        rows, session_id = self.rows, self.session_id
+        return [
+            (record_item_id(rows[r]), rows[r], 1.0, nid)
+            for r, nid in order.items()
+            if r in rows and (session_id is None or rows[r]["source_session"] == session_id)
+        ]
 
 
 def _show_passages(got: dict[tuple[str, str, str], Any], terms: frozenset[str]) -> list[Any]:

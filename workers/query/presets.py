@@ -45,6 +45,18 @@ class Near:
 
 
 @dataclass(frozen=True)
+class WithAssistant:
+    """What changes when the conversation is a user's with an assistant (the request's raw
+    turns include an assistant's): the user's own words carry what is asked about, and an
+    assistant's long reply is context, not the answer."""
+
+    # how much each channel's list counts in a route's fusion (a channel not named: 1)
+    channel_weights: tuple[tuple[str, float], ...]
+    # a window's neighbour longer than this shows its opening sentences
+    neighbour_tokens: int
+
+
+@dataclass(frozen=True)
 class QueryPreset:
     """What the query path runs, and with which constants (`SERVED` says why each value)."""
 
@@ -55,6 +67,7 @@ class QueryPreset:
     second_stage: bool  # a configured second-stage scorer leads selection's choice
     bridge: bool  # a later part of a coordinated question searched with the earlier answer
     record_vector_only: bool  # recall is records by vector search, nothing else
+    history_by_session: bool  # a question about the whole history: a route per session
     skip_nodes: frozenset[NodeType]  # evidence-node types left out of recall
     # the constants chosen on data
     head: int
@@ -68,6 +81,7 @@ class QueryPreset:
     near: Near
     lead: Lead
     led_pool: int
+    with_assistant: WithAssistant | None  # None: every conversation alike
 
 
 SERVED = QueryPreset(
@@ -77,6 +91,7 @@ SERVED = QueryPreset(
     second_stage=True,
     bridge=True,
     record_vector_only=False,
+    history_by_session=True,
     skip_nodes=frozenset(),
     # The first `head` items come from the same fusion with kappa `head_kappa`, where an item
     # at the top of a few lists beats one halfway down many; the rest keep kappa 60's order,
@@ -113,6 +128,19 @@ SERVED = QueryPreset(
     # How much of selection's choice the lead and the locality read (selection picks this
     # many when k is smaller): 50 and 100 recall within noise of 30 at k = 10, and are slower.
     led_pool=30,
+    # In a user's conversation with an assistant, records and evidence nodes (sentences of
+    # the user's messages, an assistant's commitments) count a quarter of what raw turns
+    # count, and a window shows its neighbours' opening words: the user's turns are short
+    # and carry the facts whole, and the turns around them are an assistant's long replies.
+    with_assistant=WithAssistant(
+        channel_weights=(
+            ("node_vector", 0.25),
+            ("node_text", 0.25),
+            ("record_vector", 0.25),
+            ("record_text", 0.25),
+        ),
+        neighbour_tokens=20,
+    ),
 )
 
 # Each ablation is SERVED with its switches off; every ablation also leaves question

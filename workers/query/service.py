@@ -27,11 +27,12 @@ from workers.query.errors import AnswerUnavailable
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
-from workers.query.planner.wording import unique_queries
+from workers.query.planner.wording import about_the_history, unique_queries
 from workers.query.presets import ABLATIONS, SERVED, QueryPreset
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
 from workers.query.scorer import Scorer, lead
 from workers.query.selection import (
+    Candidate,
     Fused,
     FusedOrder,
     Reuse,
@@ -119,6 +120,8 @@ class QueryService:
         if preset.bridge:
             plan, routes = await _bridged(req.query, plan, routes, recall)
             t = watch.lap("bridge", t)
+        if preset.history_by_session and about_the_history(req.query):
+            routes = by_session(routes)
         if rerank:
             routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
             t = watch.lap("rerank", t)
@@ -203,6 +206,26 @@ async def _bridged(
         kept = [c for c in ranking.candidates if c.item_id not in read]
         planned[later], ranked[later] = route, RouteRanking(ranked[later].route_id, kept)
     return plan.model_copy(update={"routes": planned}), ranked
+
+
+MAX_SESSION_ROUTES = 8
+
+
+def by_session(routes: list[RouteRanking]) -> list[RouteRanking]:
+    """The candidates as one route per session, sessions in the order of their best
+    candidate (at most `MAX_SESSION_ROUTES`): selection's route coverage then keeps each
+    session's best items, which a question about the whole history needs from every one."""
+    sessions: dict[str, list[Candidate]] = {}
+    seen: set[str] = set()
+    for route in routes:
+        for c in route.candidates:
+            if c.item_id not in seen:
+                seen.add(c.item_id)
+                sessions.setdefault(c.session_id, []).append(c)
+    if len(sessions) < 2:
+        return routes
+    kept = list(sessions.items())[:MAX_SESSION_ROUTES]
+    return [RouteRanking(f"session:{s}", found) for s, found in kept]
 
 
 @dataclass(frozen=True)

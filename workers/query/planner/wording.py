@@ -58,6 +58,23 @@ _TYPE_RULES = (
 )
 
 
+# a question about the whole history ("in what order did I bring up ...", "summarize how my
+# project progressed across our conversations"): its evidence is spread over the sessions
+_HISTORY = re.compile(
+    r"\b(?:throughout|across|over the course of|in all of|during)\s+(?:all\s+)?(?:of\s+)?"
+    r"(?:our|my|the|these)\s+(?:\w+\s+)?(?:conversations?|discussions?|sessions?|chats?)\b"
+    r"|\b(?:in\s+)?(?:what|which)\s+order\b|\border\s+in\s+which\b"
+    r"|\bsummar(?:y|ize|ise|ized|ised)\b|\bhow\s+(?:has|have|did)\b.*\b(?:progress|evolve|develop)\w*",
+    re.IGNORECASE,
+)
+
+
+def about_the_history(question: str) -> bool:
+    """Whether the question asks about the conversation's whole history (an order, a
+    summary, a progression): its evidence is one part in each session, not the best five."""
+    return bool(_HISTORY.search(question))
+
+
 def question_type_of(question: str) -> QuestionType:
     """The first rule whose wording matches, in order of specificity; else `single`."""
     if not any(t.lower() not in QUESTION_STOPWORDS for t in _words(question)):
