@@ -99,6 +99,12 @@ _PREFERENCE = re.compile(
     r"\b(?:lov(?:e|es|ed|ing)|enjoy(?:s|ed|ing)?|prefer(?:s|red)?|favou?rite|hate[sd]?"
     r"|dislike[sd]?|can't stand|likes|(?:i|we|you|they|really|also|still|do|don't|would|'d) like)\b"
 )
+# An instruction that holds from now on ("Always include version numbers when I ask about
+# libraries"): a constraint on every later answer, whatever else the sentence mentions.
+_STANDING = re.compile(
+    r"^(?:please\s+)?(?:always|never|from now on|whenever|(?:do not|don't) ever"
+    r"|(?:make sure|remember) to always)\b"
+)
 # Checked in order on the lowercased sentence, after the preference and dated-event rules.
 _TYPE_RULES: list[tuple[MemoryType, str]] = [
     (MemoryType.event, rf"\b(?:{_PAST})\b.*\b{_TIME}\b|\b{_TIME}\b.*\b(?:{_PAST})\b"),
@@ -352,8 +358,11 @@ def _tags(text: str, scope: _Scope) -> list[str]:
 
 
 def _memory_type(sentence: str, t_ref: str) -> MemoryType:
-    """Preference cues first, then a date makes an event, then the first rule that fires."""
+    """A standing instruction first, then preference cues, then a date makes an event, then
+    the first rule that fires."""
     low = sentence.lower().replace("’", "'")
+    if _STANDING.search(low):
+        return MemoryType.constraint
     if _PREFERENCE.search(low):
         return MemoryType.preference
     if t_ref:

@@ -1,4 +1,5 @@
-"""What a search channel found, and the fields a candidate takes from a found row.
+"""What a search channel found, the channel lists a route fuses, and the fields a candidate
+takes from a found row.
 
 A k = 100 request handles thousands of hits, so a hit is a plain tuple and a row's fields
 are read once per request (`MultiRouteRecall` keeps them by item id).
@@ -7,8 +8,11 @@ are read once per request (`MultiRouteRecall` keeps them by item id).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
+
+from workers.query.presets import WithAssistant
 
 Hit = tuple[str, dict[str, Any], float, str | None]
 """One row a channel found: its item id, the row, the score it gave and the node it came
@@ -114,3 +118,57 @@ def _role(source_role: Any) -> str | None:
 
 def _iso(value: Any) -> str | None:
     return value.isoformat() if isinstance(value, datetime) else None
+
+
+@dataclass(frozen=True)
+class Linked:
+    """The records matched nodes link to, as the hits of a node channel (in `order`: record
+    id -> the node it came through), within the request's session if it names one."""
+
+    rows: dict[str, dict[str, Any]]
+    session_id: str | None
+
+    def __call__(self, order: dict[str, str]) -> list[Hit]:
+        rows, session_id = self.rows, self.session_id
+        return [
+            (record_item_id(rows[r]), rows[r], 1.0, nid)
+            for r, nid in order.items()
+            if r in rows and (session_id is None or rows[r]["source_session"] == session_id)
+        ]
+
+
+def channels(
+    got: dict[tuple[str, str, str], Any],
+    variants: list[str],
+    texts: list[str],
+    orders: list[dict[str, str]],
+    linked: Linked,
+    around: dict[str, dict[str, Any]],
+    chat: WithAssistant | None,
+) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]]]:
+    """The searches' rows as channel lists: vector channels per variant, full-text channels
+    per route text (`orders`: the records each node search links to, vector then text); the
+    user's standing constraints as one more channel in a conversation with an assistant."""
+    session_id = linked.session_id
+    vector_records, vector_turns = got["vector", "records", ""], got["vector", "turns", ""]
+    per_variant = {
+        v: [
+            Channel("node_vector", linked(orders[i])),
+            Channel("record_vector", record_hits(vector_records[i], session_id, "_distance")),
+            Channel("turn_vector", turn_hits(vector_turns[i], "_distance", around)),
+        ]
+        for i, v in enumerate(variants)
+    }
+    if chat is not None and ("vector", "standing", "") in got:
+        for i, v in enumerate(variants):
+            rows = got["vector", "standing", ""][i]
+            per_variant[v].append(Channel("standing", record_hits(rows, session_id, "_distance")))
+    per_route = {
+        t: [
+            Channel("node_text", linked(orders[len(variants) + j])),
+            Channel("record_text", record_hits(got["text", "records", t], session_id, "_score")),
+            Channel("turn_text", turn_hits(got["text", "turns", t], "_score", around)),
+        ]
+        for j, t in enumerate(texts)
+    }
+    return per_variant, per_route

@@ -26,15 +26,15 @@ from workers.embedding import Embedder
 from workers.query.adapter import QueryAdapter
 from workers.query.hits import (
     Channel,
-    Hit,
+    Linked,
     candidate_fields,
+    channels,
     is_record,
     record_hits,
     record_item_id,
-    turn_hits,
     turns_of,
 )
-from workers.query.passages import request_terms, shown
+from workers.query.passages import request_terms, show_passages, shown
 from workers.query.presets import SERVED, QueryPreset, WithAssistant
 from workers.query.selection import HEAD_SCORE, RRF_KAPPA, Candidate, RouteRanking
 from workers.query.timing import ChannelTimes
@@ -42,6 +42,7 @@ from workers.query.windows import WINDOW_TOKENS, spans, windows
 from workers.store import EvidenceStore
 
 SEARCH_NODE_TYPES = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.event_frame)
+STANDING = frozenset({"constraint"})  # what a user asked of every later answer
 
 
 class Budgets(NamedTuple):
@@ -234,6 +235,9 @@ class MultiRouteRecall:
             ("vector", "records", ""): (st.records.search_vectors, vecs, rec_b),
             ("vector", "turns", ""): (st.turns.search_vectors, vecs, turn_b, session_id),
         }
+        if with_assistant is not None and with_assistant.standing:
+            standing = (st.records.search_vectors, vecs, with_assistant.standing, STANDING)
+            calls["vector", "standing", ""] = standing
         for t in texts:
             calls["text", "nodes", t] = (st.nodes.search_text, t, node_b, node_types)
             calls["text", "records", t] = (st.records.search_text, t, rec_b)
@@ -247,7 +251,7 @@ class MultiRouteRecall:
         )
         got = dict(zip(calls, found, strict=True))
         terms = request_terms(variants)
-        turn_rows = _show_passages(got, terms)
+        turn_rows = show_passages(got, terms)
         chat = with_assistant if any(r.get("role") == "assistant" for r in turn_rows) else None
         neighbours = chat.neighbour_tokens if chat else None
         node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
@@ -259,26 +263,8 @@ class MultiRouteRecall:
                 clock.call, "windows", self._windows, ns, turn_rows, terms, neighbours
             ),
         )
-        linked = _Linked({r["id"]: r for r in records_found}, session_id)
-        vector_records, vector_turns = got["vector", "records", ""], got["vector", "turns", ""]
-        per_variant = {
-            v: [
-                Channel("node_vector", linked(orders[i])),
-                Channel("record_vector", record_hits(vector_records[i], session_id, "_distance")),
-                Channel("turn_vector", turn_hits(vector_turns[i], "_distance", around)),
-            ]
-            for i, v in enumerate(variants)
-        }
-        per_route = {
-            t: [
-                Channel("node_text", linked(orders[len(variants) + j])),
-                Channel(
-                    "record_text", record_hits(got["text", "records", t], session_id, "_score")
-                ),
-                Channel("turn_text", turn_hits(got["text", "turns", t], "_score", around)),
-            ]
-            for j, t in enumerate(texts)
-        }
+        linked = Linked({r["id"]: r for r in records_found}, session_id)
+        per_variant, per_route = channels(got, variants, texts, orders, linked, around, chat)
         return per_variant, per_route, dict(chat.channel_weights if chat else ())
 
     async def _search_records_only(
@@ -458,33 +444,3 @@ def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
 def _fts_text(queries: Sequence[str]) -> str:
     """The words of a route's query variants, each once, in order."""
     return " ".join(dict.fromkeys(w for q in queries for w in re.findall(r"\w+", q.lower())))
-
-
-@dataclass(frozen=True)
-class _Linked:
-    """The records matched nodes link to, as the hits of a node channel (in `order`: record
-    id -> the node it came through), within the request's session if it names one."""
-
-    rows: dict[str, dict[str, Any]]
-    session_id: str | None
-
-    def __call__(self, order: dict[str, str]) -> list[Hit]:
-        rows, session_id = self.rows, self.session_id
-        return [
-            (record_item_id(rows[r]), rows[r], 1.0, nid)
-            for r, nid in order.items()
-            if r in rows and (session_id is None or rows[r]["source_session"] == session_id)
-        ]
-
-
-def _show_passages(got: dict[tuple[str, str, str], Any], terms: frozenset[str]) -> list[Any]:
-    """The turn searches' rows as evidence shows them (a long turn: the passage `terms`
-    match), in place; every turn row found, for the windows. A vector search returns a list
-    of rows per query vector, a text search one list."""
-    rows: list[Any] = []
-    for key in [k for k in got if k[1] == "turns"]:
-        lists = got[key] if key[0] == "vector" else [got[key]]
-        lists = [[shown(r, terms) for r in found] for found in lists]
-        got[key] = lists if key[0] == "vector" else lists[0]
-        rows += [r for found in lists for r in found]
-    return rows

@@ -47,3 +47,16 @@ def shown(row: Row, terms: frozenset[str]) -> Row:
     )
     p = found[best]
     return {**row, "text": text[:head] + p.shown(body), "span": (p.start, p.end)}
+
+
+def show_passages(got: dict[tuple[str, str, str], Any], terms: frozenset[str]) -> list[Any]:
+    """The turn searches' rows as evidence shows them (a long turn: the passage `terms`
+    match), in place; every turn row found, for the windows. A vector search returns a list
+    of rows per query vector, a text search one list."""
+    rows: list[Any] = []
+    for key in [k for k in got if k[1] == "turns"]:
+        lists = got[key] if key[0] == "vector" else [got[key]]
+        lists = [[shown(r, terms) for r in found] for found in lists]
+        got[key] = lists if key[0] == "vector" else lists[0]
+        rows += [r for found in lists for r in found]
+    return rows

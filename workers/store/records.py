@@ -118,9 +118,15 @@ class RecordsTable(MergedTable[Occurrence]):
     # -- reads --------------------------------------------------------------------------------
 
     def search_vectors(
-        self, namespace: str, vectors: np.ndarray, limit: int
+        self,
+        namespace: str,
+        vectors: np.ndarray,
+        limit: int,
+        memory_types: frozenset[str] | None = None,
     ) -> list[list[dict[str, Any]]]:
-        return self.db.search_vectors(RECORDS, namespace, vectors, limit)
+        """Nearest records, a list per query vector; only of `memory_types` when given."""
+        match = {"memory_type": set(memory_types)} if memory_types is not None else None
+        return self.db.search_vectors(RECORDS, namespace, vectors, limit, match)
 
     def search_vector(self, namespace: str, vec: np.ndarray, limit: int) -> list[dict[str, Any]]:
         return self.search_vectors(namespace, np.asarray([vec]), limit)[0]

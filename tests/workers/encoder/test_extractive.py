@@ -392,3 +392,16 @@ def test_code_tables_and_headings_are_never_records() -> None:
     )
     texts = [r.semantic_text for r in records(("Ana", message))]
     assert texts == ["Ana deployed the tracker on a small server at home."]
+
+
+def test_a_standing_instruction_is_a_constraint() -> None:
+    recs = records(
+        ("Ana", "Always include version numbers when I ask about libraries."),
+        ("Ana", "Never use tabs in my code."),
+        ("Ana", "I always walk the dog at seven."),
+    )
+    assert [r.memory_type for r in recs] == [
+        MemoryType.constraint,
+        MemoryType.constraint,
+        MemoryType.fact,
+    ]
