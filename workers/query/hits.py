@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from workers.query.presets import WithAssistant
-
 Hit = tuple[str, dict[str, Any], float, str | None]
 """One row a channel found: its item id, the row, the score it gave and the node it came
 through."""
@@ -144,11 +142,9 @@ def channels(
     orders: list[dict[str, str]],
     linked: Linked,
     around: dict[str, dict[str, Any]],
-    chat: WithAssistant | None,
 ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]]]:
     """The searches' rows as channel lists: vector channels per variant, full-text channels
-    per route text (`orders`: the records each node search links to, vector then text); the
-    user's standing constraints as one more channel in a conversation with an assistant."""
+    per route text (`orders`: the records each node search links to, vector then text)."""
     session_id = linked.session_id
     vector_records, vector_turns = got["vector", "records", ""], got["vector", "turns", ""]
     per_variant = {
@@ -159,10 +155,6 @@ def channels(
         ]
         for i, v in enumerate(variants)
     }
-    if chat is not None and ("vector", "standing", "") in got:
-        for i, v in enumerate(variants):
-            rows = got["vector", "standing", ""][i]
-            per_variant[v].append(Channel("standing", record_hits(rows, session_id, "_distance")))
     per_route = {
         t: [
             Channel("node_text", linked(orders[len(variants) + j])),

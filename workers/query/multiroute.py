@@ -42,7 +42,6 @@ from workers.query.windows import WINDOW_TOKENS, spans, windows
 from workers.store import EvidenceStore
 
 SEARCH_NODE_TYPES = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.event_frame)
-STANDING = frozenset({"constraint"})  # what a user asked of every later answer
 
 
 class Budgets(NamedTuple):
@@ -235,9 +234,6 @@ class MultiRouteRecall:
             ("vector", "records", ""): (st.records.search_vectors, vecs, rec_b),
             ("vector", "turns", ""): (st.turns.search_vectors, vecs, turn_b, session_id),
         }
-        if with_assistant is not None and with_assistant.standing:
-            standing = (st.records.search_vectors, vecs, with_assistant.standing, STANDING)
-            calls["vector", "standing", ""] = standing
         for t in texts:
             calls["text", "nodes", t] = (st.nodes.search_text, t, node_b, node_types)
             calls["text", "records", t] = (st.records.search_text, t, rec_b)
@@ -264,7 +260,7 @@ class MultiRouteRecall:
             ),
         )
         linked = Linked({r["id"]: r for r in records_found}, session_id)
-        per_variant, per_route = channels(got, variants, texts, orders, linked, around, chat)
+        per_variant, per_route = channels(got, variants, texts, orders, linked, around)
         return per_variant, per_route, dict(chat.channel_weights if chat else ())
 
     async def _search_records_only(

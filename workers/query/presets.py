@@ -54,9 +54,6 @@ class WithAssistant:
     channel_weights: tuple[tuple[str, float], ...]
     # a window's neighbour longer than this shows its opening sentences
     neighbour_tokens: int
-    # the user's constraints nearest each query ("Always include version numbers when I ask
-    # about libraries") searched apart, this many, as the channel `standing` (0: none)
-    standing: int = 0
 
 
 @dataclass(frozen=True)

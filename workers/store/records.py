@@ -118,15 +118,9 @@ class RecordsTable(MergedTable[Occurrence]):
     # -- reads --------------------------------------------------------------------------------
 
     def search_vectors(
-        self,
-        namespace: str,
-        vectors: np.ndarray,
-        limit: int,
-        memory_types: frozenset[str] | None = None,
+        self, namespace: str, vectors: np.ndarray, limit: int
     ) -> list[list[dict[str, Any]]]:
-        """Nearest records, a list per query vector; only of `memory_types` when given."""
-        match = {"memory_type": set(memory_types)} if memory_types is not None else None
-        return self.db.search_vectors(RECORDS, namespace, vectors, limit, match)
+        return self.db.search_vectors(RECORDS, namespace, vectors, limit)
 
     def search_vector(self, namespace: str, vec: np.ndarray, limit: int) -> list[dict[str, Any]]:
         return self.search_vectors(namespace, np.asarray([vec]), limit)[0]
