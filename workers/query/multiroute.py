@@ -34,7 +34,7 @@ from workers.query.hits import (
     record_item_id,
     turns_of,
 )
-from workers.query.passages import request_terms, show_passages, shown
+from workers.query.passages import Shown, request_terms, show_passages
 from workers.query.presets import SERVED, QueryPreset, WithAssistant
 from workers.query.selection import HEAD_SCORE, RRF_KAPPA, Candidate, RouteRanking
 from workers.query.timing import ChannelTimes
@@ -246,8 +246,8 @@ class MultiRouteRecall:
             self.config.max_concurrent_searches,
         )
         got = dict(zip(calls, found, strict=True))
-        terms = request_terms(variants)
-        turn_rows = show_passages(got, terms)
+        show = Shown(request_terms(variants))
+        turn_rows = show_passages(got, show)
         chat = with_assistant if any(r.get("role") == "assistant" for r in turn_rows) else None
         neighbours = chat.neighbour_tokens if chat else None
         node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
@@ -256,7 +256,7 @@ class MultiRouteRecall:
         records_found, around = await asyncio.gather(
             asyncio.to_thread(clock.call, "links", st.records.by_ids, ns, wanted),
             asyncio.to_thread(
-                clock.call, "windows", self._windows, ns, turn_rows, terms, neighbours
+                clock.call, "windows", self._windows, ns, turn_rows, show, neighbours
             ),
         )
         linked = Linked({r["id"]: r for r in records_found}, session_id)
@@ -286,7 +286,7 @@ class MultiRouteRecall:
         self,
         namespace: str,
         hits: list[dict[str, Any]],
-        terms: frozenset[str],
+        show: Shown,
         neighbour_tokens: int | None,
     ) -> dict[str, dict[str, Any]]:
         """Raw-turn hits -> their windows of neighbouring turns (one read for all hits); a
@@ -294,7 +294,7 @@ class MultiRouteRecall:
         radius = self.config.turn_window
         if radius <= 0 or not hits:
             return {}
-        near = [shown(r, terms) for r in self.store.turns.near(namespace, spans(hits, radius))]
+        near = [show(r) for r in self.store.turns.near(namespace, spans(hits, radius))]
         return windows(
             hits,
             near,

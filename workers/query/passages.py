@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
-from workers.text.passages import from_json
+from workers.text.passages import Passage, from_json
 from workers.vocabulary import QUESTION_STOPWORDS, SIMILARITY_STOPWORDS
 
 Row = dict[str, Any]
@@ -34,29 +34,57 @@ def request_terms(texts: Iterable[str]) -> frozenset[str]:
 def shown(row: Row, terms: frozenset[str]) -> Row:
     """The row as evidence shows it: its best passage in `text`, with `span`, when the turn
     was cut into passages; the row itself otherwise."""
-    found = from_json(row.get("passages"))
-    if len(found) <= 1:
+    stored = row.get("passages")
+    if not stored:
         return row
     text = row["text"]
     prefix = f"{row.get('speaker') or row.get('role')}: "  # as `schemas.exchange.render_turn`
     head = len(prefix) if text.startswith(prefix) else 0
-    body = text[head:]
-    best = max(
-        range(len(found)),
-        key=lambda i: (len(terms & stems(found[i].shown(body))), -i),
-    )
-    p = found[best]
-    return {**row, "text": text[:head] + p.shown(body), "span": (p.start, p.end)}
+    cut = _cut(stored, text[head:])
+    if not cut:
+        return row
+    best = max(range(len(cut)), key=lambda i: (len(terms & cut[i][2]), -i))
+    p, passage, _ = cut[best]
+    return {**row, "text": text[:head] + passage, "span": (p.start, p.end)}
 
 
-def show_passages(got: dict[tuple[str, str, str], Any], terms: frozenset[str]) -> list[Any]:
-    """The turn searches' rows as evidence shows them (a long turn: the passage `terms`
-    match), in place; every turn row found, for the windows. A vector search returns a list
-    of rows per query vector, a text search one list."""
+@lru_cache(maxsize=8192)
+def _cut(stored: str, body: str) -> tuple[tuple[Passage, str, frozenset[str]], ...]:
+    """A turn's passages, each with what it shows and its words (a turn recurs in request
+    after request)."""
+    found = from_json(stored)
+    if len(found) <= 1:
+        return ()
+    return tuple((p, text := p.shown(body), stems(text)) for p in found)
+
+
+class Shown:
+    """Rows as one request shows them (`shown`): a turn's passage chosen once per request,
+    each row keeping its own fields (a channel's score among them)."""
+
+    def __init__(self, terms: frozenset[str]) -> None:
+        self.terms = terms
+        self._chosen: dict[str, tuple[str, tuple[int, int]] | None] = {}
+
+    def __call__(self, row: Row) -> Row:
+        if not row.get("passages"):
+            return row
+        rid = row["id"]
+        if rid not in self._chosen:
+            out = shown(row, self.terms)
+            self._chosen[rid] = (out["text"], out["span"]) if out is not row else None
+        chosen = self._chosen[rid]
+        return row if chosen is None else {**row, "text": chosen[0], "span": chosen[1]}
+
+
+def show_passages(got: dict[tuple[str, str, str], Any], show: Shown) -> list[Any]:
+    """The turn searches' rows as evidence shows them (a long turn: the passage the
+    request's words match), in place; every turn row found, for the windows. A vector search
+    returns a list of rows per query vector, a text search one list."""
     rows: list[Any] = []
     for key in [k for k in got if k[1] == "turns"]:
         lists = got[key] if key[0] == "vector" else [got[key]]
-        lists = [[shown(r, terms) for r in found] for found in lists]
+        lists = [[show(r) for r in found] for found in lists]
         got[key] = lists if key[0] == "vector" else lists[0]
         rows += [r for found in lists for r in found]
     return rows

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from workers.tokens import count_tokens
@@ -44,12 +45,18 @@ def spans(hits: Iterable[Row], radius: int) -> list[tuple[str, int, int]]:
     return out
 
 
+@lru_cache(maxsize=32768)
+def _count(text: str) -> int:
+    """Tokens of a turn's text; the same turns recur in request after request."""
+    return count_tokens(text)
+
+
 def windows(
     hits: Iterable[Row],
     neighbours: Sequence[Row],
     radius: int,
     max_tokens: int = WINDOW_TOKENS,
-    count: Callable[[str], int] = count_tokens,
+    count: Callable[[str], int] | None = None,
     neighbour_tokens: int | None = None,
 ) -> dict[str, Row]:
     """Each hit's row id -> its window row; hits with no neighbour stay out (kept as turns).
@@ -58,6 +65,7 @@ def windows(
     one per line, all their turn ids in order and the id
     `namespace/session/first_turn..last_turn`, so two hits with the same window merge.
     """
+    count = count or _count
     ordered: dict[str, list[Row]] = defaultdict(list)
     for row in neighbours:
         ordered[row["session_id"]].append(row)
