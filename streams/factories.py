@@ -142,26 +142,23 @@ def embedding_info(settings: Settings) -> tuple[str, int]:
 
 
 def scorer_of(settings: Settings) -> Scorer | None:
-    """The query stage's second stage (`LYCHEE_QUERY_SCORER`)."""
-    from workers.query.scorer import FITTED_PATH, load_scorer
+    """The query stage's second stage (`LYCHEE_QUERY_SCORER`): None when off."""
+    from workers.query.scorer import load_scorer
 
-    return load_scorer(FITTED_PATH) if settings.query.scorer == "fitted" else None
+    return None if settings.query.scorer == "off" else load_scorer(Path(settings.query.scorer))
 
 
 def adapter_of(settings: Settings, embedder: Embedder) -> QueryAdapter | None:
-    """The query stage's question-vector adapter (`LYCHEE_QUERY_ADAPTER`). The fitted one
-    applies only to the model it was fitted for; a path given for another model is an error."""
-    from workers.query.adapter import FITTED_PATH, load_adapter
+    """The query stage's question-vector adapter (`LYCHEE_QUERY_ADAPTER`): None when off. An
+    adapter applies only to the model it was fitted for; one for another model is an error."""
+    from workers.query.adapter import load_adapter
     from workers.query.errors import AdapterError
 
     if settings.query.adapter == "off":
         return None
-    fitted = settings.query.adapter == "fitted"
-    adapter = load_adapter(FITTED_PATH if fitted else Path(settings.query.adapter))
+    adapter = load_adapter(Path(settings.query.adapter))
     if adapter.fits(embedder.model_name, embedder.dim):
         return adapter
-    if fitted:
-        return None
     raise AdapterError(
         f"LYCHEE_QUERY_ADAPTER={settings.query.adapter}: fitted for {adapter.model} "
         f"({adapter.matrix.shape[0]} dimensions), not {embedder.model_name} ({embedder.dim})"

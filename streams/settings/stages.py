@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
@@ -138,19 +138,22 @@ class QuerySettings(Group):
         default=None,
         description="a retrieval ablation for requests that name none (a request's own wins)",
     )
-    scorer: Literal["fitted", "off"] = Field(
-        default="fitted",
-        description="the second stage where no cross-encoder is set: a fitted linear scorer "
-        "moves its most likely items (the query preset's lead) of selection's top 30 (top k "
-        "when larger) to the front, or off (selection's order)",
+    scorer: str = Field(
+        default="off",
+        min_length=1,
+        description="the second stage where no cross-encoder is set: 'off' (selection's "
+        "order), or the path of a linear scorer written by "
+        "`python -m tests.evals.fit_scorer DUMP --out PATH`, which moves its most likely items "
+        "(the query preset's lead) of selection's top 30 (top k when larger) to the front "
+        "([why off](docs/decisions.md#no-fitted-query-adapter-or-scorer-is-served))",
     )
     adapter: str = Field(
-        default="fitted",
+        default="off",
         min_length=1,
-        description="question vectors moved toward the statements that answer them: 'fitted' "
-        "(workers/query/adapter.npz, for the bundled MiniLM; not applied to another embedding "
-        "model), 'off', or the path of an adapter written by "
-        "`python -m tests.evals.fit_adapter --out PATH`",
+        description="question vectors moved toward the statements that answer them: 'off' "
+        "(the embedding model's own), or the path of an adapter written by "
+        "`python -m tests.evals.fit_adapter --data FILE --out PATH` for the embedding model "
+        "in use ([why off](docs/decisions.md#no-fitted-query-adapter-or-scorer-is-served))",
     )
     turn_window: int = Field(
         default=1,
@@ -178,9 +181,9 @@ class QuerySettings(Group):
         description="rerank pool per route: max(this, 4k) (paper App. C.4)",
     )
 
-    @field_validator("adapter")
+    @field_validator("scorer", "adapter")
     @classmethod
-    def _adapter(cls, value: str) -> str:
-        if value not in ("fitted", "off") and not Path(value).is_file():
-            raise ValueError(f"'fitted', 'off' or an adapter file; no file at {value}")
+    def _fitted_file(cls, value: str) -> str:
+        if value != "off" and not Path(value).is_file():
+            raise ValueError(f"'off' or a fitted file; no file at {value}")
         return value

@@ -1,4 +1,4 @@
-"""`python -m tests.evals.fit_adapter --data FILE`: fit the query adapter on a LoCoMo split.
+"""`python -m tests.evals.fit_adapter --data FILE --out PATH`: fit the query adapter on a split.
 
 Every question with evidence is paired with the turns that answer it; the map `v + v @ A`
 of question vectors is fitted by a softmax over the question's conversation's turns (the
@@ -6,9 +6,8 @@ answering turns as targets, every other turn of that conversation as a negative)
 ridge penalty on `A` so it stays near the identity (`workers.query.adapter`). It prints dense
 retrieval over raw turns, plain and adapted, with each conversation's adapter fitted on the
 others (leave-one-conversation-out), and how far the adapter fitted on every conversation
-moves a question (the cosine with its own vector), then writes that adapter
-(`--out`, default the served `workers/query/adapter.npz`) with the data, commit and command
-that produced it. `--held-back DIR` also writes each conversation's held-back adapter as
+moves a question (the cosine with its own vector), then writes that adapter to `--out`
+with the data, commit and command that produced it; `LYCHEE_QUERY_ADAPTER=PATH` serves it. `--held-back DIR` also writes each conversation's held-back adapter as
 DIR/<namespace>.npz, to measure the whole pipeline held back
 (`recall_probe --held-back-adapters DIR`).
 """
@@ -30,7 +29,7 @@ from workers.embedding import Embedder
 from workers.embedding.model import plain_model_name
 from workers.errors import DatasetError
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, RankedItem, aggregate
-from workers.query.adapter import FITTED_PATH, QueryAdapter
+from workers.query.adapter import QueryAdapter
 
 TEMPERATURE = 0.05  # of the softmax over a conversation's turns (cosine similarities)
 KS = (10, 30)  # the depths reported
@@ -127,7 +126,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, required=True)
     parser.add_argument("--ridge", type=float, default=0.1, help="penalty on the shift A")
     parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--out", type=Path, default=FITTED_PATH)
+    parser.add_argument("--out", type=Path, required=True, help="write the adapter here (.npz)")
     parser.add_argument("--held-back", type=Path, help="also write each held-back adapter here")
     args = parser.parse_args()
     embedder = model_embedder(Settings())

@@ -1,6 +1,6 @@
-"""`python -m tests.evals.fit_scorer DUMP`: fit the second stage's weights and its lead.
+"""`python -m tests.evals.fit_scorer DUMP --out PATH`: fit the second stage's weights and lead.
 
-DUMP is `recall_probe --dump` output on the LoCoMo dev split (with the second stage off):
+DUMP is `recall_probe --dump` output on a LoCoMo-layout split (with the second stage off):
 every question's evidence (100 items) with the scores recall and fusion gave. Each item is
 labelled by whether it covers a gold turn and a logistic regression is fitted over
 `workers.query.scorer.FEATURES`; then the lead (how many of the scorer's most likely items
@@ -9,10 +9,11 @@ budget, among the leads that lower no category's budget recall. It prints the fi
 served, re-ranked by the scorer alone, and led, each with the weights and lead fitted on
 every conversation and with each conversation's fitted on the others (leave-one-
 conversation-out), then the weights and lead fitted on every conversation. `--out PATH`
-writes those weights as the product loads them (the served file is `workers/query/scorer.json`),
-with the dump, commit and command that produced them; the lead is the served preset's (`workers.query.presets.SERVED.lead`).
+writes those weights as the product loads them (`LYCHEE_QUERY_SCORER=PATH` serves them), with
+the dump, commit and command that produced them; the lead is the served preset's
+(`workers.query.presets.SERVED.lead`).
 
-`--late-interaction` adds one feature the served scorer does not have, MaxSim of the
+`--late-interaction` adds one feature the product's scorer does not have, MaxSim of the
 question's MiniLM token vectors over each item's (`tests.evals.late_interaction`), and
 prints what it would buy and what it would cost a request.
 """
@@ -192,7 +193,10 @@ def main() -> None:
         "--late-interaction", action="store_true", help="also with MaxSim over token vectors"
     )
     parser.add_argument(
-        "--out", type=Path, help="write the weights fitted on every conversation here (JSON)"
+        "--out",
+        type=Path,
+        required=True,
+        help="write the weights fitted on every conversation here (JSON)",
     )
     args = parser.parse_args()
     try:
@@ -217,9 +221,8 @@ def main() -> None:
         print(f"  {name:<16} {w:+.3f}")
     print(repr(everything))
     print(repr(led))
-    if args.out:
-        everything.save(args.out, provenance("tests.evals.fit_scorer", args.dump))
-        print(f"wrote {args.out}")
+    everything.save(args.out, provenance("tests.evals.fit_scorer", args.dump))
+    print(f"wrote {args.out}")
     if args.late_interaction:
         late_interaction(dump, args.c)
 

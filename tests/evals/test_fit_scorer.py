@@ -98,11 +98,13 @@ def test_the_command_refuses_a_file_that_is_not_a_dump_by_its_name(
 ) -> None:
     path = tmp_path / "replies.json"
     path.write_bytes(content)
-    monkeypatch.setattr(sys, "argv", ["fit_scorer", str(path)])
+    out = tmp_path / "scorer.json"
+    monkeypatch.setattr(sys, "argv", ["fit_scorer", str(path), "--out", str(out)])
     with pytest.raises(SystemExit) as stop:
         main()
     assert stop.value.code == 2
     assert f"{path}: {named}" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_the_command_writes_the_weights_the_product_loads_with_what_made_them(
@@ -117,3 +119,15 @@ def test_the_command_writes_the_weights_the_product_loads_with_what_made_them(
     assert body["command"] == f"python -m tests.evals.fit_scorer {dump} --out {out}"
     assert str(dump) in body["data"] and "sha256" in body["data"] and body["commit"]
     assert load_scorer(out).weights == tuple(body["weights"])
+
+
+def test_the_command_writes_nowhere_it_is_not_told(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump = tmp_path / "dump.json"
+    dump.write_text(json.dumps(_dump()))
+    monkeypatch.setattr(sys, "argv", ["fit_scorer", str(dump)])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 2
+    assert "--out" in capsys.readouterr().err

@@ -14,7 +14,7 @@ from streams.settings import Settings
 from tests.fakes.openai_server import FakeOpenAI
 from workers.query.adapter import QueryAdapter
 from workers.query.errors import AdapterError
-from workers.query.scorer import FITTED_PATH, load_scorer
+from workers.query.scorer import FEATURES, PROVENANCE, Scorer, load_scorer
 
 
 def test_openai_embedder_from_settings_against_a_compatible_server() -> None:
@@ -53,27 +53,37 @@ def test_make_embedder_repeated_text_is_embedded_once_by_the_endpoint() -> None:
         assert sent == ["same text", "other"]
 
 
-def test_query_adapter_off_fitted_for_another_model_or_a_path_that_does_not_fit(
+def test_query_adapter_off_by_default_a_path_for_the_model_or_one_for_another_refused(
     tmp_path: Path,
 ) -> None:
     minilm = SimpleNamespace(model_name="all-MiniLM-L6-v2", dim=384)
     other = SimpleNamespace(model_name="text-embedding-3-small", dim=384)
+    assert adapter_of(Settings.load(None), minilm) is None  # type: ignore[arg-type]
     off = Settings.load(None, query={"adapter": "off"})
     assert adapter_of(off, minilm) is None  # type: ignore[arg-type]
-    fitted = Settings.load(None)
-    assert adapter_of(fitted, minilm) is not None  # type: ignore[arg-type]
-    assert adapter_of(fitted, other) is None  # type: ignore[arg-type]  # another model's geometry
     mine = tmp_path / "mine.npz"
     QueryAdapter("all-MiniLM-L6-v2", np.zeros((384, 384), np.float32)).save(mine)
     named = Settings.load(None, query={"adapter": str(mine)})
-    assert adapter_of(named, minilm) is not None  # type: ignore[arg-type]
-    with pytest.raises(AdapterError, match="fitted for all-MiniLM-L6-v2.*not text-embedding"):
+    loaded = adapter_of(named, minilm)  # type: ignore[arg-type]
+    assert loaded is not None and loaded.model == "all-MiniLM-L6-v2"
+    int8 = SimpleNamespace(model_name="int8:all-MiniLM-L6-v2", dim=384)  # the same geometry
+    assert adapter_of(named, int8) is not None  # type: ignore[arg-type]
+    with pytest.raises(
+        AdapterError,
+        match="LYCHEE_QUERY_ADAPTER=.*mine.npz: fitted for all-MiniLM-L6-v2.*not text-embedding",
+    ):
         adapter_of(named, other)  # type: ignore[arg-type]
-    with pytest.raises(ValidationError, match="no file at"):
-        Settings.load(None, query={"adapter": str(tmp_path / "missing.npz")})
+    for gone in ("fitted", str(tmp_path / "missing.npz")):
+        with pytest.raises(ValidationError, match="no file at"):
+            Settings.load(None, query={"adapter": gone})
 
 
-def test_query_scorer_fitted_is_the_shipped_file_and_off_is_none() -> None:
-    fitted = scorer_of(Settings.load(None))
-    assert fitted == load_scorer(FITTED_PATH)
+def test_query_scorer_off_by_default_or_the_file_named(tmp_path: Path) -> None:
+    assert scorer_of(Settings.load(None)) is None
     assert scorer_of(Settings.load(None, query={"scorer": "off"})) is None
+    mine, n = tmp_path / "scorer.json", len(FEATURES)
+    Scorer((0.5,) * n, (0.0,) * n, (1.0,) * n, -2.0).save(mine, dict.fromkeys(PROVENANCE, "x"))
+    assert scorer_of(Settings.load(None, query={"scorer": str(mine)})) == load_scorer(mine)
+    for gone in ("fitted", str(tmp_path / "missing.json")):
+        with pytest.raises(ValidationError, match="no file at"):
+            Settings.load(None, query={"scorer": gone})

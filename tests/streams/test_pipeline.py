@@ -101,7 +101,8 @@ async def test_pipeline_conversation_is_searchable_with_provenance(stack: Stack,
         assert top.turn_ids in (["D0:3"], ["D0:2", "D0:3", "D0:4"]) and top.session_id == "s0"
         assert top.date == datetime(2024, 3, 2, 18, 0)
         assert "Bubbles" in top.text
-        assert {"rrf", "best", "route", "final", "second"} <= set(top.scores)
+        assert {"rrf", "best", "route", "final"} <= set(top.scores)
+        assert "second" not in top.scores  # no second stage unless a fitted one is named
         turns = [e for e in reply.evidence if e.kind == "turn"]
         assert all(e.speaker for e in turns)
         assert {"plan", "recall", "selection", "total"} <= set(reply.timings_ms)

@@ -3,11 +3,13 @@
 A question and the turn that answers it are worded differently (a question asks "what ...?",
 its answer states "I did ..."), and a sentence embedding model trained on symmetric pairs
 places a question nearer other questions and other mentions of its names than the answer.
-The adapter moves a question's vector by `v + v @ A`, renormalized, with `A` fitted on the
-dev split's questions and the turns that answer them (a contrastive loss over each
-conversation's turns, ridge-penalized toward the identity; `tests.evals.fit_adapter`).
-Only question vectors move: stored vectors stay as they were embedded, so no re-index, and
-switching it off (`LYCHEE_QUERY_ADAPTER=off`) restores the plain model's geometry.
+The adapter moves a question's vector by `v + v @ A`, renormalized, with `A` fitted on a
+split's questions and the turns that answer them (a contrastive loss over each
+conversation's turns, ridge-penalized toward the identity; `tests.evals.fit_adapter` writes
+the file, `LYCHEE_QUERY_ADAPTER` names it). Only question vectors move: stored vectors stay
+as they were embedded, so no re-index, and switching it off restores the plain model's
+geometry. It is off by default: held back, it gains too little recall to earn its place
+(docs/decisions.md).
 
 The matrix is fitted for one embedding model; for any other model it does not apply.
 """
@@ -23,8 +25,6 @@ import numpy as np
 
 from workers.embedding.model import plain_model_name
 from workers.query.errors import AdapterError
-
-FITTED_PATH = Path(__file__).with_name("adapter.npz")
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@ Recall hands every candidate to fusion with its channel scores (vector similarit
 scores, the date route), its kind and its text. Reciprocal-rank fusion reads only ranks;
 this scorer reads the scores themselves, the candidate's length and how much of the
 question's wording and names it holds, and weighs them with coefficients fitted by
-logistic regression on the LoCoMo dev split, one conversation held back at a time
-(`tests/evals/fit_scorer.py` fits and reports them and writes `scorer.json`, which names the
-data, commit and command that produced it; the held-back figures are in docs/bench/).
+logistic regression on a split's recall dump, one conversation held back at a time
+(`tests/evals/fit_scorer.py` fits and reports them and writes the file, which names the
+data, commit and command that produced it; `LYCHEE_QUERY_SCORER` names the file). It is
+off by default: held back, it gains too little recall to earn its place (docs/decisions.md).
 Nothing in it names a dataset's people, places or questions: the features are generic, and
 the weights are fourteen numbers and a bias. It does not re-rank selection's choice; it moves
 its few most likely items to the front (`lead`).
@@ -45,7 +46,6 @@ _WORD = re.compile(r"[a-z0-9]+")
 _NAME = re.compile(r"\b[A-Z][a-zà-ÿ’'-]+")
 _STOP = QUESTION_STOPWORDS | SIMILARITY_STOPWORDS
 STEM = 5  # words compared by their first letters: "painted" ~ "painting", "feeds" ~ "feed"
-FITTED_PATH = Path(__file__).with_name("scorer.json")
 PROVENANCE = ("data", "commit", "command", "written_at")
 
 
@@ -65,7 +65,7 @@ class Scorer:
 
     def save(self, path: Path, provenance: Mapping[str, str]) -> None:
         """Write the weights as JSON (floats round-trip exactly) with what produced them:
-        at least the `PROVENANCE` fields, so that a served file can be traced and refitted."""
+        at least the `PROVENANCE` fields, so that a file in use can be traced and refitted."""
         missing = [k for k in PROVENANCE if not provenance.get(k)]
         if missing:
             raise ValueError(f"scorer provenance without {', '.join(missing)}")

@@ -58,11 +58,11 @@ class QueryDeps:
     planner: Planner = field(default_factory=HeuristicPlanner)
     answerer: LLMAnswerer | None = None
     reranker: Reranker | None = None
-    # the second stage where no cross-encoder reranks (None: off; the fitted one is
-    # `workers/query/scorer.json`, chosen by LYCHEE_QUERY_SCORER), led as the preset says
+    # the second stage where no cross-encoder reranks (None: off; a fitted file is named by
+    # LYCHEE_QUERY_SCORER), led as the preset says
     scorer: Scorer | None = None
     # question vectors moved toward the statements that answer them (None: the model's own;
-    # the fitted one is `workers/query/adapter.npz`, chosen by LYCHEE_QUERY_ADAPTER)
+    # a fitted file is named by LYCHEE_QUERY_ADAPTER)
     adapter: QueryAdapter | None = None
 
 

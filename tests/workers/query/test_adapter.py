@@ -38,13 +38,6 @@ def test_save_and_load_round_trip(tmp_path: Path) -> None:
     assert np.array_equal(load_adapter(tmp_path / "p.npz").matrix, a.matrix)
 
 
-def test_the_shipped_adapter_says_what_data_commit_and_command_made_it() -> None:
-    from workers.query.adapter import FITTED_PATH
-
-    with np.load(FITTED_PATH) as f:
-        assert all(str(f[k]) for k in ("data", "commit", "command", "written_at"))
-
-
 @pytest.mark.parametrize("content", [b"not an npz", None], ids=["garbage", "not square"])
 def test_a_file_that_is_not_an_adapter_is_refused_by_name(
     tmp_path: Path, content: bytes | None
@@ -56,16 +49,3 @@ def test_a_file_that_is_not_an_adapter_is_refused_by_name(
         path.write_bytes(content)
     with pytest.raises(AdapterError, match="bad.npz"):
         load_adapter(path)
-
-
-def test_the_shipped_adapter_moves_questions_of_the_bundled_minilm_without_replacing_them() -> None:
-    from streams.factories import adapter_of, make_embedder
-    from streams.settings import Settings
-
-    settings = Settings.load(None)
-    embedder = make_embedder(settings)
-    a = adapter_of(settings, embedder)
-    assert a is not None and a.matrix.shape == (384, 384) and np.isfinite(a.matrix).all()
-    q = embedder.embed(["Where does Bo work now?", "What did Ana paint last weekend?"])
-    kept = (a.apply(q) * q).sum(axis=1)  # ridge-penalized: a question keeps most of its direction
-    assert ((kept > 0.5) & (kept < 0.99)).all()

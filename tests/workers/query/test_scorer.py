@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,7 +15,6 @@ from workers.query.errors import ScorerError
 from workers.query.presets import Lead
 from workers.query.scorer import (
     FEATURES,
-    FITTED_PATH,
     PROVENANCE,
     Scorer,
     features,
@@ -100,11 +101,22 @@ def test_without_a_second_stage_final_is_the_fusion_score() -> None:
     assert f.second is None and "second" not in f.scores()
 
 
-def test_the_shipped_scorer_weighs_the_features_in_their_order_and_says_what_made_it() -> None:
-    body = json.loads(FITTED_PATH.read_text())
+def written(path: Path) -> dict[str, Any]:
+    """A scorer file as `Scorer.save` writes it (as `tests.evals.fit_scorer --out` does), read
+    back as JSON."""
+    n = len(FEATURES)
+    Scorer((0.5,) * n, (0.0,) * n, (1.0,) * n, -2.0).save(path, {k: "x" for k in PROVENANCE})
+    body: dict[str, Any] = json.loads(path.read_text())
+    return body
+
+
+def test_a_written_scorer_weighs_the_features_in_their_order_and_says_what_made_it(
+    tmp_path: Path,
+) -> None:
+    body = written(tmp_path / "s.json")
     assert tuple(body["features"]) == FEATURES
     assert all(body[k] for k in PROVENANCE)
-    scorer = load_scorer(FITTED_PATH)
+    scorer = load_scorer(tmp_path / "s.json")
     assert len(scorer.weights) == len(scorer.mean) == len(scorer.scale) == len(FEATURES)
 
 
@@ -120,29 +132,24 @@ def test_save_and_load_round_trip_every_float_exactly(tmp_path: Path) -> None:
         scorer.save(tmp_path / "t.json", {**made, "commit": ""})
 
 
-def _shipped() -> dict[str, object]:
-    body: dict[str, object] = json.loads(FITTED_PATH.read_text())
-    return body
-
-
 @pytest.mark.parametrize(
     ("content", "says"),
     [
         (None, "No such file"),
-        ("not json", "JSONDecodeError"),
-        ("[1, 2]", "TypeError"),
-        (json.dumps({**_shipped(), "bias": None}), "TypeError"),
-        (json.dumps({k: v for k, v in _shipped().items() if k != "scale"}), "scale"),
-        (json.dumps({**_shipped(), "features": list(reversed(FEATURES))}), "features"),
-        (json.dumps({**_shipped(), "weights": [1.0]}), "values per field"),
+        (lambda _: "not json", "JSONDecodeError"),
+        (lambda _: "[1, 2]", "TypeError"),
+        (lambda body: json.dumps({**body, "bias": None}), "TypeError"),
+        (lambda body: json.dumps({k: v for k, v in body.items() if k != "scale"}), "scale"),
+        (lambda body: json.dumps({**body, "features": list(reversed(FEATURES))}), "features"),
+        (lambda body: json.dumps({**body, "weights": [1.0]}), "values per field"),
     ],
     ids=["missing", "not json", "not an object", "no bias", "no scale", "features", "short"],
 )
 def test_a_missing_or_malformed_scorer_file_is_refused_by_name(
-    tmp_path: Path, content: str | None, says: str
+    tmp_path: Path, content: Callable[[dict[str, Any]], str] | None, says: str
 ) -> None:
     path = tmp_path / "scorer.json"
     if content is not None:
-        path.write_text(content)
+        path.write_text(content(written(path)))
     with pytest.raises(ScorerError, match=f"{path}.*{says}"):
         load_scorer(path)
