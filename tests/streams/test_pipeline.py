@@ -276,10 +276,8 @@ def test_sync_client_add_flush_search(stack: Stack, settings) -> None:  # type: 
         memory.flush(ns, "s0", after_seq=len(DIALOGUE) - 1)
         asyncio.run(_drained(settings.kafka.bootstrap))
         reply = memory.search(ns, "bike repair shop job offer", k=2)
-        # the head puts the window around the answering turn D0:6 first
-        assert reply.evidence[0].turn_ids == ["D0:5", "D0:6", "D0:7"], [
-            e.turn_ids for e in reply.evidence
-        ]
+        # the answering turn first, alone or in its window
+        assert "D0:6" in reply.evidence[0].turn_ids, [e.turn_ids for e in reply.evidence]
 
 
 async def _drained(bootstrap: str) -> None:

@@ -187,8 +187,10 @@ async def _bridged(
     recall: Callable[..., Awaitable[list[RouteRanking]]],
 ) -> tuple[Plan, list[RouteRanking]]:
     """A later part of a coordinated question that refers back ("who fed it") searched again
-    with the name the earlier part's best items give (`workers.query.bridge`), without those
-    items (the earlier route keeps them); the plan in the reply shows the part as searched."""
+    with the name the earlier part's best items give (`workers.query.bridge`), those items
+    ranked last: they answer the earlier part, and what they do not say about the later one
+    comes first, while their coverage of the question's routes stays whole. The plan in the
+    reply shows the part as searched."""
     planned, ranked = list(plan.routes), list(routes)
     for earlier, later in bridges(question, planned):
         best = by_head(ranked[earlier].candidates)[:READ]
@@ -203,7 +205,9 @@ async def _bridged(
         alone = plan.model_copy(update={"routes": [route]})
         (ranking,) = await recall(alone, route.queries[0], depth=None)
         read = {c.item_id for c in best}
+        # those items last: the later part searches past them, and they still cover it
         kept = [c for c in ranking.candidates if c.item_id not in read]
+        kept += [c for c in ranking.candidates if c.item_id in read]
         planned[later], ranked[later] = route, RouteRanking(ranked[later].route_id, kept)
     return plan.model_copy(update={"routes": planned}), ranked
 

@@ -361,3 +361,31 @@ async def test_a_question_about_a_person_puts_their_own_words_first(tmp_path: Pa
         )
         records = [e for e in reply.evidence if e.kind == "record" and e.turn_ids[0] in by]
         assert [by[e.turn_ids[0]] for e in records] == [who, "Omar" if who == "Lea" else "Lea"]
+
+
+async def test_what_answers_a_bridged_questions_first_part_still_covers_its_later_part(
+    tmp_path: Path,
+) -> None:
+    """The later part ("where does it start") is searched with the name the first part's
+    answer gives and past that answer, which keeps its place in both routes: the item that
+    answers both parts comes first, not one that only shares the later part's words."""
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    index_batches(
+        s,
+        [
+            batch("a", 0, ["Ann signed up for the Riverside Half Marathon on May 19"]),
+            batch("a", 1, ["The Riverside Half Marathon start is on Pier Street"]),
+            batch("a", 2, ["Ann starts the new job where the bus line starts"]),
+            batch("a", 3, ["Ann bought trail shoes for the marathon"]),
+        ],
+        HashEmbedder(),
+    )
+    reply = await service(s).search(
+        request("a", "When is the half marathon and where does it start?", k=4)
+    )
+
+    assert reply.plan and "Riverside Half Marathon" in reply.plan["routes"][1]["queries"][0]
+    first = reply.evidence[0]
+    assert "Riverside" in first.text and first.routes == ["r0", "r1"], [
+        (e.text, e.routes) for e in reply.evidence
+    ]
