@@ -52,15 +52,19 @@ both in semantic_text and in temporal.
 the real speaker, whatever the turn's role says.
 4. When a named speaker says "I", "me" or "my", write that speaker's name. Do not call a \
 named speaker "the user"; say "the user" only when no name is known.
-5. Keep durable facts, preferences, plans, constraints and events stated by any real \
-participant. Skip greetings, filler, acknowledgements, generic encouragement and general \
-world knowledge.
-6. Keep assistant content only when it is a substantive part of the conversation worth \
-remembering, never bare acknowledgements such as "OK" or "Noted".
-7. Return disambiguation_context: a short note (at most 1200 characters) of the resolved \
+5. Keep what a participant says about themselves and their work: durable facts, \
+preferences, instructions on how they want things done ("always ...", "never ..."), plans, \
+decisions, constraints, dates and events. Skip greetings, filler, acknowledgements, generic \
+encouragement and general world knowledge.
+6. From an assistant's turn keep only what concerns this user: what was decided or agreed, \
+what it recommended for them, what it promised to do. Never a record for each line of a \
+general explanation or tutorial, never a bare acknowledgement such as "OK" or "Noted".
+7. Code, tables and headings are not records; when one matters, one record says what it is \
+for (for example which file or function it defines).
+8. Return disambiguation_context: a short note (at most 1200 characters) of the resolved \
 speaker names, aliases, relationships and dates a later chunk will need. Empty string if \
 there is nothing to note.
-8. When nothing durable was said, return {"records": [], "disambiguation_context": ""}.
+9. When nothing durable was said, return {"records": [], "disambiguation_context": ""}.
 
 ## memory_type
 - fact: a stable attribute, relationship or state
