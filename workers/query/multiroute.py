@@ -249,15 +249,12 @@ class MultiRouteRecall:
         show = Shown(request_terms(variants))
         turn_rows = show_passages(got, show)
         chat = with_assistant if any(r.get("role") == "assistant" for r in turn_rows) else None
-        neighbours = chat.neighbour_tokens if chat else None
         node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
         orders = [self._linked(nodes, node_b) for nodes in node_lists]
         wanted = list(dict.fromkeys(rid for order in orders for rid in order))
         records_found, around = await asyncio.gather(
             asyncio.to_thread(clock.call, "links", st.records.by_ids, ns, wanted),
-            asyncio.to_thread(
-                clock.call, "windows", self._windows, ns, turn_rows, show, neighbours
-            ),
+            asyncio.to_thread(clock.call, "windows", self._windows, ns, turn_rows, show),
         )
         linked = Linked({r["id"]: r for r in records_found}, session_id)
         per_variant, per_route = channels(got, variants, texts, orders, linked, around)
@@ -287,7 +284,6 @@ class MultiRouteRecall:
         namespace: str,
         hits: list[dict[str, Any]],
         show: Shown,
-        neighbour_tokens: int | None,
     ) -> dict[str, dict[str, Any]]:
         """Raw-turn hits -> their windows of neighbouring turns (one read for all hits); a
         long neighbour takes part as the passage the request matches."""
@@ -295,13 +291,7 @@ class MultiRouteRecall:
         if radius <= 0 or not hits:
             return {}
         near = [show(r) for r in self.store.turns.near(namespace, spans(hits, radius))]
-        return windows(
-            hits,
-            near,
-            radius,
-            self.config.window_tokens,
-            neighbour_tokens=neighbour_tokens,
-        )
+        return windows(hits, near, radius, self.config.window_tokens)
 
     def _linked(self, nodes: Sequence[dict[str, Any]], budget: int) -> dict[str, str]:
         """Matched nodes -> their newest linked record ids, best node first, `budget` in all."""

@@ -10,7 +10,6 @@ every turn id as provenance.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
@@ -57,7 +56,6 @@ def windows(
     radius: int,
     max_tokens: int = WINDOW_TOKENS,
     count: Callable[[str], int] | None = None,
-    neighbour_tokens: int | None = None,
 ) -> dict[str, Row]:
     """Each hit's row id -> its window row; hits with no neighbour stay out (kept as turns).
 
@@ -78,7 +76,7 @@ def windows(
         if hit["id"] in out or hit["id"] not in position:
             continue
         session, i = position[hit["id"]]
-        rows = _within(ordered[session], i, radius, count, max_tokens, neighbour_tokens)
+        rows = _within(ordered[session], i, radius, count, max_tokens)
         if len(rows) < 2:
             continue
         first, last = rows[0]["turn_id"], rows[-1]["turn_id"]
@@ -88,7 +86,7 @@ def windows(
             "session_id": session,
             "session_date": hit.get("session_date"),
             "turn_ids": [r["turn_id"] for r in rows],
-            "text": "\n".join(r["text"] for r in rows),  # neighbours as `_within` cut them
+            "text": "\n".join(r["text"] for r in rows),
             "hit_turn_id": hit["turn_id"],
         }
     return out
@@ -100,11 +98,9 @@ def _within(
     radius: int,
     count: Callable[[str], int],
     max_tokens: int,
-    neighbour_tokens: int | None = None,
 ) -> list[Row]:
     """Row `i` and its neighbours up to `radius` either side, nearest first, while the
-    texts fit in `max_tokens`; a side stops at the first turn that does not fit. A neighbour
-    longer than `neighbour_tokens` takes part as its opening sentences."""
+    texts fit in `max_tokens`; a side stops at the first turn that does not fit."""
     taken = {i: rows[i]}
     used = count(rows[i]["text"])
     open_sides = {-1, 1}
@@ -115,8 +111,6 @@ def _within(
                 open_sides.discard(side)
                 continue
             row = rows[j]
-            if neighbour_tokens is not None:
-                row = {**row, "text": opening(row["text"], neighbour_tokens, count)}
             cost = count(row["text"])
             if used + cost > max_tokens:
                 open_sides.discard(side)
@@ -124,28 +118,3 @@ def _within(
             used += cost
             taken[j] = row
     return [taken[j] for j in sorted(taken)]
-
-
-_SENTENCE_END = re.compile(r"(?<=[.!?:])\s+")
-
-
-_SPEAKER = re.compile(r"^[^:\n]{1,200}: ")
-
-
-def opening(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
-    """The first sentences of a turn's `text` ("Speaker: ...") within `max_tokens`, marked
-    as cut; at least the first sentence's first words."""
-    if count(text) <= max_tokens:
-        return text
-    prefix = m.group() if (m := _SPEAKER.match(text)) else ""
-    body = text[len(prefix) :]
-    kept = ""
-    for sentence in _SENTENCE_END.split(body):
-        joined = f"{kept} {sentence}" if kept else sentence
-        if count(joined) + 1 > max_tokens:
-            break
-        kept = joined
-    if not kept:
-        words = body.split()
-        kept = " ".join(words[: max(1, max_tokens // 2)])
-    return f"{prefix}{kept} …"
