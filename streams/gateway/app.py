@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from streams import metrics
 from streams.gateway import console, dead_letters, views
-from streams.gateway.auth import KeyRing
+from streams.gateway.auth import Keys
 from streams.gateway.connection import StackConnection
 from streams.gateway.errors import GatewayError
 from streams.gateway.mcp import build_mcp, request_principal
@@ -31,7 +31,7 @@ from streams.gateway.routes import router
 from streams.settings import Settings
 
 
-def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None) -> FastAPI:
+def create_app(settings: Settings, keys: Keys, metrics_url: str | None = None) -> FastAPI:
     """The gateway; its lifespan opens the connection to the stack (one `MemoryService`: one
     client, one reply partition; made on the first call if the stack is not up yet) and the
     MCP session manager, and registers `metrics_url` when given."""
