@@ -10,12 +10,14 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
+from streams.gateway.app import create_app
 from streams.gateway.auth import ApiKey, KeyRing, digest
 from streams.gateway.deps import Caller
 from streams.gateway.errors import GatewayError
 from streams.gateway.middleware import EdgeGuard
 from streams.gateway.problems import gateway_error
 from streams.settings import Settings
+from streams.stack.embedded import free_port
 
 JSON = {"Content-Type": "application/json"}
 KEY = "lyk_test"
@@ -150,3 +152,20 @@ async def test_admission_with_keys_refuses_a_keyless_request_without_reading_its
     assert request.asked == 0
     assert request.sent[0]["status"] == 401
     assert guard.slots._value == Settings.load(None).gateway.max_in_flight  # no slot taken
+
+
+def test_readyz_with_keys_tells_why_a_backend_is_down_only_to_a_caller_with_a_key() -> None:
+    nowhere = free_port()
+    settings = Settings.load(
+        None,
+        kafka={"bootstrap": f"127.0.0.1:{nowhere}"},
+        redis={"url": f"redis://127.0.0.1:{nowhere}/0"},
+        gateway={"connect_timeout_s": 1.0},
+    )
+    with TestClient(create_app(settings, KEYED), base_url="http://memory.example.com") as c:
+        anyone = c.get("/readyz")
+        assert anyone.status_code == 503
+        assert set(anyone.json()["checks"].values()) == {"unavailable"}
+        assert str(nowhere) not in anyone.text
+        keyed = c.get("/readyz", headers={"Authorization": f"Bearer {KEY}"})
+        assert keyed.status_code == 503 and keyed.json()["checks"]["redis"] != "unavailable"
