@@ -1,11 +1,13 @@
 """Callers without a key against a real keyed gateway process (uvicorn, the real broker,
 Redis and workers): refused before their bodies are read, whatever their size or speed,
-while authorised adds and searches keep answering."""
+while authorised adds and searches keep answering; a revoked key refused without a
+restart."""
 
 from __future__ import annotations
 
 import socket
 import threading
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
@@ -15,7 +17,9 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from streams.gateway.auth import add_key, revoke_key
 from tests.streams.gateway.conftest import Gateways
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -131,3 +135,31 @@ def test_hostile_300_stalled_keyless_uploads_leave_authorised_adds_and_searches_
             assert found.status_code == 200, found.text
             assert any("Tartu" in e["text"] for e in found.json()["evidence"])
         assert [status_of(sock) for sock in socks] == [401] * 300
+
+
+def test_hostile_revoked_key_is_refused_by_a_running_gateway_without_a_restart(
+    gateways: Gateways,
+) -> None:
+    keys_file = Path(gateways.env["LYCHEE_API_KEYS_FILE"])
+    name = f"temp-{uuid.uuid4().hex[:8]}"
+    key = add_key(keys_file, name, ["gw-a"])
+    url = f"{gateways.urls[0]}/v1/whoami"
+
+    def answer() -> int:
+        return httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=60).status_code
+
+    wait_until(
+        answer,
+        what="the added key taken up",
+        until=lambda s: s == 200,
+        timeout_s=30,
+        interval_s=0.2,
+    )
+    revoke_key(keys_file, name)
+    wait_until(
+        answer,
+        what="the revoked key refused",
+        until=lambda s: s == 401,
+        timeout_s=30,
+        interval_s=0.2,
+    )
