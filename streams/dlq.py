@@ -29,6 +29,7 @@ from streams.kafka.producer import KafkaPublisher
 from streams.kafka.reader import Stored, read_stored
 from streams.kafka.topics import DLQ_SOURCES
 from streams.settings import Settings
+from workers.forget import Fences, Source, source_of
 
 REPLAYED_KEY = "lychee:dlq:replayed"  # hash: "<dlq topic>/<partition>/<offset>" -> JSON receipt
 _OURS = frozenset(
@@ -85,7 +86,37 @@ class DeadLetter:
 
     @property
     def source_topic(self) -> str:
-        return self.headers.get("source_topic") or self.topic.removesuffix(".dlq")
+        """The topic its dead-letter topic serves: the only one it goes back to."""
+        return self.topic.removesuffix(".dlq")
+
+    @property
+    def misdirected(self) -> bool:
+        """Its headers name another source than its dead-letter topic serves. Whoever can
+        produce to a `.dlq` topic writes these headers, so they never choose where a replay
+        writes (the control topic, say): such a letter is not replayed."""
+        named = self.headers.get("source_topic")
+        return named is not None and named != self.source_topic
+
+    def owner(self) -> tuple[str, str | None] | None:
+        """The namespace and session its value belongs to; None when the value is not a
+        JSON object naming a namespace (it cannot be ingested as it is either)."""
+        try:
+            data = orjson.loads(self.value or b"")
+        except orjson.JSONDecodeError:
+            return None
+        namespace = data.get("namespace") if isinstance(data, dict) else None
+        if not isinstance(namespace, str):
+            return None
+        session = data.get("session_id")
+        return namespace, session if isinstance(session, str) else None
+
+    def lineage(self) -> Source | None:
+        """Where in `memory.exchanges` the message came from, which a forget fences by: an
+        exchange's own position, or the lineage header of what was derived from one."""
+        if self.source_topic == t.EXCHANGES:
+            p, o = self.headers.get("source_partition", ""), self.headers.get("source_offset", "")
+            return Source(int(p), int(o)) if p.isdigit() and o.isdigit() else None
+        return source_of(self.original_headers)
 
     @property
     def failed_at(self) -> datetime | None:
@@ -226,6 +257,8 @@ class ReplayReport:
     replayed: list[dict[str, Any]] = field(default_factory=list)
     already: list[dict[str, Any]] = field(default_factory=list)  # skipped: replayed before
     not_copied: list[dict[str, Any]] = field(default_factory=list)  # value too large to copy
+    forgotten: list[dict[str, Any]] = field(default_factory=list)  # its namespace was forgotten
+    misdirected: list[dict[str, Any]] = field(default_factory=list)  # names a foreign source
 
     def refusal(self) -> str | None:
         """Why a replay of this selection is refused (as a dry run, why it would be): every
@@ -251,6 +284,11 @@ async def replay(
 
     The ledger is written after each message is acknowledged: a replay cut short replays
     only what it had not sent yet when run again (at-least-once, like every stage).
+
+    Never replayed, even forced: a letter whose headers name another source than its
+    dead-letter topic serves (`misdirected`), and one from before a forget of its namespace
+    or session (`forgotten`): the forget fence is by position in `memory.exchanges`, and a
+    replay would give the forgotten exchange a new position, after the fence.
     """
     from redis.asyncio import Redis
 
@@ -260,9 +298,14 @@ async def replay(
     publisher = KafkaPublisher.from_settings(settings)
     try:
         done = await receipts_of(redis, letters)
-        for letter, receipt in zip(letters, done, strict=True):
+        gone = await forgotten(redis, letters)
+        for letter, receipt, stale in zip(letters, done, gone, strict=True):
             row = letter.as_dict()
-            if receipt is not None and not force:
+            if letter.misdirected:
+                report.misdirected.append({**row, "named": letter.headers["source_topic"]})
+            elif stale:
+                report.forgotten.append(row)
+            elif receipt is not None and not force:
                 report.already.append({**row, "replayed": orjson.loads(receipt)})
             elif letter.value_dropped:
                 report.not_copied.append(row)
@@ -274,6 +317,19 @@ async def replay(
         await publisher.stop()
         await redis.aclose()
     return report
+
+
+async def forgotten(redis: Any, letters: list[DeadLetter]) -> list[bool]:
+    """Per letter: whether a forget of its namespace or session came after it was produced
+    (a letter whose lineage is unknown counts as forgotten once any fence covers it)."""
+    owners = [letter.owner() for letter in letters]
+    items = [
+        (owner[0], owner[1], letter.lineage())
+        for letter, owner in zip(letters, owners, strict=True)
+        if owner is not None
+    ]
+    stale = iter(await Fences(redis).stale(items) if items else [])
+    return [next(stale) if owner is not None else False for owner in owners]
 
 
 async def _send(

@@ -95,6 +95,13 @@ def dlq_replay(
                 f"  {row['id']} not replayed: its value was too large to copy; it "
                 f"stays in {row['source']}"
             )
+        for row in report.forgotten:
+            click.echo(f"  {row['id']} not replayed: its namespace or session was forgotten")
+        for row in report.misdirected:
+            click.echo(
+                f"  {row['id']} not replayed: it names {row['named']!r}, which its dead-letter "
+                "topic does not serve"
+            )
     if (refusal := report.refusal()) and not dry_run:
         raise click.ClickException(f"{refusal}; --force replays them again")
     if report.already:

@@ -17,7 +17,7 @@ def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
     """The HTTP gateway (REST, MCP at /mcp, /metrics, OpenAPI at /docs)."""
     if ctx.invoked_subcommand is not None:
         return
-    from streams.gateway.auth import KeyRing
+    from streams.gateway.auth import open_keys
     from streams.gateway.errors import GatewayConfigError, KeyFileError
     from streams.gateway.server import bind, check_binding, serve
 
@@ -29,7 +29,7 @@ def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
         }
     )
     try:
-        keys = KeyRing.load(s.gateway.api_keys_file)
+        keys = open_keys(s.gateway.api_keys_file, s.gateway.keys_ttl_s)
         warning = check_binding(s.gateway.host, keys)
         sock = bind(s.gateway.host, s.gateway.port)
     except (KeyFileError, GatewayConfigError) as exc:
@@ -39,7 +39,7 @@ def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
     h, p = sock.getsockname()[:2]
     click.echo(
         f"lychee gateway on http://{h}:{p} (console at /, OpenAPI at /docs, MCP at /mcp, "
-        "metrics at /metrics)" + (f"; {len(keys.keys)} API keys" if keys else ""),
+        "metrics at /metrics)" + (f"; API keys of {s.gateway.api_keys_file}" if keys else ""),
         err=True,
     )
     serve(s, sock, keys)
@@ -74,7 +74,8 @@ _FILE = click.option(
     "namespaces",
     multiple=True,
     required=True,
-    help="a namespace, a prefix ending in *, or * (repeatable)",
+    help="a namespace (acme), the names under a prefix ending in a separator and * (acme-*), "
+    "or * for all (repeatable)",
 )
 @_FILE
 def keys_add(name: str, namespaces: tuple[str, ...], path: Path | None) -> None:
@@ -89,7 +90,9 @@ def keys_add(name: str, namespaces: tuple[str, ...], path: Path | None) -> None:
         raise click.ClickException(str(exc)) from exc
     click.echo(key)
     click.echo(
-        f"stored the digest of {name}'s key in {file}; restart the gateway to use it", err=True
+        f"stored the digest of {name}'s key in {file}; a running gateway takes it up within "
+        "LYCHEE_GATEWAY_KEYS_TTL_S",
+        err=True,
     )
 
 
@@ -111,7 +114,7 @@ def keys_list(path: Path | None) -> None:
 @click.argument("name")
 @_FILE
 def keys_revoke(name: str, path: Path | None) -> None:
-    """Remove NAME's key (takes effect when the gateway restarts)."""
+    """Remove NAME's key (a running gateway refuses it within LYCHEE_GATEWAY_KEYS_TTL_S)."""
     from streams.gateway.auth import revoke_key
     from streams.gateway.errors import KeyFileError
 

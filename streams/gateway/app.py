@@ -12,7 +12,7 @@ import contextlib
 import os
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import make_asgi_app
@@ -21,7 +21,8 @@ from starlette.routing import Route
 
 from streams import metrics
 from streams.gateway import console, dead_letters, views
-from streams.gateway.auth import KeyRing
+from streams.gateway.admission import Headers, Refusal, authenticate
+from streams.gateway.auth import Keys
 from streams.gateway.connection import StackConnection
 from streams.gateway.errors import GatewayError
 from streams.gateway.mcp import build_mcp, request_principal
@@ -31,7 +32,7 @@ from streams.gateway.routes import router
 from streams.settings import Settings
 
 
-def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None) -> FastAPI:
+def create_app(settings: Settings, keys: Keys, metrics_url: str | None = None) -> FastAPI:
     """The gateway; its lifespan opens the connection to the stack (one `MemoryService`: one
     client, one reply partition; made on the first call if the stack is not up yet) and the
     MCP session manager, and registers `metrics_url` when given."""
@@ -83,10 +84,13 @@ def create_app(settings: Settings, keys: KeyRing, metrics_url: str | None = None
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["health"], responses={503: {"description": "a dependency is down"}})
-    async def readyz() -> JSONResponse:
-        """The broker, Redis and LanceDB answer."""
+    async def readyz(request: Request) -> JSONResponse:
+        """The broker, Redis and LanceDB answer. Why one does not (its address, the error)
+        is for a caller with a valid key, or any caller without keys (loopback only)."""
         checks = await stack.readiness()
         ok = all(v == "ok" for v in checks.values())
+        if isinstance(authenticate(Headers(request.headers.raw), keys), Refusal):
+            checks = {name: "ok" if v == "ok" else "unavailable" for name, v in checks.items()}
         return JSONResponse(
             {"status": "ok" if ok else "unavailable", "checks": checks},
             status_code=200 if ok else 503,

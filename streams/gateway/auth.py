@@ -2,8 +2,12 @@
 
 The file (`LYCHEE_API_KEYS_FILE`) holds SHA-256 digests, never keys: a key is 32 random bytes,
 so a fast hash is enough (there is nothing to guess), and a leaked file grants nothing. A
-presented key is hashed and compared with every stored digest in constant time. A namespace
-pattern is a name, a prefix ending in `*`, or `*` for every namespace.
+presented key is hashed and compared with every stored digest in constant time.
+
+A namespace pattern means one of three things: `acme` that namespace exactly; `acme-*` the
+names under `acme-` (a `*` that follows a separator, one of `-_./:`); `*` every namespace.
+Any other `*` (`acme*`, which would also match `acmecorp`) is refused where a key is added
+and where the file is loaded, so that a pattern never grants more than it reads as.
 
     {"keys": [{"name": "agent-alice", "sha256": "<hex>", "namespaces": ["alice", "team-*"]}]}
 
@@ -19,14 +23,19 @@ import ipaddress
 import os
 import secrets
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import orjson
+import structlog
 
 from streams.gateway.errors import KeyFileError
+
+log = structlog.get_logger("lychee.gateway")
 
 KEY_PREFIX = "lyk_"
 
@@ -39,11 +48,42 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
+SEPARATORS = "-_./:"
+
+
+def pattern_problem(pattern: str) -> str | None:
+    """Why `pattern` is not a namespace pattern, or None when it is one."""
+    if not pattern:
+        return "a namespace pattern is empty"
+    if pattern == "*" or "*" not in pattern:
+        return None
+    if pattern.count("*") > 1 or not pattern.endswith("*"):
+        return (
+            f"{pattern!r}: a '*' stands only at the end of a pattern (or alone, for every "
+            "namespace)"
+        )
+    if len(pattern) < 3 or pattern[-2] not in SEPARATORS:
+        return (
+            f"{pattern!r}: a '*' must follow a separator ({' '.join(SEPARATORS)}), or "
+            f"{pattern[:-1]!r} would also grant names that merely start alike, such as "
+            f"{pattern[:-1] + 'corp'!r}; write {pattern[:-1] + '-*'!r} for the names under "
+            f"{pattern[:-1]!r}, or {pattern[:-1]!r} for that namespace alone"
+        )
+    return None
+
+
+def pattern_allows(pattern: str, namespace: str) -> bool:
+    """`*` every namespace, `acme-*` the names under `acme-`, any other the name itself."""
+    if pattern == "*":
+        return True
+    if pattern.endswith("*"):
+        prefix = pattern[:-1]
+        return len(namespace) > len(prefix) and namespace.startswith(prefix)
+    return pattern == namespace
+
+
 def _allows(patterns: tuple[str, ...], namespace: str) -> bool:
-    return any(
-        p == "*" or p == namespace or (p.endswith("*") and namespace.startswith(p[:-1]))
-        for p in patterns
-    )
+    return any(pattern_allows(p, namespace) for p in patterns)
 
 
 @dataclass(frozen=True)
@@ -105,6 +145,9 @@ class KeyRing:
                 raise KeyFileError(f"{where}: needs name, sha256 (hex) and namespaces") from exc
             if len(raw) != 32 or not namespaces:
                 raise KeyFileError(f"{where}: sha256 must be 64 hex digits, namespaces non-empty")
+            for pattern in namespaces:
+                if problem := pattern_problem(pattern):
+                    raise KeyFileError(f"{where} ({name}): {problem}")
             keys.append(ApiKey(name, raw, namespaces))
         return cls(tuple(keys))
 
@@ -116,6 +159,81 @@ class KeyRing:
             if hmac.compare_digest(key.sha256, wanted):
                 found = key
         return Principal(found.name, found.namespaces) if found else None
+
+
+class Keys(Protocol):
+    """What checks a presented key: a fixed `KeyRing`, or the `KeyStore` that follows the file.
+    False when no keys are configured (the loopback-only mode)."""
+
+    def __bool__(self) -> bool: ...
+
+    def verify(self, presented: str) -> Principal | None: ...
+
+
+class KeyStore:
+    """The keys file as it is now: looked at again once `ttl_s` passed since the last look, and
+    re-read when it changed, so that a key added or revoked counts within seconds without a
+    restart.
+
+    The mode is fixed when the gateway starts: with a file configured, a file that later turns
+    unreadable or malformed refuses every key (logged with the reason) rather than letting a
+    revoked key or anyone in; the next good version of the file is taken up again."""
+
+    def __init__(
+        self,
+        path: Path,
+        ttl_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.path = path
+        self.ttl_s = ttl_s
+        self.clock = clock
+        self._ring = KeyRing.load(path)
+        self._seen = _stamp(path)
+        self._looked = clock()
+
+    def __bool__(self) -> bool:
+        return True
+
+    @property
+    def keys(self) -> tuple[ApiKey, ...]:
+        return self.ring().keys
+
+    def ring(self) -> KeyRing:
+        now = self.clock()
+        if now - self._looked >= self.ttl_s:
+            self._looked = now
+            stamp = _stamp(self.path)
+            if stamp != self._seen:
+                self._seen = stamp
+                self._ring = self._reload()
+        return self._ring
+
+    def verify(self, presented: str) -> Principal | None:
+        return self.ring().verify(presented)
+
+    def _reload(self) -> KeyRing:
+        try:
+            ring = KeyRing.load(self.path)
+        except KeyFileError as exc:
+            log.error("gateway.keys_unreadable", error=str(exc), effect="every key is refused")
+            return KeyRing()
+        log.info("gateway.keys_reloaded", path=str(self.path), keys=len(ring.keys))
+        return ring
+
+
+def open_keys(path: Path | None, ttl_s: float) -> Keys:
+    """The keys the gateway checks: the file followed by a `KeyStore`; none without a file."""
+    return KeyRing() if path is None else KeyStore(path, ttl_s)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What changes when the file is replaced or rewritten; None when it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
 def _read(path: Path) -> list[dict[str, Any]]:
@@ -151,6 +269,9 @@ def add_key(path: Path, name: str, namespaces: list[str]) -> str:
         raise KeyFileError(f"{path}: a key named {name!r} exists; revoke it first")
     if not namespaces:
         raise KeyFileError("a key needs at least one namespace (or '*')")
+    for pattern in namespaces:
+        if problem := pattern_problem(pattern):
+            raise KeyFileError(problem)
     key = new_key()
     entries.append({"name": name, "sha256": digest(key), "namespaces": namespaces})
     _write(path, entries)

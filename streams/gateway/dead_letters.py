@@ -4,8 +4,8 @@ runs).
 
 A dead letter holds any namespace's text, and a replay writes to the stack's topics: both
 routes are for a caller allowed every namespace (no keys, or a key for `*`). A replay is a
-write that a browser might be tricked into sending: JSON only, and without keys only from
-the gateway's own pages (`SameOriginJson`). As with the CLI, a second replay of the same dead
+write that a browser might be tricked into sending: as every write, JSON only, and without
+keys only from the gateway's own pages (`streams.gateway.admission`). As with the CLI, a second replay of the same dead
 letters is refused (409) unless forced.
 """
 
@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 
 from streams import dlq
 from streams.errors import DeadLetterError
-from streams.gateway.deps import SameOriginJson, Service, StackWide
+from streams.gateway.deps import Service, StackWide
 from streams.gateway.errors import Conflict, Invalid
 from streams.gateway.models import DeadLettersOut, Problem, ReplayIn, ReplayOut
 from streams.gateway.service import MemoryService
@@ -67,7 +67,7 @@ async def dead_letters(
     response_model=ReplayOut,
     responses={409: {"model": Problem}, 415: {"model": Problem}},
 )
-async def replay(_: StackWide, __: SameOriginJson, body: ReplayIn, svc: Service) -> ReplayOut:
+async def replay(_: StackWide, body: ReplayIn, svc: Service) -> ReplayOut:
     """Produce the selected dead letters back to their source topics, once each (as `lychee
     dlq replay`); `dry_run` says what would be sent. 409 when every selected dead letter was
     replayed before, unless `force`."""

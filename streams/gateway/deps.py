@@ -2,23 +2,23 @@
 the service.
 
 Every `/v1/namespaces/{namespace}/...` route takes the namespace through one dependency,
-`AuthorizedNamespace`, which authenticates the API key (401) and checks that the key may use
-the namespace (403) before the body is even read. A route over several namespaces (the
+`AuthorizedNamespace`, which checks that the caller's key may use the namespace (403);
+`EdgeGuard` authenticated the key (401) before the body was read. A route over several namespaces (the
 console's overviews) takes the `Caller` and shows only what `Principal.allows`.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import urlsplit
 
 from fastapi import Depends, Path, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from schemas.base import Name
-from streams.gateway.auth import KeyRing, Principal
+from streams.gateway.admission import PRINCIPAL
+from streams.gateway.auth import Keys, Principal
 from streams.gateway.connection import StackConnection
-from streams.gateway.errors import Forbidden, Unauthorized, UnsupportedMediaType
+from streams.gateway.errors import Forbidden, Unauthorized
 from streams.gateway.service import MemoryService
 
 _bearer = HTTPBearer(auto_error=False, description="an API key as a bearer token")
@@ -30,7 +30,12 @@ def caller(
     bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
     api_key: Annotated[str | None, Security(_api_key)],
 ) -> Principal:
-    keys: KeyRing = request.app.state.keys
+    """The caller `EdgeGuard` authenticated before the body was read; the key itself for an
+    app without the guard. The security parameters document the two ways to send a key."""
+    found = getattr(request.state, PRINCIPAL, None)
+    if isinstance(found, Principal):
+        return found
+    keys: Keys = request.app.state.keys
     if not keys:
         return Principal.local()
     presented = bearer.credentials if bearer else api_key
@@ -72,38 +77,3 @@ def stack_wide(principal: Caller) -> Principal:
 
 
 StackWide = Annotated[Principal, Depends(stack_wide)]
-
-
-def same_origin_json(request: Request) -> None:
-    """A write the console makes, refused when another site could have made the browser send it.
-
-    A page elsewhere can submit a form (urlencoded, multipart, text/plain) or a no-cors fetch
-    or beacon to the gateway with no CORS preflight; a JSON body needs a preflight, which the
-    gateway never grants: so JSON only, always. Without keys nothing else tells who calls, so
-    also the `Origin`, which browsers send with every POST, must be this very host (a client
-    that sends none is not a browser); the `Host` is a loopback name (`EdgeGuard` refuses
-    any other without keys, a DNS-rebound one included).
-    """
-    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media != "application/json":
-        raise UnsupportedMediaType(f"send the body as application/json (got {media or 'none'!r})")
-    keys: KeyRing = request.app.state.keys
-    if keys:
-        return  # the key, which another site cannot read nor send, is the proof
-    host = request.headers.get("host", "")  # a loopback name: `EdgeGuard` checked
-    origin = request.headers.get("origin")
-    if origin is not None and _netloc(origin) != host.lower():
-        raise Forbidden(
-            f"a request from {origin!r} is refused: only the gateway's own pages "
-            "may write without an API key"
-        )
-
-
-SameOriginJson = Annotated[None, Depends(same_origin_json)]
-
-
-def _netloc(origin: str) -> str | None:
-    try:
-        return urlsplit(origin).netloc.lower()
-    except ValueError:
-        return None

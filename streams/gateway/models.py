@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas import Turn
-from schemas.base import Name
+from schemas.base import Count, Metadata, Name
 from schemas.query import Ablation
 
 
@@ -32,15 +32,14 @@ class ExchangeIn(_In):
         "receipt instead of adding it twice (other turns: 409); generated when omitted (then a "
         "re-send is a new exchange)",
     )
-    seq: int | None = Field(
+    seq: Count | None = Field(
         default=None,
-        ge=0,
         description="the caller's per-session order; omit it to let the gateway number the "
         "session's exchanges in arrival order",
     )
     turns: list[Turn] = Field(min_length=1, max_length=64)
     session_date: datetime | None = None
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: Metadata = Field(default_factory=dict)
     namespace: Name | None = Field(
         default=None, description="optional; must equal the namespace of the path"
     )
@@ -318,7 +317,8 @@ class ReplayIn(_In):
 
 class ReplayOut(BaseModel):
     """What a replay sent back to the source topics (a dry run: would send), what it skipped
-    as replayed before, and what it could not copy (too large: it stays in its source)."""
+    as replayed before, what it could not copy (too large: it stays in its source), and what
+    it never replays (forgotten since, or naming a foreign topic)."""
 
     replay_id: str
     dry_run: bool
@@ -326,6 +326,13 @@ class ReplayOut(BaseModel):
     replayed: list[dict[str, Any]]
     already: list[dict[str, Any]]
     not_copied: list[dict[str, Any]]
+    forgotten: list[dict[str, Any]] = Field(
+        description="not replayed: their namespace or session was forgotten after they failed"
+    )
+    misdirected: list[dict[str, Any]] = Field(
+        description="not replayed: their headers name a topic their dead-letter topic does "
+        "not serve"
+    )
     refusal: str | None = Field(
         description="why a replay of this selection is (or, in a dry run, would be) refused"
     )

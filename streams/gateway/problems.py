@@ -7,6 +7,7 @@ which answer before FastAPI sees the request, write the same shape themselves.
 
 from __future__ import annotations
 
+from http import HTTPStatus
 from typing import Any
 
 import structlog
@@ -66,7 +67,7 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     return problem(
         exc.status_code,
-        str(exc.detail),
+        getattr(exc, "title", None) or HTTPStatus(exc.status_code).phrase,
         str(exc.detail),
         request.url.path,
         headers=dict(exc.headers or {}),

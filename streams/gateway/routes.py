@@ -2,9 +2,10 @@
 records, forget, status.
 
 Every `/v1/namespaces/{namespace}/...` route takes the namespace through one dependency,
-`AuthorizedNamespace` (streams.gateway.deps), which authenticates the API key (401) and
-checks that the key may use the namespace (403) before the body is even read. A new route
-gets both by declaring `namespace: AuthorizedNamespace`.
+`AuthorizedNamespace` (streams.gateway.deps), which checks that the key may use the
+namespace (403); `EdgeGuard` authenticated the key (401) and checked the body's type and, without
+keys, the origin of a write, before the body was read. A new route gets both by declaring
+`namespace: AuthorizedNamespace`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import socket
 import structlog
 import uvicorn
 
-from streams.gateway.auth import KeyRing, is_loopback
+from streams.gateway.auth import Keys, is_loopback
 from streams.gateway.errors import GatewayConfigError
 from streams.metrics import advertised_host
 from streams.settings import Settings
@@ -19,7 +19,7 @@ from streams.settings import Settings
 log = structlog.get_logger("lychee.gateway")
 
 
-def check_binding(host: str, keys: KeyRing) -> str | None:
+def check_binding(host: str, keys: Keys) -> str | None:
     """Refuse a non-loopback address without keys; the warning to show for no keys."""
     if keys:
         return None
@@ -49,7 +49,7 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(settings: Settings, sock: socket.socket, keys: KeyRing) -> None:
+def serve(settings: Settings, sock: socket.socket, keys: Keys) -> None:
     from streams.gateway.app import create_app
 
     host, port = sock.getsockname()[:2]

@@ -50,6 +50,7 @@ from streams.kafka.pauses import (
     describe,
     is_programming_error,
     streak_of,
+    tenant_of,
 )
 from streams.kafka.producer import DEFAULT_MAX_REQUEST_BYTES
 from streams.kafka.serde import SCHEMA
@@ -441,11 +442,29 @@ async def _failed(
     the message's fault until `policy.systemic_streak` messages in a row fail with it: then
     the stage pauses on this message until the error stops (DESIGN §9: a failure of our code,
     a library or the environment pauses the stage instead of draining it into dead letters).
+    A streak whose messages all come from one namespace does not pause: one tenant's input
+    must not stop the stage for every tenant, so that namespace's messages are dead-lettered
+    with the streak named in the reason, and the others keep being served.
     """
     streak = streak_of(stage)
+    tenant = tenant_of(p.value)
     while True:
-        if reason_code(exc) != PROCESSING or streak.failed(exc) < policy.systemic_streak:
+        if reason_code(exc) != PROCESSING or streak.failed(exc, tenant) < policy.systemic_streak:
             await dead_letters.send(p.record, describe(exc), reason_code(exc))
+            return
+        if (sole := streak.sole_tenant()) is not None:
+            log.warning(
+                "stage.tenant_streak",
+                stage=stage,
+                namespace=sole,
+                streak=streak.count,
+                error=describe(exc, 500),
+                effect="dead-lettered: every message of the streak is of this namespace",
+            )
+            why = (
+                f" (the same error for {streak.count} messages in a row, all of namespace {sole!r})"
+            )
+            await dead_letters.send(p.record, describe(exc) + why, reason_code(exc))
             return
         log.error(
             "stage.systemic",

@@ -61,24 +61,45 @@ def signature(exc: BaseException) -> tuple[str, str]:
 
 
 class Streak:
-    """Consecutive messages of one stage that failed with the same error."""
+    """Consecutive messages of one stage that failed with the same error, and the namespaces
+    they came from (None for a message that names none)."""
 
     def __init__(self) -> None:
         self.key: tuple[str, str] | None = None
         self.count = 0
+        self.tenants: set[str | None] = set()
 
-    def failed(self, exc: BaseException) -> int:
-        """Count one more failed message; returns the length of its streak."""
+    def failed(self, exc: BaseException, tenant: str | None = None) -> int:
+        """Count one more failed message (of namespace `tenant`); returns the length of its
+        streak."""
         key = signature(exc)
-        self.count = self.count + 1 if key == self.key else 1
+        if key != self.key:
+            self.count, self.tenants = 0, set()
+        self.count += 1
+        self.tenants.add(tenant)
         self.key = key
         return self.count
 
+    def sole_tenant(self) -> str | None:
+        """The namespace every message of the streak came from, when there is one: then the
+        streak may be that namespace's input, not our code, and one tenant must not pause the
+        stage for all."""
+        if len(self.tenants) == 1:
+            (tenant,) = self.tenants
+            return tenant
+        return None
+
     def succeeded(self) -> None:
-        self.key, self.count = None, 0
+        self.key, self.count, self.tenants = None, 0, set()
 
     def matches(self, exc: BaseException) -> bool:
         return self.key is not None and signature(exc) == self.key
+
+
+def tenant_of(value: object) -> str | None:
+    """The namespace a parsed message belongs to, None when it names none."""
+    namespace = getattr(value, "namespace", None)
+    return namespace if isinstance(namespace, str) else None
 
 
 _streaks: dict[str, Streak] = {}

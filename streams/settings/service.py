@@ -30,6 +30,17 @@ class GatewaySettings(Group):
     queue_timeout_s: float = Field(
         default=10.0, gt=0, description="how long a request waits for a slot or its session"
     )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="how long a request's body may take to arrive once it holds a slot (408)",
+    )
+    keys_ttl_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="how often the gateway looks at LYCHEE_API_KEYS_FILE again: a key added "
+        "or revoked counts within this time, without a restart",
+    )
     max_exchanges: int = Field(default=1000, ge=1, description="exchanges per request")
     max_body_bytes: int = Field(
         default=16 * 1024 * 1024, ge=1024, description="largest request body"

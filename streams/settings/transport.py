@@ -110,7 +110,8 @@ class KafkaSettings(Group):
         ge=2,
         alias="LYCHEE_SYSTEMIC_STREAK",
         description="this many messages in a row failing with the same error (same type, "
-        "raised at the same place) pause the stage instead of being dead-lettered",
+        "raised at the same place), from more than one namespace, pause the stage instead of "
+        "being dead-lettered",
     )
     forget_timeout_s: float = Field(
         default=300.0,

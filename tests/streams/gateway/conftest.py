@@ -26,6 +26,7 @@ class Gateways:
     urls: list[str]
     keys: dict[str, str]  # key name -> key
     env: dict[str, str]
+    pids: list[int]
 
     def headers(self, name: str) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.keys[name]}"}
@@ -108,7 +109,8 @@ def gateways(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator
             urls.append(f"http://127.0.0.1:{port}")
         for url, child in zip(urls, children, strict=True):
             wait_ready(url, child)
-        yield Gateways(urls, keys, env)
+        pids = [child.proc.pid for child in children if child.proc is not None]
+        yield Gateways(urls, keys, env, pids)
     finally:
         for child in children:
             child.stop()

@@ -7,9 +7,13 @@
   (`DeadLetters`) with the reason a stage gives when handling a message failed
   (`processing`), as a segmenter whose handling was broken left it: a replay brings the
   exchange back to `memory.exchanges`, where the running segmenter takes it.
+- `misdirected`: a letter whose headers name another topic than its dead-letter topic
+  serves, which a replay never writes to.
 """
 
 from __future__ import annotations
+
+import time
 
 from aiokafka import AIOKafkaProducer
 
@@ -44,16 +48,18 @@ def exchange(namespace: str, session_id: str, content: str) -> Exchange:
     )
 
 
-async def failed_exchange(bootstrap: str, ex: Exchange) -> None:
-    """`ex` dead-lettered as the segmenter writes it (read at offset 0 of partition 0: it
-    was never produced to the source topic)."""
+async def failed_exchange(
+    bootstrap: str, ex: Exchange, partition: int = 0, offset: int = 0
+) -> None:
+    """`ex` dead-lettered as the segmenter writes it, as read at `offset` of `partition`
+    (by default 0 and 0: it was never produced to the source topic)."""
     publisher = KafkaPublisher(bootstrap, idempotence=False)
     await publisher.start()
     try:
         record = Incoming(
             t.EXCHANGES,
-            0,
-            0,
+            partition,
+            offset,
             ex.key.encode(),
             ex.model_dump_json().encode(),
             (("client-trace", b"console-test"),),
@@ -61,3 +67,28 @@ async def failed_exchange(bootstrap: str, ex: Exchange) -> None:
         await DeadLetters(publisher, "segmenter").send(record, FAILED_REASON, PROCESSING)
     finally:
         await publisher.stop()
+
+
+async def misdirected(bootstrap: str, ex: Exchange, named: str) -> None:
+    """`ex` written straight to the exchanges' dead-letter topic by whoever can produce
+    there, its headers naming `named` as the source a replay should write to."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+    await producer.start()
+    headers = {
+        "error": FAILED_REASON,
+        "error_type": PROCESSING,
+        "stage": "segmenter",
+        "source_topic": named,
+        "source_partition": "0",
+        "source_offset": "0",
+        "failed_at_ms": str(int(time.time() * 1000)),
+    }
+    try:
+        await producer.send_and_wait(
+            t.dlq(t.EXCHANGES),
+            ex.model_dump_json().encode(),
+            key=ex.key.encode(),
+            headers=[(k, v.encode()) for k, v in headers.items()],
+        )
+    finally:
+        await producer.stop()

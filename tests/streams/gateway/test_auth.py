@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from streams.gateway.auth import (
     KeyRing,
+    KeyStore,
     Principal,
     add_key,
     digest,
@@ -95,3 +97,92 @@ def test_check_binding_without_keys_refuses_non_loopback(tmp_path: Path) -> None
     path = tmp_path / "keys.json"
     add_key(path, "a", ["x"])
     assert check_binding("0.0.0.0", KeyRing.load(path)) is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "allowed", "refused"),
+    [
+        ("acme", ["acme"], ["acmecorp", "acme-evil", "acm"]),
+        ("acme-*", ["acme-a", "acme-evil"], ["acme", "acme-", "acmecorp", "acme_a"]),
+        ("acme_*", ["acme_a"], ["acme", "acme-a"]),
+        ("acme.*", ["acme.a"], ["acmeXa"]),
+        ("acme:*", ["acme:a"], ["acme"]),
+        ("*", ["acme", "anything-else"], []),
+    ],
+)
+def test_principal_patterns_mean_exactly_what_they_read_as(
+    pattern: str, allowed: list[str], refused: list[str]
+) -> None:
+    principal = Principal("k", (pattern,))
+    assert [ns for ns in allowed if not principal.allows(ns)] == []
+    assert [ns for ns in refused if principal.allows(ns)] == []
+
+
+@pytest.mark.parametrize(
+    ("pattern", "says"),
+    [
+        ("acme*", "would also grant names that merely start alike, such as 'acmecorp'"),
+        ("a*", "must follow a separator"),
+        ("ac*me", "stands only at the end"),
+        ("acme-**", "stands only at the end"),
+        ("*-acme", "stands only at the end"),
+        ("", "empty"),
+    ],
+)
+def test_keys_add_refuses_a_pattern_without_a_separator_before_its_star(
+    tmp_path: Path, pattern: str, says: str
+) -> None:
+    path = tmp_path / "keys.json"
+    with pytest.raises(KeyFileError, match=re.escape(says)):
+        add_key(path, "k", [pattern])
+    assert not path.exists()
+
+
+def test_keyring_refuses_a_file_holding_a_pattern_that_grants_more_than_it_reads(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keys.json"
+    entry = {"name": "old", "sha256": "0" * 64, "namespaces": ["acme*"]}
+    path.write_text(json.dumps({"keys": [entry]}))
+    with pytest.raises(KeyFileError, match=r"keys\[0\] \(old\): 'acme\*': a '\*' must follow"):
+        KeyRing.load(path)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_keystore_takes_up_a_revoked_or_added_key_once_its_ttl_passed(tmp_path: Path) -> None:
+    path = tmp_path / "keys.json"
+    a = add_key(path, "a", ["x"])
+    clock = Clock()
+    store = KeyStore(path, ttl_s=2.0, clock=clock)
+    assert store.verify(a) is not None
+    revoke_key(path, "a")
+    b = add_key(path, "b", ["y"])
+    assert store.verify(a) is not None  # within the ttl: not looked at again
+    clock.now = 2.0
+    assert store.verify(a) is None and store.verify(b) == Principal("b", ("y",))
+
+
+def test_keystore_refuses_every_key_while_the_file_is_broken_then_recovers(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "keys.json"
+    a = add_key(path, "a", ["x"])
+    good = path.read_bytes()
+    clock = Clock()
+    store = KeyStore(path, ttl_s=1.0, clock=clock)
+    path.write_text("{not json")
+    clock.now = 1.0
+    assert store.verify(a) is None and bool(store)  # still the keyed mode, nobody in
+    path.write_bytes(good + b"\n")
+    clock.now = 2.0
+    assert store.verify(a) == Principal("a", ("x",))
+    path.unlink()
+    clock.now = 3.0
+    assert store.verify(a) is None and bool(store)

@@ -17,6 +17,7 @@ from tests.streams.gateway.dead_letters import (
     UNPARSEABLE_TEXT,
     exchange,
     failed_exchange,
+    misdirected,
     unparseable,
 )
 from tests.waiting import eventually
@@ -110,3 +111,57 @@ async def turn_arrives(c: httpx.AsyncClient, headers: dict[str, str], ns: str, t
         timeout_s=120,
         interval_s=0.5,
     )
+
+
+async def test_replay_skips_what_a_forget_removed_and_letters_naming_a_foreign_topic(
+    gateways: Gateways, stack: Stack
+) -> None:
+    """A dead-lettered exchange whose namespace is forgotten afterwards stays out, forced or
+    not; a letter naming `memory.control` as its source is never written there; a letter of
+    another namespace in the same selection is replayed."""
+    tag = uuid.uuid4().hex[:6]
+    gone, kept = f"gw-gone{tag}", f"gw-kept{tag}"
+    root = gateways.headers("root")
+    since = datetime.now(UTC) - timedelta(seconds=1)
+    select = {"topic": "memory.exchanges", "error_type": "processing", "since": since.isoformat()}
+    secret = exchange(gone, "s1", "My locker code is 4711.")
+    async with httpx.AsyncClient(base_url=gateways.urls[0], timeout=120) as c:
+        first = {"session_id": "s0", "turns": [{"role": "user", "content": "hello"}]}
+        r = await c.post(
+            f"/v1/namespaces/{gone}/exchanges", headers=root, json={"exchanges": [first]}
+        )
+        assert r.status_code == 202, r.text
+        (where,) = r.json()["sessions"]  # a position of this namespace in memory.exchanges
+        await failed_exchange(stack.bootstrap, secret, where["partition"], where["offsets"][0])
+        await failed_exchange(stack.bootstrap, exchange(kept, "s1", "I sing in a choir."))
+        await misdirected(stack.bootstrap, exchange(kept, "s2", "I row."), "memory.control")
+        r = await c.delete(f"/v1/namespaces/{gone}", headers=root)
+        assert r.status_code == 200, r.text
+
+        async def dry() -> dict[str, Any]:
+            r = await c.post(
+                "/v1/dead-letters/replay", headers=root, json={**select, "dry_run": True}
+            )
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        seen = await eventually(
+            dry, what="the three letters listed", until=lambda d: d["selected"] == 3, timeout_s=120
+        )
+        assert [x["id"] for x in seen["forgotten"]] and len(seen["misdirected"]) == 1
+        done = await c.post("/v1/dead-letters/replay", headers=root, json={**select, "force": True})
+        assert done.status_code == 200, done.text
+        body = done.json()
+        assert (
+            len(body["replayed"]) == 1
+            and "memory.exchanges " in body["replayed"][0]["replayed"]["to"]
+        )
+        assert len(body["forgotten"]) == 1 and len(body["misdirected"]) == 1
+        assert body["misdirected"][0]["named"] == "memory.control"
+        await turn_arrives(c, root, kept, "choir")  # the replay went through
+        r = await c.post(
+            f"/v1/namespaces/{gone}/search", headers=root, json={"query": "locker code", "k": 5}
+        )
+        assert r.status_code == 200 and not any("4711" in e["text"] for e in r.json()["evidence"])
+        r = await c.get(f"/v1/namespaces/{gone}/records", headers=root, params={"turns": "true"})
+        assert r.json()["items"] == []

@@ -6,9 +6,13 @@ import asyncio
 from typing import Any
 
 import httpx
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from streams.gateway.auth import KeyRing, add_key
 from streams.gateway.middleware import EdgeGuard
+from streams.gateway.problems import http_error
 from streams.settings import Settings
 
 
@@ -30,6 +34,9 @@ class Slow:
         await asyncio.sleep(self.delay_s)
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
+
+
+JSON = {"Content-Type": "application/json"}
 
 
 def client(app: Any) -> httpx.AsyncClient:
@@ -61,16 +68,17 @@ async def test_edge_guard_waiting_request_gets_the_slot_when_it_frees() -> None:
 async def test_edge_guard_body_over_the_limit_is_413_with_or_without_a_length() -> None:
     guard = EdgeGuard(Slow(0), settings(max_body_bytes=1024), KeyRing())
     async with client(guard) as c:
-        r = await c.post("/v1/namespaces/a/exchanges", content=b"x" * 2048)
+        r = await c.post("/v1/namespaces/a/exchanges", content=b"x" * 2048, headers=JSON)
         assert r.status_code == 413 and r.headers["content-type"] == "application/problem+json"
 
         async def chunks():  # type: ignore[no-untyped-def]
             for _ in range(4):
                 yield b"x" * 512
 
-        r = await c.post("/v1/namespaces/a/exchanges", content=chunks())
+        r = await c.post("/v1/namespaces/a/exchanges", content=chunks(), headers=JSON)
         assert r.status_code == 413
-        assert (await c.post("/v1/namespaces/a/exchanges", content=b"x" * 100)).status_code == 200
+        r = await c.post("/v1/namespaces/a/exchanges", content=b"x" * 100, headers=JSON)
+        assert r.status_code == 200
 
 
 async def test_edge_guard_health_and_metrics_are_not_queued() -> None:
@@ -97,3 +105,54 @@ async def test_edge_guard_with_keys_leaves_the_host_to_the_keys(tmp_path: Any) -
     guard = EdgeGuard(Slow(0), settings(), keys)
     async with client(guard) as c:
         assert (await c.get("/", headers={"host": "memory.internal"})).status_code == 200
+
+
+async def test_edge_guard_body_that_stops_arriving_is_408_and_frees_its_slot() -> None:
+    guard = EdgeGuard(Slow(0), settings(max_in_flight=1, body_timeout_s=0.2), KeyRing())
+    sent: list[Any] = []
+    stalled = asyncio.Event()  # never set: the rest of the body never comes
+
+    async def receive() -> dict[str, Any]:
+        if not sent and not stalled.is_set() and not getattr(receive, "first", False):
+            receive.first = True  # type: ignore[attr-defined]
+            return {"type": "http.request", "body": b'{"exchanges": [', "more_body": True}
+        await stalled.wait()
+        raise AssertionError("unreachable")
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/namespaces/a/exchanges",
+        "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
+    }
+    await guard(scope, receive, send)
+    assert sent[0]["status"] == 408 and b"did not arrive within 0.2 s" in sent[1]["body"]
+    assert guard.slots._value == 1  # the slot is back
+    async with client(guard) as c:
+        assert (await c.post("/v1/x", json={})).status_code == 200
+
+
+def test_edge_guard_chunked_body_over_the_limit_is_413_through_fastapi() -> None:
+    """FastAPI answers any failure to read a body with 400; the guard's refusal passes."""
+    app = FastAPI()
+    app.add_exception_handler(StarletteHTTPException, http_error)
+
+    @app.post("/v1/namespaces/{namespace}/exchanges")
+    async def add(body: dict[str, Any]) -> dict[str, Any]:
+        return body
+
+    app.add_middleware(EdgeGuard, settings=settings(max_body_bytes=1024), keys=KeyRing())
+
+    def chunks():  # type: ignore[no-untyped-def]
+        yield b'{"x": "'
+        for _ in range(4):
+            yield b"x" * 512
+        yield b'"}'
+
+    with TestClient(app, base_url="http://127.0.0.1") as c:
+        r = c.post("/v1/namespaces/a/exchanges", content=chunks(), headers=JSON)
+    assert r.status_code == 413, r.text
+    assert r.json()["title"] == "Request too large" and "over 1024 bytes" in r.json()["detail"]

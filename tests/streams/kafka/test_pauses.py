@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -24,9 +25,11 @@ class Letters:
 
     def __init__(self) -> None:
         self.sent: list[tuple[bytes | None, str]] = []
+        self.reasons: list[str] = []
 
     async def send(self, record: Incoming, reason: str, error_type: str) -> None:
         self.sent.append((record.value, error_type))
+        self.reasons.append(reason)
 
 
 def records(n: int, start: int = 0) -> list[Incoming]:
@@ -222,3 +225,60 @@ def test_signature_is_the_type_and_the_raising_line() -> None:
     streak = streak_of("unit-signature")
     assert [streak.failed(e) for e in errors] == [1, 2]
     assert streak.failed(ValueError("raised nowhere")) == 1
+
+
+@dataclass(frozen=True)
+class Of:
+    """A parsed message of a namespace."""
+
+    namespace: str
+    text: bytes
+
+
+async def test_a_streak_from_one_namespace_dead_letters_it_and_keeps_serving_the_others() -> None:
+    letters = Letters()
+    handled: list[bytes] = []
+
+    async def handle(values: Sequence[Of]) -> None:
+        for v in values:
+            if v.namespace == "mallory":
+                failing_at_one_place(v.text)
+        handled.extend(v.text for v in values)
+
+    tenants = ["mallory"] * 5 + ["alice", "mallory", "bob"]
+    batch = [Incoming("memory.segments", 0, i, b"k", b"m%d" % i) for i in range(len(tenants))]
+    for rec, ns in zip(batch, tenants, strict=True):
+        parse = lambda r, ns=ns: Of(ns, r.value)  # noqa: E731
+        await asyncio.wait_for(
+            run_guarded("unit-tenant", [rec], parse, handle, letters, policy=FAST),  # type: ignore[arg-type]
+            10,
+        )
+    assert [v for v, _ in letters.sent] == [b"m0", b"m1", b"m2", b"m3", b"m4", b"m6"]
+    assert handled == [b"m5", b"m7"]
+    assert "all of namespace 'mallory'" in letters.reasons[2]
+    assert paused_since("unit-tenant", "systemic", "ValueError") is None
+
+
+async def test_a_streak_across_namespaces_still_pauses_the_stage() -> None:
+    broken = True
+    attempts: list[Sequence[Of]] = []
+    letters = Letters()
+
+    async def handle(values: Sequence[Of]) -> None:
+        attempts.append(values)
+        if broken:
+            failing_at_one_place(values[0].text)
+
+    async def one_by_one() -> None:
+        for i, ns in enumerate(["alice", "bob", "carol", "dave"]):
+            rec = Incoming("memory.segments", 0, i, b"k", b"m%d" % i)
+            parse = lambda r, ns=ns: Of(ns, r.value)  # noqa: E731
+            await run_guarded("unit-tenants", [rec], parse, handle, letters, policy=FAST)  # type: ignore[arg-type]
+
+    task = asyncio.create_task(one_by_one())
+    await paused_retrying(task, attempts, "unit-tenants", "ValueError")  # type: ignore[arg-type]
+    assert not task.done() and [v for v, _ in letters.sent] == [b"m0", b"m1"]
+    assert attempts[-1] == [Of("carol", b"m2")]
+    broken = False
+    await asyncio.wait_for(task, 10)
+    assert len(letters.sent) == 2
