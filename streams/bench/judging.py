@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from streams.bench.errors import BenchError
-from streams.factories import llm_policy
+from streams.factories import llm_caller_options
 from streams.settings import Settings
 from workers.evaluation.judge import LLMJudge, Verdict
 from workers.llm.calls import make_client
@@ -36,7 +36,7 @@ def judge_target(settings: Settings, base_url: str | None, model: str | None) ->
 
 def make_judge(settings: Settings, at: JudgeTarget) -> LLMJudge:
     client = make_client(at.base_url, at.api_key, settings.llm.timeout_s)
-    return LLMJudge(client, at.model, policy=llm_policy(settings, LLMJudge.policy))
+    return LLMJudge(client, at.model, **llm_caller_options(settings, LLMJudge.policy))
 
 
 async def judge_locomo(

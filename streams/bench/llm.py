@@ -45,7 +45,7 @@ from streams.bench.llm_report import (
 )
 from streams.factories import (
     adapter_of,
-    llm_policy,
+    llm_caller_options,
     make_embedder,
     make_llm_client,
     open_store,
@@ -300,7 +300,7 @@ async def _run(
     encoder = LLMEncoder(
         client,
         model,
-        policy=llm_policy(settings, LLMEncoder.policy, attempts=True),
+        **llm_caller_options(settings, LLMEncoder.policy, attempts=True),
         observer=attempts,
     )
     report.segments, batches = await encode_segments(encoder, attempts, segments, echo)
@@ -316,10 +316,10 @@ async def _run(
         store=store,
         embedder=embedder,
         planner=LLMPlanner(
-            client, model, policy=llm_policy(settings, LLMPlanner.policy), observer=attempts
+            client, model, **llm_caller_options(settings, LLMPlanner.policy), observer=attempts
         ),
         answerer=LLMAnswerer(
-            client, model, policy=llm_policy(settings, LLMAnswerer.policy), observer=attempts
+            client, model, **llm_caller_options(settings, LLMAnswerer.policy), observer=attempts
         ),
         adapter=adapter_of(settings, embedder),
     )
