@@ -27,7 +27,7 @@ from schemas.records import RecordBatch
 from streams.bench import harness
 from streams.bench.errors import BenchError
 from streams.bench.harness import Variant
-from streams.bench.judging import JudgeTarget, judge_locomo, make_judge
+from streams.bench.judging import JudgeTarget, answered, grade_all, proven_judge, unproven_note
 from streams.client import MemoryClient
 from streams.factories import make_embedder, open_store
 from streams.ingest import produce
@@ -38,7 +38,7 @@ from workers.datasets import Conversation
 from workers.embedding import Embedder
 from workers.encoder.estimate import eager_segments, prompt_tokens_for
 from workers.evaluation.baselines import BASELINES, conversation_corpus
-from workers.evaluation.judge import accuracy_by_category
+from workers.evaluation.judge import LLMJudge, accuracy_by_category
 from workers.evaluation.metrics import (
     CATEGORIES,
     CATEGORY_ORDER,
@@ -162,11 +162,14 @@ async def _run(
     progress: bool,
     started: float,
     extra: list[Variant],
-    judge: JudgeTarget | None,
+    judge_at: JudgeTarget | None,
 ) -> tuple[LocomoReport, Run]:
     embedder = await asyncio.to_thread(make_embedder, settings)
     store = open_store(settings, embedder)
     run = Run(questions=_questions(conversations))
+    judge, check = None, None
+    if judge_at is not None:  # before the run: a judge that fails its check grades nothing
+        judge, check = await proven_judge(settings, judge_at, tqdm.write)
     async with MemoryClient(settings) as client:
         ingest = await _ingest(settings, client, store, conversations, progress)
         segments = await _by_segment(settings, t.SEGMENTS, Segment, conversations)
@@ -183,8 +186,11 @@ async def _run(
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
     systems = _systems(run, ks, budgets)
     accuracy_note = "accuracy is null: answers are not judged (run with --answer)"
+    failed: list[dict[str, Any]] | None = None
+    if check is not None and judge is None:
+        accuracy_note = unproven_note(check)
     if judge is not None:
-        systems["lychee"]["accuracy"], accuracy_note = await _judge(settings, judge, run)
+        systems["lychee"]["accuracy"], accuracy_note, failed = await _judge(judge, run)
     turns = sum(c.turn_count for c in conversations)
     seg_turns = [len(s.turn_ids) for s in segments]
     construction = _construction(segments, batches, conversations)
@@ -197,7 +203,9 @@ async def _run(
         "data": str(data),
         "variant": variant.name,
         "llm": settings.llm.model if settings.llm.configured else None,
-        "judge": judge.model if judge is not None else None,
+        "judge": judge_at.model if judge_at is not None else None,
+        "judge_check": check.as_dict() if check is not None else None,
+        "failed_answers": failed,
         "embedding": embedder.model_name,
         "conversations": len(conversations),
         "turns": turns,
@@ -355,28 +363,32 @@ def _construction(
     }
 
 
-async def _judge(settings: Settings, judge: JudgeTarget, run: Run) -> tuple[dict[str, float], str]:
-    """Every generated answer graded by the LoCoMo judge protocol: the share judged CORRECT
-    per category (0.0 for a category without questions, as recall: `counts` tells them
-    apart), and the note naming the judge."""
-    verdicts = await judge_locomo(
-        make_judge(settings, judge),
-        [
-            (q.text, q.answer, r.answer or "")
-            for q, r in zip(run.questions, run.replies, strict=True)
-        ],
-    )
+async def _judge(judge: LLMJudge, run: Run) -> tuple[dict[str, float], str, list[dict[str, Any]]]:
+    """Every answer graded by the LoCoMo judge protocol, a failed one wrong and never judged:
+    the share judged CORRECT per category (0.0 for a category without questions, as recall:
+    `counts` tells them apart), the note naming the judge, and the failed answers."""
+    items = [
+        answered(q.text, q.answer, r.answer, r.answer_error)
+        for q, r in zip(run.questions, run.replies, strict=True)
+    ]
+    verdicts = await grade_all(judge, items)
     counts = accuracy_by_category(
         (q.category, v.correct) for q, v in zip(run.questions, verdicts, strict=True)
     )
     accuracy = {
         c: round(counts[c][0] / counts[c][1], 4) if c in counts else 0.0 for c in CATEGORY_ORDER
     }
+    failed = [
+        {"namespace": q.namespace, "question": q.text, "category": q.category, "reason": v.failed}
+        for q, v in zip(run.questions, verdicts, strict=True)
+        if v.failed is not None
+    ]
     note = (
         f"accuracy judged by {judge.model} with the LoCoMo judge protocol (paper App. E.5); "
-        f"{sum(v.correct is None for v in verdicts)} answers without a verdict count as wrong"
+        f"{sum(v.correct is None for v in verdicts)} answers without a verdict and "
+        f"{len(failed)} failed answers (never judged) count as wrong"
     )
-    return accuracy, note
+    return accuracy, note, failed
 
 
 def _per_question(total: int, run: Run) -> float:
