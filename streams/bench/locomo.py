@@ -39,6 +39,7 @@ from workers.embedding import Embedder
 from workers.encoder.estimate import eager_segments, prompt_tokens_for
 from workers.evaluation.baselines import BASELINES, conversation_corpus
 from workers.evaluation.judge import LLMJudge, accuracy_by_category
+from workers.evaluation.judge_check import JudgeCheck
 from workers.evaluation.metrics import (
     CATEGORIES,
     CATEGORY_ORDER,
@@ -185,12 +186,8 @@ async def _run(
             run.baselines[f"lychee:{other.name}"] = more.lychee
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
     systems = _systems(run, ks, budgets)
-    accuracy_note = "accuracy is null: answers are not judged (run with --answer)"
-    failed: list[dict[str, Any]] | None = None
-    if check is not None and judge is None:
-        accuracy_note = unproven_note(check)
-    if judge is not None:
-        systems["lychee"]["accuracy"], accuracy_note, failed = await _judge(judge, run)
+    grades = await _grades(judge, check, run)
+    systems["lychee"]["accuracy"] = grades.accuracy
     turns = sum(c.turn_count for c in conversations)
     seg_turns = [len(s.turn_ids) for s in segments]
     construction = _construction(segments, batches, conversations)
@@ -205,7 +202,7 @@ async def _run(
         "llm": settings.llm.model if settings.llm.configured else None,
         "judge": judge_at.model if judge_at is not None else None,
         "judge_check": check.as_dict() if check is not None else None,
-        "failed_answers": failed,
+        "failed_answers": grades.failed,
         "embedding": embedder.model_name,
         "conversations": len(conversations),
         "turns": turns,
@@ -229,7 +226,7 @@ async def _run(
             "estimates use the encoder's prompt builder with the session's reference context",
             "no LLM configured: accuracy is null; the heuristic planner makes no LLM call"
             if not settings.llm.configured
-            else accuracy_note,
+            else grades.note,
             f"lychee latency is the query service's retrieval time; client round trip p50/p95: "
             f"{percentiles(run.round_trip_ms)}",
             f"segments by reason: {_reasons(segments)}",
@@ -363,10 +360,24 @@ def _construction(
     }
 
 
-async def _judge(judge: LLMJudge, run: Run) -> tuple[dict[str, float], str, list[dict[str, Any]]]:
+@dataclass(frozen=True)
+class Grades:
+    """The accuracy of lychee's answers per category (None: not judged), the note that says
+    how it was judged or why not, and the answers that failed."""
+
+    accuracy: dict[str, float] | None
+    note: str
+    failed: list[dict[str, Any]] | None = None
+
+
+async def _grades(judge: LLMJudge | None, check: JudgeCheck | None, run: Run) -> Grades:
     """Every answer graded by the LoCoMo judge protocol, a failed one wrong and never judged:
     the share judged CORRECT per category (0.0 for a category without questions, as recall:
-    `counts` tells them apart), the note naming the judge, and the failed answers."""
+    `counts` tells them apart). Nothing is judged without a judge that passed its check."""
+    if check is None:
+        return Grades(None, "accuracy is null: answers are not judged (run with --answer)")
+    if judge is None:
+        return Grades(None, unproven_note(check))
     items = [
         answered(q.text, q.answer, r.answer, r.answer_error)
         for q, r in zip(run.questions, run.replies, strict=True)
@@ -384,11 +395,11 @@ async def _judge(judge: LLMJudge, run: Run) -> tuple[dict[str, float], str, list
         if v.failed is not None
     ]
     note = (
-        f"accuracy judged by {judge.model} with the LoCoMo judge protocol (paper App. E.5); "
-        f"{sum(v.correct is None for v in verdicts)} answers without a verdict and "
-        f"{len(failed)} failed answers (never judged) count as wrong"
+        f"accuracy judged by {judge.model} with the LoCoMo judge protocol (paper App. E.5), "
+        f"{check.line()}; {sum(v.correct is None for v in verdicts)} answers without a verdict "
+        f"and {len(failed)} failed answers (never judged) count as wrong"
     )
-    return accuracy, note, failed
+    return Grades(accuracy, note, failed)
 
 
 def _per_question(total: int, run: Run) -> float:
