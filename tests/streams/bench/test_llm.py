@@ -303,3 +303,26 @@ def test_bench_llm_redacted_question_line_holds_no_text_of_the_data() -> None:
     line = question_line(1, 1, q, [q], redact=True)
     assert "cabin" not in line and "lake" not in line
     assert "[single-hop] (texts withheld)" in line and "judge: CORRECT (running 1/1)" in line
+
+
+@pytest.mark.parametrize(
+    ("judge", "code"), [(judged, 0), (lambda _: valid({"label": "CORRECT"}), 1)]
+)
+def test_bench_judge_command_grades_the_sanity_pairs_and_fails_a_lenient_judge(
+    judge: Any, code: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from streams.cli import main
+
+    with FakeOpenAI(respond=lambda body: judge(body["messages"][-1]["content"])) as server:
+        monkeypatch.setenv("LYCHEE_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("LYCHEE_LLM_MODEL", "fake-llm")
+        out = CliRunner().invoke(main, ["bench", "judge"])
+    assert out.exit_code == code, out.output
+    last = out.output.strip().splitlines()[-1]
+    if code == 0:
+        assert last == "judge fake-llm: sanity check 16/16, passed"
+    else:
+        assert last.startswith("judge fake-llm: sanity check 5/16, FAILED: another name")
+        assert "missed: empty answer: wants WRONG" in out.output
