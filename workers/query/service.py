@@ -178,7 +178,9 @@ class QueryService:
         if self.answerer is None:
             return Answered(error="no answer model is configured")
         budget = await self.answerer.evidence_budget(question)
-        n = len(evidence) if budget is None else items_that_fit(evidence, budget)
+        n = len(evidence)
+        if budget is not None:  # the tokenizer is CPU-bound: off the loop, as selection
+            n = await asyncio.to_thread(items_that_fit, evidence, budget)
         if n < len(evidence):
             context = serialize_context(evidence[:n])[0]
         try:
