@@ -97,7 +97,18 @@ class QueryReply(Contract):
     context: str = Field(default="", description="the evidence in the answer prompt's two blocks")
     context_tokens: int = 0
     plan: dict[str, Any] | None = None
-    answer: str | None = None
+    answer: str | None = Field(
+        default=None, description="the answer, when one was asked for and came back"
+    )
+    answer_error: str | None = Field(
+        default=None, description="why no answer came back, when one was asked for"
+    )
+    answer_items: int | None = Field(
+        default=None,
+        ge=0,
+        description="how many evidence items, in order, the answer was given: fewer than "
+        "`evidence` holds when the rest did not fit the model's context window",
+    )
     usage: dict[str, int] = Field(default_factory=dict, description="query-time LLM tokens")
     timings_ms: dict[str, float] = Field(default_factory=dict)
     served_at: datetime | None = None

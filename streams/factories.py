@@ -4,7 +4,7 @@ query planner and the evidence store."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streams.metrics import LLM_OBSERVER, ObservedEmbedder, observe_embedding_cache
 from streams.settings import Settings
@@ -90,6 +90,17 @@ def llm_policy(settings: Settings, base: RetryPolicy, *, attempts: bool = False)
     )
 
 
+def llm_caller_options(
+    settings: Settings, base: RetryPolicy, *, attempts: bool = False
+) -> dict[str, Any]:
+    """What every LLM caller is built with from settings: its retry policy (`llm_policy`)
+    and the configured context window."""
+    return {
+        "policy": llm_policy(settings, base, attempts=attempts),
+        "context_tokens": settings.llm.context_tokens,
+    }
+
+
 def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, settings: Settings) -> Planner:
     """One LLM planning call when an LLM is configured, else the heuristic planner."""
     if llm is None:
@@ -98,8 +109,8 @@ def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, settings: Settings)
         return HeuristicPlanner()
     from workers.query.planner.llm_planner import LLMPlanner
 
-    policy = llm_policy(settings, LLMPlanner.policy)
-    return LLMPlanner(*llm, policy=policy, observer=LLM_OBSERVER)
+    options = llm_caller_options(settings, LLMPlanner.policy)
+    return LLMPlanner(*llm, **options, observer=LLM_OBSERVER)
 
 
 def open_store(

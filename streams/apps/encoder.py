@@ -13,7 +13,7 @@ from schemas import topics as t
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
-from streams.factories import llm_policy, make_llm_client
+from streams.factories import llm_caller_options, make_llm_client
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
 from streams.kafka.serde import decode
 from streams.settings import Settings
@@ -31,10 +31,8 @@ def make_encoder(settings: Settings) -> SegmentEncoder:
     if llm is None:
         return ExtractiveEncoder()
     client, model = llm
-    policy = llm_policy(settings, LLMEncoder.policy, attempts=True)
-    return GuardedLLMEncoder(
-        LLMEncoder(client, model, policy=policy, observer=metrics.LLM_OBSERVER)
-    )
+    options = llm_caller_options(settings, LLMEncoder.policy, attempts=True)
+    return GuardedLLMEncoder(LLMEncoder(client, model, **options, observer=metrics.LLM_OBSERVER))
 
 
 def build(settings: Settings) -> faust.App:

@@ -21,7 +21,7 @@ from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.factories import (
     adapter_of,
-    llm_policy,
+    llm_caller_options,
     make_embedder,
     make_llm_client,
     make_planner,
@@ -88,7 +88,7 @@ class QueryHandler:
                     planner=make_planner(llm, s),
                     answerer=LLMAnswerer(
                         *llm,
-                        policy=llm_policy(s, LLMAnswerer.policy),
+                        **llm_caller_options(s, LLMAnswerer.policy),
                         observer=metrics.LLM_OBSERVER,
                     )
                     if llm

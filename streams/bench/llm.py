@@ -6,7 +6,8 @@ configured embedder; the first N segments go through the real `LLMEncoder` (stre
 structured output, one repair) with the session's reference context carried as the stage
 carries it; their turns and records are indexed into a temporary LanceDB by the real
 indexer; then M questions go through the real query service with the LLM planner and
-answerer, and, with a judge, each answer is graded by the LoCoMo judge protocol. An
+answerer, and, with a judge that passes its sanity check, each generated answer is graded
+by the LoCoMo judge protocol (a failed answer is wrong, never judged). An
 outcome the encoder stage would dead-letter (still invalid after the repair) or pause on
 (the LLM unavailable after its attempts) is counted as such, and the run goes on.
 """
@@ -29,7 +30,7 @@ from schemas import QueryRequest, Segment
 from schemas.records import RecordBatch
 from streams.bench.errors import BenchError
 from streams.bench.harness import load_reported, pick_conversation
-from streams.bench.judging import JudgeTarget, judge_target, make_judge
+from streams.bench.judging import JudgeTarget, answered, grade, judge_target, proven_judge
 from streams.bench.llm_report import (
     DEAD_LETTERED,
     FIRST_TRY,
@@ -45,7 +46,7 @@ from streams.bench.llm_report import (
 )
 from streams.factories import (
     adapter_of,
-    llm_policy,
+    llm_caller_options,
     make_embedder,
     make_llm_client,
     open_store,
@@ -213,6 +214,7 @@ async def ask_questions(
                 answer=True,
             )
         )
+        item = answered(ask.question, ask.gold or "", reply.answer, reply.answer_error)
         result = QuestionResult(
             ask.question,
             ask.category,
@@ -221,9 +223,11 @@ async def ask_questions(
             str((reply.plan or {}).get("source", "?")),
             time.perf_counter() - t0,
             reply.usage.get("input_tokens", 0) + reply.usage.get("output_tokens", 0),
+            failure=item.failure,
+            evidence_read=(reply.answer_items, len(reply.evidence)),
         )
         if judge is not None and ask.gold is not None:
-            _judged(result, await judge.locomo(ask.question, ask.gold, result.answer))
+            _judged(result, await grade(judge, item))
         out.append(result)
         echo(question_line(i, len(asks), result, out, redact))
     return out
@@ -300,7 +304,7 @@ async def _run(
     encoder = LLMEncoder(
         client,
         model,
-        policy=llm_policy(settings, LLMEncoder.policy, attempts=True),
+        **llm_caller_options(settings, LLMEncoder.policy, attempts=True),
         observer=attempts,
     )
     report.segments, batches = await encode_segments(encoder, attempts, segments, echo)
@@ -309,17 +313,18 @@ async def _run(
     chosen, report.skipped_questions = questions_of(
         conv, {t.turn_id for t in turns}, questions_n, asks
     )
-    has_gold = any(a.gold for a in chosen)
-    judge = make_judge(settings, judge_at) if judge_at is not None and has_gold else None
-    report.judge = judge.model if judge else None
+    judge = None
+    if judge_at is not None and any(a.gold for a in chosen):
+        judge, check = await proven_judge(settings, judge_at, echo)
+        report.judge, report.judge_check = judge_at.model, check.as_dict()
     deps = QueryDeps(
         store=store,
         embedder=embedder,
         planner=LLMPlanner(
-            client, model, policy=llm_policy(settings, LLMPlanner.policy), observer=attempts
+            client, model, **llm_caller_options(settings, LLMPlanner.policy), observer=attempts
         ),
         answerer=LLMAnswerer(
-            client, model, policy=llm_policy(settings, LLMAnswerer.policy), observer=attempts
+            client, model, **llm_caller_options(settings, LLMAnswerer.policy), observer=attempts
         ),
         adapter=adapter_of(settings, embedder),
     )

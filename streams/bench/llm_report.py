@@ -43,7 +43,9 @@ class QuestionResult:
     plan_source: str
     seconds: float
     tokens: int
-    judged: bool = False
+    failure: str | None = None  # why no answer came back: wrong, and never judged
+    evidence_read: tuple[int | None, int] = (None, 0)  # items the answer read, of those found
+    judged: bool = False  # graded: by the judge, or wrong for a failed answer
     correct: bool | None = None  # None: judged without a usable verdict
     judge_reasoning: str = ""
     judge_error: str | None = None
@@ -59,6 +61,7 @@ class LLMBenchReport:
     segments: list[SegmentResult] = field(default_factory=list)
     questions: list[QuestionResult] = field(default_factory=list)
     skipped_questions: int = 0  # the file's questions whose evidence lies past the segments
+    judge_check: dict[str, Any] | None = None  # `workers.evaluation.judge_check.JudgeCheck`
     seconds: float = 0.0
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -81,15 +84,21 @@ def question_line(
 ) -> str:
     """One question as it comes out; `redact` leaves out the texts of the question, the
     answer and the gold answer (a file whose licence forbids copying them)."""
-    said = "(texts withheld)" if redact else f"{r.question!r} -> {r.answer!r}"
+    got = f"failed: {r.failure}" if r.failure else repr(r.answer)
+    said = f"(texts withheld) -> {'failed' if r.failure else 'answered'}" if redact else ""
+    said = said or f"{r.question!r} -> {got}"
     line = (
         f"question {i}/{n} [{r.category}] {said} "
         f"(plan: {r.plan_source}, {r.seconds:.1f} s, {r.tokens} tokens)"
     )
+    read, found = r.evidence_read
+    if read is not None and read < found:
+        line += f" | the answer read {read} of {found} items (context window)"
     if r.gold is not None and not redact:
         line += f" | gold {r.gold!r}"
     if r.judged:
         label = "CORRECT" if r.correct else "WRONG" if r.correct is False else "no verdict"
+        label = "WRONG (failed, not judged)" if r.failure else label
         right = sum(1 for q in so_far if q.correct)
         judged = sum(1 for q in so_far if q.judged)
         line += f" | judge: {label} (running {right}/{judged})"
@@ -129,6 +138,12 @@ def summary(report: LLMBenchReport) -> dict[str, Any]:
         "planner_fallbacks": sum(1 for q in report.questions if q.plan_source != "llm"),
         "question_seconds_median": _median([q.seconds for q in report.questions]),
         "accuracy": accuracy(report.questions),
+        "judge_check": report.judge_check,
+        "failed_answers": [
+            {"question": i, "category": q.category, "reason": q.failure}
+            for i, q in enumerate(report.questions, 1)
+            if q.failure is not None
+        ],
     }
     return out
 
@@ -144,6 +159,7 @@ def accuracy(questions: list[QuestionResult]) -> dict[str, Any] | None:
         for name, (right, n) in counts.items()
     }
     out["no_verdict"] = sum(1 for q in judged if q.correct is None)
+    out["failed"] = sum(1 for q in judged if q.failure is not None)
     return out
 
 
@@ -166,15 +182,36 @@ def format_summary(report: LLMBenchReport) -> str:
         f"evidence lies past the segments encoded); planner fallbacks: "
         f"{s['planner_fallbacks']}; seconds per question (median): {s['question_seconds_median']}",
     ]
+    return "\n".join(lines + _grading_lines(report, s))
+
+
+def _grading_lines(report: LLMBenchReport, s: dict[str, Any]) -> list[str]:
+    """The failed answers, listed apart, then the accuracy with its judge's sanity check,
+    or why there is none."""
+    lines = [
+        f"failed answers (wrong, never judged): {len(s['failed_answers'])}",
+        *(
+            f"  question {f['question']} [{f['category']}]: {f['reason']}"
+            for f in s["failed_answers"]
+        ),
+    ]
+    check = report.judge_check
     acc = s["accuracy"]
-    if acc:
+    if check is not None and not check["passed"]:
+        missed = "; ".join(m["name"] for m in check["missed"])
+        lines.append(
+            f"accuracy: none: the judge {check['judge']} failed its sanity check on "
+            f"{len(check['missed'])} of {check['pairs']} pairs ({missed}), so no answer was judged"
+        )
+    elif acc:
         cats = ", ".join(
             f"{k} {v['accuracy']:.3f} ({v['correct']}/{v['n']})"
             for k, v in acc.items()
             if isinstance(v, dict)
         )
+        passed = f"sanity check {check['pairs']}/{check['pairs']} passed" if check else "unchecked"
         lines.append(
-            f"accuracy (judge {report.judge}, LoCoMo protocol): {cats}; no verdict: "
-            f"{acc['no_verdict']}"
+            f"accuracy (judge {report.judge}, LoCoMo protocol, {passed}): {cats}; no verdict: "
+            f"{acc['no_verdict']}; failed answers: {acc['failed']}"
         )
-    return "\n".join(lines)
+    return lines

@@ -27,7 +27,7 @@ from schemas.records import RecordBatch
 from streams.bench import harness
 from streams.bench.errors import BenchError
 from streams.bench.harness import Variant
-from streams.bench.judging import JudgeTarget, judge_locomo, make_judge
+from streams.bench.judging import JudgeTarget, answered, grade_all, proven_judge, unproven_note
 from streams.client import MemoryClient
 from streams.factories import make_embedder, open_store
 from streams.ingest import produce
@@ -38,7 +38,8 @@ from workers.datasets import Conversation
 from workers.embedding import Embedder
 from workers.encoder.estimate import eager_segments, prompt_tokens_for
 from workers.evaluation.baselines import BASELINES, conversation_corpus
-from workers.evaluation.judge import accuracy_by_category
+from workers.evaluation.judge import LLMJudge, accuracy_by_category
+from workers.evaluation.judge_check import JudgeCheck
 from workers.evaluation.metrics import (
     CATEGORIES,
     CATEGORY_ORDER,
@@ -162,11 +163,14 @@ async def _run(
     progress: bool,
     started: float,
     extra: list[Variant],
-    judge: JudgeTarget | None,
+    judge_at: JudgeTarget | None,
 ) -> tuple[LocomoReport, Run]:
     embedder = await asyncio.to_thread(make_embedder, settings)
     store = open_store(settings, embedder)
     run = Run(questions=_questions(conversations))
+    judge, check = None, None
+    if judge_at is not None:  # before the run: a judge that fails its check grades nothing
+        judge, check = await proven_judge(settings, judge_at, tqdm.write)
     async with MemoryClient(settings) as client:
         ingest = await _ingest(settings, client, store, conversations, progress)
         segments = await _by_segment(settings, t.SEGMENTS, Segment, conversations)
@@ -182,9 +186,8 @@ async def _run(
             run.baselines[f"lychee:{other.name}"] = more.lychee
     _baselines(embedder, conversations, run, max(RETRIEVE_K, *ks))
     systems = _systems(run, ks, budgets)
-    accuracy_note = "accuracy is null: answers are not judged (run with --answer)"
-    if judge is not None:
-        systems["lychee"]["accuracy"], accuracy_note = await _judge(settings, judge, run)
+    grades = await _grades(judge, check, run)
+    systems["lychee"]["accuracy"] = grades.accuracy
     turns = sum(c.turn_count for c in conversations)
     seg_turns = [len(s.turn_ids) for s in segments]
     construction = _construction(segments, batches, conversations)
@@ -197,7 +200,9 @@ async def _run(
         "data": str(data),
         "variant": variant.name,
         "llm": settings.llm.model if settings.llm.configured else None,
-        "judge": judge.model if judge is not None else None,
+        "judge": judge_at.model if judge_at is not None else None,
+        "judge_check": check.as_dict() if check is not None else None,
+        "failed_answers": grades.failed,
         "embedding": embedder.model_name,
         "conversations": len(conversations),
         "turns": turns,
@@ -221,7 +226,7 @@ async def _run(
             "estimates use the encoder's prompt builder with the session's reference context",
             "no LLM configured: accuracy is null; the heuristic planner makes no LLM call"
             if not settings.llm.configured
-            else accuracy_note,
+            else grades.note,
             f"lychee latency is the query service's retrieval time; client round trip p50/p95: "
             f"{percentiles(run.round_trip_ms)}",
             f"segments by reason: {_reasons(segments)}",
@@ -355,28 +360,46 @@ def _construction(
     }
 
 
-async def _judge(settings: Settings, judge: JudgeTarget, run: Run) -> tuple[dict[str, float], str]:
-    """Every generated answer graded by the LoCoMo judge protocol: the share judged CORRECT
-    per category (0.0 for a category without questions, as recall: `counts` tells them
-    apart), and the note naming the judge."""
-    verdicts = await judge_locomo(
-        make_judge(settings, judge),
-        [
-            (q.text, q.answer, r.answer or "")
-            for q, r in zip(run.questions, run.replies, strict=True)
-        ],
-    )
+@dataclass(frozen=True)
+class Grades:
+    """The accuracy of lychee's answers per category (None: not judged), the note that says
+    how it was judged or why not, and the answers that failed."""
+
+    accuracy: dict[str, float] | None
+    note: str
+    failed: list[dict[str, Any]] | None = None
+
+
+async def _grades(judge: LLMJudge | None, check: JudgeCheck | None, run: Run) -> Grades:
+    """Every answer graded by the LoCoMo judge protocol, a failed one wrong and never judged:
+    the share judged CORRECT per category (0.0 for a category without questions, as recall:
+    `counts` tells them apart). Nothing is judged without a judge that passed its check."""
+    if check is None:
+        return Grades(None, "accuracy is null: answers are not judged (run with --answer)")
+    if judge is None:
+        return Grades(None, unproven_note(check))
+    items = [
+        answered(q.text, q.answer, r.answer, r.answer_error)
+        for q, r in zip(run.questions, run.replies, strict=True)
+    ]
+    verdicts = await grade_all(judge, items)
     counts = accuracy_by_category(
         (q.category, v.correct) for q, v in zip(run.questions, verdicts, strict=True)
     )
     accuracy = {
         c: round(counts[c][0] / counts[c][1], 4) if c in counts else 0.0 for c in CATEGORY_ORDER
     }
+    failed = [
+        {"namespace": q.namespace, "question": q.text, "category": q.category, "reason": v.failed}
+        for q, v in zip(run.questions, verdicts, strict=True)
+        if v.failed is not None
+    ]
     note = (
-        f"accuracy judged by {judge.model} with the LoCoMo judge protocol (paper App. E.5); "
-        f"{sum(v.correct is None for v in verdicts)} answers without a verdict count as wrong"
+        f"accuracy judged by {judge.model} with the LoCoMo judge protocol (paper App. E.5), "
+        f"{check.line()}; {sum(v.correct is None for v in verdicts)} answers without a verdict "
+        f"and {len(failed)} failed answers (never judged) count as wrong"
     )
-    return accuracy, note
+    return Grades(accuracy, note, failed)
 
 
 def _per_question(total: int, run: Run) -> float:

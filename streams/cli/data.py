@@ -198,6 +198,13 @@ def format_evidence(reply: Any) -> str:
         )
     if reply.answer:
         lines.append(f"   answer: {reply.answer}")
+    if reply.answer_error:
+        lines.append(f"   no answer: {reply.answer_error}")
+    if reply.answer_items is not None and reply.answer_items < len(reply.evidence):
+        lines.append(
+            f"   the answer read the first {reply.answer_items} of {len(reply.evidence)} items: "
+            "the rest did not fit the model's context window"
+        )
     timing = ", ".join(f"{k} {v:.1f}ms" for k, v in reply.timings_ms.items())
     lines.append(f"   timings: {timing}")
     return "\n".join(lines)

@@ -83,6 +83,14 @@ class LLMSettings(Group):
         "generous since a slow local model writes a segment's records in minutes (each reply "
         "is capped in tokens too); a reply still being written then is not retried",
     )
+    context_tokens: int | None = Field(
+        default=None,
+        ge=256,
+        description="the model's context window in tokens, where its server does not state one "
+        "(llama.cpp's /props and model listings that carry a context length are read first); "
+        "every prompt and its reply's cap fit in it, an answer's evidence cut to it (unset, "
+        "with no window stated: prompts are sent whole)",
+    )
     max_attempts: int = Field(
         default=5,
         ge=1,

@@ -22,6 +22,11 @@ types answered with a 400, as servers without structured outputs answer them, an
 `refuse_options` does the same for request parameters (`stream_options` on older Azure
 OpenAI). `max_completion_tokens` (or `max_tokens`) is honoured: a longer reply stops there
 with the finish reason "length".
+`context_tokens` gives the model a context window, stated in `GET /props` as llama.cpp
+states it (`states_context="props"`), in the `GET /v1/models` listing (`"models"`) or
+nowhere (`"none"`): a request whose prompt, with its reply's cap, does not fit it is refused
+with llama.cpp's HTTP 400 and recorded in `oversized`. The fake counts a prompt as a model
+with another tokenizer and a chat template would (`model_tokens`), above our own count.
 `generations` records every chat request's life (until its reply was sent or its client
 went away) and `max_parallel` the most that were live at once: a retry must not run
 beside the generation it replaces.
@@ -135,6 +140,15 @@ def fake_tokens(s: str) -> int:
     return len(s.split())
 
 
+def model_tokens(messages: list[dict[str, Any]]) -> int:
+    """A prompt's size as the fake model counts it: o200k tokens plus 5 %, and the chat
+    template's tokens around each message and before the reply."""
+    from workers.tokens import count_tokens
+
+    text_tokens = sum(count_tokens(str(m.get("content") or "")) for m in messages)
+    return int(text_tokens * 1.05) + 7 * len(messages) + 3
+
+
 def fake_vector(text_: str, dim: int) -> list[float]:
     """Not normalized on purpose: the embedder must normalize."""
     seed = int.from_bytes(hashlib.sha256(text_.encode()).digest()[:8], "little")
@@ -163,6 +177,9 @@ class FakeOpenAI:
         self.refuse_formats: set[str] = set()  # response_format types answered with a 400
         self.refuse_options: set[str] = set()  # request parameters answered with a 400
         self.generations: list[Generation] = []
+        self.context_tokens: int | None = None  # the model's window; None: unbounded
+        self.states_context: Literal["props", "models", "none"] = "props"
+        self.oversized: list[int] = []  # sizes (prompt and reply cap) of requests refused
         self.max_parallel = 0  # most chat requests live at once
         self._script: deque[Action] = deque()
         self._embedding_script: deque[Action] = deque()
@@ -253,6 +270,8 @@ class FakeOpenAI:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_post("/v1/embeddings", self._embeddings)
+        app.router.add_get("/props", self._props)
+        app.router.add_get("/v1/models", self._models)
         # Cancel handlers whose client hung up, so a `slow` reply does not outlive its test;
         # no access log (`lychee bench llm-outage` prints its own report).
         self._runner = web.AppRunner(
@@ -274,8 +293,11 @@ class FakeOpenAI:
             self.max_parallel = max(self.max_parallel, len(live) + 1)
             fmt = (body.get("response_format") or {}).get("type")
             refused = sorted(self.refuse_options & set(body))
+            oversized = self._oversized(body)
             action: Action = (
-                Status(400, {}, _option_refusal(refused[0]))
+                Status(400, {}, _context_refusal(oversized, self.context_tokens or 0))
+                if oversized
+                else Status(400, {}, _option_refusal(refused[0]))
                 if refused
                 else Status(400, {}, _format_refusal(fmt))
                 if fmt in self.refuse_formats
@@ -292,6 +314,29 @@ class FakeOpenAI:
             raise
         finally:
             generation.done = True
+
+    def _oversized(self, body: dict[str, Any]) -> int | None:
+        """The request's size when it does not fit the context window (under the lock)."""
+        if self.context_tokens is None:
+            return None
+        cap = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        size = model_tokens(body.get("messages", [])) + int(cap)
+        if size <= self.context_tokens:
+            return None
+        self.oversized.append(size)
+        return size
+
+    async def _props(self, request: web.Request) -> web.Response:
+        if self.context_tokens is None or self.states_context != "props":
+            return web.json_response({"error": {"message": "File Not Found"}}, status=404)
+        settings = {"n_ctx": self.context_tokens, "temperature": 0.8}
+        return web.json_response({"default_generation_settings": settings, "total_slots": 1})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        entry: dict[str, Any] = {"id": "fake", "object": "model", "owned_by": "fake"}
+        if self.context_tokens is not None and self.states_context == "models":
+            entry["max_model_len"] = self.context_tokens
+        return web.json_response({"object": "list", "data": [entry]})
 
     async def _answer(
         self, request: web.Request, body: dict[str, Any], action: Action, generation: Generation
@@ -426,6 +471,20 @@ def _capped(reply: Streamed, limit: int | None) -> tuple[Streamed, str]:
     if limit is None or len(words) <= limit:
         return reply, "stop"
     return dataclasses.replace(reply, content="".join(words[:limit])), "length"
+
+
+def _context_refusal(size: int, window: int) -> dict[str, Any]:
+    """The body llama.cpp answers a request larger than its context with."""
+    return {
+        "error": {
+            "code": 400,
+            "message": f"request ({size} tokens) exceeds the available context size "
+            f"({window} tokens), try increasing it",
+            "type": "exceed_context_size_error",
+            "n_prompt_tokens": size,
+            "n_ctx": window,
+        }
+    }
 
 
 def _option_refusal(name: str) -> dict[str, Any]:

@@ -6,13 +6,14 @@ counts), with one sentence of reasoning first; accuracy is the share labelled CO
 LongMemEval's judges answer yes or no, with one rule set per task (temporal reasoning
 forgives off-by-one day counts, knowledge updates accept old facts beside the updated one,
 preferences are graded against a rubric, abstention questions want the gap recognised).
-The prompts are written in our own words with the paper's rules and output fields.
+The prompts are written in our own words with the paper's rules and output fields; both
+verdicts come back as a JSON object in a schema, and a reply without one is no verdict.
+A judge proves itself first on `workers.evaluation.judge_check`.
 """
 
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,7 +24,7 @@ from schemas.records import TokenUsage
 from workers.llm.calls import ChatCaller
 from workers.llm.errors import CompletionError
 from workers.llm.formats import reply_schema
-from workers.llm.replies import content, json_object
+from workers.llm.replies import content, json_object, schema_errors
 from workers.llm.usage import usage_of
 
 # --- LoCoMo (App. E.5) ---------------------------------------------------------------
@@ -74,7 +75,6 @@ class LocomoVerdict(BaseModel):
 
 
 VERDICT_SCHEMA = reply_schema(LocomoVerdict)
-_LABEL = re.compile(r"\b(CORRECT|WRONG)\b")
 
 
 def locomo_judge_messages(question: str, gold: str, answer: str) -> list[dict[str, str]]:
@@ -86,14 +86,15 @@ def locomo_judge_messages(question: str, gold: str, answer: str) -> list[dict[st
 
 
 def parse_locomo_verdict(raw: str) -> tuple[bool | None, str]:
-    """(correct, reasoning); correct is None when the reply holds no label at all. A reply
-    that is not the JSON asked for is read by its last CORRECT or WRONG word."""
+    """(correct, reasoning) from the verdict's JSON object; correct is None, with the reason,
+    for a reply that is not that object. A label is never read from free text: a reply that
+    echoes the prompt holds both labels and proves nothing."""
     try:
         verdict = LocomoVerdict.model_validate(json_object(raw))
-        return verdict.label == "CORRECT", verdict.reasoning
-    except (ValueError, ValidationError):
-        labels = _LABEL.findall(raw.upper())
-        return (labels[-1] == "CORRECT" if labels else None), raw.strip()[:300]
+    except ValueError as exc:  # ValidationError included
+        detail = schema_errors(exc) if isinstance(exc, ValidationError) else str(exc)
+        return None, f"no verdict in the reply ({detail}): {raw.strip()[:200]!r}"
+    return verdict.label == "CORRECT", verdict.reasoning
 
 
 # --- LongMemEval (App. E.4) ----------------------------------------------------------
@@ -134,23 +135,54 @@ _LME_ABSTENTION = (
 )
 
 
+class YesNoVerdict(BaseModel):
+    """A LongMemEval grader's reply: the reasoning, then yes or no."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reasoning: str = ""
+    verdict: Literal["yes", "no"]
+
+    @field_validator("verdict", mode="before")
+    @classmethod
+    def _verdict(cls, v: Any) -> Any:
+        return v.strip().lower() if isinstance(v, str) else v
+
+
+YES_NO_SCHEMA = reply_schema(YesNoVerdict)
+_YES_NO_REPLY = (
+    'Reply with JSON only: {"reasoning": "<one short sentence>", "verdict": "yes" or "no"}'
+)
+
+
+def parse_yes_no_verdict(raw: str) -> tuple[bool | None, str]:
+    """(yes, reasoning) from the verdict's JSON object; None, with the reason, otherwise."""
+    try:
+        verdict = YesNoVerdict.model_validate(json_object(raw))
+    except ValueError as exc:  # ValidationError included
+        detail = schema_errors(exc) if isinstance(exc, ValidationError) else str(exc)
+        return None, f"no verdict in the reply ({detail}): {raw.strip()[:200]!r}"
+    return verdict.verdict == "yes", verdict.reasoning
+
+
 def longmemeval_judge_messages(
     task: str, question: str, answer: str, response: str, *, abstention: bool = False
 ) -> list[dict[str, str]]:
-    """One user message in the layout of LongMemEval's `get_anscheck_prompt`."""
+    """One user message in the layout of LongMemEval's `get_anscheck_prompt`, asking for
+    the verdict as JSON."""
     if abstention:
         rules, label, ask = (
             _LME_ABSTENTION,
             "Explanation",
-            "Does the model recognise the question as unanswerable? Answer yes or no only.",
+            "Does the model recognise the question as unanswerable? Answer yes or no.",
         )
     else:
         rules = _LME_RULES.get(task, _LME_BASE)
         label = "Rubric" if task == "single-session-preference" else "Correct Answer"
-        ask = "Is the model response correct? Answer yes or no only."
+        ask = "Is the model response correct? Answer yes or no."
     text = (
         f"{rules}\n\nQuestion: {question.strip()}\n\n{label}: {answer.strip()}\n\n"
-        f"Model Response: {response.strip()}\n\n{ask}"
+        f"Model Response: {response.strip()}\n\n{ask}\n{_YES_NO_REPLY}"
     )
     return [{"role": "user", "content": text}]
 
@@ -160,18 +192,25 @@ def longmemeval_judge_messages(
 
 @dataclass(frozen=True)
 class Verdict:
-    """One judged answer: `correct` is None when the judge gave no usable label (or no
-    reply: `error` says why); such answers count as wrong and are reported apart."""
+    """One graded answer: `correct` is None when the judge gave no usable label (or no
+    reply: `error` says why); such answers count as wrong and are reported apart. An answer
+    that failed (`failed` says why) is never judged: it is wrong."""
 
     correct: bool | None
     reasoning: str
     usage: TokenUsage
     error: str | None = None
+    failed: str | None = None
+
+    @classmethod
+    def of_failed_answer(cls, reason: str) -> Verdict:
+        return cls(False, "", TokenUsage(), failed=reason)
 
 
 class LLMJudge(ChatCaller):
-    """The grader model: temperature 0, the verdict's JSON schema for LoCoMo, a bare yes
-    or no for LongMemEval. `name` is the judge model, reported beside every accuracy."""
+    """The grader model: temperature 0, the verdict read from a reply in its JSON schema
+    (a label for LoCoMo, yes or no for LongMemEval), never from free text. `name` is the
+    judge model, reported beside every accuracy."""
 
     max_output_tokens = 1024  # one sentence and a label, with room for a model that reasons
 
@@ -193,11 +232,11 @@ class LLMJudge(ChatCaller):
         )
         rng = self._rng or random.Random(question)
         try:
-            completion = await self._call(messages, rng, json_mode=False)
+            completion = await self._call(messages, rng, YES_NO_SCHEMA, "verdict")
         except CompletionError as err:
             return Verdict(None, "", TokenUsage(), error=err.reason)
-        text = content(completion).strip()
-        return Verdict("yes" in text.lower(), text[:300], usage_of(completion, messages))
+        correct, reasoning = parse_yes_no_verdict(content(completion))
+        return Verdict(correct, reasoning, usage_of(completion, messages))
 
 
 def accuracy_by_category(judged: Iterable[tuple[str, bool | None]]) -> dict[str, tuple[int, int]]:

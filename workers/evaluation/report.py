@@ -150,6 +150,10 @@ class LocomoReport(_Model):
     variant: str
     llm: str | None
     judge: str | None = None  # the model that graded the answers, when they were judged
+    # its sanity check (`workers.evaluation.judge_check`): accuracy counts only when passed
+    judge_check: dict[str, Any] | None = None
+    # answers that failed (refused, timed out, empty): wrong, never judged
+    failed_answers: list[dict[str, Any]] | None = None
     embedding: str
     conversations: int
     turns: int
@@ -349,7 +353,18 @@ def _cost_lines(report: LocomoReport, cats: list[str]) -> list[str]:
     if not judged:
         why = "no LLM configured" if report.llm is None else "answers are not judged"
         lines.append(f"accuracy: n/a ({why})")
-    by = f" (judge {report.judge}, LoCoMo protocol)" if report.judge else ""
+    check = report.judge_check
+    passed = (
+        f", sanity check {check['pairs']}/{check['pairs']} passed"
+        if check and check["passed"]
+        else ""
+    )
+    by = f" (judge {report.judge}, LoCoMo protocol{passed})" if report.judge else ""
+    if check and not check["passed"]:
+        names = "; ".join(m["name"] for m in check["missed"])
+        lines.append(f"judge {check['judge']} FAILED its sanity check on: {names}")
+    if report.failed_answers:
+        lines.append(f"failed answers (wrong, never judged): {len(report.failed_answers)}")
     for name, acc in judged.items():
         lines.append(
             f"accuracy {name}{by}: " + ", ".join(f"{c} {acc[c]:.3f}" for c in cats if c in acc)

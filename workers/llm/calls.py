@@ -20,8 +20,9 @@ from typing import Any, cast
 import openai
 from openai.types.chat import ChatCompletionMessageParam
 
+from workers.llm.budget import ContextBudget
 from workers.llm.completion import Completion
-from workers.llm.errors import CompletionError, StreamCut, StreamTimeout
+from workers.llm.errors import CompletionError, ContextOverflow, StreamCut, StreamTimeout
 from workers.llm.formats import (
     FORMATS,
     Format,
@@ -34,6 +35,7 @@ from workers.llm.formats import (
 from workers.llm.observer import Attempt, CallObserver, NoObserver, failure_reason
 from workers.llm.policy import RetryPolicy, Sleep, describe, is_retryable, retry_after_s
 from workers.llm.stream import read_stream
+from workers.llm.window import WINDOWS, ContextWindows
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.AsyncOpenAI:
@@ -169,8 +171,12 @@ async def _attempt(
 
 class ChatCaller:
     """A model behind a client, called through `complete` with its retry policy: the common
-    base of LLMEncoder, LLMPlanner and LLMAnswerer. Each subclass states its default
-    `policy` as a class attribute. `tokens_per_s` is the speed of its latest reply."""
+    base of LLMEncoder, LLMPlanner, LLMAnswerer and LLMJudge. Each subclass states its default
+    `policy` as a class attribute. `tokens_per_s` is the speed of its latest reply.
+
+    Every call fits the model's context window (`context_budget`): the window its server
+    states (`windows`), else `context_tokens`; a reply's cap shrinks to what the prompt
+    leaves, and a prompt that leaves too little is not sent."""
 
     policy = RetryPolicy()
     json_mode = True
@@ -187,6 +193,8 @@ class ChatCaller:
         rng: random.Random | None = None,
         observer: CallObserver | None = None,
         formats: FormatSupport = FORMATS,
+        context_tokens: int | None = None,
+        windows: ContextWindows = WINDOWS,
     ) -> None:
         if policy is not None:
             self.policy = policy
@@ -198,6 +206,8 @@ class ChatCaller:
         self._rng = rng
         self._observer = observer
         self._formats = formats
+        self._context_tokens = context_tokens
+        self._windows = windows
         self.tokens_per_s: float | None = None
         self.name = f"llm:{model}"
 
@@ -212,8 +222,18 @@ class ChatCaller:
         max_tokens: int | None = None,
     ) -> Completion:
         """`complete` with this caller's settings (`json_mode` and `max_tokens` override its
-        own); raises CompletionError, its `tokens_per_s` filled from the latest reply when
-        the failed attempts wrote nothing."""
+        own), the reply's cap cut to what the context window leaves; raises CompletionError,
+        its `tokens_per_s` filled from the latest reply when the failed attempts wrote
+        nothing (and its `error` a ContextOverflow for a prompt that was not sent)."""
+        cap = max_tokens or self.max_output_tokens
+        budget = await self.context_budget()
+        if budget is not None:
+            try:
+                cap = budget.reply_cap(messages, cap)
+            except ContextOverflow as exc:
+                raise CompletionError(
+                    str(exc), error=exc, retryable_exhausted=False, tokens_per_s=self.tokens_per_s
+                ) from exc
         try:
             completion = await complete(
                 self.client,
@@ -227,10 +247,16 @@ class ChatCaller:
                 schema=schema,
                 schema_name=schema_name,
                 formats=self._formats,
-                max_tokens=max_tokens or self.max_output_tokens,
+                max_tokens=cap,
             )
         except CompletionError as err:
             err.tokens_per_s = err.tokens_per_s or self.tokens_per_s
             raise
         self.tokens_per_s = completion.tokens_per_s or self.tokens_per_s
         return completion
+
+    async def context_budget(self) -> ContextBudget | None:
+        """How prompts and replies share the model's window; None when neither the server
+        nor the settings state one."""
+        window = await self._windows.of(self.client, self.model, self._context_tokens)
+        return None if window is None else ContextBudget(window)

@@ -71,3 +71,18 @@ def _progress(c: Completion) -> str:
     rate = c.tokens_per_s
     speed = f", {rate:.1f} tokens/s" if rate else ""
     return f"{c.chunks} chunks in {c.seconds:.1f} s, first after {c.first_token_s:.1f} s{speed}"
+
+
+class ContextOverflow(LycheeError, ValueError):
+    """A prompt that leaves too little of the model's context window for its reply; raised
+    before the request is sent, which the server would refuse."""
+
+    def __init__(self, prompt_tokens: int, window_tokens: int, reply_tokens: int) -> None:
+        super().__init__(
+            f"the prompt (~{prompt_tokens} tokens with the safety margin) leaves fewer than "
+            f"{reply_tokens} tokens for the reply in the model's context window of "
+            f"{window_tokens} tokens"
+        )
+        self.prompt_tokens = prompt_tokens
+        self.window_tokens = window_tokens
+        self.reply_tokens = reply_tokens

@@ -1,9 +1,10 @@
 """Answer generation from the selected evidence (DESIGN §8.5, paper App. E.3).
 
 One chat completion reads the two evidence blocks of `serialize_context` and the question,
-and replies with a short answer phrase. Unlike the planner there is no fallback: a failed
-call raises `AnswerUnavailable` with its reason, and the query service turns that into an
-error note on the reply.
+and replies with a short answer phrase. The evidence it is given fits the model's context
+window (`evidence_budget`). Unlike the planner there is no fallback: a failed call (refused,
+unavailable, an empty reply, a reply cut at its token cap) raises `AnswerUnavailable` with
+its reason, and the query service says it on the reply in place of an answer.
 """
 
 from __future__ import annotations
@@ -114,7 +115,23 @@ class LLMAnswerer(ChatCaller):
         answer = content(completion).strip()
         if not answer:
             raise AnswerUnavailable("the answer model replied with an empty message", usage=usage)
+        if completion.finish_reason == "length":
+            raise AnswerUnavailable(
+                f"the answer was cut at its cap of {usage.output_tokens} tokens before it ended",
+                usage=usage,
+            )
         return answer, usage
+
+    async def evidence_budget(self, question: str, time_basis: str = "") -> int | None:
+        """Tokens the evidence blocks may take in the answer prompt for `question`, its
+        reply capped at `max_output_tokens`, within the model's context window; None when
+        no window is known. Never below 0."""
+        budget = await self.context_budget()
+        if budget is None:
+            return None
+        bare = build_answer_messages(question, "", time_basis)
+        joins = 2  # the blank line that joins the blocks to the question
+        return max(budget.room(bare, self.max_output_tokens or 0) - joins, 0)
 
     async def _complete(self, messages: list[dict[str, str]], rng: random.Random) -> Completion:
         """`ChatCaller._call` in free text (no JSON mode); no completion is AnswerUnavailable."""

@@ -50,3 +50,24 @@ def serialize_context(items: Sequence[EvidenceItem]) -> tuple[str, int]:
         ]
     )
     return text, count_tokens(text)
+
+
+def items_that_fit(items: Sequence[EvidenceItem], budget_tokens: int) -> int:
+    """How many leading items `serialize_context` can write within `budget_tokens`: whole
+    items, in order, stopping at the first that would overflow (as the evidence budget
+    counts them, DESIGN §11.2), so that an answer reads the best-ranked evidence first."""
+    used = serialize_context([])[1]
+    sep = count_tokens("\n")
+    n = 0
+    for item in items:
+        used += count_tokens(item_line(item)) + sep
+        if used > budget_tokens:
+            break
+        n += 1
+    # the count above is close, not exact (a block's "(none)" goes once it holds an item;
+    # an item's line counted alone may differ by a token from its count in place)
+    while n < len(items) and serialize_context(items[: n + 1])[1] <= budget_tokens:
+        n += 1
+    while n and serialize_context(items[:n])[1] > budget_tokens:
+        n -= 1
+    return n

@@ -43,7 +43,7 @@ from workers.query.selection import (
     sort_only,
     with_head,
 )
-from workers.query.serialize import serialize_context
+from workers.query.serialize import items_that_fit, serialize_context
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
@@ -140,10 +140,10 @@ class QueryService:
             [r.speaker for r in plan.routes],
         )
         t = watch.lap("selection", t)
-        answer = None
+        answered = Answered()
         if req.answer:
-            answer, answer_usage = await self._answer(req.query, context)
-            usage = total_usage([usage, answer_usage])
+            answered = await self._answer(req.query, evidence, context)
+            usage = total_usage([usage, answered.usage])
             watch.lap("answer", t)
         return QueryReply(
             correlation_id=req.correlation_id,
@@ -154,7 +154,9 @@ class QueryService:
             context=context,
             context_tokens=tokens,
             plan=plan.model_dump(mode="json"),
-            answer=answer,
+            answer=answered.text,
+            answer_error=answered.error,
+            answer_items=answered.items,
             usage={
                 "input_tokens": usage.input_tokens,
                 "output_tokens": usage.output_tokens,
@@ -170,14 +172,33 @@ class QueryService:
         assert self.reranker is not None
         return [rerank_route(r, question, self.reranker, pool) for r in routes]
 
-    async def _answer(self, question: str, context: str) -> tuple[str, TokenUsage]:
-        """A short answer under the paper's answer rules, or a plain note why there is none."""
+    async def _answer(self, question: str, evidence: list[EvidenceItem], context: str) -> Answered:
+        """A short answer under the paper's answer rules from the leading evidence items
+        that fit the model's context window, or why there is none."""
         if self.answerer is None:
-            return "no answer model is configured", TokenUsage()
+            return Answered(error="no answer model is configured")
+        budget = await self.answerer.evidence_budget(question)
+        n = len(evidence)
+        if budget is not None:  # the tokenizer is CPU-bound: off the loop, as selection
+            n = await asyncio.to_thread(items_that_fit, evidence, budget)
+        if n < len(evidence):
+            context = serialize_context(evidence[:n])[0]
         try:
-            return await self.answerer.answer(question, context)
+            text, usage = await self.answerer.answer(question, context)
         except AnswerUnavailable as exc:
-            return f"no answer: {exc.reason}", exc.usage
+            return Answered(error=exc.reason, items=n, usage=exc.usage)
+        return Answered(text, items=n, usage=usage)
+
+
+@dataclass(frozen=True)
+class Answered:
+    """What a request's answer came to: its text, or the reason there is none; how many
+    evidence items (in the reply's order) it was given; what its call spent."""
+
+    text: str | None = None
+    error: str | None = None
+    items: int | None = None
+    usage: TokenUsage = field(default_factory=TokenUsage)
 
 
 async def _bridged(

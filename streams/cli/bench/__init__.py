@@ -18,6 +18,7 @@ for command in (
     quality.bench_locomo,
     quality.bench_longmemeval,
     quality.bench_llm,
+    quality.bench_judge,
     quality.bench_segmentation,
     speed.bench_throughput,
     speed.bench_latency,

@@ -192,6 +192,33 @@ def bench_llm(
         raise click.ClickException(str(exc)) from exc
 
 
+@click.command("judge")
+@judge_options
+def bench_judge(judge_base_url: str | None, judge_model: str | None) -> None:
+    """Grade the shipped sanity pairs with the judge (default: the configured LLM): right
+    answers in other words, wrong ones on the same subject, empty and error answers, an
+    answer that copies the question. Exits 1 when the judge misses any: `bench llm` and
+    `bench locomo --answer` would then report no accuracy."""
+    import asyncio
+
+    from streams.bench.errors import BenchError
+    from streams.bench.judging import judge_target, make_judge
+    from workers.evaluation.judge_check import check_judge
+
+    s = settings()
+    try:
+        target = judge_target(s, judge_base_url, judge_model)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
+    check = asyncio.run(check_judge(make_judge(s, target)))
+    for miss in check.missed:
+        want = "CORRECT" if miss.expected else "WRONG"
+        click.echo(f"missed: {miss.name}: wants {want}; {miss.why}")
+    click.echo(check.line())
+    if not check.passed:
+        raise SystemExit(1)
+
+
 @click.command("segmentation")
 @data_file
 def bench_segmentation(data: Path) -> None:

@@ -16,6 +16,7 @@ from tests.fakes.openai_server import Action, FakeOpenAI, status, text, valid
 from tests.streams.bench.files import write_locomo
 from workers.encoder.prompts import SYSTEM_PROMPT
 from workers.evaluation.judge import LOCOMO_JUDGE_SYSTEM
+from workers.evaluation.judge_check import SANITY_PAIRS
 from workers.query.answer import ANSWER_SYSTEM_PROMPT
 from workers.query.planner.prompts import PLANNER_SYSTEM_PROMPT
 
@@ -59,11 +60,31 @@ def respond(body: dict[str, Any]) -> Action:
     if system == ANSWER_SYSTEM_PROMPT:
         return text(ANSWER)
     if system == LOCOMO_JUDGE_SYSTEM:
-        gold = user.split("Gold answer: ")[-1].split("\n")[0]
-        answer = user.split("Generated answer: ")[-1].split("\n")[0]
-        label = "CORRECT" if gold.split()[0] in answer else "WRONG"
-        return valid({"reasoning": "compared with the gold answer", "label": label})
+        return judged(user)
     raise AssertionError(f"unexpected call: {system[:80]}")
+
+
+SANITY = {(p.question, p.answer): p.correct for p in SANITY_PAIRS}
+
+
+def graded(user: str) -> tuple[str, str, str]:
+    """(question, gold, answer) of a LoCoMo judge prompt."""
+    question = user.split("Question: ")[-1].split("\n")[0]
+    gold = user.split("Gold answer: ")[-1].split("\n")[0]
+    return question, gold, user.split("Generated answer: ")[-1].split("\n")[0]
+
+
+def judged(user: str) -> Action:
+    """A sound judge: the sanity pairs' right verdicts, else CORRECT when the answer holds
+    the gold's first word."""
+    question, gold, answer = graded(user)
+    right = SANITY.get((question, answer), bool(gold.split()) and gold.split()[0] in answer)
+    label = "CORRECT" if right else "WRONG"
+    return valid({"reasoning": "compared with the gold answer", "label": label})
+
+
+def is_sanity_pair(body: dict[str, Any]) -> bool:
+    return graded(body["messages"][-1]["content"])[::2] in SANITY
 
 
 def settings_for(server: FakeOpenAI, tmp_path: Path, **llm: Any) -> Settings:
@@ -118,7 +139,84 @@ def test_bench_llm_locomo_counts_outcomes_fallbacks_and_judged_accuracy(tmp_path
     printed = "\n".join(lines)
     assert "segment 1/" in printed and "after repair" in printed
     assert "judge: CORRECT (running 1/1)" in printed
-    assert "accuracy (judge fake-llm, LoCoMo protocol): all 0.250 (1/4)" in printed
+    assert "judge fake-llm: sanity check 16/16, passed" in printed
+    assert (
+        "accuracy (judge fake-llm, LoCoMo protocol, sanity check 16/16 passed): all 0.250 (1/4)"
+        in printed
+    )
+    assert summary["judge_check"]["passed"] and summary["failed_answers"] == []
+
+
+def run_tiny(server: FakeOpenAI, tmp_path: Path, lines: list[str], **llm: Any) -> Any:
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    settings = settings_for(server, tmp_path, **llm)
+    return bench_llm(settings, data, None, None, 50, 10, (), (None, None), None, lines.append)
+
+
+def test_bench_llm_in_a_small_context_window_sends_no_call_the_server_refuses(
+    tmp_path: Path,
+) -> None:
+    lines: list[str] = []
+    with FakeOpenAI(respond=respond) as server:
+        server.context_tokens = 2600  # less than the planner's prompt and its reply cap
+        report = run_tiny(server, tmp_path, lines)
+        systems = [b["messages"][0]["content"] for b in server.requests]
+        caps = [b["max_completion_tokens"] for b in server.requests]
+    assert server.oversized == []
+    for system in (SYSTEM_PROMPT, PLANNER_SYSTEM_PROMPT, ANSWER_SYSTEM_PROMPT, LOCOMO_JUDGE_SYSTEM):
+        assert system in systems
+    planner_caps = [c for c, sys in zip(caps, systems, strict=True) if sys == PLANNER_SYSTEM_PROMPT]
+    assert planner_caps and max(planner_caps) < 2048  # the planner's cap, cut to fit
+    assert all(q.answer == ANSWER and q.failure is None for q in report.questions)
+
+
+def test_bench_llm_failed_answer_is_wrong_listed_apart_and_never_judged(tmp_path: Path) -> None:
+    refusal = {"error": {"message": "request (9000 tokens) exceeds the available context size"}}
+
+    def refusing(body: dict[str, Any]) -> Action:
+        question = body["messages"][-1]["content"].split("Question: ")[-1]
+        if body["messages"][0]["content"] == ANSWER_SYSTEM_PROMPT and "train" in question:
+            return status(400, {}, refusal)
+        return respond(body)
+
+    lines: list[str] = []
+    with FakeOpenAI(respond=refusing) as server:
+        report = run_tiny(server, tmp_path, lines)
+        judged = [
+            graded(b["messages"][-1]["content"])
+            for b in server.requests
+            if "Generated" in str(b["messages"])
+        ]
+    failed = [q for q in report.questions if q.failure]
+    assert len(failed) == 1 and "HTTP 400" in (failed[0].failure or "")
+    assert failed[0].judged and failed[0].correct is False and failed[0].answer == ""
+    assert all(question != failed[0].question for question, _, _ in judged)
+    printed = "\n".join(lines)
+    assert "failed answers (wrong, never judged): 1" in printed
+    assert "-> failed: the LLM server refused the request: HTTP 400" in printed
+    assert "failed answers: 1" in printed and "all 0.250 (1/4)" in printed
+
+
+def test_bench_llm_judge_that_fails_its_sanity_check_reports_no_accuracy(tmp_path: Path) -> None:
+    def lenient(body: dict[str, Any]) -> Action:
+        if body["messages"][0]["content"] == LOCOMO_JUDGE_SYSTEM:
+            return valid({"reasoning": "about the same thing", "label": "CORRECT"})
+        return respond(body)
+
+    lines: list[str] = []
+    with FakeOpenAI(respond=lenient) as server:
+        report = run_tiny(server, tmp_path, lines)
+        judge_calls = sum(1 for b in server.requests if "Generated answer" in str(b["messages"]))
+    check = report.judge_check
+    assert check is not None and not check["passed"]
+    missed = {m["name"] for m in check["missed"]}
+    assert {"empty answer", "error: refused", "copies the question"} <= missed
+    assert judge_calls == check["pairs"]  # the questions were not judged
+    assert not any(q.judged for q in report.questions)
+    printed = "\n".join(lines)
+    assert "judge fake-llm: sanity check 5/16, FAILED: another name (judged CORRECT)" in printed
+    assert "accuracy: none: the judge fake-llm failed its sanity check on 11 of 16 pairs" in printed
 
 
 def test_bench_llm_segment_stays_invalid_or_llm_down_is_counted_and_the_run_goes_on(
@@ -205,3 +303,26 @@ def test_bench_llm_redacted_question_line_holds_no_text_of_the_data() -> None:
     line = question_line(1, 1, q, [q], redact=True)
     assert "cabin" not in line and "lake" not in line
     assert "[single-hop] (texts withheld)" in line and "judge: CORRECT (running 1/1)" in line
+
+
+@pytest.mark.parametrize(
+    ("judge", "code"), [(judged, 0), (lambda _: valid({"label": "CORRECT"}), 1)]
+)
+def test_bench_judge_command_grades_the_sanity_pairs_and_fails_a_lenient_judge(
+    judge: Any, code: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from streams.cli import main
+
+    with FakeOpenAI(respond=lambda body: judge(body["messages"][-1]["content"])) as server:
+        monkeypatch.setenv("LYCHEE_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("LYCHEE_LLM_MODEL", "fake-llm")
+        out = CliRunner().invoke(main, ["bench", "judge"])
+    assert out.exit_code == code, out.output
+    last = out.output.strip().splitlines()[-1]
+    if code == 0:
+        assert last == "judge fake-llm: sanity check 16/16, passed"
+    else:
+        assert last.startswith("judge fake-llm: sanity check 5/16, FAILED: another name")
+        assert "missed: empty answer: wants WRONG" in out.output

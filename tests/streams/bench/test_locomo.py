@@ -85,7 +85,7 @@ def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
     from streams.bench.judging import judge_target
     from streams.settings import Settings
     from tests.fakes.openai_server import FakeOpenAI
-    from tests.streams.bench.test_llm import respond
+    from tests.streams.bench.test_llm import is_sanity_pair, respond
 
     data = tmp_path / "tiny.json"
     write_locomo(data)
@@ -97,7 +97,8 @@ def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
         monkeypatch.delenv("LYCHEE_KAFKA_BOOTSTRAP", raising=False)
         s = Settings.load(None)
         report = run_locomo(s, data, progress=False, judge=judge_target(s, None, None))
-        answered = [b for b in server.requests if "Generated answer: " in str(b["messages"])]
+        judged = [b for b in server.requests if "Generated answer: " in str(b["messages"])]
+        answered = [b for b in judged if not is_sanity_pair(b)]
     assert report.judge == "fake-llm" and report.llm == "fake-llm"
     accuracy = report.systems["lychee"].accuracy
     assert accuracy is not None
@@ -109,8 +110,48 @@ def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
     assert report.systems["dense"].accuracy is None
     assert report.systems["dense"].by_kind is None and report.systems["dense"].pairs is None
     table = format_table(report)
-    assert "accuracy lychee (judge fake-llm, LoCoMo protocol): all 0.200" in table
+    assert (
+        "accuracy lychee (judge fake-llm, LoCoMo protocol, sanity check 16/16 passed): all 0.200"
+        in table
+    )
+    assert report.judge_check is not None and report.judge_check["passed"]
+    assert len(judged) - len(answered) == report.judge_check["pairs"]
     assert report.query.llm_calls_per_question == 2  # a plan and an answer each
+
+
+def test_bench_locomo_answer_with_a_judge_that_fails_its_check_reports_no_accuracy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typing import Any
+
+    from streams.bench.judging import judge_target
+    from streams.settings import Settings
+    from tests.fakes.openai_server import Action, FakeOpenAI, valid
+    from tests.streams.bench.test_llm import respond
+    from workers.evaluation.judge import LOCOMO_JUDGE_SYSTEM
+    from workers.query.answer import ANSWER_SYSTEM_PROMPT
+
+    def lenient(body: dict[str, Any]) -> Action:
+        if body["messages"][0]["content"] == LOCOMO_JUDGE_SYSTEM:
+            return valid({"reasoning": "about the same thing", "label": "CORRECT"})
+        return respond(body)
+
+    data = tmp_path / "tiny.json"
+    write_locomo(data)
+    with FakeOpenAI(respond=lenient) as server:
+        monkeypatch.setenv("LYCHEE_LLM_BASE_URL", server.url)
+        monkeypatch.setenv("LYCHEE_LLM_MODEL", "fake-llm")
+        monkeypatch.delenv("LYCHEE_KAFKA_BOOTSTRAP", raising=False)
+        s = Settings.load(None)
+        report = run_locomo(s, data, progress=False, judge=judge_target(s, None, None))
+        systems = [b["messages"][0]["content"] for b in server.requests]
+    assert report.systems["lychee"].accuracy is None
+    assert report.judge_check is not None and not report.judge_check["passed"]
+    assert ANSWER_SYSTEM_PROMPT not in systems  # no answers generated for a judge not trusted
+    assert systems.count(LOCOMO_JUDGE_SYSTEM) == report.judge_check["pairs"]
+    assert any(n.startswith("no accuracy: the judge failed its sanity check") for n in report.notes)
+    table = format_table(report)
+    assert "judge fake-llm FAILED its sanity check on: another name;" in table
 
 
 def test_bench_locomo_answer_without_an_llm_is_refused_with_the_reason(tmp_path: Path) -> None:

@@ -240,6 +240,26 @@ async def test_answer_empty_reply_raises_with_the_spent_usage(
     assert caught.value.usage.input_tokens == server.usages[0]["prompt_tokens"]
 
 
+async def test_answer_cut_at_its_token_cap_is_no_answer(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    class Capped(LLMAnswerer):
+        max_output_tokens = 5
+
+    server.script(text("Let me think about every memory in turn before I answer this"))
+    with pytest.raises(AnswerUnavailable, match="cut at its cap of 5 tokens"):
+        await Capped(client, MODEL, sleep=Sleeps()).answer(QUESTION, evidence_context())
+
+
+async def test_answer_prompt_too_large_for_the_window_is_not_sent(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    server.context_tokens = 1024
+    with pytest.raises(AnswerUnavailable, match="context window of 1024 tokens"):
+        await answerer(client).answer(QUESTION, evidence_context() + " padding" * 2000)
+    assert server.requests == []
+
+
 async def test_answer_blank_question_is_rejected_without_a_call(
     server: FakeOpenAI, client: openai.AsyncOpenAI
 ) -> None:
