@@ -18,9 +18,10 @@ from redis.asyncio import Redis
 from schemas import ForgetReceipt, ForgetRequest
 from schemas import topics as t
 from streams.apps.base import raw_topic, take_events
-from streams.kafka.guard import DeadLetters, Incoming, TransientPolicy, is_transient, run_guarded
+from streams.kafka.guard import DeadLetters, Incoming, TransientPolicy, run_guarded
 from streams.kafka.pauses import describe
 from streams.kafka.producer import KafkaPublisher
+from streams.kafka.rules import is_transient
 from streams.kafka.serde import decode, encode
 from streams.settings import Settings
 from workers.forget import rewrite_aof

@@ -31,9 +31,10 @@ from streams.factories import (
 )
 from streams.kafka.errors import SerdeError
 from streams.kafka.fetch import COVERED, UNDECODABLE
-from streams.kafka.guard import INTERNAL, DeadLetters, Incoming, TransientPolicy, retry_transient
+from streams.kafka.guard import DeadLetters, Incoming, TransientPolicy, retry_transient
 from streams.kafka.pauses import describe
 from streams.kafka.producer import KafkaPublisher
+from streams.kafka.rules import INTERNAL
 from streams.kafka.serde import TOO_LARGE, decode, encode
 from streams.settings import Settings
 from workers.query.answer import LLMAnswerer

@@ -23,90 +23,35 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import structlog
-from aiokafka.errors import (
-    KafkaError,
-    KafkaTimeoutError,
-    MessageSizeTooLargeError,
-    ProducerClosed,
-    RecordListTooLargeError,
-)
-from redis.exceptions import (
-    ClusterDownError,
-    OutOfMemoryError,
-    ReadOnlyError,
-    TryAgainError,
-)
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from schemas import topics as t
 from streams import metrics
-from streams.kafka.errors import PublisherStopped, SerdeError
+from streams.kafka.errors import SerdeError
 from streams.kafka.fetch import COVERED, UNDECODABLE, take_undecodable
 from streams.kafka.pauses import (
+    PAUSE,
+    POISON,
     SYSTEMIC,
     PauseLog,
+    Streak,
     describe,
     is_programming_error,
     streak_of,
+    taking_turns,
     tenant_of,
 )
 from streams.kafka.producer import DEFAULT_MAX_REQUEST_BYTES
+from streams.kafka.rules import PROCESSING, is_transient, reason_code, waits, waits_for
 from streams.kafka.serde import SCHEMA
-from workers.errors import TemporarilyUnavailable, Unprocessable
+from workers.errors import TemporarilyUnavailable
 
 log = structlog.get_logger("lychee.guard")
 
 T = TypeVar("T")
 
-# Reason codes of the dead letters written here (streams.kafka.serde has the decoding ones).
-UNPROCESSABLE = "unprocessable"
-PROCESSING = "processing"
-OUTPUT_TOO_LARGE = "output_too_large"
-INTERNAL = "internal"
 ORIGINAL = "original."  # prefix of the original message's headers on its dead letter
 REPLAY_HEADER = "lychee-replay"  # set by `lychee dlq replay` on what it produces again
-
-_REDIS_TRANSIENT = (
-    RedisConnectionError  # BusyLoadingError and AuthenticationError are subclasses
-    | RedisTimeoutError
-    | OutOfMemoryError  # maxmemory with noeviction: frees up when consumers catch up
-    | ReadOnlyError  # a replica during failover
-    | TryAgainError
-    | ClusterDownError
-)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """The retry rule: True when the infrastructure failed, not the message.
-
-    - Kafka: by aiokafka's own `retriable` flag (leader moves, unreachable nodes...), plus
-      KafkaTimeoutError (a full accumulator: the broker is slow, whatever its flag says)
-      and our own shutdown (ProducerClosed, PublisherStopped). MessageSizeTooLargeError and
-      the other non-retriable errors are permanent: retrying cannot change the outcome.
-    - TemporarilyUnavailable (an LLM or embeddings endpoint down, rate-limited, or refusing
-      our configuration): the work waits for it, without limit.
-    - Redis: connection errors, timeouts, out of memory, read-only replicas.
-    - OSError (includes the builtin ConnectionError and TimeoutError, disk full, LanceDB I/O):
-      a message's bytes cannot cause one; pausing beats dead-lettering good data.
-    """
-    if isinstance(exc, KafkaTimeoutError | ProducerClosed | PublisherStopped):
-        return True
-    if isinstance(exc, KafkaError):
-        return bool(exc.retriable)
-    if isinstance(exc, TemporarilyUnavailable | _REDIS_TRANSIENT):
-        return True
-    return isinstance(exc, OSError)
-
-
-def reason_code(exc: BaseException) -> str:
-    """The dead-letter reason code of a permanent failure."""
-    if isinstance(exc, Unprocessable):
-        return UNPROCESSABLE
-    if isinstance(exc, MessageSizeTooLargeError | RecordListTooLargeError):
-        return OUTPUT_TOO_LARGE
-    return PROCESSING
 
 
 @dataclass(frozen=True)
@@ -274,11 +219,6 @@ def _wait_honouring_retry_after(base: Any) -> Callable[[Any], float]:
     return wait
 
 
-def waits(exc: BaseException) -> bool:
-    """The rule of the ingest stages: wait out what is not the message's fault."""
-    return is_transient(exc) or is_programming_error(exc)
-
-
 async def retry_transient(
     fn: Callable[[], Awaitable[T]],
     what: str,
@@ -380,7 +320,7 @@ async def _run(
             lambda: handle([p.value for p in good]),
             what=f"{stage} batch",
             policy=policy,
-            rule=waits,
+            rule=waits_for(p.value for p in good),
             stage=stage,
         )
         streak_of(stage).succeeded()
@@ -392,8 +332,9 @@ async def _run(
             await _failed(stage, good[0], handle, dead_letters, policy, exc)
             return
         log.error("batch.failed", stage=stage, size=len(good), error=describe(exc, 500))
-    # one by one, in order: what succeeded before the failure is redone idempotently
-    for p in good:
+    # one by one, each namespace in order and namespaces taking turns (pauses.taking_turns):
+    # what succeeded before the failure is redone idempotently
+    for p in taking_turns(good, lambda p: tenant_of(p.value)):
         await _handle_one(stage, p, handle, dead_letters, poison_attempts, policy)
 
 
@@ -417,7 +358,7 @@ async def _handle_one(
                     lambda: handle([p.value]),
                     what=f"{stage} message",
                     policy=policy,
-                    rule=waits,
+                    rule=waits_for([p.value]),
                     stage=stage,
                 )
         streak_of(stage).succeeded()
@@ -439,39 +380,34 @@ async def _failed(
     """A message whose handling failed for good: dead-lettered when it is its own fault.
 
     Errors our code names (unprocessable, output too large) always are. Any other error is
-    the message's fault until `policy.systemic_streak` messages in a row fail with it: then
-    the stage pauses on this message until the error stops (DESIGN §9: a failure of our code,
-    a library or the environment pauses the stage instead of draining it into dead letters).
-    A streak whose messages all come from one namespace does not pause: one tenant's input
-    must not stop the stage for every tenant, so that namespace's messages are dead-lettered
-    with the streak named in the reason, and the others keep being served.
+    judged by the stage's streak of it (`pauses.Streak.verdict`): the message's fault until
+    `policy.systemic_streak` messages in a row fail with it, or until a programming error
+    comes from a second namespace (or from a message naming none); then the stage pauses on
+    this message until the error stops (DESIGN §9: a failure of our code, a library or the
+    environment pauses the stage instead of draining it into dead letters). A streak whose
+    messages all come from one namespace does not pause: one tenant's input must not stop
+    the stage for every tenant, so that namespace's messages are dead-lettered with the
+    streak named in the reason, and the others keep being served.
     """
     streak = streak_of(stage)
     tenant = tenant_of(p.value)
     while True:
-        if reason_code(exc) != PROCESSING or streak.failed(exc, tenant) < policy.systemic_streak:
+        if reason_code(exc) != PROCESSING:
             await dead_letters.send(p.record, describe(exc), reason_code(exc))
             return
-        if (sole := streak.sole_tenant()) is not None:
-            log.warning(
-                "stage.tenant_streak",
-                stage=stage,
-                namespace=sole,
-                streak=streak.count,
-                error=describe(exc, 500),
-                effect="dead-lettered: every message of the streak is of this namespace",
-            )
-            why = (
-                f" (the same error for {streak.count} messages in a row, all of namespace {sole!r})"
-            )
+        streak.failed(exc, tenant)
+        verdict = streak.verdict(exc, policy.systemic_streak)
+        if verdict != PAUSE:
+            why = "" if verdict == POISON else _tenant_streak(stage, streak, exc)
             await dead_letters.send(p.record, describe(exc) + why, reason_code(exc))
             return
         log.error(
             "stage.systemic",
             stage=stage,
             streak=streak.count,
+            namespaces=len(streak.tenants),
             error=describe(exc, 500),
-            effect="the same error for several messages in a row: pausing",
+            effect="the same error for messages of several namespaces in a row: pausing",
         )
         try:
             await retry_transient(
@@ -488,3 +424,21 @@ async def _failed(
             raise
         except Exception as other:  # noqa: BLE001 - another error: judged on its own
             exc = other
+
+
+def _tenant_streak(stage: str, streak: Streak, exc: BaseException) -> str:
+    """Says that a streak of one namespace is dead-lettered; returns the reason's addition."""
+    sole, n = streak.sole_tenant(), streak.count
+    log.warning(
+        "stage.tenant_streak",
+        stage=stage,
+        namespace=sole,
+        streak=n,
+        error=describe(exc, 500),
+        effect="dead-lettered: every message of the streak is of this namespace",
+    )
+    return (
+        f" (the same error for {n} message{'s' if n > 1 else ''} in a row, all of namespace "
+        f"{sole!r}: dead-lettered so that one tenant cannot pause the stage for every tenant; "
+        "replay once mended)"
+    )

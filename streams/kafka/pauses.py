@@ -1,13 +1,18 @@
 """Failures that are not a message's fault, and how a stage waits them out (DESIGN §9).
 
 Two kinds pause a stage instead of dead-lettering its input:
-- transient (`guard.is_transient`): a dependency is down, rate-limited or refusing our
+- transient (`rules.is_transient`): a dependency is down, rate-limited or refusing our
   configuration; it comes back by itself or once someone fixes the configuration;
 - systemic: our own code, or a library that does not fit it, fails. `is_programming_error`
-  names the errors no message can cause (AssertionError, TypeError, AttributeError,
+  names the errors no message should cause (AssertionError, TypeError, AttributeError,
   ImportError, NameError, NotImplementedError, also as the cause of a wrapping error), and
   `Streak` catches the rest: `TransientPolicy.systemic_streak` consecutive messages failing
   with the same error, raised at the same place, stop being treated as poison.
+One tenant must not pause a stage shared by all: a streak whose messages all come from one
+namespace is that namespace's input until another confirms it (`Streak.verdict`). A
+programming error pauses at once only for messages naming no namespace; otherwise it pauses
+when a second namespace's message fails with it, and until then the one namespace's
+messages are dead-lettered with the reason (replayable once mended).
 A paused stage retries the same work with backoff, says why once per `log_every_s`, and is
 visible as `lychee_stage_paused_since_seconds` (which `lychee status` reads); its input stays
 where it is until the cause is mended.
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import time
 import traceback
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import structlog
 
@@ -36,6 +43,11 @@ PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 TRANSIENT, SYSTEMIC = "transient", "systemic"
+
+# What a message that failed for good becomes (`Streak.verdict`).
+POISON, TENANT, PAUSE = "poison", "tenant", "pause"
+
+T = TypeVar("T")
 
 
 def is_programming_error(exc: BaseException) -> bool:
@@ -89,6 +101,22 @@ class Streak:
             return tenant
         return None
 
+    def verdict(self, exc: BaseException, systemic_streak: int) -> str:
+        """What the message that just failed with `exc` (counted by `failed`) becomes.
+
+        - PAUSE when the error is not one tenant's: a programming error whose streak spans
+          two namespaces or holds a message naming none (a broken library fails everyone's
+          messages, so a second tenant confirms it), or any other error repeated for
+          `systemic_streak` messages in a row across namespaces;
+        - TENANT when every message of a streak that would pause came from one namespace:
+          that tenant's input may be what trips our code, and one tenant must not stop the
+          stage for all; the message is dead-lettered with the streak named;
+        - POISON otherwise: dead-lettered as the message's own fault.
+        """
+        if not is_programming_error(exc) and self.count < systemic_streak:
+            return POISON
+        return TENANT if self.sole_tenant() is not None else PAUSE
+
     def succeeded(self) -> None:
         self.key, self.count, self.tenants = None, 0, set()
 
@@ -100,6 +128,34 @@ def tenant_of(value: object) -> str | None:
     """The namespace a parsed message belongs to, None when it names none."""
     namespace = getattr(value, "namespace", None)
     return namespace if isinstance(namespace, str) else None
+
+
+def taking_turns(items: Sequence[T], tenant: Callable[[T], str | None]) -> list[T]:
+    """`items` reordered so that namespaces take turns, each keeping its own order; an item
+    naming no namespace stays between what came before it and what came after.
+
+    A batch that failed is handled one message at a time to find the culprit: taking turns
+    puts another tenant's message right after a failure, so a library that fails everyone's
+    messages is recognised after one dead letter, not after a whole run of one tenant's.
+    """
+    out: list[T] = []
+    runs: dict[str, deque[T]] = {}  # since the last item naming no namespace
+
+    def flush() -> None:
+        while runs:
+            for ns in list(runs):
+                out.append(runs[ns].popleft())
+                if not runs[ns]:
+                    del runs[ns]
+
+    for item in items:
+        if (ns := tenant(item)) is None:
+            flush()
+            out.append(item)
+        else:
+            runs.setdefault(ns, deque()).append(item)
+    flush()
+    return out
 
 
 _streaks: dict[str, Streak] = {}

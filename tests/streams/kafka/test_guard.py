@@ -27,12 +27,12 @@ from streams.kafka.guard import (
     DeadLetters,
     Incoming,
     TransientPolicy,
-    is_transient,
     retry_transient,
 )
 from streams.kafka.guard import run_guarded as guarded
 from streams.kafka.producer import KafkaPublisher
 from streams.kafka.reader import read_topic
+from streams.kafka.rules import is_transient
 from tests.waiting import eventually
 from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
 

@@ -12,7 +12,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
-from streams.kafka.pauses import is_programming_error, signature, streak_of
+from streams.kafka.pauses import is_programming_error, signature, streak_of, taking_turns
 from tests.waiting import eventually
 from workers.errors import Unprocessable
 
@@ -282,3 +282,94 @@ async def test_a_streak_across_namespaces_still_pauses_the_stage() -> None:
     broken = False
     await asyncio.wait_for(task, 10)
     assert len(letters.sent) == 2
+
+
+def of(tenants: list[str], start: int = 0) -> list[tuple[Incoming, Of]]:
+    """Records of the given namespaces, in order, with what each parses to."""
+    out = []
+    for i, ns in enumerate(tenants, start):
+        rec = Incoming("memory.segments", 0, i, b"k", b"m%d" % i)
+        out.append((rec, Of(ns, rec.value)))  # type: ignore[arg-type]
+    return out
+
+
+def type_error_at_one_place(value: Of) -> None:
+    raise TypeError(f"unsupported operand for {value.text!r}")
+
+
+async def test_a_programming_error_from_one_namespace_dead_letters_it_and_serves_the_others() -> (
+    None
+):
+    letters = Letters()
+    handled: list[bytes] = []
+
+    async def handle(values: Sequence[Of]) -> None:
+        for v in values:
+            if v.namespace == "mallory":
+                type_error_at_one_place(v)
+        handled.extend(v.text for v in values)
+
+    async def guarded(batch: list[tuple[Incoming, Of]]) -> None:
+        parsed = {rec.offset: value for rec, value in batch}
+        recs = [rec for rec, _ in batch]
+        await asyncio.wait_for(
+            run_guarded(
+                "unit-prog-tenant", recs, lambda r: parsed[r.offset], handle, letters, policy=FAST
+            ),  # type: ignore[arg-type]
+            10,
+        )
+
+    await guarded(of(["mallory", "mallory", "mallory", "alice"]))  # one batch
+    for one in of(["mallory", "mallory", "bob"], start=4):  # batches of one
+        await guarded([one])
+    assert [v for v, _ in letters.sent] == [b"m0", b"m1", b"m2", b"m4", b"m5"]
+    assert {t for _, t in letters.sent} == {"processing"}
+    assert handled == [b"m3", b"m6"]
+    assert all("TypeError" in r and "all of namespace 'mallory'" in r for r in letters.reasons)
+    assert paused_since("unit-prog-tenant", "systemic", "TypeError") is None
+
+
+async def test_a_programming_error_from_two_namespaces_pauses_after_dead_lettering_the_first() -> (
+    None
+):
+    broken = True
+    handled: list[bytes] = []
+    attempts: list[Sequence[Of]] = []
+    letters = Letters()
+
+    async def handle(values: Sequence[Of]) -> None:
+        attempts.append(values)
+        if broken:
+            type_error_at_one_place(values[0])
+        handled.extend(v.text for v in values)
+
+    batch = of(["alice", "alice", "alice", "bob", "bob"])
+    parsed = {rec.offset: value for rec, value in batch}
+    task = asyncio.create_task(
+        run_guarded(
+            "unit-prog-tenants",
+            [rec for rec, _ in batch],
+            lambda r: parsed[r.offset],
+            handle,  # type: ignore[arg-type]
+            letters,  # type: ignore[arg-type]
+            policy=FAST,
+        )
+    )
+    await paused_retrying(task, attempts, "unit-prog-tenants", "TypeError")  # type: ignore[arg-type]
+    assert not task.done(), "a library that fails two tenants' messages pauses the stage"
+    # the batch was isolated, namespaces taking turns: alice's first message was judged
+    # alone, bob's first confirmed the error as ours, and the pause holds it
+    assert attempts[-1] == [Of("bob", b"m3")]
+    assert [v for v, _ in letters.sent] == [b"m0"]
+    assert "all of namespace 'alice'" in letters.reasons[0]
+    broken = False
+    await asyncio.wait_for(task, 10)
+    assert handled == [b"m3", b"m1", b"m4", b"m2"]
+    assert len(letters.sent) == 1
+    assert paused_since("unit-prog-tenants", "systemic", "TypeError") is None
+
+
+def test_taking_turns_keeps_each_namespace_in_order_and_no_namespace_in_place() -> None:
+    items = [("a", 0), ("a", 1), ("b", 2), (None, 3), ("b", 4), ("a", 5), ("b", 6)]
+    turns = taking_turns(items, lambda item: item[0])
+    assert [i for _, i in turns] == [0, 2, 1, 3, 4, 5, 6]

@@ -10,7 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from streams.kafka.guard import is_transient
+from streams.kafka.rules import is_transient
 from tests.workers.builders import TOY_DIM, turn
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import ALL_TABLES, EvidenceStore
