@@ -286,11 +286,12 @@ async def _send_all(
 
 
 def _take_one(it: Iterator[Message]) -> list[Message]:
-    """The next bad message, with the message it pairs with (duplicate and gapped seq)."""
-    first = next(it)
-    if first.kind.endswith(".first"):
-        return [first, next(it)]
-    return [first]
+    """The next bad message, with the messages that go with it (the pair of a duplicate or
+    gapped seq, the rest of a burst)."""
+    out = [next(it)]
+    while out[-1].kind.endswith(".first") or out[-1].burst:
+        out.append(next(it))
+    return out
 
 
 async def _account(

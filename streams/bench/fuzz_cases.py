@@ -38,6 +38,7 @@ class Message:
     codec: str = "none"
     partition: int = -1
     offset: int = -1
+    burst: bool = False  # the next message goes with this one, right after it
 
 
 def exchange(ns: str, sid: str, seq: Any, text: str, turn_id: str, **extra: Any) -> dict[str, Any]:
@@ -81,6 +82,8 @@ class Generator:
         self.ns_nokey = f"fuzz-nokey-{run}"
         self.ns_gap = f"fuzz-gap-{run}"
         self.ns_dup = f"fuzz-dup-{run}"
+        self.ns_burst = f"fuzz-burst-{run}"
+        self.ns_max = f"fuzz-max-{run}"
         self.expected_turns: Counter[str] = Counter()
 
     def kinds(self) -> list[Callable[[], list[Message]]]:
@@ -101,6 +104,9 @@ class Generator:
             self.big_20mb,
             self.deep_metadata,
             self.too_deep,
+            self.tenant_burst,
+            self.huge_seq,
+            self.max_seq,
             self.negative_seq,
             self.duplicate_seq,
             self.gapped_seq,
@@ -211,6 +217,35 @@ class Generator:
     def too_deep(self) -> list[Message]:
         value = b'{"metadata": ' + b"[" * 3000 + b"]" * 3000 + b"}"
         return [self._bad_ex("too_deep", "too_deep", value)]
+
+    def tenant_burst(self) -> list[Message]:
+        """Identical hostile exchanges of one namespace, in a row on one partition: each is
+        dead-lettered, and the other namespaces' traffic keeps flowing (one tenant cannot
+        pause a stage for all)."""
+        self.i += 1
+        key = f"{self.ns_burst}/b{self.i}".encode()
+        data = exchange(self.ns_burst, f"b{self.i}", 0, "again", f"u{self.i}")
+        value = dumps({**data, "metadata": _nested(17)})  # one level over the contract's
+        burst = [
+            Message("tenant_burst", t.EXCHANGES, key, value, DEAD_LETTER, "schema")
+            for _ in range(6)
+        ]
+        for m in burst[:-1]:
+            m.burst = True
+        return burst
+
+    def huge_seq(self) -> list[Message]:
+        data = self._valid()
+        data["seq"] = 2**63  # one past an int64 column
+        return [self._bad_ex("huge_seq", "schema", dumps(data))]
+
+    def max_seq(self) -> list[Message]:
+        """The largest seq an int64 column holds: accepted and indexed."""
+        self.i += 1
+        sid, key = f"m{self.i}", f"{self.ns_max}/m{self.i}".encode()
+        self.expected_turns[self.ns_max] += 1
+        value = dumps(exchange(self.ns_max, sid, 2**63 - 1, "the very last word", f"m{self.i}"))
+        return [Message("max_seq", t.EXCHANGES, key, value, INDEXED, namespace=self.ns_max)]
 
     def negative_seq(self) -> list[Message]:
         data = self._valid()
