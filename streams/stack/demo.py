@@ -19,11 +19,11 @@ from streams.stack.errors import StackError
 
 CONVERSATION = Path(__file__).resolve().parents[2] / "deploy" / "demo" / "conversation.jsonl"
 NAMESPACE = "demo"
-QUESTIONS = (
-    "When is the half marathon Priya and Tomás are training for?",
-    "What is the name of Tomás's sourdough starter and who fed it while he was away?",
-    "Where did Tomás stay in Lisbon and who did he travel with?",
-    "When did Priya start her new job at Northwind Robotics?",
+# the questions asked of it, one per line, kept with the conversation they are about
+QUESTIONS = tuple(
+    line.strip()
+    for line in (CONVERSATION.parent / "questions.txt").read_text(encoding="utf-8").splitlines()
+    if line.strip()
 )
 
 

@@ -31,8 +31,8 @@ class SanityPair:
 
 
 _PET = "What is the name of Lena's dog?"
-_MOVE = "When did Tomas move to Porto?"
-_COUNT = "How many sisters does Priya have?"
+_MOVE = "When did Rafael move to Porto?"
+_COUNT = "How many sisters does Nadia have?"
 _JOB = "What does Omar do for a living?"
 _HOBBY = "Which instrument is Maya learning?"
 
@@ -40,7 +40,7 @@ SANITY_PAIRS: tuple[SanityPair, ...] = (
     # right answers in other words
     SanityPair("same name, in a sentence", _PET, "Pepper", "Her dog is called Pepper.", True),
     SanityPair("same month, another format", _MOVE, "March 2021", "In 03/2021", True),
-    SanityPair("same number, in digits", _COUNT, "two", "Priya has 2 sisters", True),
+    SanityPair("same number, in digits", _COUNT, "two", "Nadia has 2 sisters", True),
     SanityPair("same job, other words", _JOB, "nurse", "He works as a nurse in a hospital", True),
     SanityPair(
         "same thing, longer", _HOBBY, "the cello", "She has been taking cello lessons", True
@@ -48,7 +48,7 @@ SANITY_PAIRS: tuple[SanityPair, ...] = (
     # wrong answers on the same subject
     SanityPair("another name", _PET, "Pepper", "Her dog is called Biscuit.", False),
     SanityPair("another year", _MOVE, "March 2021", "In March 2019", False),
-    SanityPair("another number", _COUNT, "two", "Priya has five sisters", False),
+    SanityPair("another number", _COUNT, "two", "Nadia has five sisters", False),
     SanityPair("another job", _JOB, "nurse", "He is a school teacher", False),
     SanityPair("another instrument", _HOBBY, "the cello", "She is learning the violin", False),
     SanityPair("the topic, not the answer", _HOBBY, "the cello", "She talked about music", False),
