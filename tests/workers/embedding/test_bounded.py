@@ -16,8 +16,8 @@ from workers.embedding.local import LocalEmbedder
 from workers.embedding.openai_api import MAX_INPUT_TOKENS, OpenAIEmbedder, request_batches
 
 PROSE = (
-    "We moved the budget tracker to Flask last week, and the reports page now groups the "
-    "expenses by category and by month. Next, the login should remember the user. "
+    "We moved the telescope mount to the north field last week, and the star charts now sit "
+    "on the SD card by season and by month. Next, the mount should remember its home. "
 )
 
 

@@ -19,9 +19,9 @@ from workers.tokens import count_tokens
 
 REPLY = "\n\n".join(
     [
-        "Here is how to set up your budget tracker, step by step. " * 4,
-        "## Database\nUse SQLite for the first version: one file, no server to run. " * 3,
-        "## Deployment\nDeploy it with Gunicorn behind a small reverse proxy on Render. " * 3,
+        "Here is how to set up your telescope mount, step by step. " * 4,
+        "## Storage\nKeep the star charts on the SD card: one folder, no cable to run. " * 3,
+        "## Firmware\nFlash it with PlatformIO over the serial port on the tripod. " * 3,
     ]
 )
 
@@ -38,8 +38,8 @@ def row_of(text: str) -> dict[str, object]:
 
 def test_shown_is_the_passage_with_most_of_the_request_words() -> None:
     row = row_of(REPLY)
-    out = shown(row, request_terms(["How do I deploy with Gunicorn?"]))
-    assert out["text"].startswith("Assistant: ") and "Gunicorn" in out["text"]
+    out = shown(row, request_terms(["How do I flash it with PlatformIO?"]))
+    assert out["text"].startswith("Assistant: ") and "PlatformIO" in out["text"]
     start, end = out["span"]
     assert REPLY[start:end] in out["text"] and count_tokens(out["text"]) <= 90
     # no word in common: the opening passage
@@ -48,8 +48,8 @@ def test_shown_is_the_passage_with_most_of_the_request_words() -> None:
 
 
 def test_shown_leaves_a_turn_of_one_passage_as_it_is() -> None:
-    row = row_of("I use SQLite.")
-    assert shown(row, request_terms(["sqlite"])) is row
+    row = row_of("I use an SD card.")
+    assert shown(row, request_terms(["sd card"])) is row
 
 
 @pytest.mark.asyncio
@@ -59,7 +59,7 @@ async def test_a_long_turn_is_served_as_its_passage_with_the_turn_as_provenance(
     store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     store.turns.passage_tokens = 80
     rows = [
-        turn("a", "t1", "Which server should I deploy my tracker on?", 0),
+        turn("a", "t1", "Which port should I flash my mount on?", 0),
         turn("a", "t2", REPLY, 0).model_copy(update={"role": Role.assistant, "speaker": None}),
     ]
     vecs = HashEmbedder().embed([r.rendered() for r in rows])
@@ -71,15 +71,15 @@ async def test_a_long_turn_is_served_as_its_passage_with_the_turn_as_provenance(
     )
     alone = RecallConfig(turn_window=0)  # no window: the turn is its own item
     service = QueryService(QueryDeps(store, HashEmbedder()), alone)
-    reply = await service.search(request("a", "deploy Gunicorn reverse proxy Render", k=5))
+    reply = await service.search(request("a", "flash PlatformIO serial port tripod", k=5))
     (item,) = [e for e in reply.evidence if "t2" in e.turn_ids]
     assert item.kind == "turn" and item.turn_ids == ["t2"]
-    assert "Gunicorn" in item.text and count_tokens(item.text) <= 90
+    assert "PlatformIO" in item.text and count_tokens(item.text) <= 90
     assert item.span is not None and REPLY[item.span[0] : item.span[1]] in item.text
     # the store keeps the whole turn
     (whole,) = store.turns.near("a", [("s1", 2, 2)])
     assert whole["text"] == f"assistant: {REPLY.strip()}"
 
     windowed = QueryService(QueryDeps(store, HashEmbedder()))  # bounded: the question + passage
-    reply = await windowed.search(request("a", "deploy Gunicorn reverse proxy Render", k=5))
+    reply = await windowed.search(request("a", "flash PlatformIO serial port tripod", k=5))
     assert all(count_tokens(e.text) <= 320 for e in reply.evidence)

@@ -374,19 +374,19 @@ async def test_what_answers_a_bridged_questions_first_part_still_covers_its_late
     index_batches(
         s,
         [
-            batch("a", 0, ["Ann signed up for the Riverside Half Marathon on May 19"]),
-            batch("a", 1, ["The Riverside Half Marathon start is on Pier Street"]),
+            batch("a", 0, ["Ann signed up for the Lakeside Ten Miler on May 19"]),
+            batch("a", 1, ["The Lakeside Ten Miler start is on Pier Street"]),
             batch("a", 2, ["Ann starts the new job where the bus line starts"]),
-            batch("a", 3, ["Ann bought trail shoes for the marathon"]),
+            batch("a", 3, ["Ann bought trail shoes for the race"]),
         ],
         HashEmbedder(),
     )
     reply = await service(s).search(
-        request("a", "When is the half marathon and where does it start?", k=4)
+        request("a", "When is the ten miler and where does it start?", k=4)
     )
 
-    assert reply.plan and "Riverside Half Marathon" in reply.plan["routes"][1]["queries"][0]
+    assert reply.plan and "Lakeside Ten Miler" in reply.plan["routes"][1]["queries"][0]
     first = reply.evidence[0]
-    assert "Riverside" in first.text and first.routes == ["r0", "r1"], [
+    assert "Lakeside" in first.text and first.routes == ["r0", "r1"], [
         (e.text, e.routes) for e in reply.evidence
     ]
