@@ -80,6 +80,7 @@ def summary(agg: dict[str, Any]) -> list[str]:
     r, b, h = agg["recall_at_k"], agg["recall_at_budget"], agg["hit_at_k"]
     lines = [
         f"records per conversation: {list(agg['records_per_conversation'].values())}",
+        f"per turn: records {agg['per_turn']['records']}, evidence nodes {agg['per_turn']['nodes']}",
         f"hit@5 {h['all']['5']:.3f} hit@10 {h['all']['10']:.3f}",
     ]
     for cat in (c for c in r if agg["counts"][c]):

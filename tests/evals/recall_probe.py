@@ -292,6 +292,11 @@ def run(
         dump.write_text(json.dumps(dumped))
     agg = figures(results)
     agg["records_per_conversation"] = counts
+    turns = sum(store.count("turns", c.namespace) for c in convs)
+    agg["per_turn"] = {
+        table: round(sum(store.count(table, c.namespace) for c in convs) / max(turns, 1), 2)
+        for table in ("records", "nodes")
+    }
     agg["gold_turn_ranks"] = gold_ranks(results)
     agg["items_in_1000_tokens"] = statistics.median(
         len(items_within_budget(r.items, 1000)) for r in results
