@@ -247,7 +247,8 @@ class MultiRouteRecall:
         )
         got = dict(zip(calls, found, strict=True))
         show = Shown(request_terms(variants))
-        turn_rows = show_passages(got, show)
+        # long turns cut into passages: CPU work, off the loop other requests share
+        turn_rows = await asyncio.to_thread(clock.call, "passages", show_passages, got, show)
         chat = with_assistant if any(r.get("role") == "assistant" for r in turn_rows) else None
         node_lists = [*got["vector", "nodes", ""], *(got["text", "nodes", t] for t in texts)]
         orders = [self._linked(nodes, node_b) for nodes in node_lists]
