@@ -80,6 +80,7 @@ class QueryService:
         preset: QueryPreset = SERVED,
     ) -> None:
         self.planner = deps.planner
+        self.turns = deps.store.turns
         self.answerer = deps.answerer
         self.reranker = deps.reranker
         self.scorer = deps.scorer if deps.reranker is None else None
@@ -96,7 +97,8 @@ class QueryService:
         t = time.perf_counter()
         preset = self.preset if req.ablation is None else ABLATIONS[req.ablation]
         if preset.planner:
-            plan, usage = await self.planner.plan(req.query)
+            speakers = await asyncio.to_thread(self.turns.names, req.namespace)
+            plan, usage = await self.planner.plan(req.query, speakers)
         else:
             plan, usage = single_route_plan(req.query), TokenUsage()
         t = watch.lap("plan", t)
