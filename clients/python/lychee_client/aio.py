@@ -80,7 +80,7 @@ class AsyncLycheeClient:
             if response.is_success:
                 return call.read(response.json())
             if last or not retried(response):
-                raise calls.failure(call, response)
+                raise calls.failure(call, response, attempt)
             await asyncio.sleep(self.retry.wait_s(attempt, response))
         raise AssertionError("unreachable: the last attempt returns or raises")
 

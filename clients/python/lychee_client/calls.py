@@ -78,7 +78,7 @@ def search_result(data: Any) -> SearchResult:
     return SearchResult(reply, Plan.model_validate(reply.plan) if reply.plan else None)
 
 
-def failure(call: Call[Any], response: httpx.Response) -> LycheeHTTPError:
+def failure(call: Call[Any], response: httpx.Response, attempts: int = 1) -> LycheeHTTPError:
     """The gateway's problem details as an error; a body that is not one (a proxy's page)
     becomes a problem naming the status."""
     try:
@@ -87,7 +87,7 @@ def failure(call: Call[Any], response: httpx.Response) -> LycheeHTTPError:
         text = response.text[:300].strip() or response.reason_phrase
         problem = Problem(title=response.reason_phrase, status=response.status_code, detail=text)
     return LycheeHTTPError(
-        call.method, call.path, response.status_code, problem, retry_after_s(response)
+        call.method, call.path, response.status_code, problem, retry_after_s(response), attempts
     )
 
 

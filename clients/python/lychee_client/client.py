@@ -89,7 +89,7 @@ class LycheeClient:
             if response.is_success:
                 return call.read(response.json())
             if last or not retried(response):
-                raise calls.failure(call, response)
+                raise calls.failure(call, response, attempt)
             time.sleep(self.retry.wait_s(attempt, response))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
