@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
 from lychee_client import (
     AsyncLycheeClient,
@@ -89,12 +90,16 @@ def test_client_errors_name_the_status_and_the_problem(gateway: Gateway) -> None
             client.status()
         assert unknown.value.status == 401
     with LycheeClient(gateway.url, namespace(), api_key=gateway.key) as client:
-        with pytest.raises(LycheeHTTPError) as invalid:
+        with pytest.raises(ValidationError):  # refused before sending: the same contract
             client.add([{"session_id": "bad id!", "turns": [{"role": "user", "content": "x"}]}])
-        assert invalid.value.status == 422 and invalid.value.attempts == 1
         with pytest.raises(LycheeHTTPError) as wide:
             client.dead_letters()  # a key for `cl-*` only
         assert wide.value.status == 403
+    with LycheeClient(gateway.url, "cl-bad name", api_key=gateway.key) as client:
+        with pytest.raises(LycheeHTTPError) as invalid:
+            client.status()
+        assert invalid.value.status == 422 and invalid.value.attempts == 1
+        assert "namespace" in invalid.value.problem.detail
     with LycheeClient(gateway.url, namespace(), api_key=gateway.root_key) as root:
         assert isinstance(root.dead_letters().reasons, list)
         dry = root.replay("memory.segments", dry_run=True)
