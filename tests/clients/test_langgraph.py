@@ -10,6 +10,7 @@ from typing import TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
+from langgraph.store.memory import InMemoryStore
 
 from lychee_client import AsyncLycheeClient, LycheeClient
 from lychee_client.langgraph import LycheeStore, session_of
@@ -136,3 +137,49 @@ def test_graph_writes_a_memory_and_a_later_run_recalls_it(gateway: Gateway) -> N
         {"user": "noor", "message": "who teaches me the violin?", "recalled": []}
     )
     assert later["recalled"][0] == "my violin teacher is called Ottoline"
+
+
+def test_store_answers_as_langgraphs_reference_store(gateway: Gateway) -> None:
+    """LangGraph ships no store conformance tests (its wheel holds none; the conformance
+    package covers checkpointers): the same operations run against `InMemoryStore`, the
+    reference, and this store must give the same items, filters and namespaces."""
+    ours = store_of(gateway, f"cl-lg-{uuid.uuid4().hex[:8]}")
+    reference = InMemoryStore()
+    writes = [
+        (("users", "u1", "prefs"), "lang", {"value": "en", "n": 1}),
+        (("users", "u1", "prefs"), "tz", {"value": "UTC", "n": 2, "tags": ["a", "b"]}),
+        (("users", "u2", "prefs"), "lang", {"value": "pt", "n": 3, "meta": {"src": "x"}}),
+        (("users", "u2", "facts"), "job", {"value": "nurse", "n": 4}),
+        (("cache", "v1"), "k", {"value": 0}),
+        (("users", "u1", "prefs"), "lang", {"value": "fr", "n": 5}),  # an update
+    ]
+    for store in (ours, reference):
+        store.batch([PutOp(ns, key, value) for ns, key, value in writes])
+        store.delete(("users", "u2", "facts"), "job")
+        store.put(("users", "u2", "facts"), "pet", {"value": "cat", "n": 6})
+
+    def view(store: BaseStore) -> list[object]:
+        def items(prefix: tuple[str, ...], **kw: object) -> list[tuple[object, ...]]:
+            found = store.search(prefix, limit=50, **kw)  # type: ignore[arg-type]
+            return sorted((i.namespace, i.key, repr(i.value)) for i in found)
+
+        got = [store.get(ns, key) for ns, key, _ in writes]
+        return [
+            [(i.namespace, i.key, i.value) if i else None for i in got],
+            items(()),
+            items(("users",)),
+            items(("users", "u1")),
+            items(("users",), filter={"value": "pt"}),
+            items(("users",), filter={"n": {"$gt": 2}}),
+            items(("users",), filter={"n": {"$ne": 6}, "meta": {"src": "x"}}),
+            items(("users",), filter={"tags": ["a", "b"]}),
+            len(store.search(("users",), limit=2, offset=3)),
+            store.list_namespaces(),
+            store.list_namespaces(prefix=("users",)),
+            store.list_namespaces(prefix=("users", "*", "prefs")),
+            store.list_namespaces(suffix=("facts",)),
+            store.list_namespaces(max_depth=2),
+            store.list_namespaces(limit=2, offset=1),
+        ]
+
+    assert view(ours) == view(reference)
