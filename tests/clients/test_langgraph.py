@@ -70,28 +70,34 @@ def test_store_put_get_update_search_list_delete(gateway: Gateway) -> None:
 
 async def test_store_async_forms_and_batch(gateway: Gateway) -> None:
     ns = f"cl-lg-{uuid.uuid4().hex[:8]}"
-    store = store_of(gateway, ns)
-    await store.aput(("docs",), "a", {"text": "the harbour closes at dusk"})
-    item = await store.aget(("docs",), "a")
-    assert item is not None and item.value == {"text": "the harbour closes at dusk"}
-    results = await store.abatch(
-        [
-            PutOp(("docs",), "b", {"text": "ferries leave hourly"}),
-            GetOp(("docs",), "b"),
-            SearchOp(("docs",), None, 10, 0, None),
-            PutOp(("docs",), "a", None),
-            GetOp(("docs",), "a"),
-        ]
-    )
-    assert results[0] is None and results[1] is not None
-    assert results[1].value == {"text": "ferries leave hourly"}
-    assert sorted(i.key for i in results[2]) == ["a", "b"]
-    assert results[3] is None and results[4] is None
-    assert await store.alist_namespaces() == [("docs",)]
-    await store.adelete(("docs",), "b")
-    assert await store.asearch(("docs",)) == []
-    async with AsyncLycheeClient(gateway.url, ns, api_key=gateway.key) as client:
-        assert await client.all_turns() == []
+    async with AsyncLycheeClient(gateway.url, ns, api_key=gateway.key) as aclient:
+        sync = LycheeClient(gateway.url, ns, api_key=gateway.key)
+        store = LycheeStore(sync, aclient, search_timeout_s=SEARCH_S)
+        await store.aput(("docs",), "a", {"text": "the harbour closes at dusk"})
+        item = await store.aget(("docs",), "a")
+        assert item is not None and item.value == {"text": "the harbour closes at dusk"}
+        results = await store.abatch(
+            [
+                PutOp(("docs",), "b", {"text": "ferries leave hourly"}),
+                GetOp(("docs",), "b"),
+                SearchOp(("docs",), None, 10, 0, None),
+                SearchOp(("docs",), None, 10, 0, "when do the ferries go?"),
+                PutOp(("docs",), "a", None),
+                GetOp(("docs",), "a"),
+            ]
+        )
+        assert results[0] is None and results[1] is not None
+        assert results[1].value == {"text": "ferries leave hourly"}
+        assert sorted(i.key for i in results[2]) == ["a", "b"]
+        assert results[3][0].key == "b"
+        assert results[4] is None and results[5] is None
+        assert await store.alist_namespaces() == [("docs",)]
+        threaded = LycheeStore(sync)  # no async client: the sync batch in a worker thread
+        got = await threaded.aget(("docs",), "b")
+        assert got is not None and got.value == {"text": "ferries leave hourly"}
+        await store.adelete(("docs",), "b")
+        assert await store.asearch(("docs",)) == []
+        assert await aclient.all_turns() == []
 
 
 class State(TypedDict):

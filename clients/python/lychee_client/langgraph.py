@@ -20,8 +20,8 @@ How LangGraph's items map onto the service (one store, one service namespace):
 - `list_namespaces` reads the namespaces off the items.
 
 The service has no per-item index settings or TTL: `index` is ignored (every item is
-searchable) and `supports_ttl` is False. The async forms run the same batch in a worker
-thread, so the event loop is not blocked.
+searchable) and `supports_ttl` is False. The async forms use the async client when the
+store has one, else the sync batch in a worker thread (the event loop is never blocked).
 """
 
 from __future__ import annotations
@@ -47,9 +47,10 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from lychee_client.aio import AsyncLycheeClient
 from lychee_client.client import LycheeClient
-from schemas import Role
-from schemas.gateway import ExchangeIn, Receipt
+from schemas import EvidenceItem, Role
+from schemas.gateway import ExchangeIn
 
 SPEAKER = "langgraph"
 SESSION_PREFIX = "lg-"
@@ -158,13 +159,20 @@ def namespace_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> 
 
 class LycheeStore(BaseStore):
     """A LangGraph store whose items live in one namespace of the service (see the module's
-    docstring for the mapping). `wait_s` bounds how long a put waits to be readable,
-    `search_timeout_s` a search (None: the gateway's default)."""
+    docstring for the mapping). The sync forms use `client`; the async forms use `aclient`
+    when given (else they run the sync batch in a worker thread). `wait_s` bounds how long a
+    put waits to be readable, `search_timeout_s` a search (None: the gateway's default)."""
 
     def __init__(
-        self, client: LycheeClient, *, wait_s: float = 60.0, search_timeout_s: float | None = None
+        self,
+        client: LycheeClient,
+        aclient: AsyncLycheeClient | None = None,
+        *,
+        wait_s: float = 60.0,
+        search_timeout_s: float | None = None,
     ) -> None:
         self.client = client
+        self.aclient = aclient
         self.wait_s = wait_s
         self.search_timeout_s = search_timeout_s
 
@@ -173,91 +181,129 @@ class LycheeStore(BaseStore):
         pending: list[ExchangeIn] = []
         for op in ops:
             if isinstance(op, PutOp) and op.value is not None:
-                pending.append(self._exchange(op.namespace, op.key, dict(op.value)))
+                pending.append(exchange_of(op))
                 results.append(None)
                 continue
-            self._write(pending)
+            self._write(pending)  # a read or delete sees the puts before it
             pending = []
             if isinstance(op, PutOp):
                 self.client.forget(session_of(op.namespace, op.key))
                 results.append(None)
             elif isinstance(op, GetOp):
-                results.append(self._get(op))
+                session = session_of(op.namespace, op.key)
+                results.append(_items(self.client.all_turns(session)).get(session))
             elif isinstance(op, SearchOp):
-                results.append(self._search(op))
+                ranked = self._ranked(op.query, self._k(op)) if op.query else None
+                results.append(search_items(op, self._all(), ranked))
             elif isinstance(op, ListNamespacesOp):
-                results.append(self._namespaces(op))
+                results.append(list_namespaces(op, self._all()))
             else:
                 raise TypeError(f"unknown store operation {type(op).__name__}")
         self._write(pending)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await asyncio.to_thread(self.batch, list(ops))
+        if self.aclient is None:
+            return await asyncio.to_thread(self.batch, list(ops))
+        results: list[Result] = []
+        pending: list[ExchangeIn] = []
+        for op in ops:
+            if isinstance(op, PutOp) and op.value is not None:
+                pending.append(exchange_of(op))
+                results.append(None)
+                continue
+            await self._awrite(self.aclient, pending)
+            pending = []
+            if isinstance(op, PutOp):
+                await self.aclient.forget(session_of(op.namespace, op.key))
+                results.append(None)
+            elif isinstance(op, GetOp):
+                session = session_of(op.namespace, op.key)
+                results.append(_items(await self.aclient.all_turns(session)).get(session))
+            elif isinstance(op, SearchOp):
+                ranked = await self._aranked(self.aclient, op.query, self._k(op))
+                results.append(search_items(op, await self._aall(self.aclient), ranked))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(list_namespaces(op, await self._aall(self.aclient)))
+            else:
+                raise TypeError(f"unknown store operation {type(op).__name__}")
+        await self._awrite(self.aclient, pending)
+        return results
 
-    # -- the operations -----------------------------------------------------------------
+    # -- the service calls, sync then async ------------------------------------------------
 
-    def _exchange(self, namespace: tuple[str, ...], key: str, value: dict[str, Any]) -> ExchangeIn:
-        doc = json.dumps({"namespace": list(namespace), "key": key, "value": value})
-        turn = {
-            "role": Role.user,
-            "speaker": SPEAKER,
-            "content": doc,
-            "created_at": datetime.now(UTC),
-        }
-        return ExchangeIn.model_validate(
-            {"session_id": session_of(namespace, key), "turns": [turn]}
-        )
+    @staticmethod
+    def _k(op: SearchOp) -> int:
+        return min(MAX_SEARCH_K, max(50, (op.offset + op.limit) * 5))
 
     def _write(self, exchanges: list[ExchangeIn]) -> None:
         """Add the puts of a batch at once, and return when they are readable."""
-        if not exchanges:
-            return
-        receipt: Receipt = self.client.add(exchanges)
-        self.client.wait_indexed(receipt, timeout_s=self.wait_s)
-
-    def _get(self, op: GetOp) -> Item | None:
-        session = session_of(op.namespace, op.key)
-        return _items(self.client.all_turns(session)).get(session)
+        if exchanges:
+            receipt = self.client.add(exchanges)
+            self.client.wait_indexed(receipt, timeout_s=self.wait_s)
 
     def _all(self) -> dict[str, Item]:
-        return _items(
-            t
-            for t in self.client.all_turns()
-            if str(t.get("session_id", "")).startswith(SESSION_PREFIX)
-        )
+        return _items(self.client.all_turns())
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
-        items = self._all()
-        ranked: list[tuple[Item, float | None]]
-        if op.query:
-            k = min(MAX_SEARCH_K, max(50, (op.offset + op.limit) * 5))
-            ranked, seen = [], set()
-            for ev in self.client.search(op.query, k=k, timeout_s=self.search_timeout_s).evidence:
-                if ev.session_id in items and ev.session_id not in seen:
-                    seen.add(ev.session_id)
-                    score = max(ev.scores.values()) if ev.scores else None
-                    ranked.append((items[ev.session_id], score))
-        else:
-            ordered = sorted(items.values(), key=lambda i: i.updated_at, reverse=True)
-            ranked = [(item, None) for item in ordered]
-        prefix = tuple(op.namespace_prefix)
-        kept = [
-            SearchItem(
-                item.namespace, item.key, item.value, item.created_at, item.updated_at, score
-            )
-            for item, score in ranked
-            if item.namespace[: len(prefix)] == prefix
-            and all(matches_filter(item.value.get(k), v) for k, v in (op.filter or {}).items())
-        ]
-        return kept[op.offset : op.offset + op.limit]
+    def _ranked(self, query: str, k: int) -> list[EvidenceItem]:
+        return self.client.search(query, k=k, timeout_s=self.search_timeout_s).evidence
 
-    def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        found = {item.namespace for item in self._all().values()}
-        if op.match_conditions:
-            found = {
-                ns for ns in found if all(namespace_matches(c, ns) for c in op.match_conditions)
-            }
-        if op.max_depth is not None:
-            found = {ns[: op.max_depth] for ns in found}
-        return sorted(found)[op.offset : op.offset + op.limit]
+    async def _awrite(self, aclient: AsyncLycheeClient, exchanges: list[ExchangeIn]) -> None:
+        if exchanges:
+            receipt = await aclient.add(exchanges)
+            await aclient.wait_indexed(receipt, timeout_s=self.wait_s)
+
+    async def _aall(self, aclient: AsyncLycheeClient) -> dict[str, Item]:
+        return _items(await aclient.all_turns())
+
+    async def _aranked(
+        self, aclient: AsyncLycheeClient, query: str | None, k: int
+    ) -> list[EvidenceItem] | None:
+        if not query:
+            return None
+        return (await aclient.search(query, k=k, timeout_s=self.search_timeout_s)).evidence
+
+
+def exchange_of(op: PutOp) -> ExchangeIn:
+    """The exchange a put adds: one user turn holding the item as JSON."""
+    assert op.value is not None
+    doc = json.dumps({"namespace": list(op.namespace), "key": op.key, "value": dict(op.value)})
+    turn = {"role": Role.user, "speaker": SPEAKER, "content": doc, "created_at": datetime.now(UTC)}
+    return ExchangeIn.model_validate(
+        {"session_id": session_of(op.namespace, op.key), "turns": [turn]}
+    )
+
+
+def search_items(
+    op: SearchOp, items: dict[str, Item], evidence: list[EvidenceItem] | None
+) -> list[SearchItem]:
+    """The items a search returns: in the evidence's order with a query (each item once, its
+    best-ranked evidence's best score), else newest first; then prefix, filter and page."""
+    ranked: list[tuple[Item, float | None]]
+    if evidence is not None:
+        ranked, seen = [], set()
+        for ev in evidence:
+            if ev.session_id in items and ev.session_id not in seen:
+                seen.add(ev.session_id)
+                score = max(ev.scores.values()) if ev.scores else None
+                ranked.append((items[ev.session_id], score))
+    else:
+        ordered = sorted(items.values(), key=lambda i: i.updated_at, reverse=True)
+        ranked = [(item, None) for item in ordered]
+    prefix = tuple(op.namespace_prefix)
+    kept = [
+        SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at, score)
+        for item, score in ranked
+        if item.namespace[: len(prefix)] == prefix
+        and all(matches_filter(item.value.get(k), v) for k, v in (op.filter or {}).items())
+    ]
+    return kept[op.offset : op.offset + op.limit]
+
+
+def list_namespaces(op: ListNamespacesOp, items: dict[str, Item]) -> list[tuple[str, ...]]:
+    found = {item.namespace for item in items.values()}
+    if op.match_conditions:
+        found = {ns for ns in found if all(namespace_matches(c, ns) for c in op.match_conditions)}
+    if op.max_depth is not None:
+        found = {ns[: op.max_depth] for ns in found}
+    return sorted(found)[op.offset : op.offset + op.limit]
