@@ -22,6 +22,7 @@ from lychee_client import (
     LycheeHTTPError,
     RetryPolicy,
     Turn,
+    calls,
 )
 from lychee_client.retry import retried, retry_after_s
 from schemas.plan import Plan
@@ -78,6 +79,18 @@ async def test_async_client_reads_its_writes(gateway: Gateway) -> None:
         found = await client.search("Who keeps bees?", k=5, timeout_s=SEARCH_S)
         assert any("Wren" in e.text for e in found.evidence)
         assert (await client.forget_namespace()).session_id is None
+
+
+def test_client_add_sent_again_is_answered_with_the_first_receipt(gateway: Gateway) -> None:
+    """What a retried add does: the client named the exchange before the first try, so the
+    same request again adds nothing."""
+    with LycheeClient(gateway.url, namespace(), api_key=gateway.key) as client:
+        call = calls.add(client.namespace, [exchange("s", "I collect old maps of Lisbon.")])
+        assert call.body is not None and call.json()["exchanges"][0]["exchange_id"]
+        first, again = client.send(call), client.send(call)
+        assert not first.exchanges[0].duplicate and again.exchanges[0].duplicate
+        assert again.exchanges[0].seq == first.exchanges[0].seq == 0
+        assert client.add([exchange("s", "Another one.")]).exchanges[0].seq == 1
 
 
 def test_client_errors_name_the_status_and_the_problem(gateway: Gateway) -> None:

@@ -4,6 +4,7 @@ turns the JSON into the `schemas` models."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -109,8 +110,18 @@ def _params(**values: str | int | bool | date | datetime | None) -> dict[str, st
     return out
 
 
+def named(exchange: ExchangeIn) -> ExchangeIn:
+    """The exchange with an id of its own: a retried add is then the same request again, which
+    the gateway answers with the first receipt instead of adding the exchange twice."""
+    if exchange.exchange_id is not None:
+        return exchange
+    return exchange.model_copy(update={"exchange_id": uuid.uuid4().hex})
+
+
 def add(namespace: str, exchanges: Iterable[ExchangeIn | Mapping[str, Any]]) -> Call[Receipt]:
-    items = [e if isinstance(e, ExchangeIn) else ExchangeIn.model_validate(e) for e in exchanges]
+    items = [
+        named(e if isinstance(e, ExchangeIn) else ExchangeIn.model_validate(e)) for e in exchanges
+    ]
     return Call(
         "POST", f"{_ns(namespace)}/exchanges", model(Receipt), body=AddExchanges(exchanges=items)
     )

@@ -18,10 +18,11 @@ class RetryPolicy:
     """`attempts` tries in all; between two, the server's Retry-After when it sent one, else
     jittered exponential backoff from `backoff_s`, never more than `max_wait_s`.
 
-    Only 429 and 503 are retried (the gateway sends them before anything was accepted), and
-    connection failures before a request was sent; a timed-out or reset write is not, since
-    the gateway may have accepted it (an add with the caller's `exchange_id` is safe to
-    re-send by hand: the gateway answers the first receipt).
+    Only 429 and 503 are retried, and connection failures before a request was sent. A 503
+    to an add can follow a broker that acked late; the gateway asks for the same request
+    again, and the client gives every exchange an id before the first try, so a retry is
+    answered with the first receipt rather than adding twice. A timed-out or reset request is
+    not retried: whether the gateway acted on it is unknown.
     """
 
     attempts: int = 4
