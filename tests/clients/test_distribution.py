@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -45,6 +46,9 @@ def test_client_distribution_installs_alone_without_kafka_or_models(
     gateway: Gateway, tmp_path: Path
 ) -> None:
     wheels = tmp_path / "wheels"
+    # setuptools builds through clients/python/build: a file left there by an earlier build
+    # of since-removed code would ship
+    shutil.rmtree(ROOT / "clients" / "python" / "build", ignore_errors=True)
     # built with the lock's setuptools (no build isolation: offline)
     run(UV, "build", "--wheel", "--no-build-isolation", "--python", sys.executable,
         "-o", wheels, ROOT / "clients" / "python")  # fmt: skip
@@ -56,6 +60,10 @@ def test_client_distribution_installs_alone_without_kafka_or_models(
     assert tops == {"lychee_client", "schemas"}
     assert shipped == {  # the repository's contracts themselves
         f"schemas/{p.name}": p.read_bytes() for p in (ROOT / "schemas").glob("*.py")
+    }
+    client = ROOT / "clients" / "python" / "lychee_client"
+    assert {n for n in names if n.startswith("lychee_client/")} == {
+        f"lychee_client/{p.name}" for p in client.glob("*.py")
     }
     venv = tmp_path / "venv"
     run(UV, "venv", "--quiet", "--python", sys.executable, venv)
