@@ -20,11 +20,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from schemas import Role, Turn
 from schemas.base import Name
-from schemas.records import MemoryType
-from streams.gateway.auth import Principal
-from streams.gateway.connection import StackConnection
-from streams.gateway.errors import GatewayError
-from streams.gateway.models import (
+from schemas.gateway import (
     ExchangeIn,
     ForgetOut,
     NamespaceStatus,
@@ -33,6 +29,10 @@ from streams.gateway.models import (
     SearchIn,
     WaitFor,
 )
+from schemas.records import MemoryType
+from streams.gateway.auth import Principal
+from streams.gateway.connection import StackConnection
+from streams.gateway.errors import GatewayError
 from streams.gateway.service import MemoryService
 from streams.settings import Settings
 

@@ -17,9 +17,7 @@ from fastapi import APIRouter, Query
 
 from schemas import ControlKind, QueryReply
 from schemas.base import Name
-from schemas.records import MemoryType
-from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
-from streams.gateway.models import (
+from schemas.gateway import (
     AddExchanges,
     ControlIn,
     ControlReceipt,
@@ -30,6 +28,8 @@ from streams.gateway.models import (
     RecordsPage,
     SearchIn,
 )
+from schemas.records import MemoryType
+from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
 from streams.gateway.problems import PROBLEM
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {

@@ -25,6 +25,19 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from schemas import ControlKind, Exchange, QueryReply, SessionControl
+from schemas.gateway import (
+    ControlReceipt,
+    ExchangeIn,
+    ExchangeReceipt,
+    ForgetOut,
+    NamespaceStatus,
+    Receipt,
+    RecordsPage,
+    SearchIn,
+    SessionReceipt,
+    SessionStatus,
+    WaitFor,
+)
 from streams import metrics
 from streams.client import MemoryClient
 from streams.errors import ForgetFailed, QueryFailed, ReplyTimeout, SeqRejected, SessionBusy
@@ -37,19 +50,6 @@ from streams.gateway.errors import (
     UpstreamFailed,
     kafka_at,
     redis_at,
-)
-from streams.gateway.models import (
-    ControlReceipt,
-    ExchangeIn,
-    ExchangeReceipt,
-    ForgetOut,
-    NamespaceStatus,
-    Receipt,
-    RecordsPage,
-    SearchIn,
-    SessionReceipt,
-    SessionStatus,
-    WaitFor,
 )
 from streams.progress import Progress
 from streams.seqs import Ack, Allocation, SeqAllocator, Wanted

@@ -1,4 +1,5 @@
-"""What the gateway's routes and MCP tools take and return (JSON over HTTP).
+"""The HTTP contracts: what the gateway's routes and MCP tools take and return (JSON), and
+so what `lychee_client` sends and reads.
 
 Inputs reuse the `schemas` contracts' field rules (names, turns, limits); the namespace comes
 from the path, `seq` and `exchange_id` may be left to the gateway.
