@@ -31,7 +31,9 @@ class Supersession(BaseModel):
 
     namespace: str = Field(min_length=1)
     kind: LinkKind
-    older_id: str = Field(min_length=1, description="the earlier record (either side of a conflict)")
+    older_id: str = Field(
+        min_length=1, description="the earlier record (either side of a conflict)"
+    )
     newer_id: str = Field(min_length=1, description="the later record")
     changed_at: datetime | None = Field(
         default=None, description="when the newer statement was made: the change's time"

@@ -23,6 +23,7 @@ from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
+from workers.query.currency import current_first
 from workers.query.errors import AnswerUnavailable
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
@@ -140,6 +141,13 @@ class QueryService:
             [r.speaker for r in plan.routes],
         )
         t = watch.lap("selection", t)
+        # today's truth first, the older value kept and marked; conflicts side by side
+        linked = await asyncio.to_thread(
+            current_first, self.recall.store, req.namespace, req.query, evidence
+        )
+        if linked is not None:
+            evidence, context, tokens = linked
+        t = watch.lap("currency", t)
         answered = Answered()
         if req.answer:
             answered = await self._answer(req.query, evidence, context)

@@ -122,7 +122,7 @@ def forget(
         lineages = _lineages(store, RECORDS, "id", namespace)
         gone = {r for r, lin in lineages.items() if lineage.predates(lin, fence)}
         rewrite(RECORDS, _ids_mask(gone))
-        rewrite(LINKS, drop_with(gone))
+        rewrite(LINKS, drop_with(gone, namespace))
         if len(gone) == len(lineages):  # nothing of the namespace is newer: every node goes
             rewrite(NODES, in_scope)
             return out
@@ -132,7 +132,7 @@ def forget(
         rewrite(TURNS, lambda d: lineage.predating(d, in_scope(d), fence))
         gone, kept = _strike_session(store, namespace, session_id, old_turns, fence)
         rewrite(RECORDS, _ids_mask(gone), kept)
-        rewrite(LINKS, drop_with(gone))
+        rewrite(LINKS, drop_with(gone, namespace))
     node_gone, updated = _unlink_all(store, gone, embedder, namespace, session_id)
     rewrite(NODES, _ids_mask(node_gone), updated)
     return out

@@ -89,13 +89,23 @@ class LinksTable(Table):
         return sorted(links, key=lambda x: (x.changed_at or datetime.min, x.link_id))
 
 
-def drop_with(records: Collection[str]) -> Any:
-    """The mask of links touching any of `records` (for `Database.rewrite`)."""
+def drop_with(records: Collection[str], namespace: str | None = None) -> Any:
+    """The mask of links touching any of `records` (of `namespace`, when given), for
+    `Database.rewrite`."""
     values = pa.array(sorted(records), pa.string())
-    return lambda d: pc.or_(
-        pc.is_in(d.column("older_id"), value_set=values),
-        pc.is_in(d.column("newer_id"), value_set=values),
-    )
+
+    def mask(d: pa.Table) -> Any:
+        touching = pc.or_(
+            pc.is_in(d.column("older_id"), value_set=values),
+            pc.is_in(d.column("newer_id"), value_set=values),
+        )
+        return (
+            touching
+            if namespace is None
+            else pc.and_(touching, pc.equal(d.column("namespace"), namespace))
+        )
+
+    return mask
 
 
 def _row(link: Supersession) -> dict[str, Any]:
