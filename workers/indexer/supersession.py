@@ -32,27 +32,30 @@ SURE_SHARED = 3  # ... or this many when the later statement does not read as a 
 WINDOW_BEFORE = 6  # words before a value that name its attribute
 WINDOW_AFTER = 3
 MAX_LINKS_PER_STATEMENT = 2  # denials: the best-matching accounts only
+COMMON_SHARE = 0.1  # a word in more of the namespace's statements than this names no attribute
+COMMON_MIN = 5  # ... and in more than this many
 
+# a unit as written -> (kind, canonical unit): two values compare only in one unit
 _UNITS = {
-    "%": "percent",
-    "percent": "percent",
-    "ms": "duration",
-    "milliseconds": "duration",
-    "seconds": "duration",
-    "sec": "duration",
-    "s": "duration",
-    "minutes": "duration",
-    "mins": "duration",
-    "hours": "duration",
-    "days": "duration",
-    "weeks": "duration",
-    "months": "duration",
-    "years": "duration",
-    "kb": "size",
-    "mb": "size",
-    "gb": "size",
-    "tb": "size",
-    "px": "pixels",
+    "%": ("percent", "%"),
+    "percent": ("percent", "%"),
+    "ms": ("duration", "ms"),
+    "milliseconds": ("duration", "ms"),
+    "s": ("duration", "s"),
+    "sec": ("duration", "s"),
+    "seconds": ("duration", "s"),
+    "minutes": ("duration", "min"),
+    "mins": ("duration", "min"),
+    "hours": ("duration", "h"),
+    "days": ("duration", "d"),
+    "weeks": ("duration", "w"),
+    "months": ("duration", "mo"),
+    "years": ("duration", "y"),
+    "kb": ("size", "kb"),
+    "mb": ("size", "mb"),
+    "gb": ("size", "gb"),
+    "tb": ("size", "tb"),
+    "px": ("pixels", "px"),
 }
 _VALUE = re.compile(
     r"(?<![\w.$€£-])([$€£])?(\d+(?:,\d{3})*(?:\.\d+)?)(?:\s?(%|[a-z]+\b))?(?![.]\d)",
@@ -71,9 +74,10 @@ _CHANGE = re.compile(
     r"|latest|rose|fell|up to|down to|bumped|adjusted|no longer)\b",
     re.IGNORECASE,
 )
+# "X has never done Y" (encoders write the speaker's name for "I"), "X hasn't ever done Y"
 _NEVER = re.compile(
-    r"\b(?:i|we)(?:'ve|’ve| have)? (?:actually )?never\b|\b(?:i|we) (?:have not|haven't|haven’t"
-    r"|did not|didn't|didn’t) (?:ever|yet|actually)\b",
+    r"\b(?:has|have|had|'ve|’ve)\s+(?:actually\s+|really\s+)?never\b"
+    r"|\b(?:has|have|did)(?:\s+not|n't|n’t)\s+(?:ever|yet|actually)\b",
     re.IGNORECASE,
 )
 _CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|and i|which)\b", re.IGNORECASE)
@@ -101,10 +105,26 @@ class Statement:
 
 def link_statements(namespace: str, statements: Sequence[Statement]) -> list[Supersession]:
     """Every link the rules are sure of among `statements` (one namespace)."""
+    common = common_words(statements)
     links: dict[tuple[LinkKind, str, str], Supersession] = {}
-    for link in [*_value_changes(namespace, statements), *_denials(namespace, statements)]:
+    found = [
+        *_value_changes(namespace, statements, common),
+        *_denials(namespace, statements, common),
+    ]
+    for link in found:
         links.setdefault((link.kind, link.older_id, link.newer_id), link)
     return list(links.values())
+
+
+def common_words(statements: Sequence[Statement]) -> frozenset[str]:
+    """Words too frequent in the namespace to tell one attribute from another: the speaker's
+    name that an encoder writes for "I", the project everything is about."""
+    df: dict[str, int] = {}
+    for s in statements:
+        for w in set(_content(_WORD.findall(s.text.lower()))):
+            df[w] = df.get(w, 0) + 1
+    cut = max(COMMON_MIN, COMMON_SHARE * len(statements))
+    return frozenset(w for w, n in df.items() if n > cut)
 
 
 def earlier(a: Statement, b: Statement) -> bool | None:
@@ -130,24 +150,35 @@ class _Value:
     shown: str
 
 
-def values_of(text: str) -> list[_Value]:
+def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
     """The values a sentence gives and the words that name what each is the value of."""
     plain = _VERSION.sub(" ", text)  # a version names a thing, it is not its value
     out = []
     for m in _DAY.finditer(plain):
         month = month_number(m.group(1).rstrip(".")) or 0
-        attribute = _attribute(plain, m.start(), m.end())
+        attribute = _attribute(plain, m.start(), m.end()) - common
         out.append(_Value("date", month * 100 + int(m.group(2)), attribute, m.group(0).strip()))
     plain = _DAY.sub(" ", plain)
     for m in _VALUE.finditer(plain):
         currency, number, unit = m.group(1), m.group(2), (m.group(3) or "").lower()
-        kind = "money" if currency else _UNITS.get(unit, "count")
-        if kind == "count" and _looks_like_year(number):
+        kind = "money" if currency else _kind(unit)
+        if kind.startswith("count") and _looks_like_year(number):
             continue  # a date's year is when, not how much
-        attribute = _attribute(plain, m.start(), m.end())
+        attribute = _attribute(plain, m.start(), m.end()) - common
         amount = float(number.replace(",", ""))
         out.append(_Value(kind, amount, attribute, m.group(0).strip()))
     return out
+
+
+def _kind(unit: str) -> str:
+    """`percent`, `duration:ms`, ...; a number followed by another word counts that word
+    ("8 cards": `count:card`), so that eight cards and 120 lines are not one attribute."""
+    if unit in _UNITS:
+        kind, canonical = _UNITS[unit]
+        return f"{kind}:{canonical}"
+    if unit and unit not in _FUNCTION and unit.isalpha():
+        return f"count:{_stem(unit)}"
+    return "count"
 
 
 def _attribute(text: str, start: int, end: int) -> frozenset[str]:
@@ -169,11 +200,15 @@ def _content(words: Iterable[str]) -> list[str]:
 
 def _stem(word: str) -> str:
     word = word.replace("’", "'").removesuffix("'s")
+    if len(word) > 5 and word.endswith(("ches", "shes", "xes", "sses")):
+        return word[:-2]
     return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word
 
 
-def _value_changes(namespace: str, statements: Sequence[Statement]) -> list[Supersession]:
-    valued = [(s, values_of(s.text)) for s in statements]
+def _value_changes(
+    namespace: str, statements: Sequence[Statement], common: frozenset[str]
+) -> list[Supersession]:
+    valued = [(s, values_of(s.text, common)) for s in statements]
     valued = [(s, vs) for s, vs in valued if vs]
     by_word: dict[tuple[str, str], list[int]] = {}
     for i, (s, vs) in enumerate(valued):
@@ -212,6 +247,17 @@ def _value_changes(namespace: str, statements: Sequence[Statement]) -> list[Supe
     return out
 
 
+def _comparable(a: _Value, b: _Value) -> bool:
+    """One kind and unit; a bare number ("now reached 165") compares with a count of what
+    its own words name ("150 commits")."""
+    if a.kind == b.kind:
+        return True
+    for bare, counted in ((a, b), (b, a)):
+        if bare.kind == "count" and counted.kind.startswith("count:"):
+            return counted.kind.removeprefix("count:") in bare.attribute
+    return False
+
+
 def _order(s: Statement) -> tuple[int, int]:
     """A sortable reading of when `s` was said, for picking the latest of several olders."""
     day = int(s.said_at.timestamp()) if s.said_at is not None else 0
@@ -228,9 +274,9 @@ def _changed(
 ) -> bool:
     """The newer value replaces the older one: same kind, another amount the older statement
     never gave, the same attribute, and either a change word or a surer agreement."""
-    if ov.kind != nv.kind or ov.amount == nv.amount or shared < MIN_SHARED:
+    if not _comparable(ov, nv) or ov.amount == nv.amount or shared < MIN_SHARED:
         return False
-    if any(v.amount == nv.amount and v.kind == nv.kind for v in old_values):
+    if any(v.amount == nv.amount and _comparable(v, nv) for v in old_values):
         return False  # the older one already knew this value: a restatement, not a change
     return shared >= SURE_SHARED or bool(_CHANGE.search(newer.text))
 
@@ -238,32 +284,33 @@ def _changed(
 # -- never-but-did --------------------------------------------------------------------------
 
 
-def denied(text: str) -> frozenset[str] | None:
+def denied(text: str, common: frozenset[str] = frozenset()) -> frozenset[str] | None:
     """What a statement says was never done (its content words to the clause's end), or None
     when it denies nothing."""
     m = _NEVER.search(text)
     if m is None:
         return None
     rest = _CLAUSE_END.split(text[m.end() :], maxsplit=1)[0]
-    words = frozenset(_content(_WORD.findall(rest.lower())))
+    words = frozenset(_content(_WORD.findall(rest.lower()))) - common
     return words if len(words) >= MIN_SHARED else None
 
 
-def _denials(namespace: str, statements: Sequence[Statement]) -> list[Supersession]:
+def _denials(
+    namespace: str, statements: Sequence[Statement], common: frozenset[str]
+) -> list[Supersession]:
     words = [frozenset(_content(_WORD.findall(s.text.lower()))) for s in statements]
     out: list[Supersession] = []
     for j, denial in enumerate(statements):
-        what = denied(denial.text)
+        what = denied(denial.text, common)
         if what is None:
             continue
-        need = max(MIN_SHARED, (len(what) + 1) // 2)  # most of what is denied, at least two
         accounts = [
             (len(what & words[i]), i)
             for i, s in enumerate(statements)
             if i != j
             and s.role == denial.role
             and not _NEVER.search(s.text)
-            and len(what & words[i]) >= need
+            and len(what & words[i]) >= MIN_SHARED
         ]
         later = [i for _, i in accounts if earlier(denial, statements[i]) is True]
         before = [(n, i) for n, i in accounts if earlier(statements[i], denial) is True]
@@ -271,7 +318,7 @@ def _denials(namespace: str, statements: Sequence[Statement]) -> list[Supersessi
             settled = max(later, key=lambda i: _order(statements[i]))
             out.append(_denial_link(namespace, denial, statements[settled], what, settles=True))
             continue
-        for _, i in sorted(before, key=lambda x: (-x[0], _order(statements[x[1]])))[
+        for _, i in sorted(before, key=lambda x: (x[0], _order(statements[x[1]])), reverse=True)[
             :MAX_LINKS_PER_STATEMENT
         ]:
             out.append(_denial_link(namespace, statements[i], denial, what, settles=False))

@@ -26,6 +26,7 @@ from typing import Any
 
 from schemas import EvidenceItem, Role
 from schemas.supersession import LinkKind, Supersession
+from workers.query.hits import record_item_id
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
 from workers.vocabulary import QUESTION_STOPWORDS
@@ -59,7 +60,8 @@ class _Graph:
                 self.by_turn.setdefault(t, set()).add(rid)
 
     def stands_for(self, item: EvidenceItem) -> set[str]:
-        found = {item.item_id} if item.kind == "record" and item.item_id in self.records else set()
+        rid = item.item_id.rsplit("/", 1)[-1]
+        found = {rid} if item.kind == "record" and rid in self.records else set()
         for t in item.turn_ids:
             found |= self.by_turn.get(t, set())
         return found
@@ -188,7 +190,7 @@ def _item(row: dict[str, Any]) -> EvidenceItem:
     role = row.get("source_role")
     return EvidenceItem(
         kind="record",
-        item_id=row["id"],
+        item_id=record_item_id(row),
         text=row["semantic_text"],
         turn_ids=list(row.get("evidence") or ()),
         session_id=row.get("source_session") or "",

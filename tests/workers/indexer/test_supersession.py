@@ -23,7 +23,7 @@ def said(rid: str, text: str, day: datetime | None = DAY1, seq: int = 0, **kw: s
 
 def test_values_of_reads_kinds_and_the_words_naming_them() -> None:
     (v,) = values_of("The telescope mount now tracks at 40 ms per step.")
-    assert (v.kind, v.amount) == ("duration", 40.0)
+    assert (v.kind, v.amount) == ("duration:ms", 40.0)
     assert {"telescope", "mount", "track"} <= v.attribute
     (d,) = values_of("The kiln firing is due on May 3rd, 2025 for the glaze batch.")
     assert (d.kind, d.amount) == ("date", 503)
