@@ -13,7 +13,9 @@ shows a turn the record cites (its evidence), so raw turns follow their records'
   second right after the first, both marked.
 
 Only links whose other record shares a word with the question move anything, and at most
-`MAX_MOVES` items move: an unrelated update does not push the question's evidence down.
+`MAX_MOVES` items move: an unrelated update does not push the question's evidence down. A
+question about the whole history (an order, a summary) keeps its order: it needs every
+session's part, not the latest value first.
 """
 
 from __future__ import annotations
@@ -27,11 +29,13 @@ from typing import Any
 from schemas import EvidenceItem, Role
 from schemas.supersession import LinkKind, Supersession
 from workers.query.hits import record_item_id
+from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
 from workers.vocabulary import QUESTION_STOPWORDS
 
 MAX_MOVES = 4  # items moved or added per request
+MIN_ASKED = 1  # words of the question the record moved must share
 
 # the question asks what held before a change, not what holds now
 _PAST = re.compile(
@@ -84,7 +88,7 @@ def current_first(
     if not any(graph.stands_for(i) for i in items):
         return None
     asked = _content(question)
-    moves = 0
+    moves = 0 if not about_the_history(question) else MAX_MOVES  # its own order: by session
     for link in links:
         if moves >= MAX_MOVES:
             break
@@ -115,7 +119,7 @@ def _newer_above(
     at_new = _first(items, graph, link.newer_id)
     if at_new is not None and at_new < at_old:
         return 0
-    if not asked & _content(graph.records[link.newer_id]["semantic_text"]):
+    if not _answers(asked, graph.records[link.newer_id]["semantic_text"]):
         return 0
     moved = items.pop(at_new) if at_new is not None else _item(graph.records[link.newer_id])
     items.insert(at_old, moved)
@@ -135,7 +139,7 @@ def _side_by_side(
     at_other = at[other]
     if at_other is not None and at_other <= first + 1:
         return 0
-    if not asked & _content(graph.records[other]["semantic_text"]):
+    if not _answers(asked, graph.records[other]["semantic_text"]):
         return 0
     moved = items.pop(at_other) if at_other is not None else _item(graph.records[other])
     items.insert(first + 1, moved)
@@ -202,6 +206,12 @@ def _item(row: dict[str, Any]) -> EvidenceItem:
         context=row.get("context") or None,
         routes=["links"],
     )
+
+
+def _answers(asked: set[str], text: str) -> bool:
+    """The record speaks of what the question asks: it shares `MIN_ASKED` of its words
+    (more would leave out updates worded apart from the question)."""
+    return len(asked & _content(text)) >= min(MIN_ASKED, len(asked))
 
 
 def _content(text: str) -> set[str]:
