@@ -140,14 +140,12 @@ class QueryService:
             _Turns(self.recall.store, req.namespace, near=not rerank),
             [r.speaker for r in plan.routes],
         )
-        t = watch.lap("selection", t)
         # today's truth first, the older value kept and marked; conflicts side by side
         linked = await asyncio.to_thread(
             current_first, self.recall.store, req.namespace, req.query, evidence
         )
-        if linked is not None:
-            evidence, context, tokens = linked
-        t = watch.lap("currency", t)
+        evidence, context, tokens = linked or (evidence, context, tokens)
+        t = watch.lap("selection", t)
         answered = Answered()
         if req.answer:
             answered = await self._answer(req.query, evidence, context)
