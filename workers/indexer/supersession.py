@@ -6,9 +6,11 @@ assistant), in the order they were said:
 - `value-change`: a later statement gives the same attribute a different value. The
   attribute is what the words around a value name ("the dashboard API response time ... 250
   ms"): two statements share it when at least `MIN_SHARED` of those words agree and the
-  values are of one kind (a percentage, a duration, an amount of money, a count). The
-  later one must also read as a change (a word such as "now", "new", "updated",
-  "increased") or share `SURE_SHARED` words; anything less sure links nothing.
+  values are of one kind and unit (a percentage, a duration, an amount of money, a count
+  of one thing, a day). The later value must also read as a change: a word such as
+  "now", "new", "updated", "increased" just before it, in its clause; anything less sure
+  links nothing. An assistant's numbers are
+  worked examples and suggestions, not the state of things: only the other side's count.
 - `never-but-did`: a statement that something was never done ("I've never written any
   routes") against one that says it was. When the account of doing it is later, it
   settles the question (it supersedes the denial); when only earlier ones exist, the two
@@ -28,9 +30,9 @@ from schemas.supersession import LinkKind, Supersession
 from workers.vocabulary import MONTH_PATTERN, TAG_STOPWORDS, month_number, wordset
 
 MIN_SHARED = 2  # attribute words two values must share to name the same thing
-SURE_SHARED = 3  # ... or this many when the later statement does not read as a change
 WINDOW_BEFORE = 6  # words before a value that name its attribute
 WINDOW_AFTER = 3
+CHANGE_WORDS = 8  # how close before a value the word saying it changed must be
 MAX_LINKS_PER_STATEMENT = 2  # denials: the best-matching accounts only
 COMMON_SHARE = 0.1  # a word in more of the namespace's statements than this names no attribute
 COMMON_MIN = 5  # ... and in more than this many
@@ -58,7 +60,7 @@ _UNITS = {
     "px": ("pixels", "px"),
 }
 _VALUE = re.compile(
-    r"(?<![\w.$€£-])([$€£])?(\d+(?:,\d{3})*(?:\.\d+)?)(?:\s?(%|[a-z]+\b))?(?![.]\d)",
+    r"(?<![\w.$€£-])([$€£])?(\d+(?:,\d{3})*(?:\.\d+)?)(?:\s?(%|[a-z]+\b))?(?![.]?\d|-|/)",
     re.IGNORECASE,
 )
 # a day of a month ("April 5", "April 5th, 2024"): one value, the month and day
@@ -71,7 +73,7 @@ _WORD = re.compile(r"[a-z][a-z0-9'’-]*")
 _CHANGE = re.compile(
     r"\b(?:now|new|newly|updated?|changed?|increased?|decreased?|reduced|improved|grown|grew"
     r"|reached|raised|lowered|dropped|moved|switched|extended|revised|instead|currently"
-    r"|latest|rose|fell|up to|down to|bumped|adjusted|no longer)\b",
+    r"|latest|rose|fell|up to|down to|bumped|adjusted|no longer|recently|updates)\b",
     re.IGNORECASE,
 )
 # "X has never done Y" (encoders write the speaker's name for "I"), "X hasn't ever done Y"
@@ -148,6 +150,7 @@ class _Value:
     amount: float
     attribute: frozenset[str]
     shown: str
+    changed: bool  # the words just before it say it changed ("now reached 165")
 
 
 def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
@@ -157,7 +160,8 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
     for m in _DAY.finditer(plain):
         month = month_number(m.group(1).rstrip(".")) or 0
         attribute = _attribute(plain, m.start(), m.end()) - common
-        out.append(_Value("date", month * 100 + int(m.group(2)), attribute, m.group(0).strip()))
+        amount = month * 100 + int(m.group(2))
+        out.append(_Value("date", amount, attribute, m.group(0).strip(), _changed_at(plain, m)))
     plain = _DAY.sub(" ", plain)
     for m in _VALUE.finditer(plain):
         currency, number, unit = m.group(1), m.group(2), (m.group(3) or "").lower()
@@ -166,8 +170,14 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
             continue  # a date's year is when, not how much
         attribute = _attribute(plain, m.start(), m.end()) - common
         amount = float(number.replace(",", ""))
-        out.append(_Value(kind, amount, attribute, m.group(0).strip()))
+        out.append(_Value(kind, amount, attribute, m.group(0).strip(), _changed_at(plain, m)))
     return out
+
+
+def _changed_at(text: str, m: re.Match[str]) -> bool:
+    """A change word among the `CHANGE_WORDS` words before the value, in its clause."""
+    clause = _CLAUSE_END.split(text[: m.start()])[-1]
+    return bool(_CHANGE.search(" ".join(clause.split()[-CHANGE_WORDS:])))
 
 
 def _kind(unit: str) -> str:
@@ -208,7 +218,9 @@ def _stem(word: str) -> str:
 def _value_changes(
     namespace: str, statements: Sequence[Statement], common: frozenset[str]
 ) -> list[Supersession]:
-    valued = [(s, values_of(s.text, common)) for s in statements]
+    # an assistant's numbers are worked examples and suggestions, not the state of things
+    said = [s for s in statements if s.role != "assistant"]
+    valued = [(s, values_of(s.text, common)) for s in said]
     valued = [(s, vs) for s, vs in valued if vs]
     by_word: dict[tuple[str, str], list[int]] = {}
     for i, (s, vs) in enumerate(valued):
@@ -273,12 +285,12 @@ def _changed(
     old_values: Sequence[_Value],
 ) -> bool:
     """The newer value replaces the older one: same kind, another amount the older statement
-    never gave, the same attribute, and either a change word or a surer agreement."""
+    never gave, the same attribute, and a later statement that reads as a change."""
     if not _comparable(ov, nv) or ov.amount == nv.amount or shared < MIN_SHARED:
         return False
     if any(v.amount == nv.amount and _comparable(v, nv) for v in old_values):
         return False  # the older one already knew this value: a restatement, not a change
-    return shared >= SURE_SHARED or bool(_CHANGE.search(newer.text))
+    return nv.changed
 
 
 # -- never-but-did --------------------------------------------------------------------------
