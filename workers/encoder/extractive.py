@@ -89,16 +89,6 @@ _COMMITMENT = re.compile(
     re.IGNORECASE,
 )
 
-# A question that first says something of its asker ("I've moved the kiln to the garage and
-# it now heats in 40 minutes, can you ...?"): the statement before the request is kept.
-_REQUEST = re.compile(
-    r",?\s+(?:(?:so|but|and|then)\s+)?(?:can|could|would|will)\s+(?:you|i|we)\b"
-    r"|,\s*(?:how|what|which|should|is there|do you|any)\b",
-    re.IGNORECASE,
-)
-_FIRST_PERSON = re.compile(r"^(?:i|i'm|i’m|i've|i’ve|i'd|i’d|my|we|we're|we've|our)\b", re.I)
-MIN_STATED_WORDS = 8  # a question's statement part shorter than this is left with it
-
 _PAST = (
     r"\w{3,}ed|went|got|took|made|saw|met|bought|ran|won|came|gave|found|began|left|had|did|ate"
     r"|drove|flew|wrote|sang|told|felt|lost|spent|sent|built|caught|brought|sold"
@@ -209,7 +199,7 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
     out: list[_Draft] = []
     recent: list[str] = []  # the names of the turn's latest sentence that names something
     for sentence in _sentences(body):
-        greeted = stated_part(_GREETING.sub("", sentence))
+        greeted = _GREETING.sub("", sentence)
         called = greeted != sentence and _NAME_ONLY.fullmatch(greeted)
         sentence = greeted
         before, own = recent, _entities(sentence, scope.known)
@@ -272,18 +262,6 @@ def _prose(content: str) -> str:
 
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
-
-
-def stated_part(sentence: str) -> str:
-    """A question's first-person statement before its request, as a sentence of its own;
-    any other sentence as it is."""
-    if not _is_question(sentence) or not _FIRST_PERSON.match(sentence):
-        return sentence
-    m = _REQUEST.search(sentence)
-    if m is None:
-        return sentence
-    head = sentence[: m.start()].rstrip(" ,;")
-    return f"{head}." if len(head.split()) >= MIN_STATED_WORDS else sentence
 
 
 def _is_question(sentence: str) -> bool:

@@ -405,14 +405,3 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         MemoryType.constraint,
         MemoryType.fact,
     ]
-
-
-def test_a_question_keeps_the_statement_before_its_request() -> None:
-    said = (
-        "I've moved the kiln to the garage and it now heats up in 40 minutes, "
-        "can you help me plan a glaze firing for Saturday?"
-    )
-    recs = records(("Ana", said), ("Bruno", "Have you been to Lisbon?"))
-    assert [(r.semantic_text, r.evidence) for r in recs] == [
-        ("Ana has moved the kiln to the garage and it now heats up in 40 minutes.", ["D1:1"])
-    ]
