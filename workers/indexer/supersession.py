@@ -160,8 +160,8 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
     for m in _DAY.finditer(plain):
         month = month_number(m.group(1).rstrip(".")) or 0
         attribute = _attribute(plain, m.start(), m.end()) - common
-        amount = month * 100 + int(m.group(2))
-        out.append(_Value("date", amount, attribute, m.group(0).strip(), _changed_at(plain, m)))
+        day = float(month * 100 + int(m.group(2)))
+        out.append(_Value("date", day, attribute, m.group(0).strip(), _changed_at(plain, m)))
     plain = _DAY.sub(" ", plain)
     for m in _VALUE.finditer(plain):
         currency, number, unit = m.group(1), m.group(2), (m.group(3) or "").lower()
