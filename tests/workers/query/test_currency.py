@@ -14,7 +14,7 @@ from schemas.records import MemoryType
 from tests.workers.builders import HASH_DIM, HashEmbedder, make_batch, segment_of
 from workers.encoder.encoded import build_record
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.query.currency import about_the_past
+from workers.query.currency import about_the_past, current_first
 from workers.query.serialize import item_line
 from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
@@ -116,3 +116,48 @@ async def test_a_namespace_without_links_replies_as_before(tmp_path: Path) -> No
         )
     )
     assert reply.evidence == [] and reply.schema_version == 2
+
+
+def filler(n: int) -> EvidenceItem:
+    return EvidenceItem(
+        kind="turn", item_id=f"a/s9/x{n}", text=f"x{n}", turn_ids=[f"x{n}"], session_id="s9"
+    )
+
+
+def said_as_turn(i: int) -> EvidenceItem:
+    """The raw turn of SAID[i]: it follows the links of the record that cites it."""
+    session, _, tid, text = SAID[i]
+    return EvidenceItem(
+        kind="turn", item_id=f"a/{session}/{tid}", text=text, turn_ids=[tid], session_id=session
+    )
+
+
+async def test_current_first_moves_the_newer_turn_up_and_adds_a_missing_record(
+    tmp_path: Path,
+) -> None:
+    store = await indexed(tmp_path)
+    q = "How many watts does the greenhouse heater draw?"
+    items = [filler(0), said_as_turn(0), filler(1), said_as_turn(2)]
+    moved = current_first(store, "a", q, items)
+    assert moved is not None
+    assert [i.item_id for i in moved[0]] == ["a/s9/x0", "a/s2/s2t1", "a/s1/s1t1", "a/s9/x1"]
+    # the newer one not retrieved at all: its record comes from the store, above the older
+    added = current_first(store, "a", q, [filler(0), said_as_turn(0), filler(1)])
+    assert added is not None
+    evidence, context, _ = added
+    assert [i.kind for i in evidence] == ["turn", "record", "turn"]
+    assert evidence[1].text == SAID[2][3] and evidence[1].supersedes
+    assert len(evidence) == 3  # as many items as asked for: the last one made room
+    # the past: nothing moves
+    past = current_first(store, "a", "How many watts did the heater draw before?", items)
+    assert past is not None and [i.item_id for i in past[0]] == [i.item_id for i in items]
+
+
+async def test_current_first_puts_a_conflict_next_to_its_other_side(tmp_path: Path) -> None:
+    store = await indexed(tmp_path)
+    q = "Have I written a serial driver for the compass module?"
+    items = [said_as_turn(3), filler(0), filler(1), said_as_turn(1)]
+    moved = current_first(store, "a", q, items)
+    assert moved is not None
+    assert [i.item_id for i in moved[0]] == ["a/s2/s2t2", "a/s1/s1t2", "a/s9/x0", "a/s9/x1"]
+    assert moved[0][0].conflict and moved[0][1].conflict and not moved[0][2].conflict
