@@ -12,10 +12,14 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 
+import structlog
+
 from schemas import Segment
 from workers.encoder.encoded import segment_turns
 from workers.encoder.prompts import EarlierRecord
 from workers.store import EvidenceStore
+
+log = structlog.get_logger("lychee.encoder")
 
 QUERY_CHARS = 1_000  # of the segment's text, searched for
 _NOT_WORD = re.compile(r"[^\w\s]")
@@ -30,7 +34,13 @@ class StoreEarlier:
     def about(self, segment: Segment, limit: int) -> Sequence[EarlierRecord]:
         said = " ".join(text for _, _, text in segment_turns(segment))
         said = " ".join(_NOT_WORD.sub(" ", said).split())  # words only: no query syntax
-        rows = self.store.records.search_text(segment.namespace, said[:QUERY_CHARS], limit * 2)
+        try:
+            rows = self.store.records.search_text(segment.namespace, said[:QUERY_CHARS], limit * 2)
+        except (ValueError, RuntimeError, OSError) as exc:
+            # a hint, not a source: a store that cannot answer yet (a table being created,
+            # its full-text index not built) shows none, and the segment is encoded anyway
+            log.warning("encoder.earlier_unavailable", namespace=segment.namespace, error=str(exc))
+            return []
         out = []
         for row in rows:
             if segment.segment_id in (row.get("segment_ids") or [row.get("segment_id")]):
