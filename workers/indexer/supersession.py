@@ -4,8 +4,8 @@ Two rules, both over the records of one namespace said by the same side (user or
 assistant), in the order they were said:
 
 - `value-change`: a later statement gives the same attribute a different value. The
-  attribute is what the words around a value name ("the dashboard API response time ... 250
-  ms"): two statements share it when at least `MIN_SHARED` of those words agree and the
+  attribute is what the words around a value name ("the greenhouse heater draws ... 650
+  watts"): two statements share it when at least `MIN_SHARED` of those words agree and the
   values are of one kind and unit (a percentage, a duration, an amount of money, a count
   of one thing, a day). The later value must also read as a change: a word such as
   "now", "new", "updated", "increased" just before it, in its clause; anything less sure
@@ -150,7 +150,7 @@ class _Value:
     amount: float
     attribute: frozenset[str]
     shown: str
-    changed: bool  # the words just before it say it changed ("now reached 165")
+    changed: bool  # the words just before it say it changed ("now draws 650")
 
 
 def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
@@ -182,7 +182,7 @@ def _changed_at(text: str, m: re.Match[str]) -> bool:
 
 def _kind(unit: str) -> str:
     """`percent`, `duration:ms`, ...; a number followed by another word counts that word
-    ("8 cards": `count:card`), so that eight cards and 120 lines are not one attribute."""
+    ("8 hives": `count:hive`), so that eight hives and 120 jars are not one attribute."""
     if unit in _UNITS:
         kind, canonical = _UNITS[unit]
         return f"{kind}:{canonical}"
@@ -260,8 +260,8 @@ def _value_changes(
 
 
 def _comparable(a: _Value, b: _Value) -> bool:
-    """One kind and unit; a bare number ("now reached 165") compares with a count of what
-    its own words name ("150 commits")."""
+    """One kind and unit; a bare number ("the hives now number 12") compares with a count
+    of what its own words name ("8 hives")."""
     if a.kind == b.kind:
         return True
     for bare, counted in ((a, b), (b, a)):
