@@ -180,6 +180,17 @@ class RecordsPage(BaseModel):
     items: list[dict[str, Any]]
 
 
+class HistoryOut(BaseModel):
+    """A namespace's (or one record's) supersessions, oldest change first, and the conflicts
+    nothing settled: each with both records (`older`, `newer`: id, text, session, turns,
+    date), the time of the change, the reason and who found it (`rule:` or `llm:`)."""
+
+    namespace: str
+    record_id: str | None = None
+    supersessions: list[dict[str, Any]]
+    conflicts: list[dict[str, Any]]
+
+
 # -- what the console shows --------------------------------------------------------------------
 
 

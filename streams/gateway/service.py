@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import date
 from typing import Any
 
@@ -30,6 +31,7 @@ from schemas.gateway import (
     ExchangeIn,
     ExchangeReceipt,
     ForgetOut,
+    HistoryOut,
     NamespaceStatus,
     Receipt,
     RecordsPage,
@@ -315,6 +317,16 @@ class MemoryService:
             page_size=got.page_size,
             pages=got.pages,
             items=items,
+        )
+
+    async def history(self, namespace: str, record_id: str | None = None) -> HistoryOut:
+        """What replaced what and the open conflicts (`workers.store.history`)."""
+        found = await self.client.history(namespace, record_id)
+        return HistoryOut(
+            namespace=namespace,
+            record_id=record_id,
+            supersessions=[asdict(c) for c in found.supersessions],
+            conflicts=[asdict(c) for c in found.conflicts],
         )
 
     async def readiness(self) -> dict[str, str]:

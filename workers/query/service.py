@@ -23,6 +23,7 @@ from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
+from workers.query.currency import current_first
 from workers.query.errors import AnswerUnavailable
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
@@ -141,6 +142,11 @@ class QueryService:
             _Turns(self.recall.store, req.namespace, near=not rerank),
             [r.speaker for r in plan.routes],
         )
+        # today's truth first, the older value kept and marked; conflicts side by side
+        linked = await asyncio.to_thread(
+            current_first, self.recall.store, req.namespace, req.query, evidence
+        )
+        evidence, context, tokens = linked or (evidence, context, tokens)
         t = watch.lap("selection", t)
         answered = Answered()
         if req.answer:
