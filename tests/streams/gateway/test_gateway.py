@@ -391,4 +391,5 @@ async def test_gateway_metrics_endpoints_scrape_with_the_named_series(
         interval_s=1,
     )
     assert set(by_stage) >= {"segmenter", "encoder", "indexer", "query", "gateway"}
-    assert sorted(by_stage["gateway"]) == sorted(f"{u}/metrics" for u in gateways.urls)
+    # every gateway of this module registers (the session's stack may hold other tests' too)
+    assert {f"{u}/metrics" for u in gateways.urls} <= set(by_stage["gateway"])

@@ -129,7 +129,12 @@ def test_hostile_300_stalled_keyless_uploads_leave_authorised_adds_and_searches_
             assert added.status_code == 202, added.text
             found = c.post(
                 "/v1/namespaces/gw-a/search",
-                json={"query": "Where does Noor keep bees?", "k": 3, "wait_for": added.json()},
+                json={  # its own session: the namespace holds other tests' facts about Noor
+                    "query": "Where does Noor keep bees?",
+                    "k": 3,
+                    "session_id": "hostile",
+                    "wait_for": added.json(),
+                },
                 headers=h,
             )
             assert found.status_code == 200, found.text
