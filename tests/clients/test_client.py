@@ -116,7 +116,8 @@ def test_client_errors_name_the_status_and_the_problem(gateway: Gateway) -> None
     with LycheeClient(gateway.url, namespace(), api_key=gateway.root_key) as root:
         assert isinstance(root.dead_letters().reasons, list)
         dry = root.replay("memory.segments", dry_run=True)
-        assert dry.dry_run and dry.replayed == []
+        again = root.replay("memory.segments", dry_run=True)  # other tests' letters may be there
+        assert dry.dry_run and again.replayed == dry.replayed and again.already == dry.already
 
 
 @pytest.fixture
