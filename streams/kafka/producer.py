@@ -16,10 +16,13 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import BrokerResponseError
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
 
 from streams import metrics
 from streams.kafka.errors import PublisherStopped
 from streams.settings import Settings
+from workers import telemetry
 from workers.ports import OutMessage
 
 log = structlog.get_logger("lychee.producer")
@@ -169,6 +172,9 @@ class KafkaPublisher:
 
     async def publish(self, messages: Sequence[OutMessage]) -> None:
         producer = await self._ready()
+        if telemetry.active():
+            await self._publish_traced(producer, messages)
+            return
         futures = [
             await producer.send(
                 m.topic, value=m.value, key=m.key.encode(), headers=list(m.headers) or None
@@ -176,6 +182,44 @@ class KafkaPublisher:
             for m in messages
         ]
         await asyncio.wait_for(asyncio.gather(*futures), timeout=self.timeout_s)
+        for m in messages:
+            metrics.MESSAGES_OUT.labels(m.topic).inc()
+
+    async def _publish_traced(
+        self, producer: AIOKafkaProducer, messages: Sequence[OutMessage]
+    ) -> None:
+        """`publish` with one `publish <topic>` span per message, a child of the context the
+        message was made in (its own trace headers, else the current one), whose context the
+        message then carries on."""
+        spans, futures = [], []
+        for m in messages:
+            ctx = telemetry.parent(m.headers)
+            attrs = telemetry.messaging("publish", m.topic, key=m.key)
+            span = telemetry.tracer().start_span(
+                f"publish {m.topic}", context=ctx, kind=SpanKind.PRODUCER, attributes=attrs
+            )
+            with trace.use_span(span, end_on_exit=False):
+                headers = telemetry.inject(m.headers)
+            spans.append(span)
+            futures.append(
+                await producer.send(
+                    m.topic, value=m.value, key=m.key.encode(), headers=list(headers)
+                )
+            )
+        try:
+            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout=self.timeout_s)
+            for span, meta in zip(spans, acks, strict=True):
+                span.set_attributes(
+                    telemetry.messaging("publish", meta.topic, meta.partition, meta.offset)
+                )
+        except BaseException as exc:
+            for span in spans:
+                span.record_exception(exc)
+                span.set_status(StatusCode.ERROR, type(exc).__name__)
+            raise
+        finally:
+            for span in spans:
+                span.end()
         for m in messages:
             metrics.MESSAGES_OUT.labels(m.topic).inc()
 
@@ -187,9 +231,19 @@ class KafkaPublisher:
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> Any:
-        """One record as given; returns its RecordMetadata (partition, offset) once acked."""
+        """One record as given; returns its RecordMetadata (partition, offset) once acked.
+        When tracing, it carries the current context and a `publish <topic>` span."""
         producer = await self._ready()
-        fut = await producer.send(topic, value=value, key=key, partition=partition, headers=headers)
-        meta = await asyncio.wait_for(fut, timeout=self.timeout_s)
+        attrs = telemetry.messaging("publish", topic, partition, key=key)
+        with telemetry.span(f"publish {topic}", kind=SpanKind.PRODUCER, attributes=attrs) as span:
+            if span.is_recording():
+                headers = list(telemetry.inject(headers or ()))
+            fut = await producer.send(
+                topic, value=value, key=key, partition=partition, headers=headers
+            )
+            meta = await asyncio.wait_for(fut, timeout=self.timeout_s)
+            telemetry.set_attributes(
+                span, telemetry.messaging("publish", topic, meta.partition, meta.offset)
+            )
         metrics.MESSAGES_OUT.labels(topic).inc()
         return meta
