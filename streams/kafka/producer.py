@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import BrokerResponseError
+from aiokafka.structs import RecordMetadata
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
@@ -247,3 +248,42 @@ class KafkaPublisher:
             )
         metrics.MESSAGES_OUT.labels(topic).inc()
         return meta
+
+
+async def send_traced(
+    producer: AIOKafkaProducer,
+    topic: str,
+    value: bytes,
+    key: bytes,
+    headers: Sequence[tuple[str, bytes]] = (),
+) -> asyncio.Future[RecordMetadata]:
+    """`producer.send`, carrying the current trace context under a `publish <topic>` span
+    that ends when the broker acks (with the partition and offset); a plain send when
+    tracing is off."""
+    if not telemetry.active():
+        return await producer.send(topic, value=value, key=key, headers=list(headers) or None)
+    span = telemetry.tracer().start_span(
+        f"publish {topic}",
+        kind=SpanKind.PRODUCER,
+        attributes=telemetry.messaging("publish", topic, key=key),
+    )
+    with trace.use_span(span, end_on_exit=False):
+        carried = telemetry.inject(headers)
+    try:
+        acked: asyncio.Future[RecordMetadata] = await producer.send(
+            topic, value=value, key=key, headers=list(carried)
+        )
+    except BaseException:
+        span.end()
+        raise
+
+    def ended(fut: asyncio.Future[RecordMetadata]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            span.set_status(StatusCode.ERROR, "not acknowledged")
+        else:
+            meta = fut.result()
+            span.set_attributes(telemetry.messaging("publish", topic, meta.partition, meta.offset))
+        span.end()
+
+    acked.add_done_callback(ended)
+    return acked
