@@ -307,7 +307,11 @@ class MemoryClient:
         )
         fut: asyncio.Future[QueryReply] = asyncio.get_running_loop().create_future()
         self._pending[cid] = fut
-        attrs = {"lychee.namespace": namespace, "lychee.correlation_id": cid, "lychee.k": k}
+        attrs: dict[str, telemetry.AttributeValue] = {
+            "lychee.namespace": namespace,
+            "lychee.correlation_id": cid,
+            "lychee.k": k,
+        }
         try:
             with telemetry.span("memory.search", kind=SpanKind.CLIENT, attributes=attrs):
                 async with asyncio.timeout(budget):

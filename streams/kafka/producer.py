@@ -261,7 +261,10 @@ async def send_traced(
     that ends when the broker acks (with the partition and offset); a plain send when
     tracing is off."""
     if not telemetry.active():
-        return await producer.send(topic, value=value, key=key, headers=list(headers) or None)
+        sent: asyncio.Future[RecordMetadata] = await producer.send(
+            topic, value=value, key=key, headers=list(headers) or None
+        )
+        return sent
     span = telemetry.tracer().start_span(
         f"publish {topic}",
         kind=SpanKind.PRODUCER,
