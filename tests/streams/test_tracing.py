@@ -303,3 +303,18 @@ def run_python(code: str, env: dict[str, str]) -> str:
         check=True,
     )
     return done.stdout + done.stderr
+
+
+def test_tracing_code_imports_without_the_extra() -> None:
+    """The core install (OpenTelemetry's API only) imports every process's code."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    blocked = ("sdk", "exporter", "instrumentation", "proto")
+    probe = (
+        "import sys\n"
+        + "".join(f"sys.modules['opentelemetry.{m}'] = None\n" for m in blocked)
+        + "import streams.apps.segmenter, streams.apps.encoder, streams.apps.indexer\n"
+        "import streams.apps.query, streams.gateway.app, streams.client, streams.cli\n"
+        "from streams import tracing\n"
+        "print('imported', tracing.setup('probe'))\n"
+    )
+    assert run_python(probe, env).strip().endswith("imported False")
