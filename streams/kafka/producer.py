@@ -235,7 +235,11 @@ class KafkaPublisher:
         """One record as given; returns its RecordMetadata (partition, offset) once acked.
         When tracing, it carries the current context and a `publish <topic>` span."""
         producer = await self._ready()
-        attrs = telemetry.messaging("publish", topic, partition, key=key)
+        attrs = (
+            telemetry.messaging("publish", topic, partition, key=key)
+            if telemetry.active()
+            else None
+        )
         with telemetry.span(f"publish {topic}", kind=SpanKind.PRODUCER, attributes=attrs) as span:
             if span.is_recording():
                 headers = list(telemetry.inject(headers or ()))
