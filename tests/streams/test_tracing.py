@@ -5,13 +5,14 @@ the gateway, the spans decoded with the OpenTelemetry protobufs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -29,6 +30,7 @@ from tests.streams.gateway.conftest import wait_ready
 from tests.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 NS = "traced"
 
 
@@ -97,33 +99,31 @@ def added(spans: list[Span]) -> list[Span]:
     return [s for s in spans if s.kind == "SERVER" and s.name.endswith("/exchanges")]
 
 
-@pytest.mark.integration
-@pytest.mark.timeout(900)
-def test_tracing_exchange_segment_and_search_are_traces_across_processes(traced: Traced) -> None:
-    rx = traced.receiver
-    with httpx.Client(base_url=traced.url, timeout=60) as c:
-        for eid, text in (("e1", "Noor keeps bees on the library roof."), ("e2", "Two hives.")):
-            body = {"exchanges": [{"session_id": "s1", "exchange_id": eid, "turns": [turn(text)]}]}
-            r = c.post(f"/v1/namespaces/{NS}/exchanges", json=body)
-            assert r.status_code == 202, r.text
-        assert c.post(f"/v1/namespaces/{NS}/sessions/s1/end").status_code == 202
+def settled(receiver: OtlpReceiver, what: str, check: Callable[[list[Span]], T]) -> T:
+    """`check`'s result once it passes on the spans received (each process exports on its
+    own schedule, so a trace arrives in pieces); its own failure when it never does."""
 
-    # one trace per exchange: the HTTP add to the indexer's write of its turns
-    spans = spans_until(
-        rx,
-        "both exchanges' turns indexed",
-        lambda got: (
-            len(added(got)) == 2
-            and all(find(got, name="process memory.turns", trace_id=a.trace_id) for a in added(got))
-        ),
-    )
+    def passes(got: list[Span]) -> bool:
+        try:
+            check(got)
+        except (AssertionError, KeyError, ValueError):
+            return False
+        return True
+
+    with contextlib.suppress(AssertionError):
+        wait_until(receiver.spans, what=what, until=passes, timeout_s=240, interval_s=0.25)
+    return check(receiver.spans())
+
+
+def check_exchanges(spans: list[Span]) -> list[Span]:
+    """One trace per add, from the gateway's request to the indexer's write of its turns;
+    returns the two `segmenter.decide` spans."""
     adds = added(spans)
-    assert len({a.trace_id for a in adds}) == 2 and all(a.parent_id == "" for a in adds)
+    assert len(adds) == 2 and len({a.trace_id for a in adds}) == 2
+    assert all(a.parent_id == "" and a.service == "lychee-gateway" for a in adds)
     decides = []
     for add in adds:
-        trace = trace_of(spans, add.trace_id)
-        assert add.service == "lychee-gateway"
-        publish = one(trace, name="publish memory.exchanges")
+        publish = child(spans, add, "publish memory.exchanges")
         assert publish.service == "lychee-gateway" and publish.kind == "PRODUCER"
         assert publish.attributes["messaging.system"] == "kafka"
         assert publish.attributes["messaging.destination.name"] == t.EXCHANGES
@@ -145,20 +145,16 @@ def test_tracing_exchange_segment_and_search_are_traces_across_processes(traced:
         )
     assert {d.attributes["lychee.segmenter.action"] for d in decides} <= {"start", "append", "cut"}
     assert any("lychee.segmenter.signal.p_cut" in d.attributes for d in decides)
+    return decides
 
-    # the segment closed by the end request: encoder (LLM call), then the records' write
-    spans = spans_until(
-        rx,
-        "the segment's records indexed",
-        lambda got: (
-            any(s.name == "process memory.records" for s in got)
-            and any(s.name.startswith("chat ") for s in got)
-        ),
-    )
-    encoded = one(spans, name="process memory.segments")
+
+def check_segment(spans: list[Span], decides: list[Span]) -> None:
+    """The segment closed by the end request: the encoder's span in that request's trace,
+    linked to both exchanges, its LLM call, then the records to the indexer."""
+    (encoded,) = find(spans, name="process memory.segments")
     assert encoded.service == "lychee-encoder"
     assert {(d.trace_id, d.span_id) for d in decides} <= set(encoded.links)
-    end = one(trace_of(spans, encoded.trace_id), kind="SERVER")
+    (end,) = find(trace_of(spans, encoded.trace_id), kind="SERVER")
     assert end.name.endswith("/end")
     chat = child(spans, encoded, "chat fake-model")
     assert chat.kind == "CLIENT"
@@ -170,18 +166,9 @@ def test_tracing_exchange_segment_and_search_are_traces_across_processes(traced:
     records_out = child(spans, encoded, "publish memory.records")
     child(spans, records_out, "process memory.records")
 
-    # one search, one trace across the request and reply topics
-    with httpx.Client(base_url=traced.url, timeout=60) as c:
-        r = c.post(f"/v1/namespaces/{NS}/search", json={"query": "Who keeps bees?", "k": 3})
-        assert r.status_code == 200, r.text
-    spans = spans_until(
-        rx,
-        "the search's spans",
-        lambda got: (
-            any(s.name == "process memory.replies" for s in got)
-            and any(s.name == "query.selection" for s in got)
-        ),
-    )
+
+def check_search(spans: list[Span]) -> None:
+    """One search, one trace across the request and reply topics."""
     server = one(spans, kind="SERVER", name="POST /v1/namespaces/{namespace}/search")
     search = child(spans, server, "memory.search")
     asked = child(spans, search, "publish memory.queries")
@@ -196,6 +183,25 @@ def test_tracing_exchange_segment_and_search_are_traces_across_processes(traced:
     replied = child(spans, served, "publish memory.replies")
     answered = child(spans, replied, "process memory.replies")
     assert answered.service == "lychee-gateway"
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_tracing_exchange_segment_and_search_are_traces_across_processes(traced: Traced) -> None:
+    rx = traced.receiver
+    with httpx.Client(base_url=traced.url, timeout=60) as c:
+        for eid, text in (("e1", "Noor keeps bees on the library roof."), ("e2", "Two hives.")):
+            body = {"exchanges": [{"session_id": "s1", "exchange_id": eid, "turns": [turn(text)]}]}
+            r = c.post(f"/v1/namespaces/{NS}/exchanges", json=body)
+            assert r.status_code == 202, r.text
+        assert c.post(f"/v1/namespaces/{NS}/sessions/s1/end").status_code == 202
+    decides = settled(rx, "each exchange's trace to its turns' write", check_exchanges)
+    settled(rx, "the segment's trace", lambda got: check_segment(got, decides))
+
+    with httpx.Client(base_url=traced.url, timeout=60) as c:
+        r = c.post(f"/v1/namespaces/{NS}/search", json={"query": "Who keeps bees?", "k": 3})
+        assert r.status_code == 200, r.text
+    settled(rx, "the search's trace", check_search)
     assert rx.refused == 0
 
 
