@@ -126,3 +126,8 @@ def print_tracing(runs: dict[str, list[dict[str, Any]]]) -> None:
         on = statistics.median(value(r) for r in runs["on"])
         ratio = f"{on / off:.2f}" if off else "-"
         click.echo(f"{label:36}{fmt.format(off):>10}{fmt.format(on):>10}{ratio:>9}")
+    if len(runs["off"]) > 1:  # the spread behind the medians, run by run
+        click.echo("each run, in order (off, on, off, on, ...):")
+        for label, fmt, value in ROWS[:-1]:
+            each = [fmt.format(value(r)) for pair in zip(runs["off"], runs["on"]) for r in pair]
+            click.echo(f"  {label:34}{' '.join(each)}")
