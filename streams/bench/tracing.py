@@ -129,5 +129,9 @@ def print_tracing(runs: dict[str, list[dict[str, Any]]]) -> None:
     if len(runs["off"]) > 1:  # the spread behind the medians, run by run
         click.echo("each run, in order (off, on, off, on, ...):")
         for label, fmt, value in ROWS[:-1]:
-            each = [fmt.format(value(r)) for pair in zip(runs["off"], runs["on"]) for r in pair]
+            each = [
+                fmt.format(value(r))
+                for pair in zip(runs["off"], runs["on"], strict=True)
+                for r in pair
+            ]
             click.echo(f"  {label:34}{' '.join(each)}")
