@@ -79,7 +79,7 @@ lint: $(STAMP)  ## ruff lint and format check
 fmt: $(STAMP)  ## format the code
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-typecheck: $(STAMP)  ## mypy (strict on schemas/ and workers/, checked on streams/)
+typecheck: $(STAMP)  ## mypy (strict on schemas/, workers/ and lychee_client, checked on streams/)
 	$(BIN)/mypy
 
 bench-throughput: $(STAMP)  ## exchanges/s end to end, embedding rate, produce-to-searchable latency

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -82,11 +82,31 @@ class EvidenceItem(BaseModel):
     )
     routes: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
+    # what the item's records say about time and each other (`schemas.supersession`): empty
+    # in replies of services that predate them
+    superseded_by: list[str] = Field(
+        default_factory=list, description="ids of later records that replace what this says"
+    )
+    supersedes: list[str] = Field(
+        default_factory=list, description="ids of earlier records this replaces"
+    )
+    valid_from: str | None = Field(
+        default=None, description="when what it says became true (YYYY[-MM[-DD]])"
+    )
+    valid_to: str | None = Field(
+        default=None, description="when a later statement replaced it (YYYY[-MM[-DD]])"
+    )
+    conflict: list[str] = Field(
+        default_factory=list,
+        description="ids of records that contradict it, with nothing later settling which holds",
+    )
 
 
 class QueryReply(Contract):
     """`status` is `error` with a reason for a bad request; never silence."""
 
+    latest_version: ClassVar[int] = 2  # 2: evidence carries supersession and conflict
+    schema_version: int = 2
     kind: Literal["reply"] = "reply"
     correlation_id: str
     namespace: str

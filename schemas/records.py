@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from schemas.base import Contract, Count, Name
 from schemas.segment import BoundarySignals, FinalizeReason
+from schemas.supersession import Supersession
 
 SEMANTIC_TEXT_MAX_CHARS = 4_000
 CONTEXT_MAX_CHARS = 400  # a record's searchable context: the subject its neighbours name
@@ -112,8 +113,8 @@ class TokenUsage(BaseModel):
 class RecordBatch(Contract):
     """The records of one finalized segment, with what the event-frame node needs."""
 
-    latest_version: ClassVar[int] = 2  # 2: records carry `context`
-    schema_version: int = 2
+    latest_version: ClassVar[int] = 3  # 2: records carry `context`; 3: `supersessions`
+    schema_version: int = 3
     kind: Literal["record_batch"] = "record_batch"
     namespace: Name
     session_id: Name
@@ -126,6 +127,11 @@ class RecordBatch(Contract):
     records: list[MemoryRecord] = Field(default_factory=list)
     disambiguation_context: str = Field(default="", max_length=DISAMBIGUATION_MAX_CHARS)
     usage: TokenUsage = TokenUsage()
+    supersessions: list[Supersession] = Field(
+        default_factory=list,
+        description="what the encoder found its records to replace or contradict among the "
+        "namespace's earlier records (the LLM encoder; the indexer's rules add their own)",
+    )
     # where the segment sits in its session and why it was closed: what a session timeline
     # shows beside the records (None in batches encoded before these were carried)
     reason: FinalizeReason | None = None
@@ -142,6 +148,9 @@ class RecordBatch(Contract):
                 raise ValueError(
                     f"records.{i}.namespace {r.namespace!r} is not the batch's {self.namespace!r}"
                 )
+        for i, link in enumerate(self.supersessions):
+            if link.namespace != self.namespace:
+                raise ValueError(f"supersessions.{i} is not of the batch's namespace")
         return self
 
     @property

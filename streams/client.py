@@ -262,6 +262,14 @@ class MemoryClient:
             list_records, store.db, namespace, session_id, memory_type, since, page, page_size
         )
 
+    async def history(self, namespace: str, record_id: str | None = None) -> Any:
+        """A namespace's supersessions and open conflicts, or one record's
+        (`workers.store.history`), read from LanceDB directly as `list_records` is."""
+        from workers.store.history import history
+
+        store = await self.store()
+        return await asyncio.to_thread(history, store.records, store.links, namespace, record_id)
+
     async def list_turns(
         self, namespace: str, session_id: str | None = None, page: int = 1, page_size: int = 50
     ) -> Page:

@@ -13,7 +13,7 @@ from schemas import topics as t
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
-from streams.factories import llm_caller_options, make_llm_client
+from streams.factories import llm_caller_options, make_llm_client, open_store
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
 from streams.kafka.serde import decode
 from streams.settings import Settings
@@ -25,6 +25,7 @@ log = structlog.get_logger("lychee.encoder")
 
 
 def make_encoder(settings: Settings) -> SegmentEncoder:
+    from workers.encoder.earlier import StoreEarlier
     from workers.encoder.encoders import ExtractiveEncoder, GuardedLLMEncoder
     from workers.encoder.llm_encoder import LLMEncoder
 
@@ -33,7 +34,11 @@ def make_encoder(settings: Settings) -> SegmentEncoder:
         return ExtractiveEncoder()
     client, model = llm
     options = llm_caller_options(settings, LLMEncoder.policy, attempts=True)
-    return GuardedLLMEncoder(LLMEncoder(client, model, **options, observer=metrics.LLM_OBSERVER))
+    # the stored records its new ones may update, read from the store the indexer writes
+    earlier = StoreEarlier(open_store(settings))
+    return GuardedLLMEncoder(
+        LLMEncoder(client, model, **options, observer=metrics.LLM_OBSERVER, earlier=earlier)
+    )
 
 
 def build(settings: Settings) -> faust.App:

@@ -143,6 +143,13 @@ def forget(
 @click.option("--type", "memory_type", default=None, help="records of this memory type only")
 @click.option("--since", type=click.DateTime(["%Y-%m-%d"]), default=None, help="YYYY-MM-DD")
 @click.option("--turns", "turns", is_flag=True, help="list raw turns instead of records")
+@click.option(
+    "--history",
+    "show_history",
+    is_flag=True,
+    help="what replaced what (when, from which turns) and the conflicts nothing settled",
+)
+@click.option("--record", "record_id", default=None, help="with --history: this record's only")
 @click.option("--page", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--page-size", type=click.IntRange(1, 500), default=50, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
@@ -152,14 +159,20 @@ def records(
     memory_type: str | None,
     since: datetime | None,
     turns: bool,
+    show_history: bool,
+    record_id: str | None,
     page: int,
     page_size: int,
     as_json: bool,
 ) -> None:
-    """What is remembered about NAMESPACE: its records (or --turns), a page at a time."""
+    """What is remembered about NAMESPACE: its records (or --turns), a page at a time, or
+    its --history."""
     from streams.client import MemoryClient
 
     s = client_settings()
+    if show_history:
+        print_history(asyncio.run(MemoryClient(s).history(namespace, record_id)), as_json)
+        return
 
     async def run() -> Any:
         client = MemoryClient(s)  # reads LanceDB only: no broker connection needed
@@ -190,6 +203,29 @@ def records(
             )
     kind = "turns" if turns else "records"
     click.echo(f"page {result.page}/{result.pages}, {result.total} {kind}")
+
+
+def print_history(found: Any, as_json: bool) -> None:
+    """Each supersession as "older -> newer", then each conflict, with dates and turns."""
+    if as_json:
+        out = {"supersessions": found.supersessions, "conflicts": found.conflicts}
+        click.echo(orjson.dumps(out, option=orjson.OPT_INDENT_2, default=str).decode())
+        return
+
+    def said(x: Any) -> str:
+        when = x.said_at.strftime("%Y-%m-%d") if x.said_at else "?"
+        return f"[{when}] {x.text}  ({x.record_id}; {', '.join(x.turn_ids)})"
+
+    for c in found.supersessions:
+        when = c.changed_at.strftime("%Y-%m-%d") if c.changed_at else "?"
+        click.echo(f"replaced on {when} ({c.found_by}: {c.reason})")
+        click.echo(f"  was  {said(c.older)}")
+        click.echo(f"  now  {said(c.newer)}")
+    for c in found.conflicts:
+        click.echo(f"conflict ({c.found_by}: {c.reason})")
+        click.echo(f"  one  {said(c.older)}")
+        click.echo(f"  other {said(c.newer)}")
+    click.echo(f"{len(found.supersessions)} supersessions, {len(found.conflicts)} open conflicts")
 
 
 def format_evidence(reply: Any) -> str:

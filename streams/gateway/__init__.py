@@ -7,6 +7,6 @@ authentication), `deps` (the caller, its namespaces, the service: what every rou
 on), `views` and `browse` (the read routes over namespaces, sessions, timelines and
 operations, and the service code behind them), `dead_letters` (their routes), `console` (the
 console's static files and their security headers), `mcp` (the tools), `auth` (API keys),
-`models` (request and response bodies), `errors`, `connection` (the stack, connected on
-first use), `server` (binding and serving).
+`errors`, `connection` (the stack, connected on first use), `server` (binding and serving).
+The request and response bodies are `schemas.gateway`, the contract `lychee_client` shares.
 """

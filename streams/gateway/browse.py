@@ -11,8 +11,7 @@ from typing import Any
 from aiokafka.errors import KafkaError
 from redis.exceptions import RedisError
 
-from streams.gateway.auth import Principal
-from streams.gateway.models import (
+from schemas.gateway import (
     NamespacesOut,
     NamespaceSummary,
     OperationsOut,
@@ -21,6 +20,7 @@ from streams.gateway.models import (
     TimelineOut,
     TimelineSegment,
 )
+from streams.gateway.auth import Principal
 from streams.gateway.service import MemoryService
 from streams.status import collect, launcher_dir
 from workers.encoder.service import read_usage

@@ -20,11 +20,11 @@ from fastapi import APIRouter, Query
 from pydantic import AwareDatetime
 from redis.exceptions import RedisError
 
+from schemas.gateway import DeadLettersOut, Problem, ReplayIn, ReplayOut
 from streams import dlq
 from streams.errors import DeadLetterError
 from streams.gateway.deps import Service, StackWide
 from streams.gateway.errors import Conflict, Invalid
-from streams.gateway.models import DeadLettersOut, Problem, ReplayIn, ReplayOut
 from streams.gateway.service import MemoryService
 
 router = APIRouter(

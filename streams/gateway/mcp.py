@@ -20,19 +20,20 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from schemas import Role, Turn
 from schemas.base import Name
-from schemas.records import MemoryType
-from streams.gateway.auth import Principal
-from streams.gateway.connection import StackConnection
-from streams.gateway.errors import GatewayError
-from streams.gateway.models import (
+from schemas.gateway import (
     ExchangeIn,
     ForgetOut,
+    HistoryOut,
     NamespaceStatus,
     Receipt,
     RecordsPage,
     SearchIn,
     WaitFor,
 )
+from schemas.records import MemoryType
+from streams.gateway.auth import Principal
+from streams.gateway.connection import StackConnection
+from streams.gateway.errors import GatewayError
 from streams.gateway.service import MemoryService
 from streams.settings import Settings
 
@@ -261,6 +262,25 @@ def _memory_admin_tools(
         return await _call(
             service, lambda svc: svc.records(ns, session_id, kind, None, turns, page, page_size)
         )
+
+    @server.tool(
+        name="memory_history",
+        description=(
+            "What changed in memory: which statement replaced which (the old value, the new "
+            "one, when, from which messages) and the statements that contradict each other "
+            "with nothing later settling them. Use it when the user asks how something "
+            "changed or what they said before, or to ask them about a contradiction."
+        ),
+    )
+    async def memory_history(
+        ctx: Context[Any, Any],
+        record_id: Annotated[str | None, Field(description="one record's history only")] = None,
+        namespace: Annotated[
+            str | None, Field(description="whose memory; default: the server's")
+        ] = None,
+    ) -> HistoryOut:
+        ns = namespace_of(ctx, namespace)
+        return await _call(service, lambda svc: svc.history(ns, record_id))
 
     @server.tool(
         name="delete_all_memories",

@@ -16,8 +16,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from schemas.gateway import FieldError, Problem
 from streams.gateway.errors import GatewayError
-from streams.gateway.models import FieldError, Problem
 
 log = structlog.get_logger("lychee.gateway")
 

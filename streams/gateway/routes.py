@@ -1,5 +1,5 @@
 """The REST routes of one namespace: add exchanges, flush and end sessions, search, list
-records, forget, status.
+records and their history, forget, status.
 
 Every `/v1/namespaces/{namespace}/...` route takes the namespace through one dependency,
 `AuthorizedNamespace` (streams.gateway.deps), which checks that the key may use the
@@ -17,19 +17,20 @@ from fastapi import APIRouter, Query
 
 from schemas import ControlKind, QueryReply
 from schemas.base import Name
-from schemas.records import MemoryType
-from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
-from streams.gateway.models import (
+from schemas.gateway import (
     AddExchanges,
     ControlIn,
     ControlReceipt,
     ForgetOut,
+    HistoryOut,
     NamespaceStatus,
     Problem,
     Receipt,
     RecordsPage,
     SearchIn,
 )
+from schemas.records import MemoryType
+from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
 from streams.gateway.problems import PROBLEM
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
@@ -105,6 +106,17 @@ async def list_records(
     time: memory records, or the raw turns with `turns=true`."""
     kind = memory_type.value if memory_type else None
     return await svc.records(namespace, session_id, kind, since, turns, page, page_size)
+
+
+@router.get("/history", response_model=HistoryOut)
+async def history(
+    namespace: AuthorizedNamespace,
+    svc: Service,
+    record_id: Annotated[str | None, Query(description="one record's history only")] = None,
+) -> HistoryOut:
+    """What replaced what in the namespace (when, from which turns, found by which rule or
+    model) and the conflicts nothing settled; the older records are all still there."""
+    return await svc.history(namespace, record_id)
 
 
 @router.delete(

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import date
 from typing import Any
 
@@ -25,6 +26,20 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from schemas import ControlKind, Exchange, QueryReply, SessionControl
+from schemas.gateway import (
+    ControlReceipt,
+    ExchangeIn,
+    ExchangeReceipt,
+    ForgetOut,
+    HistoryOut,
+    NamespaceStatus,
+    Receipt,
+    RecordsPage,
+    SearchIn,
+    SessionReceipt,
+    SessionStatus,
+    WaitFor,
+)
 from streams import metrics
 from streams.client import MemoryClient
 from streams.errors import ForgetFailed, QueryFailed, ReplyTimeout, SeqRejected, SessionBusy
@@ -37,19 +52,6 @@ from streams.gateway.errors import (
     UpstreamFailed,
     kafka_at,
     redis_at,
-)
-from streams.gateway.models import (
-    ControlReceipt,
-    ExchangeIn,
-    ExchangeReceipt,
-    ForgetOut,
-    NamespaceStatus,
-    Receipt,
-    RecordsPage,
-    SearchIn,
-    SessionReceipt,
-    SessionStatus,
-    WaitFor,
 )
 from streams.progress import Progress
 from streams.seqs import Ack, Allocation, SeqAllocator, Wanted
@@ -315,6 +317,16 @@ class MemoryService:
             page_size=got.page_size,
             pages=got.pages,
             items=items,
+        )
+
+    async def history(self, namespace: str, record_id: str | None = None) -> HistoryOut:
+        """What replaced what and the open conflicts (`workers.store.history`)."""
+        found = await self.client.history(namespace, record_id)
+        return HistoryOut(
+            namespace=namespace,
+            record_id=record_id,
+            supersessions=[asdict(c) for c in found.supersessions],
+            conflicts=[asdict(c) for c in found.conflicts],
         )
 
     async def readiness(self) -> dict[str, str]:

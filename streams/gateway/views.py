@@ -8,9 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from streams.gateway import browse
-from streams.gateway.deps import AuthorizedNamespace, Caller, Service, SessionId
-from streams.gateway.models import (
+from schemas.gateway import (
     NamespacesOut,
     OperationsOut,
     Problem,
@@ -18,6 +16,8 @@ from streams.gateway.models import (
     TimelineOut,
     WhoAmI,
 )
+from streams.gateway import browse
+from streams.gateway.deps import AuthorizedNamespace, Caller, Service, SessionId
 
 router = APIRouter(
     prefix="/v1",

@@ -160,7 +160,8 @@ class QuerySettings(Group):
         ge=0,
         le=8,
         alias="LYCHEE_TURN_WINDOW",
-        description="raw-turn hits expand to this many turns either side (0: single turns)",
+        description="raw-turn hits expand to this many turns either side (0: single turns); "
+        "with an assistant in the session, within the hit's exchange (the message and its reply)",
     )
     window_tokens: int = Field(
         default=WINDOW_TOKENS,

@@ -27,6 +27,7 @@ states it (`states_context="props"`), in the `GET /v1/models` listing (`"models"
 nowhere (`"none"`): a request whose prompt, with its reply's cap, does not fit it is refused
 with llama.cpp's HTTP 400 and recorded in `oversized`. The fake counts a prompt as a model
 with another tokenizer and a chat template would (`model_tokens`), above our own count.
+`tool_call(name, **arguments)` answers with a function call, as a model asking for a tool.
 `generations` records every chat request's life (until its reply was sent or its client
 went away) and `max_parallel` the most that were live at once: a retry must not run
 beside the generation it replaces.
@@ -90,7 +91,16 @@ class Streamed:
     cut: Literal["close", "reset"] = "close"
 
 
-Action = Reply | Status | Slow | Streamed
+@dataclass(frozen=True)
+class ToolCall:
+    """Answer (not streamed) with a call of the function `name` with `arguments`, as a model
+    asks for a tool (finish reason "tool_calls")."""
+
+    name: str
+    arguments: dict[str, Any]
+
+
+Action = Reply | Status | Slow | Streamed | ToolCall
 
 
 @dataclass
@@ -119,6 +129,10 @@ def text(raw: str) -> Reply:
 
 def status(code: int, headers: dict[str, str] | None = None, body: Any = None) -> Status:
     return Status(code, {"Retry-After": "1"} if headers is None else headers, body)
+
+
+def tool_call(name: str, **arguments: Any) -> ToolCall:
+    return ToolCall(name, arguments)
 
 
 def slow(seconds: float, then: Action | None = None) -> Slow:
@@ -347,6 +361,8 @@ class FakeOpenAI:
         if isinstance(action, Status):
             payload = action.body or {"error": {"message": f"scripted {action.code}"}}
             return web.json_response(payload, status=action.code, headers=action.headers)
+        if isinstance(action, ToolCall):
+            return self._tool_call(body, action)
         reply = action if isinstance(action, Streamed) else Streamed(action.content)
         reply, finish = _capped(reply, body.get("max_completion_tokens") or body.get("max_tokens"))
         prompt = sum(fake_tokens(str(m.get("content") or "")) for m in body.get("messages", []))
@@ -369,6 +385,26 @@ class FakeOpenAI:
                         "finish_reason": finish,
                     }
                 ],
+                "usage": usage,
+            }
+        )
+
+    def _tool_call(self, body: dict[str, Any], action: ToolCall) -> web.Response:
+        if body.get("stream"):
+            return web.json_response({"error": {"message": "streamed tool calls"}}, status=501)
+        call = {
+            "id": f"call_{len(self.requests)}",
+            "type": "function",
+            "function": {"name": action.name, "arguments": json.dumps(action.arguments)},
+        }
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+        with self._lock:
+            self.usages.append(usage)
+        return web.json_response(
+            {
+                **self._head(body, "chat.completion"),
+                "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
                 "usage": usage,
             }
         )

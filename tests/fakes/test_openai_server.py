@@ -7,7 +7,7 @@ from typing import Any
 
 import httpx
 
-from tests.fakes.openai_server import FakeOpenAI, pieces, streamed, text
+from tests.fakes.openai_server import FakeOpenAI, pieces, streamed, text, tool_call
 
 
 def chat(server: FakeOpenAI, **body: Any) -> httpx.Response:
@@ -63,3 +63,13 @@ def test_fake_refuses_a_response_format_it_is_told_to_with_a_400_naming_it() -> 
     assert refused.json()["error"]["param"] == "response_format"
     assert "'json_schema' is not supported" in refused.json()["error"]["message"]
     assert ok.json()["choices"][0]["message"]["content"] == "kept for the next request"
+
+
+def test_fake_tool_call_answers_with_a_function_call_as_a_model_asking_for_a_tool() -> None:
+    with FakeOpenAI() as server:
+        server.script(tool_call("search_memory", query="bike"))
+        choice = chat(server).json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    (call,) = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "search_memory"
+    assert json.loads(call["function"]["arguments"]) == {"query": "bike"}

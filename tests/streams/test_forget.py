@@ -22,7 +22,7 @@ from streams.stack.embedded import Stack
 from tests.bytescan import files_holding
 from tests.waiting import eventually
 from workers.embedding.local import bundled_model_info
-from workers.store import NODES, RECORDS, SEGMENTS, TURNS, EvidenceStore
+from workers.store import LINKS, NODES, RECORDS, SEGMENTS, TURNS, EvidenceStore
 
 pytestmark = pytest.mark.integration
 
@@ -77,7 +77,7 @@ def open_store(stack: Stack) -> EvidenceStore:
 def rows(stack: Stack, ns: str) -> dict[str, list[dict[str, Any]]]:
     store = open_store(stack)
     out = {}
-    for name in (TURNS, RECORDS, NODES, SEGMENTS):
+    for name in (TURNS, RECORDS, NODES, SEGMENTS, LINKS):
         tbl = store.table(name)
         data = [] if tbl is None else tbl.to_arrow().to_pylist()
         out[name] = sorted((r for r in data if r["namespace"] == ns), key=lambda r: r["id"])
@@ -162,12 +162,12 @@ async def test_forget_namespace_removes_it_everywhere_and_leaves_the_other(
 
                 assert set(receipt.stages) == {"segmenter", "encoder", "indexer"}
                 assert receipt.rows_removed == {
-                    n: len(before_a[n]) for n in (TURNS, RECORDS, NODES, SEGMENTS)
+                    n: len(before_a[n]) for n in (TURNS, RECORDS, NODES, SEGMENTS, LINKS)
                 }
                 assert receipt.redis_keys_removed > 0 and receipt.versions_pruned > 0
                 assert (await client.search(ns_a, "who restores sailing boats?")).evidence == []
                 assert (await client.search(ns_b, "who restores sailing boats?")).evidence
-            assert rows(stack, ns_a) == {TURNS: [], RECORDS: [], NODES: [], SEGMENTS: []}
+            assert rows(stack, ns_a) == {TURNS: [], RECORDS: [], NODES: [], SEGMENTS: [], LINKS: []}
             assert rows(stack, ns_b) == before_b
             assert await keys_naming(redis, ns_a) == []
             assert await keys_naming(redis, ns_b)

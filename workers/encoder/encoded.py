@@ -19,6 +19,7 @@ from schemas.records import (
     normalize_text,
     record_id,
 )
+from schemas.supersession import Supersession
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class EncodedSegment:
     disambiguation_context: str = ""
     usage: TokenUsage = field(default_factory=TokenUsage)
     encoder: str = "extractive"
+    supersessions: list[Supersession] = field(default_factory=list)  # what the encoder found
 
 
 def record_batch(segment: Segment, encoded: EncodedSegment) -> RecordBatch:
@@ -45,6 +47,7 @@ def record_batch(segment: Segment, encoded: EncodedSegment) -> RecordBatch:
         records=encoded.records,
         disambiguation_context=encoded.disambiguation_context[:DISAMBIGUATION_MAX_CHARS],
         usage=encoded.usage,
+        supersessions=encoded.supersessions,
         reason=segment.reason,
         signals=segment.signals,
         first_seq=min(x.seq for x in segment.exchanges),

@@ -10,16 +10,21 @@ repair: dead-letter the segment). The call and its retry rule are the shared one
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from schemas import Segment
-from schemas.records import DISAMBIGUATION_MAX_CHARS, Temporal
+from schemas.records import DISAMBIGUATION_MAX_CHARS, MemoryRecord, Temporal
+from schemas.supersession import LinkKind, Supersession
 from workers.encoder.encoded import EncodedSegment, build_record, segment_turns
 from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavailable
 from workers.encoder.prompts import (
+    EarlierRecord,
     EncoderReply,
+    ReplyRecord,
     build_messages,
     repair_message,
     reply_schema_for,
@@ -32,6 +37,14 @@ from workers.llm.policy import RetryPolicy
 from workers.llm.replies import json_object, schema_errors
 from workers.llm.usage import total_usage, usage_of
 
+MAX_EARLIER = 8  # earlier records a prompt shows
+
+
+class EarlierRecords(Protocol):
+    """Where the encoder finds the stored records a segment may update (by subject)."""
+
+    def about(self, segment: Segment, limit: int) -> Sequence[EarlierRecord]: ...
+
 
 class LLMEncoder(ChatCaller):
     """Segment -> records with one completion, at most one repair, bounded transient retries.
@@ -43,18 +56,24 @@ class LLMEncoder(ChatCaller):
 
     policy = RetryPolicy(max_attempts=5, base_delay_s=0.5, max_delay_s=30.0)
 
+    def __init__(self, *args: Any, earlier: EarlierRecords | None = None, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.earlier = earlier  # None: no earlier records shown, no supersessions asked
+
     async def encode(self, segment: Segment, reference_context: str) -> EncodedSegment:
         """Records of `segment`: LLMUnavailable means later, InvalidEncoderOutput dead-letter;
         a bare EncoderError is a request the server refuses (4xx: key, model, size)."""
         # Seeded by the segment so a redelivered segment waits the same way (and tests replay).
         rng = self._rng or random.Random(segment.segment_id)
         turns = segment_turns(segment)
-        messages = build_messages(segment, reference_context)
-        call = _Call(reply_schema_for(len(turns)), reply_budget(len(turns)))
+        earlier = list(self.earlier.about(segment, MAX_EARLIER)) if self.earlier else []
+        messages = build_messages(segment, reference_context, earlier)
+        call = _Call(reply_schema_for(len(turns), len(earlier)), reply_budget(len(turns)))
         completion = await self._complete(messages, rng, call)
         usages = [usage_of(completion, messages)]
+        n = (len(turns), len(earlier))
         try:
-            reply = parse_completion(completion, len(turns), call.max_tokens)
+            reply = parse_completion(completion, n, call.max_tokens)
         except InvalidEncoderOutput as first:
             repair = [
                 *messages,
@@ -63,29 +82,62 @@ class LLMEncoder(ChatCaller):
             ]
             completion = await self._complete(repair, rng, call)
             usages.append(usage_of(completion, repair))
-            reply = parse_completion(completion, len(turns), call.max_tokens)
+            reply = parse_completion(completion, n, call.max_tokens)
 
         ids = [tid for tid, _, _ in turns]
-        records = [
-            build_record(
-                segment,
-                r.memory_type,
-                r.semantic_text,
-                [ids[i] for i in r.evidence_turns] or segment.turn_ids,
-                entities=r.entities,
-                tags=r.tags,
-                temporal=Temporal(**r.temporal.model_dump()),
-                source_role=r.source_role,
+        made = [
+            (
+                r,
+                build_record(
+                    segment,
+                    r.memory_type,
+                    r.semantic_text,
+                    [ids[i] for i in r.evidence_turns] or segment.turn_ids,
+                    entities=r.entities,
+                    tags=r.tags,
+                    temporal=Temporal(**r.temporal.model_dump()),
+                    source_role=r.source_role,
+                ),
             )
             for r in reply.records
             if r.semantic_text.strip()
         ]
         return EncodedSegment(
-            records=records,
+            records=[rec for _, rec in made],
+            supersessions=[s for r, rec in made for s in self._links(segment, r, rec, earlier)],
             disambiguation_context=reply.disambiguation_context[:DISAMBIGUATION_MAX_CHARS],
             usage=total_usage(usages),
             encoder=self.name,
         )
+
+    def _links(
+        self,
+        segment: Segment,
+        said: ReplyRecord,
+        rec: MemoryRecord,
+        earlier: Sequence[EarlierRecord],
+    ) -> list[Supersession]:
+        """What the model says `rec` supersedes or contradicts among the earlier records."""
+        out = []
+        for kind, indexes in (
+            (LinkKind.supersedes, said.supersedes),
+            (LinkKind.conflict, said.contradicts),
+        ):
+            for j in dict.fromkeys(indexes):
+                if earlier[j].record_id == rec.record_id:
+                    continue  # the same statement again, not a change
+                out.append(
+                    Supersession(
+                        namespace=segment.namespace,
+                        kind=kind,
+                        older_id=earlier[j].record_id,
+                        newer_id=rec.record_id,
+                        changed_at=segment.session_date,
+                        reason=f"the encoder read it as {'replacing' if kind is LinkKind.supersedes else 'contradicting'} [E{j}]",
+                        found_by=self.name,
+                    )
+                )
+        return out
 
     async def _complete(
         self, messages: list[dict[str, str]], rng: random.Random, call: _Call
@@ -118,10 +170,11 @@ def reply_budget(n_turns: int) -> int:
     return 512 + 256 * max(n_turns, 1)
 
 
-def parse_completion(completion: Completion, n_turns: int, max_tokens: int) -> EncoderReply:
-    """`parse_reply`, saying so when the reply was cut at its token limit."""
+def parse_completion(completion: Completion, n: tuple[int, int], max_tokens: int) -> EncoderReply:
+    """`parse_reply` for (turns, earlier records), saying so when the reply was cut at its
+    token limit."""
     try:
-        return parse_reply(completion.text, n_turns)
+        return parse_reply(completion.text, *n)
     except InvalidEncoderOutput as exc:
         if completion.finish_reason != "length":
             raise
@@ -132,13 +185,15 @@ def parse_completion(completion: Completion, n_turns: int, max_tokens: int) -> E
         raise InvalidEncoderOutput(exc.raw, reason) from exc
 
 
-def parse_reply(raw: str, n_turns: int) -> EncoderReply:
+def parse_reply(raw: str, n_turns: int, n_earlier: int = 0) -> EncoderReply:
     """The validated reply; InvalidEncoderOutput names the problem for the repair prompt."""
     try:
         data = json_object(raw)
     except ValueError as exc:
         raise InvalidEncoderOutput(raw, str(exc)) from exc
     try:
-        return EncoderReply.model_validate(data, context={"n_turns": n_turns})
+        return EncoderReply.model_validate(
+            data, context={"n_turns": n_turns, "n_earlier": n_earlier}
+        )
     except ValidationError as exc:
         raise InvalidEncoderOutput(raw, schema_errors(exc)) from exc

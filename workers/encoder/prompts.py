@@ -10,6 +10,8 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -40,6 +42,9 @@ dates. It can be empty.
 work out who or what a reference points to. Never take a record from them.
 - <CURRENT_TURNS>: the turns to extract from, one per line as "[i] Speaker: text". \
 evidence_turns holds these 0-based indexes i.
+- <EARLIER_RECORDS>: records already stored from earlier conversations about the same \
+subjects, one per line as "[E j] (said YYYY-MM-DD) text". It can be empty. Never take a \
+record from them.
 
 ## Rules
 1. One fact per record. Write semantic_text as a complete standalone sentence: replace \
@@ -65,6 +70,11 @@ for (for example which file or function it defines).
 speaker names, aliases, relationships and dates a later chunk will need. Empty string if \
 there is nothing to note.
 9. When nothing durable was said, return {"records": [], "disambiguation_context": ""}.
+10. When a record of yours gives a new value to what an earlier record states (the same \
+subject and attribute: a number changed, a plan replaced, a preference reversed), put that \
+earlier record's index j in its supersedes. When it cannot hold together with an earlier \
+record and nothing says which is right, put j in its contradicts. When unsure, leave both \
+empty.
 
 ## memory_type
 - fact: a stable attribute, relationship or state
@@ -87,7 +97,9 @@ failure_pattern | tool_affordance",
       "temporal": {"t_ref": "", "t_valid_from": "", "t_valid_to": ""},
       "tags": ["short keyword"],
       "evidence_turns": [0],
-      "source_role": "user | assistant | both"
+      "source_role": "user | assistant | both",
+      "supersedes": [],
+      "contradicts": []
     }
   ],
   "disambiguation_context": ""
@@ -100,6 +112,10 @@ USER_TEMPLATE = """\
 {reference_context}
 </REFERENCE_CONTEXT>
 
+<EARLIER_RECORDS>
+{earlier_records}
+</EARLIER_RECORDS>
+
 <CURRENT_TURNS>
 {current_turns}
 </CURRENT_TURNS>"""
@@ -110,8 +126,11 @@ Reply again with the corrected result: one raw JSON object in the output format 
 instructions, evidence_turns between 0 and {last_index}, and nothing else."""
 
 
-def build_messages(segment: Segment, reference_context: str) -> list[dict[str, str]]:
-    """[system, user]: the rules, then the session date, reference notes and indexed turns."""
+def build_messages(
+    segment: Segment, reference_context: str, earlier: Sequence[EarlierRecord] = ()
+) -> list[dict[str, str]]:
+    """[system, user]: the rules, then the session date, reference notes, the earlier records
+    the new ones may update (indexed for `supersedes`) and the indexed turns."""
     date = segment.session_date.date().isoformat() if segment.session_date else ""
     # One line per turn: the indexes are what evidence_turns points back to.
     lines = [
@@ -121,6 +140,10 @@ def build_messages(segment: Segment, reference_context: str) -> list[dict[str, s
     user = USER_TEMPLATE.format(
         session_date=date,
         reference_context=reference_context.strip(),
+        earlier_records="\n".join(
+            f"[E{j}] (said {e.said_on or 'unknown'}) {' '.join(e.text.split())}"
+            for j, e in enumerate(earlier)
+        ),
         current_turns="\n".join(lines),
     )
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
@@ -161,6 +184,15 @@ class ReplyTemporal(BaseModel):
         return text
 
 
+@dataclass(frozen=True)
+class EarlierRecord:
+    """A stored record a segment's new records may update, as the prompt shows it."""
+
+    record_id: str
+    text: str
+    said_on: str = ""  # YYYY-MM-DD of the conversation, "" when unknown
+
+
 class ReplyRecord(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -171,6 +203,8 @@ class ReplyRecord(BaseModel):
     tags: list[str] = Field(default_factory=list)
     evidence_turns: list[int] = Field(default_factory=list)
     source_role: SourceRole = ""
+    supersedes: list[int] = Field(default_factory=list)  # indexes of <EARLIER_RECORDS>
+    contradicts: list[int] = Field(default_factory=list)
 
     @field_validator("memory_type", mode="before")
     @classmethod
@@ -188,7 +222,9 @@ class ReplyRecord(BaseModel):
     def _role(cls, v: Any) -> Any:
         return "" if v is None else v.strip().lower() if isinstance(v, str) else v
 
-    @field_validator("entities", "tags", "evidence_turns", mode="before")
+    @field_validator(
+        "entities", "tags", "evidence_turns", "supersedes", "contradicts", mode="before"
+    )
     @classmethod
     def _list(cls, v: Any) -> Any:
         if v is None:
@@ -208,6 +244,15 @@ class ReplyRecord(BaseModel):
             bad = [i for i in v if not 0 <= i < n]
             if bad:
                 raise ValueError(f"indexes {bad} are outside the turns 0..{n - 1}")
+        return v
+
+    @field_validator("supersedes", "contradicts")
+    @classmethod
+    def _earlier(cls, v: list[int], info: ValidationInfo) -> list[int]:
+        n = (info.context or {}).get("n_earlier", 0)
+        bad = [j for j in v if not 0 <= j < n]
+        if bad:
+            raise ValueError(f"indexes {bad} are not earlier records (0..{n - 1})")
         return v
 
 
@@ -241,7 +286,7 @@ LIST_MAX_ITEMS = 8  # entities or tags of one record
 RECORDS_PER_TURN = 3
 
 
-def reply_schema_for(n_turns: int) -> JsonSchema:
+def reply_schema_for(n_turns: int, n_earlier: int = 0) -> JsonSchema:
     """The reply's JSON schema for a segment of `n_turns` turns: evidence_turns limited to
     its indexes, the error small models make most after malformed JSON, and every list
     bounded (a few records a turn, a few entities and tags a record, each turn cited once):
@@ -257,4 +302,8 @@ def reply_schema_for(n_turns: int) -> JsonSchema:
     fields["evidence_turns"]["items"].update(minimum=0, maximum=n - 1)
     for name in ("entities", "tags"):
         fields[name]["maxItems"] = LIST_MAX_ITEMS
+    for name in ("supersedes", "contradicts"):  # only the earlier records shown
+        fields[name]["maxItems"] = n_earlier
+        if n_earlier:
+            fields[name]["items"].update(minimum=0, maximum=n_earlier - 1)
     return schema

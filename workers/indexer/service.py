@@ -1,7 +1,7 @@
 """The indexer stage: batches of stage outputs into LanceDB, one writer per table.
 
-Raw turns go to `turns`; record batches go to `records` and their evidence nodes to
-`nodes`. Each is written with one `merge_insert` per table per batch, and the caller
+Raw turns go to `turns`; record batches go to `records`, their evidence nodes to `nodes`
+and the supersessions and conflicts among the records to `links` (workers.indexer.linking). Each is written with one `merge_insert` per table per batch, and the caller
 commits input offsets only after `write` returns. Maintenance (`optimize`) runs beside the
 writes, never holding their locks.
 """
@@ -19,6 +19,7 @@ from schemas import RawTurn
 from schemas.records import NodeType, RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Fences, Source
+from workers.indexer.linking import links_of
 from workers.indexer.nodes import ALL_NODE_TYPES, updates_of
 from workers.store import ALL_TABLES, EvidenceStore, Forgotten
 
@@ -127,7 +128,10 @@ class IndexerService:
         self, batches: list[RecordBatch], sources: list[Source | None], embedder: Embedder
     ) -> dict[str, int]:
         updates = updates_of(batches, self.node_types)
-        return self.store.upsert_batches(batches, updates, embedder, sources)
+        counts = self.store.upsert_batches(batches, updates, embedder, sources)
+        # after the records they join: a reader never meets a link to a record not yet stored
+        counts["links_written"] = self.store.links.upsert(links_of(self.store, batches))
+        return counts
 
     async def expire(self, retention_days: float) -> Forgotten:
         """Retention: remove what is older than `retention_days` (both writers held)."""

@@ -45,6 +45,10 @@ is speaking; use it to resolve "I", "me" and "my".
 states.
 7. `Mentioned:` on a Raw Memory is the date of the conversation in which the snippet was \
 said, which is not necessarily when the event happened.
+8. `[replaced on <date> by a later statement]` marks a memory whose value a later memory \
+changed; `[current since <date>; replaces an earlier statement]` marks the one that changed \
+it; `[contradicted by another statement; nothing later settles it]` marks two memories that \
+cannot both hold.
 
 # INSTRUCTIONS
 
@@ -54,7 +58,10 @@ said, which is not necessarily when the event happened.
 4. For a question asking for advice, a recommendation or a preferred kind of response, \
 first find the named person's preferences, habits, constraints and past actions, and base \
 the suggestion mainly on them.
-5. If memories contradict each other, the most recent one wins.
+5. If memories contradict each other, the most recent one wins. For a question about the \
+present, answer with the current value and, when it helps, the one it replaced ("it was X, \
+now Y"); for a question about the past, answer with the replaced value. When two memories \
+are marked as contradicting each other, say both and that they disagree.
 6. Turn relative time references ("yesterday", "last week", "two years ago") into \
 concrete dates, counted from the date of the memory that contains them.
 7. Do not confuse when something was said (`Mentioned:`) with when it happened (`Date:`).

@@ -30,10 +30,32 @@ def _day(value: date | datetime | str | None) -> str:
 def item_line(item: EvidenceItem) -> str:
     if item.kind == "record":
         resolved = _day(item.resolved_date or item.date)
-        return f"- {item.text} (Date: {resolved})" if resolved else f"- {item.text}"
+        line = f"- {item.text} (Date: {resolved})" if resolved else f"- {item.text}"
+        return line + currency_note(item)
     mentioned = _day(item.date)
     text = item.text.replace("\n", "\n  ")  # a window's turns, one per indented line
-    return f"- [Mentioned: {mentioned}] {text}" if mentioned else f"- {text}"
+    line = f"- [Mentioned: {mentioned}] {text}" if mentioned else f"- {text}"
+    return line + currency_note(item)
+
+
+def currency_note(item: EvidenceItem) -> str:
+    """What the item's links say, in words (empty for an item without links): whether a
+    later statement replaced it and when, whether it replaced an earlier one, and whether
+    another statement contradicts it."""
+    notes = []
+    if item.superseded_by:
+        when = _day(item.valid_to)
+        notes.append(f"replaced on {when} by a later statement" if when else "replaced later")
+    if item.supersedes:
+        since = _day(item.valid_from)
+        notes.append(
+            f"current since {since}; replaces an earlier statement"
+            if since
+            else "replaces an earlier statement"
+        )
+    if item.conflict:
+        notes.append("contradicted by another statement; nothing later settles it")
+    return "".join(f" [{n}]" for n in notes)
 
 
 def serialize_context(items: Sequence[EvidenceItem]) -> tuple[str, int]:

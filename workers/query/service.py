@@ -23,6 +23,7 @@ from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
+from workers.query.currency import current_first
 from workers.query.errors import AnswerUnavailable
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
@@ -80,6 +81,7 @@ class QueryService:
         preset: QueryPreset = SERVED,
     ) -> None:
         self.planner = deps.planner
+        self.turns = deps.store.turns
         self.answerer = deps.answerer
         self.reranker = deps.reranker
         self.scorer = deps.scorer if deps.reranker is None else None
@@ -95,10 +97,7 @@ class QueryService:
         watch = Stopwatch()
         preset = self.preset if req.ablation is None else ABLATIONS[req.ablation]
         with watch.stage("plan") as span:
-            if preset.planner:
-                plan, usage = await self.planner.plan(req.query)
-            else:
-                plan, usage = single_route_plan(req.query), TokenUsage()
+            plan, usage = await self._plan(req, preset)
             telemetry.set_attributes(span, plan_attributes(plan))
         rerank = self.reranker is not None and preset.rerank
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
@@ -141,6 +140,11 @@ class QueryService:
                 _Turns(self.recall.store, req.namespace, near=not rerank),
                 [r.speaker for r in plan.routes],
             )
+            # today's truth first, the older value kept and marked; conflicts side by side
+            linked = await asyncio.to_thread(
+                current_first, self.recall.store, req.namespace, req.query, evidence
+            )
+            evidence, context, tokens = linked or (evidence, context, tokens)
             telemetry.set_attributes(span, {"lychee.query.evidence": len(evidence)})
         answered = Answered()
         if req.answer:
@@ -167,6 +171,14 @@ class QueryService:
             timings_ms=watch.total(),
             served_at=datetime.now(UTC),
         )
+
+    async def _plan(self, req: QueryRequest, preset: QueryPreset) -> tuple[Plan, TokenUsage]:
+        """The planner's plan, told the namespace's speakers; one route of the question
+        itself when the preset plans nothing."""
+        if not preset.planner:
+            return single_route_plan(req.query), TokenUsage()
+        speakers = await asyncio.to_thread(self.turns.names, req.namespace)
+        return await self.planner.plan(req.query, speakers)
 
     def _rerank(self, routes: list[RouteRanking], question: str, pool: int) -> list[RouteRanking]:
         """Each route's head scored against the question: routes narrow where to look, the

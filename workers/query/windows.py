@@ -4,8 +4,10 @@ A turn alone often misses its other half: the question a reply answers, or the r
 confirms a plan. A hit becomes the window of up to `radius` turns either side of it, in
 conversation order within its session, as long as the window stays within `max_tokens`
 (nearer turns first, the one before before the one after): a window of short turns is a
-few lines, one next to a long reply takes the reply's passage or stops. The window keeps
-every turn id as provenance.
+few lines, one next to a long reply takes the reply's passage or stops. In a session with
+an assistant, a window stays within its hit's exchange, the user's message and the turns
+answering it: the reply before the message answers another one, and the next message starts
+another topic as often as not. The window keeps every turn id as provenance.
 """
 
 from __future__ import annotations
@@ -71,12 +73,15 @@ def windows(
     for session, rows in ordered.items():
         rows.sort(key=lambda r: (int(r["seq"]), int(r["idx"])))
         position.update((r["id"], (session, i)) for i, r in enumerate(rows))
+    chats = {s for s, rows in ordered.items() if any(r.get("role") == "assistant" for r in rows)}
     out: dict[str, Row] = {}
     for hit in hits:
         if hit["id"] in out or hit["id"] not in position:
             continue
         session, i = position[hit["id"]]
-        rows = _within(ordered[session], i, radius, count, max_tokens)
+        around = ordered[session]
+        lo, hi = _exchange(around, i) if session in chats else (0, len(around) - 1)
+        rows = _within(around[lo : hi + 1], i - lo, radius, count, max_tokens)
         if len(rows) < 2:
             continue
         first, last = rows[0]["turn_id"], rows[-1]["turn_id"]
@@ -90,6 +95,17 @@ def windows(
             "hit_turn_id": hit["turn_id"],
         }
     return out
+
+
+def _exchange(rows: Sequence[Row], i: int) -> tuple[int, int]:
+    """The first and last row of row `i`'s exchange in a chat: from the user's message at or
+    before it to the last turn before the next user message."""
+    lo, hi = i, i
+    while lo > 0 and rows[lo].get("role") != "user":
+        lo -= 1
+    while hi + 1 < len(rows) and rows[hi + 1].get("role") != "user":
+        hi += 1
+    return lo, hi
 
 
 def _within(

@@ -1,9 +1,10 @@
 """The evidence store: the LanceDB tables the indexer writes and the query stage reads.
 
 `EvidenceStore` bundles one connection (`Database`) with its tables: `turns` (raw turns),
-`records` (memory records) and `nodes` (evidence nodes), which are searched, and `segments`
-(where each segment sits in its session and why it was closed), which timelines show. One
-instance per process; reads are safe from threads.
+`records` (memory records) and `nodes` (evidence nodes), which are searched, `segments`
+(where each segment sits in its session and why it was closed), which timelines show, and
+`links` (which record supersedes or contradicts which), which the query and histories read.
+One instance per process; reads are safe from threads.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from workers.forget import Source
 from workers.store.database import EXACT_MAX_ROWS, Database
 from workers.store.errors import EmbeddingMismatch, StoreError
 from workers.store.forget import Forgotten, expire, forget
+from workers.store.links import LINKS, LinksTable
 from workers.store.nodes import NODES, NodesTable, NodeUpdate
 from workers.store.records import RECORDS, RecordsTable, occurrences, value_counts
 from workers.store.segments import SEGMENTS, SegmentsTable
@@ -27,10 +29,11 @@ from workers.store.turns import TURNS, TurnsTable
 from workers.text.passages import PASSAGE_TOKENS
 
 TABLES = (TURNS, RECORDS, NODES)  # the searched tables (with vectors)
-ALL_TABLES = (*TABLES, SEGMENTS)
+ALL_TABLES = (*TABLES, SEGMENTS, LINKS)
 
 __all__ = [
     "ALL_TABLES",
+    "LINKS",
     "NODES",
     "RECORDS",
     "SEGMENTS",
@@ -73,9 +76,10 @@ class EvidenceStore:
         self.records = RecordsTable(self.db)
         self.nodes = NodesTable(self.db, max_node_records, max_node_text_chars)
         self.segments = SegmentsTable(self.db)
-        self.tables: dict[str, TurnsTable | RecordsTable | NodesTable | SegmentsTable] = {
-            t.name: t for t in (self.turns, self.records, self.nodes, self.segments)
-        }
+        self.links = LinksTable(self.db)
+        self.tables: dict[
+            str, TurnsTable | RecordsTable | NodesTable | SegmentsTable | LinksTable
+        ] = {t.name: t for t in (self.turns, self.records, self.nodes, self.segments, self.links)}
 
     @property
     def uri(self) -> str:

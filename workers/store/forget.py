@@ -4,7 +4,8 @@ Only rows that predate the forget's fence go (workers.store.lineage): a stage th
 rows from exchanges sent after the forget, before it saw the forget, keeps them. A
 namespace otherwise goes whole: every row of it in `turns`, `records`, `nodes` and `segments`. A
 session takes its turns and segments, the records whose only evidence is in it (every segment that produced them
-belongs to it), and the links and provenance that point at what was removed: a record
+belongs to it), the supersession links of those records (workers.store.links), and the
+links and provenance that point at what was removed: a record
 that other sessions also produced keeps its row with that session's segments and turns
 struck out; a node loses the links to removed records and its session provenance, and
 goes when no link is left. Then each changed table is rewritten so that no version, data,
@@ -24,6 +25,7 @@ import pyarrow.compute as pc
 
 from workers.embedding import Embedder
 from workers.store import lineage
+from workers.store.links import LINKS, drop_with
 from workers.store.nodes import NODES, node_text, node_vectors, vector_source
 from workers.store.records import RECORDS
 from workers.store.segments import SEGMENTS
@@ -120,6 +122,7 @@ def forget(
         lineages = _lineages(store, RECORDS, "id", namespace)
         gone = {r for r, lin in lineages.items() if lineage.predates(lin, fence)}
         rewrite(RECORDS, _ids_mask(gone))
+        rewrite(LINKS, drop_with(gone, namespace))
         if len(gone) == len(lineages):  # nothing of the namespace is newer: every node goes
             rewrite(NODES, in_scope)
             return out
@@ -129,6 +132,7 @@ def forget(
         rewrite(TURNS, lambda d: lineage.predating(d, in_scope(d), fence))
         gone, kept = _strike_session(store, namespace, session_id, old_turns, fence)
         rewrite(RECORDS, _ids_mask(gone), kept)
+        rewrite(LINKS, drop_with(gone, namespace))
     node_gone, updated = _unlink_all(store, gone, embedder, namespace, session_id)
     rewrite(NODES, _ids_mask(node_gone), updated)
     return out
@@ -158,8 +162,8 @@ def _strike_session(
 
 def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten:
     """Remove turns, segments and records dated before `cutoff` (conversation dates: a turn's
-    session date, else its own; a segment's session date; a record's first date), and the
-    node links to those records, with the same pruning as a forget. Rows without a date are
+    session date, else its own; a segment's session date; a record's first date), their
+    supersession links and the node links to those records, with the same pruning as a forget. Rows without a date are
     kept."""
     db = store.db
     out = Forgotten()
@@ -190,6 +194,9 @@ def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten
         gone = set(ids.filter(mask).column("id").to_pylist())
     removed, pruned = db.rewrite(RECORDS, store.records.text_column, _ids_mask(gone))
     out.rows_removed[RECORDS] = removed
+    out.versions_pruned += pruned
+    removed, pruned = db.rewrite(LINKS, None, drop_with(gone))
+    out.rows_removed[LINKS] = removed
     out.versions_pruned += pruned
     if gone:
         node_gone, updated = _unlink_all(store, gone, embedder)

@@ -222,3 +222,31 @@ def _least_filled(a: str | None, b: str | None) -> str:
     """The smaller of two values, ignoring empty ones: commutative, unlike "first wins"."""
     filled = [v for v in (a, b) if v]
     return min(filled) if filled else ""
+
+
+STATEMENT_COLUMNS = (
+    "id",
+    "semantic_text",
+    "source_role",
+    "source_session",
+    "segment_id",
+    "created_at",
+    "evidence",
+)
+
+
+def statements(db: Database, namespace: str, limit: int) -> list[dict[str, Any]]:
+    """What the supersession rules read of a namespace's records (no vectors), the latest
+    `limit` by conversation date."""
+    tbl = db.table(RECORDS)
+    if tbl is None:
+        return []
+    rows: list[dict[str, Any]] = (
+        tbl.search()
+        .where(namespace_filter(namespace))
+        .select(list(STATEMENT_COLUMNS))
+        .limit(None)
+        .to_list()
+    )
+    rows.sort(key=lambda r: (r["created_at"] or datetime.min, r["segment_id"]))
+    return rows[-limit:]

@@ -80,6 +80,7 @@ class TurnsTable(Table):
         super().__init__(db, turns_schema(db.dim, db.model))
         self.passage_tokens = passage_tokens
         self._migrated = False
+        self._names: dict[tuple[str, int], list[str]] = {}  # the last large namespace's
 
     def migrate(self) -> None:
         """Writers only: a table of an earlier version gets the passages column (empty: each
@@ -174,6 +175,23 @@ class TurnsTable(Table):
         """Who said each `(session_id, turn_id)`; turns not stored or without a speaker name
         are left out."""
         return {k: v for k, v in self._column_of(namespace, turns, "speaker").items() if v}
+
+    def names(self, namespace: str) -> list[str]:
+        """Every speaker name the namespace's turns carry, sorted: the planner reads a
+        question's people from them instead of guessing at capitalized words."""
+        tbl = self.table()
+        if tbl is None:
+            return []
+        snap = self.db.snapshot(tbl, TURNS, namespace, self.read_columns())
+        if snap is not None:
+            values: Iterable[Any] = snap.column("speaker")
+        else:  # a namespace too large for a snapshot: that one column
+            key = (namespace, int(tbl.version))
+            if key not in self._names:
+                query = tbl.search().where(namespace_filter(namespace)).select(["speaker"])
+                self._names = {key: query.limit(None).to_arrow().column("speaker").to_pylist()}
+            values = self._names[key]
+        return sorted({v for v in values if v})
 
     def roles(self, namespace: str, turns: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """Each `(session_id, turn_id)`'s role (user, assistant, system); turns not stored

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from schemas import Role, Turn
+from schemas.gateway import ExchangeIn
 from streams.gateway.connection import StackConnection
 from streams.gateway.errors import StackUnreachable, Unavailable, reason, redis_at
-from streams.gateway.models import ExchangeIn
 from streams.settings import Settings
 from tests.streams.gateway.conftest import LateStack
 

@@ -19,7 +19,14 @@ from tests.streams.gateway.conftest import ROOT, Gateways
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
-TOOLS = {"add_memory", "search_memory", "get_status", "list_memories", "delete_all_memories"}
+TOOLS = {
+    "add_memory",
+    "search_memory",
+    "get_status",
+    "list_memories",
+    "memory_history",
+    "delete_all_memories",
+}
 
 
 def http_client(gateways: Gateways, key: str | None, replica: int = 0) -> Client:

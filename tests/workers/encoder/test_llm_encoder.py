@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,10 +17,13 @@ import pytest
 
 from schemas import Role, Segment, SegmentExchange, Turn
 from schemas.records import MemoryType, Temporal
+from schemas.supersession import LinkKind
 from tests.fakes.openai_server import FakeOpenAI, slow, status, streamed, text, valid
-from tests.workers.builders import segment_of
+from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches, segment_of
 from tests.workers.conftest import Sleeps
 from workers.embedding.openai_api import OpenAIEmbedder
+from workers.encoder.earlier import StoreEarlier
+from workers.encoder.encoded import record_batch
 from workers.encoder.encoders import GuardedLLMEncoder
 from workers.encoder.errors import InvalidEncoderOutput, LLMUnavailable
 from workers.encoder.llm_encoder import LLMEncoder, parse_reply, reply_budget
@@ -27,6 +31,7 @@ from workers.encoder.prompts import SYSTEM_PROMPT, build_messages, reply_schema_
 from workers.errors import Unprocessable
 from workers.llm.calls import make_client
 from workers.llm.policy import is_retryable
+from workers.store import EvidenceStore
 from workers.tokens import prompt_tokens
 
 MODEL = "fake-model"
@@ -425,3 +430,44 @@ async def test_encoder_reply_still_written_at_the_total_limit_is_dead_letter_mat
         await GuardedLLMEncoder(encoder(client, first_token_s=5.0, gap_s=5.0, total_s=0.5)).encode(
             make_segment(), ""
         )
+
+
+# --- supersessions ---------------------------------------------------------------------
+
+
+async def test_encoder_shows_earlier_records_and_links_what_the_reply_supersedes(
+    server: FakeOpenAI, client: openai.AsyncOpenAI, tmp_path: Path
+) -> None:
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    old = batch("a", 0, ["Ines keeps a dog named Rex in a small flat"], session="s0")
+    index_batches(store, [old], HashEmbedder())
+    seg = make_segment()  # namespace "ns": the earlier record must be of the segment's own
+    seg = seg.model_copy(update={"namespace": "a", "segment_id": "a/s1/0"})
+    moved = record(semantic_text="Ines moved with Rex the dog to a house.", supersedes=[0])
+    server.script(valid(reply(record(supersedes=[3]))), valid(reply(moved)))
+    llm = LLMEncoder(client, MODEL, sleep=Sleeps(), earlier=StoreEarlier(store))
+
+    out = await llm.encode(seg, "")
+
+    first, repair = server.requests
+    assert "[E0] (said 2024-03-02) Ines keeps a dog named Rex" in first["messages"][1]["content"]
+    fields = first["response_format"]["json_schema"]["schema"]["properties"]["records"]
+    assert fields["items"]["properties"]["supersedes"]["maxItems"] == 1
+    assert "indexes [3] are not earlier records" in repair["messages"][-1]["content"]
+    (link,) = out.supersessions
+    assert link.older_id == old.records[0].record_id and link.newer_id == out.records[0].record_id
+    assert link.kind is LinkKind.supersedes and link.found_by == f"llm:{MODEL}"
+    assert link.changed_at == seg.session_date
+    assert record_batch(seg, out).supersessions == [link]
+
+
+async def test_encoder_without_earlier_records_allows_no_supersession(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    server.script(valid(reply(record())))
+    out = await encoder(client).encode(make_segment(), "")
+    assert out.supersessions == []
+    body = server.requests[0]
+    assert "<EARLIER_RECORDS>\n\n</EARLIER_RECORDS>" in body["messages"][1]["content"]
+    fields = body["response_format"]["json_schema"]["schema"]["properties"]["records"]
+    assert fields["items"]["properties"]["supersedes"]["maxItems"] == 0

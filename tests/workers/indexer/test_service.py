@@ -52,17 +52,18 @@ async def test_indexer_optimize_spent_budget_defers_the_rest_to_the_next_call(
 ) -> None:
     svc = IndexerService(store)
     await svc.write(IndexBatch(turns=[turn("ns", "t1", "hello", 0)]))
-    reports = [await svc.optimize(10**9, budget_s=0) for _ in range(5)]
-    turns, records, nodes, segments = ALL_TABLES
+    reports = [await svc.optimize(10**9, budget_s=0) for _ in range(6)]
+    turns, records, nodes, segments, links = ALL_TABLES
     # one table per call, in turn: each call starts where the last one stopped
     assert [r.deferred for r in reports] == [
-        [records, nodes, segments],
-        [nodes, segments, turns],
-        [segments, turns, records],
-        [turns, records, nodes],
-        [records, nodes, segments],
+        [records, nodes, segments, links],
+        [nodes, segments, links, turns],
+        [segments, links, turns, records],
+        [links, turns, records, nodes],
+        [turns, records, nodes, segments],
+        [records, nodes, segments, links],
     ]
-    assert reports[0].optimized == reports[4].optimized == ["turns"]
+    assert reports[0].optimized == reports[5].optimized == ["turns"]
 
 
 class _Conflicting:

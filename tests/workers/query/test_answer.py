@@ -74,6 +74,10 @@ def test_answer_prompt_states_the_paper_rules() -> None:
         "exact words",
         "5-6 words",
         "Output only the answer phrase",
+        "[replaced on <date> by a later statement]",
+        "[current since <date>; replaces an earlier statement]",
+        "[contradicted by another statement; nothing later settles it]",
+        "it was X, now Y",
     ):
         assert rule in ANSWER_SYSTEM_PROMPT, rule
 

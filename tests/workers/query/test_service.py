@@ -390,3 +390,27 @@ async def test_what_answers_a_bridged_questions_first_part_still_covers_its_late
     assert "Lakeside" in first.text and first.routes == ["r0", "r1"], [
         (e.text, e.routes) for e in reply.evidence
     ]
+
+
+async def test_the_plan_reads_a_questions_people_from_the_namespaces_speakers(
+    tmp_path: Path,
+) -> None:
+    """Capitalized words that name no speaker (a library, a database) are not people: a
+    question naming two of them is not split into a route per 'person', each kept to turns
+    that person said."""
+    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    emb = HashEmbedder()
+    index_batches(s, [batch("a", 0, ["The app keeps its sessions in the database"])], emb)
+    s.turns.upsert(
+        [
+            raw("a", "s1", t, text, emb).model_copy(update={"speaker": who})
+            for t, text, who in [
+                ("u1", "How do I store sessions?", "User"),
+                ("a1", "Use a table.", "Assistant"),
+            ]
+        ]
+    )
+    reply = await service(s).search(request("a", "Where does Tornado keep sessions with Redis?"))
+    assert reply.plan is not None and [r.get("speaker") for r in reply.plan["routes"]] == [None]
+    said = await service(s).search(request("a", "What did the Assistant suggest for sessions?"))
+    assert said.plan is not None and [r["speaker"] for r in said.plan["routes"]] == ["Assistant"]

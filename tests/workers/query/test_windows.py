@@ -59,6 +59,22 @@ def test_window_is_radius_turns_either_side_in_conversation_order() -> None:
     assert windows([row("t1", 1)], near, 2)["a/s1/t1"]["turn_ids"] == ["t1", "t2", "t3"]
 
 
+def test_in_a_chat_a_window_is_the_hits_exchange_a_message_and_its_reply() -> None:
+    roles = ["assistant", "user", "assistant", "assistant", "user", "assistant"]
+    near = [{**row(f"t{i}", i), "role": r} for i, r in enumerate(roles)]
+
+    def ids(hit: int, radius: int) -> list[str]:
+        return list(windows([near[hit]], near, radius)[near[hit]["id"]]["turn_ids"])
+
+    assert ids(1, 1) == ["t1", "t2"]  # not the reply before the message
+    assert ids(2, 1) == ["t1", "t2", "t3"]  # the message it answers, the rest of the reply
+    assert ids(3, 2) == ["t1", "t2", "t3"]  # never the next message
+    assert ids(5, 2) == ["t4", "t5"]
+    assert windows([near[0]], near, 1) == {}  # an opening reply answers no message
+    humans = [{**r, "role": "user"} for r in near]  # two people: either side, as before
+    assert windows([humans[1]], humans, 1)["a/s1/t1"]["turn_ids"] == ["t0", "t1", "t2"]
+
+
 def test_a_hit_without_neighbours_stays_a_turn() -> None:
     assert windows([row("t9", 9)], [row("t9", 9)], 1) == {}
     assert windows([row("t9", 9)], [], 1) == {}

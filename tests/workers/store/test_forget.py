@@ -14,7 +14,7 @@ from tests.bytescan import files_holding
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from workers.forget import Source
 from workers.indexer.nodes import updates_of
-from workers.store import NODES, RECORDS, SEGMENTS, TURNS, EvidenceStore, lineage
+from workers.store import LINKS, NODES, RECORDS, SEGMENTS, TURNS, EvidenceStore, lineage
 from workers.store.forget import strike_session, unlink
 
 
@@ -78,7 +78,8 @@ def test_forget_namespace_removes_every_row_and_file_and_leaves_the_other(
 
     done = store.forget("a", None, emb)
 
-    assert done.rows_removed == {SEGMENTS: 2, TURNS: 2, RECORDS: 3, NODES: done.rows_removed[NODES]}
+    removed = {SEGMENTS: 2, TURNS: 2, RECORDS: 3, LINKS: 0, NODES: done.rows_removed[NODES]}
+    assert done.rows_removed == removed
     assert done.rows_removed[NODES] > 0 and done.versions_pruned > 0
     assert all(store.count(n, "a") == 0 for n in (TURNS, RECORDS, NODES, SEGMENTS))
     assert {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)} == other

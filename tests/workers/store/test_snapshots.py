@@ -259,6 +259,21 @@ def test_who_said_a_turn_reads_from_memory_and_from_lancedb_alike(
     assert snap.turns.speakers("b", asked) == {}
 
 
+def test_a_namespaces_speaker_names_read_from_memory_and_from_lancedb_alike(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    plain = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM)
+    said = [("a", "t0", "Omar"), ("a", "t1", None), ("a", "t2", "Lea"), ("b", "t0", "Ines")]
+    plain.turns.upsert(
+        [raw(ns, "s1", t, f"turn {t}", emb).model_copy(update={"speaker": w}) for ns, t, w in said]
+    )
+    snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
+    assert plain.turns.names("a") == ["Lea", "Omar"] == snap.turns.names("a")  # none: absent
+    assert plain.turns.names("c") == [] == snap.turns.names("c")
+    plain.turns.upsert([raw("a", "s2", "t9", "later", emb).model_copy(update={"speaker": "Kai"})])
+    assert plain.turns.names("a") == ["Kai", "Lea", "Omar"] == snap.turns.names("a")  # a write
+
+
 def test_the_best_scores_come_in_a_stable_sorts_order_ties_included() -> None:
     rng = np.random.default_rng(0)
     for trial in range(2000):

@@ -9,6 +9,7 @@ makes the call, falling back to the heuristic plan whenever the reply is unusabl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from schemas.plan import Plan
@@ -19,4 +20,6 @@ __all__ = ["HeuristicPlanner", "Planner", "heuristic_plan", "single_route_plan"]
 
 
 class Planner(Protocol):
-    async def plan(self, question: str) -> tuple[Plan, TokenUsage]: ...
+    async def plan(
+        self, question: str, speakers: Sequence[str] = ()
+    ) -> tuple[Plan, TokenUsage]: ...

@@ -119,8 +119,8 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
 class HeuristicPlanner:
     """The planner without an LLM (DESIGN §8.2)."""
 
-    async def plan(self, question: str) -> tuple[Plan, TokenUsage]:
-        return heuristic_plan(question), TokenUsage()
+    async def plan(self, question: str, speakers: Sequence[str] = ()) -> tuple[Plan, TokenUsage]:
+        return heuristic_plan(question, speakers), TokenUsage()
 
 
 def single_route_plan(question: str) -> Plan:

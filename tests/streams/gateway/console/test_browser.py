@@ -49,6 +49,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 ROOT = Path(__file__).resolve().parents[4]
 DEMO = ROOT / "deploy" / "demo" / "conversation.jsonl"
 DEMO_NS, HOSTILE_NS, ALICE_NS = "console-demo", "console-hostile", "console-alice"
+CHANGES_NS = "console-changes"
 BROWSER_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -131,6 +132,22 @@ def alice() -> list[dict[str, Any]]:
     ]
 
 
+def changes() -> list[dict[str, Any]]:
+    """A value said, then changed a month later (the indexer's rules link the two)."""
+    said = [
+        ("c1", "2024-03-01T10:00:00", "The greenhouse heater draws 900 watts on cold nights."),
+        ("c2", "2024-04-02T10:00:00", "The greenhouse heater now draws 650 watts at night."),
+    ]
+    return [
+        {
+            "session_id": sid,
+            "session_date": when,
+            "turns": [{"role": "user", "speaker": "Ana", "content": text}],
+        }
+        for sid, when, text in said
+    ]
+
+
 def ingest(url: str, ns: str, exchanges: list[dict[str, Any]]) -> None:
     """Add and end each session, then wait until every turn sits in a segment."""
     with httpx.Client(base_url=url, timeout=120) as c:
@@ -209,6 +226,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         ingest(url, DEMO_NS, demo)
         ingest(url, HOSTILE_NS, hostile())
         ingest(url, ALICE_NS, alice())
+        ingest(url, CHANGES_NS, changes())
         wait_ready(keyed_url, keyed, timeout_s=600)
         yield Console(url, keyed_url, keys, endpoints.kafka_bootstrap)
     finally:
@@ -295,7 +313,7 @@ def test_console_namespaces_page_lists_rows_per_namespace(console: Console, tab:
     row = page.locator("table.namespaces tr", has_text=DEMO_NS)
     expect(row).to_contain_text("28")  # the demo's turns
     expect(row.locator(".badge")).to_have_text("searchable")
-    expect(page.locator("table.namespaces tbody tr")).to_have_count(3)
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(4)
     tab.clean()
 
 
@@ -329,6 +347,24 @@ def test_console_session_timeline_shows_turns_segments_and_records(
     settle(page)
     expect(page.locator(".pager").first).to_contain_text("page 2 of 3")
     expect(page.locator("li.turn .seq")).to_have_text(["#5", "#6", "#7", "#8", "#9"])
+    tab.clean()
+
+
+def test_console_history_shows_what_replaced_what(console: Console, tab: Watched) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/ns/{CHANGES_NS}")
+    page.get_by_role("link", name="history").click()
+    settle(page)
+    expect(page.locator("h1")).to_have_text(f"History of {CHANGES_NS}")
+    (change,) = page.locator("ol.history li").all()
+    expect(change.locator(".badge")).to_have_text(re.compile(r"^replaced 2024-04-02"))
+    expect(change.locator(".finder")).to_have_text("rule:value-change")
+    expect(change.locator(".said").first).to_contain_text("900 watts")
+    expect(change.locator(".said").nth(1)).to_contain_text("650 watts")
+    expect(page.locator("section", has_text="Open conflicts")).to_contain_text("No conflicts.")
+    change.locator(".said").nth(1).locator(".turns a").first.click()  # -> its session
+    settle(page)
+    expect(page.locator("h1")).to_have_text("Session c2")
     tab.clean()
 
 
@@ -419,7 +455,7 @@ def test_console_key_for_one_namespace_sees_no_other(console: Console, tab: Watc
     page.locator("form.key").get_by_role("button").click()
     settle(page)
     visit(page, console.keyed_url + "/")
-    expect(page.locator("table.namespaces tbody tr")).to_have_count(3)
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(4)
     tab.clean()
 
 
@@ -555,7 +591,7 @@ def test_console_forget_namespace_removes_it_from_every_page(
     expect(receipt.locator("table.removed tr", has_text="turns")).to_contain_text("3")
 
     visit(page, f"{console.url}/#/")
-    expect(page.locator("table.namespaces tbody tr")).to_have_count(2)
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(3)
     for where in ("#/", "#/search", "#/operations", "#/forget"):
         visit(page, f"{console.url}/{where}")
         assert HOSTILE_NS not in page.locator("main").inner_text(), where

@@ -3,6 +3,7 @@
 import { ApiError, AuthRequired, api, clearKey, hasKey, setKey } from "./api.js";
 import { h } from "./dom.js";
 import { forget } from "./forget.js";
+import { history } from "./history.js";
 import { namespaces, sessions } from "./namespaces.js";
 import { operations } from "./operations.js";
 import { search } from "./search.js";
@@ -12,6 +13,7 @@ const ROUTES = [
   [/^$/, namespaces],
   [/^ns\/([^/]+)$/, sessions],
   [/^ns\/([^/]+)\/s\/([^/]+)$/, timeline],
+  [/^ns\/([^/]+)\/history$/, history],
   [/^search$/, search],
   [/^operations$/, operations],
   [/^forget$/, forget],

@@ -36,6 +36,7 @@ export async function sessions(view, _params, namespace) {
     h("p", { class: "crumbs" }, link([], "namespaces"), " / ", namespace),
     h("h1", null, `Sessions of ${namespace}`),
     h("p", null, link(["search"], "search this namespace", { ns: namespace }), " · ",
+      link(["ns", namespace, "history"], "history"), " · ",
       link(["forget"], "forget this namespace", { ns: namespace })),
   );
   if (!data.sessions.length) {

@@ -1,4 +1,5 @@
-"""What the gateway's routes and MCP tools take and return (JSON over HTTP).
+"""The HTTP contracts: what the gateway's routes and MCP tools take and return (JSON), and
+so what `lychee_client` sends and reads.
 
 Inputs reuse the `schemas` contracts' field rules (names, turns, limits); the namespace comes
 from the path, `seq` and `exchange_id` may be left to the gateway.
@@ -177,6 +178,17 @@ class RecordsPage(BaseModel):
     page_size: int
     pages: int
     items: list[dict[str, Any]]
+
+
+class HistoryOut(BaseModel):
+    """A namespace's (or one record's) supersessions, oldest change first, and the conflicts
+    nothing settled: each with both records (`older`, `newer`: id, text, session, turns,
+    date), the time of the change, the reason and who found it (`rule:` or `llm:`)."""
+
+    namespace: str
+    record_id: str | None = None
+    supersessions: list[dict[str, Any]]
+    conflicts: list[dict[str, Any]]
 
 
 # -- what the console shows --------------------------------------------------------------------

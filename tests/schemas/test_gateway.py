@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from schemas.base import MAX_INT64, METADATA_MAX_DEPTH
-from streams.gateway.models import ExchangeIn
+from schemas.gateway import ExchangeIn
 
 TURNS = [{"role": "user", "content": "hello"}]
 

@@ -1,0 +1,130 @@
+"""The OpenAI Agents SDK over the service: a `Session` whose history is the raw turns of one
+service session, and a `search_memory` function tool over the service's search.
+
+How the SDK's items map onto turns (one item, one turn; one `add_items`, one exchange):
+
+- a message (`role` user, assistant or system) whose content is text, as a string or as
+  text parts, is a turn of that role whose content is the text: what the service segments,
+  encodes and searches. It comes back as `{"role": ..., "content": text}`, the SDK's easy
+  input message (ids, status and annotations of an assistant output are not kept);
+- any other item (a function call, its output, a message with images) is an assistant turn
+  spoken by `agents-item` whose content is the item as JSON, and comes back as it was.
+
+`add_items` returns once the turns are indexed, so the next run reads them. The service
+forgets per session: `clear_session` forgets the session; `pop_item` forgets it and adds
+back every item but the last (a forget and a re-add: costly, and rare in the SDK).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agents import FunctionTool, function_tool
+
+from lychee_client.aio import AsyncLycheeClient
+from schemas.gateway import ExchangeIn
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import SessionSettings
+
+ITEM_SPEAKER = "agents-item"
+MAX_TURNS = 64  # an exchange's limit
+ROLES = ("user", "assistant", "system")
+
+
+def _text(content: Any) -> str | None:
+    """The text of a message's content, or None when it holds anything but text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        texts = [
+            part.get("text")
+            for part in content
+            if isinstance(part, Mapping) and part.get("type") in ("input_text", "output_text")
+        ]
+        strings = [t for t in texts if isinstance(t, str)]
+        if len(strings) == len(content):
+            return "".join(strings)
+    return None
+
+
+def to_turn(item: Mapping[str, Any]) -> dict[str, Any]:
+    role = item.get("role")
+    if role in ROLES and item.get("type", "message") == "message":
+        text = _text(item.get("content"))
+        if text is not None and text.strip():
+            return {"role": role, "content": text}
+    return {"role": "assistant", "speaker": ITEM_SPEAKER, "content": json.dumps(dict(item))}
+
+
+def from_turn(turn: Mapping[str, Any]) -> TResponseInputItem:
+    if turn.get("speaker") == ITEM_SPEAKER:
+        item: TResponseInputItem = json.loads(turn["content"])
+        return item
+    message: TResponseInputItem = {"role": turn["role"], "content": turn["content"]}
+    return message
+
+
+class LycheeSession:
+    """The SDK's session protocol over one service session (`session_id`), in the namespace
+    of `client`. `wait_s` bounds how long `add_items` waits for its turns to be readable."""
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(self, session_id: str, client: AsyncLycheeClient, *, wait_s: float = 60.0):
+        self.session_id = session_id
+        self.client = client
+        self.wait_s = wait_s
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        items = [from_turn(t) for t in await self.client.all_turns(self.session_id)]
+        return items if limit is None else items[-limit:] if limit > 0 else []
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        await self._add([to_turn(item) for item in items])
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        items = await self.get_items()
+        if not items:
+            return None
+        await self.client.forget(self.session_id)
+        await self._add([to_turn(item) for item in items[:-1]])
+        return items[-1]
+
+    async def clear_session(self) -> None:
+        await self.client.forget(self.session_id)
+
+    async def _add(self, turns: Sequence[dict[str, Any]]) -> None:
+        if not turns:
+            return
+        exchanges = [
+            ExchangeIn.model_validate(
+                {"session_id": self.session_id, "turns": turns[i : i + MAX_TURNS]}
+            )
+            for i in range(0, len(turns), MAX_TURNS)
+        ]
+        receipt = await self.client.add(exchanges)
+        await self.client.wait_indexed(receipt, timeout_s=self.wait_s)
+
+
+def search_memory_tool(
+    client: AsyncLycheeClient, *, k: int = 8, timeout_s: float | None = None
+) -> FunctionTool:
+    """A `search_memory(query)` tool: the service's evidence for the query, as the text an
+    agent reads (the serialized context the service builds for answering)."""
+
+    async def search_memory(query: str) -> str:
+        """Search the user's long-term memory of earlier conversations.
+
+        Args:
+            query: what to look for, as a question or keywords.
+        """
+        found = await client.search(query, k=k, timeout_s=timeout_s)
+        if found.reply.context:
+            return found.reply.context
+        return "\n".join(f"- {e.text}" for e in found.evidence) or "nothing remembered"
+
+    return function_tool(search_memory)

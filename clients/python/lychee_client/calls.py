@@ -1,0 +1,212 @@
+"""What each client method sends and how its answer is read, once for the sync and the async
+clients: a method builds a `Call`, the client sends it (with its retries) and `Call.read`
+turns the JSON into the `schemas` models."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from lychee_client.errors import LycheeHTTPError
+from lychee_client.retry import retry_after_s
+from schemas import EvidenceItem, QueryReply
+from schemas.gateway import (
+    AddExchanges,
+    ControlIn,
+    ControlReceipt,
+    DeadLettersOut,
+    ExchangeIn,
+    ForgetOut,
+    NamespaceStatus,
+    Problem,
+    Receipt,
+    RecordsPage,
+    ReplayIn,
+    ReplayOut,
+    SearchIn,
+    WaitFor,
+)
+from schemas.plan import Plan
+
+T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A search's reply, with its plan read into `schemas.plan.Plan` (None when the query
+    service sent none) and its evidence as `schemas.EvidenceItem`s, best first."""
+
+    reply: QueryReply
+    plan: Plan | None
+
+    @property
+    def evidence(self) -> list[EvidenceItem]:
+        return self.reply.evidence
+
+    @property
+    def answer(self) -> str | None:
+        return self.reply.answer
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request: where, what, and how its 2xx JSON is read."""
+
+    method: str
+    path: str
+    read: Callable[[Any], T]
+    params: dict[str, str | int | bool] = field(default_factory=dict)
+    body: BaseModel | None = None
+
+    def json(self) -> Any:
+        return None if self.body is None else self.body.model_dump(mode="json", exclude_none=True)
+
+
+def model(cls: type[M]) -> Callable[[Any], M]:
+    return cls.model_validate
+
+
+def search_result(data: Any) -> SearchResult:
+    reply = QueryReply.model_validate(data)
+    return SearchResult(reply, Plan.model_validate(reply.plan) if reply.plan else None)
+
+
+def failure(call: Call[Any], response: httpx.Response, attempts: int = 1) -> LycheeHTTPError:
+    """The gateway's problem details as an error; a body that is not one (a proxy's page)
+    becomes a problem naming the status."""
+    try:
+        problem = Problem.model_validate(response.json())
+    except (ValueError, ValidationError):
+        text = response.text[:300].strip() or response.reason_phrase
+        problem = Problem(title=response.reason_phrase, status=response.status_code, detail=text)
+    return LycheeHTTPError(
+        call.method, call.path, response.status_code, problem, retry_after_s(response), attempts
+    )
+
+
+def _ns(namespace: str) -> str:
+    return f"/v1/namespaces/{quote(namespace, safe='')}"
+
+
+def _session(namespace: str, session_id: str) -> str:
+    return f"{_ns(namespace)}/sessions/{quote(session_id, safe='')}"
+
+
+def _params(**values: str | int | bool | date | datetime | None) -> dict[str, str | int | bool]:
+    out: dict[str, str | int | bool] = {}
+    for name, value in values.items():
+        if isinstance(value, date | datetime):
+            out[name] = value.isoformat()
+        elif value is not None:
+            out[name] = value
+    return out
+
+
+def named(exchange: ExchangeIn) -> ExchangeIn:
+    """The exchange with an id of its own: a retried add is then the same request again, which
+    the gateway answers with the first receipt instead of adding the exchange twice."""
+    if exchange.exchange_id is not None:
+        return exchange
+    return exchange.model_copy(update={"exchange_id": uuid.uuid4().hex})
+
+
+def add(namespace: str, exchanges: Iterable[ExchangeIn | Mapping[str, Any]]) -> Call[Receipt]:
+    items = [
+        named(e if isinstance(e, ExchangeIn) else ExchangeIn.model_validate(e)) for e in exchanges
+    ]
+    return Call(
+        "POST", f"{_ns(namespace)}/exchanges", model(Receipt), body=AddExchanges(exchanges=items)
+    )
+
+
+def search(
+    namespace: str,
+    query: str,
+    *,
+    k: int = 10,
+    session_id: str | None = None,
+    answer: bool = False,
+    wait_for: Receipt | None = None,
+    timeout_s: float | None = None,
+) -> Call[SearchResult]:
+    waited = (
+        WaitFor.model_validate(wait_for.model_dump(mode="json")) if wait_for is not None else None
+    )
+    body = SearchIn(
+        query=query,
+        k=k,
+        session_id=session_id,
+        answer=answer,
+        wait_for=waited,
+        timeout_s=timeout_s,
+    )
+    return Call("POST", f"{_ns(namespace)}/search", search_result, body=body)
+
+
+def listing(
+    namespace: str,
+    *,
+    turns: bool,
+    session_id: str | None = None,
+    memory_type: str | None = None,
+    since: date | None = None,
+    page: int = 1,
+    page_size: int = 50,
+) -> Call[RecordsPage]:
+    params = _params(
+        session_id=session_id,
+        memory_type=memory_type,
+        since=since,
+        turns=turns,
+        page=page,
+        page_size=page_size,
+    )
+    return Call("GET", f"{_ns(namespace)}/records", model(RecordsPage), params=params)
+
+
+def control(
+    namespace: str, session_id: str, kind: str, after_seq: int | None
+) -> Call[ControlReceipt]:
+    body = ControlIn(after_seq=after_seq) if after_seq is not None else None
+    return Call(
+        "POST", f"{_session(namespace, session_id)}/{kind}", model(ControlReceipt), body=body
+    )
+
+
+def forget(namespace: str, session_id: str | None) -> Call[ForgetOut]:
+    path = _session(namespace, session_id) if session_id is not None else _ns(namespace)
+    return Call("DELETE", path, model(ForgetOut))
+
+
+def status(namespace: str, session_id: str | None) -> Call[NamespaceStatus]:
+    params = _params(session_id=session_id)
+    return Call("GET", f"{_ns(namespace)}/status", model(NamespaceStatus), params=params)
+
+
+def dead_letters(
+    topic: str | None, error_type: str | None, since: datetime | None
+) -> Call[DeadLettersOut]:
+    params = _params(topic=topic, error_type=error_type, since=since)
+    return Call("GET", "/v1/dead-letters", model(DeadLettersOut), params=params)
+
+
+def replay(body: ReplayIn) -> Call[ReplayOut]:
+    return Call("POST", "/v1/dead-letters/replay", model(ReplayOut), body=body)
+
+
+def indexed(receipt: Receipt, got: NamespaceStatus) -> bool:
+    """Whether every session of `receipt` is indexed up to the receipt's last seq."""
+    seen = {s.session_id: s.indexed_seq for s in got.sessions}
+    return all(_seq(seen.get(s.session_id)) >= s.last_seq for s in receipt.sessions)
+
+
+def _seq(value: int | None) -> int:
+    return -1 if value is None else value

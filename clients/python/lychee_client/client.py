@@ -1,0 +1,216 @@
+"""The sync client: `LycheeClient(url, namespace, api_key=...)`, one namespace per client
+(`with_namespace` for another), methods named as the gateway's routes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from typing import Any, TypeVar
+
+import httpx
+
+from lychee_client import calls
+from lychee_client.calls import Call, SearchResult
+from lychee_client.errors import GatewayUnreachable
+from lychee_client.retry import RetryPolicy, retried, unsent
+from schemas.gateway import (
+    ControlReceipt,
+    DeadLettersOut,
+    ExchangeIn,
+    ForgetOut,
+    NamespaceStatus,
+    Receipt,
+    RecordsPage,
+    ReplayIn,
+    ReplayOut,
+)
+
+T = TypeVar("T")
+USER_AGENT = "lychee-client"
+
+
+def headers(api_key: str | None) -> dict[str, str]:
+    out = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    if api_key:
+        out["Authorization"] = f"Bearer {api_key}"
+    return out
+
+
+class LycheeClient:
+    """Talks to one namespace of a gateway over HTTP. Every request is retried on 429 and
+    503 as `retry` says; any other failure raises `LycheeHTTPError` (status and problem
+    details) or `GatewayUnreachable`. Close it, or use it as a context manager."""
+
+    def __init__(
+        self,
+        url: str,
+        namespace: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        self.namespace = namespace
+        self.retry = retry or RetryPolicy()
+        self._own = http is None
+        self._http = http or httpx.Client(
+            base_url=url.rstrip("/"), headers=headers(api_key), timeout=timeout_s
+        )
+
+    def with_namespace(self, namespace: str) -> LycheeClient:
+        """A client of another namespace sharing this one's connections (close this one)."""
+        return LycheeClient("", namespace, retry=self.retry, http=self._http)
+
+    def close(self) -> None:
+        if self._own:
+            self._http.close()
+
+    def __enter__(self) -> LycheeClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def send(self, call: Call[T]) -> T:
+        """Send one call with the retry rule; its 2xx body read into its model."""
+        for attempt in range(1, self.retry.attempts + 1):
+            last = attempt == self.retry.attempts
+            try:
+                response = self._http.request(
+                    call.method, call.path, params=call.params or None, json=call.json()
+                )
+            except httpx.TransportError as exc:
+                if last or not unsent(exc):
+                    raise GatewayUnreachable(f"{call.method} {call.path}: {exc!r}") from exc
+                time.sleep(self.retry.wait_s(attempt, None))
+                continue
+            if response.is_success:
+                return call.read(response.json())
+            if last or not retried(response):
+                raise calls.failure(call, response, attempt)
+            time.sleep(self.retry.wait_s(attempt, response))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    # -- writes --------------------------------------------------------------------------
+
+    def add(self, exchanges: Iterable[ExchangeIn | Mapping[str, Any]]) -> Receipt:
+        """Add exchanges (`ExchangeIn`, or dicts of its fields); the receipt once the broker
+        acked them. Pass it to `search(wait_for=...)` or `wait_indexed` to read your writes."""
+        return self.send(calls.add(self.namespace, exchanges))
+
+    def flush(self, session_id: str, after_seq: int | None = None) -> ControlReceipt:
+        """Close the session's open segment now, so that it is consolidated into records."""
+        return self.send(calls.control(self.namespace, session_id, "flush", after_seq))
+
+    def end_session(self, session_id: str, after_seq: int | None = None) -> ControlReceipt:
+        return self.send(calls.control(self.namespace, session_id, "end", after_seq))
+
+    def forget(self, session_id: str) -> ForgetOut:
+        """Forget one session everywhere; returns once every stage confirmed."""
+        return self.send(calls.forget(self.namespace, session_id))
+
+    def forget_namespace(self) -> ForgetOut:
+        """Forget the whole namespace everywhere; returns once every stage confirmed."""
+        return self.send(calls.forget(self.namespace, None))
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        k: int = 10,
+        session_id: str | None = None,
+        answer: bool = False,
+        wait_for: Receipt | None = None,
+        timeout_s: float | None = None,
+    ) -> SearchResult:
+        """Evidence for `query` (and its plan); with `wait_for`, once that receipt is
+        searchable."""
+        return self.send(
+            calls.search(
+                self.namespace,
+                query,
+                k=k,
+                session_id=session_id,
+                answer=answer,
+                wait_for=wait_for,
+                timeout_s=timeout_s,
+            )
+        )
+
+    def records(
+        self,
+        *,
+        session_id: str | None = None,
+        memory_type: str | None = None,
+        since: date | None = None,
+        page: int = 1,
+        page_size: int = 50,
+    ) -> RecordsPage:
+        """One page of memory records, oldest first."""
+        return self.send(
+            calls.listing(
+                self.namespace,
+                turns=False,
+                session_id=session_id,
+                memory_type=memory_type,
+                since=since,
+                page=page,
+                page_size=page_size,
+            )
+        )
+
+    def turns(
+        self, *, session_id: str | None = None, page: int = 1, page_size: int = 50
+    ) -> RecordsPage:
+        """One page of raw turns, in conversation order."""
+        return self.send(
+            calls.listing(
+                self.namespace, turns=True, session_id=session_id, page=page, page_size=page_size
+            )
+        )
+
+    def all_turns(
+        self, session_id: str | None = None, page_size: int = 500
+    ) -> list[dict[str, Any]]:
+        """Every raw turn of the namespace (or session), page after page."""
+        items: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            got = self.turns(session_id=session_id, page=page, page_size=page_size)
+            items.extend(got.items)
+            if page >= got.pages:
+                return items
+            page += 1
+
+    def status(self, session_id: str | None = None) -> NamespaceStatus:
+        return self.send(calls.status(self.namespace, session_id))
+
+    def wait_indexed(self, receipt: Receipt, timeout_s: float = 60.0, poll_s: float = 0.1) -> None:
+        """Return once every exchange of `receipt` is indexed (its raw turns readable and
+        searchable); `TimeoutError` after `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        session = receipt.sessions[0].session_id if len(receipt.sessions) == 1 else None
+        while not calls.indexed(receipt, self.status(session)):
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"receipt not indexed within {timeout_s} s")
+            time.sleep(poll_s)
+
+    # -- dead letters (a key allowed every namespace) -------------------------------------
+
+    def dead_letters(
+        self,
+        *,
+        topic: str | None = None,
+        error_type: str | None = None,
+        since: datetime | None = None,
+    ) -> DeadLettersOut:
+        return self.send(calls.dead_letters(topic, error_type, since))
+
+    def replay(self, topic: str, **options: Any) -> ReplayOut:
+        """Replay dead letters once each (`ReplayIn`'s fields: error_type, since, dry_run,
+        force); 409 when all were replayed before, unless forced."""
+        return self.send(calls.replay(ReplayIn(topic=topic, **options)))

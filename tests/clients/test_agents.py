@@ -1,0 +1,98 @@
+"""The OpenAI Agents SDK over the service, with the real `openai-agents`: an `Agent` run
+against the fake OpenAI-compatible server keeps its history in the service's raw turns, and a
+later run in another session recalls it through the `search_memory` tool."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
+from openai import AsyncOpenAI
+
+from lychee_client import AsyncLycheeClient
+from lychee_client.agents import LycheeSession, search_memory_tool
+from tests.clients.conftest import Gateway
+from tests.fakes.openai_server import Action, FakeOpenAI, text, tool_call
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+SEARCH_S = 120
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeOpenAI]:
+    set_tracing_disabled(True)  # the SDK would export its traces to OpenAI
+
+    def respond(body: dict[str, Any]) -> Action | None:
+        """After a tool call, answer with what the tool returned."""
+        last = body["messages"][-1]
+        return text(f"From memory: {last['content']}") if last["role"] == "tool" else None
+
+    with FakeOpenAI(default_reply=text("Noted."), respond=respond) as server:
+        yield server
+
+
+def agent_on(server: FakeOpenAI, client: AsyncLycheeClient) -> Agent:
+    model = OpenAIChatCompletionsModel(
+        model="fake", openai_client=AsyncOpenAI(base_url=server.url, api_key="x", max_retries=0)
+    )
+    tool = search_memory_tool(client, timeout_s=SEARCH_S)
+    return Agent(name="assistant", instructions="Be brief.", model=model, tools=[tool])
+
+
+async def test_agent_session_keeps_turns_in_the_service_and_a_later_run_recalls_them(
+    gateway: Gateway, llm: FakeOpenAI
+) -> None:
+    ns = f"cl-ag-{uuid.uuid4().hex[:8]}"
+    async with AsyncLycheeClient(gateway.url, ns, api_key=gateway.key) as client:
+        agent = agent_on(llm, client)
+        monday = LycheeSession("monday", client)
+        first = await Runner.run(agent, "My bicycle is a green Brompton.", session=monday)
+        assert first.final_output == "Noted."
+        stored = await client.all_turns("monday")
+        assert [(t["role"], t["content"]) for t in stored] == [
+            ("user", "My bicycle is a green Brompton."),
+            ("assistant", "Noted."),
+        ]
+
+        await Runner.run(agent, "And I ride it to work.", session=monday)
+        sent = llm.requests[-1]["messages"]
+        assert [m["content"] for m in sent if m["role"] == "user"] == [
+            "My bicycle is a green Brompton.",
+            "And I ride it to work.",
+        ]  # the session's history, read back from the service
+
+        llm.script(tool_call("search_memory", query="bicycle"))
+        later = await Runner.run(
+            agent, "What bicycle do I have?", session=LycheeSession("friday", client)
+        )
+        assert "green Brompton" in later.final_output  # recalled through the tool
+        friday = await LycheeSession("friday", client).get_items()
+        assert [i.get("type") for i in friday][1:3] == ["function_call", "function_call_output"]
+        assert friday[0] == {"role": "user", "content": "What bicycle do I have?"}
+
+
+async def test_session_pop_item_and_clear_session_remove_from_the_service(
+    gateway: Gateway,
+) -> None:
+    ns = f"cl-ag-{uuid.uuid4().hex[:8]}"
+    async with AsyncLycheeClient(gateway.url, ns, api_key=gateway.key) as client:
+        session = LycheeSession("s", client)
+        await session.add_items(
+            [{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}]
+        )
+        await session.add_items(
+            [{"role": "user", "content": [{"type": "input_text", "text": "three"}]}]
+        )
+        assert await session.get_items(limit=2) == [
+            {"role": "assistant", "content": "two"},
+            {"role": "user", "content": "three"},
+        ]
+        assert await session.pop_item() == {"role": "user", "content": "three"}
+        assert [t["content"] for t in await client.all_turns("s")] == ["one", "two"]
+        await session.clear_session()
+        assert await session.get_items() == [] and await client.all_turns("s") == []
+        assert await session.pop_item() is None

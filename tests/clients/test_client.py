@@ -1,0 +1,166 @@
+"""The HTTP client against a real gateway and stack: add, read your writes through search
+(plan and evidence as the `schemas` models), list, status, forget, dead letters, and the
+errors and retries a caller meets."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from pydantic import ValidationError
+
+from lychee_client import (
+    AsyncLycheeClient,
+    EvidenceItem,
+    ExchangeIn,
+    LycheeClient,
+    LycheeHTTPError,
+    RetryPolicy,
+    Turn,
+    calls,
+)
+from lychee_client.retry import retried, retry_after_s
+from schemas.plan import Plan
+from streams.stack.embedded import Child, free_port
+from tests.clients.conftest import Gateway
+from tests.streams.gateway.conftest import wait_ready
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+
+SEARCH_S = 120  # a cold query service on a busy machine takes longer than the default 15 s
+
+
+def namespace() -> str:
+    return f"cl-{uuid.uuid4().hex[:10]}"
+
+
+def exchange(session: str, text: str) -> ExchangeIn:
+    return ExchangeIn(session_id=session, turns=[Turn(role="user", speaker="Ilse", content=text)])
+
+
+def test_client_add_search_list_status_forget(gateway: Gateway) -> None:
+    with LycheeClient(gateway.url, namespace(), api_key=gateway.key) as client:
+        receipt = client.add(
+            [
+                exchange("trip", "I am restoring a 1967 Vespa scooter in my garage."),
+                {"session_id": "trip", "turns": [{"role": "assistant", "content": "Nice!"}]},
+            ]
+        )
+        assert [e.seq for e in receipt.exchanges] == [0, 1]
+        found = client.search("What vehicle am I restoring?", wait_for=receipt, timeout_s=SEARCH_S)
+        assert isinstance(found.plan, Plan) and found.plan.semantic_queries
+        assert all(isinstance(e, EvidenceItem) for e in found.evidence)
+        assert any("Vespa" in e.text for e in found.evidence)
+        turns = client.turns(session_id="trip")
+        assert turns.kind == "turns" and [t["content"] for t in turns.items] == [
+            "I am restoring a 1967 Vespa scooter in my garage.",
+            "Nice!",
+        ]
+        assert client.records().kind == "records"
+        status = client.status("trip")
+        assert status.sessions[0].indexed_seq == 1 and status.searchable
+        gone = client.forget("trip")
+        assert gone.session_id == "trip" and sum(gone.rows_removed.values()) >= 2
+        assert client.turns(session_id="trip").total == 0
+
+
+async def test_async_client_reads_its_writes(gateway: Gateway) -> None:
+    async with AsyncLycheeClient(gateway.url, namespace(), api_key=gateway.key) as client:
+        receipt = await client.add([exchange("a1", "My sister Wren keeps bees on her roof.")])
+        await client.wait_indexed(receipt)
+        assert [t["content"] for t in await client.all_turns("a1", page_size=1)] == [
+            "My sister Wren keeps bees on her roof."
+        ]
+        found = await client.search("Who keeps bees?", k=5, timeout_s=SEARCH_S)
+        assert any("Wren" in e.text for e in found.evidence)
+        assert (await client.forget_namespace()).session_id is None
+
+
+def test_client_add_sent_again_is_answered_with_the_first_receipt(gateway: Gateway) -> None:
+    """What a retried add does: the client named the exchange before the first try, so the
+    same request again adds nothing."""
+    with LycheeClient(gateway.url, namespace(), api_key=gateway.key) as client:
+        call = calls.add(client.namespace, [exchange("s", "I collect old maps of Lisbon.")])
+        assert call.body is not None and call.json()["exchanges"][0]["exchange_id"]
+        first, again = client.send(call), client.send(call)
+        assert not first.exchanges[0].duplicate and again.exchanges[0].duplicate
+        assert again.exchanges[0].seq == first.exchanges[0].seq == 0
+        assert client.add([exchange("s", "Another one.")]).exchanges[0].seq == 1
+
+
+def test_client_errors_name_the_status_and_the_problem(gateway: Gateway) -> None:
+    with LycheeClient(gateway.url, "other-ns", api_key=gateway.key) as client:
+        with pytest.raises(LycheeHTTPError) as denied:
+            client.search("anything")
+        assert denied.value.status == 403 and "other-ns" in denied.value.problem.detail
+    with LycheeClient(gateway.url, namespace(), api_key="not-a-key") as client:
+        with pytest.raises(LycheeHTTPError) as unknown:
+            client.status()
+        assert unknown.value.status == 401
+    with LycheeClient(gateway.url, namespace(), api_key=gateway.key) as client:
+        with pytest.raises(ValidationError):  # refused before sending: the same contract
+            client.add([{"session_id": "bad id!", "turns": [{"role": "user", "content": "x"}]}])
+        with pytest.raises(LycheeHTTPError) as wide:
+            client.dead_letters()  # a key for `cl-*` only
+        assert wide.value.status == 403
+    with LycheeClient(gateway.url, "cl-bad name", api_key=gateway.key) as client:
+        with pytest.raises(LycheeHTTPError) as invalid:
+            client.status()
+        assert invalid.value.status == 422 and invalid.value.attempts == 1
+        assert "namespace" in invalid.value.problem.detail
+    with LycheeClient(gateway.url, namespace(), api_key=gateway.root_key) as root:
+        assert isinstance(root.dead_letters().reasons, list)
+        dry = root.replay("memory.segments", dry_run=True)
+        assert dry.dry_run and dry.replayed == []
+
+
+@pytest.fixture
+def stackless_gateway(tmp_path: Path) -> Iterator[str]:
+    """A gateway whose broker and Redis do not answer: every namespace route is a 503 with
+    Retry-After."""
+    port = free_port()
+    env = {
+        "LYCHEE_KAFKA_BOOTSTRAP": f"127.0.0.1:{free_port()}",
+        "LYCHEE_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0",
+        "LYCHEE_LANCEDB_URI": str(tmp_path / "lance"),
+    }
+    argv = [sys.executable, "-m", "streams.cli", "gateway", "--host", "127.0.0.1"]
+    child = Child(
+        "gateway", [*argv, "--port", str(port)], tmp_path / "gw.log", {**os.environ, **env}
+    )
+    child.start()
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_ready(url, child, path="/healthz")
+        yield url
+    finally:
+        child.stop()
+
+
+def test_client_retries_503_as_retry_after_says_then_raises(stackless_gateway: str) -> None:
+    policy = RetryPolicy(attempts=3, max_wait_s=0.2)
+    client = LycheeClient(stackless_gateway, "anyone", retry=policy)
+    with client, pytest.raises(LycheeHTTPError) as down:
+        client.status()
+    assert down.value.status == 503 and down.value.attempts == 3
+    assert down.value.retry_after_s == 1.0 and "after 3 tries" in str(down.value)
+    assert "Kafka at" in down.value.problem.detail
+
+
+def test_retry_rule_reads_retry_after_and_bounds_it() -> None:
+    def answer(code: int, after: str | None = None) -> httpx.Response:
+        return httpx.Response(code, headers={"Retry-After": after} if after else {})
+
+    policy = RetryPolicy(attempts=4, backoff_s=0.5, max_wait_s=10)
+    assert retried(answer(429)) and retried(answer(503)) and not retried(answer(500))
+    assert policy.wait_s(1, answer(429, "7")) == 7
+    assert policy.wait_s(1, answer(503, "3600")) == 10  # bounded
+    assert retry_after_s(answer(503, "Wed, 21 Oct 2015 07:28:00 GMT")) == 0  # in the past
+    assert retry_after_s(answer(503, "soon")) is None
+    assert 0.25 <= policy.wait_s(1, answer(503)) <= 0.75  # no advice: jittered backoff
+    assert 1.0 <= policy.wait_s(3, answer(503)) <= 3.0

@@ -1,0 +1,57 @@
+"""A namespace's history through the gateway's route and MCP tool: the indexer's rules link
+a later value to the earlier one, and both callers see the change (issue 44)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.streams.gateway.conftest import Gateways
+from tests.streams.gateway.test_gateway import ex, wait_status
+from tests.streams.gateway.test_mcp import http_client
+from tests.waiting import eventually
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+
+SAID = (
+    ("s1", "2024-03-01T10:00:00Z", "The greenhouse heater draws 900 watts on cold nights."),
+    ("s2", "2024-04-02T10:00:00Z", "The greenhouse heater now draws 650 watts at night."),
+)
+
+
+async def test_history_route_and_tool_show_what_replaced_what(gateways: Gateways) -> None:
+    ns, headers = f"gw-a-h{uuid.uuid4().hex[:6]}", gateways.headers("all")
+    body = {"exchanges": [ex(sid, f"{sid}-1", text, session_date=when) for sid, when, text in SAID]}
+    async with httpx.AsyncClient(base_url=gateways.urls[0], timeout=300) as c:
+        r = await c.post(f"/v1/namespaces/{ns}/exchanges", json=body, headers=headers)
+        assert r.status_code == 202, r.text
+        for sid in ("s1", "s2"):
+            r = await c.post(f"/v1/namespaces/{ns}/sessions/{sid}/end", headers=headers)
+            assert r.status_code == 202, r.text
+        await wait_status(c, ns, headers, lambda b: b["searchable"] and len(b["sessions"]) == 2)
+
+        async def history() -> dict[str, Any]:
+            r = await c.get(f"/v1/namespaces/{ns}/history", headers=headers)
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        found = await eventually(
+            history,
+            what=f"a supersession in {ns}",
+            until=lambda h: bool(h["supersessions"]),
+            timeout_s=240,
+            interval_s=0.5,
+        )
+        (change,) = found["supersessions"]
+        assert change["older"]["text"] == SAID[0][2] and change["newer"]["text"] == SAID[1][2]
+        assert change["found_by"] == "rule:value-change" and change["newer"]["turn_ids"]
+        assert change["changed_at"].startswith("2024-04-02") and found["conflicts"] == []
+        other = await c.get(f"/v1/namespaces/{ns}/history", headers=gateways.headers("b"))
+        assert other.status_code == 403, other.text
+    async with http_client(gateways, "all") as client:
+        got = await client.call_tool("memory_history", {"namespace": ns})
+        assert not got.is_error, got.content
+        assert (got.structured_content or {})["supersessions"][0]["reason"] == change["reason"]

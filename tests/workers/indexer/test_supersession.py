@@ -1,0 +1,72 @@
+"""The offline supersession rules on statements written for the tests (no data set text)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from schemas.supersession import LinkKind
+from workers.indexer.supersession import Statement, denied, earlier, link_statements, values_of
+
+DAY1, DAY2 = datetime(2024, 3, 1), datetime(2024, 4, 2)
+
+
+def said(rid: str, text: str, day: datetime | None = DAY1, seq: int = 0, **kw: str) -> Statement:
+    return Statement(
+        record_id=rid,
+        text=text,
+        role=kw.get("role", "user"),
+        session_id=kw.get("session", f"s{day.day if day else 0}"),
+        said_at=day,
+        position=(0, seq),
+    )
+
+
+def test_values_of_reads_kinds_and_the_words_naming_them() -> None:
+    (v,) = values_of("The telescope mount now tracks at 40 ms per step.")
+    assert (v.kind, v.amount) == ("duration:ms", 40.0)
+    assert {"telescope", "mount", "track"} <= v.attribute
+    (d,) = values_of("The kiln firing is due on May 3rd, 2025 for the glaze batch.")
+    assert (d.kind, d.amount) == ("date", 503)
+    assert values_of("I upgraded the library to v2.4.1 in 2023.") == []  # a version, a year
+
+
+def test_a_later_value_of_the_same_attribute_supersedes_the_earlier() -> None:
+    old = said("r1", "The greenhouse heater draws 900 watts on cold nights.", DAY1)
+    new = said("r2", "The greenhouse heater now draws 650 watts on cold nights.", DAY2)
+    (link,) = link_statements("ns", [new, old])
+    assert (link.kind, link.older_id, link.newer_id) == (LinkKind.supersedes, "r1", "r2")
+    assert link.changed_at == DAY2 and link.found_by == "rule:value-change"
+    assert "900 watts then 650 watts" in link.reason
+
+
+def test_no_link_when_unsure() -> None:
+    old = said("r1", "The greenhouse heater draws 900 watts.", DAY1)
+    same = said("r2", "The greenhouse heater draws 900 watts, as I said.", DAY2)
+    other = said("r3", "The bakery oven now draws 650 watts.", DAY2)  # another attribute
+    undated = said("r4", "The greenhouse heater now draws 700 watts.", None)
+    assistant = said("r5", "The greenhouse heater now draws 600 watts.", DAY2, role="assistant")
+    assert link_statements("ns", [old, same, other, undated, assistant]) == []
+
+
+def test_order_is_known_within_a_session_or_across_dates_only() -> None:
+    a, b = said("a", "x", DAY1, seq=1), said("b", "y", DAY1, seq=2)
+    c = said("c", "z", DAY1, session="other")
+    assert earlier(a, b) is True and earlier(b, a) is False
+    assert earlier(a, c) is None  # two sessions of one date
+    assert earlier(a, said("d", "w", DAY2)) is True
+
+
+def test_a_denial_after_an_account_of_doing_it_is_a_conflict() -> None:
+    did = said("r1", "I wrote the serial driver for the rover's compass module.", DAY1)
+    never = said("r2", "I've never written any serial driver for the compass module.", DAY2)
+    assert denied(never.text) is not None and denied(did.text) is None
+    (link,) = link_statements("ns", [did, never])
+    assert (link.kind, link.older_id, link.newer_id) == (LinkKind.conflict, "r1", "r2")
+    assert link.found_by == "rule:never-but-did"
+
+
+def test_an_account_after_a_denial_settles_it() -> None:
+    never = said("r1", "I've never written any serial driver for the compass module.", DAY1)
+    did = said("r2", "I wrote the serial driver for the compass module last week.", DAY2)
+    (link,) = link_statements("ns", [never, did])
+    assert (link.kind, link.older_id, link.newer_id) == (LinkKind.supersedes, "r1", "r2")

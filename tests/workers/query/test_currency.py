@@ -1,0 +1,163 @@
+"""Today's truth first, through the real indexer (its rules write the links) and the query
+service on a real LanceDB: the newer value above the older, the past left alone, conflicts
+side by side, and the marks in fields and in words."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from schemas import EvidenceItem, QueryRequest, Role, SegmentExchange, Turn
+from schemas.records import MemoryType
+from tests.workers.builders import HASH_DIM, HashEmbedder, make_batch, segment_of
+from workers.encoder.encoded import build_record
+from workers.indexer.service import IndexBatch, IndexerService
+from workers.query.currency import about_the_past, current_first
+from workers.query.serialize import item_line
+from workers.query.service import QueryDeps, QueryService
+from workers.store import EvidenceStore
+
+pytestmark = pytest.mark.asyncio
+
+SAID = [  # (session, date, turn id, text): two values of one attribute, a denial, an account
+    ("s1", datetime(2024, 3, 1), "s1t1", "The greenhouse heater draws 900 watts on cold nights."),
+    ("s1", datetime(2024, 3, 1), "s1t2", "I wrote the serial driver for the compass module."),
+    ("s2", datetime(2024, 4, 2), "s2t1", "The greenhouse heater now draws 650 watts at night."),
+    (
+        "s2",
+        datetime(2024, 4, 2),
+        "s2t2",
+        "I've never written a serial driver for a compass module.",
+    ),
+]
+
+
+async def indexed(tmp_path: Path) -> EvidenceStore:
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    batches = []
+    for n, (session, day, tid, text) in enumerate(SAID):
+        ex = SegmentExchange(
+            exchange_id=f"{session}:e{n}",
+            seq=n,
+            turn_ids=[tid],
+            turns=[Turn(role=Role.user, content=text, speaker="Ann")],
+            tokens=8,
+        )
+        seg = segment_of([ex], date=day, ns="a", session=session, index=n)
+        rec = build_record(seg, MemoryType.fact, text, [tid], source_role="user")
+        batches.append(make_batch(seg, [rec]))
+    written = await IndexerService(store, HashEmbedder()).write(IndexBatch(records=batches))
+    assert written["links_written"] == 2
+    return store
+
+
+def request(q: str) -> QueryRequest:
+    return QueryRequest(
+        correlation_id="c1",
+        namespace="a",
+        query=q,
+        k=4,
+        reply_partition=0,
+        deadline_ms=int(datetime(2100, 1, 1).timestamp() * 1000),
+    )
+
+
+def rid(item: EvidenceItem) -> str:
+    """The record id of a record item (`namespace/record/<id>`): what links name."""
+    return item.item_id.rsplit("/", 1)[-1]
+
+
+def texts(evidence: list[EvidenceItem]) -> list[str]:
+    return [e.text for e in evidence]
+
+
+async def test_a_question_about_the_present_gets_the_newer_value_first(tmp_path: Path) -> None:
+    svc = QueryService(QueryDeps(await indexed(tmp_path), HashEmbedder()))
+    reply = await svc.search(request("How many watts does the greenhouse heater draw?"))
+    found = texts(reply.evidence)
+    new, old = SAID[2][3], SAID[0][3]
+    assert found.index(new) < found.index(old)
+    older = reply.evidence[found.index(old)]
+    newer = reply.evidence[found.index(new)]
+    assert older.superseded_by == [rid(newer)] and older.valid_to == "2024-04-02"
+    assert newer.supersedes == [rid(older)] and newer.valid_from == "2024-04-02"
+    assert "[replaced on 2 April 2024 by a later statement]" in reply.context
+    assert "[current since 2 April 2024; replaces an earlier statement]" in item_line(newer)
+
+
+async def test_a_question_about_the_past_keeps_the_order_and_the_marks(tmp_path: Path) -> None:
+    store = await indexed(tmp_path)
+    plain = QueryService(QueryDeps(store, HashEmbedder()))
+    q = "How many watts did the greenhouse heater draw before?"
+    assert about_the_past(q) and not about_the_past("How many watts does it draw?")
+    reply = await plain.search(request(q))
+    old = next(e for e in reply.evidence if e.text == SAID[0][3])
+    assert old.superseded_by  # still marked, where likeness put it
+
+
+async def test_conflicting_statements_come_side_by_side(tmp_path: Path) -> None:
+    svc = QueryService(QueryDeps(await indexed(tmp_path), HashEmbedder()))
+    reply = await svc.search(request("Have I written a serial driver for the compass module?"))
+    found = texts(reply.evidence)
+    at = sorted(found.index(SAID[i][3]) for i in (1, 3))
+    assert at[1] == at[0] + 1
+    both = [reply.evidence[i] for i in at]
+    assert both[0].conflict == [rid(both[1])] and both[1].conflict == [rid(both[0])]
+    assert reply.context.count("contradicted by another statement") == 2
+
+
+async def test_a_namespace_without_links_replies_as_before(tmp_path: Path) -> None:
+    store = await indexed(tmp_path)
+    reply = await QueryService(QueryDeps(store, HashEmbedder())).search(
+        request("How many watts does the greenhouse heater draw?").model_copy(
+            update={"namespace": "b"}
+        )
+    )
+    assert reply.evidence == [] and reply.schema_version == 2
+
+
+def filler(n: int) -> EvidenceItem:
+    return EvidenceItem(
+        kind="turn", item_id=f"a/s9/x{n}", text=f"x{n}", turn_ids=[f"x{n}"], session_id="s9"
+    )
+
+
+def said_as_turn(i: int) -> EvidenceItem:
+    """The raw turn of SAID[i]: it follows the links of the record that cites it."""
+    session, _, tid, text = SAID[i]
+    return EvidenceItem(
+        kind="turn", item_id=f"a/{session}/{tid}", text=text, turn_ids=[tid], session_id=session
+    )
+
+
+async def test_current_first_moves_the_newer_turn_up_and_adds_a_missing_record(
+    tmp_path: Path,
+) -> None:
+    store = await indexed(tmp_path)
+    q = "How many watts does the greenhouse heater draw?"
+    items = [filler(0), said_as_turn(0), filler(1), said_as_turn(2)]
+    moved = current_first(store, "a", q, items)
+    assert moved is not None
+    assert [i.item_id for i in moved[0]] == ["a/s9/x0", "a/s2/s2t1", "a/s1/s1t1", "a/s9/x1"]
+    # the newer one not retrieved at all: its record comes from the store, above the older
+    added = current_first(store, "a", q, [filler(0), said_as_turn(0), filler(1)])
+    assert added is not None
+    evidence, context, _ = added
+    assert [i.kind for i in evidence] == ["turn", "record", "turn"]
+    assert evidence[1].text == SAID[2][3] and evidence[1].supersedes
+    assert len(evidence) == 3  # as many items as asked for: the last one made room
+    # the past: nothing moves
+    past = current_first(store, "a", "How many watts did the heater draw before?", items)
+    assert past is not None and [i.item_id for i in past[0]] == [i.item_id for i in items]
+
+
+async def test_current_first_puts_a_conflict_next_to_its_other_side(tmp_path: Path) -> None:
+    store = await indexed(tmp_path)
+    q = "Have I written a serial driver for the compass module?"
+    items = [said_as_turn(3), filler(0), filler(1), said_as_turn(1)]
+    moved = current_first(store, "a", q, items)
+    assert moved is not None
+    assert [i.item_id for i in moved[0]] == ["a/s2/s2t2", "a/s1/s1t2", "a/s9/x0", "a/s9/x1"]
+    assert moved[0][0].conflict and moved[0][1].conflict and not moved[0][2].conflict
