@@ -64,6 +64,12 @@ class SegmentExchange(BaseModel):
     source: LogPosition | None = Field(
         default=None, description="where the exchange was read (None: unknown)"
     )
+    trace: str | None = Field(
+        default=None,
+        max_length=512,
+        description="W3C traceparent of the exchange's handling, linked from the segment's "
+        "spans (None: untraced)",
+    )
 
 
 class Segment(Contract):

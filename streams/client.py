@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import RecordMetadata
+from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
 
 from schemas import (
@@ -38,10 +39,11 @@ from streams.errors import ClientError, ForgetFailed, QueryFailed, ReplyTimeout
 from streams.kafka import fetch
 from streams.kafka.errors import SerdeError
 from streams.kafka.lag import LagReader
-from streams.kafka.producer import start_producer
+from streams.kafka.producer import send_traced, start_producer
 from streams.kafka.serde import decode, encode
 from streams.settings import Settings
 from streams.stack.endpoints import client_settings
+from workers import telemetry
 from workers.encoder.service import read_usage
 
 if TYPE_CHECKING:  # LanceDB is imported on first listing: a client that only talks is quick
@@ -158,10 +160,7 @@ class MemoryClient:
     async def send(self, message: ExchangeTopicMessage) -> asyncio.Future[RecordMetadata]:
         """Enqueue one message for `memory.exchanges`; the future resolves with its partition
         and offset once the broker acked it. Sends of one session keep their order."""
-        acked: asyncio.Future[RecordMetadata] = await self.producer.send(
-            t.EXCHANGES, value=encode(message), key=message.key.encode()
-        )
-        return acked
+        return await send_traced(self.producer, t.EXCHANGES, encode(message), message.key.encode())
 
     async def flush(
         self, namespace: str, session_id: str, after_seq: int | None = None
@@ -210,9 +209,7 @@ class MemoryClient:
                     reply_partition=self.reply_partition,
                     requested_at=datetime.now(UTC),
                 )
-                await self.producer.send_and_wait(
-                    t.CONTROL, value=encode(req), key=namespace.encode()
-                )
+                await (await send_traced(self.producer, t.CONTROL, encode(req), namespace.encode()))
                 await wait.done.wait()
         except TimeoutError as exc:
             missing = sorted(set(FORGET_STAGES) - set(wait.parts))
@@ -318,12 +315,19 @@ class MemoryClient:
         )
         fut: asyncio.Future[QueryReply] = asyncio.get_running_loop().create_future()
         self._pending[cid] = fut
+        attrs: dict[str, telemetry.AttributeValue] = {
+            "lychee.namespace": namespace,
+            "lychee.correlation_id": cid,
+            "lychee.k": k,
+        }
         try:
-            async with asyncio.timeout(budget):
-                await self.producer.send_and_wait(
-                    t.QUERIES, value=encode(req), key=namespace.encode()
-                )
-                reply = await fut
+            with telemetry.span("memory.search", kind=SpanKind.CLIENT, attributes=attrs):
+                async with asyncio.timeout(budget):
+                    sent = await send_traced(
+                        self.producer, t.QUERIES, encode(req), namespace.encode()
+                    )
+                    await sent
+                    reply = await fut
         except TimeoutError as exc:
             raise ReplyTimeout(cid, budget) from exc
         finally:
@@ -349,7 +353,8 @@ class MemoryClient:
                         if reason:
                             log.warning("client.undecodable_batch_skipped", reason=reason)
                         continue  # a marker, or a record with neither key nor value
-                    self._resolve(rec.key, rec.value)
+                    with telemetry.consumed(t.REPLIES, rec.headers, rec.partition, rec.offset):
+                        self._resolve(rec.key, rec.value)
 
     def _resolve(self, key: bytes | None, value: bytes | None) -> None:
         """Hand a reply to the search waiting for it; anything else on the shared partition

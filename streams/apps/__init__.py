@@ -47,10 +47,11 @@ def run_worker(stage: str, settings: Settings) -> None:
     """Run one stage until SIGTERM/SIGINT; Faust drains in-flight work on the way out."""
     import faust
 
-    from streams import metrics
+    from streams import metrics, tracing
     from streams.kafka.fetch import check_codecs
     from streams.kafka.topics import ensure_topics, topic_retention
 
+    tracing.setup(stage)  # before the app is built: OTEL_* turns spans on
     collect_as_a_worker()
     check_codecs()  # refuse to start rather than crash on the first compressed batch
     asyncio.run(
@@ -75,3 +76,4 @@ def run_worker(stage: str, settings: Settings) -> None:
     finally:
         if registration is not None:
             registration.stop()
+        tracing.shutdown()  # what the batch exporter still holds

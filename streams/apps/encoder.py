@@ -19,6 +19,7 @@ from streams.kafka.serde import decode
 from streams.settings import Settings
 from workers.encoder.service import EncoderService, SegmentEncoder
 from workers.forget import Source, source_of
+from workers.telemetry import Headers
 
 log = structlog.get_logger("lychee.encoder")
 
@@ -54,11 +55,14 @@ def build(settings: Settings) -> faust.App:
         lease_s=settings.encoder.lease_s,
     )
 
-    async def handle(items: Sequence[tuple[Segment, Source | None]]) -> None:
-        await service.handle([s for s, _ in items], [src for _, src in items])
+    async def handle(items: Sequence[tuple[Segment, Source | None, Headers]]) -> None:
+        await service.handle(
+            [s for s, _, _ in items], [src for _, src, _ in items], [h for _, _, h in items]
+        )
 
-    def parse(rec: Incoming) -> tuple[Segment, Source | None]:
-        return decode(rec.value, Segment, settings.kafka.max_message_bytes), source_of(rec.headers)
+    def parse(rec: Incoming) -> tuple[Segment, Source | None, Headers]:
+        segment = decode(rec.value, Segment, settings.kafka.max_message_bytes)
+        return segment, source_of(rec.headers), rec.headers
 
     async def forget(req: ForgetRequest) -> Applied:
         await service.fences.raise_to(req.namespace, req.session_id, req.exchanges_end)

@@ -20,17 +20,19 @@ from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
 from streams.kafka.serde import SCHEMA, decode
 from streams.progress import Progress
 from streams.settings import Settings
+from workers import telemetry
 from workers.forget import Fences, Source, source_of
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import EvidenceStore
+from workers.telemetry import Consumed
 
 log = structlog.get_logger("lychee.indexer")
 
 
 def turn_parser(
     store: EvidenceStore, max_bytes: int
-) -> Callable[[Incoming], tuple[RawTurn, Source | None]]:
-    def parse(rec: Incoming) -> tuple[RawTurn, Source | None]:
+) -> Callable[[Incoming], tuple[RawTurn, Source | None, Consumed]]:
+    def parse(rec: Incoming) -> tuple[RawTurn, Source | None, Consumed]:
         turn = decode(rec.value, RawTurn, max_bytes)
         if turn.embedding_model != store.model or len(turn.embedding) != store.dim:
             # the store refuses it too, but only after failing the whole batch first
@@ -39,14 +41,22 @@ def turn_parser(
                 f"({len(turn.embedding)}-d); the store holds {store.model!r} ({store.dim}-d)",
                 SCHEMA,
             )
-        return turn, source_of(rec.headers)
+        return turn, source_of(rec.headers), consumed(rec)
 
     return parse
 
 
-def parse_batch(max_bytes: int) -> Callable[[Incoming], tuple[RecordBatch, Source | None]]:
-    def parse(rec: Incoming) -> tuple[RecordBatch, Source | None]:
-        return decode(rec.value, RecordBatch, max_bytes), source_of(rec.headers)
+def consumed(rec: Incoming) -> Consumed:
+    """What the message's span needs: its trace context and where it was read."""
+    return Consumed(rec.headers, rec.partition, rec.offset)
+
+
+def parse_batch(
+    max_bytes: int,
+) -> Callable[[Incoming], tuple[RecordBatch, Source | None, Consumed]]:
+    def parse(rec: Incoming) -> tuple[RecordBatch, Source | None, Consumed]:
+        batch = decode(rec.value, RecordBatch, max_bytes)
+        return batch, source_of(rec.headers), consumed(rec)
 
     return parse
 
@@ -107,14 +117,21 @@ def build(settings: Settings) -> faust.App:
 
     parse_turn = turn_parser(store, settings.kafka.max_message_bytes)
 
-    async def write_turns(items: Sequence[tuple[RawTurn, Source | None]]) -> None:
-        batch = IndexBatch(turns=[x for x, _ in items], turn_sources=[s for _, s in items])
-        # per-session watermark: what is searchable
-        await service.write(batch, on_turns=progress.record_indexed)
+    async def write_turns(items: Sequence[tuple[RawTurn, Source | None, Consumed]]) -> None:
+        batch = IndexBatch(turns=[x for x, _, _ in items], turn_sources=[s for _, s, _ in items])
+        with telemetry.batch(t.TURNS, "indexer.write", [c for _, _, c in items]) as span:
+            # per-session watermark: what is searchable
+            await service.write(batch, on_turns=progress.record_indexed)
+            telemetry.set_attributes(span, {"lychee.indexer.turns": len(items)})
 
-    async def write_records(items: Sequence[tuple[RecordBatch, Source | None]]) -> None:
-        batch = IndexBatch(records=[x for x, _ in items], record_sources=[s for _, s in items])
-        await service.write(batch)
+    async def write_records(items: Sequence[tuple[RecordBatch, Source | None, Consumed]]) -> None:
+        batch = IndexBatch(
+            records=[x for x, _, _ in items], record_sources=[s for _, s, _ in items]
+        )
+        with telemetry.batch(t.RECORDS, "indexer.write", [c for _, _, c in items]) as span:
+            await service.write(batch)
+            records = sum(len(x.records) for x, _, _ in items)
+            telemetry.set_attributes(span, {"lychee.indexer.records": records})
 
     forget_agent(
         app, "indexer", settings, publisher, dead, redis, forgetter(service, progress, settings)

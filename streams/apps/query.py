@@ -37,6 +37,7 @@ from streams.kafka.producer import KafkaPublisher
 from streams.kafka.rules import INTERNAL
 from streams.kafka.serde import TOO_LARGE, decode, encode
 from streams.settings import Settings
+from workers import telemetry
 from workers.query.answer import LLMAnswerer
 from workers.query.presets import preset_for
 from workers.query.rerank import load_reranker
@@ -200,7 +201,8 @@ def build(settings: Settings) -> faust.App:
         async for event in stream.events():
             rec = Incoming.from_event(event)
             try:
-                await handler.serve(rec)
+                with telemetry.consumed(t.QUERIES, rec.headers, rec.partition, rec.offset):
+                    await handler.serve(rec)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - nothing escapes the agent loop

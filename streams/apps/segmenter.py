@@ -20,6 +20,7 @@ from streams.settings import Settings
 from workers.segmenter.policy import Position, SegmentPolicy
 from workers.segmenter.service import SegmenterService
 from workers.segmenter.state_store import SessionStore
+from workers.telemetry import Headers
 from workers.tokens import count_tokens
 
 log = structlog.get_logger("lychee.segmenter")
@@ -35,9 +36,10 @@ def parse(rec: Incoming, max_bytes: int | None = None) -> ExchangeTopicMessage:
 
 def parse_positioned(
     rec: Incoming, max_bytes: int | None = None
-) -> tuple[ExchangeTopicMessage, Position]:
-    """The message with where it was read: the segmenter fences redeliveries by it."""
-    return parse(rec, max_bytes), Position(rec.partition, rec.offset)
+) -> tuple[ExchangeTopicMessage, Position, Headers]:
+    """The message with where it was read (the segmenter fences redeliveries by it) and its
+    headers (its trace context)."""
+    return parse(rec, max_bytes), Position(rec.partition, rec.offset), rec.headers
 
 
 async def drain_left_behind(svc: SegmenterService, grace_s: float) -> None:
@@ -79,8 +81,10 @@ def build(settings: Settings) -> faust.App:
         svc = await service()
         await drain_left_behind(svc, settings.segmenter.outbox_grace_s)
 
-        async def handle(items: Sequence[tuple[ExchangeTopicMessage, Position]]) -> None:
-            result = await svc.handle([m for m, _ in items], [p for _, p in items])
+        async def handle(items: Sequence[tuple[ExchangeTopicMessage, Position, Headers]]) -> None:
+            result = await svc.handle(
+                [m for m, _, _ in items], [p for _, p, _ in items], [h for _, _, h in items]
+            )
             if result.segments or result.replays or result.redeliveries:
                 log.info(
                     "batch.done",

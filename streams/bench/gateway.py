@@ -33,11 +33,18 @@ SEARCH = f"/v1/namespaces/{NAMESPACE}/search"
 
 
 def gateway_bench(
-    n: int, sessions: int, concurrency: int, searches: int, probes: int = 50
+    n: int,
+    sessions: int,
+    concurrency: int,
+    searches: int,
+    probes: int = 50,
+    extra_env: dict[str, str] | None = None,
+    show: bool = True,
 ) -> dict[str, Any]:
+    """One run on a new stack (`extra_env`: more environment for its processes)."""
     stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-bench-gw-")), gateway_port=0)
     try:
-        settings = launch(stack)
+        settings = launch(stack, extra_env)
         asyncio.run(wait_ready(stack, settings))
         result = asyncio.run(
             _bench(stack.gateway_url, n, max(1, sessions), max(1, concurrency), searches, probes)
@@ -45,7 +52,8 @@ def gateway_bench(
     finally:
         stack.stop()
         shutil.rmtree(stack.data_dir, ignore_errors=True)
-    _print(result)
+    if show:
+        _print(result)
     return result
 
 
@@ -87,6 +95,8 @@ async def _bench(
         "adds_accepted": len(add_s),
         "add_failures": failures,
         "adds_per_s": len(add_s) / adds_wall_s if adds_wall_s else 0.0,
+        # end to end: from the first add to everything accepted searchable
+        "searchable_per_s": len(add_s) / (adds_wall_s + drain_s) if add_s else 0.0,
         "add_ms": ms(add_s),
         "drain_s": drain_s,
         "read_your_writes_ms": ms(rw_s),

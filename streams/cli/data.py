@@ -26,10 +26,12 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
 
     A message the contract refuses (a turn over its length limit, say) is named on stderr and
     left out; the rest of the file is produced."""
+    from streams import tracing
     from streams.ingest import ingest_file
     from workers.datasets import skipped_lines
 
     s = client_settings()
+    tracing.setup("ingest")  # each exchange produced starts a trace (OTEL_* environment)
     try:
         stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
     except ValueError as exc:
@@ -66,10 +68,12 @@ def ask(
     namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float
 ) -> None:
     """Retrieve evidence for QUESTION through the request/reply topics."""
+    from streams import tracing
     from streams.client import MemoryClient
     from streams.errors import ClientError, ReplyTimeout
 
     s = client_settings()
+    tracing.setup("ask")  # the search's trace starts here (OTEL_* environment)
 
     async def run() -> Any:
         async with MemoryClient(s) as client:

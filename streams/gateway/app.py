@@ -19,7 +19,7 @@ from prometheus_client import make_asgi_app
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
 
-from streams import metrics
+from streams import metrics, tracing
 from streams.gateway import console, dead_letters, views
 from streams.gateway.admission import Headers, Refusal, authenticate
 from streams.gateway.auth import Keys
@@ -99,4 +99,5 @@ def create_app(settings: Settings, keys: Keys, metrics_url: str | None = None) -
     app.router.routes.append(Route("/metrics", endpoint=AsgiEndpoint(make_asgi_app())))
     app.router.routes.append(Route("/mcp", endpoint=McpAuth(mcp_endpoint.endpoint, keys)))
     app.add_middleware(EdgeGuard, settings=settings, keys=keys)
+    tracing.instrument_gateway(app)  # outermost: a request refused at the edge is traced too
     return app

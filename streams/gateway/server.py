@@ -50,7 +50,10 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(settings: Settings, sock: socket.socket, keys: Keys) -> None:
+    from streams import tracing
     from streams.gateway.app import create_app
+
+    tracing.setup("gateway")  # before the app: its requests are traced (OTEL_* environment)
 
     host, port = sock.getsockname()[:2]
     url = f"http://{advertised_host(host)}:{port}/metrics"
@@ -63,4 +66,7 @@ def serve(settings: Settings, sock: socket.socket, keys: Keys) -> None:
         timeout_graceful_shutdown=10,
         proxy_headers=True,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        tracing.shutdown()  # what the batch exporter still holds

@@ -16,10 +16,14 @@ from typing import Any
 import structlog
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import BrokerResponseError
+from aiokafka.structs import RecordMetadata
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
 
 from streams import metrics
 from streams.kafka.errors import PublisherStopped
 from streams.settings import Settings
+from workers import telemetry
 from workers.ports import OutMessage
 
 log = structlog.get_logger("lychee.producer")
@@ -169,6 +173,9 @@ class KafkaPublisher:
 
     async def publish(self, messages: Sequence[OutMessage]) -> None:
         producer = await self._ready()
+        if telemetry.active():
+            await self._publish_traced(producer, messages)
+            return
         futures = [
             await producer.send(
                 m.topic, value=m.value, key=m.key.encode(), headers=list(m.headers) or None
@@ -176,6 +183,44 @@ class KafkaPublisher:
             for m in messages
         ]
         await asyncio.wait_for(asyncio.gather(*futures), timeout=self.timeout_s)
+        for m in messages:
+            metrics.MESSAGES_OUT.labels(m.topic).inc()
+
+    async def _publish_traced(
+        self, producer: AIOKafkaProducer, messages: Sequence[OutMessage]
+    ) -> None:
+        """`publish` with one `publish <topic>` span per message, a child of the context the
+        message was made in (its own trace headers, else the current one), whose context the
+        message then carries on."""
+        spans, futures = [], []
+        for m in messages:
+            ctx = telemetry.parent(m.headers)
+            attrs = telemetry.messaging("publish", m.topic, key=m.key)
+            span = telemetry.tracer().start_span(
+                f"publish {m.topic}", context=ctx, kind=SpanKind.PRODUCER, attributes=attrs
+            )
+            with trace.use_span(span, end_on_exit=False):
+                headers = telemetry.inject(m.headers)
+            spans.append(span)
+            futures.append(
+                await producer.send(
+                    m.topic, value=m.value, key=m.key.encode(), headers=list(headers)
+                )
+            )
+        try:
+            acks = await asyncio.wait_for(asyncio.gather(*futures), timeout=self.timeout_s)
+            for span, meta in zip(spans, acks, strict=True):
+                span.set_attributes(
+                    telemetry.messaging("publish", meta.topic, meta.partition, meta.offset)
+                )
+        except BaseException as exc:
+            for span in spans:
+                span.record_exception(exc)
+                span.set_status(StatusCode.ERROR, type(exc).__name__)
+            raise
+        finally:
+            for span in spans:
+                span.end()
         for m in messages:
             metrics.MESSAGES_OUT.labels(m.topic).inc()
 
@@ -187,9 +232,65 @@ class KafkaPublisher:
         partition: int | None = None,
         headers: list[tuple[str, bytes]] | None = None,
     ) -> Any:
-        """One record as given; returns its RecordMetadata (partition, offset) once acked."""
+        """One record as given; returns its RecordMetadata (partition, offset) once acked.
+        When tracing, it carries the current context and a `publish <topic>` span."""
         producer = await self._ready()
-        fut = await producer.send(topic, value=value, key=key, partition=partition, headers=headers)
-        meta = await asyncio.wait_for(fut, timeout=self.timeout_s)
+        attrs = (
+            telemetry.messaging("publish", topic, partition, key=key)
+            if telemetry.active()
+            else None
+        )
+        with telemetry.span(f"publish {topic}", kind=SpanKind.PRODUCER, attributes=attrs) as span:
+            if span.is_recording():
+                headers = list(telemetry.inject(headers or ()))
+            fut = await producer.send(
+                topic, value=value, key=key, partition=partition, headers=headers
+            )
+            meta = await asyncio.wait_for(fut, timeout=self.timeout_s)
+            telemetry.set_attributes(
+                span, telemetry.messaging("publish", topic, meta.partition, meta.offset)
+            )
         metrics.MESSAGES_OUT.labels(topic).inc()
         return meta
+
+
+async def send_traced(
+    producer: AIOKafkaProducer,
+    topic: str,
+    value: bytes,
+    key: bytes,
+    headers: Sequence[tuple[str, bytes]] = (),
+) -> asyncio.Future[RecordMetadata]:
+    """`producer.send`, carrying the current trace context under a `publish <topic>` span
+    that ends when the broker acks (with the partition and offset); a plain send when
+    tracing is off."""
+    if not telemetry.active():
+        sent: asyncio.Future[RecordMetadata] = await producer.send(
+            topic, value=value, key=key, headers=list(headers) or None
+        )
+        return sent
+    span = telemetry.tracer().start_span(
+        f"publish {topic}",
+        kind=SpanKind.PRODUCER,
+        attributes=telemetry.messaging("publish", topic, key=key),
+    )
+    with trace.use_span(span, end_on_exit=False):
+        carried = telemetry.inject(headers)
+    try:
+        acked: asyncio.Future[RecordMetadata] = await producer.send(
+            topic, value=value, key=key, headers=list(carried)
+        )
+    except BaseException:
+        span.end()
+        raise
+
+    def ended(fut: asyncio.Future[RecordMetadata]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            span.set_status(StatusCode.ERROR, "not acknowledged")
+        else:
+            meta = fut.result()
+            span.set_attributes(telemetry.messaging("publish", topic, meta.partition, meta.offset))
+        span.end()
+
+    acked.add_done_callback(ended)
+    return acked

@@ -34,6 +34,7 @@ from redis.exceptions import WatchError
 from schemas import Segment, session_key
 from schemas import topics as t
 from schemas.records import RecordBatch, TokenUsage
+from workers import telemetry
 from workers.encoder.encoded import EncodedSegment, record_batch
 from workers.encoder.reference import ReferenceContext
 from workers.forget import (
@@ -118,33 +119,44 @@ class EncoderService:
         return usage_key(namespace, self.prefix)
 
     async def handle(
-        self, segments: Sequence[Segment], sources: Sequence[Source | None] | None = None
+        self,
+        segments: Sequence[Segment],
+        sources: Sequence[Source | None] | None = None,
+        headers: Sequence[telemetry.Headers | None] | None = None,
     ) -> list[RecordBatch]:
         """Encode and publish; what lies below a forget fence is dropped (`sources[i]` is
         the lineage header of `segments[i]`, used when its exchanges carry no positions;
-        its record batch carries the lineage of the part encoded)."""
+        its record batch carries the lineage of the part encoded). `headers[i]` carries the
+        segment's trace context: its span is a child of it, linked to its exchanges'."""
         srcs = list(sources) if sources is not None else [None] * len(segments)
-        out: list[tuple[RecordBatch, Source | None]] = []
-        for seg, header in zip(segments, srcs, strict=True):
-            src = segment_lineage(seg) or header  # the exchanges' own positions, when known
-            live = await self._after_fences(seg, src)
-            if live is None:
-                continue
-            batch = await self.encode(*live)
-            if batch is not None:
-                out.append((batch, live[1]))
-        await self.publisher.publish(
-            [
-                OutMessage(
-                    t.RECORDS,
-                    b.key,
-                    b.model_dump_json().encode(),
-                    (src.header(),) if src is not None else (),
+        carried = list(headers) if headers is not None else [None] * len(segments)
+        out: list[OutMessage] = []
+        batches: list[RecordBatch] = []
+        for seg, header, hdrs in zip(segments, srcs, carried, strict=True):
+            with telemetry.consumed(
+                t.SEGMENTS,
+                hdrs,
+                links=telemetry.links(x.trace for x in seg.exchanges),
+                attributes=segment_attributes(seg),
+            ) as span:
+                src = segment_lineage(seg) or header  # the exchanges' own positions, when known
+                live = await self._after_fences(seg, src)
+                batch = await self.encode(*live) if live is not None else None
+                if batch is None or live is None:
+                    continue
+                telemetry.set_attributes(span, {"lychee.encoder.records": len(batch.records)})
+                batches.append(batch)
+                lineage = (live[1].header(),) if live[1] is not None else ()
+                out.append(
+                    OutMessage(
+                        t.RECORDS,
+                        batch.key,
+                        batch.model_dump_json().encode(),
+                        telemetry.inject(lineage),
+                    )
                 )
-                for b, src in out
-            ]
-        )
-        return [b for b, _ in out]
+        await self.publisher.publish(out)
+        return batches
 
     async def _stale(self, segment: Segment, src: Source | None) -> bool:
         return (await self.fences.stale([(segment.namespace, segment.session_id, src)]))[0]
@@ -332,4 +344,14 @@ def _usage_counts(usage: TokenUsage) -> dict[str, int]:
         "prompt_tokens": usage.prompt_tokens,
         "calls": usage.calls,
         "segments": 1,
+    }
+
+
+def segment_attributes(segment: Segment) -> dict[str, telemetry.AttributeValue]:
+    """What a segment's span says of it."""
+    return {
+        "lychee.segment.id": segment.segment_id,
+        "lychee.segment.reason": segment.reason.value,
+        "lychee.segment.exchanges": len(segment.exchanges),
+        "lychee.segment.tokens": segment.tokens,
     }

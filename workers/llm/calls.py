@@ -19,7 +19,9 @@ from typing import Any, cast
 
 import openai
 from openai.types.chat import ChatCompletionMessageParam
+from opentelemetry.trace import SpanKind
 
+from workers import telemetry
 from workers.llm.budget import ContextBudget
 from workers.llm.completion import Completion
 from workers.llm.errors import CompletionError, ContextOverflow, StreamCut, StreamTimeout
@@ -36,6 +38,7 @@ from workers.llm.observer import Attempt, CallObserver, NoObserver, failure_reas
 from workers.llm.policy import RetryPolicy, Sleep, describe, is_retryable, retry_after_s
 from workers.llm.stream import read_stream
 from workers.llm.window import WINDOWS, ContextWindows
+from workers.telemetry import AttributeValue
 
 
 def make_client(base_url: str, api_key: str | None, timeout_s: float) -> openai.AsyncOpenAI:
@@ -234,29 +237,66 @@ class ChatCaller:
                 raise CompletionError(
                     str(exc), error=exc, retryable_exhausted=False, tokens_per_s=self.tokens_per_s
                 ) from exc
-        try:
-            completion = await complete(
-                self.client,
-                self.model,
-                messages,
-                json_mode=self.json_mode if json_mode is None else json_mode,
-                policy=self.policy,
-                sleep=self._sleep,
-                rng=rng,
-                observer=self._observer,
-                schema=schema,
-                schema_name=schema_name,
-                formats=self._formats,
-                max_tokens=cap,
-            )
-        except CompletionError as err:
-            err.tokens_per_s = err.tokens_per_s or self.tokens_per_s
-            raise
+        with telemetry.span(
+            f"chat {self.model}", kind=SpanKind.CLIENT, attributes=self._request_attributes(cap)
+        ) as span:
+            try:
+                completion = await complete(
+                    self.client,
+                    self.model,
+                    messages,
+                    json_mode=self.json_mode if json_mode is None else json_mode,
+                    policy=self.policy,
+                    sleep=self._sleep,
+                    rng=rng,
+                    observer=self._observer,
+                    schema=schema,
+                    schema_name=schema_name,
+                    formats=self._formats,
+                    max_tokens=cap,
+                )
+            except CompletionError as err:
+                err.tokens_per_s = err.tokens_per_s or self.tokens_per_s
+                telemetry.set_attributes(span, {"error.type": type(err.error).__name__})
+                raise
+            telemetry.set_attributes(span, response_attributes(completion))
         self.tokens_per_s = completion.tokens_per_s or self.tokens_per_s
         return completion
+
+    def _request_attributes(self, max_tokens: int | None) -> dict[str, AttributeValue]:
+        """The call as the GenAI semantic conventions name it."""
+        url = self.client.base_url
+        attrs: dict[str, AttributeValue] = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": "openai",  # the API spoken, whatever server answers it
+            "gen_ai.provider.name": "openai",
+            "gen_ai.request.model": self.model,
+            "gen_ai.request.temperature": 0.0,
+            "server.address": url.host,
+            "lychee.llm.caller": type(self).__name__,
+        }
+        if url.port is not None:
+            attrs["server.port"] = url.port
+        if max_tokens is not None:
+            attrs["gen_ai.request.max_tokens"] = max_tokens
+        return attrs
 
     async def context_budget(self) -> ContextBudget | None:
         """How prompts and replies share the model's window; None when neither the server
         nor the settings state one."""
         window = await self._windows.of(self.client, self.model, self._context_tokens)
         return None if window is None else ContextBudget(window)
+
+
+def response_attributes(completion: Completion) -> dict[str, AttributeValue]:
+    """What came back, as the GenAI semantic conventions name it (time to first chunk in s)."""
+    attrs: dict[str, AttributeValue] = {}
+    if completion.prompt_tokens is not None:
+        attrs["gen_ai.usage.input_tokens"] = completion.prompt_tokens
+    if completion.completion_tokens is not None:
+        attrs["gen_ai.usage.output_tokens"] = completion.completion_tokens
+    if completion.finish_reason is not None:
+        attrs["gen_ai.response.finish_reasons"] = [completion.finish_reason]
+    if completion.first_token_s is not None:
+        attrs["gen_ai.response.time_to_first_chunk"] = round(completion.first_token_s, 6)
+    return attrs

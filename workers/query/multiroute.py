@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from schemas.plan import Plan, QuestionType, TemporalFilter
 from schemas.records import NodeType
+from workers import telemetry
 from workers.concurrency import gather_bounded
 from workers.embedding import Embedder
 from workers.query.adapter import QueryAdapter
@@ -42,6 +44,19 @@ from workers.query.windows import WINDOW_TOKENS, spans, windows
 from workers.store import EvidenceStore
 
 SEARCH_NODE_TYPES = (NodeType.entity, NodeType.topic, NodeType.entity_topic, NodeType.event_frame)
+
+
+def _traced_route(index: int, queries: int, rank: Callable[[], RouteRanking]) -> RouteRanking:
+    """One route's ranking, as the span `query.recall.route`."""
+    attrs = {"lychee.route.index": index, "lychee.route.queries": queries}
+    with telemetry.span("query.recall.route", attributes=attrs) as span:
+        ranking = rank()
+        found = {
+            "lychee.route.id": ranking.route_id,
+            "lychee.route.candidates": len(ranking.candidates),
+        }
+        telemetry.set_attributes(span, found)
+    return ranking
 
 
 class Budgets(NamedTuple):
@@ -160,18 +175,23 @@ class MultiRouteRecall:
         def rankings() -> list[RouteRanking]:
             items: dict[str, dict[str, Any]] = {}  # each item's row fields, read once
             return [
-                self._ranking(
+                _traced_route(
                     i,
-                    [*route.queries, question],
-                    hits,
-                    fts.get(route_texts[i], []),
-                    plan,
-                    dated[f] if f is not None else [],
-                    f,
-                    items,
-                    depth if len(plan.routes) == 1 else None,
-                    preset,
-                    weights,
+                    len(route.queries),
+                    partial(
+                        self._ranking,
+                        i,
+                        [*route.queries, question],
+                        hits,
+                        fts.get(route_texts[i], []),
+                        plan,
+                        dated[f] if f is not None else [],
+                        f,
+                        items,
+                        depth if len(plan.routes) == 1 else None,
+                        preset,
+                        weights,
+                    ),
                 )
                 for i, (route, f) in enumerate(zip(plan.routes, filters, strict=True))
             ]

@@ -9,7 +9,6 @@ diversity-aware selection picks the evidence, serialized in the answer prompt's 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from functools import partial
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
 from schemas.plan import MAX_ROUTE_QUERIES, Plan, QuestionType
 from schemas.records import TokenUsage
+from workers import telemetry
 from workers.embedding import Embedder
 from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
@@ -95,14 +95,10 @@ class QueryService:
 
     async def _search(self, req: QueryRequest) -> QueryReply:
         watch = Stopwatch()
-        t = time.perf_counter()
         preset = self.preset if req.ablation is None else ABLATIONS[req.ablation]
-        if preset.planner:
-            speakers = await asyncio.to_thread(self.turns.names, req.namespace)
-            plan, usage = await self.planner.plan(req.query, speakers)
-        else:
-            plan, usage = single_route_plan(req.query), TokenUsage()
-        t = watch.lap("plan", t)
+        with watch.stage("plan") as span:
+            plan, usage = await self._plan(req, preset)
+            telemetry.set_attributes(span, plan_attributes(plan))
         rerank = self.reranker is not None and preset.rerank
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
         second = self.scorer if preset.second_stage else None
@@ -118,41 +114,43 @@ class QueryService:
         # selection reads the top pool_factor·k, after any rerank of the top `pool`; without
         # fusion every candidate is sorted by its raw scores
         depth = max(preset.pool_factor * picked, pool) if preset.fusion else None
-        routes = await recall(plan, req.query, depth=depth)
-        t = watch.lap("recall", t)
+        with watch.stage("recall") as span:
+            routes = await recall(plan, req.query, depth=depth)
+            telemetry.set_attributes(span, recall_attributes(watch.timings, routes))
         if preset.bridge:
-            plan, routes = await _bridged(req.query, plan, routes, recall)
-            t = watch.lap("bridge", t)
+            with watch.stage("bridge"):
+                plan, routes = await _bridged(req.query, plan, routes, recall)
         if preset.history_by_session and about_the_history(req.query):
             routes = by_session(routes)
         if rerank:
-            routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
-            t = watch.lap("rerank", t)
+            with watch.stage("rerank"):
+                routes = await asyncio.to_thread(self._rerank, routes, req.query, pool)
         # CPU-bound (greedy diversity, tokenizer): kept off the loop other requests share
         when = plan.question_type is QuestionType.temporal
         prior = plan.question_type is QuestionType.prior_assistant_response
-        evidence, context, tokens = await asyncio.to_thread(
-            _selected,
-            routes,
-            req.k,
-            preset,
-            _Second(second, req.query, when, prior),
-            picked,
-            0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
-            _Turns(self.recall.store, req.namespace, near=not rerank),
-            [r.speaker for r in plan.routes],
-        )
-        # today's truth first, the older value kept and marked; conflicts side by side
-        linked = await asyncio.to_thread(
-            current_first, self.recall.store, req.namespace, req.query, evidence
-        )
-        evidence, context, tokens = linked or (evidence, context, tokens)
-        t = watch.lap("selection", t)
+        with watch.stage("selection") as span:
+            evidence, context, tokens = await asyncio.to_thread(
+                _selected,
+                routes,
+                req.k,
+                preset,
+                _Second(second, req.query, when, prior),
+                picked,
+                0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
+                _Turns(self.recall.store, req.namespace, near=not rerank),
+                [r.speaker for r in plan.routes],
+            )
+            # today's truth first, the older value kept and marked; conflicts side by side
+            linked = await asyncio.to_thread(
+                current_first, self.recall.store, req.namespace, req.query, evidence
+            )
+            evidence, context, tokens = linked or (evidence, context, tokens)
+            telemetry.set_attributes(span, {"lychee.query.evidence": len(evidence)})
         answered = Answered()
         if req.answer:
-            answered = await self._answer(req.query, evidence, context)
+            with watch.stage("answer"):
+                answered = await self._answer(req.query, evidence, context)
             usage = total_usage([usage, answered.usage])
-            watch.lap("answer", t)
         return QueryReply(
             correlation_id=req.correlation_id,
             namespace=req.namespace,
@@ -173,6 +171,14 @@ class QueryService:
             timings_ms=watch.total(),
             served_at=datetime.now(UTC),
         )
+
+    async def _plan(self, req: QueryRequest, preset: QueryPreset) -> tuple[Plan, TokenUsage]:
+        """The planner's plan, told the namespace's speakers; one route of the question
+        itself when the preset plans nothing."""
+        if not preset.planner:
+            return single_route_plan(req.query), TokenUsage()
+        speakers = await asyncio.to_thread(self.turns.names, req.namespace)
+        return await self.planner.plan(req.query, speakers)
 
     def _rerank(self, routes: list[RouteRanking], question: str, pool: int) -> list[RouteRanking]:
         """Each route's head scored against the question: routes narrow where to look, the
@@ -287,7 +293,8 @@ def _selected(
     the second stage's lead, items that show nothing new last, items near the first ones up
     (`turns.near`), the first k, then the evidence and its context."""
     reuse = Reuse()  # the head fuses and selects mostly the same items again
-    fused = FusedOrder(routes, reuse=reuse)
+    with telemetry.span("query.fusion", attributes={"lychee.query.routes": len(routes)}):
+        fused = FusedOrder(routes, reuse=reuse)
     if not preset.fusion:
         chosen = sort_only(fused, k)
     else:
@@ -372,6 +379,25 @@ def _evidence(f: Fused) -> EvidenceItem:
         routes=list(f.routes),
         scores=f.scores(),
     )
+
+
+def plan_attributes(plan: Plan) -> dict[str, telemetry.AttributeValue]:
+    return {
+        "lychee.plan.question_type": plan.question_type.value,
+        "lychee.plan.routes": len(plan.routes),
+        "lychee.plan.queries": sum(len(r.queries) for r in plan.routes),
+    }
+
+
+def recall_attributes(
+    timings: dict[str, float], routes: Sequence[RouteRanking]
+) -> dict[str, telemetry.AttributeValue]:
+    """The recall channels' time (ms, summed inside their threads) and the candidates."""
+    attrs: dict[str, telemetry.AttributeValue] = {
+        f"lychee.{name}_ms": ms for name, ms in timings.items() if name.startswith("recall.")
+    }
+    attrs["lychee.query.candidates"] = sum(len(r.candidates) for r in routes)
+    return attrs
 
 
 def _day(iso: str | None) -> datetime | None:

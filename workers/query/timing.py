@@ -1,12 +1,18 @@
-"""Where a request's time goes: the stages' laps (`timings_ms` of a reply) and the recall
-channels' own time inside their worker threads."""
+"""Where a request's time goes: the stages' laps (`timings_ms` of a reply, Prometheus'
+`lychee_retrieval_seconds`, and one span per stage when tracing) and the recall channels'
+own time inside their worker threads."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
+
+from opentelemetry.trace import Span
+
+from workers import telemetry
 
 T = TypeVar("T")
 
@@ -22,6 +28,16 @@ class Stopwatch:
         now = time.perf_counter()
         self.timings[name] = round((now - since) * 1e3, 3)
         return now
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[Span]:
+        """Time the block as the stage `name`, and trace it as the span `query.<name>`."""
+        since = time.perf_counter()
+        try:
+            with telemetry.span(f"query.{name}") as span:
+                yield span
+        finally:
+            self.lap(name, since)
 
     def total(self) -> dict[str, float]:
         self.timings["total"] = round((time.perf_counter() - self._t0) * 1e3, 3)

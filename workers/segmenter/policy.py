@@ -116,9 +116,11 @@ class SegmentPolicy:
         emb: sig.Vector,
         now: float,
         position: Position | None = None,
+        trace: str | None = None,
     ) -> Decision:
-        """Apply one exchange read at `position`; a `seq` at or below the last applied one
-        changes nothing."""
+        """Apply one exchange read at `position` (`trace`: its traceparent, kept with it for
+        the segment's span links); a `seq` at or below the last applied one changes
+        nothing."""
         if ex.seq <= state.last_seq:
             return Decision("replay", None, [])
         state.last_seq = ex.seq
@@ -134,6 +136,7 @@ class SegmentPolicy:
             turns=list(ex.turns),
             tokens=self.count(ex.rendered()),
             source=position.log() if position is not None else None,
+            trace=trace,
         )
         if item.tokens > self.p.max_tokens:
             return self._split_oversized(state, ex, item, e)
@@ -259,6 +262,7 @@ class SegmentPolicy:
                 tokens=sum(self.count(t.rendered()) for _, t in group),
                 fragment=n,
                 source=item.source,
+                trace=item.trace,
             )
             state.exchanges = [frag]
             state.tokens = frag.tokens

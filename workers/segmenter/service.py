@@ -40,6 +40,7 @@ from schemas import (
     session_key,
 )
 from schemas import topics as t
+from workers import telemetry
 from workers.embedding import Embedder, Matrix
 from workers.forget import (
     Source,
@@ -91,26 +92,37 @@ class SegmenterService:
         self,
         messages: Sequence[ExchangeTopicMessage],
         positions: Sequence[Position | None] | None = None,
+        headers: Sequence[telemetry.Headers | None] | None = None,
     ) -> BatchResult:
         """Apply a batch in order; `positions[i]` is where `messages[i]` was read from
-        (None when unknown: then only `seq` and `after_seq` fence)."""
+        (None when unknown: then only `seq` and `after_seq` fence), `headers[i]` its
+        headers (its trace context: what it produces continues that trace)."""
         where = list(positions) if positions is not None else [None] * len(messages)
-        if len(where) != len(messages):
-            raise ValueError("one position per message")
+        carried = list(headers) if headers is not None else [None] * len(messages)
+        if len(where) != len(messages) or len(carried) != len(messages):
+            raise ValueError("one position and one set of headers per message")
         result = BatchResult()
         forgotten = await self._forgotten(messages, where)
         messages = [m for m, gone in zip(messages, forgotten, strict=True) if not gone]
         where = [p for p, gone in zip(where, forgotten, strict=True) if not gone]
+        carried = [h for h, gone in zip(carried, forgotten, strict=True) if not gone]
         result.forgotten = sum(forgotten)
         exchanges = [m for m in messages if isinstance(m, Exchange)]
         vectors = iter(await self._embed(exchanges))  # in the order of `exchanges`
         touched: dict[str, None] = {}
-        for msg, pos in zip(messages, where, strict=True):
+        for msg, pos, hdrs in zip(messages, where, carried, strict=True):
             touched[msg.key] = None
-            if isinstance(msg, Exchange):
-                decision = await self._apply_exchange(msg, *next(vectors), pos)
-            else:
-                decision = await self._apply_control(msg, pos)
+            with telemetry.consumed(
+                t.EXCHANGES,
+                hdrs,
+                pos.partition if pos else None,
+                pos.offset if pos else None,
+                attributes={"messaging.kafka.message.key": msg.key},
+            ):
+                if isinstance(msg, Exchange):
+                    decision = await self._decide(msg, *next(vectors), pos)
+                else:
+                    decision = await self._apply_control(msg, pos)
             result.decisions.append(decision)
             result.segments += len(decision.finalized)
             result.replays += decision.action == "replay"
@@ -206,6 +218,17 @@ class SegmenterService:
     async def _embed(self, exchanges: Sequence[Exchange]) -> list[tuple[Matrix, list[Matrix]]]:
         return await asyncio.to_thread(embed_exchanges, self.embedder, exchanges)
 
+    async def _decide(
+        self, ex: Exchange, vec: Matrix, turn_vecs: list[Matrix], pos: Position | None
+    ) -> Decision:
+        """`_apply_exchange` as the span `segmenter.decide`, the boundary signals its
+        attributes; what it produces carries its context."""
+        with telemetry.span("segmenter.decide") as span:
+            decision = await self._apply_exchange(ex, vec, turn_vecs, pos)
+            if span.is_recording():
+                telemetry.set_attributes(span, decision_attributes(ex, decision))
+            return decision
+
     async def _apply_exchange(
         self, ex: Exchange, vec: Matrix, turn_vecs: list[Matrix], pos: Position | None
     ) -> Decision:
@@ -214,7 +237,7 @@ class SegmenterService:
             state = state or SessionState(namespace=ex.namespace, session_id=ex.session_id)
             if state.seen(pos):
                 return Decision("redelivery", None, [])
-            decision = self.policy.step(state, ex, vec, self.clock(), pos)
+            decision = self.policy.step(state, ex, vec, self.clock(), pos, telemetry.traceparent())
             if decision.action == "replay":
                 log.info("exchange.replayed", key=ex.key, seq=ex.seq, last_seq=state.last_seq)
                 await self.store.count_replay(ex.key, pos)
@@ -337,7 +360,8 @@ class SegmenterService:
     def _turn_messages(
         self, ex: Exchange, turn_vecs: list[Matrix], pos: Position | None = None
     ) -> list[OutMessage]:
-        headers = (Source(pos.partition, pos.offset).header(),) if pos is not None else ()
+        lineage = (Source(pos.partition, pos.offset).header(),) if pos is not None else ()
+        headers = telemetry.inject(lineage)  # the outbox keeps the context it was made in
         return [
             OutMessage(t.TURNS, ex.key, raw.model_dump_json().encode(), headers)
             for raw in raw_turns(ex, turn_vecs, self.embedder.model_name)
@@ -397,7 +421,23 @@ def _segment_messages(segments: Sequence[Segment]) -> list[OutMessage]:
                 t.SEGMENTS,
                 session_key(s.namespace, s.session_id),
                 s.model_dump_json().encode(),
-                (src.header(),) if src is not None else (),
+                telemetry.inject((src.header(),) if src is not None else ()),
             )
         )
     return out
+
+
+def decision_attributes(ex: Exchange, decision: Decision) -> dict[str, object]:
+    """A decision as span attributes: the action, the segments it closed, the signals."""
+    attrs: dict[str, object] = {
+        "lychee.session": ex.key,
+        "lychee.exchange.seq": ex.seq,
+        "lychee.segmenter.action": decision.action,
+        "lychee.segmenter.finalized": len(decision.finalized),
+        "lychee.segmenter.segment_ids": [s.segment_id for s in decision.finalized] or None,
+        "lychee.segmenter.reasons": [s.reason.value for s in decision.finalized] or None,
+    }
+    if decision.signals is not None:
+        for name, value in decision.signals.model_dump().items():
+            attrs[f"lychee.segmenter.signal.{name}"] = value
+    return attrs

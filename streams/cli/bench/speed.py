@@ -155,10 +155,27 @@ def bench_embedder(
 @click.option("--sessions", type=int, default=20, show_default=True)
 @click.option("--concurrency", type=int, default=64, show_default=True, help="callers at once")
 @click.option("--searches", type=int, default=200, show_default=True)
-def bench_gateway(n: int, sessions: int, concurrency: int, searches: int) -> None:
+@click.option("--probes", type=int, default=50, show_default=True, help="add+search probes")
+@click.option(
+    "--tracing",
+    is_flag=True,
+    help="run with OpenTelemetry tracing off and on (to a local OTLP sink), side by side",
+)
+@click.option("--rounds", type=click.IntRange(min=1), default=1, show_default=True)
+def bench_gateway(
+    n: int, sessions: int, concurrency: int, searches: int, probes: int, tracing: bool, rounds: int
+) -> None:
     """Gateway add latency (time to the 202) and search round trip p50/p95, over HTTP against
-    an embedded stack."""
+    an embedded stack; with --tracing, ingest rate and query p95 with tracing off and on."""
+    from streams.bench.errors import BenchError
     from streams.bench.gateway import gateway_bench
+    from streams.bench.tracing import tracing_bench
 
     settings()
-    gateway_bench(n, sessions, concurrency, searches)
+    if not tracing:
+        gateway_bench(n, sessions, concurrency, searches, probes)
+        return
+    try:
+        tracing_bench(n, sessions, concurrency, searches, probes, rounds)
+    except BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
