@@ -184,14 +184,13 @@ class TurnsTable(Table):
             return []
         snap = self.db.snapshot(tbl, TURNS, namespace, self.read_columns())
         if snap is not None:
-            values: Iterable[Any] = snap.column("speaker")
-        else:  # a namespace too large for a snapshot: that one column
-            key = (namespace, int(tbl.version))
-            if key not in self._names:
-                query = tbl.search().where(namespace_filter(namespace)).select(["speaker"])
-                self._names = {key: query.limit(None).to_arrow().column("speaker").to_pylist()}
-            values = self._names[key]
-        return sorted({v for v in values if v})
+            return sorted({v for v in snap.column("speaker") if v})
+        key = (namespace, int(tbl.version))  # a namespace too large for a snapshot
+        if key not in self._names:
+            query = tbl.search().where(namespace_filter(namespace)).select(["speaker"])
+            said = query.limit(None).to_arrow().column("speaker").to_pylist()
+            self._names = {key: sorted({v for v in said if v})}
+        return list(self._names[key])
 
     def roles(self, namespace: str, turns: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """Each `(session_id, turn_id)`'s role (user, assistant, system); turns not stored
