@@ -9,6 +9,7 @@ repair: dead-letter the segment). The call and its retry rule are the shared one
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,7 +67,11 @@ class LLMEncoder(ChatCaller):
         # Seeded by the segment so a redelivered segment waits the same way (and tests replay).
         rng = self._rng or random.Random(segment.segment_id)
         turns = segment_turns(segment)
-        earlier = list(self.earlier.about(segment, MAX_EARLIER)) if self.earlier else []
+        earlier = (  # a LanceDB read: off the loop the stage's other messages share
+            await asyncio.to_thread(lambda e: list(e.about(segment, MAX_EARLIER)), self.earlier)
+            if self.earlier
+            else []
+        )
         messages = build_messages(segment, reference_context, earlier)
         call = _Call(reply_schema_for(len(turns), len(earlier)), reply_budget(len(turns)))
         completion = await self._complete(messages, rng, call)
