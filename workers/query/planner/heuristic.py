@@ -8,7 +8,9 @@ from schemas.plan import MAX_QUERIES, MAX_ROUTE_QUERIES, MAX_ROUTES, Plan, Quest
 from schemas.records import TokenUsage
 from workers.query.planner.dates import temporal_filter_of
 from workers.query.planner.wording import (
+    about_the_history,
     compared_items,
+    history_topic,
     joined_questions,
     key_phrase,
     named_people,
@@ -57,8 +59,9 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
         raise ValueError("the question is blank")
     qtype = question_type_of(question)
     names = named_people(question, speakers)
-    key = key_phrase(question)
-    base = unique_queries([question, key, *noun_phrases(question)], MAX_QUERIES)
+    topic = history_topic(question) if about_the_history(question) else ""
+    key = topic or key_phrase(question)
+    base = unique_queries([question, key, *noun_phrases(topic or question)], MAX_QUERIES)
     items = compared_items(question) if qtype is QuestionType.comparison else []
     if len(items) < 2:
         items = names if len(names) >= 2 else []

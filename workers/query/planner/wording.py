@@ -75,6 +75,30 @@ def about_the_history(question: str) -> bool:
     return bool(_HISTORY.search(question))
 
 
+# the request around the topic of a question about the history ("can you list the order in
+# which I brought up different aspects of X throughout our conversations? mention only three
+# items"): words of the frame, which would otherwise become queries of their own
+_HISTORY_FRAME = wordset(
+    """can could would will you me give list walk through order which brought bring up raised
+    mention mentioned aspects different various comprehensive clear complete detailed brief
+    short summary summarize summarise overview conversations conversation discussions
+    sessions chats chat throughout across course items only points steps how way ways
+    progress progressed evolved developed changed two three four five six seven eight nine ten"""
+)
+
+
+def history_topic(question: str) -> str:
+    """What a question about the history asks about: its content words without the frame of
+    the request, so "list", "order" or "summary" do not become queries of their own."""
+    return " ".join(
+        t.text
+        for t in tokens(question)
+        if t.is_word
+        and t.text.lower() not in QUESTION_STOPWORDS
+        and t.text.lower() not in _HISTORY_FRAME
+    )
+
+
 def question_type_of(question: str) -> QuestionType:
     """The first rule whose wording matches, in order of specificity; else `single`."""
     if not any(t.lower() not in QUESTION_STOPWORDS for t in _words(question)):

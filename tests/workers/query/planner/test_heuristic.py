@@ -171,3 +171,36 @@ def test_a_coordinated_question_gets_one_route_per_question() -> None:
 
 def test_a_trailing_question_word_is_not_a_question_of_its_own() -> None:
     assert len(heuristic_plan("What did Ana bake and when?").routes) == 1
+
+
+# --- the heuristic: questions about the whole history -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "topic"),
+    [
+        (
+            "Can you list the order in which I brought up different aspects of planning my "
+            "garden shed throughout our conversations? Mention only three items.",
+            "planning garden shed",
+        ),
+        (
+            "Could you give me a short summary of how I handled the wiring and the roof of "
+            "the shed?",
+            "handled wiring roof shed",
+        ),
+    ],
+)
+def test_a_history_question_is_searched_by_its_topic_not_its_frame(
+    question: str, topic: str
+) -> None:
+    plan = heuristic_plan(question)
+    assert plan.semantic_queries[:2] == [question, topic]
+    frame = {"list", "order", "summary", "items", "conversations"}
+    assert not frame & {q.lower() for q in plan.semantic_queries}
+    assert all(q.lower() not in frame for r in plan.routes for q in r.queries)
+
+
+def test_a_question_not_about_the_history_keeps_its_key_phrase_and_noun_phrases() -> None:
+    plan = heuristic_plan("What did Ana bake for the party last week?")
+    assert plan.semantic_queries[1:3] == ["Ana bake for the party last week", "Ana bake"]
