@@ -15,7 +15,9 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ import click
 import numpy as np
 
 from schemas import Exchange, Role, Turn
-from streams.bench.harness import embedding_counts
+from streams.bench.harness import embedding_counts, load_reported
 from streams.client import MemoryClient
 from streams.kafka.lag import LagReader
 from streams.settings import Settings
@@ -126,15 +128,24 @@ def throughput(
     sessions: int = 20,
     probes: int = 100,
     presets: tuple[StackPreset, ...] = (EPHEMERAL,),
+    data: Path | None = None,
+    probe_rate: float = 20.0,
 ) -> list[dict[str, Any]]:
     """Exchanges/s end to end vs the raw embedding rate; produce-to-searchable p50/p95; for
-    each stack preset in turn."""
+    each stack preset in turn. With `data`, the exchanges and the probes are the file's
+    (its first `n` exchanges, each conversation its own namespace) instead of synthetic ones."""
+    source = file_exchanges(data) if data is not None else None
     results = []
     for preset in presets:
         stack = Stack(Path(tempfile.mkdtemp(prefix="lychee-bench-")), preset=preset)
         try:
             settings = launch(stack)
-            result = asyncio.run(_throughput(stack, settings, n, max(1, sessions), probes))
+            exchanges = (
+                source[:n] if source is not None else synthetic_exchanges(n, max(1, sessions))
+            )
+            result = asyncio.run(
+                _throughput(stack, settings, exchanges, probes, source, probe_rate)
+            )
         finally:
             stack.stop()
             shutil.rmtree(stack.data_dir, ignore_errors=True)
@@ -162,12 +173,17 @@ def _print_comparison(results: list[dict[str, Any]]) -> None:
 
 
 async def _throughput(
-    stack: Stack, settings: Settings, n: int, sessions: int, probes: int
+    stack: Stack,
+    settings: Settings,
+    exchanges: list[Exchange],
+    probes: int,
+    source: list[Exchange] | None,
+    probe_rate: float,
 ) -> dict[str, Any]:
     from streams.factories import model_embedder
 
     await wait_ready(stack, settings, timeout_s=900)
-    exchanges = synthetic_exchanges(n, sessions)
+    n = len(exchanges)
     texts = [ex.rendered() for ex in exchanges]
 
     # (a) raw embedding rate of the workers' backend, in this process, while they are idle
@@ -202,22 +218,25 @@ async def _throughput(
         for i in range(0, n, 200):
             await client.add(exchanges[i : i + 200])
         produce_s = time.perf_counter() - t0
-        last: dict[str, int] = {}
+        last: dict[tuple[str, str], int] = {}
         for ex in exchanges:
-            last[ex.session_id] = ex.seq
-        for sid, seq in last.items():
-            await client.end_session("bench", sid, after_seq=seq)
+            last[(ex.namespace, ex.session_id)] = ex.seq
+        for (ns, sid), seq in last.items():
+            await client.end_session(ns, sid, after_seq=seq)
         await lag.wait_drained(timeout_s=max(600.0, n / 2))
         e2e_s = time.perf_counter() - t0
         after = (await embedding_counts(settings, n))["model_texts"]
 
-        # (c) produce-ack to searchable, one exchange at a time at ~20/s
-        latencies, missing = await _probe_latency(settings, client, probes)
+        # (c) produce-ack to searchable, one exchange at a time at `probe_rate`
+        make = partial(file_probe, source) if source else synthetic_probe
+        latencies, missing = await _probe_latency(settings, client, probes, make, probe_rate)
 
     e2e_rate = n / e2e_s if e2e_s > 0 else 0.0
     return {
         "exchanges": n,
-        "sessions": sessions,
+        "sessions": len({(ex.namespace, ex.session_id) for ex in exchanges}),
+        "source": "file" if source else "synthetic",
+        "probe_rate": probe_rate,
         "produce_seconds": produce_s,
         "seconds": e2e_s,
         "exchanges_per_s": e2e_rate,
@@ -234,10 +253,51 @@ async def _throughput(
     }
 
 
+def synthetic_probe(i: int, rng: random.Random) -> Exchange:
+    """A one-sentence exchange of a session of its own, its turn called `probe-<i>`."""
+    turn = Turn(
+        role=Role.user, speaker="Ana", content=synthetic_sentence(rng), turn_id=f"probe-{i}"
+    )
+    return Exchange(
+        namespace="probe", session_id=f"p{i}", seq=0, exchange_id=f"p{i}:0", turns=[turn]
+    )
+
+
+def file_probe(source: list[Exchange], i: int, rng: random.Random) -> Exchange:
+    """The file's exchange `i` (cycled) as a session of its own, its first turn `probe-<i>`:
+    a probe as long as the conversations the file holds."""
+    ex = source[i % len(source)]
+    turns = [
+        t.model_copy(update={"turn_id": f"probe-{i}" if j == 0 else f"probe-{i}-{j}"})
+        for j, t in enumerate(ex.turns)
+    ]
+    return ex.model_copy(
+        update={
+            "namespace": "probe",
+            "session_id": f"p{i}",
+            "seq": 0,
+            "exchange_id": f"p{i}:0",
+            "turns": turns,
+        }
+    )
+
+
+def file_exchanges(data: Path) -> list[Exchange]:
+    """Every exchange of a LoCoMo-layout file in order, each conversation in a namespace of
+    its own (`bench-<conversation>`)."""
+    convs, _ = load_reported(data)
+    return [
+        ex.model_copy(update={"namespace": f"bench-{conv.namespace}"})
+        for conv in convs
+        for ex in conv.exchanges
+    ]
+
+
 async def _probe_latency(
     settings: Settings,
     client: MemoryClient,
     probes: int,
+    make: Callable[[int, random.Random], Exchange],
     rate_hz: float = 20.0,
     timeout_s: float = 60.0,
 ) -> tuple[list[float], int]:
@@ -262,20 +322,7 @@ async def _probe_latency(
     poller = asyncio.create_task(poll())
     try:
         for i in range(probes):
-            ex = Exchange(
-                namespace="probe",
-                session_id=f"p{i}",
-                seq=0,
-                exchange_id=f"p{i}:0",
-                turns=[
-                    Turn(
-                        role=Role.user,
-                        speaker="Ana",
-                        content=synthetic_sentence(rng),
-                        turn_id=f"probe-{i}",
-                    )
-                ],
-            )
+            ex = make(i, rng)
             sent = time.perf_counter()
             await client.add([ex])
             acked[f"probe-{i}"] = time.perf_counter()
@@ -309,5 +356,5 @@ def _print_throughput(r: dict[str, Any]) -> None:
     missing = f", {r['probes_missing']} never seen" if r["probes_missing"] else ""
     click.echo(
         f"produce-ack to searchable: p50 {r['searchable_p50_ms']:.0f} ms, p95 {r['searchable_p95_ms']:.0f} ms, "
-        f"max {r['searchable_max_ms']:.0f} ms ({r['probes']} probes at ~20/s{missing})"
+        f"max {r['searchable_max_ms']:.0f} ms ({r['probes']} {r['source']} probes at ~{r['probe_rate']:g}/s{missing})"
     )

@@ -28,14 +28,34 @@ from streams.cli.common import settings
     show_default=True,
     help="embedded stack presets measured one after the other (repeat the option)",
 )
-def bench_throughput(n: int, sessions: int, probes: int, stacks: tuple[str, ...]) -> None:
+@click.option(
+    "--data",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="LoCoMo-layout file: its first N exchanges and probes drawn from it, not synthetic ones",
+)
+@click.option(
+    "--probe-rate",
+    type=click.FloatRange(min=0.1, max=200),
+    default=20.0,
+    show_default=True,
+    help="probes sent per second",
+)
+def bench_throughput(
+    n: int,
+    sessions: int,
+    probes: int,
+    stacks: tuple[str, ...],
+    data: Path | None,
+    probe_rate: float,
+) -> None:
     """Exchanges/s end to end vs raw embedding rate; produce-to-searchable p50/p95; per stack
     preset (durable: broker on S3 and Redis fsync always; ephemeral: all in memory)."""
     from streams.bench.throughput import throughput
     from streams.stack.embedded import PRESETS
 
     settings()
-    throughput(n, sessions, probes, tuple(PRESETS[name] for name in stacks))
+    throughput(n, sessions, probes, tuple(PRESETS[name] for name in stacks), data, probe_rate)
 
 
 @click.command("latency")
