@@ -107,7 +107,8 @@ class TurnsTable(Table):
             if tr.embedding_model != self.db.model or len(tr.embedding) != self.db.dim:
                 raise EmbeddingMismatch(
                     f"turn {tr.turn_id} of {tr.namespace} carries {tr.embedding_model} "
-                    f"({len(tr.embedding)}-d); the store holds {self.db.model} ({self.db.dim}-d)"
+                    f"({len(tr.embedding)}-d); the store holds {self.db.model} ({self.db.dim}-d): "
+                    "every stage embeds with the same LYCHEE_EMBEDDING_BACKEND"
                 )
         rows = {
             turn_row_id(t.namespace, t.session_id, t.turn_id): (t, src)
