@@ -261,6 +261,7 @@ def side_by_side(
         "base": git(repo, "rev-parse", f"{base}^{{commit}}"),
         "head": git(repo, "rev-parse", f"{head}^{{commit}}"),
     }
+    reports = reports.resolve()  # the runs happen inside the worktrees
     reports.mkdir(parents=True, exist_ok=True)
     done: list[tuple[int, str, str, Figures]] = []
     with (

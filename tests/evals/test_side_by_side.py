@@ -213,8 +213,9 @@ def test_main_prints_the_table(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("RUN_LOG", str(tmp_path / "runs.log"))
     argv = ["--base", base[:7], "--head", head, "--repo", str(repo), "--pairs", "1"]
-    main([*argv, "--reports", str(tmp_path / "r"), "--", *fake_command(tmp_path)])
+    main([*argv, "--reports", "r", "--", *fake_command(tmp_path)])  # relative to here
     out = capsys.readouterr().out
     assert f"base {base[:7]}, head {head[:7]}, 1 pairs" in out
     ratios = next(line for line in out.splitlines() if line.startswith("pair 1 head/base"))
     assert ratios.split()[3:6] == ["x2.00", "x0.50", "x0.50"]
+    assert len(list((tmp_path / "r").glob("run*.json"))) == 2
