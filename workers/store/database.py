@@ -23,6 +23,7 @@ import structlog
 from lancedb.index import FTS, BTree, HnswSq
 
 from workers.embedding import Embedder
+from workers.embedding.model import switch_hint
 from workers.store.arrow import (
     Pending,
     check_matrix,
@@ -147,7 +148,12 @@ class Database:
             raise EmbeddingMismatch(
                 f"table {name!r} at {self.uri} holds {model or 'unknown'} embeddings of "
                 f"dimension {dim or width}; this process embeds with {self.model} ({self.dim}). "
-                "Use the same model, or point LYCHEE_LANCEDB_URI at a new store and re-ingest."
+                + (
+                    f"To read it, set {switch_hint(model)}; or "
+                    if model
+                    else "Use the same model, or "
+                )
+                + "point LYCHEE_LANCEDB_URI at a new store and re-ingest."
             )
 
     def check_embedder(self, embedder: Embedder) -> None:

@@ -23,6 +23,7 @@ from workers.forget import Source
 from workers.store import lineage
 from workers.store.arrow import ID, Pending, naive
 from workers.store.database import DIM_KEY, MODEL_KEY, Database, MergedTable
+from workers.store.snapshots import column_names
 from workers.store.sql import namespace_filter
 
 RECORDS = "records"
@@ -93,7 +94,7 @@ class RecordsTable(MergedTable[Occurrence]):
 
     def text_column_of(self, tbl: Any) -> str:
         """The full-text column: `search_text`, or on a table not migrated yet, the old one."""
-        return TEXT_COLUMN if TEXT_COLUMN in tbl.schema.names else OLD_TEXT_COLUMN
+        return TEXT_COLUMN if TEXT_COLUMN in column_names(tbl, RECORDS) else OLD_TEXT_COLUMN
 
     def _merge(self, tbl: Any, records: Sequence[Occurrence], embedder: Embedder) -> Pending:
         seen: dict[str, list[Occurrence]] = {}

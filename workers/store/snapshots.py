@@ -9,7 +9,7 @@ and their vectors normalized) and answers its exact vector searches, full-text s
 
 A snapshot is valid for the table version it was read at. Each use compares it with the
 table's latest version (one manifest check; once per table in a `consistent_reads` block,
-a request); any write to the table drops every snapshot of it, so a write is seen by every
+a request, which reads each table's column names once too); any write to the table drops every snapshot of it, so a write is seen by every
 request that starts after it and removed text (a forget) is not kept in memory past the
 first read of that table by such a request. Snapshots are evicted least recently used past
 `max_rows` rows in all.
@@ -34,6 +34,11 @@ from workers.store.fulltext import TextIndex
 # table -> the version the current `consistent_reads` block read first (worker threads
 # started with asyncio.to_thread copy the context, and with it this same dict)
 _PINNED: ContextVar[dict[str, int] | None] = ContextVar("lychee_pinned_versions", default=None)
+# table -> its column names, read once in the block: a schema read is a call into LanceDB's
+# event loop thread too, and a request reads the turns' columns about seven times
+_NAMES: ContextVar[dict[str, frozenset[str]] | None] = ContextVar(
+    "lychee_pinned_columns", default=None
+)
 
 Match = Mapping[str, Collection[str]]  # column -> accepted values, beyond the namespace
 
@@ -156,11 +161,22 @@ def consistent_reads() -> Iterator[None]:
     it, instead of at every read (a check is a call into LanceDB's event loop thread, and a
     request makes about a dozen reads). A write committed after that first read is seen by
     the next block, not necessarily by this one."""
-    token = _PINNED.set({})
+    token, names = _PINNED.set({}), _NAMES.set({})
     try:
         yield
     finally:
+        _NAMES.reset(names)
         _PINNED.reset(token)
+
+
+def column_names(tbl: Any, name: str) -> frozenset[str]:
+    """The table's column names, read once per `consistent_reads` block (at every call
+    outside one): a column a writer adds meanwhile is seen by the next block."""
+    pinned = _NAMES.get()
+    if pinned is None:
+        return frozenset(tbl.schema.names)
+    names = pinned.get(name)
+    return names if names is not None else pinned.setdefault(name, frozenset(tbl.schema.names))
 
 
 def _version(tbl: Any, name: str) -> int:

@@ -18,6 +18,7 @@ from workers.store import lineage
 from workers.store.arrow import ID, naive
 from workers.store.database import DIM_KEY, MODEL_KEY, Database, Table
 from workers.store.errors import EmbeddingMismatch
+from workers.store.snapshots import column_names
 from workers.store.sql import ID_CHUNK, chunks, id_in, namespace_filter, sql_quote
 from workers.store.writes import upsert_rows
 from workers.text.passages import PASSAGE_TOKENS, passages, to_json
@@ -92,7 +93,7 @@ class TurnsTable(Table):
 
     def read_columns(self) -> list[str]:
         tbl = self.table()
-        names = set(tbl.schema.names) if tbl is not None else set(_READ_COLUMNS)
+        names = column_names(tbl, TURNS) if tbl is not None else set(_READ_COLUMNS)
         return [c for c in _READ_COLUMNS if c in names]
 
     def upsert(
@@ -107,7 +108,8 @@ class TurnsTable(Table):
             if tr.embedding_model != self.db.model or len(tr.embedding) != self.db.dim:
                 raise EmbeddingMismatch(
                     f"turn {tr.turn_id} of {tr.namespace} carries {tr.embedding_model} "
-                    f"({len(tr.embedding)}-d); the store holds {self.db.model} ({self.db.dim}-d)"
+                    f"({len(tr.embedding)}-d); the store holds {self.db.model} ({self.db.dim}-d): "
+                    "every stage embeds with the same LYCHEE_EMBEDDING_BACKEND"
                 )
         rows = {
             turn_row_id(t.namespace, t.session_id, t.turn_id): (t, src)

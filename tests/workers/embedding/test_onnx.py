@@ -130,8 +130,27 @@ def test_onnx_int8_vectors_refused_by_a_store_of_fp32_vectors(
     int8 = OnnxEmbedder(cache_dir=onnx_dir, precision="int8")
     with pytest.raises(EmbeddingMismatch):
         EvidenceStore(str(tmp_path / "db"), name, dim).db.check_embedder(int8)
-    with pytest.raises(EmbeddingMismatch, match="int8:all-MiniLM-L6-v2"):
+    with pytest.raises(EmbeddingMismatch, match="int8:all-MiniLM-L6-v2") as refused:
         EvidenceStore(str(tmp_path / "db"), int8.model_name, int8.dim).table("records")
+    # both models named, and the setting that reads the store
+    said = str(refused.value)
+    assert "holds all-MiniLM-L6-v2 embeddings" in said
+    assert "embeds with int8:all-MiniLM-L6-v2" in said
+    assert "set LYCHEE_EMBEDDING_BACKEND=onnx (or torch" in said
+
+
+def test_onnx_fp32_refused_by_a_store_of_int8_vectors_naming_the_int8_setting(
+    onnx_dir: Path, tmp_path: Path
+) -> None:
+    int8 = OnnxEmbedder(cache_dir=onnx_dir, precision="int8")
+    EvidenceStore(str(tmp_path / "db"), int8.model_name, int8.dim).table("nodes", create=True)
+    name, dim = bundled_model_info(backend="onnx")
+    with pytest.raises(EmbeddingMismatch) as refused:
+        EvidenceStore(str(tmp_path / "db"), name, dim).table("nodes")
+    said = str(refused.value)
+    assert "holds int8:all-MiniLM-L6-v2 embeddings" in said
+    assert "embeds with all-MiniLM-L6-v2 (384)" in said
+    assert "set LYCHEE_EMBEDDING_BACKEND=onnx-int8" in said
 
 
 def test_onnx_export_cached_second_use_does_not_export(onnx_dir: Path) -> None:

@@ -127,3 +127,77 @@ class _Raising(_Conflicting):
 
     def execute(self, data: pa.Table) -> None:
         raise RuntimeError("disk on fire")
+
+
+class CountingEmbedder:
+    """The real model, with every text it is given recorded."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dim = inner.dim
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> Any:
+        self.texts += texts
+        return self.inner.embed(texts)
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Any:
+    from workers.embedding.onnx import OnnxEmbedder
+
+    return OnnxEmbedder()
+
+
+async def test_indexer_writes_raw_turns_with_the_segmenters_vectors_and_no_model_call(
+    tmp_path: Path, minilm: Any
+) -> None:
+    from datetime import datetime
+
+    from schemas import Exchange, Role, Turn
+    from workers.segmenter.service import embed_exchanges, raw_turns
+
+    exchanges = [
+        Exchange(
+            namespace="a",
+            session_id="s1",
+            seq=i,
+            exchange_id=f"s1:{i}",
+            session_date=datetime(2024, 3, 2, 18, 0),
+            turns=[Turn(role=Role.user, speaker="Ann", content=text, turn_id=f"t{i}")],
+        )
+        for i, text in enumerate(["I planted six tomato seedlings.", "The train leaves at 8:12."])
+    ]
+    counting = CountingEmbedder(minilm)
+    turns = [
+        raw
+        for ex, (_, vecs) in zip(exchanges, embed_exchanges(counting, exchanges), strict=True)
+        for raw in raw_turns(ex, vecs, counting.model_name)
+    ]
+    assert len(counting.texts) == 2  # the segmenter: one text per exchange
+    store = EvidenceStore(str(tmp_path / "db"), minilm.model_name, minilm.dim)
+    written = await IndexerService(store, counting).write(IndexBatch(turns=turns))
+    assert written["turns"] == 2 and len(counting.texts) == 2  # the indexer: none
+
+
+async def test_indexer_labels_repeated_across_segments_reach_the_model_once(
+    tmp_path: Path, minilm: Any
+) -> None:
+    from tests.workers.builders import batch
+    from workers.embedding.cache import CachedEmbedder
+
+    counting = CountingEmbedder(minilm)
+    indexer = IndexerService(
+        EvidenceStore(str(tmp_path / "db"), minilm.model_name, minilm.dim),
+        CachedEmbedder(counting),  # as every stage's embedder is built (streams.factories)
+    )
+    first = batch("a", 0, ["Ann booked the train to Montreux."], tags=("travel",))
+    await indexer.write(IndexBatch(records=[first]))
+    seen = list(counting.texts)
+    assert "Ann" in seen and "travel" in seen  # entity and topic labels, embedded
+    del counting.texts[:]
+    second = batch("a", 1, ["Ann packed a picnic blanket."], tags=("travel",))
+    await indexer.write(IndexBatch(records=[second]))
+    assert "Ann packed a picnic blanket." in " ".join(counting.texts)  # the new record
+    assert not {"Ann", "travel"} & set(counting.texts)  # the repeated labels: not again

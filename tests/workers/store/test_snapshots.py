@@ -283,3 +283,26 @@ def test_the_best_scores_come_in_a_stable_sorts_order_ties_included() -> None:
         else:
             scores = rng.random(n).astype(np.float32)
         assert _best(scores, limit).tolist() == np.argsort(-scores, kind="stable")[:limit].tolist()
+
+
+def test_column_names_are_read_once_per_consistent_reads_block(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    from workers.store.snapshots import column_names
+
+    plain, snap = stores(tmp_path / "db", emb)
+    reader = snap.turns.table()
+    writer = plain.turns.table()
+    assert reader is not None and writer is not None
+
+    async def request() -> tuple[frozenset[str], frozenset[str]]:
+        with consistent_reads():
+            first = column_names(reader, TURNS)
+            writer.add_columns({"extra": "''"})
+            return first, await asyncio.to_thread(column_names, reader, TURNS)
+
+    first, again = asyncio.run(request())
+    assert "text" in first and "extra" not in first and again == first
+    assert "extra" in column_names(reader, TURNS)  # outside a block: read at each call
+    with consistent_reads():
+        assert "extra" in column_names(reader, TURNS)
