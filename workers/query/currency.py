@@ -67,6 +67,7 @@ _NEVER = re.compile(
     re.IGNORECASE,
 )
 _CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|which)\b", re.IGNORECASE)
+_HEDGES = frozenset(analyze("actually really ever even once"))  # "never actually obtained"
 
 
 def about_the_past(question: str) -> bool:
@@ -226,15 +227,17 @@ def account_beside_denial(
         return out
     asked = set(analyze(question))
     for p, item in enumerate(out[:head]):
-        act = _denied_act(item.text) & asked
-        if len(act) < MIN_DENIED:
+        verb, act = _denied_act(item.text)
+        act &= asked
+        if verb is None or len(act) < MIN_DENIED:
             continue
         best: tuple[int, int] | None = None
         for q in range(head, len(out)):
             if _NEVER.search(out[q].text):
                 continue
-            shared = len(act & set(analyze(out[q].text)))
-            if shared >= MIN_DENIED and (best is None or shared > best[0]):
+            told = set(analyze(out[q].text))
+            shared = len(act & told)
+            if verb in told and shared >= MIN_DENIED and (best is None or shared > best[0]):
                 best = (shared, q)
         if best is not None:
             out.insert(p + 1, out.pop(best[1]))
@@ -242,11 +245,15 @@ def account_beside_denial(
     return out
 
 
-def _denied_act(text: str) -> set[str]:
+def _denied_act(text: str) -> tuple[str | None, set[str]]:
+    """What a statement says was never done: its verb (stemmed, the first word after
+    "never") and every word to the clause's end; (None, empty) when it denies nothing."""
     m = _NEVER.search(text)
     if m is None:
-        return set()
-    return set(analyze(_CLAUSE_END.split(text[m.start() :], maxsplit=1)[0]))
+        return None, set()
+    start = m.start() + m.group(0).lower().index("never") + len("never")
+    words = [w for w in analyze(_CLAUSE_END.split(text[start:], maxsplit=1)[0]) if w not in _HEDGES]
+    return (words[0] if words else None), set(words)
 
 
 def _latest_alike(
