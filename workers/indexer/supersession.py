@@ -131,9 +131,13 @@ class Statement:
     position: tuple[int, int]  # (segment index, exchange seq) within its session
 
 
-def link_statements(namespace: str, statements: Sequence[Statement]) -> list[Supersession]:
-    """Every link the rules are sure of among `statements` (one namespace)."""
-    common = common_words(statements)
+def link_statements(
+    namespace: str, statements: Sequence[Statement], common: frozenset[str] | None = None
+) -> list[Supersession]:
+    """Every link the rules are sure of among `statements` (one namespace); `common`: the
+    namespace's words too frequent to name an attribute (else read from `statements`)."""
+    if common is None:
+        common = common_words([s.text for s in statements])
     links: dict[tuple[LinkKind, str, str], Supersession] = {}
     found = [
         *_value_changes(namespace, statements, common),
@@ -144,14 +148,14 @@ def link_statements(namespace: str, statements: Sequence[Statement]) -> list[Sup
     return list(links.values())
 
 
-def common_words(statements: Sequence[Statement]) -> frozenset[str]:
-    """Words too frequent in the namespace to tell one attribute from another: the speaker's
-    name that an encoder writes for "I", the project everything is about."""
+def common_words(texts: Sequence[str]) -> frozenset[str]:
+    """Words too frequent among a namespace's statements to tell one attribute from another:
+    the speaker's name that an encoder writes for "I", the project everything is about."""
     df: dict[str, int] = {}
-    for s in statements:
-        for w in set(_content(_WORD.findall(s.text.lower()))):
+    for text in texts:
+        for w in set(_content(_WORD.findall(text.lower()))):
             df[w] = df.get(w, 0) + 1
-    cut = max(COMMON_MIN, COMMON_SHARE * len(statements))
+    cut = max(COMMON_MIN, COMMON_SHARE * len(texts))
     return frozenset(w for w, n in df.items() if n > cut)
 
 

@@ -38,7 +38,7 @@ from workers.vocabulary import QUESTION_STOPWORDS
 MAX_MOVES = 4  # items moved or added per request
 MIN_ASKED = 1  # words of the question the record moved must share
 HEAD = 10  # the items a link-free reorder works among: what an answer reads first
-SAME_SUBJECT = 0.3  # share of the shorter item's words two items must have in common
+SAME_SUBJECT = 0.35  # share of the shorter item's words two items must have in common
 SUBJECT_WORDS = 60  # the words of an item read for its subject: what it opens with
 MAX_LATER = 4  # link-free moves per request
 MIN_DENIED = 2  # words of a denial an account must share to tell the same act
@@ -56,6 +56,8 @@ _VALUE_ASKED = re.compile(r"^\W*(?:what|which|when|how many|how much|where|who)\
 _SPAN = re.compile(
     r"\b(?:between|how long|passed|ago|happened first|after i|across|in total)\b", re.IGNORECASE
 )
+# ... in the past tense: what was said or done then, not what holds now
+_PAST_TENSE = re.compile(r"\b(?:did|was|were|had)\b", re.IGNORECASE)
 
 
 # "have I ever ...?", "did I ...?": asks whether something was done
@@ -75,11 +77,13 @@ def about_the_past(question: str) -> bool:
 
 
 def about_the_present(question: str) -> bool:
-    """The question asks for a value as it stands (what is it, how many, when is it), not
-    for the past, a span between two things said, or the whole history."""
+    """The question asks for a value as it stands (what is it, how many, when is it), in
+    the present tense: not what was said or done then, a span between two things said,
+    or the whole history."""
     return (
         bool(_VALUE_ASKED.search(question))
         and not _SPAN.search(question)
+        and not _PAST_TENSE.search(question)
         and not about_the_past(question)
         and not about_the_history(question)
     )
@@ -265,13 +269,13 @@ def _latest_alike(
     same: float,
 ) -> int | None:
     """The latest item below `p` (within `n`) about the subject of item `p`, said after it."""
-    if at[p] is None or not (words[p] & asked):
+    mine = at[p]
+    if mine is None or not (words[p] & asked):
         return None
     best: int | None = None
     for q in range(p + 1, n):
         t = at[q]
-        mine = at[p]
-        if t is None or mine is None or not _after(t, mine) or not (words[q] & asked):
+        if t is None or not _after(t, mine) or not (words[q] & asked):
             continue
         shorter = min(len(words[p]), len(words[q])) or 1
         if len(words[p] & words[q]) / shorter < same:

@@ -200,6 +200,7 @@ async def test_later_first_puts_the_later_of_two_items_about_one_subject_above()
     # the past, a span between two things, or a question that is not about a value: kept
     for other in (
         "What was the preheat time of the big kiln before?",
+        "What preheat time did I give for the big kiln?",
         "How many days passed between the two kiln preheats?",
         "Can you help me plan the big kiln preheat?",
     ):
