@@ -41,6 +41,7 @@ HEAD = 10  # the items a link-free reorder works among: what an answer reads fir
 SAME_SUBJECT = 0.35  # share of the shorter item's words two items must have in common
 SUBJECT_WORDS = 60  # the words of an item read for its subject: what it opens with
 MAX_LATER = 4  # link-free moves per request
+BOTH_ASKED = 3  # words of the question two items must both say to be about what it asks
 MIN_DENIED = 2  # words of a denial an account must share to tell the same act
 
 # the question asks what held before a change, not what holds now
@@ -193,8 +194,8 @@ def later_first(
     about the same subject as one above it moves right above that one, without a link.
 
     Two items speak of one subject when `same` of the shorter one's opening words (question
-    words and function words aside) are the other's too, and both share a word with the
-    question. Only a known order moves anything: two sessions of one date are not ordered.
+    words and function words aside) are the other's too, and both say `BOTH_ASKED` of the
+    question's words (both are about what it asks). Only a known order moves anything: two sessions of one date are not ordered.
     A reorder inside the head: what the reply holds does not change, only which comes first.
     """
     out = list(items)
@@ -270,12 +271,12 @@ def _latest_alike(
 ) -> int | None:
     """The latest item below `p` (within `n`) about the subject of item `p`, said after it."""
     mine = at[p]
-    if mine is None or not (words[p] & asked):
+    if mine is None or len(words[p] & asked) < BOTH_ASKED:
         return None
     best: int | None = None
     for q in range(p + 1, n):
         t = at[q]
-        if t is None or not _after(t, mine) or not (words[q] & asked):
+        if t is None or not _after(t, mine) or len(words[p] & words[q] & asked) < BOTH_ASKED:
             continue
         shorter = min(len(words[p]), len(words[q])) or 1
         if len(words[p] & words[q]) / shorter < same:

@@ -201,6 +201,7 @@ async def test_later_first_puts_the_later_of_two_items_about_one_subject_above()
     for other in (
         "What was the preheat time of the big kiln before?",
         "What preheat time did I give for the big kiln?",
+        "What is the preheat time?",  # too little asked to tell the two are about it
         "How many days passed between the two kiln preheats?",
         "Can you help me plan the big kiln preheat?",
     ):
