@@ -1,9 +1,13 @@
 """Supersession links written with the records: the encoder's own, then the offline rules'.
 
 Run by the indexer after a batch's records are stored (under the records writer's lock,
-so one writer per namespace): the rules read the namespace's records back with where each
-was said, and keep the links that touch a record of the batch. A redelivered batch finds
-the same links, which the links table stores once.
+so one writer per namespace): the rules read back the batch's records and those about the
+same subject (the records table's full-text index over each one's words, at most
+`SUBJECT_CANDIDATES` each) with where each was said, and keep the links that touch a record
+of the batch. What counts as too common to name an attribute is read from a sample of the
+namespace (`COMMON_SAMPLE` records). So a batch costs the same in a namespace of a
+thousand records or a million. A redelivered batch finds the same links, which the links
+table stores once.
 """
 
 from __future__ import annotations
@@ -11,13 +15,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import structlog
+
 from schemas.records import RecordBatch
 from schemas.supersession import Supersession
-from workers.indexer.supersession import Statement, link_statements
+from workers.indexer.supersession import Statement, common_words, link_statements
 from workers.store import EvidenceStore
-from workers.store.records import statements
+from workers.store.records import sample_texts, statements, statements_about
 
-MAX_STATEMENTS = 20_000  # the latest records of a namespace the rules compare
+log = structlog.get_logger("lychee.indexer")
+
+MAX_STATEMENTS = 20_000  # the latest records read when the full-text index cannot answer
+SUBJECT_CANDIDATES = 64  # records about the subject of each new one, compared with it
+COMMON_SAMPLE = 2_000  # records read for the words too common to name an attribute
 
 
 def links_of(store: EvidenceStore, batches: Sequence[RecordBatch]) -> list[Supersession]:
@@ -27,17 +37,23 @@ def links_of(store: EvidenceStore, batches: Sequence[RecordBatch]) -> list[Super
         new = {r.record_id for b in batches if b.namespace == namespace for r in b.records}
         if not new:
             continue
-        said = _statements(store, namespace)
+        said = _statements(store, namespace, sorted(new))
+        common = common_words(sample_texts(store.db, namespace, COMMON_SAMPLE))
         found += [
             link
-            for link in link_statements(namespace, said)
+            for link in link_statements(namespace, said, common)
             if link.older_id in new or link.newer_id in new
         ]
     return found
 
 
-def _statements(store: EvidenceStore, namespace: str) -> list[Statement]:
-    rows = statements(store.db, namespace, MAX_STATEMENTS)
+def _statements(store: EvidenceStore, namespace: str, new: Sequence[str]) -> list[Statement]:
+    try:
+        rows = statements_about(store.db, namespace, new, SUBJECT_CANDIDATES)
+    except (ValueError, RuntimeError, OSError) as exc:
+        # no full-text index to ask (not built yet): the namespace's latest records instead
+        log.warning("indexer.linking_unbounded", namespace=namespace, error=str(exc)[:200])
+        rows = statements(store.db, namespace, MAX_STATEMENTS)
     firsts = {(r["source_session"], (r["evidence"] or [""])[0]) for r in rows}
     seqs = store.turns.seqs(namespace, firsts)
     return [_statement(r, seqs) for r in rows]

@@ -9,12 +9,18 @@ assistant), in the order they were said:
   values are of one kind and unit (a percentage, a duration, an amount of money, a count
   of one thing, a day). The later value must also read as a change: a word such as
   "now", "new", "updated", "increased" just before it, in its clause; anything less sure
-  links nothing. An assistant's numbers are
+  links nothing. A goal ("trying to reach 100 %") is not a measured value, so the two
+  never replace each other (dates excepted: a deadline is a plan either way). In "from X
+  to Y" only Y holds; a later "from X to Y" replaces an earlier value only when X is that
+  value, else it is the change of another thing worded alike. An assistant's numbers are
   worked examples and suggestions, not the state of things: only the other side's count.
 - `never-but-did`: a statement that something was never done ("I've never written any
   routes") against one that says it was. When the account of doing it is later, it
   settles the question (it supersedes the denial); when only earlier ones exist, the two
-  cannot both hold and nothing settles them: a conflict.
+  cannot both hold and nothing settles them: a conflict. An account counts only when it
+  states what happened: a statement asking, trying, wanting or having trouble ("trying
+  to deploy it", "can you help me test it") is not having done it, and a long message (a
+  pasted request that says everything at once) is read by neither side.
 
 The rules know English function words only: no names, projects or topics.
 """
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from schemas.supersession import LinkKind, Supersession
@@ -33,6 +39,7 @@ MIN_SHARED = 2  # attribute words two values must share to name the same thing
 WINDOW_BEFORE = 6  # words before a value that name its attribute
 WINDOW_AFTER = 3
 CHANGE_WORDS = 8  # how close before a value the word saying it changed must be
+MAX_DENIAL_CHARS = 600  # a longer record is a pasted request: no denial or account read in it
 MAX_LINKS_PER_STATEMENT = 2  # denials: the best-matching accounts only
 COMMON_SHARE = 0.1  # a word in more of the namespace's statements than this names no attribute
 COMMON_MIN = 5  # ... and in more than this many
@@ -72,7 +79,7 @@ _WORD = re.compile(r"[a-z][a-z0-9'’-]*")
 # a later statement that reads as a change of what an earlier one said
 _CHANGE = re.compile(
     r"\b(?:now|new|newly|updated?|changed?|increased?|decreased?|reduced|improved|grown|grew"
-    r"|reached|raised|lowered|dropped|moved|switched|extended|revised|instead|currently"
+    r"|reached|raised|lowered|dropped|moved|switched|extended|revised|instead"
     r"|latest|rose|fell|up to|down to|bumped|adjusted|no longer|recently|updates)\b",
     re.IGNORECASE,
 )
@@ -80,6 +87,25 @@ _CHANGE = re.compile(
 _NEVER = re.compile(
     r"\b(?:has|have|had|'ve|’ve)\s+(?:actually\s+|really\s+)?never\b"
     r"|\b(?:has|have|did)(?:\s+not|n't|n’t)\s+(?:ever|yet|actually)\b",
+    re.IGNORECASE,
+)
+# a value someone means to reach, not one measured: "trying to get it to 200 ms"
+_GOAL = re.compile(
+    r"\b(?:try|trying|tries|want|wants|wanted|aim|aims|aiming|goal|goals|target|targets"
+    r"|targeting|targeted|hope|hopes|hoping|plan|plans|planning|expect|expects|expecting"
+    r"|would like|get (?:it|this|that) (?:down|up) to)\b",
+    re.IGNORECASE,
+)
+# "reduced it by 25%": the value that follows is how much it changed
+_BY = re.compile(r"\bby\s*$", re.IGNORECASE)
+# "from 78% to 88%": the first value is what it was
+_TO_NEXT = re.compile(r"\s?(?:%|[a-z]+)?\s*(?:to|->|→)\s+[$€£]?\d", re.IGNORECASE)
+# a clause that asks, tries or wants rather than tells what happened
+_NOT_DONE = re.compile(
+    r"\?|\b(?:try|trying|tries|help|helps|can you|could you|would|wondering|wonder|want|wants"
+    r"|wanted|not sure|trouble|struggling|confused|how|let's|let us|will|going to|plan"
+    r"|planning|should|need|needs|if|whether|hope|hoping|what|which|torn|considering"
+    r"|unsure|stuck)\b",
     re.IGNORECASE,
 )
 _CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|and i|which)\b", re.IGNORECASE)
@@ -105,9 +131,13 @@ class Statement:
     position: tuple[int, int]  # (segment index, exchange seq) within its session
 
 
-def link_statements(namespace: str, statements: Sequence[Statement]) -> list[Supersession]:
-    """Every link the rules are sure of among `statements` (one namespace)."""
-    common = common_words(statements)
+def link_statements(
+    namespace: str, statements: Sequence[Statement], common: frozenset[str] | None = None
+) -> list[Supersession]:
+    """Every link the rules are sure of among `statements` (one namespace); `common`: the
+    namespace's words too frequent to name an attribute (else read from `statements`)."""
+    if common is None:
+        common = common_words([s.text for s in statements])
     links: dict[tuple[LinkKind, str, str], Supersession] = {}
     found = [
         *_value_changes(namespace, statements, common),
@@ -118,14 +148,14 @@ def link_statements(namespace: str, statements: Sequence[Statement]) -> list[Sup
     return list(links.values())
 
 
-def common_words(statements: Sequence[Statement]) -> frozenset[str]:
-    """Words too frequent in the namespace to tell one attribute from another: the speaker's
-    name that an encoder writes for "I", the project everything is about."""
+def common_words(texts: Sequence[str]) -> frozenset[str]:
+    """Words too frequent among a namespace's statements to tell one attribute from another:
+    the speaker's name that an encoder writes for "I", the project everything is about."""
     df: dict[str, int] = {}
-    for s in statements:
-        for w in set(_content(_WORD.findall(s.text.lower()))):
+    for text in texts:
+        for w in set(_content(_WORD.findall(text.lower()))):
             df[w] = df.get(w, 0) + 1
-    cut = max(COMMON_MIN, COMMON_SHARE * len(statements))
+    cut = max(COMMON_MIN, COMMON_SHARE * len(texts))
     return frozenset(w for w, n in df.items() if n > cut)
 
 
@@ -151,6 +181,10 @@ class _Value:
     attribute: frozenset[str]
     shown: str
     changed: bool  # the words just before it say it changed ("now draws 650")
+    goal: bool = False  # a value meant to be reached ("trying to get it to 200 ms")
+    was: float | None = None  # "from 78% to 88%": 88's earlier value, 78
+    stale: bool = False  # ... and 78 itself, no longer what holds
+    delta: bool = False  # the size of a change ("reduced by 25%"), not a state
 
 
 def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
@@ -163,6 +197,7 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
         day = float(month * 100 + int(m.group(2)))
         out.append(_Value("date", day, attribute, m.group(0).strip(), _changed_at(plain, m)))
     plain = _DAY.sub(" ", plain)
+    previous: tuple[re.Match[str], _Value] | None = None
     for m in _VALUE.finditer(plain):
         currency, number, unit = m.group(1), m.group(2), (m.group(3) or "").lower()
         kind = "money" if currency else _kind(unit)
@@ -170,13 +205,32 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
             continue  # a date's year is when, not how much
         attribute = _attribute(plain, m.start(), m.end()) - common
         amount = float(number.replace(",", ""))
-        out.append(_Value(kind, amount, attribute, m.group(0).strip(), _changed_at(plain, m)))
+        value = _Value(
+            kind,
+            amount,
+            attribute,
+            m.group(0).strip(),
+            _changed_at(plain, m),
+            goal=bool(_GOAL.search(_clause_before(plain, m))),
+            delta=bool(_BY.search(plain[: m.start()])),
+        )
+        if previous is not None and _TO_NEXT.match(plain, previous[0].end(2)):
+            was = previous[1]  # "from <was> to <value>": one change of one thing
+            if _comparable(was, value) or was.kind == "count":
+                out[-1] = replace(was, stale=True)
+                value = replace(value, was=was.amount)
+        out.append(value)
+        previous = (m, value)
     return out
+
+
+def _clause_before(text: str, m: re.Match[str]) -> str:
+    return _CLAUSE_END.split(text[: m.start()])[-1]
 
 
 def _changed_at(text: str, m: re.Match[str]) -> bool:
     """A change word among the `CHANGE_WORDS` words before the value, in its clause."""
-    clause = _CLAUSE_END.split(text[: m.start()])[-1]
+    clause = _clause_before(text, m)
     return bool(_CHANGE.search(" ".join(clause.split()[-CHANGE_WORDS:])))
 
 
@@ -285,12 +339,20 @@ def _changed(
     old_values: Sequence[_Value],
 ) -> bool:
     """The newer value replaces the older one: same kind, another amount the older statement
-    never gave, the same attribute, and a later statement that reads as a change."""
+    never gave, the same attribute, and a later statement that reads as a change. Both
+    measured or both meant (a date is either), and when the newer one says what it was,
+    it was the older value."""
     if not _comparable(ov, nv) or ov.amount == nv.amount or shared < MIN_SHARED:
         return False
+    if ov.stale or nv.stale or ov.delta or nv.delta:
+        return False  # replaced in its own sentence ("from 78% to"); a change's size ("by 25%")
+    if ov.goal != nv.goal and nv.kind != "date":
+        return False  # a goal against a reading
+    if nv.was is not None and nv.was != ov.amount:
+        return False  # a change from another value: another thing worded alike
     if any(v.amount == nv.amount and _comparable(v, nv) for v in old_values):
         return False  # the older one already knew this value: a restatement, not a change
-    return nv.changed
+    return nv.changed or nv.was is not None
 
 
 # -- never-but-did --------------------------------------------------------------------------
@@ -307,13 +369,23 @@ def denied(text: str, common: frozenset[str] = frozenset()) -> frozenset[str] | 
     return words if len(words) >= MIN_SHARED else None
 
 
+def told(text: str) -> frozenset[str]:
+    """The content words of a statement that tells what happened; none when it asks, tries,
+    wants, weighs or has trouble anywhere ("can you help me deploy it" is not having
+    deployed it, and such a message's other clauses are background to the request)."""
+    if _NOT_DONE.search(text):
+        return frozenset()
+    return frozenset(_content(_WORD.findall(text.lower())))
+
+
 def _denials(
     namespace: str, statements: Sequence[Statement], common: frozenset[str]
 ) -> list[Supersession]:
-    words = [frozenset(_content(_WORD.findall(s.text.lower()))) for s in statements]
+    short = [len(s.text) <= MAX_DENIAL_CHARS for s in statements]
+    words = [told(s.text) if ok else frozenset() for s, ok in zip(statements, short, strict=True)]
     out: list[Supersession] = []
     for j, denial in enumerate(statements):
-        what = denied(denial.text, common)
+        what = denied(denial.text, common) if short[j] else None
         if what is None:
             continue
         accounts = [

@@ -21,7 +21,7 @@ session's part, not the latest value first.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -32,10 +32,17 @@ from workers.query.hits import record_item_id
 from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
+from workers.store.fulltext import analyze
 from workers.vocabulary import QUESTION_STOPWORDS
 
 MAX_MOVES = 4  # items moved or added per request
 MIN_ASKED = 1  # words of the question the record moved must share
+HEAD = 10  # the items a link-free reorder works among: what an answer reads first
+SAME_SUBJECT = 0.35  # share of the shorter item's words two items must have in common
+SUBJECT_WORDS = 60  # the words of an item read for its subject: what it opens with
+MAX_LATER = 4  # link-free moves per request
+BOTH_ASKED = 3  # words of the question two items must both say to be about what it asks
+MIN_DENIED = 2  # words of a denial an account must share to tell the same act
 
 # the question asks what held before a change, not what holds now
 _PAST = re.compile(
@@ -44,10 +51,43 @@ _PAST = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[a-z0-9][a-z0-9'’-]*")
+# a question asking for a value: what it is, how many, when
+_VALUE_ASKED = re.compile(r"^\W*(?:what|which|when|how many|how much|where|who)\b", re.IGNORECASE)
+# ... of a span between two things said, not of a state
+_SPAN = re.compile(
+    r"\b(?:between|how long|passed|ago|happened first|after i|across|in total)\b", re.IGNORECASE
+)
+# ... in the past tense: what was said or done then, not what holds now
+_PAST_TENSE = re.compile(r"\b(?:did|was|were|had)\b", re.IGNORECASE)
+
+
+# "have I ever ...?", "did I ...?": asks whether something was done
+_DONE_ASKED = re.compile(r"^\W*(?:have|has|did|do|does)\s+i\b", re.IGNORECASE)
+# "I've never done it", "User has never done it"
+_NEVER = re.compile(
+    r"\b(?:have|has|had|'ve|’ve)\s+(?:actually\s+|really\s+)?never\b|\bnever\s+(?:actually\s+)?"
+    r"(?:\w+ed|been|done|made|taken|written|seen|met|got|gotten)\b",
+    re.IGNORECASE,
+)
+_CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|which)\b", re.IGNORECASE)
+_HEDGES = frozenset(analyze("actually really ever even once"))  # "never actually obtained"
 
 
 def about_the_past(question: str) -> bool:
     return bool(_PAST.search(question))
+
+
+def about_the_present(question: str) -> bool:
+    """The question asks for a value as it stands (what is it, how many, when is it), in
+    the present tense: not what was said or done then, a span between two things said,
+    or the whole history."""
+    return (
+        bool(_VALUE_ASKED.search(question))
+        and not _SPAN.search(question)
+        and not _PAST_TENSE.search(question)
+        and not about_the_past(question)
+        and not about_the_history(question)
+    )
 
 
 @dataclass
@@ -77,8 +117,28 @@ class _Graph:
 def current_first(
     store: EvidenceStore, namespace: str, question: str, evidence: Sequence[EvidenceItem]
 ) -> tuple[list[EvidenceItem], str, int] | None:
-    """The evidence reordered and marked, with its context; None when the namespace has no
-    link touching it (the reply stays as selection made it)."""
+    """The evidence reordered and marked, with its context; None when nothing moves and no
+    link touches it (the reply stays as selection made it).
+
+    The links' moves first, then the link-free ones inside the head: the later of two items
+    about one subject above the earlier (a question about the present), an account of what
+    a head item says was never done beside it (a question whether it was)."""
+    items = _by_links(store, namespace, question, evidence)
+    linked = items is not None
+    items = list(evidence) if items is None else items
+    ordered = later_first(question, items, _when_of(store, namespace, items[:HEAD]))
+    ordered = account_beside_denial(question, ordered)
+    if not linked and [i.item_id for i in ordered] == [i.item_id for i in evidence]:
+        return None
+    context, tokens = serialize_context(ordered)
+    return ordered, context, tokens
+
+
+def _by_links(
+    store: EvidenceStore, namespace: str, question: str, evidence: Sequence[EvidenceItem]
+) -> list[EvidenceItem] | None:
+    """The evidence reordered and marked by the namespace's links; None when no link
+    touches it."""
     links = store.links.of_namespace(namespace)
     if not links:
         return None
@@ -100,9 +160,143 @@ def current_first(
             moves += _side_by_side(items, graph, link, asked)
         elif not about_the_past(question):
             moves += _newer_above(items, graph, link, asked)
-    items = [_marked(i, graph) for i in items[: len(evidence)]]
-    context, tokens = serialize_context(items)
-    return items, context, tokens
+    return [_marked(i, graph) for i in items[: len(evidence)]]
+
+
+def _when_of(
+    store: EvidenceStore, namespace: str, items: Sequence[EvidenceItem]
+) -> Callable[[EvidenceItem], When | None]:
+    """When each item was said: its conversation date, session and first turn's exchange
+    position (None when the item has no date or its turn is not stored)."""
+    firsts = {(i.session_id, i.turn_ids[0]) for i in items if i.turn_ids and i.date is not None}
+    seqs = store.turns.seqs(namespace, firsts) if firsts else {}
+
+    def when(item: EvidenceItem) -> When | None:
+        if item.date is None or not item.turn_ids:
+            return None
+        seq = seqs.get((item.session_id, item.turn_ids[0]))
+        return None if seq is None else (item.date, item.session_id, seq)
+
+    return when
+
+
+When = tuple[datetime, str, int]  # an item's conversation date, session, exchange position
+
+
+def later_first(
+    question: str,
+    items: Sequence[EvidenceItem],
+    when: Callable[[EvidenceItem], When | None],
+    head: int = HEAD,
+    same: float = SAME_SUBJECT,
+) -> list[EvidenceItem]:
+    """For a question about the present: among the first `head` items, an item said later
+    about the same subject as one above it moves right above that one, without a link.
+
+    Two items speak of one subject when `same` of the shorter one's opening words (question
+    words and function words aside) are the other's too, and both say `BOTH_ASKED` of the
+    question's words (both are about what it asks). Only a known order moves anything: two sessions of one date are not ordered.
+    A reorder inside the head: what the reply holds does not change, only which comes first.
+    """
+    out = list(items)
+    if not about_the_present(question):
+        return out
+    asked = _content(question)
+    n = min(head, len(out))
+    words = [_opening(i.text) for i in out[:n]]
+    at = [when(i) for i in out[:n]]
+    moves = 0
+    p = 0
+    while p < n and moves < MAX_LATER:
+        later = _latest_alike(p, n, words, at, asked, same)
+        if later is None:
+            p += 1
+            continue
+        out.insert(p, out.pop(later))
+        words.insert(p, words.pop(later))
+        at.insert(p, at.pop(later))
+        moves += 1
+    return out
+
+
+def account_beside_denial(
+    question: str, items: Sequence[EvidenceItem], head: int = HEAD
+) -> list[EvidenceItem]:
+    """For a question whether something was done: when an item of the head says it never
+    was, the item below the head that tells of the same act comes right after it, so the
+    two statements are read side by side. The act is the denial's words to its clause's
+    end (stemmed as the full-text index stems them); the account shares the most of them,
+    at least `MIN_DENIED`, and denies nothing itself."""
+    out = list(items)
+    if not _DONE_ASKED.search(question) or len(out) <= head:
+        return out
+    asked = set(analyze(question))
+    for p, item in enumerate(out[:head]):
+        verb, act = _denied_act(item.text)
+        act &= asked
+        if verb is None or len(act) < MIN_DENIED:
+            continue
+        best: tuple[int, int] | None = None
+        for q in range(head, len(out)):
+            if _NEVER.search(out[q].text):
+                continue
+            told = set(analyze(out[q].text))
+            shared = len(act & told)
+            if verb in told and shared >= MIN_DENIED and (best is None or shared > best[0]):
+                best = (shared, q)
+        if best is not None:
+            out.insert(p + 1, out.pop(best[1]))
+        return out  # one denial a request: the first in the head
+    return out
+
+
+def _denied_act(text: str) -> tuple[str | None, set[str]]:
+    """What a statement says was never done: its verb (stemmed, the first word after
+    "never") and every word to the clause's end; (None, empty) when it denies nothing."""
+    m = _NEVER.search(text)
+    if m is None:
+        return None, set()
+    start = m.start() + m.group(0).lower().index("never") + len("never")
+    words = [w for w in analyze(_CLAUSE_END.split(text[start:], maxsplit=1)[0]) if w not in _HEDGES]
+    return (words[0] if words else None), set(words)
+
+
+def _latest_alike(
+    p: int,
+    n: int,
+    words: Sequence[set[str]],
+    at: Sequence[When | None],
+    asked: set[str],
+    same: float,
+) -> int | None:
+    """The latest item below `p` (within `n`) about the subject of item `p`, said after it."""
+    mine = at[p]
+    if mine is None or len(words[p] & asked) < BOTH_ASKED:
+        return None
+    best: int | None = None
+    for q in range(p + 1, n):
+        t = at[q]
+        if t is None or not _after(t, mine) or len(words[p] & words[q] & asked) < BOTH_ASKED:
+            continue
+        shorter = min(len(words[p]), len(words[q])) or 1
+        if len(words[p] & words[q]) / shorter < same:
+            continue
+        top = at[best] if best is not None else None
+        if top is None or _after(t, top):
+            best = q
+    return best
+
+
+def _after(a: When, b: When) -> bool:
+    """`a` said after `b`: a later date, or later in one session (two sessions of one date
+    are not ordered)."""
+    if a[0] != b[0]:
+        return a[0] > b[0]
+    return a[1] == b[1] and a[2] > b[2]
+
+
+def _opening(text: str) -> set[str]:
+    return _content(" ".join(text.split()[:SUBJECT_WORDS]))
 
 
 def _first(items: Sequence[EvidenceItem], graph: _Graph, rid: str) -> int | None:

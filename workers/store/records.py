@@ -9,6 +9,7 @@ time: `memory.records` is keyed by namespace, so one indexer owns a namespace's 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,8 @@ from workers.store.sql import namespace_filter
 RECORDS = "records"
 TEXT_COLUMN = "search_text"  # the normalized text and the record's context: embedded, indexed
 OLD_TEXT_COLUMN = "normalized_text"  # what tables written before `search_text` index
+SUBJECT_CHARS = 1_000  # of a record's text, searched for the records about its subject
+_NOT_WORD = re.compile(r"[^\w\s]")  # words only: no full-text query syntax
 
 
 def records_schema(dim: int, model: str) -> pa.Schema:
@@ -251,3 +254,35 @@ def statements(db: Database, namespace: str, limit: int) -> list[dict[str, Any]]
     )
     rows.sort(key=lambda r: (r["created_at"] or datetime.min, r["segment_id"]))
     return rows[-limit:]
+
+
+def statements_about(
+    db: Database, namespace: str, ids: Sequence[str], limit: int
+) -> list[dict[str, Any]]:
+    """What the supersession rules read of the records `ids` and of those about the same
+    subject: for each, the `limit` best of the records table's full-text index over its
+    own words (no vectors). Cost grows with the batch, not with the namespace."""
+    tbl = db.table(RECORDS)
+    if tbl is None or not ids:
+        return []
+    cols = list(STATEMENT_COLUMNS)
+    own = db.read_by_ids(tbl, list(ids), where=namespace_filter(namespace), columns=cols)
+    found = {i: {c: row.get(c) for c in cols} for i, (row, _) in own.items()}
+    column = TEXT_COLUMN if TEXT_COLUMN in tbl.schema.names else OLD_TEXT_COLUMN
+    for row in list(found.values()):
+        words = " ".join(_NOT_WORD.sub(" ", row["semantic_text"] or "").split())[:SUBJECT_CHARS]
+        for hit in db.search_text(RECORDS, column, namespace, words, limit, None, cols):
+            found.setdefault(hit["id"], {c: hit.get(c) for c in cols})
+    rows = list(found.values())
+    rows.sort(key=lambda r: (r["created_at"] or datetime.min, r["segment_id"]))
+    return rows
+
+
+def sample_texts(db: Database, namespace: str, limit: int) -> list[str]:
+    """Up to `limit` of a namespace's record texts, any of them: enough to tell the words
+    an encoder repeats everywhere (the speaker's name, the project) without reading all."""
+    tbl = db.table(RECORDS)
+    if tbl is None:
+        return []
+    rows = tbl.search().where(namespace_filter(namespace)).select(["semantic_text"]).limit(limit)
+    return [r["semantic_text"] or "" for r in rows.to_list()]

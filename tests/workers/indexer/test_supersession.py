@@ -70,3 +70,40 @@ def test_an_account_after_a_denial_settles_it() -> None:
     did = said("r2", "I wrote the serial driver for the compass module last week.", DAY2)
     (link,) = link_statements("ns", [never, did])
     assert (link.kind, link.older_id, link.newer_id) == (LinkKind.supersedes, "r1", "r2")
+
+
+def test_a_goal_does_not_replace_a_reading_nor_a_reading_a_goal() -> None:
+    goal = said("r1", "I am trying to get the kiln preheat down to 40 minutes.", DAY1)
+    reading = said("r2", "The kiln preheat now takes 55 minutes.", DAY2)
+    assert link_statements("ns", [goal, reading]) == []
+    # two readings of the same attribute still link
+    first = said("r3", "The kiln preheat takes 70 minutes.", DAY1)
+    (link,) = link_statements("ns", [first, reading])
+    assert (link.older_id, link.newer_id) == ("r3", "r2")
+
+
+def test_from_x_to_y_holds_y_and_replaces_only_an_x_it_names() -> None:
+    (was, now) = values_of("The kiln preheat dropped from 70 to 55 minutes.")
+    assert was.stale and not now.stale and now.was == 70.0
+    older = said("r1", "The kiln preheat takes 70 minutes.", DAY1)
+    newer = said("r2", "The kiln preheat dropped from 70 to 55 minutes.", DAY2)
+    (link,) = link_statements("ns", [older, newer])
+    assert "70 minutes then 55 minutes" in link.reason
+    # a change from another value is the change of another thing worded alike
+    other = said("r3", "The kiln preheat dropped from 90 to 50 minutes.", DAY2)
+    assert link_statements("ns", [older, other]) == []
+
+
+def test_the_size_of_a_change_is_not_a_value() -> None:
+    a = said("r1", "The glaze editor cut the kiln preheat by 20% this week.", DAY1)
+    b = said("r2", "The glaze editor now cut the kiln preheat by 35% this week.", DAY2)
+    (v,) = values_of(b.text)
+    assert v.delta
+    assert link_statements("ns", [a, b]) == []
+
+
+def test_a_request_is_not_an_account_of_having_done_it() -> None:
+    asked = said("r1", "Can you help me write a serial driver for the compass module?", DAY1)
+    trying = said("r2", "I am trying to write the serial driver for the compass module.", DAY1)
+    never = said("r3", "I've never written any serial driver for the compass module.", DAY2)
+    assert link_statements("ns", [asked, trying, never]) == []

@@ -14,7 +14,12 @@ from schemas.records import MemoryType
 from tests.workers.builders import HASH_DIM, HashEmbedder, make_batch, segment_of
 from workers.encoder.encoded import build_record
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.query.currency import about_the_past, current_first
+from workers.query.currency import (
+    about_the_past,
+    account_beside_denial,
+    current_first,
+    later_first,
+)
 from workers.query.serialize import item_line
 from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
@@ -161,3 +166,67 @@ async def test_current_first_puts_a_conflict_next_to_its_other_side(tmp_path: Pa
     assert moved is not None
     assert [i.item_id for i in moved[0]] == ["a/s2/s2t2", "a/s1/s1t2", "a/s9/x0", "a/s9/x1"]
     assert moved[0][0].conflict and moved[0][1].conflict and not moved[0][2].conflict
+
+
+def at(n: int, text: str, day: datetime, session: str = "s1") -> EvidenceItem:
+    return EvidenceItem(
+        kind="turn",
+        item_id=f"a/{session}/t{n}",
+        text=text,
+        turn_ids=[f"t{n}"],
+        session_id=session,
+        date=day,
+    )
+
+
+def said_when(item: EvidenceItem) -> tuple[datetime, str, int] | None:
+    """Dates and sessions as the items carry them; the exchange position from the turn id;
+    an undated item has no known time."""
+    if item.date is None:
+        return None
+    return (item.date, item.session_id, int(item.turn_ids[0][1:]))
+
+
+async def test_later_first_puts_the_later_of_two_items_about_one_subject_above() -> None:
+    d1, d2 = datetime(2024, 3, 1), datetime(2024, 4, 2)
+    old = at(1, "The kiln preheat on the big kiln takes 70 minutes.", d1)
+    new = at(2, "The big kiln preheat now takes 55 minutes after the new vents.", d2, "s2")
+    items = [filler(0), old, filler(1), new, filler(2)]
+    q = "What is the preheat time of the big kiln?"
+    moved = later_first(q, items, said_when)
+    assert [i.item_id for i in moved] == [
+        i.item_id for i in [filler(0), new, old, filler(1), filler(2)]
+    ]
+    # the past, a span between two things, or a question that is not about a value: kept
+    for other in (
+        "What was the preheat time of the big kiln before?",
+        "What preheat time did I give for the big kiln?",
+        "What is the preheat time?",  # too little asked to tell the two are about it
+        "How many days passed between the two kiln preheats?",
+        "Can you help me plan the big kiln preheat?",
+    ):
+        assert later_first(other, items, said_when) == items
+    # two sessions of one date are not ordered; within one session the later turn is later
+    same_day = at(2, new.text, d1, "s2")
+    assert later_first(q, [old, same_day], said_when) == [old, same_day]
+    in_session = at(3, new.text, d1)
+    assert later_first(q, [old, in_session], said_when) == [in_session, old]
+    # an item about another subject stays below
+    unrelated = at(4, "The glaze order shipped with 12 jars for the studio kiln.", d2, "s2")
+    assert later_first(q, [old, unrelated], said_when) == [old, unrelated]
+
+
+async def test_an_account_comes_beside_a_head_item_that_denies_it() -> None:
+    d1 = datetime(2024, 3, 1)
+    never = at(1, "I've never fired the big kiln on my own, so I need a checklist.", d1)
+    did = at(30, "I fired the big kiln on my own last Sunday and the glaze held.", d1)
+    head = [never, *(filler(n) for n in range(9))]
+    items = [*head, filler(20), did]
+    moved = account_beside_denial("Have I ever fired the big kiln on my own?", items)
+    assert [i.item_id for i in moved[:3]] == [never.item_id, did.item_id, "a/s9/x0"]
+    assert len(moved) == len(items)
+    # a question that does not ask whether it was done keeps the order
+    assert account_beside_denial("What glaze did I use in the big kiln?", items) == items
+    # an account that only shares the subject's words is not the denied act
+    talk = at(31, "The big kiln is in the shared studio.", d1)
+    assert account_beside_denial("Have I fired the big kiln?", [*head, talk]) == [*head, talk]

@@ -362,6 +362,16 @@ def test_console_history_shows_what_replaced_what(console: Console, tab: Watched
     expect(change.locator(".said").first).to_contain_text("900 watts")
     expect(change.locator(".said").nth(1)).to_contain_text("650 watts")
     expect(page.locator("section", has_text="Open conflicts")).to_contain_text("No conflicts.")
+    change.locator(".said").first.locator(".record a").click()  # -> the older record's own
+    settle(page)
+    expect(page.locator("h1")).to_have_text(re.compile(r"^History of record "))
+    (own,) = page.locator("ol.history li").all()
+    expect(own.locator(".said").first).to_contain_text("900 watts")
+    expect(own.locator(".said").nth(1)).to_contain_text("650 watts")
+    page.locator(".crumbs").get_by_role("link", name="history").click()  # back to all
+    settle(page)
+    expect(page.locator("h1")).to_have_text(f"History of {CHANGES_NS}")
+    change = page.locator("ol.history li").first
     change.locator(".said").nth(1).locator(".turns a").first.click()  # -> its session
     settle(page)
     expect(page.locator("h1")).to_have_text("Session c2")

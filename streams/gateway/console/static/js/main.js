@@ -14,6 +14,7 @@ const ROUTES = [
   [/^ns\/([^/]+)$/, sessions],
   [/^ns\/([^/]+)\/s\/([^/]+)$/, timeline],
   [/^ns\/([^/]+)\/history$/, history],
+  [/^ns\/([^/]+)\/history\/([^/]+)$/, history],
   [/^search$/, search],
   [/^operations$/, operations],
   [/^forget$/, forget],
