@@ -19,7 +19,15 @@ import structlog
 
 from schemas.records import RecordBatch
 from schemas.supersession import Supersession
-from workers.indexer.supersession import Statement, common_words, link_statements
+from workers.indexer.supersession import (
+    MIN_SHARED,
+    Statement,
+    common_words,
+    denied,
+    link_statements,
+    told,
+    values_of,
+)
 from workers.store import EvidenceStore
 from workers.store.records import sample_texts, statements, statements_about
 
@@ -34,17 +42,43 @@ def links_of(store: EvidenceStore, batches: Sequence[RecordBatch]) -> list[Super
     """The batches' own links (found by the encoder), then the rules' that touch their records."""
     found = [link for b in batches for link in b.supersessions]
     for namespace in dict.fromkeys(b.namespace for b in batches):
-        new = {r.record_id for b in batches if b.namespace == namespace for r in b.records}
-        if not new:
+        new = {
+            r.record_id: r.semantic_text
+            for b in batches
+            if b.namespace == namespace
+            for r in b.records
+        }
+        sample = sample_texts(store.db, namespace, COMMON_SAMPLE) if new else []
+        common = common_words(sample)
+        denials = sample_denials(sample, common)
+        linkable = sorted(i for i, text in new.items() if may_link(text, denials, common))
+        if not linkable:
             continue
-        said = _statements(store, namespace, sorted(new))
-        common = common_words(sample_texts(store.db, namespace, COMMON_SAMPLE))
+        said = _statements(store, namespace, linkable)
         found += [
             link
             for link in link_statements(namespace, said, common)
             if link.older_id in new or link.newer_id in new
         ]
     return found
+
+
+def sample_denials(sample: Sequence[str], common: frozenset[str]) -> list[frozenset[str]]:
+    """What the denials of a namespace's sample say was never done."""
+    return [d for t in sample if (d := denied(t, common)) is not None]
+
+
+def may_link(text: str, denials: Sequence[frozenset[str]], common: frozenset[str]) -> bool:
+    """Whether a rule could link a new record, so that its subject is worth reading: a value
+    change needs a value in it, a denial is one, and an account settles or contradicts only
+    a denial it shares `MIN_SHARED` of the denied words with (`denials`: the namespace's
+    sample, all of it up to `COMMON_SAMPLE` records; past that a denial outside the sample
+    goes unlinked, never wrongly linked). A record that cannot is still read as a candidate
+    of the others."""
+    if values_of(text, common) or denied(text, common) is not None:
+        return True
+    words = told(text)
+    return any(len(words & d) >= MIN_SHARED for d in denials)
 
 
 def _statements(store: EvidenceStore, namespace: str, new: Sequence[str]) -> list[Statement]:
