@@ -88,12 +88,12 @@ READY = {stage: f"{stage}.ready" for stage in ("segmenter", "encoder", "indexer"
 
 
 def prepare_onnx() -> None:
-    """The default ONNX export, once and outside the workers' readiness deadline (a cold
+    """The ONNX exports (int8, the default, and fp32), once and outside the workers' readiness deadline (a cold
     export takes tens of seconds on a busy machine; a cached one a fraction of a second)."""
     from workers.embedding.model import bundled_path
     from workers.embedding.onnx import default_cache_dir, export_onnx
 
-    export_onnx(bundled_path(), default_cache_dir(), "fp32")
+    export_onnx(bundled_path(), default_cache_dir(), "int8")  # and fp32 on the way
 
 
 @pytest.fixture(scope="session")

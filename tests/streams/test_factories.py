@@ -30,15 +30,17 @@ def test_openai_embedder_from_settings_against_a_compatible_server() -> None:
 
 
 def test_local_embedding_info_reads_the_bundled_model_without_loading_it() -> None:
-    assert embedding_info(Settings.load(None)) == ("all-MiniLM-L6-v2", 384)
+    s = Settings.load(None, embedding={"backend": "onnx"})
+    assert embedding_info(s) == ("all-MiniLM-L6-v2", 384)
 
 
-def test_local_embedding_info_int8_backend_names_its_vectors_apart() -> None:
-    s = Settings.load(None, embedding={"backend": "onnx-int8"})
-    assert embedding_info(s) == ("int8:all-MiniLM-L6-v2", 384)
+def test_local_embedding_info_int8_default_names_its_vectors_apart() -> None:
+    s = Settings.load(None)
+    assert s.embedding.backend == "onnx-int8"
+    assert embedding_info(s) == ("int8-mixed:all-MiniLM-L6-v2", 384)
     # the name keeps the ending the segmenter's calibration is matched by
     plain = s.segmenter.params.calibration_for("all-MiniLM-L6-v2")
-    assert s.segmenter.params.calibration_for("int8:all-MiniLM-L6-v2") == plain
+    assert s.segmenter.params.calibration_for("int8-mixed:all-MiniLM-L6-v2") == plain
 
 
 def test_make_embedder_repeated_text_is_embedded_once_by_the_endpoint() -> None:
@@ -66,7 +68,7 @@ def test_query_adapter_off_by_default_a_path_for_the_model_or_one_for_another_re
     named = Settings.load(None, query={"adapter": str(mine)})
     loaded = adapter_of(named, minilm)  # type: ignore[arg-type]
     assert loaded is not None and loaded.model == "all-MiniLM-L6-v2"
-    int8 = SimpleNamespace(model_name="int8:all-MiniLM-L6-v2", dim=384)  # the same geometry
+    int8 = SimpleNamespace(model_name="int8-mixed:all-MiniLM-L6-v2", dim=384)  # the same geometry
     assert adapter_of(named, int8) is not None  # type: ignore[arg-type]
     with pytest.raises(
         AdapterError,

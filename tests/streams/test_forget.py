@@ -17,11 +17,12 @@ from redis.asyncio import Redis
 from schemas import Exchange, Role, Turn
 from schemas.control import FORGET_STAGES
 from streams.client import MemoryClient
+from streams.factories import embedding_info
 from streams.kafka.lag import LagReader
+from streams.settings import Settings
 from streams.stack.embedded import Stack
 from tests.bytescan import files_holding
 from tests.waiting import eventually
-from workers.embedding.local import bundled_model_info
 from workers.store import LINKS, NODES, RECORDS, SEGMENTS, TURNS, EvidenceStore
 
 pytestmark = pytest.mark.integration
@@ -70,7 +71,7 @@ async def drained(settings: Any) -> None:
 
 
 def open_store(stack: Stack) -> EvidenceStore:
-    name, dim = bundled_model_info()
+    name, dim = embedding_info(Settings())
     return EvidenceStore(stack.lancedb_uri, name, dim)
 
 

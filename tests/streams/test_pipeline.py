@@ -17,11 +17,12 @@ from redis.asyncio import Redis
 from schemas import Exchange, QueryReply, Role, Segment, Turn
 from schemas import topics as t
 from streams.client import MemoryClient
+from streams.factories import embedding_info
 from streams.kafka.lag import LagReader
 from streams.kafka.reader import read_topic
+from streams.settings import Settings
 from streams.stack.embedded import Stack
 from tests.waiting import eventually
-from workers.embedding.local import bundled_model_info
 from workers.store import EvidenceStore
 
 pytestmark = pytest.mark.integration
@@ -80,7 +81,7 @@ async def ingest(settings, exchanges: list[Exchange]) -> None:  # type: ignore[n
 
 
 def store(stack: Stack) -> EvidenceStore:
-    name, dim = bundled_model_info()
+    name, dim = embedding_info(Settings())
     return EvidenceStore(stack.lancedb_uri, name, dim)
 
 

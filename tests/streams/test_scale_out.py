@@ -16,11 +16,12 @@ from typing import Any
 import pytest
 
 from streams.bench.chaos import synthetic
+from streams.factories import embedding_info
 from streams.kafka.topics import ensure_topics
+from streams.settings import Settings
 from streams.stack.embedded import Stack
 from tests.conftest import READY, wait_log
 from tests.streams.test_pipeline import ingest
-from workers.embedding.local import bundled_model_info
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore, lineage, namespace_filter
 
 # Six worker processes start and load their models: on a busy 2-core machine that alone can
@@ -133,7 +134,7 @@ def test_scale_out_two_and_three_processes_per_stage_write_the_rows_of_one(stack
     for stage in STAGES:
         wait_log(stack, stage, READY[stage])
     asyncio.run(ingest(settings, synthetic("scale-one", sessions=8, per_session=8)))
-    name, dim = bundled_model_info()
+    name, dim = embedding_info(Settings())
     store = EvidenceStore(stack.lancedb_uri, name, dim)
     one = snapshot(store, "scale-one")
     assert len(one["turns"]) == 64 and one["records"] and one["nodes"]

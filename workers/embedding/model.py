@@ -7,7 +7,8 @@ import os
 from typing import Literal
 
 Precision = Literal["fp32", "int8"]
-_INT8 = "int8:"  # the name prefix of int8 vectors
+_INT8 = "int8-mixed:"  # the name prefix of int8 vectors (`workers.embedding.onnx._quantize`)
+_ALL_INT8 = "int8:"  # the prefix of an earlier recipe's vectors (every MatMul in int8)
 BUNDLED_NAME = "all-MiniLM-L6-v2"
 
 
@@ -35,14 +36,16 @@ def onnx_model_name(model_path: str, precision: Precision) -> str:
 
 def plain_model_name(name: str) -> str:
     """The model an `onnx_model_name` names, whatever its precision."""
-    return name.removeprefix(_INT8)
+    return name.removeprefix(_INT8).removeprefix(_ALL_INT8)
 
 
-def switch_hint(stored: str) -> str:
+def switch_hint(stored: str) -> str | None:
     """The setting under which a process embeds as a store of `stored` vectors does, named
     in the refusal so that its reader can act on it."""
     if stored.startswith(_INT8):
         return "LYCHEE_EMBEDDING_BACKEND=onnx-int8"
+    if stored.startswith(_ALL_INT8):
+        return None  # no setting builds that export now
     if stored == BUNDLED_NAME:
         return "LYCHEE_EMBEDDING_BACKEND=onnx (or torch, the same vectors)"
     return f"the LYCHEE_EMBEDDING_* settings of the model {stored!r}"

@@ -145,14 +145,11 @@ class Database:
         if (model is not None and (model != self.model or dim != str(self.dim))) or (
             width is not None and width != self.dim
         ):
+            hint = switch_hint(model) if model else None
             raise EmbeddingMismatch(
                 f"table {name!r} at {self.uri} holds {model or 'unknown'} embeddings of "
                 f"dimension {dim or width}; this process embeds with {self.model} ({self.dim}). "
-                + (
-                    f"To read it, set {switch_hint(model)}; or "
-                    if model
-                    else "Use the same model, or "
-                )
+                + (f"To read it, set {hint}; or " if hint else "Use the same model, or ")
                 + "point LYCHEE_LANCEDB_URI at a new store and re-ingest."
             )
 

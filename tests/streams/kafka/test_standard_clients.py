@@ -14,11 +14,12 @@ from schemas import FinalizeReason, RawTurn, Role, Segment, SegmentExchange, Seg
 from schemas import topics as t
 from schemas.records import MemoryRecord, MemoryType, RecordBatch, normalize_text, record_id
 from streams.bench.fuzz import CLIENTS, CODECS, Message, Producers
+from streams.factories import embedding_info
 from streams.kafka.lag import LagReader
 from streams.kafka.reader import read_topic
+from streams.settings import Settings
 from streams.stack.embedded import Stack
 from tests.streams.test_pipeline import store
-from workers.embedding.local import bundled_model_info
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ def end_session(ns: str, sid: str, after_seq: int) -> bytes:
 
 
 def raw_turn(ns: str) -> bytes:
-    model, dim = bundled_model_info()
+    model, dim = embedding_info(Settings())
     return (
         RawTurn(
             namespace=ns,

@@ -118,8 +118,50 @@ def test_onnx_int8_is_close_but_named_apart(onnx_dir: Path, torch_vectors: np.nd
     got = emb.embed(varied_texts())
     cos = (got * torch_vectors).sum(axis=1)
     assert cos.mean() > 0.95 and np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
-    assert emb.model_name == "int8:all-MiniLM-L6-v2"
+    assert emb.model_name == "int8-mixed:all-MiniLM-L6-v2"
     assert bundled_model_info(backend="onnx-int8") == (emb.model_name, 384)
+
+
+def test_onnx_int8_keeps_the_down_projections_in_fp32_and_stays_closer_to_fp32(
+    onnx_dir: Path, torch_vectors: np.ndarray
+) -> None:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from workers.embedding.model import bundled_path
+
+    int8 = export_onnx(bundled_path(), onnx_dir, "int8")
+    graph = onnx.load(str(int8)).graph
+    weights = {w.name: tuple(w.dims) for w in graph.initializer}
+    plain = [weights.get(n.input[1]) for n in graph.node if n.op_type == "MatMul"]
+    # the six feed-forward down-projections (1536 -> 384) stay fp32 MatMuls; the rest is int8
+    assert plain.count((1536, 384)) == 6
+    assert sum(n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for n in graph.node) >= 30
+    # every MatMul in int8 (the earlier recipe) strays further from the fp32 vectors
+    everything = onnx_dir / "all-int8.onnx"
+    quantize_dynamic(
+        int8.parent / "model-fp32.onnx",
+        everything,
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
+    )
+    mixed = OnnxEmbedder(cache_dir=onnx_dir, precision="int8")
+    err_mixed = 1 - (mixed.embed(varied_texts()) * torch_vectors).sum(axis=1).mean()
+    mixed._session = type(mixed._session)(str(everything), providers=["CPUExecutionProvider"])
+    err_all = 1 - (mixed.embed(varied_texts()) * torch_vectors).sum(axis=1).mean()
+    assert err_mixed < 0.7 * err_all
+
+
+def test_a_store_of_the_earlier_all_int8_vectors_is_refused_without_a_setting_to_try(
+    tmp_path: Path,
+) -> None:
+    EvidenceStore(str(tmp_path / "db"), "int8:all-MiniLM-L6-v2", 384).table("records", create=True)
+    with pytest.raises(EmbeddingMismatch) as refused:
+        EvidenceStore(str(tmp_path / "db"), "int8-mixed:all-MiniLM-L6-v2", 384).table("records")
+    said = str(refused.value)
+    assert "holds int8:all-MiniLM-L6-v2 embeddings" in said
+    assert "Use the same model, or point LYCHEE_LANCEDB_URI at a new store" in said
 
 
 def test_onnx_int8_vectors_refused_by_a_store_of_fp32_vectors(
@@ -130,12 +172,12 @@ def test_onnx_int8_vectors_refused_by_a_store_of_fp32_vectors(
     int8 = OnnxEmbedder(cache_dir=onnx_dir, precision="int8")
     with pytest.raises(EmbeddingMismatch):
         EvidenceStore(str(tmp_path / "db"), name, dim).db.check_embedder(int8)
-    with pytest.raises(EmbeddingMismatch, match="int8:all-MiniLM-L6-v2") as refused:
+    with pytest.raises(EmbeddingMismatch, match="int8-mixed:all-MiniLM-L6-v2") as refused:
         EvidenceStore(str(tmp_path / "db"), int8.model_name, int8.dim).table("records")
     # both models named, and the setting that reads the store
     said = str(refused.value)
     assert "holds all-MiniLM-L6-v2 embeddings" in said
-    assert "embeds with int8:all-MiniLM-L6-v2" in said
+    assert "embeds with int8-mixed:all-MiniLM-L6-v2" in said
     assert "set LYCHEE_EMBEDDING_BACKEND=onnx (or torch" in said
 
 
@@ -148,7 +190,7 @@ def test_onnx_fp32_refused_by_a_store_of_int8_vectors_naming_the_int8_setting(
     with pytest.raises(EmbeddingMismatch) as refused:
         EvidenceStore(str(tmp_path / "db"), name, dim).table("nodes")
     said = str(refused.value)
-    assert "holds int8:all-MiniLM-L6-v2 embeddings" in said
+    assert "holds int8-mixed:all-MiniLM-L6-v2 embeddings" in said
     assert "embeds with all-MiniLM-L6-v2 (384)" in said
     assert "set LYCHEE_EMBEDDING_BACKEND=onnx-int8" in said
 

@@ -22,7 +22,7 @@ def test_apply_maps_then_renormalizes_and_a_zero_shift_changes_nothing() -> None
 
 def test_it_fits_the_model_it_was_fitted_for_and_that_models_int8_export_only() -> None:
     a = QueryAdapter("all-MiniLM-L6-v2", np.zeros((384, 384), np.float32))
-    assert a.fits("all-MiniLM-L6-v2", 384) and a.fits("int8:all-MiniLM-L6-v2", 384)
+    assert a.fits("all-MiniLM-L6-v2", 384) and a.fits("int8-mixed:all-MiniLM-L6-v2", 384)
     assert not a.fits("text-embedding-3-small", 384)
     assert not a.fits("all-MiniLM-L6-v2", 768)
 
