@@ -35,11 +35,12 @@ from schemas import Exchange, Role, Segment, Turn
 from schemas import topics as t
 from streams.bench.harness import renamed
 from streams.client import MemoryClient
+from streams.factories import embedding_info
 from streams.kafka.lag import LagReader
 from streams.kafka.reader import read_topic
 from streams.kafka.topics import ensure_topics
+from streams.settings import Settings
 from streams.stack.embedded import DURABLE, EPHEMERAL, Child, Stack
-from workers.embedding.local import bundled_model_info
 from workers.encoder.service import read_usage
 from workers.store import EvidenceStore, namespace_filter
 
@@ -290,7 +291,7 @@ async def _produce(stack: Stack, exchanges: list[Exchange]) -> None:
 
 
 def _store(stack: Stack) -> EvidenceStore:
-    model, dim = bundled_model_info()
+    model, dim = embedding_info(Settings.load(None))  # as the stack's workers embed
     return EvidenceStore(stack.lancedb_uri, model, dim)
 
 

@@ -38,7 +38,8 @@ def test_bench_latency_on_a_synthetic_store_builds_ann_and_reports(
     path = tmp_path / "syn"
     store = EvidenceStore(str(path), embedder.model_name, embedder.dim)
     synthetic.build(store, embedder, 1200, 4, pool=32, chunk=500)
-    settings = Settings.load(None, store={"ann_min_rows": 256})
+    # the fixture's torch vectors are the fp32 ONNX path's
+    settings = Settings.load(None, store={"ann_min_rows": 256}, embedding={"backend": "onnx"})
     result = run_synthetic(settings, 1200, 4, 5, path, questions=6)
     assert result["build_s"] == 0.0  # the store held this shape: reused, not rebuilt
     assert result["ann_indexed"] == ["records", "turns", "nodes"] and result["ann_index_s"] > 0
