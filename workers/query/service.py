@@ -48,6 +48,7 @@ from workers.query.serialize import items_that_fit, serialize_context
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
+from workers.tokens import encoding
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,7 @@ class QueryService:
         self.rerank_candidates = rerank_candidates
         self.preset = preset  # applied to requests that name no ablation
         self.recall = MultiRouteRecall(deps.store, deps.embedder, config, deps.adapter)
+        encoding()  # the token counter's tables load here, not in a first request (half a second)
 
     async def search(self, req: QueryRequest) -> QueryReply:
         with consistent_reads():  # one version check per table a request

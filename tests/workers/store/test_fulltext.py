@@ -33,6 +33,26 @@ def test_analyze_splits_lowercases_stems_drops_stop_words_and_folds() -> None:
     assert analyze("") == [] and analyze("the and of") == []
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_analyze_gives_ascii_text_the_terms_of_the_general_path(seed: int) -> None:
+    """ASCII text takes a shortcut (lowercased whole, no folding); its terms are those of
+    splitting first and lowercasing, measuring and folding word by word."""
+    import random
+    import string
+
+    from workers.store.fulltext import _WORD, MAX_TOKEN_BYTES, STOP_WORDS, _fold, _stem
+
+    def general(text: str) -> list[str]:
+        words = [w.lower() for w in _WORD.findall(text) if len(w.encode()) < MAX_TOKEN_BYTES]
+        return [_fold(w) for w in _stem(words) if w not in STOP_WORDS]
+
+    rng = random.Random(seed)
+    words = [*TEXTS[0].split(), "RUNNING", "Don't", "x" * 39, "y" * 40, "a_b", "3.14", "THE"]
+    for _ in range(200):
+        text = "".join(rng.choice([*words, *string.printable]) + " " for _ in range(30))
+        assert text.isascii() and analyze(text) == general(text)
+
+
 def test_scores_are_okapi_bm25_with_lances_constants() -> None:
     docs = ["red kayak", "a red red boat on the lake", "blue lake"]
     ix = TextIndex(docs)
