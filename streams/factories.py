@@ -61,6 +61,7 @@ def _backend(settings: Settings) -> BoundedModel:
         settings.embedding.batch_size,
         precision="int8" if settings.embedding.backend == "onnx-int8" else "fp32",
         cache_dir=settings.embedding.onnx_dir,
+        threads=settings.embedding.threads,
     )
 
 

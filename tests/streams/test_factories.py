@@ -34,6 +34,15 @@ def test_local_embedding_info_reads_the_bundled_model_without_loading_it() -> No
     assert embedding_info(s) == ("all-MiniLM-L6-v2", 384)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_onnx_model_runs_on_the_threads_the_settings_give(threads: int) -> None:
+    from streams.factories import _backend
+
+    model = _backend(Settings.load(None, embedding={"threads": threads}))
+    assert model._session.get_session_options().intra_op_num_threads == threads  # type: ignore[attr-defined]
+    assert model.embed(["a short text"]).shape == (1, 384)
+
+
 def test_local_embedding_info_int8_default_names_its_vectors_apart() -> None:
     s = Settings.load(None)
     assert s.embedding.backend == "onnx-int8"
