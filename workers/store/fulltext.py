@@ -52,11 +52,16 @@ def _fold(word: str) -> str:
 
 def analyze(text: str) -> list[str]:
     """The index terms of `text`, in order, repeats kept."""
-    if text.isascii():
-        # the same terms with no work per word in Python: lowercasing ASCII moves no word
-        # boundary, a character is a byte, and the stems of ASCII words need no folding
-        words = [w for w in _WORD.findall(text.lower()) if len(w) < MAX_TOKEN_BYTES]
-        return [w for w in _stem(words) if w not in STOP_WORDS]
+    if not text.isascii():
+        return word_by_word(text)
+    # `word_by_word`'s terms with no work per word in Python: lowercasing ASCII moves no
+    # word boundary, a character is a byte, and the stems of ASCII words need no folding
+    words = [w for w in _WORD.findall(text.lower()) if len(w) < MAX_TOKEN_BYTES]
+    return [w for w in _stem(words) if w not in STOP_WORDS]
+
+
+def word_by_word(text: str) -> list[str]:
+    """`analyze` for any text: split, then each word lowercased, measured and folded."""
     words = [w.lower() for w in _WORD.findall(text) if len(w.encode()) < MAX_TOKEN_BYTES]
     return [_fold(w) for w in _stem(words) if w not in STOP_WORDS]
 

@@ -4,6 +4,8 @@ namespace's own statistics."""
 from __future__ import annotations
 
 import math
+import random
+import string
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ import pytest
 from tests.workers.builders import HASH_DIM, HashEmbedder
 from tests.workers.store.test_forget import raw
 from workers.store import EvidenceStore
-from workers.store.fulltext import TextIndex, analyze
+from workers.store.fulltext import TextIndex, analyze, word_by_word
 
 TEXTS = [
     "Ann booked a trip to Lisbon and was running late",
@@ -34,23 +36,13 @@ def test_analyze_splits_lowercases_stems_drops_stop_words_and_folds() -> None:
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_analyze_gives_ascii_text_the_terms_of_the_general_path(seed: int) -> None:
-    """ASCII text takes a shortcut (lowercased whole, no folding); its terms are those of
-    splitting first and lowercasing, measuring and folding word by word."""
-    import random
-    import string
-
-    from workers.store.fulltext import _WORD, MAX_TOKEN_BYTES, STOP_WORDS, _fold, _stem
-
-    def general(text: str) -> list[str]:
-        words = [w.lower() for w in _WORD.findall(text) if len(w.encode()) < MAX_TOKEN_BYTES]
-        return [_fold(w) for w in _stem(words) if w not in STOP_WORDS]
-
+def test_analyze_gives_ascii_text_the_terms_of_the_word_by_word_path(seed: int) -> None:
     rng = random.Random(seed)
     words = [*TEXTS[0].split(), "RUNNING", "Don't", "x" * 39, "y" * 40, "a_b", "3.14", "THE"]
     for _ in range(200):
         text = "".join(rng.choice([*words, *string.printable]) + " " for _ in range(30))
-        assert text.isascii() and analyze(text) == general(text)
+        assert text.isascii() and analyze(text) == word_by_word(text)
+    assert analyze("Café über ÉCOLE") == word_by_word("Café über ÉCOLE") == ["cafe", "uber", "ecole"]
 
 
 def test_scores_are_okapi_bm25_with_lances_constants() -> None:
