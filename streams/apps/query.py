@@ -99,7 +99,9 @@ class QueryHandler:
                     scorer=scorer_of(s),
                     adapter=await asyncio.to_thread(adapter_of, s, embedder),
                 )
-                self._service = QueryService(
+                # off the loop: the service loads the token counter's tables as it starts
+                self._service = await asyncio.to_thread(
+                    QueryService,
                     deps,
                     recall_config(s),
                     rerank_candidates=s.query.reranker_candidates,
