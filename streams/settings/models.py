@@ -28,16 +28,16 @@ class EmbeddingSettings(Group):
         "weights at first use, int8 (about three times faster than fp32, other vectors under "
         "their own model name; [why the default](docs/decisions.md#int8-minilm-by-default)) "
         "or fp32 (`onnx`: the vectors of sentence-transformers on `torch`). A store refuses "
-        "the vectors of another choice",
+        "the vectors of another choice: set `onnx` to read a store written before int8 was "
+        "the default",
     )
     batch_size: int = Field(default=64, ge=1, description="texts per batch of a local model")
     threads: int = Field(
         default=0,
         ge=0,
-        description="ONNX Runtime threads of each process's model (0: one per core). The "
-        "stages embed in their own processes: on a machine of few cores 1 may ingest faster "
-        "(LoCoMo dev through the stack on 2 cores: 44.5 and 49.7 exchanges/s against 40.8-43.8 "
-        "at 0, one hour, few runs), while one process alone is faster at 0",
+        description="ONNX Runtime threads of each process's model (0: one per core); the "
+        "stages embed in processes of their own, so on few cores 1 each may ingest faster "
+        "([measured](docs/notes/issue47.md#second-round-2026-11-28-int8-by-default-and-the-side-by-side))",
     )
     onnx_dir: str | None = Field(
         default=None,
