@@ -35,9 +35,9 @@ class EmbeddingSettings(Group):
     threads: int = Field(
         default=0,
         ge=0,
-        description="ONNX Runtime threads of each process's model (0: one per core); the "
-        "stages embed in processes of their own, so on few cores 1 each may ingest faster "
-        "([measured](docs/notes/issue47.md#second-round-2026-11-28-int8-by-default-and-the-side-by-side))",
+        description="ONNX Runtime threads of each process's model (0: one per core); 1 each "
+        "for stages sharing two cores showed no gain "
+        "([measured](docs/notes/issue47.md#threads-per-process))",
     )
     onnx_dir: str | None = Field(
         default=None,
