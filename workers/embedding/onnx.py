@@ -57,7 +57,10 @@ class OnnxEmbedder:
         root = Path(model_path)
         max_len = _max_seq_length(root)
         _require_mean_pooling(root)
-        self.batch_size = batch_size
+        # int8 quantizes a call's activations with one scale for the whole call, so a text's
+        # vector would depend on what else is in it: one text a call keeps vectors, segments
+        # and ids the same however texts arrive (a replay, another process's batches)
+        self.batch_size = batch_size if precision == "fp32" else 1
         self.model_name = onnx_model_name(model_path, precision)
         self.max_input_bytes = local_input_bytes(max_len)
         self.onnx_path = export_onnx(model_path, cache_dir or default_cache_dir(), precision)

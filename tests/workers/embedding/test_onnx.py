@@ -15,6 +15,7 @@ import pytest
 from workers.embedding.bounded import BoundedEmbedder
 from workers.embedding.errors import OnnxExportError
 from workers.embedding.local import LocalEmbedder, bundled_model_info
+from workers.embedding.model import Precision
 from workers.embedding.onnx import OnnxEmbedder, export_onnx, length_batches
 from workers.store import EmbeddingMismatch, EvidenceStore
 
@@ -72,8 +73,11 @@ def test_onnx_fp32_matches_sentence_transformers(onnx_dir: Path, torch_vectors: 
     assert np.abs(singles - got[:12]).max() < 1e-4
 
 
-def test_onnx_vectors_do_not_depend_on_what_else_is_in_the_call(onnx_dir: Path) -> None:
-    emb = OnnxEmbedder(cache_dir=onnx_dir, batch_size=8)
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_onnx_vectors_do_not_depend_on_what_else_is_in_the_call(
+    onnx_dir: Path, precision: Precision
+) -> None:
+    emb = OnnxEmbedder(cache_dir=onnx_dir, batch_size=8, precision=precision)
     texts = varied_texts()
     together = emb.embed(texts)
     alone = np.stack([emb.embed([t])[0] for t in texts])
