@@ -23,13 +23,12 @@ class EmbeddingSettings(Group):
         default=None, description="a local sentence-transformers directory (unset: bundled MiniLM)"
     )
     backend: Literal["torch", "onnx", "onnx-int8"] = Field(
-        default="onnx-int8",
+        default="onnx",
         description="local MiniLM runtime: ONNX Runtime on a model exported from the bundled "
-        "weights at first use, int8 (about three times faster than fp32, other vectors under "
-        "their own model name; [why the default](docs/decisions.md#int8-minilm-by-default)) "
-        "or fp32 (`onnx`: the vectors of sentence-transformers on `torch`). A store refuses "
-        "the vectors of another choice: set `onnx` to read a store written before int8 was "
-        "the default",
+        "weights at first use, fp32 (the vectors of sentence-transformers on `torch`) or int8 "
+        "(`onnx-int8`: faster, other vectors under their own model name, but a text's vector "
+        "depends on the other texts of its call: [why not the default]"
+        "(docs/decisions.md#int8-minilm-by-default)). A store refuses the vectors of another choice",
     )
     batch_size: int = Field(default=64, ge=1, description="texts per batch of a local model")
     threads: int = Field(

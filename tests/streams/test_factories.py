@@ -30,8 +30,7 @@ def test_openai_embedder_from_settings_against_a_compatible_server() -> None:
 
 
 def test_local_embedding_info_reads_the_bundled_model_without_loading_it() -> None:
-    s = Settings.load(None, embedding={"backend": "onnx"})
-    assert embedding_info(s) == ("all-MiniLM-L6-v2", 384)
+    assert embedding_info(Settings.load(None)) == ("all-MiniLM-L6-v2", 384)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -43,9 +42,8 @@ def test_the_onnx_model_runs_on_the_threads_the_settings_give(threads: int) -> N
     assert model.embed(["a short text"]).shape == (1, 384)
 
 
-def test_local_embedding_info_int8_default_names_its_vectors_apart() -> None:
-    s = Settings.load(None)
-    assert s.embedding.backend == "onnx-int8"
+def test_local_embedding_info_int8_backend_names_its_vectors_apart() -> None:
+    s = Settings.load(None, embedding={"backend": "onnx-int8"})
     assert embedding_info(s) == ("int8-mixed:all-MiniLM-L6-v2", 384)
     # the name keeps the ending the segmenter's calibration is matched by
     plain = s.segmenter.params.calibration_for("all-MiniLM-L6-v2")

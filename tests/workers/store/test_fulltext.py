@@ -42,7 +42,9 @@ def test_analyze_gives_ascii_text_the_terms_of_the_word_by_word_path(seed: int) 
     for _ in range(200):
         text = "".join(rng.choice([*words, *string.printable]) + " " for _ in range(30))
         assert text.isascii() and analyze(text) == word_by_word(text)
-    assert analyze("Café über ÉCOLE") == word_by_word("Café über ÉCOLE") == ["cafe", "uber", "ecole"]
+    assert (
+        analyze("Café über ÉCOLE") == word_by_word("Café über ÉCOLE") == ["cafe", "uber", "ecole"]
+    )
 
 
 def test_scores_are_okapi_bm25_with_lances_constants() -> None:
