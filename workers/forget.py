@@ -158,23 +158,31 @@ async def delete_matching(redis: Redis, patterns: Sequence[str], exact: Sequence
 
 async def rewrite_aof(redis: Redis, timeout_s: float = 60.0) -> bool:
     """Rewrite the append-only file so that deleted keys' values are no longer in it; wait
-    until the rewrite is done. False when AOF is off or the rewrite did not finish in time."""
+    until a rewrite started after this call is done. False when AOF is off or that rewrite
+    did not finish in time.
+
+    A rewrite already running (another stage's forget) snapshot the data before this
+    stage's deletes, and Redis refuses a second one rather than queueing it, so this waits
+    for it to end and then starts its own."""
     info = await redis.info("persistence")
     if not int(info.get("aof_enabled", 0)):
         return False
-    try:
-        await redis.bgrewriteaof()
-    except ResponseError as exc:  # one is running: Redis schedules another after it
-        log.info("aof.rewrite_scheduled", note=str(exc)[:200])
     deadline = time.monotonic() + timeout_s
-    await asyncio.sleep(0.05)
+    started = False
     while time.monotonic() < deadline:
-        info = await redis.info("persistence")
-        if not int(info.get("aof_rewrite_in_progress", 0)) and not int(
-            info.get("aof_rewrite_scheduled", 0)
-        ):
-            return True
-        await asyncio.sleep(0.1)
+        if not started:
+            try:
+                await redis.bgrewriteaof()  # started, or scheduled after an RDB save
+                started = True
+            except ResponseError as exc:  # an AOF rewrite is running: wait for its end
+                log.info("aof.rewrite_running", note=str(exc)[:200])
+        else:
+            info = await redis.info("persistence")
+            if not int(info.get("aof_rewrite_in_progress", 0)) and not int(
+                info.get("aof_rewrite_scheduled", 0)
+            ):
+                return True
+        await asyncio.sleep(0.05)
     log.warning("aof.rewrite_slow", timeout_s=timeout_s)
     return False
 
