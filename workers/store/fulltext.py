@@ -8,7 +8,7 @@ few rows it reads, scoring a few thousand rows in memory well under one.
 lance's tokenizer builder): words split on anything not alphanumeric, words of 40 bytes or
 more dropped, lowercased, Snowball English stemming (PyStemmer), English stop words
 removed after stemming, then ASCII folding. Scores are Okapi BM25 with lance's k1 = 1.2,
-b = 0.75 and IDF log(1 + (N - df + 0.5) / (df + 0.5)), computed with bm25s. One deliberate
+b = 0.75 and IDF log(1 + (N - df + 0.5) / (df + 0.5)), as bm25s computes them. One deliberate
 difference: the statistics (N, df, average length) are the namespace's own, where the
 LanceDB index counts every namespace of the table, so one tenant's data never moves
 another's ranking.
@@ -16,13 +16,15 @@ another's ranking.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import unicodedata
 from collections.abc import Sequence
 
-import bm25s
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 import Stemmer
 from bm25s.stopwords import STOPWORDS_EN_PLUS
 
@@ -67,23 +69,75 @@ def word_by_word(text: str) -> list[str]:
 
 
 class TextIndex:
-    """BM25 scores of one column's texts."""
+    """BM25 scores of one column's texts: bm25s's Lucene variant, the same float32 scores,
+    built with array operations.
 
-    def __init__(self, texts: Sequence[str | None]) -> None:
-        self.size = len(texts)
-        terms = [analyze(t or "") for t in texts]
-        self._vocab: dict[str, int] = {}
-        if any(terms):
-            self._bm25 = bm25s.BM25(k1=K1, b=B, method="lucene")
-            self._bm25.index(terms, show_progress=False)
-            self._vocab = self._bm25.vocab_dict
+    A namespace's index is built again after every write to its table (its snapshot is new)
+    and a question waits for it; bm25s builds with Python work per document and token, about
+    ten times longer on long assistant replies (docs/decisions.md#full-text-indexes-are-built-
+    with-array-operations). `tests/workers/store/test_fulltext.py` checks the scores, bit for
+    bit, against bm25s's."""
+
+    def __init__(self, texts: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> None:
+        column = _strings(texts)
+        n = self.size = len(column)
+        docs, terms, self._vocab = _postings(column)
+        # one posting per (term, document) with its term frequency, grouped by term
+        key, tf = np.unique(terms * n + docs, return_counts=True)
+        term, self._docs = np.divmod(key, max(n, 1))
+        df = np.bincount(term, minlength=len(self._vocab))
+        self._indptr = np.concatenate([[0], np.cumsum(df)])
+        idf = np.zeros(len(self._vocab), dtype=np.float32)
+        for value in np.unique(df):  # Python floats, as bm25s computes each term's idf
+            idf[df == value] = math.log(1 + (n - int(value) + 0.5) / (int(value) + 0.5))
+        lengths = np.bincount(docs, minlength=n)
+        mean = lengths.mean() if len(docs) else 1.0  # no term anywhere: no posting reads it
+        norm = K1 * ((1 - B) + B * lengths.astype(np.float64) / mean)
+        freq = tf.astype(np.float64)
+        tfc = freq / (norm[self._docs] + freq)
+        self._weights = (idf[term].astype(np.float64) * tfc).astype(np.float32)
 
     def scores(self, query: str) -> np.ndarray:
         """Every row's score for `query` (0: no query term); a term the query repeats counts
         once per repeat, as in LanceDB."""
-        ids = [self._vocab[t] for t in analyze(query) if t in self._vocab]
-        if not ids:
-            return np.zeros(self.size, dtype=np.float32)
-        # bm25s's "lucene" scores leave out BM25's constant (k1 + 1) factor; put it back so
-        # the figures are LanceDB's
-        return np.asarray(self._bm25.get_scores(ids), dtype=np.float32) * (K1 + 1)
+        out = np.zeros(self.size, dtype=np.float32)
+        for t in analyze(query):
+            term = self._vocab.get(t)
+            if term is not None:
+                at = slice(self._indptr[term], self._indptr[term + 1])
+                out[self._docs[at]] += self._weights[at]
+        # Lucene's BM25 has a constant (k1 + 1) factor that bm25s's "lucene" leaves out
+        return out * (K1 + 1)
+
+
+def _strings(texts: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(texts, pa.ChunkedArray):
+        texts = texts.combine_chunks()
+    if not isinstance(texts, pa.Array):
+        texts = pa.array(list(texts), pa.string())
+    return pc.fill_null(texts, "")
+
+
+def _postings(column: pa.Array) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+    """Every index term of the column (`analyze`'s terms) as its document and term id, and
+    the term ids. ASCII documents are split and lowercased by Arrow, and each distinct word is
+    measured, stemmed and checked once; any other document goes word by word."""
+    vocab: dict[str, int] = {}
+    ascii_rows = pc.string_is_ascii(column).to_numpy(zero_copy_only=False)
+    words = pc.split_pattern_regex(pc.ascii_lower(column.filter(ascii_rows)), "[^a-z0-9]+")
+    found = pc.dictionary_encode(pc.list_flatten(words))
+    distinct: list[str] = found.dictionary.to_pylist()
+    kept = [i for i, w in enumerate(distinct) if 0 < len(w) < MAX_TOKEN_BYTES]
+    term_of = np.full(len(distinct), -1, dtype=np.int64)
+    for i, stem in zip(kept, _stem([distinct[i] for i in kept]), strict=True):
+        if stem not in STOP_WORDS:
+            term_of[i] = vocab.setdefault(stem, len(vocab))
+    terms = term_of[found.indices.to_numpy(zero_copy_only=False)]
+    per_doc = pc.list_value_length(words).to_numpy(zero_copy_only=False)
+    docs = np.repeat(np.flatnonzero(ascii_rows), per_doc)
+    doc_parts, term_parts = [docs[terms >= 0]], [terms[terms >= 0]]
+    for row in np.flatnonzero(~ascii_rows):
+        ids = [vocab.setdefault(t, len(vocab)) for t in word_by_word(column[row].as_py())]
+        doc_parts.append(np.full(len(ids), row, dtype=np.int64))
+        term_parts.append(np.asarray(ids, dtype=np.int64))
+    return np.concatenate(doc_parts), np.concatenate(term_parts), vocab

@@ -105,7 +105,7 @@ class Snapshot:
             with self._building:  # built once, whoever asks first
                 index = self._text.get(column)
                 if index is None:
-                    index = self._text[column] = TextIndex(self.data.column(column).to_pylist())
+                    index = self._text[column] = TextIndex(self.data.column(column))
         scores = index.scores(text)
         if match:
             scores = np.where(self.mask(match), scores, 0.0)

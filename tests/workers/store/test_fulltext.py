@@ -8,12 +8,15 @@ import random
 import string
 from pathlib import Path
 
+import bm25s
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from tests.workers.builders import HASH_DIM, HashEmbedder
 from tests.workers.store.test_forget import raw
 from workers.store import EvidenceStore
-from workers.store.fulltext import TextIndex, analyze, word_by_word
+from workers.store.fulltext import B, K1, TextIndex, analyze, word_by_word
 
 TEXTS = [
     "Ann booked a trip to Lisbon and was running late",
@@ -112,3 +115,42 @@ def test_snapshot_full_text_statistics_are_the_namespaces_own(
 @pytest.fixture
 def emb() -> HashEmbedder:
     return HashEmbedder()
+
+
+def bm25s_scores(docs: list[str | None], query: str) -> np.ndarray:
+    """The scores of bm25s's own index of `analyze`'s terms: what `TextIndex` computes."""
+    terms = [analyze(d or "") for d in docs]
+    if not any(terms):
+        return np.zeros(len(docs), dtype=np.float32)
+    index = bm25s.BM25(k1=K1, b=B, method="lucene")
+    index.index(terms, show_progress=False)
+    ids = [index.vocab_dict[t] for t in analyze(query) if t in index.vocab_dict]
+    if not ids:
+        return np.zeros(len(docs), dtype=np.float32)
+    return np.asarray(index.get_scores(ids), dtype=np.float32) * (K1 + 1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_scores_are_bm25s_scores_bit_for_bit(seed: int) -> None:
+    rng = random.Random(seed)
+    words = [*" ".join(TEXTS).split(), "Café", "über", "ÉCOLE", "x" * 45, "the", "a_b", "2024"]
+    docs: list[str | None] = [
+        " ".join(rng.choice(words) for _ in range(rng.randint(0, 60))) for _ in range(80)
+    ]
+    docs += [None, "", "the and of", "naïve café ☕ résumé"]
+    rng.shuffle(docs)
+    index = TextIndex(docs)
+    for query in [*QUERIES, "café résumé", "naive", "marathon marathon cat", "zebra"]:
+        assert np.array_equal(index.scores(query), bm25s_scores(docs, query)), query
+
+
+def test_an_arrow_column_indexes_as_its_values_do() -> None:
+    docs = [*TEXTS, None, "Café über"]
+    chunked = pa.chunked_array([pa.array(docs[:3]), pa.array(docs[3:])])
+    for query in QUERIES:
+        assert np.array_equal(TextIndex(chunked).scores(query), TextIndex(docs).scores(query))
+
+
+def test_an_empty_or_termless_column_scores_nothing() -> None:
+    assert TextIndex([]).scores("cat").shape == (0,)
+    assert not TextIndex(["the", None, ""]).scores("the cat").any()
