@@ -16,7 +16,7 @@ import pytest
 from tests.workers.builders import HASH_DIM, HashEmbedder
 from tests.workers.store.test_forget import raw
 from workers.store import EvidenceStore
-from workers.store.fulltext import B, K1, TextIndex, analyze, word_by_word
+from workers.store.fulltext import K1, B, TextIndex, analyze, word_by_word
 
 TEXTS = [
     "Ann booked a trip to Lisbon and was running late",
