@@ -73,10 +73,10 @@ class TextIndex:
     built with array operations.
 
     A namespace's index is built again after every write to its table (its snapshot is new)
-    and a question waits for it; bm25s builds with Python work per document and token, about
-    ten times longer on long assistant replies (docs/decisions.md#full-text-indexes-are-built-
-    with-array-operations). `tests/workers/store/test_fulltext.py` checks the scores, bit for
-    bit, against bm25s's."""
+    and a question waits for it; bm25s builds with Python work per document and token, two
+    to three times longer (see
+    docs/decisions.md#full-text-indexes-are-built-with-array-operations).
+    `tests/workers/store/test_fulltext.py` checks the scores, bit for bit, against bm25s's."""
 
     def __init__(self, texts: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> None:
         column = _strings(texts)
