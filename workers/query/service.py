@@ -95,9 +95,23 @@ class QueryService:
         with consistent_reads():  # one version check per table a request
             return await self._search(req)
 
+    def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[None]:
+        """The namespace's snapshots and full-text indexes loading beside the plan and the
+        question's embedding: after a write, a request's searches would otherwise load them
+        one after the other, behind those two (`EvidenceStore.warm`)."""
+        if preset.record_vector_only:  # reads one table, by vector
+            warming: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            warming.set_result(None)
+            return warming
+        warming = asyncio.ensure_future(asyncio.to_thread(self.recall.store.warm, namespace))
+        # a request that fails before awaiting it leaves no unretrieved error behind
+        warming.add_done_callback(lambda f: f.cancelled() or f.exception())
+        return warming
+
     async def _search(self, req: QueryRequest) -> QueryReply:
         watch = Stopwatch()
         preset = self.preset if req.ablation is None else ABLATIONS[req.ablation]
+        warming = self._warming(req.namespace, preset)
         with watch.stage("plan") as span:
             plan, usage = await self._plan(req, preset)
             telemetry.set_attributes(span, plan_attributes(plan))
@@ -118,6 +132,7 @@ class QueryService:
         depth = max(preset.pool_factor * picked, pool) if preset.fusion else None
         with watch.stage("recall") as span:
             routes = await recall(plan, req.query, depth=depth)
+            await warming  # done by now: the searches read what it loads
             telemetry.set_attributes(span, recall_attributes(watch.timings, routes))
         if preset.bridge:
             with watch.stage("bridge"):

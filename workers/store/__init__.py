@@ -97,6 +97,13 @@ class EvidenceStore:
         """An open LanceDB table by name; None when it does not exist yet."""
         return self.tables[name].table(create)
 
+    def warm(self, namespace: str) -> None:
+        """The namespace's snapshots and full-text indexes of the searched tables, read and
+        built now when missing: a request starts this beside its plan and its question's
+        embedding, which then no longer wait in line with them."""
+        for table in (self.nodes, self.records, self.turns):  # the largest first
+            table.warm(namespace)
+
     def upsert_batches(
         self,
         batches: Sequence[RecordBatch],

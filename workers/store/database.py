@@ -337,6 +337,16 @@ class Database:
         wanted = (lambda: columns) if columns else (lambda: read_columns(tbl.schema))
         return self.snapshots.get(tbl, name, namespace, wanted, namespace_filter(namespace))
 
+    def warm(
+        self, name: str, namespace: str, column: str, columns: Sequence[str] | None = None
+    ) -> None:
+        """The namespace's snapshot of the table and its full-text index of `column`, read and
+        built now when missing (the searches that follow, with the same `columns`, find them)."""
+        tbl = self.table(name)
+        snap = None if tbl is None else self.snapshot(tbl, name, namespace, columns)
+        if snap is not None and column in snap.data.column_names:
+            snap.text_index(column)
+
     def search_vectors(
         self,
         name: str,

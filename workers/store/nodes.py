@@ -135,6 +135,9 @@ class NodesTable(MergedTable[NodeUpdate]):
     ) -> list[dict[str, Any]]:
         return self.db.search_text(NODES, TEXT_COLUMN, namespace, text, limit, _types(node_types))
 
+    def warm(self, namespace: str) -> None:
+        self.db.warm(NODES, namespace, TEXT_COLUMN)
+
     def temporal(self, namespace: str) -> list[dict[str, Any]]:
         """Every temporal node of a namespace (a few per month of conversation), by key."""
         tbl = self.table()

@@ -135,6 +135,11 @@ class RecordsTable(MergedTable[Occurrence]):
             return []
         return self.db.search_text(RECORDS, self.text_column_of(tbl), namespace, text, limit)
 
+    def warm(self, namespace: str) -> None:
+        tbl = self.table()
+        if tbl is not None:
+            self.db.warm(RECORDS, namespace, self.text_column_of(tbl))
+
     def by_ids(self, namespace: str, ids: Sequence[str]) -> list[dict[str, Any]]:
         """Records of `namespace` among `ids`, in the order of `ids` (missing ones skipped)."""
         tbl = self.table()

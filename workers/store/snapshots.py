@@ -100,18 +100,22 @@ class Snapshot:
     def search_text(self, column: str, text: str, limit: int, match: Match) -> list[dict[str, Any]]:
         """BM25 search of `column` (built on first use), best first, ties in row order; rows
         with no query term are not returned, as in LanceDB."""
-        index = self._text.get(column)
-        if index is None:
-            with self._building:  # built once, whoever asks first
-                index = self._text.get(column)
-                if index is None:
-                    index = self._text[column] = TextIndex(self.data.column(column))
-        scores = index.scores(text)
+        scores = self.text_index(column).scores(text)
         if match:
             scores = np.where(self.mask(match), scores, 0.0)
         hits = np.flatnonzero(scores > 0)
         top = hits[_best(scores[hits], limit)]
         return self._scored(top, "_score", scores[top])
+
+    def text_index(self, column: str) -> TextIndex:
+        """The BM25 index of `column`, built once, by whoever asks first."""
+        index = self._text.get(column)
+        if index is None:
+            with self._building:
+                index = self._text.get(column)
+                if index is None:
+                    index = self._text[column] = TextIndex(self.data.column(column))
+        return index
 
     def take(self, rows: Sequence[int] | np.ndarray) -> list[dict[str, Any]]:
         """Rows as dicts, each converted from Arrow once per snapshot (a request takes the

@@ -141,6 +141,9 @@ class TurnsTable(Table):
             TURNS, TEXT_COLUMN, namespace, text, limit, _session(session_id), self.read_columns()
         )
 
+    def warm(self, namespace: str) -> None:
+        self.db.warm(TURNS, namespace, TEXT_COLUMN, self.read_columns())
+
     def near(self, namespace: str, spans: Sequence[tuple[str, int, int]]) -> list[dict[str, Any]]:
         """Turns of `namespace` in the given `(session_id, first_seq, last_seq)` spans."""
         tbl = self.table()

@@ -227,6 +227,30 @@ def test_a_newer_version_waiting_behind_an_older_read_reads_again(
     assert cache.get(old, TURNS, "a", lambda: ["id"], "") is second.result()  # not older
 
 
+def test_warming_reads_what_the_searches_read_and_builds_their_text_indexes(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    _, snap = stores(tmp_path / "db", emb)
+    unwarmed = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
+    cache = snap.db.snapshots
+    assert cache is not None
+    snap.warm("a")
+    warmed = dict(cache._entries)
+    assert set(warmed) == {(NODES, "a"), (RECORDS, "a"), (TURNS, "a")}  # not the other one
+    assert all(s._text for s in warmed.values())  # each table's full-text index, built
+    vec = np.asarray(emb.embed(["grey cat"]))
+    for store in (snap, unwarmed):  # the same answers as a store that was not warmed
+        assert store.turns.search_text("a", "cat", 5) == unwarmed.turns.search_text("a", "cat", 5)
+        assert store.nodes.search_text("a", "cat", 5) == unwarmed.nodes.search_text("a", "cat", 5)
+        assert store.records.search_vectors("a", vec, 3) == unwarmed.records.search_vectors(
+            "a", vec, 3
+        )
+    assert cache._entries == warmed  # the searches read nothing more
+    assert all(s._text.keys() == warmed[k]._text.keys() for k, s in cache._entries.items())
+    snap.warm("none")  # a namespace with no rows: an empty snapshot, no error
+    EvidenceStore(str(tmp_path / "empty"), emb.model_name, HASH_DIM, snapshot_rows=9).warm("a")
+
+
 def test_turn_positions_read_from_memory_and_from_lancedb_agree(
     tmp_path: Path, emb: HashEmbedder
 ) -> None:
