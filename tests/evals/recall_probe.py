@@ -140,14 +140,22 @@ def batch_of(segment: Segment) -> RecordBatch:
 async def ingest(
     convs: list[Conversation], embedder: Embedder, store: EvidenceStore, settings: Settings
 ) -> dict[str, int]:
-    """Every conversation through segmenter policy, encoder and indexer; records per namespace."""
+    """Every conversation through segmenter policy, encoder and indexer, then one tick of the
+    indexer's maintenance (compaction, index refresh), which a running indexer does within
+    `LYCHEE_OPTIMIZE_INTERVAL_S` of a write; records per namespace."""
     indexer = IndexerService(store, embedder)
     counts = {}
+    t0 = time.perf_counter()
     for conv in convs:
         segments, turns = segments_of(conv, embedder, settings)
         batches = [batch_of(s) for s in segments]
         await indexer.write(IndexBatch(turns=turns, records=batches))
         counts[conv.namespace] = sum(len(b.records) for b in batches)
+    t1 = time.perf_counter()
+    await indexer.optimize(settings.store.ann_min_rows, settings.store.optimize_budget_s)
+    print(
+        f"written in {t1 - t0:.0f}s, the indexer's maintenance after it {time.perf_counter() - t1:.0f}s"
+    )
     return counts
 
 
