@@ -113,11 +113,14 @@ class MemoryClient:
         # a batch no client can decode on the shared reply partition (a hostile producer)
         # would stop the reply reader for good: it is skipped instead (streams.kafka.fetch)
         fetch.install([t.REPLIES])
+        # a search is sent alone and awaited: at once, not after a linger (a burst of
+        # exchanges appended together still shares produce requests)
         self.producer = await start_producer(
             s.kafka.bootstrap,
             s.kafka.idempotence,
             s.kafka.request_timeout_s,
             s.kafka.max_request_bytes,
+            linger_ms=0,
         )
         try:
             # a short fetch wait: replies are small and latency is the point

@@ -13,7 +13,7 @@ import faust
 from streams.apps.monitor import StageMonitor
 from streams.kafka import fetch
 from streams.kafka.guard import DeadLetters, TransientPolicy
-from streams.kafka.producer import KafkaPublisher
+from streams.kafka.producer import LINGER_MS, KafkaPublisher
 from streams.settings import Settings
 
 _FETCH_WAIT_MS = {"value": 1500}
@@ -79,7 +79,7 @@ def make_app(stage: str, settings: Settings, fetch_wait_ms: int = 1500) -> faust
 
 
 def stage_outputs(
-    app: faust.App, stage: str, settings: Settings
+    app: faust.App, stage: str, settings: Settings, linger_ms: int = LINGER_MS
 ) -> tuple[KafkaPublisher, DeadLetters]:
     """The stage's publisher and dead letters, living as long as the app.
 
@@ -87,7 +87,7 @@ def stage_outputs(
     consumer has stopped and in-flight events are acked): never in an agent's `finally`,
     or an agent restarted by Faust would find it stopped.
     """
-    publisher = KafkaPublisher.from_settings(settings)
+    publisher = KafkaPublisher.from_settings(settings, linger_ms)
 
     @app.on_before_shutdown.connect  # type: ignore[arg-type]  # mode's stub wants `signal=`
     async def _stop_publisher(sender: Any, **kwargs: Any) -> None:

@@ -195,7 +195,8 @@ class QueryHandler:
 
 def build(settings: Settings) -> faust.App:
     app = make_app("query", settings, fetch_wait_ms=settings.kafka.query_fetch_wait_ms)
-    handler = QueryHandler(settings, *stage_outputs(app, "query", settings))
+    # a reply is sent alone and awaited: at once, not after a linger
+    handler = QueryHandler(settings, *stage_outputs(app, "query", settings, linger_ms=0))
 
     @app.agent(raw_topic(app, t.QUERIES), concurrency=settings.query.concurrency)
     async def answer(stream: faust.StreamT[bytes]) -> None:

@@ -29,6 +29,11 @@ from workers.ports import OutMessage
 log = structlog.get_logger("lychee.producer")
 
 DEFAULT_MAX_REQUEST_BYTES = 8_388_608
+# A lone message waits this long for others to share its produce request: what a stage's
+# output and a burst of exchanges batch on. A request and its reply are alone and awaited:
+# they are sent at once (`linger_ms=0`), which takes about 5 ms off each way
+# (docs/decisions.md#requests-and-replies-do-not-linger).
+LINGER_MS = 5
 
 # Bootstraps known to give no producer id: probed once per process, warned about once.
 _NO_PRODUCER_ID: set[str] = set()
@@ -53,12 +58,13 @@ def new_producer(
     idempotence: bool,
     timeout_s: float = 30.0,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    linger_ms: int = LINGER_MS,
 ) -> AIOKafkaProducer:
     return AIOKafkaProducer(
         bootstrap_servers=bootstrap,
         acks="all",
         enable_idempotence=idempotence,
-        linger_ms=5,
+        linger_ms=linger_ms,
         max_batch_size=min(1_048_576, max_request_bytes),
         max_request_size=max_request_bytes,
         request_timeout_ms=int(timeout_s * 1000),
@@ -70,6 +76,7 @@ async def start_producer(
     idempotence: bool,
     timeout_s: float = 30.0,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    linger_ms: int = LINGER_MS,
 ) -> AIOKafkaProducer:
     """A started producer: idempotent when asked for and the broker gives a producer id.
 
@@ -79,7 +86,7 @@ async def start_producer(
     producer takes over. Anything else (an unreachable broker) is raised as it is.
     """
     if idempotence and bootstrap not in _NO_PRODUCER_ID:
-        producer = new_producer(bootstrap, True, timeout_s, max_request_bytes)
+        producer = new_producer(bootstrap, True, timeout_s, max_request_bytes, linger_ms)
         _PROBE_NOISE.probing += 1
         try:
             await asyncio.wait_for(producer.start(), timeout_s)
@@ -98,7 +105,7 @@ async def start_producer(
             raise
         finally:
             _PROBE_NOISE.probing -= 1
-    producer = new_producer(bootstrap, False, timeout_s, max_request_bytes)
+    producer = new_producer(bootstrap, False, timeout_s, max_request_bytes, linger_ms)
     try:
         await asyncio.wait_for(producer.start(), timeout_s)
     except BaseException:
@@ -120,8 +127,10 @@ class KafkaPublisher:
         idempotence: bool,
         timeout_s: float = 30.0,
         max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        linger_ms: int = LINGER_MS,
     ) -> None:
         self.bootstrap = bootstrap
+        self.linger_ms = linger_ms
         self.idempotence = idempotence
         self.timeout_s = timeout_s
         self.max_request_bytes = max_request_bytes
@@ -136,12 +145,13 @@ class KafkaPublisher:
         return self._producer
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> KafkaPublisher:
+    def from_settings(cls, settings: Settings, linger_ms: int = LINGER_MS) -> KafkaPublisher:
         return cls(
             settings.kafka.bootstrap,
             settings.kafka.idempotence,
             settings.kafka.request_timeout_s,
             settings.kafka.max_request_bytes,
+            linger_ms,
         )
 
     async def start(self) -> None:
@@ -156,7 +166,11 @@ class KafkaPublisher:
             async with self._lock:
                 if self._producer is None:
                     self._producer = await start_producer(
-                        self.bootstrap, self.idempotence, self.timeout_s, self.max_request_bytes
+                        self.bootstrap,
+                        self.idempotence,
+                        self.timeout_s,
+                        self.max_request_bytes,
+                        self.linger_ms,
                     )
         return self._producer
 
