@@ -161,7 +161,7 @@ async def rewrite_aof(redis: Redis, timeout_s: float = 60.0) -> bool:
     until a rewrite started after this call is done. False when AOF is off or that rewrite
     did not finish in time.
 
-    A rewrite already running (another stage's forget) snapshot the data before this
+    A rewrite already running (another stage's forget) took its snapshot before this
     stage's deletes, and Redis refuses a second one rather than queueing it, so this waits
     for it to end and then starts its own."""
     info = await redis.info("persistence")

@@ -95,14 +95,13 @@ class QueryService:
         with consistent_reads():  # one version check per table a request
             return await self._search(req)
 
-    def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[None]:
+    def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[None] | None:
         """The namespace's snapshots and full-text indexes loading beside the plan and the
         question's embedding: after a write, a request's searches would otherwise load them
-        one after the other, behind those two (`EvidenceStore.warm`)."""
-        if preset.record_vector_only:  # reads one table, by vector
-            warming: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            warming.set_result(None)
-            return warming
+        one after the other, behind those two (`EvidenceStore.warm`). None for the ablation
+        that reads one table by vector."""
+        if preset.record_vector_only:
+            return None
         warming = asyncio.ensure_future(asyncio.to_thread(self.recall.store.warm, namespace))
         # a request that fails before awaiting it leaves no unretrieved error behind
         warming.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -132,7 +131,8 @@ class QueryService:
         depth = max(preset.pool_factor * picked, pool) if preset.fusion else None
         with watch.stage("recall") as span:
             routes = await recall(plan, req.query, depth=depth)
-            await warming  # done by now: the searches read what it loads
+            if warming is not None:
+                await warming  # done by now: the searches read what it loads
             telemetry.set_attributes(span, recall_attributes(watch.timings, routes))
         if preset.bridge:
             with watch.stage("bridge"):
