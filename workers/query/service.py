@@ -168,26 +168,7 @@ class QueryService:
             with watch.stage("answer"):
                 answered = await self._answer(req.query, evidence, context)
             usage = total_usage([usage, answered.usage])
-        return QueryReply(
-            correlation_id=req.correlation_id,
-            namespace=req.namespace,
-            status="ok",
-            query=req.query,
-            evidence=evidence,
-            context=context,
-            context_tokens=tokens,
-            plan=plan.model_dump(mode="json"),
-            answer=answered.text,
-            answer_error=answered.error,
-            answer_items=answered.items,
-            usage={
-                "input_tokens": usage.input_tokens,
-                "output_tokens": usage.output_tokens,
-                "calls": usage.calls,
-            },
-            timings_ms=watch.total(),
-            served_at=datetime.now(UTC),
-        )
+        return _reply(req, plan, (evidence, context, tokens), answered, usage, watch.total())
 
     async def _plan(self, req: QueryRequest, preset: QueryPreset) -> tuple[Plan, TokenUsage]:
         """The planner's plan, told the namespace's speakers; one route of the question
@@ -415,6 +396,38 @@ def recall_attributes(
     }
     attrs["lychee.query.candidates"] = sum(len(r.candidates) for r in routes)
     return attrs
+
+
+def _reply(
+    req: QueryRequest,
+    plan: Plan,
+    found: tuple[list[EvidenceItem], str, int],
+    answered: Answered,
+    usage: TokenUsage,
+    timings: dict[str, float],
+) -> QueryReply:
+    """The reply: `found` is the evidence, its context and the context's tokens."""
+    evidence, context, tokens = found
+    return QueryReply(
+        correlation_id=req.correlation_id,
+        namespace=req.namespace,
+        status="ok",
+        query=req.query,
+        evidence=evidence,
+        context=context,
+        context_tokens=tokens,
+        plan=plan.model_dump(mode="json"),
+        answer=answered.text,
+        answer_error=answered.error,
+        answer_items=answered.items,
+        usage={
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "calls": usage.calls,
+        },
+        timings_ms=timings,
+        served_at=datetime.now(UTC),
+    )
 
 
 def _day(iso: str | None) -> datetime | None:
