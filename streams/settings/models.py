@@ -26,8 +26,8 @@ class EmbeddingSettings(Group):
         default="onnx",
         description="local MiniLM runtime: ONNX Runtime on a model exported from the bundled "
         "weights at first use, fp32 (the vectors of sentence-transformers on `torch`) or int8 "
-        "(`onnx-int8`: faster, other vectors under their own model name, but a text's vector "
-        "depends on the other texts of its call: [why not the default]"
+        "(`onnx-int8`: about twice as fast, other vectors under their own model name, lower "
+        "recall on long assistant replies: [why not the default]"
         "(docs/decisions.md#int8-minilm-by-default)). A store refuses the vectors of another choice",
     )
     batch_size: int = Field(default=64, ge=1, description="texts per batch of a local model")
