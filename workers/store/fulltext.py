@@ -56,10 +56,19 @@ def analyze(text: str) -> list[str]:
     """The index terms of `text`, in order, repeats kept."""
     if not text.isascii():
         return word_by_word(text)
-    # `word_by_word`'s terms with no work per word in Python: lowercasing ASCII moves no
-    # word boundary, a character is a byte, and the stems of ASCII words need no folding
-    words = [w for w in _WORD.findall(text.lower()) if len(w) < MAX_TOKEN_BYTES]
-    return [w for w in _stem(words) if w not in STOP_WORDS]
+    # `word_by_word`'s terms without its work per word: lowercasing ASCII moves no word
+    # boundary, a character is a byte, and the stems of ASCII words need no folding
+    return [t for t in _ascii_terms(_WORD.findall(text.lower())) if t is not None]
+
+
+def _ascii_terms(words: list[str]) -> list[str | None]:
+    """Each lowercased ASCII word's index term, None where it has none (empty, 40 bytes or
+    more, or a stop word once stemmed): no folding, a character is a byte."""
+    kept = [i for i, w in enumerate(words) if 0 < len(w) < MAX_TOKEN_BYTES]
+    out: list[str | None] = [None] * len(words)
+    for i, stem in zip(kept, _stem([words[i] for i in kept]), strict=True):
+        out[i] = None if stem in STOP_WORDS else stem
+    return out
 
 
 def word_by_word(text: str) -> list[str]:
@@ -126,12 +135,13 @@ def _postings(column: pa.Array) -> tuple[np.ndarray, np.ndarray, dict[str, int]]
     ascii_rows = pc.string_is_ascii(column).to_numpy(zero_copy_only=False)
     words = pc.split_pattern_regex(pc.ascii_lower(column.filter(ascii_rows)), "[^a-z0-9]+")
     found = pc.dictionary_encode(pc.list_flatten(words))
-    distinct: list[str] = found.dictionary.to_pylist()
-    kept = [i for i, w in enumerate(distinct) if 0 < len(w) < MAX_TOKEN_BYTES]
-    term_of = np.full(len(distinct), -1, dtype=np.int64)
-    for i, stem in zip(kept, _stem([distinct[i] for i in kept]), strict=True):
-        if stem not in STOP_WORDS:
-            term_of[i] = vocab.setdefault(stem, len(vocab))
+    term_of = np.asarray(
+        [
+            -1 if t is None else vocab.setdefault(t, len(vocab))
+            for t in _ascii_terms(found.dictionary.to_pylist())
+        ],
+        dtype=np.int64,
+    )
     terms = term_of[found.indices.to_numpy(zero_copy_only=False)]
     per_doc = pc.list_value_length(words).to_numpy(zero_copy_only=False)
     docs = np.repeat(np.flatnonzero(ascii_rows), per_doc)
