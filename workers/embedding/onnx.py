@@ -111,9 +111,18 @@ class OnnxEmbedder:
         return np.asarray(pooled / np.maximum(norms, 1e-12), dtype=np.float32)
 
 
-def length_batches(lengths: list[int], size: int, slack: float = 1.5) -> list[slice]:
-    """Batches of a longest-first list of token counts: at most `size` rows, and a new batch
-    where a row is shorter than the batch's first by more than `slack` times.
+# Padded tokens per model call. Past this a call is no faster per token and then slower (its
+# activations outgrow the caches): 64 rows of 256 tokens took a fifth longer than calls of
+# 1,024 tokens (docs/decisions.md#the-embedder-cuts-its-batches-by-length-as-well-as-count).
+BATCH_TOKENS = 1024
+
+
+def length_batches(
+    lengths: list[int], size: int, slack: float = 1.5, tokens: int = BATCH_TOKENS
+) -> list[slice]:
+    """Batches of a longest-first list of token counts: at most `size` rows and `tokens`
+    padded tokens (a row longer than that alone), and a new batch where a row is shorter than
+    the batch's first by more than `slack` times.
 
     A batch is padded to its longest row, and the model's time follows the padded tokens
     whatever the width. Cut by count alone, a call of a few 60-token texts and many 6-token
@@ -123,7 +132,10 @@ def length_batches(lengths: list[int], size: int, slack: float = 1.5) -> list[sl
     out: list[slice] = []
     start = 0
     for i, n in enumerate(lengths):
-        if i - start == size or n * slack < lengths[start]:
+        rows = i - start
+        if rows and (
+            rows == size or n * slack < lengths[start] or (rows + 1) * lengths[start] > tokens
+        ):
             out.append(slice(start, i))
             start = i
     if start < len(lengths):

@@ -100,21 +100,36 @@ def test_onnx_given_a_200000_character_text_through_the_bound_embeds_its_prefix(
 def test_length_batches_bound_rows_and_padding_and_keep_the_order(seed: int) -> None:
     rng = np.random.default_rng(seed)
     lengths = sorted(rng.integers(1, 120, int(rng.integers(0, 200))).tolist(), reverse=True)
-    parts = length_batches(lengths, 16)
+    parts = length_batches(lengths, 16, tokens=600)
     assert [i for p in parts for i in range(len(lengths))[p]] == list(range(len(lengths)))
     for part in parts:
         rows = lengths[part]
         assert 1 <= len(rows) <= 16
         assert all(n * 1.5 >= rows[0] for n in rows)  # no row padded past 1.5 times its length
-    # a cut only where the count or the length calls for it: batches as long as allowed
+        assert len(rows) * rows[0] <= 600  # the padded tokens of a call
+    # a cut only where the count, the length or the tokens call for it: batches as long as allowed
     for a, b in zip(parts, parts[1:], strict=False):
-        assert b.start - a.start == 16 or lengths[b.start] * 1.5 < lengths[a.start]
+        rows = b.start - a.start
+        assert (
+            rows == 16
+            or lengths[b.start] * 1.5 < lengths[a.start]
+            or (rows + 1) * lengths[a.start] > 600
+        )
 
 
 def test_length_batches_put_a_few_long_texts_apart_from_many_short_ones() -> None:
     assert length_batches([60, 58, 7, 6, 6, 5], 64) == [slice(0, 2), slice(2, 6)]
     assert length_batches([60, 58, 7, 6, 6, 5], 3) == [slice(0, 2), slice(2, 5), slice(5, 6)]
     assert length_batches([], 64) == []
+
+
+def test_length_batches_hold_long_texts_to_a_token_budget() -> None:
+    assert length_batches([256, 250, 240, 230, 200], 64, tokens=512) == [
+        slice(0, 2),
+        slice(2, 4),
+        slice(4, 5),
+    ]
+    assert length_batches([900, 800], 64, tokens=512) == [slice(0, 1), slice(1, 2)]  # alone
 
 
 def test_onnx_int8_is_close_but_named_apart(onnx_dir: Path, torch_vectors: np.ndarray) -> None:
