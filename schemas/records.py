@@ -173,6 +173,20 @@ class NodeType(StrEnum):
     event_frame = "event_frame"
 
 
+PAIR_SEPARATOR = " / "
+
+
+def pair_label(entity: str, topic: str) -> str:
+    """An entity/topic pair node's label: `Ann / travel`."""
+    return f"{entity}{PAIR_SEPARATOR}{topic}"
+
+
+def pair_parts(label: str) -> tuple[str, ...]:
+    """The entity and topic of a pair's label, split at the first separator (an entity that
+    holds one splits there too: the same two texts every time); a label without one whole."""
+    return tuple(p for p in label.partition(PAIR_SEPARATOR)[::2] if p) or (label,)
+
+
 def normalize_text(memory_type: MemoryType, semantic_text: str) -> str:
     return f"{memory_type.value}: {' '.join(semantic_text.split())}"
 

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from schemas.records import NodeType
+from schemas.records import NodeType, pair_parts
 from workers.embedding import Embedder, Matrix
 from workers.store.arrow import ID, Pending, check_matrix, naive
 from workers.store.database import DIM_KEY, MODEL_KEY, Database, MergedTable
@@ -260,6 +260,26 @@ def _types(node_types: Iterable[NodeType | str] | None) -> dict[str, set[str]]:
     return {} if node_types is None else {"node_type": {NodeType(t).value for t in node_types}}
 
 
+def _label_vectors(
+    rows: Sequence[dict[str, Any]], texts: list[str], embedder: Embedder, dim: int
+) -> Matrix:
+    """The vector of each node's text; an entity/topic pair's is composed from its two
+    labels' vectors. Both labels are nodes of the same records, so the model (behind its
+    cache) computes nothing more for a pair: a pair's own label was over half of the texts
+    the indexer gave the model, for the same recall (docs/decisions.md#node-vectors-are-
+    composed-not-embedded)."""
+    parts = [
+        pair_parts(text) if row["node_type"] == NodeType.entity_topic.value else (text,)
+        for row, text in zip(rows, texts, strict=True)
+    ]
+    unique = list(dict.fromkeys(t for p in parts for t in p))
+    vecs = check_matrix(embedder.embed(unique), dim)
+    at = {t: i for i, t in enumerate(unique)}
+    out = np.stack([vecs[[at[t] for t in p]].sum(axis=0) for p in parts])
+    out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
+    return out.astype(np.float32, copy=False)
+
+
 # About 50 tokens: a node's vector is made of its label and the linked records that start
 # within its first NODE_EMBED_CHARS characters (240 recall as well as 480 on the LoCoMo dev
 # split; see docs/decisions.md#node-vectors-are-composed-not-embedded).
@@ -293,8 +313,9 @@ def vector_source(row: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
 
 
 def node_vectors(db: Database, rows: Sequence[dict[str, Any]], embedder: Embedder) -> Matrix:
-    """Node vectors composed, not embedded: the embedding of `vector_source`'s text plus the
-    stored vectors of its head records, normalized.
+    """Node vectors composed, not embedded: the embedding of `vector_source`'s text (a
+    pair's: the normalized sum of its entity's and its topic's) plus the stored vectors of
+    its head records, normalized.
 
     Records are embedded anyway and labels are a few tokens, so a node costs the model a
     fraction of embedding its head as one text, for about the same recall (see
@@ -304,7 +325,7 @@ def node_vectors(db: Database, rows: Sequence[dict[str, Any]], embedder: Embedde
     if not rows:
         return np.zeros((0, db.dim), dtype=np.float32)
     sources = [vector_source(r) for r in rows]
-    out = np.array(check_matrix(embedder.embed([text for text, _ in sources]), db.dim))
+    out = _label_vectors(rows, [text for text, _ in sources], embedder, db.dim)
     records = db.table(RECORDS)
     heads = [rid for _, head in sources for rid in head]
     stored = db.read_by_ids(records, heads, columns=["id"]) if records is not None and heads else {}

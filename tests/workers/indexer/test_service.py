@@ -196,6 +196,7 @@ async def test_indexer_labels_repeated_across_segments_reach_the_model_once(
     await indexer.write(IndexBatch(records=[first]))
     seen = list(counting.texts)
     assert "Ann" in seen and "travel" in seen  # entity and topic labels, embedded
+    assert not any(" / " in t for t in seen)  # their pair's label is made of theirs
     del counting.texts[:]
     second = batch("a", 1, ["Ann packed a picnic blanket."], tags=("travel",))
     await indexer.write(IndexBatch(records=[second]))

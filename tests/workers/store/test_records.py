@@ -335,9 +335,14 @@ def test_a_nodes_vector_is_its_label_plus_its_head_records_and_only_labels_are_e
     (frame,) = [r for r in node if r["node_type"] == "event_frame"]
     frame_text = "\n".join([frame["label"], *frame["record_texts"]])[:240]
     assert np.allclose(node_vector(store, frame["id"]), emb.embed([frame_text])[0], atol=1e-6)
+    (pair,) = [r for r in node if r["node_type"] == "entity_topic"]
+    assert pair["label"] == "Ann / travel"
+    label = emb.embed(["Ann"])[0] + emb.embed(["travel"])[0]  # a pair's label: its parts'
+    expected = label / np.linalg.norm(label) + recs[head[0]] + recs[head[1]]
+    assert np.allclose(node_vector(store, pair["id"]), expected / np.linalg.norm(expected))
     node_texts = embedded - {r["normalized_text"] for r in table_rows(store, RECORDS)}
     # labels only, but an event frame's (it says nothing): its head as one text
-    assert node_texts == {r["label"] for r in node if r is not frame} | {frame_text}
+    assert node_texts == {r["label"] for r in node if r not in (frame, pair)} | {frame_text}
 
 
 def test_a_node_keeps_its_vector_once_its_head_is_full_and_not_before(
