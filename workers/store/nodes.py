@@ -263,11 +263,11 @@ def _types(node_types: Iterable[NodeType | str] | None) -> dict[str, set[str]]:
 def _label_vectors(
     rows: Sequence[dict[str, Any]], texts: list[str], embedder: Embedder, dim: int
 ) -> Matrix:
-    """The vector of each node's text; an entity/topic pair's is composed from its two
-    labels' vectors. Both labels are nodes of the same records, so the model (behind its
-    cache) computes nothing more for a pair: a pair's own label was over half of the texts
-    the indexer gave the model, for the same recall (docs/decisions.md#node-vectors-are-
-    composed-not-embedded)."""
+    """The vector of each node's text; an entity/topic pair's is the normalized sum of its
+    entity's and its topic's. Those are labels of nodes of the same records, so the model
+    (behind its cache) computes nothing for a pair, where the pair's own label would be a new
+    text for every combination a record makes; recall is the same (see
+    docs/decisions.md#node-vectors-are-composed-not-embedded)."""
     parts = [
         pair_parts(text) if row["node_type"] == NodeType.entity_topic.value else (text,)
         for row, text in zip(rows, texts, strict=True)
