@@ -30,7 +30,11 @@ class EmbeddingSettings(Group):
         "recall on long assistant replies: [why not the default]"
         "(docs/decisions.md#int8-minilm-by-default)). A store refuses the vectors of another choice",
     )
-    batch_size: int = Field(default=64, ge=1, description="texts per batch of a local model")
+    batch_size: int = Field(
+        default=64,
+        ge=1,
+        description="texts per batch of a local model (on ONNX, at most 1,024 padded tokens)",
+    )
     threads: int = Field(
         default=0,
         ge=0,
