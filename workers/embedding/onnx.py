@@ -112,7 +112,7 @@ class OnnxEmbedder:
 
 
 # Padded tokens per model call. Past this a call is no faster per token and then slower (its
-# activations outgrow the caches): 64 rows of 256 tokens took a fifth longer than calls of
+# activations outgrow the caches): 64 rows of 256 tokens took an eighth longer than calls of
 # 1,024 tokens (docs/decisions.md#the-embedder-cuts-its-batches-by-length-as-well-as-count).
 BATCH_TOKENS = 1024
 
