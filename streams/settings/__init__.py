@@ -2,7 +2,7 @@
 
 Every group reads its `LYCHEE_*` variables (`streams.settings.group` says how they are
 named); the README's configuration table is written from these models
-(`python -m streams.settings.table --write README.md`), and a test keeps the two equal.
+(`python -m streams.settings.table --write docs/configuration.md`), and a test keeps the two equal.
 """
 
 from __future__ import annotations

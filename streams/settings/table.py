@@ -1,7 +1,7 @@
-"""The README's configuration table, written from the settings models.
+"""The configuration table (docs/configuration.md), written from the settings models.
 
-`python -m streams.settings.table` prints it; `--write README.md` replaces the table between
-the README's markers. A test fails when the README and the models differ.
+`python -m streams.settings.table` prints it; `--write docs/configuration.md` replaces the
+table between the file's markers. A test fails when the file and the models differ.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic_core import PydanticUndefined
 
 from streams.settings import Settings
 
-BEGIN = "<!-- settings table: python -m streams.settings.table --write README.md -->"
+BEGIN = "<!-- settings table: python -m streams.settings.table --write docs/configuration.md -->"
 END = "<!-- end of settings table -->"
 
 
@@ -61,7 +61,9 @@ def _default(info: FieldInfo) -> str:
 
 
 def _text(info: FieldInfo) -> str:
-    return (info.description or "").replace("|", "\\|")
+    """The description; its links name files from the project's root, the table lives in
+    docs/."""
+    return (info.description or "").replace("|", "\\|").replace("](docs/", "](")
 
 
 def write(path: Path) -> None:
@@ -73,7 +75,7 @@ def write(path: Path) -> None:
     path.write_text(f"{head}{BEGIN}\n{table()}{END}{tail}")
 
 
-def readme_table(path: Path) -> str:
+def written_table(path: Path) -> str:
     """The table between the markers of `path`, as `table()` writes it."""
     _, _, rest = path.read_text().partition(BEGIN)
     return rest.partition(END)[0].removeprefix("\n")

@@ -11,7 +11,7 @@ from pydantic.fields import FieldInfo
 from schemas import SegmentMode
 from schemas.records import NodeType
 from streams.settings import Settings
-from streams.settings.table import readme_table, table
+from streams.settings.table import table, written_table
 
 
 def test_settings_env_file_fills_gaps_but_never_overrides_environment(
@@ -122,7 +122,8 @@ def test_settings_replaced_validates_and_keeps_the_rest() -> None:
         s.replaced(stacks={"drain_grace_s": 5})
 
 
-def test_settings_readme_table_is_written_from_the_models() -> None:
-    """`python -m streams.settings.table --write README.md` after changing a setting."""
-    readme = Path(__file__).resolve().parents[2] / "README.md"
-    assert readme_table(readme) == table()
+def test_settings_table_is_written_from_the_models() -> None:
+    """`python -m streams.settings.table --write docs/configuration.md` after changing a
+    setting."""
+    doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+    assert written_table(doc) == table()
