@@ -24,11 +24,12 @@ if TYPE_CHECKING:
     from workers.query.scorer import Scorer
 
 
-def make_embedder(settings: Settings) -> Embedder:
+def make_embedder(settings: Settings, threads: int = 0) -> Embedder:
     """Local MiniLM (default, offline) or an OpenAI-compatible embeddings endpoint, with its
     batch sizes and latency recorded as metrics, behind a cache of vectors by text (the
-    metrics then count what the model really embeds)."""
-    observed = ObservedEmbedder(model_embedder(settings))
+    metrics then count what the model really embeds). `threads`: a local model's threads
+    when `embedding.threads` is unset (0: one per core)."""
+    observed = ObservedEmbedder(model_embedder(settings, threads))
     if settings.embedding.cache_entries == 0:
         return observed
     return CachedEmbedder(
@@ -36,13 +37,13 @@ def make_embedder(settings: Settings) -> Embedder:
     )
 
 
-def model_embedder(settings: Settings) -> Embedder:
+def model_embedder(settings: Settings, threads: int = 0) -> Embedder:
     """The configured model alone: no cache, no metrics (benchmarks time it); each text cut to
     what the model can be given (`workers.embedding.bounded`)."""
-    return BoundedEmbedder(_backend(settings))
+    return BoundedEmbedder(_backend(settings, threads))
 
 
-def _backend(settings: Settings) -> BoundedModel:
+def _backend(settings: Settings, threads: int) -> BoundedModel:
     if settings.embedding.provider == "openai":
         import openai
 
@@ -61,7 +62,7 @@ def _backend(settings: Settings) -> BoundedModel:
         settings.embedding.batch_size,
         precision="int8" if settings.embedding.backend == "onnx-int8" else "fp32",
         cache_dir=settings.embedding.onnx_dir,
-        threads=settings.embedding.threads,
+        threads=threads if settings.embedding.threads is None else settings.embedding.threads,
     )
 
 

@@ -16,6 +16,10 @@ from streams.kafka.guard import DeadLetters, TransientPolicy
 from streams.kafka.producer import LINGER_MS, KafkaPublisher
 from streams.settings import Settings
 
+# ONNX threads of the segmenter's and the indexer's model when `embedding.threads` is unset:
+# the two embed at once on shared cores, where one thread each does more per core than one
+# per core each (docs/notes/issue47.md#one-thread-per-ingest-stage)
+INGEST_MODEL_THREADS = 1
 _FETCH_WAIT_MS = {"value": 1500}
 
 

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from schemas import ForgetRequest, RawTurn
 from schemas import topics as t
 from schemas.records import RecordBatch
-from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
+from streams.apps.base import INGEST_MODEL_THREADS, make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder, open_store
 from streams.kafka.errors import SerdeError
@@ -61,12 +61,17 @@ def parse_batch(
     return parse
 
 
+async def with_embedder(service: IndexerService, settings: Settings) -> None:
+    """The service's model, loaded (off the loop) when first needed."""
+    if service.embedder is None:
+        service.embedder = await asyncio.to_thread(make_embedder, settings, INGEST_MODEL_THREADS)
+
+
 def forgetter(
     service: IndexerService, progress: Progress, settings: Settings
 ) -> Callable[[ForgetRequest], Awaitable[Applied]]:
     async def forget(req: ForgetRequest) -> Applied:
-        if service.embedder is None:  # nodes that keep some links are re-embedded
-            service.embedder = await asyncio.to_thread(make_embedder, settings)
+        await with_embedder(service, settings)  # nodes that keep some links are re-embedded
         done = await service.forget(req.namespace, req.session_id, req.exchanges_end)
         keys = await progress.forget(req.namespace, req.session_id)
         return Applied(keys, done.rows_removed, done.rows_updated, done.versions_pruned)
@@ -77,8 +82,7 @@ def forgetter(
 async def expire(service: IndexerService, settings: Settings) -> None:
     """Retention on the optimize timer: what is older than `retention_days` goes for good."""
     assert settings.store.retention_days is not None
-    if service.embedder is None:  # nodes losing linked text are re-embedded
-        service.embedder = await asyncio.to_thread(make_embedder, settings)
+    await with_embedder(service, settings)  # nodes losing linked text are re-embedded
     expired = await service.expire(settings.store.retention_days)
     if any(expired.rows_removed.values()):
         log.info(
@@ -148,8 +152,7 @@ def build(settings: Settings) -> faust.App:
 
     @app.agent(raw_topic(app, t.RECORDS), concurrency=1)
     async def index_records(stream: faust.StreamT[bytes]) -> None:
-        if service.embedder is None:  # nodes and records are embedded here, once
-            service.embedder = await asyncio.to_thread(make_embedder, settings)
+        await with_embedder(service, settings)  # nodes and records are embedded here, once
         async for events in take_events(stream, 64, settings.indexer.batch_wait_s):
             records = [Incoming.from_event(e) for e in events]
             await run_guarded(

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from schemas import ContractError, ExchangeTopicMessage, ForgetRequest, parse_exchange_message
 from schemas import topics as t
-from streams.apps.base import make_app, raw_topic, stage_outputs, take_events
+from streams.apps.base import INGEST_MODEL_THREADS, make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
 from streams.factories import make_embedder
 from streams.kafka.guard import Incoming, TransientPolicy, retry_transient, run_guarded
@@ -62,7 +62,7 @@ def build(settings: Settings) -> faust.App:
 
     async def service() -> SegmenterService:
         if "svc" not in holder:
-            embedder = await asyncio.to_thread(make_embedder, settings)
+            embedder = await asyncio.to_thread(make_embedder, settings, INGEST_MODEL_THREADS)
             p = settings.segmenter.params
             policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
             redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)

@@ -35,12 +35,13 @@ class EmbeddingSettings(Group):
         ge=1,
         description="texts per batch of a local model (on ONNX, at most 1,024 padded tokens)",
     )
-    threads: int = Field(
-        default=0,
+    threads: int | None = Field(
+        default=None,
         ge=0,
-        description="ONNX Runtime threads of each process's model (0: one per core); 1 each "
-        "for stages sharing two cores showed no gain "
-        "([measured](docs/notes/issue47.md#threads-per-process))",
+        description="ONNX Runtime threads of each process's model (0: one per core; unset: one "
+        "in the segmenter and the indexer, which embed at once on shared cores, and one per core "
+        "in the query service and the benchmarks) "
+        "([measured](docs/notes/issue47.md#one-thread-per-ingest-stage))",
     )
     onnx_dir: str | None = Field(
         default=None,

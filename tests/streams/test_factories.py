@@ -33,11 +33,15 @@ def test_local_embedding_info_reads_the_bundled_model_without_loading_it() -> No
     assert embedding_info(Settings.load(None)) == ("all-MiniLM-L6-v2", 384)
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_onnx_model_runs_on_the_threads_the_settings_give(threads: int) -> None:
+@pytest.mark.parametrize(
+    ("setting", "default", "threads"), [({"threads": 1}, 0, 1), ({"threads": 2}, 1, 2), ({}, 1, 1)]
+)
+def test_the_onnx_model_runs_on_the_threads_the_settings_give_else_the_stages(
+    setting: dict[str, int], default: int, threads: int
+) -> None:
     from streams.factories import _backend
 
-    model = _backend(Settings.load(None, embedding={"threads": threads}))
+    model = _backend(Settings.load(None, embedding=setting), default)
     assert model._session.get_session_options().intra_op_num_threads == threads  # type: ignore[attr-defined]
     assert model.embed(["a short text"]).shape == (1, 384)
 
