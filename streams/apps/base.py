@@ -18,7 +18,7 @@ from streams.settings import Settings
 
 # ONNX threads of the segmenter's and the indexer's model when `embedding.threads` is unset:
 # the two embed at once on shared cores, where one thread each does more per core than one
-# per core each (docs/notes/issue47.md#one-thread-per-ingest-stage)
+# per core each (docs/decisions.md#the-ingest-stages-run-their-model-on-one-thread)
 INGEST_MODEL_THREADS = 1
 _FETCH_WAIT_MS = {"value": 1500}
 

@@ -41,7 +41,7 @@ class EmbeddingSettings(Group):
         description="ONNX Runtime threads of each process's model (0: one per core; unset: one "
         "in the segmenter and the indexer, which embed at once on shared cores, and one per core "
         "in the query service and the benchmarks) "
-        "([measured](docs/notes/issue47.md#one-thread-per-ingest-stage))",
+        "([why](docs/decisions.md#the-ingest-stages-run-their-model-on-one-thread))",
     )
     onnx_dir: str | None = Field(
         default=None,
