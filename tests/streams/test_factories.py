@@ -34,7 +34,8 @@ def test_local_embedding_info_reads_the_bundled_model_without_loading_it() -> No
 
 
 @pytest.mark.parametrize(
-    ("setting", "default", "threads"), [({"threads": 1}, 0, 1), ({"threads": 2}, 1, 2), ({}, 1, 1)]
+    ("setting", "default", "threads"),
+    [({"threads": 1}, 0, 1), ({"threads": 2}, 1, 2), ({"threads": 0}, 1, 0), ({}, 1, 1)],
 )
 def test_the_onnx_model_runs_on_the_threads_the_settings_give_else_the_stages(
     setting: dict[str, int], default: int, threads: int
