@@ -1,8 +1,9 @@
 """Configuration: one frozen settings object of groups, one per concern, read once at start-up.
 
 Every group reads its `LYCHEE_*` variables (`streams.settings.group` says how they are
-named); the README's configuration table is written from these models
-(`python -m streams.settings.table --write docs/configuration.md`), and a test keeps the two equal.
+named); the configuration table of docs/configuration.md is written from these models
+(`python -m streams.settings.table --write docs/configuration.md`), and a test keeps the two
+equal.
 """
 
 from __future__ import annotations
