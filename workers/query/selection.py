@@ -299,13 +299,16 @@ def select(
     score min-max normalized over the pool (all 1.0 if flat); ties go to the smaller item_id.
     An item whose turns the chosen items all show already loses `redundant` (`_Fresh`);
     for a `dated` question (when ...?), not a record that states a date none of them shows.
-    `first`: stop once that many are chosen, the first items of the whole selection of k.
+    `first`: stop once that many are chosen, the first items of the whole selection of k;
+    coverage then shares those `first` among the routes (`route_quota(first, n_routes)`),
+    so a reply's first items do not depend on how many follow them.
     `demote`: what each pool item's relevance loses (`workers.query.speakers.Aside`).
     """
     if pool_factor < 2:
         raise ValueError("pool_factor must be >= 2 so diversity can change the kept set")
     ranked = fused if isinstance(fused, FusedOrder) else sorted(fused, key=_rank_key)
-    chosen = _coverage(ranked, k, n_routes) if n_routes > 1 else []
+    stop = k if first is None else min(k, first)
+    chosen = _coverage(ranked, stop, n_routes) if n_routes > 1 else []
     taken = {f.item_id for f in chosen}
     top = ranked[: pool_factor * k]
     pool = [f for f in top if f.item_id not in taken]
@@ -321,7 +324,6 @@ def select(
     sim = sim[:, len(chosen) :]
     left = np.ones(len(pool), dtype=bool)
     fresh = _Fresh(pool, chosen, dated)
-    stop = k if first is None else min(k, first)
     while len(chosen) < stop and left.any():
         gain = np.where(left, lam * relevance - (1 - lam) * max_sim, -np.inf)
         gain = np.where(fresh.fresh(), gain, gain - redundant)

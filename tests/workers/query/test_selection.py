@@ -287,6 +287,20 @@ def test_select_route_coverage_includes_weaker_route_up_to_quota() -> None:
     assert ids(sorted(every, key=lambda f: -f.fused)[:4]) == ["a1", "a2", "a3", "a4"]
 
 
+def test_the_first_items_of_a_long_selection_cover_the_routes_as_a_short_one() -> None:
+    # five routes, each item a session of its own; route r's items all rank below route r-1's
+    every = [
+        fused(cand(f"{r}{i}", session=f"s{r}{i}"), 1.0 - n / 10 - i / 100, 0.5, (r,))
+        for n, r in enumerate("ABCDE")
+        for i in range(1, 5)
+    ]
+    short = select(every, k=10, n_routes=5)  # quota 2 each: two of every route lead
+    assert sorted(ids(short)) == sorted(f"{r}{i}" for r in "ABCDE" for i in (1, 2))
+    # the first ten of a selection of twenty are those ten, not four of A, four of B, two of C
+    assert ids(select(every, k=20, n_routes=5, first=10)) == ids(short)
+    assert ids(select(every, k=20, n_routes=5))[:10] == [*"A1 A2 A3 A4 B1 B2 B3 B4 C1 C2".split()]
+
+
 def near_duplicates_pool() -> list[Fused]:
     def dup(item_id: str, text: str) -> Candidate:
         return cand(item_id, text=text, turns=("t1", "t2"), entities=("Ann", "Paris"))
