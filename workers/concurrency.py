@@ -9,12 +9,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-async def gather_bounded(
-    awaitables: Iterable[Awaitable[T]], limit: int | asyncio.Semaphore
-) -> list[T]:
-    """Like `asyncio.gather`, results in order, but never more than `limit` in flight;
-    gathers given one semaphore share its bound."""
-    gate = limit if isinstance(limit, asyncio.Semaphore) else asyncio.Semaphore(max(1, limit))
+async def gather_bounded(awaitables: Iterable[Awaitable[T]], limit: int) -> list[T]:
+    """Like `asyncio.gather`, results in order, but never more than `limit` in flight."""
+    gate = asyncio.Semaphore(max(1, limit))
 
     async def one(aw: Awaitable[T]) -> T:
         async with gate:

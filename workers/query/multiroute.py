@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import partial
@@ -143,6 +143,7 @@ class MultiRouteRecall:
         """
         clock = ChannelTimes()
         variants = list(dict.fromkeys([question, *(q for r in plan.routes for q in r.queries)]))
+        await self._embed(variants, clock)
         kk = self.effective_k(k)
         m = BUDGET_MULTIPLIERS.get(plan.question_type, _SAME)
         budgets = Budgets(
@@ -152,32 +153,16 @@ class MultiRouteRecall:
         )
         route_texts = [_fts_text([*r.queries, question]) for r in plan.routes]
         only, skip = preset.record_vector_only, preset.skip_nodes
-        node_types = tuple(t for t in SEARCH_NODE_TYPES if t not in skip)
-        gate = asyncio.Semaphore(max(1, self.config.max_concurrent_searches))
-        # full-text searches need no vector: they run while the model embeds the variants
-        texts = list(dict.fromkeys(route_texts))
-        searching = asyncio.ensure_future(
-            self._text_searches(texts, namespace, session_id, budgets, node_types, clock, gate)
-            if not only
-            else _nothing()
-        )
-        try:
-            await self._embed(variants, clock)
-        except BaseException:
-            searching.cancel()
-            raise
         hits, fts, weights = await self._search(
             variants,
-            texts,
-            searching,
+            route_texts,
             namespace,
             session_id,
             budgets,
             only,
             clock,
-            node_types,
+            tuple(t for t in SEARCH_NODE_TYPES if t not in skip),
             preset.with_assistant,
-            gate,
         )
         dates = not only and NodeType.temporal not in skip
         filters = [
@@ -240,32 +225,10 @@ class MultiRouteRecall:
         vectors = np.asarray(self.embedder.embed(texts))
         return vectors if self.adapter is None else self.adapter.apply(vectors)
 
-    async def _text_searches(
-        self,
-        texts: list[str],
-        namespace: str,
-        session_id: str | None,
-        budgets: Budgets,
-        node_types: tuple[NodeType, ...],
-        clock: ChannelTimes,
-        gate: asyncio.Semaphore,
-    ) -> dict[tuple[str, str, str], Any]:
-        """Full-text channels per route: one query with the words of all its variants (BM25
-        scores term by term, so a query per variant would repeat the same lookups)."""
-        node_b, rec_b, turn_b = int(budgets.nodes), int(budgets.records), int(budgets.turns)
-        st = self.store
-        calls: dict[tuple[str, str, str], Any] = {}
-        for t in texts:
-            calls["text", "nodes", t] = (st.nodes.search_text, t, node_b, node_types)
-            calls["text", "records", t] = (st.records.search_text, t, rec_b)
-            calls["text", "turns", t] = (st.turns.search_text, t, turn_b, session_id)
-        return await _searched(calls, namespace, clock, gate)
-
     async def _search(
         self,
         variants: list[str],
-        texts: list[str],
-        text_found: Awaitable[dict[tuple[str, str, str], Any]],
+        route_texts: list[str],
         namespace: str,
         session_id: str | None,
         budgets: Budgets,
@@ -273,24 +236,36 @@ class MultiRouteRecall:
         clock: ChannelTimes,
         node_types: tuple[NodeType, ...],
         with_assistant: WithAssistant | None,
-        gate: asyncio.Semaphore,
     ) -> tuple[dict[str, list[Channel]], dict[str, list[Channel]], dict[str, float]]:
-        """Vector channels per variant (one multi-vector search per table), the full-text
-        channels of `text_found` per route text, and the channels' weights in fusion:
-        `with_assistant`'s when the turns found include an assistant's."""
+        """Vector channels per variant (one multi-vector search per table), full-text
+        channels per route (one query with the words of all its variants: BM25 scores term by
+        term, so a query per variant would repeat the same lookups), and the channels'
+        weights in fusion: `with_assistant`'s when the turns found include an assistant's."""
         node_b, rec_b, turn_b = int(budgets.nodes), int(budgets.records), int(budgets.turns)
         vecs = np.stack([self._vec_cache[v] for v in variants])
         st, ns = self.store, namespace
         if record_vector_only:
             only = await self._search_records_only(variants, vecs, ns, session_id, rec_b, clock)
             return only, {}, {}
+        texts = list(dict.fromkeys(route_texts))
+        # every table search of the request, keyed by (how, table, route text)
         calls: dict[tuple[str, str, str], Any] = {
             ("vector", "nodes", ""): (st.nodes.search_vectors, vecs, node_b, node_types),
             ("vector", "records", ""): (st.records.search_vectors, vecs, rec_b),
             ("vector", "turns", ""): (st.turns.search_vectors, vecs, turn_b, session_id),
         }
-        got = await _searched(calls, ns, clock, gate)
-        got.update(await text_found)
+        for t in texts:
+            calls["text", "nodes", t] = (st.nodes.search_text, t, node_b, node_types)
+            calls["text", "records", t] = (st.records.search_text, t, rec_b)
+            calls["text", "turns", t] = (st.turns.search_text, t, turn_b, session_id)
+        found = await gather_bounded(
+            (
+                asyncio.to_thread(clock.call, f"{table[:-1]}_{how}", fn, ns, *args)
+                for (how, table, _), (fn, *args) in calls.items()
+            ),
+            self.config.max_concurrent_searches,
+        )
+        got = dict(zip(calls, found, strict=True))
         show = Shown(request_terms(variants))
         # long turns cut into passages: CPU work, off the loop other requests share
         turn_rows = await asyncio.to_thread(clock.call, "passages", show_passages, got, show)
@@ -476,25 +451,3 @@ def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
 def _fts_text(queries: Sequence[str]) -> str:
     """The words of a route's query variants, each once, in order."""
     return " ".join(dict.fromkeys(w for q in queries for w in re.findall(r"\w+", q.lower())))
-
-
-async def _searched(
-    calls: dict[tuple[str, str, str], Any],
-    namespace: str,
-    clock: ChannelTimes,
-    gate: asyncio.Semaphore,
-) -> dict[tuple[str, str, str], Any]:
-    """Each (how, table, route text) search of `calls` run in a thread, at most as many at
-    once as `gate` lets the whole request run."""
-    found = await gather_bounded(
-        (
-            asyncio.to_thread(clock.call, f"{table[:-1]}_{how}", fn, namespace, *args)
-            for (how, table, _), (fn, *args) in calls.items()
-        ),
-        gate,
-    )
-    return dict(zip(calls, found, strict=True))
-
-
-async def _nothing() -> dict[tuple[str, str, str], Any]:
-    return {}
