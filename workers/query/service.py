@@ -117,7 +117,7 @@ class QueryService:
         rerank = self.reranker is not None and preset.rerank
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
         second = self.scorer if preset.second_stage else None
-        picked = req.k if second is None else max(req.k, preset.led_pool)  # what selection picks
+        picked = selection_size(req.k, preset.led_pool, second is not None, rerank)
         recall = partial(
             self.recall.recall,
             namespace=req.namespace,
@@ -137,7 +137,8 @@ class QueryService:
         if preset.bridge:
             with watch.stage("bridge"):
                 plan, routes = await _bridged(req.query, plan, routes, recall)
-        if preset.history_by_session and about_the_history(req.query):
+        history = preset.history_by_session and about_the_history(req.query)
+        if history:
             routes = by_session(routes)
         if rerank:
             with watch.stage("rerank"):
@@ -154,7 +155,8 @@ class QueryService:
                 _Second(second, req.query, when, prior),
                 picked,
                 0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
-                _Turns(self.recall.store, req.namespace, near=not rerank),
+                # a history question's first items' neighbours would crowd out other sessions
+                _Turns(self.recall.store, req.namespace, near=not (rerank or history)),
                 [r.speaker for r in plan.routes],
             )
             # today's truth first, the older value kept and marked; conflicts side by side
@@ -200,6 +202,13 @@ class QueryService:
         except AnswerUnavailable as exc:
             return Answered(error=exc.reason, items=n, usage=exc.usage)
         return Answered(text, items=n, usage=usage)
+
+
+def selection_size(k: int, led_pool: int, lead: bool, reranked: bool) -> int:
+    """How many items selection picks for a request of `k` (the reply keeps the first k):
+    the second stage's lead and the locality (`near_first`, not after a cross-encoder) read
+    the first `led_pool`, however few are asked for."""
+    return max(k, led_pool) if lead or not reranked else k
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from tests.workers.query.test_selection import cand, fused, ids
 from workers.query.locality import near_first
 from workers.query.presets import Near
 from workers.query.selection import Fused
+from workers.query.service import selection_size
 
 
 def test_near_first_moves_items_next_to_the_first_ones_up() -> None:
@@ -28,3 +29,13 @@ def test_near_first_moves_items_next_to_the_first_ones_up() -> None:
     assert out[3] == "n" and out[-1] == "late"  # past the pool: not moved
     assert out[4:-1] == ["f0", "f1", "f2", "f3", "f4", "o", "u"]
     assert ids(near_first(chosen, {}, len(chosen), how)) == ids(chosen)
+
+
+def test_a_short_request_gives_the_locality_its_whole_pool() -> None:
+    """A request for fewer items than `led_pool` still has selection pick `led_pool`, so an
+    item near the first ones can move into the few the reply keeps; after a cross-encoder
+    (no locality) and without a second stage, selection picks what is asked."""
+    assert selection_size(10, 30, lead=False, reranked=False) == 30
+    assert selection_size(10, 30, lead=True, reranked=True) == 30
+    assert selection_size(10, 30, lead=False, reranked=True) == 10
+    assert selection_size(100, 30, lead=False, reranked=False) == 100
