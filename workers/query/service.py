@@ -117,7 +117,11 @@ class QueryService:
         rerank = self.reranker is not None and preset.rerank
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
         second = self.scorer if preset.second_stage else None
-        picked = selection_size(req.k, preset.led_pool, second is not None, rerank)
+        history = preset.history_by_session and about_the_history(req.query)
+        # items near the first ones move up, but not past a cross-encoder's order, nor in a
+        # history question, where the first items' neighbours would crowd out other sessions
+        near = not (rerank or history)
+        picked = selection_size(req.k, preset.led_pool, second is not None or near)
         recall = partial(
             self.recall.recall,
             namespace=req.namespace,
@@ -137,7 +141,6 @@ class QueryService:
         if preset.bridge:
             with watch.stage("bridge"):
                 plan, routes = await _bridged(req.query, plan, routes, recall)
-        history = preset.history_by_session and about_the_history(req.query)
         if history:
             routes = by_session(routes)
         if rerank:
@@ -155,8 +158,7 @@ class QueryService:
                 _Second(second, req.query, when, prior),
                 picked,
                 0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
-                # a history question's first items' neighbours would crowd out other sessions
-                _Turns(self.recall.store, req.namespace, near=not (rerank or history)),
+                _Turns(self.recall.store, req.namespace, near=near),
                 [r.speaker for r in plan.routes],
             )
             # today's truth first, the older value kept and marked; conflicts side by side
@@ -204,11 +206,11 @@ class QueryService:
         return Answered(text, items=n, usage=usage)
 
 
-def selection_size(k: int, led_pool: int, lead: bool, reranked: bool) -> int:
+def selection_size(k: int, led_pool: int, read: bool) -> int:
     """How many items selection picks for a request of `k` (the reply keeps the first k):
-    the second stage's lead and the locality (`near_first`, not after a cross-encoder) read
-    the first `led_pool`, however few are asked for."""
-    return max(k, led_pool) if lead or not reranked else k
+    `led_pool` however few are asked for when the second stage's lead or the locality
+    (`near_first`) `read` them."""
+    return max(k, led_pool) if read else k
 
 
 @dataclass(frozen=True)

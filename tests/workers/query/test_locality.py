@@ -32,10 +32,9 @@ def test_near_first_moves_items_next_to_the_first_ones_up() -> None:
 
 
 def test_a_short_request_gives_the_locality_its_whole_pool() -> None:
-    """A request for fewer items than `led_pool` still has selection pick `led_pool`, so an
-    item near the first ones can move into the few the reply keeps; after a cross-encoder
-    (no locality) and without a second stage, selection picks what is asked."""
-    assert selection_size(10, 30, lead=False, reranked=False) == 30
-    assert selection_size(10, 30, lead=True, reranked=True) == 30
-    assert selection_size(10, 30, lead=False, reranked=True) == 10
-    assert selection_size(100, 30, lead=False, reranked=False) == 100
+    """A request for fewer items than `led_pool` still has selection pick `led_pool` when
+    the lead or the locality reads them, so an item near the first ones can move into the
+    few the reply keeps; when nothing reads them, selection picks what is asked."""
+    assert selection_size(10, 30, read=True) == 30
+    assert selection_size(10, 30, read=False) == 10
+    assert selection_size(100, 30, read=True) == 100
