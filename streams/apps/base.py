@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from collections.abc import AsyncIterator, Sequence
@@ -11,16 +12,24 @@ from typing import Any, cast
 import faust
 
 from streams.apps.monitor import StageMonitor
+from streams.factories import make_embedder
 from streams.kafka import fetch
 from streams.kafka.guard import DeadLetters, TransientPolicy
 from streams.kafka.producer import LINGER_MS, KafkaPublisher
 from streams.settings import Settings
+from workers.embedding import Embedder
 
 # ONNX threads of the segmenter's and the indexer's model when `embedding.threads` is unset:
 # the two embed at once on shared cores, where one thread each does more per core than one
 # per core each (docs/decisions.md#the-ingest-stages-run-their-model-on-one-thread)
 INGEST_MODEL_THREADS = 1
 _FETCH_WAIT_MS = {"value": 1500}
+
+
+async def ingest_embedder(settings: Settings) -> Embedder:
+    """The segmenter's or the indexer's model, loaded off the loop, on INGEST_MODEL_THREADS
+    unless `embedding.threads` says otherwise."""
+    return await asyncio.to_thread(make_embedder, settings, INGEST_MODEL_THREADS)
 
 
 def _patch_fetch_wait() -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
 import faust
@@ -12,9 +11,9 @@ from redis.asyncio import Redis
 from schemas import ForgetRequest, RawTurn
 from schemas import topics as t
 from schemas.records import RecordBatch
-from streams.apps.base import INGEST_MODEL_THREADS, make_app, raw_topic, stage_outputs, take_events
+from streams.apps.base import ingest_embedder, make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
-from streams.factories import make_embedder, open_store
+from streams.factories import open_store
 from streams.kafka.errors import SerdeError
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
 from streams.kafka.serde import SCHEMA, decode
@@ -64,7 +63,7 @@ def parse_batch(
 async def with_embedder(service: IndexerService, settings: Settings) -> None:
     """The service's model, loaded (off the loop) when first needed."""
     if service.embedder is None:
-        service.embedder = await asyncio.to_thread(make_embedder, settings, INGEST_MODEL_THREADS)
+        service.embedder = await ingest_embedder(settings)
 
 
 def forgetter(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 
 import faust
@@ -11,9 +10,8 @@ from redis.asyncio import Redis
 
 from schemas import ContractError, ExchangeTopicMessage, ForgetRequest, parse_exchange_message
 from schemas import topics as t
-from streams.apps.base import INGEST_MODEL_THREADS, make_app, raw_topic, stage_outputs, take_events
+from streams.apps.base import ingest_embedder, make_app, raw_topic, stage_outputs, take_events
 from streams.apps.control import Applied, forget_agent
-from streams.factories import make_embedder
 from streams.kafka.guard import Incoming, TransientPolicy, retry_transient, run_guarded
 from streams.kafka.serde import contract_error, decode_json
 from streams.settings import Settings
@@ -62,7 +60,7 @@ def build(settings: Settings) -> faust.App:
 
     async def service() -> SegmenterService:
         if "svc" not in holder:
-            embedder = await asyncio.to_thread(make_embedder, settings, INGEST_MODEL_THREADS)
+            embedder = await ingest_embedder(settings)
             p = settings.segmenter.params
             policy = SegmentPolicy(p, p.calibration_for(embedder.model_name), count_tokens)
             redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
