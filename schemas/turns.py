@@ -20,6 +20,12 @@ class RawTurn(Contract):
     exchange_id: str = Field(min_length=1, max_length=200)
     seq: Count
     index: int = Field(ge=0, le=1_000, description="position of the turn inside its exchange")
+    exchange_turns: int | None = Field(
+        default=None,
+        ge=1,
+        le=1_001,
+        description="how many turns its exchange has; without it the turn closes its exchange",
+    )
     role: Role
     speaker: str | None = Field(default=None, max_length=200)
     text: str = Field(max_length=200_000)
@@ -31,3 +37,8 @@ class RawTurn(Contract):
 
     def rendered(self) -> str:
         return render_turn(self.speaker, self.role, self.text, self.image_caption)
+
+    def closes_exchange(self) -> bool:
+        """Whether its exchange is whole once it is written: an exchange's turns may reach
+        the indexer in different batches, and its seq is searchable only with all of them."""
+        return self.exchange_turns is None or self.index + 1 >= self.exchange_turns

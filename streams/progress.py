@@ -63,11 +63,13 @@ class Progress:
         self._raise = redis.register_script(RAISE_FIELDS)  # watermarks never go back
 
     async def record_indexed(self, turns: Iterable[RawTurn]) -> None:
-        """Raise each session's indexed watermark to the highest seq among `turns`."""
+        """Raise each session's indexed watermark to the highest seq whose exchange `turns`
+        complete (an exchange cut short by the batch marks only the seq before it)."""
         top: dict[str, dict[str, int]] = defaultdict(dict)
         for turn in turns:
             per_ns = top[turn.namespace]
-            per_ns[turn.session_id] = max(per_ns.get(turn.session_id, -1), turn.seq)
+            whole = turn.seq if turn.closes_exchange() else turn.seq - 1
+            per_ns[turn.session_id] = max(per_ns.get(turn.session_id, -1), whole)
         now_ms = int(time.time() * 1000)
         for ns, seqs in top.items():
             args = [0, *(x for sid, seq in seqs.items() for x in (sid, seq))]

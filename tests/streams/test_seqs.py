@@ -165,6 +165,32 @@ async def test_progress_watermarks_only_rise_and_say_what_is_searchable(redis) -
     assert await progress.namespace("other") == []
 
 
+async def test_progress_marks_an_exchange_indexed_only_once_all_its_turns_are(redis) -> None:  # type: ignore[no-untyped-def]
+    progress = Progress(redis)
+
+    def turn(seq: int, index: int) -> RawTurn:
+        return RawTurn(
+            namespace="ns",
+            session_id="s",
+            turn_id=f"{seq}-{index}",
+            exchange_id=str(seq),
+            seq=seq,
+            index=index,
+            exchange_turns=2,
+            role=Role.user,
+            text="t",
+            embedding=[1.0],
+            embedding_model="m",
+        )
+
+    await progress.record_indexed([turn(0, 0), turn(0, 1), turn(1, 0)])  # seq 1 cut by the batch
+    assert await progress.indexed("ns", ["s"]) == {"s": 0}
+    await progress.record_indexed([turn(1, 1)])
+    assert await progress.indexed("ns", ["s"]) == {"s": 1}
+    await progress.record_indexed([turn(2, 0)])
+    assert await progress.indexed("ns", ["s"]) == {"s": 1}
+
+
 async def test_progress_overview_lists_namespaces_and_when_they_were_last_written(redis) -> None:  # type: ignore[no-untyped-def]
     progress = Progress(redis)
     turn = RawTurn(

@@ -399,6 +399,7 @@ def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[Ra
             exchange_id=ex.exchange_id,
             seq=ex.seq,
             index=i,
+            exchange_turns=len(ex.turns),
             role=turn.role,
             speaker=turn.speaker,
             text=turn.content,

@@ -8,7 +8,7 @@ from datetime import datetime
 import orjson
 import pytest
 
-from schemas import ControlKind, Exchange, Role, Segment, SessionControl, Turn
+from schemas import ControlKind, Exchange, RawTurn, Role, Segment, SessionControl, Turn
 from schemas import topics as t
 from workers.ports import ListPublisher, OutMessage
 from workers.segmenter.params import SegmenterParams
@@ -89,6 +89,20 @@ async def test_segmenter_service_publishes_turns_at_once_and_segments_on_flush(
     covered = [tid for s in segs for tid in s.turn_ids]
     assert covered == [f"s1-t{i}" for i in range(5)]  # every turn once, in order
     assert [s.segment_id for s in segs] == [f"ns1/s1/{i}" for i in range(len(segs))]
+
+
+async def test_segmenter_service_turns_say_which_one_closes_their_exchange(redis, embedder) -> None:
+    ex = exchanges()[0]
+    two = ex.model_copy(
+        update={"turns": [*ex.turns, Turn(role=Role.assistant, content="Easy pace is right.")]}
+    )
+    pub = ListPublisher()
+    await make(redis, embedder, pub).handle([two])
+    turns = [RawTurn.model_validate_json(m.value) for m in pub.messages if m.topic == t.TURNS]
+    assert [(x.index, x.exchange_turns, x.closes_exchange()) for x in turns] == [
+        (0, 2, False),
+        (1, 2, True),
+    ]
 
 
 async def test_segmenter_service_replayed_seq_changes_nothing(redis, embedder) -> None:
