@@ -19,6 +19,7 @@ from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
 from streams.kafka.serde import SCHEMA, decode
 from streams.progress import Progress
 from streams.settings import Settings
+from streams.written import WrittenVersions
 from workers import telemetry
 from workers.forget import Fences, Source, source_of
 from workers.indexer.service import IndexBatch, IndexerService
@@ -115,7 +116,12 @@ def build(settings: Settings) -> faust.App:
     policy = TransientPolicy.from_settings(settings)
     store = open_store(settings)
     redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
-    service = IndexerService(store, fences=Fences(redis), node_types=settings.indexer.node_types)
+    service = IndexerService(
+        store,
+        fences=Fences(redis),
+        node_types=settings.indexer.node_types,
+        on_written=WrittenVersions(redis).record,
+    )
     progress = Progress(redis)
 
     parse_turn = turn_parser(store, settings.kafka.max_message_bytes)

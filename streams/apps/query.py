@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from typing import Any
 
 import faust
 import orjson
 import structlog
+from redis.asyncio import Redis
 
 from schemas import QueryReply, QueryRequest
 from schemas import topics as t
@@ -37,11 +39,13 @@ from streams.kafka.producer import KafkaPublisher
 from streams.kafka.rules import INTERNAL
 from streams.kafka.serde import TOO_LARGE, decode, encode
 from streams.settings import Settings
+from streams.written import WrittenVersions
 from workers import telemetry
 from workers.query.answer import LLMAnswerer
 from workers.query.presets import preset_for
 from workers.query.rerank import load_reranker
 from workers.query.service import QueryDeps, QueryService
+from workers.store import TABLES
 
 log = structlog.get_logger("lychee.query")
 
@@ -63,6 +67,11 @@ def reply_target(value: bytes | None) -> tuple[str, int, str] | None:
     if not isinstance(part, int) or isinstance(part, bool) or part < 0:
         return None
     return cid, part, ns if isinstance(ns, str) and len(ns) <= 128 else ""
+
+
+def _redis(settings: Settings) -> Redis:
+    """Read once a request, beside the searches: a slow Redis must not hold them long."""
+    return Redis.from_url(settings.redis.url, socket_timeout=1, socket_connect_timeout=1)
 
 
 class QueryHandler:
@@ -98,6 +107,7 @@ class QueryHandler:
                     reranker=await asyncio.to_thread(load_reranker, s.query.reranker_model),
                     scorer=scorer_of(s),
                     adapter=await asyncio.to_thread(adapter_of, s, embedder),
+                    written=partial(WrittenVersions(_redis(s)).of, tables=TABLES),
                 )
                 # off the loop: the service loads the token counter's tables as it starts
                 self._service = await asyncio.to_thread(

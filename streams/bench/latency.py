@@ -40,19 +40,33 @@ from workers.store import RECORDS, EvidenceStore, namespace_filter
 from workers.store.database import has_ann
 
 
-def run_latency(settings: Settings, data: Path, conversation: str | None, k: int) -> dict[str, Any]:
+def run_latency(
+    settings: Settings, data: Path, conversation: str | None, k: int, beside: str | None = None
+) -> dict[str, Any]:
+    """`beside`: another conversation of the file, ingested into its own namespace while the
+    first one's questions are asked again (one tenant asking while another writes)."""
     convs, _ = load_reported(data)
     conv = next((c for c in convs if conversation in (None, c.namespace)), None)
     if conv is None:
         raise BenchError(f"no conversation {conversation} in {data}")
-    rename_namespace(conv, f"lat{uuid.uuid4().hex[:6]}-{conv.namespace}")
+    other = None
+    if beside is not None:
+        other = next((c for c in convs if c.namespace == beside), None)
+        if other is None or other is conv:
+            raise BenchError(f"--beside needs another conversation of {data}, not {beside}")
+    run = uuid.uuid4().hex[:6]
+    for c in (conv, other):
+        if c is not None:
+            rename_namespace(c, f"lat{run}-{c.namespace}")
     with pipeline(settings, VARIANTS["full"]) as live:
-        result = asyncio.run(_run(live, conv, k))
+        result = asyncio.run(_run(live, conv, k, other))
     print_locomo(result)
     return result
 
 
-async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]:
+async def _run(
+    settings: Settings, conv: Conversation, k: int, other: Conversation | None = None
+) -> dict[str, Any]:
     questions = [q.question for q in conv.qa if q.category in CATEGORIES]
     async with MemoryClient(settings) as client:
         await produce(client, [conv], progress=False)
@@ -72,11 +86,10 @@ async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]
             reply = await svc.search(_request(conv.namespace, q, k))
             for name, ms in reply.timings_ms.items():
                 stages.setdefault(name, []).append(ms)
-        round_trip = []
-        for q in questions:
-            started = time.perf_counter()
-            await client.search(conv.namespace, q, k=k, timeout_s=60)
-            round_trip.append((time.perf_counter() - started) * 1e3)
+        round_trip = [await _round_trip(client, conv.namespace, q, k) for q in questions]
+        beside = None
+        if other is not None:
+            beside = await _beside_ingest(settings, client, conv.namespace, questions, k, other)
     return {
         "conversation": conv.namespace,
         "turns": conv.turn_count,
@@ -86,6 +99,40 @@ async def _run(settings: Settings, conv: Conversation, k: int) -> dict[str, Any]
         "round_trip_ms": percentiles(round_trip),
         # each stage of the reply's timings (recall.<channel> run concurrently in recall)
         "stages_ms": {n: percentiles(v) for n, v in stages.items() if n != "total"},
+        "beside": beside,
+    }
+
+
+async def _round_trip(client: MemoryClient, namespace: str, question: str, k: int) -> float:
+    started = time.perf_counter()
+    await client.search(namespace, question, k=k, timeout_s=60)
+    return (time.perf_counter() - started) * 1e3
+
+
+async def _beside_ingest(
+    settings: Settings,
+    client: MemoryClient,
+    namespace: str,
+    questions: list[str],
+    k: int,
+    other: Conversation,
+) -> dict[str, Any]:
+    """The questions asked again, in turn, from when `other` is produced until the stack has
+    ingested it: round trips while the indexer keeps writing another namespace."""
+    await produce(client, [other], progress=False)
+    async with LagReader(settings.kafka.bootstrap) as lag:
+        drained = asyncio.create_task(lag.wait_drained(timeout_s=1800))
+        ms: list[float] = []
+        started = time.perf_counter()
+        while not drained.done():
+            ms.append(await _round_trip(client, namespace, questions[len(ms) % len(questions)], k))
+        await drained
+    return {
+        "conversation": other.namespace,
+        "turns": other.turn_count,
+        "ingest_s": round(time.perf_counter() - started, 1),
+        "questions": len(ms),
+        "round_trip_ms": percentiles(ms),
     }
 
 
@@ -107,6 +154,13 @@ def print_locomo(r: dict[str, Any]) -> None:
     click.echo(f"request/reply round trip:      p50 {rt['p50']:.1f} ms, p95 {rt['p95']:.1f} ms")
     for name, ms in r["stages_ms"].items():
         click.echo(f"  {name:<28} p50 {ms['p50']:7.1f} ms, p95 {ms['p95']:7.1f} ms")
+    if b := r.get("beside"):
+        rt = b["round_trip_ms"]
+        click.echo(
+            f"round trip while {b['conversation']} ({b['turns']} turns) is ingested, "
+            f"{b['ingest_s']:.0f} s, {b['questions']} questions: "
+            f"p50 {rt['p50']:.1f} ms, p95 {rt['p95']:.1f} ms"
+        )
 
 
 def run_synthetic(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
@@ -21,9 +21,12 @@ from workers.embedding import Embedder
 from workers.forget import Fences, Source
 from workers.indexer.linking import links_of
 from workers.indexer.nodes import ALL_NODE_TYPES, updates_of
-from workers.store import ALL_TABLES, EvidenceStore, Forgotten
+from workers.store import ALL_TABLES, NODES, RECORDS, TABLES, TURNS, EvidenceStore, Forgotten
 
 T = TypeVar("T")
+# told, after a durable write, the namespaces written (None: every one) and the version
+# each searched table holds now (streams.written: the query service's snapshots keep)
+OnWritten = Callable[[Iterable[str] | None, Mapping[str, int]], Awaitable[None]]
 
 
 @dataclass
@@ -52,11 +55,13 @@ class IndexerService:
         embedder: Embedder | None = None,
         fences: Fences | None = None,
         node_types: frozenset[NodeType] = ALL_NODE_TYPES,
+        on_written: OnWritten | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.fences = fences
         self.node_types = node_types  # the evidence-node types built (and embedded)
+        self.on_written = on_written
         # one writer per table: turns and records/nodes are written independently, so raw
         # turns stay searchable at once however long record embedding takes
         self._turns_lock = asyncio.Lock()
@@ -80,6 +85,8 @@ class IndexerService:
                     self.store.turns.upsert, turns, turn_sources
                 )
                 written["turns_forgotten"] = len(batch.turns) - len(turns)
+                if turns:
+                    await self._written({t.namespace for t in turns}, (TURNS,))
                 if on_turns is not None and turns:
                     await on_turns(turns)
         if batch.records:
@@ -92,6 +99,8 @@ class IndexerService:
                 counts = await asyncio.to_thread(
                     self._write_records, records, record_sources, self.embedder
                 )
+                if records:
+                    await self._written({b.namespace for b in records}, (RECORDS, NODES))
             written.update(counts)
             written["batches_forgotten"] = len(batch.records) - len(records)
         return written
@@ -120,9 +129,15 @@ class IndexerService:
         async with self._turns_lock, self._records_lock:
             if self.fences is not None:
                 await self.fences.raise_to(namespace, session_id, exchanges_end)
-            return await asyncio.to_thread(
+            done = await asyncio.to_thread(
                 self.store.forget, namespace, session_id, self.embedder, exchanges_end or None
             )
+            await self._written([namespace], TABLES)
+            return done
+
+    async def _written(self, namespaces: Iterable[str] | None, tables: Sequence[str]) -> None:
+        if self.on_written is not None:
+            await self.on_written(namespaces, await asyncio.to_thread(self.store.versions, tables))
 
     def _write_records(
         self, batches: list[RecordBatch], sources: list[Source | None], embedder: Embedder
@@ -137,7 +152,10 @@ class IndexerService:
         """Retention: remove what is older than `retention_days` (both writers held)."""
         cutoff = datetime.now(UTC) - timedelta(days=retention_days)
         async with self._turns_lock, self._records_lock:
-            return await asyncio.to_thread(self.store.expire, cutoff, self.embedder)
+            done = await asyncio.to_thread(self.store.expire, cutoff, self.embedder)
+            if any(done.rows_removed.values()) or any(done.rows_updated.values()):
+                await self._written(None, TABLES)
+            return done
 
     async def optimize(self, ann_min_rows: int, budget_s: float = 60.0) -> OptimizeReport:
         """Build due ANN indexes and compact, one table at a time, holding no writer's lock.

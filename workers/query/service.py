@@ -48,6 +48,7 @@ from workers.query.serialize import items_that_fit, serialize_context
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
+from workers.store.snapshots import Written
 from workers.tokens import encoding
 
 
@@ -66,6 +67,9 @@ class QueryDeps:
     # question vectors moved toward the statements that answer them (None: the model's own;
     # a fitted file is named by LYCHEE_QUERY_ADAPTER)
     adapter: QueryAdapter | None = None
+    # where a namespace's searched tables were last written (streams.written), read once a
+    # request: its snapshots then outlive the writes to other namespaces (None: not known)
+    written: Callable[[str], Awaitable[Written | None]] | None = None
 
 
 class QueryService:
@@ -89,10 +93,12 @@ class QueryService:
         self.rerank_candidates = rerank_candidates
         self.preset = preset  # applied to requests that name no ablation
         self.recall = MultiRouteRecall(deps.store, deps.embedder, config, deps.adapter)
+        self.written = deps.written
         encoding()  # the token counter's tables load here, not in a first request (half a second)
 
     async def search(self, req: QueryRequest) -> QueryReply:
-        with consistent_reads():  # one version check per table a request
+        written = None if self.written is None else await self.written(req.namespace)
+        with consistent_reads(written):  # one version check per table a request, at most
             return await self._search(req)
 
     def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[None] | None:

@@ -97,6 +97,12 @@ class EvidenceStore:
         """An open LanceDB table by name; None when it does not exist yet."""
         return self.tables[name].table(create)
 
+    def versions(self, names: Sequence[str]) -> dict[str, int]:
+        """The current version of each existing table of `names`: read by a writer after its
+        write, to tell readers which snapshots it leaves valid (workers.store.snapshots)."""
+        tables = {name: self.db.table(name) for name in names}
+        return {name: int(tbl.version) for name, tbl in tables.items() if tbl is not None}
+
     def warm(self, namespace: str) -> None:
         """The namespace's snapshots and full-text indexes of the searched tables, read and
         built now when missing: a request starts this beside its plan and its question's

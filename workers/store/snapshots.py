@@ -9,9 +9,15 @@ and their vectors normalized) and answers its exact vector searches, full-text s
 
 A snapshot is valid for the table version it was read at. Each use compares it with the
 table's latest version (one manifest check; once per table in a `consistent_reads` block,
-a request, which reads each table's column names once too); any write to the table drops every snapshot of it, so a write is seen by every
-request that starts after it and removed text (a forget) is not kept in memory past the
-first read of that table by such a request. Snapshots are evicted least recently used past
+a request, which reads each table's column names once too); any write to the table drops
+every snapshot of it, so a write is seen by every request that starts after it and removed
+text (a forget) is not kept in memory past the first read of that table by such a request.
+
+A version is the whole table's, so without more a write to one namespace makes every other
+namespace's snapshot read again, with its full-text indexes. A block that knows the version
+of its namespace's last write (`consistent_reads(written=...)`, which the indexer records)
+keeps a snapshot at that version or newer, whatever was written to the others since, and
+asks LanceDB for no version at all. Snapshots are evicted least recently used past
 `max_rows` rows in all.
 """
 
@@ -23,6 +29,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,6 +46,11 @@ _PINNED: ContextVar[dict[str, int] | None] = ContextVar("lychee_pinned_versions"
 _NAMES: ContextVar[dict[str, frozenset[str]] | None] = ContextVar(
     "lychee_pinned_columns", default=None
 )
+
+# (table, namespace) -> the table version of the namespace's last write there, as its writer
+# recorded it: a snapshot of the namespace at that version or newer holds every write to it
+Written = Mapping[tuple[str, str], int]
+_WRITTEN: ContextVar[Written | None] = ContextVar("lychee_written_versions", default=None)
 
 Match = Mapping[str, Collection[str]]  # column -> accepted values, beyond the namespace
 
@@ -160,15 +172,18 @@ def _best(scores: np.ndarray, limit: int) -> np.ndarray:
 
 
 @contextmanager
-def consistent_reads() -> Iterator[None]:
+def consistent_reads(written: Written | None = None) -> Iterator[None]:
     """Snapshot reads in this block check each table's version once, at their first read of
     it, instead of at every read (a check is a call into LanceDB's event loop thread, and a
     request makes about a dozen reads). A write committed after that first read is seen by
-    the next block, not necessarily by this one."""
+    the next block, not necessarily by this one. `written`: where the block's namespaces were
+    last written; a snapshot at least that new is used without a version check."""
     token, names = _PINNED.set({}), _NAMES.set({})
+    marks = _WRITTEN.set(written)
     try:
         yield
     finally:
+        _WRITTEN.reset(marks)
         _NAMES.reset(names)
         _PINNED.reset(token)
 
@@ -216,21 +231,28 @@ class SnapshotCache:
         a `consistent_reads` block: the version its first read of the table found, or newer);
         `columns()` names what to read when it must be read again. One thread reads a
         namespace again at a time; the others wait for its snapshot."""
-        version = _version(tbl, name)
         key = (name, namespace)
-        snap = self._current(key, version)
+        floor = (_WRITTEN.get() or {}).get(key)
+        if floor is not None:
+            valid = partial(self._written_since, key, floor)
+        else:
+            valid = partial(self._current, key, _version(tbl, name))
+        snap = valid()
         if snap is not None:
             return snap
         with self._lock:
             reading = self._reading.setdefault(key, threading.Lock())
         with reading:
-            snap = self._current(key, version)
+            snap = valid()
             if snap is not None:
                 return snap
             # labelled with the version read just before the rows, which are at least that new
             # (a write in between costs one more read, never a stale answer); a pinned
             # request's version may be older, and would make the next request read again
             latest = int(tbl.version)
+            if floor is not None and latest < floor:  # a reader allowed to lag behind
+                tbl.checkout_latest()
+                latest = int(tbl.version)
             data = tbl.search().where(where).select([*columns(), "vector"]).limit(None).to_arrow()
             snap = Snapshot.of(latest, data.combine_chunks())  # one chunk: `take` is faster
             with self._lock:
@@ -241,6 +263,16 @@ class SnapshotCache:
                     _, old = self._entries.popitem(last=False)
                     total -= old.rows
         return snap
+
+    def _written_since(self, key: tuple[str, str], floor: int) -> Snapshot | None:
+        """The snapshot of `key` if it holds the namespace's last write (at version `floor`);
+        the other namespaces' snapshots stay, whatever their table's version."""
+        with self._lock:
+            snap = self._entries.get(key)
+            if snap is not None and snap.version >= floor:
+                self._entries.move_to_end(key)
+                return snap
+        return None
 
     def _current(self, key: tuple[str, str], version: int) -> Snapshot | None:
         """The snapshot of `key` at `version` or newer; drops the table's older ones."""

@@ -81,6 +81,12 @@ def bench_throughput(
     "(default: a temporary directory, removed afterwards)",
 )
 @click.option("-k", "k", type=int, default=10, show_default=True)
+@click.option(
+    "--beside",
+    default=None,
+    help="another sample id of --data: ingested meanwhile, its own namespace, while the "
+    "questions are asked again (one tenant asking while another writes)",
+)
 def bench_latency(
     data: Path | None,
     conversation: str | None,
@@ -88,6 +94,7 @@ def bench_latency(
     namespaces: int,
     store: Path | None,
     k: int,
+    beside: str | None,
 ) -> None:
     """Retrieval latency p50/p95 (no LLM): on a LoCoMo conversation (with the request/reply
     round trip) and/or on a synthetic store of production size with its ANN indexes."""
@@ -96,9 +103,11 @@ def bench_latency(
 
     if data is None and records is None:
         raise click.UsageError("give --data (LoCoMo scale), --synthetic N (store scale), or both")
+    if beside is not None and data is None:
+        raise click.UsageError("--beside is another conversation of --data")
     try:
         if data is not None:
-            run_latency(settings(), data, conversation, k)
+            run_latency(settings(), data, conversation, k, beside)
         if records is not None:
             with contextlib.ExitStack() as stack:
                 path = store or Path(stack.enter_context(tempfile.TemporaryDirectory()))

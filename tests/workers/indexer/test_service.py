@@ -202,3 +202,29 @@ async def test_indexer_labels_repeated_across_segments_reach_the_model_once(
     await indexer.write(IndexBatch(records=[second]))
     assert "Ann packed a picnic blanket." in " ".join(counting.texts)  # the new record
     assert not {"Ann", "travel"} & set(counting.texts)  # the repeated labels: not again
+
+
+async def test_indexer_tells_the_namespaces_it_wrote_and_the_table_versions_it_left(
+    tmp_path: Path,
+) -> None:
+    from collections.abc import Iterable, Mapping
+
+    from tests.workers.builders import HASH_DIM, HashEmbedder, batch
+    from tests.workers.store.test_forget import raw
+    from workers.store import NODES, RECORDS, TABLES, TURNS
+
+    emb = HashEmbedder()
+    store = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM)
+    told: list[tuple[set[str] | None, dict[str, int]]] = []
+
+    async def record(namespaces: Iterable[str] | None, versions: Mapping[str, int]) -> None:
+        told.append((None if namespaces is None else set(namespaces), dict(versions)))
+
+    svc = IndexerService(store, emb, on_written=record)
+    await svc.write(IndexBatch(turns=[raw("a", "s1", "t1", "Ann booked a trip", emb)]))
+    assert told == [({"a"}, store.versions([TURNS]))]
+    await svc.write(IndexBatch(records=[batch("a", 0, ["Ann booked"]), batch("b", 0, ["Ben"])]))
+    assert told[-1] == ({"a", "b"}, store.versions([RECORDS, NODES]))
+    await svc.forget("b", None, {})
+    assert told[-1] == ({"b"}, store.versions(TABLES)) and len(told) == 3
+    assert all(v >= 1 for _, versions in told for v in versions.values())

@@ -148,6 +148,39 @@ def test_a_consistent_block_checks_a_tables_version_once_and_the_next_block_sees
         assert top() == "Ann took a violin lesson"
 
 
+def test_a_namespace_marked_as_last_written_keeps_its_snapshot_through_other_writes(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    plain, snap = stores(tmp_path / "db", emb)
+    vec = emb.embed(["a violin lesson"])
+    assert snap.db.snapshots is not None
+    held = snap.db.snapshots._entries
+    marks = {(RECORDS, ns): plain.versions([RECORDS])[RECORDS] for ns in ("a", "b")}
+
+    def top(ns: str) -> str:
+        with consistent_reads(marks):
+            return str(snap.records.search_vectors(ns, vec, 1)[0][0]["semantic_text"])
+
+    top("a")
+    kept = held[(RECORDS, "a")]
+    index_batches(plain, [batch("b", 9, ["Ben took a violin lesson"])], emb)
+    marks[(RECORDS, "b")] = plain.versions([RECORDS])[RECORDS]
+    assert top("b") == "Ben took a violin lesson"
+    assert top("a") != "Ann took a violin lesson" and held[(RECORDS, "a")] is kept
+    with consistent_reads():  # without marks a read compares the table's version
+        snap.records.search_vectors("a", vec, 1)
+    assert held[(RECORDS, "a")] is not kept
+
+    index_batches(plain, [batch("a", 9, ["Ann took a violin lesson"])], emb)
+    marks[(RECORDS, "a")] = plain.versions([RECORDS])[RECORDS]
+    assert top("a") == "Ann took a violin lesson"
+    plain.forget("a", None, emb)
+    marks[(RECORDS, "a")] = plain.versions([RECORDS])[RECORDS]
+    with consistent_reads(marks):
+        assert snap.records.search_vectors("a", vec, 3) == [[]]
+    assert not any("Ann took" in str(s.data.to_pylist()) for s in held.values())
+
+
 def test_snapshots_are_evicted_past_their_row_budget(tmp_path: Path, emb: HashEmbedder) -> None:
     plain, _ = stores(tmp_path / "db", emb)
     snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=8)
