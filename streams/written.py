@@ -15,6 +15,7 @@ compares its snapshots with the table's version as before: never a staler answer
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
@@ -31,12 +32,15 @@ PAUSE_S = 5.0  # after a failed read, requests check versions without asking Red
 
 
 def versions_key(namespace: str, prefix: str = PREFIX) -> str:
-    return f"{prefix}:idx:ns:{{{namespace}}}:versions"
+    """Keyed by a digest, as the fences are: a forget marks its namespace, and afterwards no
+    Redis key may name it."""
+    digest = hashlib.sha256(namespace.encode()).hexdigest()[:32]
+    return f"{prefix}:idx:versions:{digest}"
 
 
 def every_namespace_key(prefix: str = PREFIX) -> str:
     """Marks of writes that reach every namespace (retention)."""
-    return f"{prefix}:idx:versions"
+    return f"{prefix}:idx:versions:all"
 
 
 class WrittenVersions:

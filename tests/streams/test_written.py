@@ -19,6 +19,8 @@ async def test_marks_only_rise_and_a_write_to_every_namespace_counts_for_each(re
     }
     # a namespace the indexer never marked keeps comparing versions, even after retention
     assert await marks.of("c", ["turns", "records"]) == {}
+    await marks.record(["tenant-x"], {"turns": 1})  # a forget marks what it forgot
+    assert not [k async for k in redis.scan_iter(count=1000) if b"tenant-x" in k]
 
 
 async def test_an_unreachable_redis_leaves_the_reads_to_compare_versions() -> None:

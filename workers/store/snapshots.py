@@ -218,6 +218,7 @@ class SnapshotCache:
         self._entries: OrderedDict[tuple[str, str], Snapshot] = OrderedDict()
         self._lock = threading.Lock()
         self._reading: dict[tuple[str, str], threading.Lock] = {}
+        self._ahead: dict[tuple[str, str], int] = {}  # marks past the table's latest version
 
     def get(
         self,
@@ -233,6 +234,8 @@ class SnapshotCache:
         namespace again at a time; the others wait for its snapshot."""
         key = (name, namespace)
         floor = (_WRITTEN.get() or {}).get(key)
+        if floor is not None and self._ahead.get(key) == floor:
+            floor = None  # a mark this table never reached: its versions decide
         if floor is not None:
             valid = partial(self._written_since, key, floor)
         else:
@@ -253,6 +256,8 @@ class SnapshotCache:
             if floor is not None and latest < floor:  # a reader allowed to lag behind
                 tbl.checkout_latest()
                 latest = int(tbl.version)
+                if latest < floor:  # the mark of a table since replaced (its Redis kept)
+                    self._ahead[key] = floor
             data = tbl.search().where(where).select([*columns(), "vector"]).limit(None).to_arrow()
             snap = Snapshot.of(latest, data.combine_chunks())  # one chunk: `take` is faster
             with self._lock:

@@ -181,6 +181,27 @@ def test_a_namespace_marked_as_last_written_keeps_its_snapshot_through_other_wri
     assert not any("Ann took" in str(s.data.to_pylist()) for s in held.values())
 
 
+def test_a_mark_past_the_tables_versions_leaves_the_reads_to_the_versions(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    """A store replaced under a Redis that kept its marks: read right, and not at every read."""
+    plain, snap = stores(tmp_path / "db", emb)
+    vec = emb.embed(["a violin lesson"])
+    assert snap.db.snapshots is not None
+    held = snap.db.snapshots._entries
+    ahead = {(RECORDS, "a"): plain.versions([RECORDS])[RECORDS] + 1_000}
+
+    def top() -> str:
+        with consistent_reads(ahead):
+            return str(snap.records.search_vectors("a", vec, 1)[0][0]["semantic_text"])
+
+    top()
+    kept = held[(RECORDS, "a")]
+    assert top() != "Ann took a violin lesson" and held[(RECORDS, "a")] is kept
+    index_batches(plain, [batch("a", 9, ["Ann took a violin lesson"])], emb)
+    assert top() == "Ann took a violin lesson"
+
+
 def test_snapshots_are_evicted_past_their_row_budget(tmp_path: Path, emb: HashEmbedder) -> None:
     plain, _ = stores(tmp_path / "db", emb)
     snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=8)
