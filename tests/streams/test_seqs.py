@@ -137,26 +137,29 @@ async def test_seqs_expired_lease_of_a_dead_process_is_taken_over(redis) -> None
     assert y.seq == 1
 
 
+def raw_turn(
+    session: str, seq: int, index: int = 0, exchange_turns: int | None = None, ns: str = "ns"
+) -> RawTurn:
+    return RawTurn(
+        namespace=ns,
+        session_id=session,
+        turn_id=f"{session}{seq}-{index}",
+        exchange_id=f"{session}{seq}",
+        seq=seq,
+        index=index,
+        exchange_turns=exchange_turns,
+        role=Role.user,
+        text="t",
+        embedding=[1.0],
+        embedding_model="m",
+    )
+
+
 async def test_progress_watermarks_only_rise_and_say_what_is_searchable(redis) -> None:  # type: ignore[no-untyped-def]
     progress = Progress(redis)
-
-    def turn(sid: str, seq: int) -> RawTurn:
-        return RawTurn(
-            namespace="ns",
-            session_id=sid,
-            turn_id=f"{sid}{seq}",
-            exchange_id=f"{sid}{seq}",
-            seq=seq,
-            index=0,
-            role=Role.user,
-            text="t",
-            embedding=[1.0],
-            embedding_model="m",
-        )
-
     await progress.raise_accepted("ns", {"s1": 4, "s2": 1})
-    await progress.record_indexed([turn("s1", 2), turn("s1", 4), turn("s2", 0)])
-    await progress.record_indexed([turn("s1", 3)])  # a redelivery does not lower it
+    await progress.record_indexed([raw_turn("s1", 2), raw_turn("s1", 4), raw_turn("s2", 0)])
+    await progress.record_indexed([raw_turn("s1", 3)])  # a redelivery does not lower it
     assert await progress.indexed("ns", ["s1", "s2", "s3"]) == {"s1": 4, "s2": 0}
     found = {p.session_id: p for p in await progress.namespace("ns")}
     assert found["s1"].searchable and not found["s2"].searchable
@@ -169,19 +172,7 @@ async def test_progress_marks_an_exchange_indexed_only_once_all_its_turns_are(re
     progress = Progress(redis)
 
     def turn(seq: int, index: int) -> RawTurn:
-        return RawTurn(
-            namespace="ns",
-            session_id="s",
-            turn_id=f"{seq}-{index}",
-            exchange_id=str(seq),
-            seq=seq,
-            index=index,
-            exchange_turns=2,
-            role=Role.user,
-            text="t",
-            embedding=[1.0],
-            embedding_model="m",
-        )
+        return raw_turn("s", seq, index, exchange_turns=2)
 
     await progress.record_indexed([turn(0, 0), turn(0, 1), turn(1, 0)])  # seq 1 cut by the batch
     assert await progress.indexed("ns", ["s"]) == {"s": 0}
@@ -193,18 +184,7 @@ async def test_progress_marks_an_exchange_indexed_only_once_all_its_turns_are(re
 
 async def test_progress_overview_lists_namespaces_and_when_they_were_last_written(redis) -> None:  # type: ignore[no-untyped-def]
     progress = Progress(redis)
-    turn = RawTurn(
-        namespace="ns-b",
-        session_id="s1",
-        turn_id="t",
-        exchange_id="e",
-        seq=3,
-        index=0,
-        role=Role.user,
-        text="t",
-        embedding=[1.0],
-        embedding_model="m",
-    )
+    turn = raw_turn("s1", 3, ns="ns-b")
     await progress.raise_accepted("ns-a", {"s1": 2})
     await progress.raise_accepted("ns-b", {"s1": 3})
     before = datetime.now(UTC) - timedelta(seconds=1)
