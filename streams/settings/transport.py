@@ -138,7 +138,8 @@ class RedisSettings(Group):
 
     url: str = Field(
         default="redis://127.0.0.1:6379/0",
-        description="segmenter state, encoder context, cache and token counters",
+        description="segmenter state, encoder context, cache and token counters, the indexer's "
+        "marks of what it wrote (the query service keeps its snapshots by them)",
     )
 
 
