@@ -5,8 +5,8 @@ version is the whole table's, so a write to one namespace would make every other
 namespace's snapshot be read again, with its full-text indexes: under a steady ingest of
 other conversations, nearly every question. The indexer records here, after each durable
 write and before its offsets are committed, the version of each searched table it wrote,
-per namespace it wrote (or for all of them, for retention); the query service reads its
-namespace's marks once a request and keeps a snapshot while it is at least that new.
+per namespace it wrote (or for all of them: a forget, retention); the query service reads
+its namespace's marks once a request and keeps a snapshot while it is at least that new.
 
 A mark only rises (a redelivered write may record an older version). Without a mark (a
 namespace last written before the marks existed), or when Redis cannot be read, a request
@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from streams.progress import PREFIX
 from workers.forget import RAISE_FIELDS
-from workers.store.snapshots import Written
+from workers.store.snapshots import EVERY, Written
 
 log = structlog.get_logger("lychee.written")
 PAUSE_S = 5.0  # after a failed read, requests check versions without asking Redis this long
@@ -39,7 +39,7 @@ def versions_key(namespace: str, prefix: str = PREFIX) -> str:
 
 
 def every_namespace_key(prefix: str = PREFIX) -> str:
-    """Marks of writes that reach every namespace (retention)."""
+    """Marks of writes that reach every namespace (a forget, retention)."""
     return f"{prefix}:idx:versions:all"
 
 
@@ -80,6 +80,8 @@ class WrittenVersions:
             return None
         marks = {}
         for table, mine, all_ in zip(tables, own, every, strict=True):
+            if all_ is not None:
+                marks[(table, EVERY)] = int(all_)
             if mine is not None:  # a namespace never marked keeps the version checks
                 marks[(table, namespace)] = max(int(mine), int(all_ or 0))
         return marks

@@ -6,19 +6,21 @@ from redis.asyncio import Redis
 
 from streams.stack.embedded import free_port
 from streams.written import WrittenVersions
+from workers.store.snapshots import EVERY
 
 
 async def test_marks_only_rise_and_a_write_to_every_namespace_counts_for_each(redis) -> None:  # type: ignore[no-untyped-def]
     marks = WrittenVersions(redis)
     await marks.record(["a", "b"], {"turns": 4, "records": 2})
     await marks.record(["a"], {"turns": 3})  # a redelivered write read an older version
-    await marks.record(None, {"records": 7})  # retention: every namespace
+    await marks.record(None, {"records": 7})  # a forget, retention: every namespace
     assert await marks.of("a", ["turns", "records", "nodes"]) == {
         ("turns", "a"): 4,
         ("records", "a"): 7,
+        ("records", EVERY): 7,
     }
-    # a namespace the indexer never marked keeps comparing versions, even after retention
-    assert await marks.of("c", ["turns", "records"]) == {}
+    # a namespace the indexer never marked keeps comparing versions
+    assert await marks.of("c", ["turns", "records"]) == {("records", EVERY): 7}
     await marks.record(["tenant-x"], {"turns": 1})  # a forget marks what it forgot
     assert not [k async for k in redis.scan_iter(count=1000) if b"tenant-x" in k]
 

@@ -132,7 +132,9 @@ class IndexerService:
             done = await asyncio.to_thread(
                 self.store.forget, namespace, session_id, self.embedder, exchanges_end or None
             )
-            await self._written([namespace], TABLES)
+            # every namespace: the query service then drops every snapshot older than the
+            # forget, the forgotten namespace's among them, at the first read after it
+            await self._written(None, TABLES)
             return done
 
     async def _written(self, namespaces: Iterable[str] | None, tables: Sequence[str]) -> None:

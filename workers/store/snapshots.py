@@ -17,8 +17,9 @@ A version is the whole table's, so without more a write to one namespace makes e
 namespace's snapshot read again, with its full-text indexes. A block that knows the version
 of its namespace's last write (`consistent_reads(written=...)`, which the indexer records)
 keeps a snapshot at that version or newer, whatever was written to the others since, and
-asks LanceDB for no version at all. Snapshots are evicted least recently used past
-`max_rows` rows in all.
+asks LanceDB for no version at all. A forget is marked as a write to every namespace, so its
+text still leaves memory at the table's first read after it. Snapshots are evicted least
+recently used past `max_rows` rows in all.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ _NAMES: ContextVar[dict[str, frozenset[str]] | None] = ContextVar(
 )
 
 # (table, namespace) -> the table version of the namespace's last write there, as its writer
-# recorded it: a snapshot of the namespace at that version or newer holds every write to it
+# recorded it: a snapshot of the namespace at that version or newer holds every write to it;
+# (table, EVERY) -> the version of the last write that reached every namespace (a forget,
+# retention): no snapshot of the table older than it is kept, whichever namespace it holds
 Written = Mapping[tuple[str, str], int]
+EVERY = "*"  # no namespace: names are refused with glob characters
 _WRITTEN: ContextVar[Written | None] = ContextVar("lychee_written_versions", default=None)
 
 Match = Mapping[str, Collection[str]]  # column -> accepted values, beyond the namespace
@@ -219,6 +223,7 @@ class SnapshotCache:
         self._lock = threading.Lock()
         self._reading: dict[tuple[str, str], threading.Lock] = {}
         self._ahead: dict[tuple[str, str], int] = {}  # marks past the table's latest version
+        self._swept: dict[str, int] = {}  # table -> the last EVERY mark its snapshots met
 
     def get(
         self,
@@ -233,7 +238,10 @@ class SnapshotCache:
         `columns()` names what to read when it must be read again. One thread reads a
         namespace again at a time; the others wait for its snapshot."""
         key = (name, namespace)
-        floor = (_WRITTEN.get() or {}).get(key)
+        marks = _WRITTEN.get() or {}
+        if (every := marks.get((name, EVERY))) is not None:
+            self._sweep(name, every)
+        floor = marks.get(key)
         if floor is not None and self._ahead.get(key) == floor:
             floor = None  # a mark this table never reached: its versions decide
         if floor is not None:
@@ -268,6 +276,17 @@ class SnapshotCache:
                     _, old = self._entries.popitem(last=False)
                     total -= old.rows
         return snap
+
+    def _sweep(self, name: str, every: int) -> None:
+        """Drop the table's snapshots older than `every`, a write that reached every namespace:
+        a forgotten namespace's text leaves memory at the table's first read after the forget,
+        whichever namespace that read is for."""
+        if self._swept.get(name, -1) >= every:
+            return
+        with self._lock:
+            for old in [k for k, s in self._entries.items() if k[0] == name and s.version < every]:
+                del self._entries[old]
+            self._swept[name] = every
 
     def _written_since(self, key: tuple[str, str], floor: int) -> Snapshot | None:
         """The snapshot of `key` if it holds the namespace's last write (at version `floor`);

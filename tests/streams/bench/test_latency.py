@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -12,12 +13,20 @@ pytestmark = pytest.mark.integration
 
 
 def test_bench_latency_reports_percentiles_for_every_question(settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from streams.bench.errors import BenchError
     from streams.bench.latency import run_latency
 
     data = tmp_path / "tiny.json"
     write_locomo(data)
-    result = run_latency(settings, data, "tiny", k=5)
+    (sample,) = json.loads(data.read_text())
+    data.write_text(json.dumps([sample, {**sample, "sample_id": "tiny-2"}]))
+    with pytest.raises(BenchError, match="another conversation"):
+        run_latency(settings, data, "tiny", k=5, beside="tiny")
+    result = run_latency(settings, data, "tiny", k=5, beside="tiny-2")
     assert result["questions"] == 5 and result["turns"] == 16
+    beside = result["beside"]  # asked again while the second sample was ingested
+    assert beside["turns"] == 16 and beside["questions"] >= 1
+    assert 0 < beside["round_trip_ms"]["p50"] <= beside["round_trip_ms"]["p95"]
     for key in ("retrieval_ms", "round_trip_ms"):
         assert 0 < result[key]["p50"] <= result[key]["p95"]
     stages = result["stages_ms"]

@@ -15,7 +15,7 @@ from tests.waiting import wait_until
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from tests.workers.store.test_forget import raw
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore, consistent_reads
-from workers.store.snapshots import _best
+from workers.store.snapshots import EVERY, _best
 
 TEXTS = [
     "Ann booked a trip to Lisbon",
@@ -174,11 +174,15 @@ def test_a_namespace_marked_as_last_written_keeps_its_snapshot_through_other_wri
     index_batches(plain, [batch("a", 9, ["Ann took a violin lesson"])], emb)
     marks[(RECORDS, "a")] = plain.versions([RECORDS])[RECORDS]
     assert top("a") == "Ann took a violin lesson"
-    plain.forget("a", None, emb)
-    marks[(RECORDS, "a")] = plain.versions([RECORDS])[RECORDS]
+    plain.forget("a", None, emb)  # marked as a write to every namespace, as the indexer does
+    forgot = plain.versions([RECORDS])[RECORDS]
+    marks.update({(RECORDS, EVERY): forgot, (RECORDS, "b"): forgot})
+    top("b")  # a read of another namespace: the forgotten one's snapshot goes
+    assert (RECORDS, "a") not in held
+    assert not any("Ann took" in str(s.data.to_pylist()) for s in held.values())
+    marks[(RECORDS, "a")] = forgot
     with consistent_reads(marks):
         assert snap.records.search_vectors("a", vec, 3) == [[]]
-    assert not any("Ann took" in str(s.data.to_pylist()) for s in held.values())
 
 
 def test_a_mark_past_the_tables_versions_leaves_the_reads_to_the_versions(
