@@ -32,8 +32,8 @@ PAUSE_S = 5.0  # after a failed read, requests check versions without asking Red
 
 
 def versions_key(namespace: str, prefix: str = PREFIX) -> str:
-    """Keyed by a digest, as the fences are: a forget marks its namespace, and afterwards no
-    Redis key may name it."""
+    """Keyed by a digest, as the fences are: after a forget no Redis key may name its
+    namespace."""
     digest = hashlib.sha256(namespace.encode()).hexdigest()[:32]
     return f"{prefix}:idx:versions:{digest}"
 
@@ -65,8 +65,9 @@ class WrittenVersions:
 
     async def of(self, namespace: str, tables: Sequence[str]) -> Written | None:
         """The namespace's marks of `tables`, keyed (table, namespace) as snapshot reads take
-        them; None when Redis cannot be read (the reads then check versions), and for
-        PAUSE_S after, so that an outage does not hold every request for a timeout."""
+        them, and (table, EVERY) for the writes that reached every namespace; None when
+        Redis cannot be read (the reads then check versions), and for PAUSE_S after, so
+        that an outage does not hold every request for a timeout."""
         if time.monotonic() < self._paused_until:
             return None
         try:
