@@ -87,8 +87,8 @@ class IndexerService:
                 written["turns_forgotten"] = len(batch.turns) - len(turns)
                 if turns:
                     await self._written({t.namespace for t in turns}, (TURNS,))
-                if on_turns is not None and turns:
-                    await on_turns(turns)
+                    if on_turns is not None:
+                        await on_turns(turns)
         if batch.records:
             if self.embedder is None:
                 raise RuntimeError("the indexer needs an embedder to write records and nodes")

@@ -100,7 +100,7 @@ class EvidenceStore:
     def versions(self, names: Sequence[str]) -> dict[str, int]:
         """The current version of each existing table of `names`: read by a writer after its
         write, to tell readers which snapshots it leaves valid (workers.store.snapshots)."""
-        tables = {name: self.db.table(name) for name in names}
+        tables = {name: self.table(name) for name in names}
         return {name: int(tbl.version) for name, tbl in tables.items() if tbl is not None}
 
     def warm(self, namespace: str) -> None:

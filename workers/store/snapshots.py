@@ -284,29 +284,33 @@ class SnapshotCache:
         if self._swept.get(name, -1) >= every:
             return
         with self._lock:
-            for old in [k for k, s in self._entries.items() if k[0] == name and s.version < every]:
-                del self._entries[old]
+            self._drop_older(name, every)
             self._swept[name] = every
 
     def _written_since(self, key: tuple[str, str], floor: int) -> Snapshot | None:
         """The snapshot of `key` if it holds the namespace's last write (at version `floor`);
         the other namespaces' snapshots stay, whatever their table's version."""
         with self._lock:
-            snap = self._entries.get(key)
-            if snap is not None and snap.version >= floor:
-                self._entries.move_to_end(key)
-                return snap
-        return None
+            return self._at_least(key, floor)
 
     def _current(self, key: tuple[str, str], version: int) -> Snapshot | None:
         """The snapshot of `key` at `version` or newer; drops the table's older ones."""
         with self._lock:
-            snap = self._entries.get(key)
-            if snap is not None and snap.version >= version:
-                self._entries.move_to_end(key)
-                return snap
-            for old in [
-                k for k, s in self._entries.items() if k[0] == key[0] and s.version < version
-            ]:
-                del self._entries[old]
-        return None
+            snap = self._at_least(key, version)
+            if snap is None:
+                self._drop_older(key[0], version)
+            return snap
+
+    def _at_least(self, key: tuple[str, str], version: int) -> Snapshot | None:
+        """The snapshot of `key` at `version` or newer, now the most recently used (the
+        caller holds the lock)."""
+        snap = self._entries.get(key)
+        if snap is None or snap.version < version:
+            return None
+        self._entries.move_to_end(key)
+        return snap
+
+    def _drop_older(self, name: str, version: int) -> None:
+        """Drop the table's snapshots older than `version` (the caller holds the lock)."""
+        for old in [k for k, s in self._entries.items() if k[0] == name and s.version < version]:
+            del self._entries[old]

@@ -15,7 +15,7 @@ from tests.waiting import wait_until
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from tests.workers.store.test_forget import raw
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore, consistent_reads
-from workers.store.snapshots import EVERY, _best
+from workers.store.snapshots import EVERY, Written, _best
 
 TEXTS = [
     "Ann booked a trip to Lisbon",
@@ -148,18 +148,28 @@ def test_a_consistent_block_checks_a_tables_version_once_and_the_next_block_sees
         assert top() == "Ann took a violin lesson"
 
 
+def marked(snap: EvidenceStore, vec: np.ndarray) -> tuple[Any, Callable[[str, Written], str]]:
+    """The snapshots `snap` holds, and the best record's text for `vec` in a namespace, read
+    as a request that knows the marks it is given."""
+    assert snap.db.snapshots is not None
+
+    def top(ns: str, marks: Written) -> str:
+        with consistent_reads(marks):
+            return str(snap.records.search_vectors(ns, vec, 1)[0][0]["semantic_text"])
+
+    return snap.db.snapshots._entries, top
+
+
 def test_a_namespace_marked_as_last_written_keeps_its_snapshot_through_other_writes(
     tmp_path: Path, emb: HashEmbedder
 ) -> None:
     plain, snap = stores(tmp_path / "db", emb)
     vec = emb.embed(["a violin lesson"])
-    assert snap.db.snapshots is not None
-    held = snap.db.snapshots._entries
+    held, read = marked(snap, vec)
     marks = {(RECORDS, ns): plain.versions([RECORDS])[RECORDS] for ns in ("a", "b")}
 
     def top(ns: str) -> str:
-        with consistent_reads(marks):
-            return str(snap.records.search_vectors(ns, vec, 1)[0][0]["semantic_text"])
+        return read(ns, marks)
 
     top("a")
     kept = held[(RECORDS, "a")]
@@ -190,14 +200,11 @@ def test_a_mark_past_the_tables_versions_leaves_the_reads_to_the_versions(
 ) -> None:
     """A store replaced under a Redis that kept its marks: read right, and not at every read."""
     plain, snap = stores(tmp_path / "db", emb)
-    vec = emb.embed(["a violin lesson"])
-    assert snap.db.snapshots is not None
-    held = snap.db.snapshots._entries
+    held, read = marked(snap, emb.embed(["a violin lesson"]))
     ahead = {(RECORDS, "a"): plain.versions([RECORDS])[RECORDS] + 1_000}
 
     def top() -> str:
-        with consistent_reads(ahead):
-            return str(snap.records.search_vectors("a", vec, 1)[0][0]["semantic_text"])
+        return read("a", ahead)
 
     top()
     kept = held[(RECORDS, "a")]
