@@ -12,6 +12,7 @@ from workers.embedding.base import Embedder
 from workers.embedding.bounded import BoundedEmbedder, BoundedModel
 from workers.embedding.cache import CachedEmbedder
 from workers.embedding.local import LocalEmbedder, bundled_model_info
+from workers.embedding.model import PRECISION_OF, chosen_backend
 from workers.query.multiroute import RecallConfig
 from workers.store import EvidenceStore
 
@@ -53,14 +54,15 @@ def _backend(settings: Settings, threads: int) -> BoundedModel:
         key = settings.llm.api_key.get_secret_value() if settings.llm.api_key else "not-needed"
         client = openai.OpenAI(base_url=base_url, api_key=key, timeout=settings.embedding.timeout_s)
         return OpenAIEmbedder(client, settings.embedding.model, dim=settings.embedding.dim)
-    if settings.embedding.backend == "torch":
+    backend = chosen_backend(settings.embedding.backend)
+    if backend == "torch":
         return LocalEmbedder(settings.embedding.model_path, settings.embedding.batch_size)
     from workers.embedding.onnx import OnnxEmbedder
 
     return OnnxEmbedder(
         settings.embedding.model_path,
         settings.embedding.batch_size,
-        precision="int8" if settings.embedding.backend == "onnx-int8" else "fp32",
+        precision=PRECISION_OF[backend],
         cache_dir=settings.embedding.onnx_dir,
         threads=threads if settings.embedding.threads is None else settings.embedding.threads,
     )

@@ -20,8 +20,9 @@ import numpy as np
 from streams.bench.harness import load_reported
 from workers.embedding.base import Embedder
 from workers.embedding.local import LocalEmbedder
+from workers.embedding.model import PRECISION_OF
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino-bf16")
 
 
 def sample_texts(data: Path, n: int, seed: int = 0) -> list[str]:
@@ -42,7 +43,7 @@ def make(backend: str, cache_dir: str | None) -> Embedder:
         return LocalEmbedder()
     from workers.embedding.onnx import OnnxEmbedder
 
-    return OnnxEmbedder(precision="int8" if backend == "onnx-int8" else "fp32", cache_dir=cache_dir)
+    return OnnxEmbedder(precision=PRECISION_OF[backend], cache_dir=cache_dir)
 
 
 def run_embedder_bench(

@@ -30,7 +30,13 @@ def test_openai_embedder_from_settings_against_a_compatible_server() -> None:
 
 
 def test_local_embedding_info_reads_the_bundled_model_without_loading_it() -> None:
-    assert embedding_info(Settings.load(None)) == ("all-MiniLM-L6-v2", 384)
+    from workers.embedding.openvino import computes_bf16
+
+    onnx = Settings.load(None, embedding={"backend": "onnx"})
+    assert embedding_info(onnx) == ("all-MiniLM-L6-v2", 384)
+    # the default runs bf16 where the CPU computes it, and names its vectors so
+    auto = "bf16:all-MiniLM-L6-v2" if computes_bf16() else "all-MiniLM-L6-v2"
+    assert embedding_info(Settings.load(None)) == (auto, 384)
 
 
 @pytest.mark.parametrize(
@@ -42,9 +48,9 @@ def test_the_onnx_model_runs_on_the_threads_the_settings_give_else_the_stages(
 ) -> None:
     from streams.factories import _backend
 
-    model = _backend(Settings.load(None, embedding=setting), default)
-    assert model._session.get_session_options().intra_op_num_threads == threads  # type: ignore[attr-defined]
-    assert model.embed(["a short text"]).shape == (1, 384)
+    onnx = _backend(Settings.load(None, embedding={**setting, "backend": "onnx"}), default)
+    assert onnx._session.get_session_options().intra_op_num_threads == threads  # type: ignore[attr-defined]
+    assert onnx.embed(["a short text"]).shape == (1, 384)
 
 
 def test_local_embedding_info_int8_backend_names_its_vectors_apart() -> None:

@@ -6,4 +6,5 @@ from schemas.errors import LycheeError
 
 
 class OnnxExportError(LycheeError, RuntimeError):
-    """The local export or quantization could not run (missing package, unusual model)."""
+    """The local export, quantization or runtime could not run (missing package, unusual
+    model, a CPU without bf16)."""

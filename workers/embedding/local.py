@@ -10,7 +10,13 @@ import numpy as np
 
 from workers.embedding.base import Matrix
 from workers.embedding.bounded import local_input_bytes
-from workers.embedding.model import bundled_path, model_name_of, onnx_model_name
+from workers.embedding.model import (
+    PRECISION_OF,
+    bundled_path,
+    chosen_backend,
+    model_name_of,
+    onnx_model_name,
+)
 
 
 class LocalEmbedder:
@@ -55,14 +61,16 @@ class LocalEmbedder:
 
 def bundled_model_info(model_path: str | None = None, backend: str = "torch") -> tuple[str, int]:
     """Name and dimension of a sentence-transformers directory under `backend`, without
-    loading it (the int8 backend names its vectors apart, see `workers.embedding.onnx`)."""
+    loading it (the int8 and bf16 backends name their vectors apart, see
+    `workers.embedding.model`)."""
     import json
     from pathlib import Path
 
     model_path = model_path or bundled_path()
     name = model_name_of(model_path)
-    if backend == "onnx-int8":
-        name = onnx_model_name(model_path, "int8")
+    backend = chosen_backend(backend)
+    if backend in PRECISION_OF:
+        name = onnx_model_name(model_path, PRECISION_OF[backend])
     pooling = Path(model_path) / "1_Pooling" / "config.json"
     if pooling.is_file():
         return name, int(json.loads(pooling.read_text())["word_embedding_dimension"])

@@ -7,7 +7,8 @@ file lock so that stages starting together export once, and lands atomically in 
 int8 dynamic quantization (the MatMul weights, per channel, each feed-forward block's
 down-projection left in fp32) is about three times faster again but changes the vectors (mean
 cosine 0.995 to fp32), so it reports a different model name, and a store built with the one
-refuses the other (`EmbeddingMismatch`).
+refuses the other (`EmbeddingMismatch`). bf16 runs the fp32 export under OpenVINO
+(`workers.embedding.openvino`).
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from workers.embedding.base import Matrix
 from workers.embedding.bounded import local_input_bytes
 from workers.embedding.errors import OnnxExportError
 from workers.embedding.model import Precision, bundled_path, onnx_model_name
+from workers.embedding.openvino import Bf16Runner, bf16_width, same_width_batches
 
 OPSET = 17
 # the int8 file names its recipe: a cache of another recipe's export is not read as this one
-_FILE: dict[Precision, str] = {"fp32": "fp32", "int8": "int8-mixed"}
+_FILE: dict[Precision, str] = {"fp32": "fp32", "int8": "int8-mixed", "bf16": "fp32"}
 
 
 def default_cache_dir() -> Path:
@@ -50,7 +52,6 @@ class OnnxEmbedder:
         cache_dir: str | Path | None = None,
         threads: int = 0,
     ) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         model_path = model_path or bundled_path()
@@ -59,8 +60,9 @@ class OnnxEmbedder:
         _require_mean_pooling(root)
         # int8 quantizes a call's activations with one scale for the whole call, so a text's
         # vector would depend on what else is in it: one text a call keeps vectors, segments
-        # and ids the same however texts arrive (a replay, another process's batches)
-        self.batch_size = batch_size if precision == "fp32" else 1
+        # and ids the same however texts arrive (a replay, another process's batches); bf16
+        # keeps that by batching texts of one length (`workers.embedding.openvino`)
+        self.batch_size = 1 if precision == "int8" else batch_size
         self.model_name = onnx_model_name(model_path, precision)
         self.max_input_bytes = local_input_bytes(max_len)
         self.onnx_path = export_onnx(model_path, cache_dir or default_cache_dir(), precision)
@@ -68,16 +70,17 @@ class OnnxEmbedder:
         tok.enable_truncation(max_len)
         tok.no_padding()
         self._tok = tok
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        # Idle pool threads sleep instead of spinning: every stage embeds in its own process
-        # on the same cores, and a spinning pool takes the CPU the other stages need.
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session: Any = ort.InferenceSession(
-            str(self.onnx_path), opts, providers=["CPUExecutionProvider"]
-        )
-        self._inputs = {i.name for i in self._session.get_inputs()}
+        self._max_len = max_len
+        self._bf16 = precision == "bf16"
+        self._batches = same_width_batches if self._bf16 else length_batches
+        if self._bf16:
+            runner = Bf16Runner(self.onnx_path, threads)
+            self._run: Any = runner
+            self._inputs = runner.inputs
+        else:
+            self._session = _ort_session(self.onnx_path, threads)
+            self._run = lambda feed: self._session.run(None, feed)[0]
+            self._inputs = {i.name for i in self._session.get_inputs()}
         self.dim = 0
         self.dim = int(self.embed(["probe"]).shape[1])
 
@@ -87,15 +90,20 @@ class OnnxEmbedder:
         encs = self._tok.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: -len(encs[i].ids))
         out: list[Matrix] = [np.empty(0, dtype=np.float32)] * len(texts)
-        for part in length_batches([len(encs[i].ids) for i in order], self.batch_size):
+        widths = [self._width(len(encs[i].ids)) for i in order]  # widest first
+        for part in self._batches(widths, self.batch_size, tokens=BATCH_TOKENS):
             idx = order[part]
-            rows = self._forward([encs[i].ids for i in idx])
+            rows = self._forward([encs[i].ids for i in idx], widths[part.start])
             for i, row in zip(idx, rows, strict=True):
                 out[i] = row
         return np.stack(out).astype(np.float32, copy=False)
 
-    def _forward(self, ids: list[list[int]]) -> Matrix:
-        width = max(len(r) for r in ids)
+    def _width(self, tokens: int) -> int:
+        """The width a text is padded to: the batch's longest text's under ORT, under bf16
+        one its own length decides (`workers.embedding.openvino`)."""
+        return bf16_width(tokens, self._max_len) if self._bf16 else tokens
+
+    def _forward(self, ids: list[list[int]], width: int) -> Matrix:
         input_ids = np.zeros((len(ids), width), dtype=np.int64)
         mask = np.zeros((len(ids), width), dtype=np.int64)
         for r, row in enumerate(ids):
@@ -104,7 +112,7 @@ class OnnxEmbedder:
         feed = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(input_ids)
-        hidden = self._session.run(None, feed)[0]
+        hidden = self._run(feed)
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
@@ -141,6 +149,18 @@ def length_batches(
     if start < len(lengths):
         out.append(slice(start, len(lengths)))
     return out
+
+
+def _ort_session(onnx_path: Path, threads: int) -> Any:
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    # Idle pool threads sleep instead of spinning: every stage embeds in its own process
+    # on the same cores, and a spinning pool takes the CPU the other stages need.
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(onnx_path), opts, providers=["CPUExecutionProvider"])
 
 
 def export_onnx(model_path: str, cache_dir: str | Path, precision: Precision) -> Path:

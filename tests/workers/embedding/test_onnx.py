@@ -1,7 +1,6 @@
 """The ONNX Runtime embedder against the sentence-transformers one, on the bundled weights.
 
-The export runs once per test session into a temporary cache dir (tens of seconds on a busy
-2-core machine); the tests skip, saying why, only when the exporter cannot run here.
+The export is the `onnx_dir` fixture's (conftest.py).
 """
 
 from __future__ import annotations
@@ -12,53 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.workers.embedding.samples import varied_texts
 from workers.embedding.bounded import BoundedEmbedder
 from workers.embedding.errors import OnnxExportError
-from workers.embedding.local import LocalEmbedder, bundled_model_info
+from workers.embedding.local import bundled_model_info
 from workers.embedding.model import Precision
 from workers.embedding.onnx import OnnxEmbedder, export_onnx, length_batches
 from workers.store import EmbeddingMismatch, EvidenceStore
-
-
-def varied_texts() -> list[str]:
-    """Short, long (truncated at 256 tokens), empty, unicode, numbers, mixed batches."""
-    words = [
-        "river",
-        "budget",
-        "violin",
-        "quarterly",
-        "migraine",
-        "telescope",
-        "harvest",
-        "ledger",
-        "orbit",
-        "pottery",
-    ]
-    out = ["", " ", "a", "OK", "12:45 on 2023-05-07", "Ünïcödé café ☕ 🎉 日本語 Ελληνικά"]
-    for i in range(60):
-        n = 1 + (i * 7) % 40
-        out.append(
-            " ".join(words[(i + j) % len(words)] for j in range(n)) + ("?" if i % 3 else ".")
-        )
-    out.append(" ".join(words * 60))  # far past the 256-token limit
-    return out
-
-
-@pytest.fixture(scope="module")
-def onnx_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    cache = tmp_path_factory.mktemp("onnx")
-    try:
-        from workers.embedding.model import bundled_path
-
-        export_onnx(bundled_path(), cache, "int8")  # exports fp32 on the way
-    except (ImportError, OnnxExportError) as exc:
-        pytest.skip(f"the ONNX export cannot run here: {exc}")
-    return cache
-
-
-@pytest.fixture(scope="module")
-def torch_vectors() -> np.ndarray:
-    return LocalEmbedder().embed(varied_texts())
 
 
 def test_onnx_fp32_matches_sentence_transformers(onnx_dir: Path, torch_vectors: np.ndarray) -> None:
