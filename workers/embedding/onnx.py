@@ -61,7 +61,7 @@ class OnnxEmbedder:
         # int8 quantizes a call's activations with one scale for the whole call, so a text's
         # vector would depend on what else is in it: one text a call keeps vectors, segments
         # and ids the same however texts arrive (a replay, another process's batches); bf16
-        # keeps that by batching texts of one length (`workers.embedding.openvino`)
+        # keeps that by padding each text to a width of its own (`workers.embedding.openvino`)
         self.batch_size = 1 if precision == "int8" else batch_size
         self.model_name = onnx_model_name(model_path, precision)
         self.max_input_bytes = local_input_bytes(max_len)
@@ -99,8 +99,8 @@ class OnnxEmbedder:
         return np.stack(out).astype(np.float32, copy=False)
 
     def _width(self, tokens: int) -> int:
-        """The width a text is padded to: the batch's longest text's under ORT, under bf16
-        one its own length decides (`workers.embedding.openvino`)."""
+        """The width a text is padded to: its own under ONNX Runtime, whose calls pad to their
+        longest text, and under bf16 one its own length decides (`workers.embedding.openvino`)."""
         return bf16_width(tokens, self._max_len) if self._bf16 else tokens
 
     def _forward(self, ids: list[list[int]], width: int) -> Matrix:
