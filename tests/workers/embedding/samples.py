@@ -1,6 +1,20 @@
-"""Texts of every kind an embedder is given."""
+"""Texts of every kind an embedder is given, and a store's refusal of another model."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workers.store import EmbeddingMismatch, EvidenceStore
+
+
+def refusal(db: Path, written: tuple[str, int], read: tuple[str, int]) -> str:
+    """What a store written with the model `written` (name, dimension) says to `read`."""
+    EvidenceStore(str(db), *written).table("records", create=True)
+    with pytest.raises(EmbeddingMismatch) as refused:
+        EvidenceStore(str(db), *read).table("records")
+    return str(refused.value)
 
 
 def varied_texts() -> list[str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.workers.embedding.samples import varied_texts
+from tests.workers.embedding.samples import refusal, varied_texts
 from workers.embedding.bounded import BoundedEmbedder
 from workers.embedding.errors import OnnxExportError
 from workers.embedding.local import bundled_model_info
@@ -164,11 +164,7 @@ def test_onnx_fp32_refused_by_a_store_of_int8_vectors_naming_the_int8_setting(
     onnx_dir: Path, tmp_path: Path
 ) -> None:
     int8 = OnnxEmbedder(cache_dir=onnx_dir, precision="int8")
-    EvidenceStore(str(tmp_path / "db"), int8.model_name, int8.dim).table("nodes", create=True)
-    name, dim = bundled_model_info(backend="onnx")
-    with pytest.raises(EmbeddingMismatch) as refused:
-        EvidenceStore(str(tmp_path / "db"), name, dim).table("nodes")
-    said = str(refused.value)
+    said = refusal(tmp_path / "db", (int8.model_name, int8.dim), bundled_model_info(backend="onnx"))
     assert "holds int8-mixed:all-MiniLM-L6-v2 embeddings" in said
     assert "embeds with all-MiniLM-L6-v2 (384)" in said
     assert "set LYCHEE_EMBEDDING_BACKEND=onnx-int8" in said

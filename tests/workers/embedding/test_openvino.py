@@ -13,13 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.workers.embedding.samples import varied_texts
+from tests.workers.embedding.samples import refusal, varied_texts
 from workers.embedding import openvino
 from workers.embedding.errors import OnnxExportError
 from workers.embedding.local import bundled_model_info
 from workers.embedding.onnx import OnnxEmbedder, export_onnx
 from workers.embedding.openvino import WIDTH_STEP, bf16_width, same_width_batches
-from workers.store import EmbeddingMismatch, EvidenceStore
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +79,7 @@ def test_same_width_batches_hold_one_width_and_bound_rows_and_tokens(seed: int) 
 def test_a_store_of_bf16_vectors_refuses_fp32_naming_the_bf16_setting(
     bf16: OnnxEmbedder, tmp_path: Path
 ) -> None:
-    EvidenceStore(str(tmp_path / "db"), bf16.model_name, bf16.dim).table("records", create=True)
-    name, dim = bundled_model_info(backend="onnx")
-    with pytest.raises(EmbeddingMismatch) as refused:
-        EvidenceStore(str(tmp_path / "db"), name, dim).table("records")
-    said = str(refused.value)
+    said = refusal(tmp_path / "db", (bf16.model_name, bf16.dim), bundled_model_info(backend="onnx"))
     assert "holds bf16:all-MiniLM-L6-v2 embeddings" in said
     assert "set LYCHEE_EMBEDDING_BACKEND=openvino-bf16" in said
 
