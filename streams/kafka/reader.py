@@ -7,7 +7,9 @@ import time
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import ConsumerRecord
 
+from streams.kafka import fetch
 from streams.kafka.lag import LagReader, stop_consumer
 
 Record = tuple[bytes | None, bytes | None, dict[str, bytes]]
@@ -26,7 +28,12 @@ class Stored:
 
 
 async def read_stored(bootstrap: str, topic: str, timeout_s: float = 60.0) -> list[Stored]:
-    """Every record of `topic` up to the end offsets read at the start, in partition order."""
+    """Every record of `topic` up to the end offsets read at the start, in partition order.
+
+    A batch no client can unpack (a wrong CRC, a header key that is not UTF-8: what a hostile
+    client can store) is left out, as the stages leave it out (`streams.kafka.fetch`), so
+    one bad batch does not hide the rest of the topic."""
+    fetch.install([topic])
     async with LagReader(bootstrap) as lag:
         ends = await lag.end_offsets(topic)
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
@@ -43,7 +50,7 @@ async def read_stored(bootstrap: str, topic: str, timeout_s: float = 60.0) -> li
                 out.extend(
                     Stored(tp.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
                     for r in recs
-                    if r.offset < ends[tp]
+                    if r.offset < ends[tp] and not _undecodable(topic, r)
                 )
                 if recs and recs[-1].offset + 1 >= ends[tp]:
                     remaining.discard(tp)
@@ -52,6 +59,11 @@ async def read_stored(bootstrap: str, topic: str, timeout_s: float = 60.0) -> li
     finally:
         await stop_consumer(consumer)
     return sorted(out, key=lambda r: (r.partition, r.offset))
+
+
+def _undecodable(topic: str, r: ConsumerRecord[bytes, bytes]) -> bool:
+    """Whether `r` is the marker `streams.kafka.fetch` left for a batch it could not unpack."""
+    return r.value is None and fetch.take_undecodable(topic, r.partition, r.offset) is not None
 
 
 async def read_topic(
