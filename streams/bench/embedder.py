@@ -22,7 +22,7 @@ from workers.embedding.base import Embedder
 from workers.embedding.local import LocalEmbedder
 from workers.embedding.model import PRECISION_OF
 
-BACKENDS = ("torch", "onnx", "onnx-int8", "openvino-bf16")
+BACKENDS = ("torch", *PRECISION_OF)
 
 
 def sample_texts(data: Path, n: int, seed: int = 0) -> list[str]:

@@ -50,7 +50,7 @@ async def read_stored(bootstrap: str, topic: str, timeout_s: float = 60.0) -> li
                 out.extend(
                     Stored(tp.partition, r.offset, r.key, r.value, tuple(r.headers), r.timestamp)
                     for r in recs
-                    if r.offset < ends[tp] and not _undecodable(topic, r)
+                    if not _undecodable(topic, r) and r.offset < ends[tp]  # every marker taken
                 )
                 if recs and recs[-1].offset + 1 >= ends[tp]:
                     remaining.discard(tp)
