@@ -15,8 +15,9 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import orjson
@@ -28,6 +29,8 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
+
+from workers.embedding import embed_queries
 
 log = structlog.get_logger("lychee.metrics")
 
@@ -213,8 +216,14 @@ class ObservedEmbedder:
         self.dim: int = inner.dim
 
     def embed(self, texts: list[str]) -> Any:
+        return self._observed(self.inner.embed, texts)
+
+    def embed_queries(self, texts: list[str]) -> Any:
+        return self._observed(partial(embed_queries, self.inner), texts)
+
+    def _observed(self, embed: Callable[[list[str]], Any], texts: list[str]) -> Any:
         t0 = time.perf_counter()
-        out = self.inner.embed(texts)
+        out = embed(texts)
         EMBED_SECONDS.labels(stage(), self.model_name).observe(time.perf_counter() - t0)
         EMBED_BATCH.labels(stage(), self.model_name).observe(len(texts))
         return out

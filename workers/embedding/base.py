@@ -24,3 +24,11 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> Matrix:
         """Unit-normalized embeddings, one row per text."""
         ...
+
+
+def embed_queries(embedder: Embedder, texts: list[str]) -> Matrix:
+    """Vectors of texts that are compared and never stored (a question and its variants):
+    a backend that computes them in fewer calls than `embed` does (`embed_queries`, where the
+    vector of a stored text must not depend on its company) says so; else `embed`."""
+    own = getattr(embedder, "embed_queries", None)
+    return embedder.embed(texts) if own is None else own(texts)

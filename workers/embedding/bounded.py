@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from workers.embedding.base import Embedder, Matrix
+from workers.embedding.base import Embedder, Matrix, embed_queries
 
 # WordPiece (the local models): a token is a word or a piece of one, at most a couple of dozen
 # characters, and the blanks between words are no tokens at all. Conversation text runs about
@@ -67,6 +67,9 @@ class BoundedEmbedder:
 
     def embed(self, texts: list[str]) -> Matrix:
         return self.inner.embed([clip(t, self.max_input_bytes) for t in texts])
+
+    def embed_queries(self, texts: list[str]) -> Matrix:
+        return embed_queries(self.inner, [clip(t, self.max_input_bytes) for t in texts])
 
     def __getattr__(self, name: str) -> Any:
         if name == "inner":  # not set yet (a copy being built): no recursion through it

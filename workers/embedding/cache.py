@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from workers.embedding.base import Embedder, Matrix
+from workers.embedding.base import Embedder, Matrix, embed_queries
 
 
 class CachedEmbedder:
@@ -43,6 +43,11 @@ class CachedEmbedder:
     def hit_rate(self) -> float:
         total = self.hits + self.misses
         return self.hits / total if total else 0.0
+
+    def embed_queries(self, texts: list[str]) -> Matrix:
+        """Not cached: a question's vectors are not a stored text's (`embed_queries`), and the
+        query service keeps its own."""
+        return embed_queries(self.inner, texts)
 
     def embed(self, texts: list[str]) -> Matrix:
         if not texts:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from workers.embedding.base import Matrix
 from workers.embedding.bounded import local_input_bytes
 from workers.embedding.errors import OnnxExportError
 from workers.embedding.model import Precision, bundled_path, onnx_model_name
-from workers.embedding.openvino import Bf16Runner, bf16_width, same_width_batches
+from workers.embedding.openvino import Bf16Runner, bf16_width, query_width, same_width_batches
 
 OPSET = 17
 # the int8 file names its recipe: a cache of another recipe's export is not read as this one
@@ -85,12 +86,21 @@ class OnnxEmbedder:
         self.dim = int(self.embed(["probe"]).shape[1])
 
     def embed(self, texts: list[str]) -> Matrix:
+        return self._embed(texts, self._width)
+
+    def embed_queries(self, texts: list[str]) -> Matrix:
+        """`embed` for a question's texts, which are compared and never stored: under bf16
+        each is padded to at least `QUERY_WIDTH` tokens, so a question's few short texts make
+        one call instead of one a width, and a text's vector still depends on itself only."""
+        return self._embed(texts, self._query_width)
+
+    def _embed(self, texts: list[str], width_of: Callable[[int], int]) -> Matrix:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         encs = self._tok.encode_batch(texts)
         order = sorted(range(len(texts)), key=lambda i: -len(encs[i].ids))
         out: list[Matrix] = [np.empty(0, dtype=np.float32)] * len(texts)
-        widths = [self._width(len(encs[i].ids)) for i in order]  # widest first
+        widths = [width_of(len(encs[i].ids)) for i in order]  # widest first
         for part in self._batches(widths, self.batch_size, tokens=BATCH_TOKENS):
             idx = order[part]
             rows = self._forward([encs[i].ids for i in idx], widths[part.start])
@@ -102,6 +112,9 @@ class OnnxEmbedder:
         """The width a text is padded to: its own under ONNX Runtime, whose calls pad to their
         longest text, and under bf16 one its own length decides (`workers.embedding.openvino`)."""
         return bf16_width(tokens, self._max_len) if self._bf16 else tokens
+
+    def _query_width(self, tokens: int) -> int:
+        return query_width(tokens, self._max_len) if self._bf16 else tokens
 
     def _forward(self, ids: list[list[int]], width: int) -> Matrix:
         input_ids = np.zeros((len(ids), width), dtype=np.int64)

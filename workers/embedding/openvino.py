@@ -103,6 +103,17 @@ def bf16_width(tokens: int, cap: int) -> int:
     return min(-(-tokens // WIDTH_STEP) * WIDTH_STEP, cap)
 
 
+# A question's texts (the question, its variants, a word alone) are short and of many widths,
+# one model call each under `bf16_width`; padded to at least this many tokens they make one.
+QUERY_WIDTH = 32
+
+
+def query_width(tokens: int, cap: int) -> int:
+    """The width a text that is compared and never stored is padded to: `bf16_width`, at
+    least QUERY_WIDTH (at most `cap`)."""
+    return min(max(QUERY_WIDTH, bf16_width(tokens, cap)), cap)
+
+
 def same_width_batches(widths: list[int], size: int, tokens: int) -> list[slice]:
     """Batches of a longest-first list of widths, each of one width: at most `size` rows and
     `tokens` padded tokens (a row wider than that alone)."""

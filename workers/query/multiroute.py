@@ -24,7 +24,7 @@ from schemas.plan import Plan, QuestionType, TemporalFilter
 from schemas.records import NodeType
 from workers import telemetry
 from workers.concurrency import gather_bounded
-from workers.embedding import Embedder
+from workers.embedding import Embedder, embed_queries
 from workers.query.adapter import QueryAdapter
 from workers.query.hits import (
     Channel,
@@ -222,7 +222,7 @@ class MultiRouteRecall:
             self._vec_cache.update(zip(missing, matrix, strict=True))
 
     def _question_vectors(self, texts: list[str]) -> np.ndarray:
-        vectors = np.asarray(self.embedder.embed(texts))
+        vectors = np.asarray(embed_queries(self.embedder, texts))
         return vectors if self.adapter is None else self.adapter.apply(vectors)
 
     async def _search(

@@ -7,7 +7,9 @@ import threading
 import numpy as np
 import pytest
 
-from workers.embedding.base import Matrix
+from streams.metrics import ObservedEmbedder
+from workers.embedding.base import Matrix, embed_queries
+from workers.embedding.bounded import BoundedEmbedder
 from workers.embedding.cache import CachedEmbedder
 
 
@@ -99,3 +101,25 @@ def test_cache_threads_share_one_bounded_map() -> None:
         t.join()
     assert len(cache._rows) <= 50
     assert cache.hits + cache.misses == 4 * 80
+
+
+def test_query_texts_pass_the_cache_to_the_model_through_every_wrapper() -> None:
+    class QueryAware(CountingEmbedder):
+        max_input_bytes = 3
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.queried: list[str] = []
+
+        def embed_queries(self, texts: list[str]) -> Matrix:
+            self.queried.extend(texts)
+            return self.embed(texts)
+
+    aware = QueryAware()
+    chain = CachedEmbedder(ObservedEmbedder(BoundedEmbedder(aware)), 10)
+    embed_queries(chain, ["abcdef", "x"])
+    embed_queries(chain, ["x"])
+    assert aware.queried == ["abc", "x", "x"]  # cut to the backend's bound, never cached
+    assert len(chain._rows) == 0
+    plain = CountingEmbedder()  # a backend without its own way embeds them as any text
+    assert np.array_equal(embed_queries(CachedEmbedder(plain, 10), ["x"]), plain.embed(["x"]))

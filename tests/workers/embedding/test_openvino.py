@@ -18,7 +18,13 @@ from workers.embedding import openvino
 from workers.embedding.errors import OnnxExportError
 from workers.embedding.local import bundled_model_info
 from workers.embedding.onnx import OnnxEmbedder, export_onnx
-from workers.embedding.openvino import WIDTH_STEP, bf16_width, same_width_batches
+from workers.embedding.openvino import (
+    QUERY_WIDTH,
+    WIDTH_STEP,
+    bf16_width,
+    query_width,
+    same_width_batches,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +57,37 @@ def test_a_bf16_vector_is_the_same_bits_whatever_else_is_in_its_call(bf16: OnnxE
     assert np.array_equal(alone[order], halves)
 
 
+def test_a_questions_short_texts_make_one_call_and_keep_their_own_vectors(
+    bf16: OnnxEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    texts = ["sunrise", "when did she paint it", "painting a sunrise by the lake last summer"]
+    alone = np.stack([bf16.embed_queries([t])[0] for t in texts])
+    calls: list[tuple[int, ...]] = []
+    run = bf16._run
+    monkeypatch.setattr(
+        bf16, "_run", lambda feed: calls.append(feed["input_ids"].shape) or run(feed)
+    )
+    together = bf16.embed_queries(texts)
+    assert calls == [(3, QUERY_WIDTH)]
+    assert np.array_equal(alone, together)
+    assert ((together * bf16.embed(texts)).sum(axis=1) > 0.9999).all()
+    calls.clear()
+    bf16.embed(texts)
+    assert len(calls) == 3  # stored texts are padded to their own widths
+
+
 def test_bf16_width_is_the_texts_own_up_to_a_step_then_a_multiple_of_it() -> None:
     assert [bf16_width(n, 256) for n in (1, 5, WIDTH_STEP)] == [1, 5, WIDTH_STEP]
     assert [bf16_width(n, 256) for n in (9, 16, 17, 250, 256)] == [16, 16, 24, 256, 256]
     assert bf16_width(250, 252) == 252  # never past the model's input length
     assert all(bf16_width(n, 256) >= n for n in range(1, 257))
+    assert [query_width(n, 256) for n in (1, QUERY_WIDTH, 33, 256)] == [
+        QUERY_WIDTH,
+        QUERY_WIDTH,
+        40,
+        256,
+    ]
+    assert query_width(3, 16) == 16
 
 
 @pytest.mark.parametrize("seed", range(10))
