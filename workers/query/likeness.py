@@ -28,6 +28,7 @@ MAX_KEPT = 1_000_000  # values and sets numbered before a process starts a new v
 # what matched an item in this request: a new set nearly every request, not worth keeping
 _REQUEST_PARTS = frozenset({"queries", "nodes"})
 _TOKEN = re.compile(r"\w+", re.UNICODE)
+DENSE_VALUES = 64  # a part with at most this many values among a request's items: dense product
 
 
 class Comparable(Protocol):
@@ -148,14 +149,23 @@ class _Parts:
             cols.extend(numbers)
         self.n += 1
 
-    def member(self, part: str) -> csr_array | None:
-        """The incidence matrix (signatures × the part's values among them) of `part`; None
-        when no signature has a value of it."""
+    def overlaps(self, part: str, first: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """How many values of `part` each pair shares (the signatures from `first` on against
+        every one) and how many each signature has; None when none has a value of it. A
+        product of incidence matrices (signatures × the part's values among them), dense for
+        a few values (sessions, the matched queries), sparse for many (text tokens): the same
+        whole numbers either way."""
         rows, cols = self._pairs[part]
         if not cols:
             return None
         values, compact = np.unique(np.asarray(cols), return_inverse=True)
-        return csr_array((np.ones(len(cols)), (rows, compact)), shape=(self.n, len(values)))
+        if len(values) <= DENSE_VALUES:
+            dense = np.zeros((self.n, len(values)))
+            dense[rows, compact] = 1.0
+            return dense[first:] @ dense.T, dense.sum(axis=1)
+        every = csr_array((np.ones(len(cols)), (rows, compact)), shape=(self.n, len(values)))
+        left = every[first:] if first else every
+        return (left @ every.T).toarray(), np.asarray(every.sum(axis=1)).ravel()
 
 
 def _similarities(parts: _Parts, first: int) -> np.ndarray:
@@ -169,13 +179,15 @@ def _similarities(parts: _Parts, first: int) -> np.ndarray:
     num = np.zeros(shape)
     den = np.zeros(shape)
     for part, weight in SIGNATURE_WEIGHTS.items():
-        every = parts.member(part)
-        if every is None:
+        found = parts.overlaps(part, first)
+        if found is None:
             continue
-        left = every[first:] if first else every
-        inter = (left @ every.T).toarray()
-        sizes = np.asarray(every.sum(axis=1)).ravel()
+        inter, sizes = found
         union = sizes[first:, None] + sizes[None, :] - inter
+        if sizes.all():  # every signature has the part: no pair is empty on both sides
+            num += weight * inter / union
+            den += weight
+            continue
         some = union > 0  # adding 0.0 where a pair has neither leaves its sums as they were
         num += np.divide(weight * inter, union, out=np.zeros(shape), where=some)
         den += weight * some

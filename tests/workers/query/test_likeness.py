@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
@@ -44,3 +45,12 @@ def test_requests_numbering_new_values_at_once_never_share_a_number(
 
     with ThreadPoolExecutor(8) as pool:
         assert all(pool.map(one, pools))
+
+
+def test_parts_with_one_value_each_or_some_value_each_give_the_pairwise_floats() -> None:
+    rng = random.Random(5)  # one turn each (as the session), entities on every candidate
+    cands = [
+        replace(c, turn_ids=c.turn_ids[:1], entities=c.entities or ("Ann",))
+        for c in random_candidates(rng, 40)
+    ]
+    assert Likeness().of(cands).tolist() == pairwise(cands)
