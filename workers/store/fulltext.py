@@ -146,8 +146,21 @@ def _postings(column: pa.Array) -> tuple[np.ndarray, np.ndarray, dict[str, int]]
     per_doc = pc.list_value_length(words).to_numpy(zero_copy_only=False)
     docs = np.repeat(np.flatnonzero(ascii_rows), per_doc)
     doc_parts, term_parts = [docs[terms >= 0]], [terms[terms >= 0]]
-    for row in np.flatnonzero(~ascii_rows):
-        ids = [vocab.setdefault(t, len(vocab)) for t in word_by_word(column[row].as_py())]
+    others = column.filter(pa.array(~ascii_rows)).to_pylist()
+    split = [_WORD.findall(text) for text in others]
+    term = _word_terms({w for words in split for w in words})
+    for row, words in zip(np.flatnonzero(~ascii_rows), split, strict=True):
+        ids = [vocab.setdefault(t, len(vocab)) for w in words if (t := term[w]) is not None]
         doc_parts.append(np.full(len(ids), row, dtype=np.int64))
         term_parts.append(np.asarray(ids, dtype=np.int64))
     return np.concatenate(doc_parts), np.concatenate(term_parts), vocab
+
+
+def _word_terms(words: set[str]) -> dict[str, str | None]:
+    """`word_by_word`'s term of each word, None where it has none, each word analyzed once
+    (a namespace's other documents repeat most of their words)."""
+    kept = [w for w in words if len(w.encode()) < MAX_TOKEN_BYTES]
+    term: dict[str, str | None] = dict.fromkeys(words)
+    for word, stem in zip(kept, _stem([w.lower() for w in kept]), strict=True):
+        term[word] = None if stem in STOP_WORDS else _fold(stem)
+    return term
