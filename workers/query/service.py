@@ -101,14 +101,15 @@ class QueryService:
         with consistent_reads(written):  # one version check per table a request, at most
             return await self._search(req)
 
-    def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[None] | None:
+    def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[list[None]] | None:
         """The namespace's snapshots and full-text indexes loading beside the plan and the
-        question's embedding: after a write, a request's searches would otherwise load them
-        one after the other, behind those two (`EvidenceStore.warm`). None for the ablation
-        that reads one table by vector."""
+        question's embedding, the three tables at once: after a write, a request's searches
+        would otherwise load them one after the other, behind those two
+        (`EvidenceStore.warmers`). None for the ablation that reads one table by vector."""
         if preset.record_vector_only:
             return None
-        warming = asyncio.ensure_future(asyncio.to_thread(self.recall.store.warm, namespace))
+        tables = self.recall.store.warmers(namespace)
+        warming = asyncio.ensure_future(asyncio.gather(*map(asyncio.to_thread, tables)))
         # a request that fails before awaiting it leaves no unretrieved error behind
         warming.add_done_callback(lambda f: f.cancelled() or f.exception())
         return warming

@@ -9,8 +9,9 @@ One instance per process; reads are safe from threads.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from schemas.records import RecordBatch
@@ -107,8 +108,13 @@ class EvidenceStore:
         """The namespace's snapshots and full-text indexes of the searched tables, read and
         built now when missing: a request starts this beside its plan and its question's
         embedding, which then no longer wait in line with them."""
-        for table in (self.nodes, self.records, self.turns):  # the largest first
-            table.warm(namespace)
+        for warm in self.warmers(namespace):
+            warm()
+
+    def warmers(self, namespace: str) -> list[Callable[[], None]]:
+        """`warm`, one call per table (the largest first): they are independent, and their
+        reads and much of their index builds leave the GIL, so a caller may run them at once."""
+        return [partial(table.warm, namespace) for table in (self.nodes, self.records, self.turns)]
 
     def upsert_batches(
         self,

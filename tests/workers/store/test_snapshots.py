@@ -292,14 +292,19 @@ def test_a_newer_version_waiting_behind_an_older_read_reads_again(
     assert cache.get(old, TURNS, "a", lambda: ["id"], "") is second.result()  # not older
 
 
+@pytest.mark.parametrize("at_once", [False, True], ids=["in turn", "tables at once"])
 def test_warming_reads_what_the_searches_read_and_builds_their_text_indexes(
-    tmp_path: Path, emb: HashEmbedder
+    tmp_path: Path, emb: HashEmbedder, at_once: bool
 ) -> None:
     _, snap = stores(tmp_path / "db", emb)
     unwarmed = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
     cache = snap.db.snapshots
     assert cache is not None
-    snap.warm("a")
+    if at_once:  # as the query service runs them
+        with ThreadPoolExecutor(3) as pool:
+            list(pool.map(lambda warm: warm(), snap.warmers("a")))
+    else:
+        snap.warm("a")
     warmed = dict(cache._entries)
     assert set(warmed) == {(NODES, "a"), (RECORDS, "a"), (TURNS, "a")}  # not the other one
     assert all(s._text for s in warmed.values())  # each table's full-text index, built
