@@ -10,9 +10,13 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from email.parser import Parser
+from importlib.metadata import distribution
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.clients.conftest import Gateway
 
@@ -42,6 +46,30 @@ def run(*argv: str | Path, **kw: object) -> str:
     return str(done.stdout)
 
 
+def wheel_requirements(wheel: Path) -> list[str]:
+    """The Requires-Dist lines of a wheel's metadata."""
+    with zipfile.ZipFile(wheel) as zf:
+        (meta,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        return Parser().parsestr(zf.read(meta).decode()).get_all("Requires-Dist") or []
+
+
+def locked_closure(requirements: list[str]) -> list[str]:
+    """`requirements` and everything they need, pinned to the versions this environment holds
+    (the lock's). Installed with `--no-deps`, these need no package metadata, which an offline
+    uv lacks when its cache was filled by `uv pip sync` (wheels only)."""
+    pins: dict[str, str] = {}
+    todo = list(requirements)
+    while todo:
+        req = Requirement(todo.pop())
+        name = canonicalize_name(req.name)
+        if name in pins or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+            continue
+        dist = distribution(name)
+        pins[name] = f"{name}=={dist.version}"
+        todo += dist.requires or []
+    return sorted(pins.values())
+
+
 def test_client_distribution_installs_alone_without_kafka_or_models(
     gateway: Gateway, tmp_path: Path
 ) -> None:
@@ -68,9 +96,9 @@ def test_client_distribution_installs_alone_without_kafka_or_models(
     venv = tmp_path / "venv"
     run(UV, "venv", "--quiet", "--python", sys.executable, venv)
     python = venv / "bin" / "python"
-    # the lock's versions of httpx and pydantic, from uv's cache (`make install` filled it)
-    run(UV, "pip", "install", "--offline", "--python", python,
-        "-c", ROOT / "requirements" / "dev.txt", wheel)  # fmt: skip
+    # the lock's versions of what the wheel needs, from uv's cache (`make install` filled it)
+    run(UV, "pip", "install", "--offline", "--no-deps", "--python", python,
+        wheel, *locked_closure(wheel_requirements(wheel)))  # fmt: skip
     installed = {
         line.split("==")[0].split(" @ ")[0].lower()
         for line in run(UV, "pip", "freeze", "--python", python).splitlines()
