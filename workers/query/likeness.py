@@ -2,8 +2,8 @@
 
 Selection's diversity term reads every pair of a pool of some 300 items at k = 100, twice a
 request (the head's selection and the whole one), so `Likeness` computes the pairs at once,
-one sparse incidence product per signature part (scipy.sparse), each pair once a request,
-and in the same floats as the pairwise formula.
+one incidence product per signature part (dense for a few values, scipy.sparse for many),
+each pair once a request, and in the same floats as the pairwise formula.
 """
 
 from __future__ import annotations
