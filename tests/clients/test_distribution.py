@@ -58,15 +58,18 @@ def locked_closure(requirements: list[str]) -> list[str]:
     (the lock's). Installed with `--no-deps`, these need no package metadata, which an offline
     uv lacks when its cache was filled by `uv pip sync` (wheels only)."""
     pins: dict[str, str] = {}
-    todo = list(requirements)
+    seen: set[tuple[str, str]] = set()  # (distribution, extra) taken
+    todo = [(Requirement(r), "") for r in requirements]  # with the extra that asks for it
     while todo:
-        req = Requirement(todo.pop())
+        req, extra = todo.pop()
         name = canonicalize_name(req.name)
-        if name in pins or (req.marker is not None and not req.marker.evaluate({"extra": ""})):
+        wanted = {(name, e) for e in ["", *req.extras]} - seen
+        if not wanted or (req.marker is not None and not req.marker.evaluate({"extra": extra})):
             continue
+        seen |= wanted
         dist = distribution(name)
         pins[name] = f"{name}=={dist.version}"
-        todo += dist.requires or []
+        todo += [(Requirement(r), e) for _, e in wanted for r in dist.requires or []]
     return sorted(pins.values())
 
 
