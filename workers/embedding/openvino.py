@@ -1,7 +1,7 @@
 """MiniLM's ONNX export in bf16 under OpenVINO, on CPUs that compute bf16.
 
-bf16 matrix products (AVX-512 BF16, AMX) embed texts about 1.6 times as fast as fp32
-(`lychee bench embedder`, batches of 64; long assistant replies about twice), and the vectors
+bf16 matrix products embed texts 1.6 (AVX-512 BF16) to 2.7 (AMX) times as fast as fp32
+(`lychee bench embedder`, batches of 64; long assistant replies faster still), and the vectors
 stay within cosine 0.99997 of fp32 (int8's: 0.995 on average;
 docs/decisions.md#bf16-minilm-by-default). They are still not fp32's, so they carry their
 own model name (`workers.embedding.model`).

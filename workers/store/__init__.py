@@ -104,16 +104,11 @@ class EvidenceStore:
         tables = {name: self.table(name) for name in names}
         return {name: int(tbl.version) for name, tbl in tables.items() if tbl is not None}
 
-    def warm(self, namespace: str) -> None:
-        """The namespace's snapshots and full-text indexes of the searched tables, read and
-        built now when missing: a request starts this beside its plan and its question's
-        embedding, which then no longer wait in line with them."""
-        for warm in self.warmers(namespace):
-            warm()
-
     def warmers(self, namespace: str) -> list[Callable[[], None]]:
-        """`warm`, one call per table (the largest first): they are independent, and their
-        reads and much of their index builds leave the GIL, so a caller may run them at once."""
+        """The namespace's snapshots and full-text indexes of the searched tables, read and
+        built when missing, one call per table (the largest first): a request runs them at
+        once beside its plan and its question's embedding, which then no longer wait in line
+        with them (their reads and much of their index builds leave the GIL)."""
         return [partial(table.warm, namespace) for table in (self.nodes, self.records, self.turns)]
 
     def upsert_batches(

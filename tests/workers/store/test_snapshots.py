@@ -292,6 +292,11 @@ def test_a_newer_version_waiting_behind_an_older_read_reads_again(
     assert cache.get(old, TURNS, "a", lambda: ["id"], "") is second.result()  # not older
 
 
+def warm(store: EvidenceStore, namespace: str) -> None:
+    for table in store.warmers(namespace):
+        table()
+
+
 @pytest.mark.parametrize("at_once", [False, True], ids=["in turn", "tables at once"])
 def test_warming_reads_what_the_searches_read_and_builds_their_text_indexes(
     tmp_path: Path, emb: HashEmbedder, at_once: bool
@@ -304,7 +309,7 @@ def test_warming_reads_what_the_searches_read_and_builds_their_text_indexes(
         with ThreadPoolExecutor(3) as pool:
             list(pool.map(lambda warm: warm(), snap.warmers("a")))
     else:
-        snap.warm("a")
+        warm(snap, "a")
     warmed = dict(cache._entries)
     assert set(warmed) == {(NODES, "a"), (RECORDS, "a"), (TURNS, "a")}  # not the other one
     assert all(s._text for s in warmed.values())  # each table's full-text index, built
@@ -317,8 +322,8 @@ def test_warming_reads_what_the_searches_read_and_builds_their_text_indexes(
         )
     assert cache._entries == warmed  # the searches read nothing more
     assert all(s._text.keys() == warmed[k]._text.keys() for k, s in cache._entries.items())
-    snap.warm("none")  # a namespace with no rows: an empty snapshot, no error
-    EvidenceStore(str(tmp_path / "empty"), emb.model_name, HASH_DIM, snapshot_rows=9).warm("a")
+    warm(snap, "none")  # a namespace with no rows: an empty snapshot, no error
+    warm(EvidenceStore(str(tmp_path / "empty"), emb.model_name, HASH_DIM, snapshot_rows=9), "a")
 
 
 def test_turn_positions_read_from_memory_and_from_lancedb_agree(
