@@ -143,14 +143,21 @@ def test_scores_are_bm25s_scores_bit_for_bit(seed: int) -> None:
         "the",
         "a_b",
         "2024",
+        # non-ASCII separators beside words (read as spaces) and non-ASCII word characters
+        "half–marathon",
+        "“Lisbon’s”",
+        "3×4°C",
+        "x²+½cup",
+        "é–x",
     ]
     docs: list[str | None] = [
         " ".join(rng.choice(words) for _ in range(rng.randint(0, 60))) for _ in range(80)
     ]
-    docs += [None, "", "the and of", "naïve café ☕ résumé"]
+    docs += [None, "", "the and of", "naïve café ☕ résumé", "– “ ”", "cat–dog"]
     rng.shuffle(docs)
     index = TextIndex(docs)
-    for query in [*QUERIES, "café résumé", "naive", "marathon marathon cat", "zebra"]:
+    queries = ["café résumé", "naive", "marathon marathon cat", "zebra", "x² cup 4°C", "dog"]
+    for query in [*QUERIES, *queries]:
         assert np.array_equal(index.scores(query), bm25s_scores(docs, query)), query
 
 

@@ -1,0 +1,109 @@
+"""`python -m tests.evals.first_questions --data FILE`: what a namespace's first question
+waits for, against the same question asked again.
+
+The query service keeps each small namespace in memory (workers.store.snapshots); the first
+question after a start, or after a write to the namespace, reads the namespace's three
+searched tables and builds their full-text indexes before it searches. That load sets the
+tail of the recall probe's latency (ten namespaces' first questions among 179 on BEAM dev).
+Each round opens the probe's store afresh (`tests.evals.recall_probe --store`, ingested first
+when absent) and, per conversation, times the load alone (`EvidenceStore.warmers`, run at
+once as a request runs them), then in another fresh store the conversation's first question
+cold and its second question warm. It prints each figure's median and p95 over conversations and
+rounds, in milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from pathlib import Path
+
+from streams.apps import collect_as_a_worker
+from streams.bench.harness import load_reported
+from streams.factories import adapter_of, make_embedder, open_store, recall_config, scorer_of
+from streams.settings import Settings
+from tests.evals.probe_figures import asked
+from tests.evals.query_stages import percentile
+from tests.evals.recall_probe import K, _request, stored
+from workers.datasets import Conversation
+from workers.embedding import Embedder, embed_queries
+from workers.query.planner import HeuristicPlanner
+from workers.query.service import QueryDeps, QueryService
+from workers.store import EvidenceStore
+
+
+async def load(store: EvidenceStore, namespace: str) -> float:
+    """Milliseconds to read and index the namespace's searched tables, all at once."""
+    t0 = time.perf_counter()
+    await asyncio.gather(*(asyncio.to_thread(w) for w in store.warmers(namespace)))
+    return (time.perf_counter() - t0) * 1e3
+
+
+async def answered(
+    service: QueryService, namespace: str, questions: list[str], k: int
+) -> list[float]:
+    """Each question's milliseconds in the service, asked in turn."""
+    out = []
+    for question in questions:
+        t0 = time.perf_counter()
+        await service.search(_request(namespace, question, k))
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def first_questions(convs: list[Conversation], n: int = 2) -> dict[str, list[str]]:
+    """Each conversation's first `n` questions the probe asks, by namespace."""
+    return {c.namespace: [qa.question for qa in c.qa if asked(qa, None)][:n] for c in convs}
+
+
+def summary(name: str, ms: list[float]) -> str:
+    return f"{name:16s} n={len(ms):3d} p50 {statistics.median(ms):7.1f} p95 {percentile(ms, 0.95):7.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, required=True)
+    parser.add_argument("--store", type=Path, default=Path("/tmp/lychee-recall-probe"))
+    parser.add_argument("--k", type=int, default=K)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    settings = Settings()
+    convs, _ = load_reported(args.data)
+    embedder = make_embedder(settings)
+    first = first_questions(convs)
+    uri = stored(convs, embedder, args.store, settings)[0].db.uri  # ingested when new
+    collect_as_a_worker()
+    embed_queries(embedder, ["a first call loads the model"])  # no question pays for it
+    loads: list[float] = []
+    cold: list[float] = []
+    warm: list[float] = []
+    for _ in range(args.rounds):
+        store = open_store(settings, embedder, uri=uri, snapshots=True)
+        loads += [asyncio.run(load(store, ns)) for ns in first]
+        service = serving(
+            settings, embedder, open_store(settings, embedder, uri=uri, snapshots=True)
+        )
+        for ns, questions in first.items():
+            c, *w = asyncio.run(answered(service, ns, questions, args.k))
+            cold.append(c)
+            warm += w
+    print(f"{len(first)} namespaces, {args.rounds} rounds, k={args.k}, {embedder.model_name}")
+    for name, ms in (("load alone", loads), ("first question", cold), ("second, warm", warm)):
+        print(summary(name, ms))
+
+
+def serving(settings: Settings, embedder: Embedder, store: EvidenceStore) -> QueryService:
+    deps = QueryDeps(
+        store,
+        embedder,
+        HeuristicPlanner(),
+        scorer=scorer_of(settings),
+        adapter=adapter_of(settings, embedder),
+    )
+    return QueryService(deps, recall_config(settings))
+
+
+if __name__ == "__main__":
+    main()
