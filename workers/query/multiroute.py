@@ -14,8 +14,8 @@ import asyncio
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from functools import partial
+from datetime import date, datetime
+from functools import lru_cache, partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -445,7 +445,13 @@ def _reciprocal(kappa: int, n: int) -> list[float]:
 def _said_within(row: dict[str, Any], window: TemporalFilter) -> bool:
     """Whether a record was said, or a turn's session held, on a day inside the window."""
     said = row.get("created_at") if is_record(row) else row.get("session_date")
-    return isinstance(said, datetime) and window.overlaps(said.date().isoformat())
+    return isinstance(said, datetime) and _day_within(window, said.date())
+
+
+@lru_cache(maxsize=4096)
+def _day_within(window: TemporalFilter, day: date) -> bool:
+    """Whether the day lies inside the window (a route's candidates share a few days)."""
+    return window.overlaps(day.isoformat())
 
 
 def _fts_text(queries: Sequence[str]) -> str:

@@ -57,6 +57,7 @@ EVERY = "*"  # no namespace: names are refused with glob characters
 _WRITTEN: ContextVar[Written | None] = ContextVar("lychee_written_versions", default=None)
 
 Match = Mapping[str, Collection[str]]  # column -> accepted values, beyond the namespace
+Groups = dict[Any, tuple[np.ndarray, np.ndarray]]  # value -> (rows, their sort keys), sorted
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Snapshot:
     _columns: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
     _text: dict[str, TextIndex] = field(default_factory=dict, compare=False)
     _dicts: dict[int, dict[str, Any]] = field(default_factory=dict, compare=False)
+    _groups: dict[tuple[str, str], Groups] = field(default_factory=dict, compare=False)
     _building: threading.Lock = field(default_factory=threading.Lock, compare=False)
 
     @classmethod
@@ -99,6 +101,21 @@ class Snapshot:
         if name not in self._columns:
             self._columns[name] = np.asarray(self.data.column(name).to_pylist(), dtype=object)
         return self._columns[name]
+
+    def grouped(self, by: str, order: str) -> Groups:
+        """Each value of the column `by` -> its rows sorted by the numeric column `order`, and
+        those rows' `order` values (built once): ranges of one group found by bisection."""
+        groups = self._groups.get((by, order))
+        if groups is None:
+            values, codes = np.unique(self.column(by), return_inverse=True)
+            keys = np.asarray(self.data.column(order).to_numpy(zero_copy_only=False))
+            rows = np.lexsort((keys, codes))
+            bounds = np.searchsorted(codes[rows], np.arange(len(values) + 1))
+            groups = self._groups[by, order] = {
+                v: (rows[a:b], keys[rows[a:b]])
+                for v, a, b in zip(values.tolist(), bounds[:-1], bounds[1:], strict=True)
+            }
+        return groups
 
     def search(self, vectors: np.ndarray, limit: int, match: Match) -> list[list[dict[str, Any]]]:
         """Exact cosine search, one list per query vector, nearest first, as LanceDB's

@@ -152,11 +152,13 @@ class TurnsTable(Table):
         columns = self.read_columns()
         snap = self.db.snapshot(tbl, TURNS, namespace, columns)
         if snap is not None:
-            session, seq = snap.column("session_id"), snap.column("seq")
-            keep = np.zeros(snap.rows, dtype=bool)
+            sessions = snap.grouped("session_id", "seq")
+            none = np.zeros(0, dtype=np.intp)
+            found = [none]
             for s, lo, hi in spans:
-                keep |= (session == s) & (seq >= int(lo)) & (seq <= int(hi))
-            return snap.take(np.flatnonzero(keep))
+                rows, seqs = sessions.get(s, (none, none))
+                found.append(rows[np.searchsorted(seqs, lo) : np.searchsorted(seqs, hi, "right")])
+            return snap.take(np.unique(np.concatenate(found)))  # in table order, each once
         ranges = " OR ".join(
             f"(session_id = {sql_quote(s)} AND seq >= {int(lo)} AND seq <= {int(hi)})"
             for s, lo, hi in spans

@@ -100,6 +100,31 @@ def test_snapshot_reads_answer_as_lancedb_does(tmp_path: Path, emb: HashEmbedder
     assert held == {(RECORDS, "a"), (RECORDS, "b"), (NODES, "a"), (TURNS, "a"), (TURNS, "b")}
 
 
+def test_turns_near_spans_are_the_rows_lancedb_finds_in_table_order(
+    tmp_path: Path, emb: HashEmbedder
+) -> None:
+    plain = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM)
+    seqs = [5, 0, 3, 1, 4, 2, 2, 7]  # written out of order, a position held by two turns
+    plain.turns.upsert(
+        [
+            raw("a", f"s{i % 2}", f"t{i}", t, emb).model_copy(update={"seq": seq})
+            for i, (t, seq) in enumerate(zip([*TEXTS, "one more", "the last"], seqs, strict=True))
+        ]
+        + [raw("b", "s0", "t0", "another tenant", emb)]
+    )
+    snap = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000)
+    for spans in [
+        [("s0", 0, 2)],
+        [("s1", -1, 1), ("s0", 4, 9)],
+        [("s0", 1, 5), ("s0", 3, 7)],  # overlapping: each turn once
+        [("s9", 0, 9), ("s1", 6, 9)],  # no such session; a span past its turns
+        [("s1", 3, 3)],
+    ]:
+        want = [r["id"] for r in plain.turns.near("a", spans)]
+        assert [r["id"] for r in snap.turns.near("a", spans)] == want, spans
+    assert len(snap.turns.near("a", [("s0", -5, 99), ("s1", -5, 99)])) == 8
+
+
 def test_a_write_is_read_at_once_and_a_forget_leaves_no_snapshot_of_its_text(
     tmp_path: Path, emb: HashEmbedder
 ) -> None:
