@@ -82,28 +82,41 @@ class TextIndex:
     built with array operations.
 
     A namespace's index is built again after every write to its table (its snapshot is new)
-    and a question waits for it; bm25s builds with Python work per document and token, two
-    to three times longer (see
+    and a question waits for it, so it starts from the index it replaces (`before`) and
+    analyzes only new text; bm25s builds with Python work per document and token, two to
+    three times longer than a build from nothing here (see
     docs/decisions.md#full-text-indexes-are-built-with-array-operations).
     `tests/workers/store/test_fulltext.py` checks the scores, bit for bit, against bm25s's."""
 
-    def __init__(self, texts: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> None:
+    def __init__(
+        self,
+        texts: Sequence[str | None] | pa.Array | pa.ChunkedArray,
+        before: TextIndex | None = None,
+        rows: np.ndarray | None = None,
+    ) -> None:
+        """`before`, `rows`: an index of the same column at an earlier version, and for each
+        row the row of `before` that held the same text (-1: none); those rows' terms are
+        taken from it instead of analyzed again (a write adds a few rows to thousands)."""
         column = _strings(texts)
         n = self.size = len(column)
-        docs, terms, self._vocab = _postings(column)
-        # one posting per (term, document) with its term frequency, grouped by term
-        key, tf = np.unique(terms * n + docs, return_counts=True)
-        term, self._docs = np.divmod(key, max(n, 1))
-        df = np.bincount(term, minlength=len(self._vocab))
+        if before is None or rows is None:
+            docs, terms, vocab = _postings(column)
+            # one posting per (term, document) with its term frequency, grouped by term
+            key, tf = np.unique(terms * n + docs, return_counts=True)
+            term, doc = np.divmod(key, max(n, 1))
+        else:
+            term, doc, tf, vocab = _carried(column, before, rows)
+        self._vocab, self._docs, self._tf = vocab, doc, tf
+        df = np.bincount(term, minlength=len(vocab))
         self._indptr = np.concatenate([[0], np.cumsum(df)])
-        idf = np.zeros(len(self._vocab), dtype=np.float32)
+        idf = np.zeros(len(vocab), dtype=np.float32)
         for value in np.unique(df):  # Python floats, as bm25s computes each term's idf
             idf[df == value] = math.log(1 + (n - int(value) + 0.5) / (int(value) + 0.5))
-        lengths = np.bincount(docs, minlength=n)
-        mean = lengths.mean() if len(docs) else 1.0  # no term anywhere: no posting reads it
+        lengths = np.bincount(doc, weights=tf, minlength=n).astype(np.int64)
+        mean = lengths.mean() if len(doc) else 1.0  # no term anywhere: no posting reads it
         norm = K1 * ((1 - B) + B * lengths.astype(np.float64) / mean)
         freq = tf.astype(np.float64)
-        tfc = freq / (norm[self._docs] + freq)
+        tfc = freq / (norm[doc] + freq)
         self._weights = (idf[term].astype(np.float64) * tfc).astype(np.float32)
 
     def scores(self, query: str) -> np.ndarray:
@@ -127,13 +140,15 @@ def _strings(texts: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> pa.Arr
     return pc.fill_null(texts, "")
 
 
-def _postings(column: pa.Array) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
+def _postings(
+    column: pa.Array, vocab: dict[str, int] | None = None
+) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
     """Every index term of the column (`analyze`'s terms) as its document and term id, and
     the term ids. ASCII documents are split and lowercased on their bytes, and each distinct
     word is measured, stemmed and checked once; so are documents whose only non-ASCII
     characters separate words (dashes, quotes, symbols), with those read as spaces. Any other
-    document goes word by word."""
-    vocab: dict[str, int] = {}
+    document goes word by word. `vocab`: term ids given before, extended in place."""
+    vocab = {} if vocab is None else vocab
     ascii_rows = pc.string_is_ascii(column).to_numpy(zero_copy_only=False)
     others = np.flatnonzero(~ascii_rows)
     spaced = _separators_spaced(column.filter(pa.array(~ascii_rows)).to_pylist())
@@ -161,6 +176,38 @@ def _postings(column: pa.Array) -> tuple[np.ndarray, np.ndarray, dict[str, int]]
         doc_parts.append(np.full(len(ids), row, dtype=np.int64))
         term_parts.append(np.asarray(ids, dtype=np.int64))
     return np.concatenate(doc_parts), np.concatenate(term_parts), vocab
+
+
+def _carried(
+    column: pa.Array, before: TextIndex, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, int]]:
+    """The postings (term, document, frequency; by term, then document) and term ids of
+    `column`, whose rows with `rows[i] >= 0` hold the text row `rows[i]` of `before` held:
+    their postings are moved over, the other rows analyzed. Terms no row holds any more are
+    left out of the ids."""
+    n = len(column)
+    kept = rows >= 0
+    moved = np.full(before.size, -1, dtype=np.int64)
+    moved[rows[kept]] = np.flatnonzero(kept)
+    old_term = np.repeat(np.arange(len(before._vocab)), np.diff(before._indptr))
+    at = moved[before._docs]
+    still = at >= 0
+    fresh = np.flatnonzero(~kept)
+    docs, terms, vocab = _postings(column.filter(pa.array(~kept)), dict(before._vocab))
+    key, counts = np.unique(terms * n + fresh[docs], return_counts=True)
+    new_term, new_doc = np.divmod(key, max(n, 1))
+    term = np.concatenate([old_term[still], new_term])
+    doc = np.concatenate([at[still], new_doc])
+    tf = np.concatenate([before._tf[still], counts])
+    used = np.unique(term)
+    if len(used) < len(vocab):  # ids in insertion order: compacted, they stay so
+        names = list(vocab)
+        vocab = {names[t]: i for i, t in enumerate(used.tolist())}
+        renamed = np.zeros(len(names), dtype=np.int64)
+        renamed[used] = np.arange(len(used))
+        term = renamed[term]
+    order = np.argsort(term * n + doc)
+    return term[order], doc[order], tf[order], vocab
 
 
 def _separators_spaced(texts: list[str]) -> list[str]:

@@ -20,6 +20,11 @@ keeps a snapshot at that version or newer, whatever was written to the others si
 asks LanceDB for no version at all. A forget is marked as a write to every namespace, so its
 text still leaves memory at the table's first read after it. Snapshots are evicted least
 recently used past `max_rows` rows in all.
+
+A namespace read again builds its full-text indexes from those of the snapshot it replaces:
+only rows whose text is new are analyzed (an agent's question after each exchange it writes
+waits for that), and a term no row holds any more is dropped, so forgotten text leaves with
+its rows.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from threadpoolctl import threadpool_limits
 
 from workers.store.fulltext import TextIndex
@@ -75,7 +81,10 @@ class Snapshot:
     _building: threading.Lock = field(default_factory=threading.Lock, compare=False)
 
     @classmethod
-    def of(cls, version: int, data: pa.Table) -> Snapshot:
+    def of(cls, version: int, data: pa.Table, previous: Snapshot | None = None) -> Snapshot:
+        """`previous`: the namespace's snapshot at an earlier version; the indexes it built
+        are built again now from its own (`TextIndex`'s `before`: only rows whose text is new
+        are analyzed), and nothing of it is kept."""
         dim = data.schema.field("vector").type.list_size
         flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         vecs = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
@@ -83,7 +92,22 @@ class Snapshot:
         unit = vecs / np.where(norms > 0, norms, 1.0)
         data = data.drop_columns(["vector"])
         ids = data.column("id").to_pylist()
-        return cls(version, data, unit, {rid: i for i, rid in enumerate(ids)})
+        snap = cls(version, data, unit, {rid: i for i, rid in enumerate(ids)})
+        if previous is not None:
+            snap._carry_indexes(previous)
+        return snap
+
+    def _carry_indexes(self, previous: Snapshot) -> None:
+        """Build the full-text indexes `previous` built, from its own."""
+        built = {c: i for c, i in list(previous._text.items()) if c in self.data.column_names}
+        if not built:
+            return
+        ids = self.data.column("id").to_pylist()
+        at = np.asarray([previous.row_of.get(i, -1) for i in ids], dtype=np.int64)
+        for column, index in built.items():
+            texts = self.data.column(column)
+            same = _same_text(texts, previous.data.column(column), at)
+            self._text[column] = TextIndex(texts, index, np.where(same, at, -1))
 
     @property
     def rows(self) -> int:
@@ -182,6 +206,15 @@ class Snapshot:
         return self.take([r for r in rows if r is not None])
 
 
+def _same_text(texts: pa.ChunkedArray, before: pa.ChunkedArray, at: np.ndarray) -> np.ndarray:
+    """Whether each row's text is the text row `at[i]` of `before` held (never for -1)."""
+    if not len(before):
+        return np.zeros(len(at), dtype=bool)
+    now = pc.fill_null(texts.combine_chunks(), "")
+    then = pc.fill_null(before.combine_chunks().take(pa.array(np.maximum(at, 0))), "")
+    return np.asarray(pc.equal(now, then).to_numpy(zero_copy_only=False)) & (at >= 0)
+
+
 def _best(scores: np.ndarray, limit: int) -> np.ndarray:
     """Positions of the `limit` highest scores, highest first, ties in position order: the
     first `limit` of a stable sort, with only the values at or above the limit-th sorted."""
@@ -258,6 +291,8 @@ class SnapshotCache:
         marks = _WRITTEN.get() or {}
         if (every := marks.get((name, EVERY))) is not None:
             self._sweep(name, every)
+        with self._lock:
+            previous = self._entries.get(key)  # read again, its indexes carry over
         floor = marks.get(key)
         if floor is not None and self._ahead.get(key) == floor:
             floor = None  # a mark this table never reached: its versions decide
@@ -284,7 +319,7 @@ class SnapshotCache:
                 if latest < floor:  # the mark of a table since replaced (its Redis kept)
                     self._ahead[key] = floor
             data = tbl.search().where(where).select([*columns(), "vector"]).limit(None).to_arrow()
-            snap = Snapshot.of(latest, data.combine_chunks())  # one chunk: `take` is faster
+            snap = Snapshot.of(latest, data.combine_chunks(), previous)  # one chunk: faster `take`
             with self._lock:
                 self._entries[key] = snap
                 self._reading.pop(key, None)  # found in the entries from now on

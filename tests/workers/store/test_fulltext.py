@@ -171,3 +171,45 @@ def test_an_arrow_column_indexes_as_its_values_do() -> None:
 def test_an_empty_or_termless_column_scores_nothing() -> None:
     assert TextIndex([]).scores("cat").shape == (0,)
     assert not TextIndex(["the", None, ""]).scores("the cat").any()
+
+
+def carried_rows(
+    before: list[str | None], after: list[str | None], ids_before: list[int], ids_after: list[int]
+) -> np.ndarray:
+    """For each row of `after`, the row of `before` with its id and its text, else -1."""
+    at = {i: r for r, i in enumerate(ids_before)}
+    return np.asarray(
+        [
+            at[i] if i in at and (before[at[i]] or "") == (t or "") else -1
+            for i, t in zip(ids_after, after, strict=True)
+        ],
+        dtype=np.int64,
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_index_carried_over_a_write_scores_as_one_built_afresh(seed: int) -> None:
+    rng = random.Random(seed)
+    words = [*" ".join(TEXTS).split(), "Café", "naïve", "half–marathon", "x²", "the", "2024"]
+
+    def doc() -> str:  # with a word of its own, gone when the row is
+        return " ".join(
+            [*(rng.choice(words) for _ in range(rng.randint(0, 25))), f"w{rng.random()}"]
+        )
+
+    ids = list(range(40))
+    docs: list[str | None] = [doc() for _ in ids]
+    index = TextIndex(docs)
+    for _ in range(3):  # writes one after another: rows added, changed, dropped, reordered
+        new_ids = [i for i in ids if rng.random() > 0.1] + list(range(max(ids) + 1, max(ids) + 6))
+        rng.shuffle(new_ids)
+        old = dict(zip(ids, docs, strict=True))
+        new_docs = [old[i] if i in old and rng.random() > 0.2 else doc() for i in new_ids]
+        new_docs[0] = None
+        carried = TextIndex(new_docs, index, carried_rows(docs, new_docs, ids, new_ids))
+        fresh = TextIndex(new_docs)
+        for query in [*QUERIES, "café naive", "x² marathon", "2024 half"]:
+            assert np.array_equal(carried.scores(query), fresh.scores(query)), query
+        # a term no row holds any more is not kept
+        assert set(carried._vocab) == {t for d in new_docs for t in analyze(d or "")}
+        ids, docs, index = new_ids, new_docs, carried

@@ -14,7 +14,7 @@ import pytest
 from tests.waiting import wait_until
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from tests.workers.store.test_forget import raw
-from workers.store import NODES, RECORDS, TURNS, EvidenceStore, consistent_reads
+from workers.store import NODES, RECORDS, TURNS, EvidenceStore, consistent_reads, fulltext
 from workers.store.snapshots import EVERY, Written, _best
 
 TEXTS = [
@@ -149,6 +149,46 @@ def test_a_write_is_read_at_once_and_a_forget_leaves_no_snapshot_of_its_text(
     held = snap.db.snapshots._entries
     assert ("records", "b") not in held  # dropped with the version it was read at
     assert not any("violin" in str(s.data.to_pylist()) for s in held.values())
+
+
+def test_a_write_carries_the_full_text_index_over_and_scores_as_one_built_afresh(
+    tmp_path: Path, emb: HashEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain, snap = stores(tmp_path / "db", emb)
+    analyzed: list[int] = []
+    postings = fulltext._postings
+
+    def counted(column: Any, vocab: dict[str, int] | None = None) -> Any:
+        analyzed.append(len(column))
+        return postings(column, vocab)
+
+    monkeypatch.setattr(fulltext, "_postings", counted)
+
+    def scores(store: EvidenceStore, query: str) -> dict[str, float]:
+        return {r["id"]: r["_score"] for r in store.turns.search_text("a", query, 20)}
+
+    def afresh(query: str) -> dict[str, float]:
+        return scores(
+            EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM, snapshot_rows=1000), query
+        )
+
+    assert scores(snap, "cat Lisbon") and analyzed == [len(TEXTS)]
+    plain.turns.upsert(  # a new turn, and one turn's text changed
+        [
+            raw("a", "s0", "t9", "a cat in Lisbon, with a violin (a)", emb),
+            raw("a", "s0", "t0", "Ann cancelled the trip (a)", emb),
+        ]
+    )
+    analyzed.clear()
+    for query in ["cat Lisbon", "violin", "trip", "sourdough Sundays"]:
+        got = scores(snap, query)
+        assert got and got == afresh(query), query  # the same floats
+    assert analyzed[0] == 2  # the carried index analyzed only the new and the changed text
+    plain.forget("a", "s1", emb)  # rows deleted: their terms leave the index
+    assert scores(snap, "marathon") == {} and scores(snap, "violin") == afresh("violin")
+    held = snap.db.snapshots._entries if snap.db.snapshots is not None else {}
+    vocab = held[TURNS, "a"]._text["text"]._vocab
+    assert "marathon" not in vocab and "violin" in vocab
 
 
 def test_a_consistent_block_checks_a_tables_version_once_and_the_next_block_sees_a_write(
