@@ -137,6 +137,8 @@ def _strings(texts: Sequence[str | None] | pa.Array | pa.ChunkedArray) -> pa.Arr
         texts = texts.combine_chunks()
     if not isinstance(texts, pa.Array):
         texts = pa.array(list(texts), pa.string())
+    if pa.types.is_large_string(texts.type):  # the offsets `_ascii_words` reads
+        texts = texts.cast(pa.string())
     return pc.fill_null(texts, "")
 
 
@@ -227,10 +229,12 @@ def _ascii_words(lowered: pa.Array) -> tuple[np.ndarray, pa.Array]:
     pieces, found on the bytes at once (Arrow's regex split takes about 30 ms a megabyte,
     and a namespace's nodes hold about a megabyte)."""
     n = len(lowered)
+    if n == 0:
+        return np.zeros(0, dtype=np.intp), pa.array([], pa.string())
     offsets = np.frombuffer(lowered.buffers()[1], np.int32)[lowered.offset : lowered.offset + n + 1]
     data = lowered.buffers()[2]
     raw = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-    text = raw[offsets[0] : offsets[-1]] if n else raw[:0]
+    text = raw[offsets[0] : offsets[-1]]
     word = ((text >= ord("a")) & (text <= ord("z"))) | ((text >= ord("0")) & (text <= ord("9")))
     # a word begins after a non-word byte or at a document's first byte, and ends likewise
     edge = np.zeros(len(text) + 1, dtype=bool)

@@ -164,8 +164,12 @@ def test_scores_are_bm25s_scores_bit_for_bit(seed: int) -> None:
 def test_an_arrow_column_indexes_as_its_values_do() -> None:
     docs = [*TEXTS, None, "Café über"]
     chunked = pa.chunked_array([pa.array(docs[:3]), pa.array(docs[3:])])
+    large = pa.array(docs, pa.large_string())
+    sliced = pa.array(["a cat", *docs], pa.string()).slice(1)  # an offset into its buffers
     for query in QUERIES:
-        assert np.array_equal(TextIndex(chunked).scores(query), TextIndex(docs).scores(query))
+        want = TextIndex(docs).scores(query)
+        for column in (chunked, large, sliced):
+            assert np.array_equal(TextIndex(column).scores(query), want), (column.type, query)
 
 
 def test_an_empty_or_termless_column_scores_nothing() -> None:
