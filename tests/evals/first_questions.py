@@ -29,15 +29,14 @@ from pathlib import Path
 
 from streams.apps import collect_as_a_worker
 from streams.bench.harness import load_reported
-from streams.factories import adapter_of, make_embedder, open_store, recall_config, scorer_of
+from streams.factories import make_embedder, open_store
 from streams.settings import Settings
 from tests.evals.probe_figures import asked
-from tests.evals.query_stages import percentile
+from tests.evals.query_stages import percentile, serving
 from tests.evals.recall_probe import K, _request, ingest, stored
 from workers.datasets import Conversation, Session
-from workers.embedding import Embedder, embed_queries
-from workers.query.planner import HeuristicPlanner
-from workers.query.service import QueryDeps, QueryService
+from workers.embedding import embed_queries
+from workers.query.service import QueryService
 from workers.store import EvidenceStore
 
 
@@ -123,17 +122,6 @@ def main() -> None:
     print(f"{len(first)} namespaces, {args.rounds} rounds, k={args.k}, {embedder.model_name}")
     for name, ms in figures.items():
         print(summary(name, ms))
-
-
-def serving(settings: Settings, embedder: Embedder, store: EvidenceStore) -> QueryService:
-    deps = QueryDeps(
-        store,
-        embedder,
-        HeuristicPlanner(),
-        scorer=scorer_of(settings),
-        adapter=adapter_of(settings, embedder),
-    )
-    return QueryService(deps, recall_config(settings))
 
 
 if __name__ == "__main__":

@@ -25,8 +25,10 @@ from streams.factories import adapter_of, make_embedder, recall_config, scorer_o
 from streams.settings import Settings
 from tests.evals.probe_figures import asked
 from tests.evals.recall_probe import K, _request, stored
+from workers.embedding import Embedder
 from workers.query.planner import HeuristicPlanner
 from workers.query.service import QueryDeps, QueryService
+from workers.store import EvidenceStore
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -62,6 +64,18 @@ async def ask_all(
     return await asyncio.gather(*(one(ns, q) for ns, q in questions))
 
 
+def serving(settings: Settings, embedder: Embedder, store: EvidenceStore) -> QueryService:
+    """The query service as configured, with the heuristic planner (no LLM)."""
+    deps = QueryDeps(
+        store,
+        embedder,
+        HeuristicPlanner(),
+        scorer=scorer_of(settings),
+        adapter=adapter_of(settings, embedder),
+    )
+    return QueryService(deps, recall_config(settings))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
@@ -75,16 +89,7 @@ def main() -> None:
     embedder = make_embedder(settings)
     store, _ = stored(convs, embedder, args.store, settings)
     collect_as_a_worker()
-    service = QueryService(
-        QueryDeps(
-            store,
-            embedder,
-            HeuristicPlanner(),
-            scorer=scorer_of(settings),
-            adapter=adapter_of(settings, embedder),
-        ),
-        recall_config(settings),
-    )
+    service = serving(settings, embedder, store)
     questions = [
         (c.namespace, qa.question) for c in convs for qa in c.qa if asked(qa, None) is not None
     ]
