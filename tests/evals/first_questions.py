@@ -1,5 +1,5 @@
 """`python -m tests.evals.first_questions --data FILE`: what a namespace's first question
-waits for, against the same question asked again.
+waits for, against a warm one (and, asked for, one after a write).
 
 The query service keeps each small namespace in memory (workers.store.snapshots); the first
 question after a start, or after a write to the namespace, reads the namespace's three
@@ -105,10 +105,12 @@ def main() -> None:
             service = serving(settings, embedder, served)
             for conv in convs:
                 ns, asking = conv.namespace, first[conv.namespace]
-                cold, warm = asyncio.run(answered(service, ns, asking[:2], args.k))
+                if not asking:
+                    continue
+                cold, *warm = asyncio.run(answered(service, ns, asking[:2], args.k))
                 figures["first question"].append(cold)
-                figures["second, warm"].append(warm)
-                if copy is not None:
+                figures["second, warm"] += warm
+                if copy is not None and asking[2:]:
                     writer = open_store(settings, embedder, uri=uri)
                     with contextlib.redirect_stdout(io.StringIO()):  # its "written in" line
                         asyncio.run(
@@ -121,7 +123,7 @@ def main() -> None:
             shutil.rmtree(copy, ignore_errors=True)
     print(f"{len(first)} namespaces, {args.rounds} rounds, k={args.k}, {embedder.model_name}")
     for name, ms in figures.items():
-        print(summary(name, ms))
+        print(summary(name, ms) if ms else f"{name:16s} n=  0")
 
 
 if __name__ == "__main__":

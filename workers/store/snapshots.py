@@ -94,15 +94,14 @@ class Snapshot:
         ids = data.column("id").to_pylist()
         snap = cls(version, data, unit, {rid: i for i, rid in enumerate(ids)})
         if previous is not None:
-            snap._carry_indexes(previous)
+            snap._carry_indexes(previous, ids)
         return snap
 
-    def _carry_indexes(self, previous: Snapshot) -> None:
-        """Build the full-text indexes `previous` built, from its own."""
+    def _carry_indexes(self, previous: Snapshot, ids: list[str]) -> None:
+        """Build the full-text indexes `previous` built, from its own (`ids`: of each row)."""
         built = {c: i for c, i in list(previous._text.items()) if c in self.data.column_names}
         if not built:
             return
-        ids = self.data.column("id").to_pylist()
         at = np.asarray([previous.row_of.get(i, -1) for i in ids], dtype=np.int64)
         for column, index in built.items():
             texts = self.data.column(column)
