@@ -101,8 +101,9 @@ def main() -> None:
         for r in range(args.rounds):
             store = open_store(settings, embedder, uri=uri, snapshots=True)
             figures["load alone"] += [asyncio.run(load(store, ns)) for ns in first]
-            served = open_store(settings, embedder, uri=uri, snapshots=True)
-            service = serving(settings, embedder, served)
+            service = serving(
+                settings, embedder, open_store(settings, embedder, uri=uri, snapshots=True)
+            )
             for conv in convs:
                 ns, asking = conv.namespace, first[conv.namespace]
                 if not asking:

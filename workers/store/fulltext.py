@@ -91,21 +91,20 @@ class TextIndex:
     def __init__(
         self,
         texts: Sequence[str | None] | pa.Array | pa.ChunkedArray,
-        before: TextIndex | None = None,
-        rows: np.ndarray | None = None,
+        before: tuple[TextIndex, np.ndarray] | None = None,
     ) -> None:
-        """`before`, `rows`: an index of the same column at an earlier version, and for each
-        row the row of `before` that held the same text (-1: none); those rows' terms are
-        taken from it instead of analyzed again (a write adds a few rows to thousands)."""
+        """`before`: an index of the same column at an earlier version, and for each row the
+        row of that index that held the same text (-1: none); those rows' terms are taken from
+        it instead of analyzed again (a write adds a few rows to thousands)."""
         column = _strings(texts)
         n = self.size = len(column)
-        if before is None or rows is None:
+        if before is None:
             docs, terms, vocab = _postings(column)
             # one posting per (term, document) with its term frequency, grouped by term
             key, tf = np.unique(terms * n + docs, return_counts=True)
             term, doc = np.divmod(key, max(n, 1))
         else:
-            term, doc, tf, vocab = _carried(column, before, rows)
+            term, doc, tf, vocab = _carried(column, *before)
         self._vocab, self._docs, self._tf = vocab, doc, tf
         df = np.bincount(term, minlength=len(vocab))
         self._indptr = np.concatenate([[0], np.cumsum(df)])
@@ -155,9 +154,8 @@ def _postings(
     others = np.flatnonzero(~ascii_rows)
     spaced = _separators_spaced(column.filter(pa.array(~ascii_rows)).to_pylist())
     plain = np.asarray([t.isascii() for t in spaced], dtype=bool)
-    texts = pa.concat_arrays(
-        [column.filter(ascii_rows), pa.array([t for t in spaced if t.isascii()], pa.string())]
-    )
+    now_ascii = [t for t, p in zip(spaced, plain, strict=True) if p]
+    texts = pa.concat_arrays([column.filter(ascii_rows), pa.array(now_ascii, pa.string())])
     at, words = _ascii_words(pc.ascii_lower(texts))
     found = pc.dictionary_encode(words)
     term_of = np.asarray(

@@ -106,7 +106,7 @@ class Snapshot:
         for column, index in built.items():
             texts = self.data.column(column)
             same = _same_text(texts, previous.data.column(column), at)
-            self._text[column] = TextIndex(texts, index, np.where(same, at, -1))
+            self._text[column] = TextIndex(texts, (index, np.where(same, at, -1)))
 
     @property
     def rows(self) -> int:

@@ -210,7 +210,7 @@ def test_an_index_carried_over_a_write_scores_as_one_built_afresh(seed: int) -> 
         old = dict(zip(ids, docs, strict=True))
         new_docs = [old[i] if i in old and rng.random() > 0.2 else doc() for i in new_ids]
         new_docs[0] = None
-        carried = TextIndex(new_docs, index, carried_rows(docs, new_docs, ids, new_ids))
+        carried = TextIndex(new_docs, (index, carried_rows(docs, new_docs, ids, new_ids)))
         fresh = TextIndex(new_docs)
         for query in [*QUERIES, "café naive", "x² marathon", "2024 half"]:
             assert np.array_equal(carried.scores(query), fresh.scores(query)), query
