@@ -15,7 +15,8 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from functools import partial
 from typing import Any
@@ -29,6 +30,7 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
+from prometheus_client.metrics import MetricWrapperBase
 
 from workers.embedding import embed_queries
 
@@ -259,6 +261,54 @@ class LLMMetrics:
 
 
 LLM_OBSERVER = LLMMetrics()
+
+
+# -- query processes ---------------------------------------------------------------------------
+
+# what a metric was told in a query process: its name here, its label values, the method, the value
+Observation = tuple[str, tuple[str, ...], str, float]
+
+
+class _Kept:
+    """A metric of a query process, which serves no registry: what it is told is kept for
+    the worker to replay into its own (`replay`)."""
+
+    def __init__(self, name: str, kept: deque[Observation], values: tuple[str, ...] = ()):
+        self.name, self.kept, self.values = name, kept, values
+
+    def labels(self, *values: Any) -> _Kept:
+        return _Kept(self.name, self.kept, tuple(map(str, values)))
+
+    def inc(self, amount: float = 1) -> None:
+        self.kept.append((self.name, self.values, "inc", amount))
+
+    def observe(self, amount: float) -> None:
+        self.kept.append((self.name, self.values, "observe", amount))
+
+    def set(self, value: float) -> None:
+        self.kept.append((self.name, self.values, "set", value))
+
+
+def keep_for_replay() -> Callable[[], list[Observation]]:
+    """Turn this process's metrics into ones that keep what they are told, and return what
+    takes it: a query process's observations reach its worker's /metrics with its replies."""
+    kept: deque[Observation] = deque()
+    for name, metric in list(globals().items()):
+        if isinstance(metric, MetricWrapperBase):
+            globals()[name] = _Kept(name, kept)
+
+    def taken() -> list[Observation]:
+        return [kept.popleft() for _ in range(len(kept))]
+
+    return taken
+
+
+def replay(observations: Iterable[Observation]) -> None:
+    """What a query process's metrics were told, into this process's registry."""
+    for name, values, method, amount in observations:
+        metric = globals().get(name)
+        if isinstance(metric, MetricWrapperBase) and method in ("inc", "observe", "set"):
+            getattr(metric.labels(*values) if values else metric, method)(amount)
 
 
 # -- serving and registration ------------------------------------------------------------------

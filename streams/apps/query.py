@@ -8,29 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import time
-from functools import partial
 from typing import Any
 
 import faust
 import orjson
 import structlog
-from redis.asyncio import Redis
 
 from schemas import QueryReply, QueryRequest
 from schemas import topics as t
 from schemas.query import CORRELATION_ID_MAX_CHARS
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
-from streams.factories import (
-    adapter_of,
-    llm_caller_options,
-    make_embedder,
-    make_llm_client,
-    make_planner,
-    open_store,
-    recall_config,
-    scorer_of,
-)
+from streams.apps.query_processes import QueryFailed, QueryProcesses, process_count
+from streams.apps.query_service import build_service
 from streams.kafka.errors import SerdeError
 from streams.kafka.fetch import COVERED, UNDECODABLE
 from streams.kafka.guard import DeadLetters, Incoming, TransientPolicy, retry_transient
@@ -39,13 +29,8 @@ from streams.kafka.producer import KafkaPublisher
 from streams.kafka.rules import INTERNAL
 from streams.kafka.serde import TOO_LARGE, decode, encode
 from streams.settings import Settings
-from streams.written import WrittenVersions
 from workers import telemetry
-from workers.query.answer import LLMAnswerer
-from workers.query.presets import preset_for
-from workers.query.rerank import load_reranker
-from workers.query.service import QueryDeps, QueryService
-from workers.store import TABLES
+from workers.query.service import QueryService
 
 log = structlog.get_logger("lychee.query")
 
@@ -69,9 +54,21 @@ def reply_target(value: bytes | None) -> tuple[str, int, str] | None:
     return cid, part, ns if isinstance(ns, str) and len(ns) <= 128 else ""
 
 
-def _redis(settings: Settings) -> Redis:
-    """Read once a request, beside the searches: a slow Redis must not hold them long."""
-    return Redis.from_url(settings.redis.url, socket_timeout=1, socket_connect_timeout=1)
+class InProcess:
+    """The service in the worker's own process (`query.processes` = 1)."""
+
+    def __init__(self, service: QueryService) -> None:
+        self.service = service
+        self.model_name = service.recall.embedder.model_name
+
+    async def search(self, req: QueryRequest, timeout_s: float) -> QueryReply:
+        return await asyncio.wait_for(self.service.search(req), timeout=timeout_s)
+
+    def close(self) -> None:
+        """Nothing to close: the process's end is the service's."""
+
+
+Searcher = InProcess | QueryProcesses
 
 
 class QueryHandler:
@@ -84,41 +81,22 @@ class QueryHandler:
         self.publisher = publisher
         self.dead = dead
         self.policy = TransientPolicy.from_settings(settings)
-        self._service: QueryService | None = None
+        self._searcher: Searcher | None = None
         self._ready = asyncio.Lock()
 
-    async def service(self) -> QueryService:
+    async def searcher(self) -> Searcher:
+        """The service, in this process or in query processes (`query.processes`)."""
         async with self._ready:
-            if self._service is None:
-                s = self.settings
-                embedder = await asyncio.to_thread(make_embedder, s)
-                llm = make_llm_client(s)
-                deps = QueryDeps(
-                    store=open_store(s, embedder, snapshots=True),
-                    embedder=embedder,
-                    planner=make_planner(llm, s),
-                    answerer=LLMAnswerer(
-                        *llm,
-                        **llm_caller_options(s, LLMAnswerer.policy),
-                        observer=metrics.LLM_OBSERVER,
-                    )
-                    if llm
-                    else None,
-                    reranker=await asyncio.to_thread(load_reranker, s.query.reranker_model),
-                    scorer=scorer_of(s),
-                    adapter=await asyncio.to_thread(adapter_of, s, embedder),
-                    written=partial(WrittenVersions(_redis(s)).of, tables=TABLES),
-                )
-                # off the loop: the service loads the token counter's tables as it starts
-                self._service = await asyncio.to_thread(
-                    QueryService,
-                    deps,
-                    recall_config(s),
-                    rerank_candidates=s.query.reranker_candidates,
-                    preset=preset_for(s.query.ablation),
-                )
-                log.info("query.ready", model=embedder.model_name)
-        return self._service
+            if self._searcher is None:
+                count = process_count(self.settings)
+                if count == 1:
+                    self._searcher = InProcess(await build_service(self.settings))
+                else:
+                    processes = QueryProcesses(self.settings, count)
+                    await processes.start()
+                    self._searcher = processes
+                log.info("query.ready", model=self._searcher.model_name, processes=count)
+        return self._searcher
 
     async def reply(self, msg: QueryReply, partition: int) -> None:
         metrics.observe_reply(msg.status, msg.timings_ms)
@@ -156,7 +134,7 @@ class QueryHandler:
         await self.dead.send(rec, reason, error_type)
 
     async def serve(self, rec: Incoming) -> None:
-        svc = await self.service()
+        searcher = await self.searcher()
         if rec.undecodable is not None:
             if rec.undecodable != COVERED:
                 await self.dead.send(rec, rec.undecodable, UNDECODABLE)
@@ -182,11 +160,14 @@ class QueryHandler:
             await self.reply(self._error(req, error), req.reply_partition)
             return
         try:
-            out = await asyncio.wait_for(svc.search(req), timeout=remaining_s)
+            out = await searcher.search(req, remaining_s)
         except TimeoutError:
             log.warning("query.deadline", correlation_id=req.correlation_id)
             metrics.observe_reply("deadline")
             return
+        except QueryFailed as exc:  # in a query process: its text names what raised there
+            log.error("query.failed", correlation_id=req.correlation_id, error=str(exc))
+            out = self._error(req, str(exc))
         except Exception as exc:  # noqa: BLE001 - answer with the error, never silence
             log.error("query.failed", correlation_id=req.correlation_id, error=repr(exc))
             out = self._error(req, f"{type(exc).__name__}: {exc}")
@@ -210,7 +191,7 @@ def build(settings: Settings) -> faust.App:
 
     @app.agent(raw_topic(app, t.QUERIES), concurrency=settings.query.concurrency)
     async def answer(stream: faust.StreamT[bytes]) -> None:
-        await handler.service()
+        await handler.searcher()
         async for event in stream.events():
             rec = Incoming.from_event(event)
             try:

@@ -119,6 +119,14 @@ class QuerySettings(Group):
     model_config = config("query_")
 
     concurrency: int = Field(default=4, ge=1, description="requests served at once per worker")
+    processes: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="query processes per worker, each serving its share of the requests in "
+        "flight with its own model and snapshots: 0 one per core (at most 8), 1 the worker's "
+        "own process ([why](docs/decisions.md#a-query-worker-serves-from-one-process-per-core))",
+    )
     default_timeout_s: float = Field(
         default=15.0, gt=0, description="a search's timeout when the caller gives none"
     )
