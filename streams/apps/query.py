@@ -64,9 +64,6 @@ class InProcess:
     async def search(self, req: QueryRequest, timeout_s: float) -> QueryReply:
         return await asyncio.wait_for(self.service.search(req), timeout=timeout_s)
 
-    def close(self) -> None:
-        """Nothing to close: the process's end is the service's."""
-
 
 Searcher = InProcess | QueryProcesses
 

@@ -41,10 +41,14 @@ MAX_AUTO = 8  # processes when the setting leaves it to the cores
 START_TIMEOUT_S = 600.0  # a cold model export on a busy machine takes minutes
 GRACE_S = 2.0  # past a request's deadline, how long the worker waits for its process's word
 EXIT_WAIT_S = 5.0  # how long a closing worker waits for its processes to flush and leave
+RESTART_PAUSE_S = 5.0  # between attempts to start a process that failed to start
 
 
 def cores() -> int:
-    return len(os.sched_getaffinity(0))
+    """The cores this process may run on (all of them where the OS cannot say)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def process_count(settings: Settings) -> int:
@@ -150,6 +154,7 @@ class QueryProcesses:
         self._ids = itertools.count()
         self._some_alive = asyncio.Event()
         self._closing = False
+        self._restarts: set[asyncio.Task[None]] = set()
         atexit.register(self.close)  # before multiprocessing's own, which would kill them
 
     async def start(self) -> None:
@@ -209,8 +214,19 @@ class QueryProcesses:
                 future.set_exception(died)
         child.waiting.clear()
         log.error("query.process_died", slot=child.slot, pid=child.process.pid, exit_code=code)
-        task = asyncio.ensure_future(self._start(child.slot))
-        task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        self._restarts.add(task := asyncio.ensure_future(self._restart(child.slot)))
+        task.add_done_callback(self._restarts.discard)
+
+    async def _restart(self, slot: int) -> None:
+        """A process in the slot again; one that cannot start is tried again, never given up
+        on while the worker runs (the others answer meanwhile)."""
+        while not self._closing:
+            try:
+                await self._start(slot)
+                return
+            except Exception as exc:  # noqa: BLE001 - logged, tried again
+                log.error("query.process_start_failed", slot=slot, error=repr(exc))
+                await asyncio.sleep(RESTART_PAUSE_S)
 
     def _pick(self, namespace: str) -> _Child | None:
         own = zlib.crc32(namespace.encode()) % self.count

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from schemas import QueryReply
-from streams.apps.query_processes import QueryFailed, QueryProcesses, process_count
+from streams.apps.query_processes import QueryFailed, QueryProcesses, cores, process_count
 from streams.apps.query_service import build_service
 from streams.bench.harness import load_reported
 from streams.factories import make_embedder, open_store
@@ -156,4 +156,4 @@ def _alive(pid: int) -> bool:
 def test_a_worker_runs_the_processes_it_is_told_else_one_per_core() -> None:
     assert process_count(Settings.load(None, query={"processes": 3})) == 3
     assert process_count(Settings.load(None, query={"processes": 1})) == 1
-    assert process_count(Settings.load(None)) == min(8, len(os.sched_getaffinity(0)))
+    assert process_count(Settings.load(None)) == min(8, cores())
