@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from streams.apps.collection import collect_as_a_worker
 from streams.settings import Settings
 
 if TYPE_CHECKING:
     import faust
 
 STAGES = ("segmenter", "encoder", "indexer", "query")
-
-# A worker holds tens of thousands of long-lived objects (snapshot rows, caches, the model's
-# Python side) and allocates thousands of short-lived ones per message or request. With
-# CPython's default thresholds (700, 10, 10) it collects every few hundred allocations and
-# walks every long-lived object every few requests: a quarter of a k = 100 query's mean
-# time (see docs/decisions.md#workers-collect-garbage-less-often). Garbage without cycles is
-# still freed at once by reference counting.
-GC_THRESHOLDS = (50_000, 20, 20)
-
-
-def collect_as_a_worker() -> None:
-    """This process's collector thresholds set to a worker's (`GC_THRESHOLDS`): the benches
-    that time the query service in their own process call it too."""
-    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def builder(stage: str) -> Callable[[Settings], faust.App]:

@@ -12,7 +12,6 @@ from typing import Any, cast
 import faust
 
 from streams.apps.monitor import StageMonitor
-from streams.factories import make_embedder
 from streams.kafka import fetch
 from streams.kafka.guard import DeadLetters, TransientPolicy
 from streams.kafka.producer import LINGER_MS, KafkaPublisher
@@ -29,6 +28,9 @@ _FETCH_WAIT_MS = {"value": 1500}
 async def ingest_embedder(settings: Settings) -> Embedder:
     """The segmenter's or the indexer's model, loaded off the loop, on INGEST_MODEL_THREADS
     unless `embedding.threads` says otherwise."""
+    # imported here: the query worker, whose processes answer, loads no model or store
+    from streams.factories import make_embedder
+
     return await asyncio.to_thread(make_embedder, settings, INGEST_MODEL_THREADS)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import faust
 import orjson
@@ -20,7 +20,6 @@ from schemas.query import CORRELATION_ID_MAX_CHARS
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
 from streams.apps.query_processes import QueryFailed, QueryProcesses, process_count
-from streams.apps.query_service import build_service
 from streams.kafka.errors import SerdeError
 from streams.kafka.fetch import COVERED, UNDECODABLE
 from streams.kafka.guard import DeadLetters, Incoming, TransientPolicy, retry_transient
@@ -30,7 +29,9 @@ from streams.kafka.rules import INTERNAL
 from streams.kafka.serde import TOO_LARGE, decode, encode
 from streams.settings import Settings
 from workers import telemetry
-from workers.query.service import QueryService
+
+if TYPE_CHECKING:
+    from workers.query.service import QueryService
 
 log = structlog.get_logger("lychee.query")
 
@@ -87,6 +88,9 @@ class QueryHandler:
             if self._searcher is None:
                 count = process_count(self.settings)
                 if count == 1:
+                    # imported here: a worker whose processes answer needs no store or model
+                    from streams.apps.query_service import build_service
+
                     self._searcher = InProcess(await build_service(self.settings))
                 else:
                     processes = QueryProcesses(self.settings, count)

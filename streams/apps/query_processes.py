@@ -63,10 +63,10 @@ class QueryFailed(Exception):
 # -- in a query process ------------------------------------------------------------------------
 
 
-def _child_main(conn: Connection, settings: Settings, threads: int) -> None:
+def _child_main(inbox: Connection, outbox: Connection, settings: Settings, threads: int) -> None:
     """A query process: its worker decides when it ends (the pipe's end), not a signal to the
     process group, so that what it holds is answered or flushed first."""
-    from streams.apps import collect_as_a_worker
+    from streams.apps.collection import collect_as_a_worker
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -75,40 +75,44 @@ def _child_main(conn: Connection, settings: Settings, threads: int) -> None:
     metrics.set_stage("query")
     taken = metrics.keep_for_replay()
     tracing.setup("query")
-    asyncio.run(_serve(conn, settings, threads, taken))
+    asyncio.run(_serve(inbox, outbox, settings, threads, taken))
 
 
 async def _serve(
-    conn: Connection, settings: Settings, threads: int, taken: Callable[[], list[Any]]
+    inbox: Connection,
+    outbox: Connection,
+    settings: Settings,
+    threads: int,
+    taken: Callable[[], list[Any]],
 ) -> None:
     from streams.apps.query_service import build_service
 
     service = await build_service(settings, threads)
     loop = asyncio.get_running_loop()
-    inbox: asyncio.Queue[tuple[int, QueryRequest, tuple[tuple[str, bytes], ...]]]
-    inbox = asyncio.Queue()
+    asked: asyncio.Queue[tuple[int, QueryRequest, tuple[tuple[str, bytes], ...]]]
+    asked = asyncio.Queue()
 
     def read() -> None:
         while True:
             try:
-                message = conn.recv()
+                message = inbox.recv()
             except (EOFError, OSError):
                 tracing.shutdown()  # the spans still buffered, then out: nobody is left to answer
                 os._exit(0)
-            loop.call_soon_threadsafe(inbox.put_nowait, message)
+            loop.call_soon_threadsafe(asked.put_nowait, message)
 
-    conn.send(("ready", os.getpid(), service.recall.embedder.model_name))
+    outbox.send(("ready", os.getpid(), service.recall.embedder.model_name))
     threading.Thread(target=read, name="query-inbox", daemon=True).start()
     running: set[asyncio.Task[None]] = set()
     while True:
-        rid, req, headers = await inbox.get()
-        task = asyncio.create_task(_answer(conn, service.search, rid, req, headers, taken))
+        rid, req, headers = await asked.get()
+        task = asyncio.create_task(_answer(outbox, service.search, rid, req, headers, taken))
         running.add(task)
         task.add_done_callback(running.discard)
 
 
 async def _answer(
-    conn: Connection,
+    outbox: Connection,
     search: Callable[[QueryRequest], Any],
     rid: int,
     req: QueryRequest,
@@ -127,7 +131,7 @@ async def _answer(
     finally:
         if token is not None:
             otel_context.detach(token)
-    conn.send((rid, *outcome, taken()))
+    outbox.send((rid, *outcome, taken()))
 
 
 # -- in the worker -----------------------------------------------------------------------------
@@ -137,7 +141,8 @@ async def _answer(
 class _Child:
     slot: int
     process: BaseProcess
-    conn: Connection
+    requests: Connection  # written here alone: closing it is the process's end
+    replies: Connection  # read by the worker's reader thread alone
     waiting: dict[int, asyncio.Future[tuple[str, Any]]] = field(default_factory=dict)
 
 
@@ -162,17 +167,21 @@ class QueryProcesses:
 
     async def _start(self, slot: int) -> None:
         spawn = multiprocessing.get_context("spawn")  # fork would copy the loop and threads
-        ours, theirs = spawn.Pipe()
+        # one pipe each way: the worker's end of the requests is closed by nothing but its
+        # close (or its death), which the child reads as its end
+        inbox, requests = spawn.Pipe(duplex=False)
+        replies, outbox = spawn.Pipe(duplex=False)
         process = spawn.Process(
             target=_child_main,
-            args=(theirs, self.settings, self.threads),
+            args=(inbox, outbox, self.settings, self.threads),
             name=f"lychee-query-{slot}",
             daemon=True,
         )
         process.start()
-        theirs.close()
-        _, pid, self.model_name = await asyncio.to_thread(_ready, ours, process)
-        child = _Child(slot, process, ours)
+        inbox.close()
+        outbox.close()
+        _, pid, self.model_name = await asyncio.to_thread(_ready, replies, process)
+        child = _Child(slot, process, requests, replies)
         self._children[slot] = child
         self._some_alive.set()
         loop = asyncio.get_running_loop()
@@ -182,11 +191,12 @@ class QueryProcesses:
     def _read(self, child: _Child, loop: asyncio.AbstractEventLoop) -> None:
         while True:
             try:
-                message = child.conn.recv()
+                message = child.replies.recv()
             except (EOFError, OSError):
                 break
             with contextlib.suppress(RuntimeError):  # the loop closed under a closing worker
                 loop.call_soon_threadsafe(self._settle, child, message)
+        child.replies.close()
         child.process.join(EXIT_WAIT_S)
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(self._lost, child)
@@ -202,6 +212,7 @@ class QueryProcesses:
         if self._closing or self._children[child.slot] is not child:
             return
         code = child.process.exitcode
+        child.requests.close()
         self._children[child.slot] = None
         if not any(self._children):
             self._some_alive.clear()
@@ -244,7 +255,7 @@ class QueryProcesses:
         rid = next(self._ids)
         future = child.waiting[rid] = asyncio.get_running_loop().create_future()
         try:
-            child.conn.send((rid, req, telemetry.inject()))
+            child.requests.send((rid, req, telemetry.inject()))
             kind, value = await asyncio.wait_for(future, deadline - time.monotonic() + GRACE_S)
         except OSError as exc:
             raise QueryFailed(f"the query process could not be given it: {exc}") from exc
@@ -262,7 +273,7 @@ class QueryProcesses:
         self._closing = True
         children = [c for c in self._children if c is not None]
         for child in children:
-            child.conn.close()
+            child.requests.close()
         for child in children:
             child.process.join(EXIT_WAIT_S)
             if child.process.is_alive():

@@ -24,7 +24,7 @@ import numpy as np
 from tqdm import tqdm
 
 from schemas import QueryRequest
-from streams.apps import collect_as_a_worker
+from streams.apps.collection import collect_as_a_worker
 from streams.bench.errors import BenchError
 from streams.bench.harness import VARIANTS, load_reported, pipeline, rename_namespace
 from streams.client import MemoryClient

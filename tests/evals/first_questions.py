@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from streams.apps import collect_as_a_worker
+from streams.apps.collection import collect_as_a_worker
 from streams.bench.harness import load_reported
 from streams.factories import make_embedder, open_store
 from streams.settings import Settings

@@ -19,7 +19,7 @@ import statistics
 import time
 from pathlib import Path
 
-from streams.apps import collect_as_a_worker
+from streams.apps.collection import collect_as_a_worker
 from streams.bench.harness import load_reported
 from streams.factories import adapter_of, make_embedder, recall_config, scorer_of
 from streams.settings import Settings

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 
 from schemas import QueryRequest, RawTurn, Segment
 from schemas.records import RecordBatch
-from streams.apps import collect_as_a_worker
+from streams.apps.collection import collect_as_a_worker
 from streams.bench.harness import load_reported
 from streams.bench.locomo import dump_row, evidence_line
 from streams.factories import (
