@@ -65,7 +65,7 @@ class QueryFailed(Exception):
 
 def _child_main(inbox: Connection, outbox: Connection, settings: Settings, threads: int) -> None:
     """A query process: its worker decides when it ends (the pipe's end), not a signal to the
-    process group, so that what it holds is answered or flushed first."""
+    process group, so that it flushes its spans first."""
     from streams.apps.collection import collect_as_a_worker
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
