@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -54,50 +55,51 @@ def _embedded(model: str) -> float:
     return REGISTRY.get_sample_value("lychee_embedding_seconds_count", labels) or 0.0
 
 
-async def test_a_query_process_answers_as_the_worker_own_process_would(
+@pytest.fixture
+async def processes(
     filled: tuple[Settings, list[tuple[str, str]]],
+) -> AsyncIterator[QueryProcesses]:
+    started = QueryProcesses(filled[0], 2)
+    await started.start()
+    yield started
+    started.close()
+
+
+async def test_a_query_process_answers_as_the_worker_own_process_would(
+    filled: tuple[Settings, list[tuple[str, str]]], processes: QueryProcesses
 ) -> None:
     settings, questions = filled
-    processes = QueryProcesses(settings, 2)
-    await processes.start()
-    try:
-        own = await build_service(settings, threads=processes.threads)  # the same model threads
-        before = _embedded(processes.model_name)
-        for namespace, question in questions:
-            expected = await own.search(_request(namespace, question, 10))
-            got = await processes.search(_request(namespace, question, 10), 60)
-            assert got.status == "ok" and got.evidence
-            assert _same(got) == _same(expected)
-        # what the processes' model metrics were told is in this process's registry
-        assert _embedded(processes.model_name) > before
-    finally:
-        processes.close()
+    own = await build_service(settings, threads=processes.threads)  # the same model threads
+    before = _embedded(processes.model_name)
+    for namespace, question in questions:
+        expected = await own.search(_request(namespace, question, 10))
+        got = await processes.search(_request(namespace, question, 10), 60)
+        assert got.status == "ok" and got.evidence
+        assert _same(got) == _same(expected)
+    # what the processes' model metrics were told is in this process's registry
+    assert _embedded(processes.model_name) > before
 
 
 async def test_a_query_process_killed_fails_what_it_held_and_comes_back(
-    filled: tuple[Settings, list[tuple[str, str]]],
+    filled: tuple[Settings, list[tuple[str, str]]], processes: QueryProcesses
 ) -> None:
-    settings, questions = filled
-    processes = QueryProcesses(settings, 2)
-    await processes.start()
-    try:
-        victim = processes._children[0]
-        assert victim is not None
-        asked = [
-            asyncio.ensure_future(processes.search(_request(ns, q, 10), 60)) for ns, q in questions
-        ]
-        await asyncio.sleep(0)  # every request is given to a process
-        os.kill(victim.process.pid or 0, signal.SIGKILL)
-        answers = await asyncio.gather(*asked, return_exceptions=True)
-        failed = [a for a in answers if not isinstance(a, QueryReply)]
-        assert all(isinstance(a, QueryFailed) and "code -9" in str(a) for a in failed)
-        assert len(failed) < len(answers)  # the other process answered its share
-        await asyncio.wait_for(_both_alive(processes, victim.process.pid), 300)
-        for namespace, question in questions:  # on both again
-            reply = await processes.search(_request(namespace, question, 10), 60)
-            assert reply.status == "ok" and reply.evidence
-    finally:
-        processes.close()
+    _, questions = filled
+    victim = processes._children[0]
+    assert victim is not None
+    asked = [
+        asyncio.ensure_future(processes.search(_request(ns, q, 10), 60)) for ns, q in questions
+    ]
+    while sum(len(c.waiting) for c in processes._children if c) < len(asked):
+        await asyncio.sleep(0)  # until every request is given to a process
+    os.kill(victim.process.pid or 0, signal.SIGKILL)
+    answers = await asyncio.gather(*asked, return_exceptions=True)
+    failed = [a for a in answers if not isinstance(a, QueryReply)]
+    assert failed and all(isinstance(a, QueryFailed) and "code -9" in str(a) for a in failed)
+    assert len(failed) < len(answers)  # the other process answered its share
+    await asyncio.wait_for(_both_alive(processes, victim.process.pid), 300)
+    for namespace, question in questions:  # on both again
+        reply = await processes.search(_request(namespace, question, 10), 60)
+        assert reply.status == "ok" and reply.evidence
 
 
 async def _both_alive(processes: QueryProcesses, dead: int | None) -> None:
