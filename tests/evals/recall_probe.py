@@ -153,9 +153,9 @@ async def ingest(
         counts[conv.namespace] = sum(len(b.records) for b in batches)
     t1 = time.perf_counter()
     await indexer.optimize(settings.store.ann_min_rows, settings.store.optimize_budget_s)
-    turns = sum(c.turn_count for c in convs)
+    turn_count = sum(c.turn_count for c in convs)
     print(
-        f"written in {t1 - t0:.0f}s ({turns / (t1 - t0):.1f} turns/s), "
+        f"written in {t1 - t0:.0f}s ({turn_count / (t1 - t0):.1f} turns/s), "
         f"the indexer's maintenance after it {time.perf_counter() - t1:.0f}s"
     )
     return counts
