@@ -1,7 +1,8 @@
 """Query worker: `memory.queries` -> `memory.replies` (reply partition chosen by the client).
 
 Concurrency above one is safe here: a lost query costs the client a timeout, never
-data (faust-streaming issue 606 can commit past an in-flight message).
+data (faust-streaming issue 606 can commit past an in-flight message). The searches run in
+query processes (`streams.apps.query_processes`) unless `query.processes` is 1.
 """
 
 from __future__ import annotations

@@ -32,6 +32,7 @@ from opentelemetry import context as otel_context
 
 from schemas import QueryReply, QueryRequest
 from streams import logs, metrics, tracing
+from streams.apps.collection import collect_as_a_worker
 from streams.settings import Settings
 from workers import telemetry
 
@@ -66,8 +67,6 @@ class QueryFailed(Exception):
 def _child_main(inbox: Connection, outbox: Connection, settings: Settings, threads: int) -> None:
     """A query process: its worker decides when it ends (the pipe's end), not a signal to the
     process group, so that it flushes its spans first."""
-    from streams.apps.collection import collect_as_a_worker
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     collect_as_a_worker()
@@ -85,6 +84,7 @@ async def _serve(
     threads: int,
     taken: Callable[[], list[Any]],
 ) -> None:
+    # imported here, not by the worker: it loads no store or model of its own
     from streams.apps.query_service import build_service
 
     service = await build_service(settings, threads)
@@ -101,7 +101,7 @@ async def _serve(
                 os._exit(0)
             loop.call_soon_threadsafe(asked.put_nowait, message)
 
-    outbox.send(("ready", os.getpid(), service.recall.embedder.model_name))
+    outbox.send(service.recall.embedder.model_name)  # its first word: ready
     threading.Thread(target=read, name="query-inbox", daemon=True).start()
     running: set[asyncio.Task[None]] = set()
     while True:
@@ -180,13 +180,13 @@ class QueryProcesses:
         process.start()
         inbox.close()
         outbox.close()
-        _, pid, self.model_name = await asyncio.to_thread(_ready, replies, process)
+        self.model_name = await asyncio.to_thread(_ready, replies, process)
         child = _Child(slot, process, requests, replies)
         self._children[slot] = child
         self._some_alive.set()
         loop = asyncio.get_running_loop()
         threading.Thread(target=self._read, args=(child, loop), daemon=True).start()
-        log.info("query.process_ready", slot=slot, pid=pid)
+        log.info("query.process_ready", slot=slot, pid=process.pid)
 
     def _read(self, child: _Child, loop: asyncio.AbstractEventLoop) -> None:
         while True:
@@ -239,19 +239,19 @@ class QueryProcesses:
                 log.error("query.process_start_failed", slot=slot, error=repr(exc))
                 await asyncio.sleep(RESTART_PAUSE_S)
 
-    def _pick(self, namespace: str) -> _Child | None:
+    def _pick(self, namespace: str) -> _Child:
+        """Called while `_some_alive` is set: some process is alive."""
         own = zlib.crc32(namespace.encode()) % self.count
         alive = [c for c in self._children if c is not None]
-        return min(alive, key=lambda c: (len(c.waiting), c.slot != own), default=None)
+        return min(alive, key=lambda c: (len(c.waiting), c.slot != own))
 
     async def search(self, req: QueryRequest, timeout_s: float) -> QueryReply:
         """The reply of a query process; TimeoutError past the deadline, `QueryFailed` when
         its search raised or its process died."""
         deadline = time.monotonic() + timeout_s
-        await asyncio.wait_for(self._some_alive.wait(), timeout_s)
+        if not self._some_alive.is_set():  # all restarting: wait for the first back
+            await asyncio.wait_for(self._some_alive.wait(), timeout_s)
         child = self._pick(req.namespace)
-        if child is None:
-            raise QueryFailed("no query process is running; ask again")
         rid = next(self._ids)
         future = child.waiting[rid] = asyncio.get_running_loop().create_future()
         try:
@@ -280,8 +280,8 @@ class QueryProcesses:
                 child.process.kill()
 
 
-def _ready(conn: Connection, process: BaseProcess) -> tuple[str, int, str]:
-    """The process's first word, once its model and service are loaded."""
+def _ready(conn: Connection, process: BaseProcess) -> str:
+    """The process's first word, its model's name, once its model and service are loaded."""
     give_up = time.monotonic() + START_TIMEOUT_S
     while not conn.poll(0.5):
         if not process.is_alive():
@@ -292,5 +292,5 @@ def _ready(conn: Connection, process: BaseProcess) -> tuple[str, int, str]:
         if time.monotonic() > give_up:
             process.kill()
             raise RuntimeError(f"query process {process.pid} not ready in {START_TIMEOUT_S:.0f}s")
-    ready: tuple[str, int, str] = conn.recv()
-    return ready
+    model_name: str = conn.recv()
+    return model_name
