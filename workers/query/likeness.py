@@ -12,6 +12,7 @@ import re
 import threading
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
+from itertools import chain
 from typing import Protocol
 
 import numpy as np
@@ -24,9 +25,11 @@ from workers.vocabulary import SIMILARITY_STOPWORDS
 SIGNATURE_WEIGHTS: Mapping[str, float] = dict(
     session=0.15, entities=0.20, queries=0.10, nodes=0.15, turns=0.20, text=0.20
 )
-MAX_KEPT = 1_000_000  # values and sets numbered before a process starts a new vocabulary
-# what matched an item in this request: a new set nearly every request, not worth keeping
-_REQUEST_PARTS = frozenset({"queries", "nodes"})
+# values and items numbered before a process starts a new vocabulary: an item keeps its text
+# alive, so this bounds the memory a process holds for it (some hundred bytes an item)
+MAX_KEPT = 200_000
+# an item's own parts, kept per item; what matched it ("queries", "nodes") is the request's
+_OWN = ("session", "entities", "turns", "text")
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 DENSE_VALUES = 64  # a part with at most this many values among a request's items: dense product
 
@@ -94,38 +97,42 @@ def signature_similarity(a: Comparable, b: Comparable) -> float:
 
 
 class _Vocabulary:
-    """Signature values numbered for the process, and the numbers of each item's own sets of
-    values: a request reads some 300 items, mostly read by earlier requests, and numbering
-    their values one by one each time would be most of the similarity's cost. Numbers are
-    only compared within a part."""
+    """Signature values numbered for the process, and the numbers of each item's own parts: a
+    request reads some 300 items, mostly read by earlier requests, and building and numbering
+    their signatures one by one each time would be most of the similarity's cost. Numbers
+    are only compared within a part."""
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
-        self._sets: dict[frozenset[str], list[int]] = {}
+        # an item's own parts (`_OWN`), keyed by what they are made of
+        self._own: dict[tuple[str, tuple[str, ...], tuple[str, ...], str], list[list[int]]] = {}
         self._lock = threading.Lock()  # two threads must not give one number to two values
 
-    def numbers(self, values: frozenset[str], keep: bool) -> list[int]:
-        """The numbers of `values`; `keep`: remember the set (an item's own, seen again)."""
-        got = self._sets.get(values) if keep else None
+    def numbers(self, values: frozenset[str]) -> list[int]:
+        with self._lock:
+            return [self._ids.setdefault(v, len(self._ids)) for v in values]
+
+    def own(self, c: Comparable) -> list[list[int]]:
+        """The numbers of the item's own parts, in `_OWN`'s order, as `_signature` has them."""
+        key = (c.session_id, c.entities, c.turn_ids, c.text)
+        got = self._own.get(key)
         if got is None:
-            with self._lock:
-                got = [self._ids.setdefault(v, len(self._ids)) for v in values]
-                if keep:
-                    self._sets[values] = got
+            sig = _signature(c)
+            got = self._own[key] = [self.numbers(sig[part]) for part in _OWN]
         return got
 
     @property
     def size(self) -> int:
-        """Values and sets kept."""
-        return len(self._ids) + len(self._sets)
+        """Values and items kept."""
+        return len(self._ids) + len(self._own)
 
 
 _vocabulary = _Vocabulary()
 
 
 def _current() -> _Vocabulary:
-    """The process's vocabulary, a new one past MAX_KEPT values and sets; a request keeps the
-    one it started with, so its numbers stay consistent."""
+    """The process's vocabulary, a new one past MAX_KEPT values and items; a request keeps
+    the one it started with, so its numbers stay consistent."""
     global _vocabulary
     if _vocabulary.size > MAX_KEPT:
         _vocabulary = _Vocabulary()
@@ -133,20 +140,20 @@ def _current() -> _Vocabulary:
 
 
 class _Parts:
-    """The signatures of one request as (signature, value number) pairs, part by part."""
+    """The signatures of one request, part by part: each signature's value numbers."""
 
     def __init__(self) -> None:
         self.n = 0
         self._vocabulary = _current()
-        self._pairs: dict[str, tuple[list[int], list[int]]] = {
-            part: ([], []) for part in SIGNATURE_WEIGHTS
-        }
+        self._numbers: dict[str, list[list[int]]] = {part: [] for part in SIGNATURE_WEIGHTS}
+        self._request_ids: dict[str, int] = {}  # the request's own parts, numbered for it alone
 
-    def add(self, sig: Signature) -> None:
-        for part, (rows, cols) in self._pairs.items():
-            numbers = self._vocabulary.numbers(sig[part], part not in _REQUEST_PARTS)
-            rows.extend([self.n] * len(numbers))
-            cols.extend(numbers)
+    def add(self, c: Comparable) -> None:
+        for part, numbers in zip(_OWN, self._vocabulary.own(c), strict=True):
+            self._numbers[part].append(numbers)
+        for part, values in (("queries", c.queries), ("nodes", c.node_ids)):
+            ids = self._request_ids
+            self._numbers[part].append([ids.setdefault(v, len(ids)) for v in dict.fromkeys(values)])
         self.n += 1
 
     def overlaps(self, part: str, first: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -155,17 +162,22 @@ class _Parts:
         product of incidence matrices (signatures × the part's values among them), dense for
         a few values (sessions, the matched queries), sparse for many (text tokens): the same
         whole numbers either way."""
-        rows, cols = self._pairs[part]
-        if not cols:
+        lists = self._numbers[part]
+        sizes = np.fromiter(map(len, lists), dtype=np.intp, count=self.n)
+        if not sizes.any():
             return None
-        values, compact = np.unique(np.asarray(cols), return_inverse=True)
+        values, compact = np.unique(
+            np.fromiter(chain.from_iterable(lists), dtype=np.intp), return_inverse=True
+        )
         if len(values) <= DENSE_VALUES:
             dense = np.zeros((self.n, len(values)))
-            dense[rows, compact] = 1.0
-            return dense[first:] @ dense.T, dense.sum(axis=1)
-        every = csr_array((np.ones(len(cols)), (rows, compact)), shape=(self.n, len(values)))
+            dense[np.repeat(np.arange(self.n), sizes), compact] = 1.0
+            return dense[first:] @ dense.T, sizes.astype(np.float64)
+        indptr = np.zeros(self.n + 1, dtype=np.intp)
+        np.cumsum(sizes, out=indptr[1:])
+        every = csr_array((np.ones(len(compact)), compact, indptr), shape=(self.n, len(values)))
         left = every[first:] if first else every
-        return (left @ every.T).toarray(), np.asarray(every.sum(axis=1)).ravel()
+        return (left @ every.T).toarray(), sizes.astype(np.float64)
 
 
 def _similarities(parts: _Parts, first: int) -> np.ndarray:
@@ -173,25 +185,35 @@ def _similarities(parts: _Parts, first: int) -> np.ndarray:
 
     Per part, the incidence matrix gives every pair's intersection size as a product, and the
     unions follow from the set sizes; the parts are then summed in the order
-    `_signature_sim` sums them.
+    `_signature_sim` sums them, each step the same float operation as there.
     """
     shape = (parts.n - first, parts.n)
     num = np.zeros(shape)
-    den = np.zeros(shape)
+    den: float | np.ndarray = 0.0  # a number while every part so far is on every signature
     for part, weight in SIGNATURE_WEIGHTS.items():
         found = parts.overlaps(part, first)
         if found is None:
             continue
         inter, sizes = found
-        union = sizes[first:, None] + sizes[None, :] - inter
+        union = np.add.outer(sizes[first:], sizes)
+        union -= inter
+        inter *= weight
         if sizes.all():  # every signature has the part: no pair is empty on both sides
-            num += weight * inter / union
+            inter /= union
+            num += inter
             den += weight
             continue
-        some = union > 0  # adding 0.0 where a pair has neither leaves its sums as they were
-        num += np.divide(weight * inter, union, out=np.zeros(shape), where=some)
+        some = union > 0  # a pair with neither value: its sums stay as they were
+        np.divide(inter, union, out=inter, where=some)  # inter is 0.0 where neither has one
+        num += inter
+        if not isinstance(den, np.ndarray):
+            den = np.full(shape, den)
         den += weight * some
-    return np.divide(num, den, out=np.zeros(shape), where=den > 0)
+    if isinstance(den, np.ndarray):
+        np.divide(num, den, out=num, where=den > 0)
+    elif den:
+        num /= den
+    return num
 
 
 class Likeness:
@@ -210,7 +232,7 @@ class Likeness:
             old = self._parts.n
             for c in new.values():
                 self._at[c.item_id] = self._parts.n
-                self._parts.add(_signature(c))
+                self._parts.add(c)
             block = _similarities(self._parts, old)  # the new rows against all
             grown = np.empty((self._parts.n, self._parts.n))
             grown[:old, :old] = self._matrix
