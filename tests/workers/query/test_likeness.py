@@ -54,3 +54,14 @@ def test_parts_with_one_value_each_or_some_value_each_give_the_pairwise_floats()
         for c in random_candidates(rng, 40)
     ]
     assert Likeness().of(cands).tolist() == pairwise(cands)
+
+
+def test_an_item_whose_content_changes_is_compared_by_its_new_content() -> None:
+    rng = random.Random(9)  # the same item ids again, with other words, turns and entities
+    cands = random_candidates(rng, 30)
+    assert Likeness().of(cands).tolist() == pairwise(cands)
+    changed = [
+        replace(c, text=f"{c.text} moved", turn_ids=(*c.turn_ids, "t9"), entities=("Zed",))
+        for c in cands
+    ]
+    assert Likeness().of(changed).tolist() == pairwise(changed)
