@@ -25,9 +25,9 @@ from workers.vocabulary import SIMILARITY_STOPWORDS
 SIGNATURE_WEIGHTS: Mapping[str, float] = dict(
     session=0.15, entities=0.20, queries=0.10, nodes=0.15, turns=0.20, text=0.20
 )
-# values and items numbered before a process starts a new vocabulary: an item keeps its text
-# alive, so this bounds the memory a process holds for it (some hundred bytes an item)
-MAX_KEPT = 200_000
+# values and items numbered before a process starts a new vocabulary: about 700 bytes an item
+# besides its text, which it keeps alive (2,250 LoCoMo dev items, tracemalloc), so 100 MB or so
+MAX_KEPT = 100_000
 # an item's own parts, kept per item; what matched it ("queries", "nodes") is the request's
 _OWN = ("session", "entities", "turns", "text")
 _TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -151,8 +151,8 @@ class _Parts:
     def add(self, c: Comparable) -> None:
         for part, numbers in zip(_OWN, self._vocabulary.own(c), strict=True):
             self._numbers[part].append(numbers)
+        ids = self._request_ids
         for part, values in (("queries", c.queries), ("nodes", c.node_ids)):
-            ids = self._request_ids
             self._numbers[part].append([ids.setdefault(v, len(ids)) for v in dict.fromkeys(values)])
         self.n += 1
 

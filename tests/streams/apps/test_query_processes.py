@@ -89,8 +89,7 @@ async def test_a_query_process_killed_fails_what_it_held_and_comes_back(
     asked = [
         asyncio.ensure_future(processes.search(_request(ns, q, 10), 60)) for ns, q in questions
     ]
-    while sum(len(c.waiting) for c in processes._children if c) < len(asked):
-        await asyncio.sleep(0)  # until every request is given to a process
+    await asyncio.wait_for(_given_out(processes, len(asked)), 60)
     os.kill(victim.process.pid or 0, signal.SIGKILL)
     answers = await asyncio.gather(*asked, return_exceptions=True)
     failed = [a for a in answers if not isinstance(a, QueryReply)]
@@ -100,6 +99,12 @@ async def test_a_query_process_killed_fails_what_it_held_and_comes_back(
     for namespace, question in questions:  # on both again
         reply = await processes.search(_request(namespace, question, 10), 60)
         assert reply.status == "ok" and reply.evidence
+
+
+async def _given_out(processes: QueryProcesses, count: int) -> None:
+    """Until `count` requests are held by the processes."""
+    while sum(len(c.waiting) for c in processes._children if c) < count:
+        await asyncio.sleep(0)
 
 
 async def _both_alive(processes: QueryProcesses, dead: int | None) -> None:
