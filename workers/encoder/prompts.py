@@ -58,8 +58,9 @@ the real speaker, whatever the turn's role says.
 4. When a named speaker says "I", "me" or "my", write that speaker's name. Do not call a \
 named speaker "the user"; say "the user" only when no name is known.
 5. Keep what a participant says about themselves and their work: durable facts, \
-preferences, instructions on how they want things done ("always ...", "never ..."), plans, \
-decisions, constraints, dates and events. Skip greetings, filler, acknowledgements, generic \
+preferences, instructions on how they want things done ("always ...", "never ...", with \
+when they apply in their words: "... when Ines asks about deadlines"), plans, decisions, \
+constraints, dates and events. Skip greetings, filler, acknowledgements, generic \
 encouragement and general world knowledge.
 6. From an assistant's turn keep only what concerns this user: what was decided or agreed, \
 what it recommended for them, what it promised to do. Never a record for each line of a \
@@ -80,7 +81,7 @@ empty.
 - fact: a stable attribute, relationship or state
 - preference: a like, dislike, habit or recurring choice
 - event: a dated one-off occurrence
-- constraint: a limit, policy or restriction
+- constraint: a limit, policy, restriction or standing instruction
 - procedure: reusable steps or a workflow
 - failure_pattern: a mistake, pitfall or lesson learned
 - tool_affordance: what a tool can or cannot do

@@ -119,6 +119,12 @@ class MultiRouteRecall:
     def effective_k(self, k: int) -> int:
         return max(k, self.config.plan_depth, 1)
 
+    def vector(self, text: str) -> np.ndarray:
+        """A question's vector as recall searched with it, or embedded alone again when the
+        cache has let it go since."""
+        found = self._vec_cache.get(text)
+        return found if found is not None else self._question_vectors([text])[0]
+
     async def recall(
         self,
         plan: Plan,

@@ -79,6 +79,7 @@ class QueryPreset:
     near: Near
     lead: Lead
     led_pool: int
+    instruction_cosine: float  # 0: off (`workers.query.instructions`)
     with_assistant: WithAssistant | None  # None: every conversation alike
 
 
@@ -126,6 +127,11 @@ SERVED = QueryPreset(
     # How much of selection's choice the lead and the locality read (selection picks this
     # many when k is smaller): 50 and 100 recall within noise of 30 at k = 10, and are slower.
     led_pool=30,
+    # A user's standing instruction whose scope ("when I ask about libraries") is at least
+    # this near the question (cosine) takes a place among the reply's first items. Chosen
+    # from 0.2 to 0.5 with each BEAM dev conversation held back (docs/notes/issue43.md,
+    # fourteenth session); LoCoMo dev holds no such instruction.
+    instruction_cosine=0.4,
     # In a user's conversation with an assistant, records and evidence nodes (sentences of
     # the user's messages, an assistant's commitments) count half of what raw turns count:
     # the user's turns are short and carry the facts whole. Chosen from 1, 0.75, 0.5, 0.35,

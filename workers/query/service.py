@@ -25,6 +25,7 @@ from workers.query.answer import LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
 from workers.query.currency import current_first
 from workers.query.errors import AnswerUnavailable
+from workers.query.instructions import StandingInstructions, with_instruction
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
@@ -93,6 +94,7 @@ class QueryService:
         self.rerank_candidates = rerank_candidates
         self.preset = preset  # applied to requests that name no ablation
         self.recall = MultiRouteRecall(deps.store, deps.embedder, config, deps.adapter)
+        self.instructions = StandingInstructions(deps.store, deps.embedder)
         self.written = deps.written
         encoding()  # the token counter's tables load here, not in a first request (half a second)
 
@@ -167,6 +169,7 @@ class QueryService:
                 0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
                 _Turns(self.recall.store, req.namespace, near=near),
                 [r.speaker for r in plan.routes],
+                partial(self._instruction, req.namespace, req.query, preset.instruction_cosine),
             )
             # today's truth first, the older value kept and marked; conflicts side by side
             linked = await asyncio.to_thread(
@@ -188,6 +191,12 @@ class QueryService:
             return single_route_plan(req.query), TokenUsage()
         speakers = await asyncio.to_thread(self.turns.names, req.namespace)
         return await self.planner.plan(req.query, speakers)
+
+    def _instruction(self, namespace: str, question: str, at_least: float) -> Fused | None:
+        """The user's standing instruction the question falls under, if any (0: off)."""
+        if not at_least:
+            return None
+        return self.instructions.nearest(namespace, self.recall.vector(question), at_least)
 
     def _rerank(self, routes: list[RouteRanking], question: str, pool: int) -> list[RouteRanking]:
         """Each route's head scored against the question: routes narrow where to look, the
@@ -303,11 +312,13 @@ def _selected(
     head: int,
     turns: _Turns,
     route_speakers: Sequence[str | None],
+    instruction: Callable[[], Fused | None],
 ) -> tuple[list[EvidenceItem], str, int]:
     """Fusion, selection of `picked` items behind their head (or, without fusion, the cut of
     the raw scores), the other speaker's items demoted when the question is about a person,
     the second stage's lead, items that show nothing new last, items near the first ones up
-    (`turns.near`), the first k, then the evidence and its context."""
+    (`turns.near`), the user's standing instruction the question falls under among the
+    first items, the first k, then the evidence and its context."""
     reuse = Reuse()  # the head fuses and selects mostly the same items again
     with telemetry.span("query.fusion", attributes={"lychee.query.routes": len(routes)}):
         fused = FusedOrder(routes, reuse=reuse)
@@ -338,7 +349,9 @@ def _selected(
             led = preset.led_pool
             seqs = turns.seqs(chosen[:led])  # all that near_first reads
             chosen = redundant_last(near_first(chosen, seqs, led, preset.near), dated=when)
-        chosen = chosen[:k]
+    if (standing := instruction()) is not None:
+        chosen = with_instruction(chosen, standing, min(k, preset.head))
+    chosen = chosen[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)
     return evidence, context, tokens

@@ -1,0 +1,105 @@
+"""A user's standing instructions, put in view of the requests they apply to.
+
+In a conversation with an assistant a user says how they want later answers given ("Always
+include version numbers when I ask about libraries"). The request that should follow such an
+instruction ("Which libraries does the project use?") shares few words with it: the
+instruction is about how to answer, the request about what. So recall ranks it far down,
+and an agent that asks its memory before answering never sees it.
+
+An instruction names when it applies (its scope: "when I ask about libraries"). The request
+is compared with that scope, not with the whole sentence, and the user's instruction whose
+scope comes nearest, when it is near enough (`WithAssistant.instruction_cosine`), takes the
+place of the weakest item of the reply's first items. One instruction at most: a reply's
+places are few and the nearest scope is the one a request most likely falls under.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from workers.embedding import Embedder, embed_queries
+from workers.query.hits import candidate_fields, record_item_id
+from workers.query.selection import Candidate, Fused
+from workers.store import EvidenceStore
+
+# "... when I ask about X", "... whenever the user asks for X", "... when asking about X":
+# the words after it are the instruction's scope
+_SCOPE = re.compile(
+    r"\bwhen(?:ever)?\s+(?:[\w'’-]+\s+){0,3}?"
+    r"(?:ask|asks|asked|asking|inquire|inquires|inquiring|request|requests|requesting)\s+"
+    r"(?:(?:me|you|the assistant)\s+)?(?:about|for|on|regarding)\s+(?P<scope>\S.*?)[\s.!]*$",
+    re.IGNORECASE,
+)
+CACHED = 4096  # scope vectors a process keeps, then starts again
+CHANNEL = "instruction"  # the cosine of its scope to the request, in the item's scores
+
+
+def scope_of(text: str) -> str | None:
+    """What an instruction applies to, as its own words say; None when they do not say."""
+    found = _SCOPE.search(text.strip())
+    return found.group("scope") if found else None
+
+
+class StandingInstructions:
+    """The user's instructions of a namespace with their scopes' vectors (a per-process
+    cache of scope vectors: a namespace holds a few, asked about again and again)."""
+
+    def __init__(self, store: EvidenceStore, embedder: Embedder) -> None:
+        self.store = store
+        self.embedder = embedder
+        self._vectors: dict[str, np.ndarray] = {}
+
+    def nearest(self, namespace: str, question: np.ndarray, at_least: float) -> Fused | None:
+        """The user's instruction whose scope is nearest the question, as a reply item, when
+        its cosine is at least `at_least`."""
+        rows = self.store.records.of_kind(namespace, "constraint", "user")
+        scoped = [(row, s) for row in rows if (s := scope_of(row["semantic_text"] or ""))]
+        if not scoped:
+            return None
+        vectors = self._scope_vectors([s for _, s in scoped])
+        unit = question / max(float(np.linalg.norm(question)), 1e-12)
+        cosines = vectors @ unit
+        best = int(np.argmax(cosines))
+        if cosines[best] < at_least:
+            return None
+        return _item(scoped[best][0], float(cosines[best]))
+
+    def _scope_vectors(self, scopes: Sequence[str]) -> np.ndarray:
+        missing = [s for s in dict.fromkeys(scopes) if s not in self._vectors]
+        if missing:
+            if len(self._vectors) > CACHED:
+                self._vectors.clear()
+            vectors = np.asarray(embed_queries(self.embedder, missing), dtype=np.float32)
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            self._vectors.update(zip(missing, vectors / np.maximum(norms, 1e-12), strict=True))
+        return np.stack([self._vectors[s] for s in scopes])
+
+
+def _item(row: dict[str, Any], cosine: float) -> Fused:
+    candidate = Candidate(
+        item_id=record_item_id(row),
+        channel_scores={CHANNEL: round(cosine, 6)},
+        **candidate_fields(row),
+    )
+    return Fused(candidate, rrf=0.0, best=0.0, route_score=0.0, routes=())
+
+
+def with_instruction(chosen: Sequence[Fused], instruction: Fused, head: int) -> list[Fused]:
+    """`chosen` with `instruction` among its first `head` items: in the place of the one
+    whose fused score is lowest (never the first, the best evidence found), which moves to
+    just after them. Unchanged when the instruction is there already, when the items there
+    show its turn, or when `head` leaves no place but the first."""
+    top = list(chosen[:head])
+    c = instruction.candidate
+    shown = {(f.candidate.session_id, t) for f in top for t in f.candidate.turn_ids}
+    if head < 2 or all((c.session_id, t) in shown for t in c.turn_ids):
+        return list(chosen)
+    rest = [f for f in chosen[head:] if f.item_id != instruction.item_id]
+    if len(top) < head:
+        return [*top, instruction, *rest]
+    weakest = min(range(1, len(top)), key=lambda i: top[i].fused)
+    return [*top[:weakest], instruction, *top[weakest + 1 :], top[weakest], *rest]
