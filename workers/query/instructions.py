@@ -1,16 +1,17 @@
 """A user's standing instructions, put in view of the requests they apply to.
 
-In a conversation with an assistant a user says how they want later answers given ("Always
-include version numbers when I ask about libraries"). The request that should follow such an
-instruction ("Which libraries does the project use?") shares few words with it: the
-instruction is about how to answer, the request about what. So recall ranks it far down,
-and an agent that asks its memory before answering never sees it.
+A user tells an assistant how they want later answers given ("Always include version numbers
+when I ask about libraries"). The request that should follow such an instruction ("Which
+libraries does the project use?") shares few words with it: the instruction is about how to
+answer, the request about what. So recall ranks it far down, and an agent that asks its
+memory before answering never sees it.
 
 An instruction names when it applies (its scope: "when I ask about libraries"). The request
-is compared with that scope, not with the whole sentence, and the user's instruction whose
-scope comes nearest, when it is near enough (`WithAssistant.instruction_cosine`), takes the
-place of the weakest item of the reply's first items. One instruction at most: a reply's
-places are few and the nearest scope is the one a request most likely falls under.
+is compared with that scope, not with the whole sentence, and the user's instruction (a
+constraint record said by the user) whose scope comes nearest, when it is near enough (the
+query preset's `instruction_cosine`), takes the place of the weakest item of the reply's
+first items. One instruction at most: a reply's places are few and the nearest scope is the
+one a request most likely falls under.
 """
 
 from __future__ import annotations
@@ -53,11 +54,17 @@ class StandingInstructions:
         self.embedder = embedder
         self._vectors: dict[str, np.ndarray] = {}
 
+    def prepare(self, namespace: str) -> None:
+        """The namespace's scopes embedded now (a request starts this beside its plan and
+        question, instead of paying for it in selection on a namespace's first question)."""
+        scoped = self._scoped(namespace)
+        if scoped:
+            self._scope_vectors([s for _, s in scoped])
+
     def nearest(self, namespace: str, question: np.ndarray, at_least: float) -> Fused | None:
         """The user's instruction whose scope is nearest the question, as a reply item, when
         its cosine is at least `at_least`."""
-        rows = self.store.records.of_kind(namespace, "constraint", "user")
-        scoped = [(row, s) for row in rows if (s := scope_of(row["semantic_text"] or ""))]
+        scoped = self._scoped(namespace)
         if not scoped:
             return None
         vectors = self._scope_vectors([s for _, s in scoped])
@@ -68,15 +75,24 @@ class StandingInstructions:
             return None
         return _item(scoped[best][0], float(cosines[best]))
 
+    def _scoped(self, namespace: str) -> list[tuple[dict[str, Any], str]]:
+        rows = self.store.records.of_kind(namespace, "constraint", "user")
+        return [(row, s) for row in rows if (s := scope_of(row["semantic_text"] or ""))]
+
     def _scope_vectors(self, scopes: Sequence[str]) -> np.ndarray:
-        missing = [s for s in dict.fromkeys(scopes) if s not in self._vectors]
+        """Unit vectors of `scopes`, those not cached embedded in one call (read into a
+        mapping of the request's own: another request's thread may clear the cache)."""
+        found = {s: v for s in scopes if (v := self._vectors.get(s)) is not None}
+        missing = [s for s in dict.fromkeys(scopes) if s not in found]
         if missing:
-            if len(self._vectors) > CACHED:
-                self._vectors.clear()
             vectors = np.asarray(embed_queries(self.embedder, missing), dtype=np.float32)
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            self._vectors.update(zip(missing, vectors / np.maximum(norms, 1e-12), strict=True))
-        return np.stack([self._vectors[s] for s in scopes])
+            new = dict(zip(missing, vectors / np.maximum(norms, 1e-12), strict=True))
+            found.update(new)
+            if len(self._vectors) > CACHED:
+                self._vectors.clear()
+            self._vectors.update(new)
+        return np.stack([found[s] for s in scopes])
 
 
 def _item(row: dict[str, Any], cosine: float) -> Fused:

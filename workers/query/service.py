@@ -107,10 +107,13 @@ class QueryService:
         """The namespace's snapshots and full-text indexes loading beside the plan and the
         question's embedding, the three tables at once: after a write, a request's searches
         would otherwise load them one after the other, behind those two
-        (`EvidenceStore.warmers`). None for the ablation that reads one table by vector."""
+        (`EvidenceStore.warmers`); and the scopes of its standing instructions embedded.
+        None for the ablation that reads one table by vector."""
         if preset.record_vector_only:
             return None
         tables = self.recall.store.warmers(namespace)
+        if preset.instruction_cosine:
+            tables = [*tables, partial(self.instructions.prepare, namespace)]
         warming = asyncio.ensure_future(asyncio.gather(*map(asyncio.to_thread, tables)))
         # a request that fails before awaiting it leaves no unretrieved error behind
         warming.add_done_callback(lambda f: f.cancelled() or f.exception())

@@ -125,3 +125,16 @@ async def test_a_request_under_an_instructions_scope_gets_it_among_its_first_ite
         ask("Which pets does Ann keep?", k=3)
     )
     assert all("Always include" not in e.text for e in other.evidence)
+
+
+@pytest.mark.asyncio
+async def test_the_scope_vectors_cache_starting_again_changes_no_reply(
+    store: EvidenceStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = ask("What software libraries do I use?", k=3)
+    kept = await QueryService(QueryDeps(store, HashEmbedder())).search(question)
+    monkeypatch.setattr("workers.query.instructions.CACHED", 0)  # cleared at every request
+    svc = QueryService(QueryDeps(store, HashEmbedder()))
+    for _ in range(2):
+        again = await svc.search(question)
+        assert [e.item_id for e in again.evidence] == [e.item_id for e in kept.evidence]
