@@ -127,7 +127,7 @@ SERVED = QueryPreset(
     # How much of selection's choice the lead and the locality read (selection picks this
     # many when k is smaller): 50 and 100 recall within noise of 30 at k = 10, and are slower.
     led_pool=30,
-    # A user's standing instruction whose scope ("when I ask about libraries") is at least
+    # A user's standing instruction whose scope ("when I ask about file operations") is at least
     # this near the question (cosine) takes a place among the reply's first items. Chosen
     # from 0.2 to 0.5 with each BEAM dev conversation held back (docs/notes/issue43.md,
     # fourteenth session); LoCoMo dev holds no such instruction.

@@ -68,16 +68,11 @@ def test_no_move_when_the_head_shows_its_turn_or_holds_only_the_first_item() -> 
     assert ids(with_instruction([fused("a", 0.9)], RULE, 3)) == ["a", "rule"]  # room left
 
 
-INSTRUCTION = "Always include version numbers when I ask about software libraries."
-# what the question's words find first: statements about the project's libraries
+INSTRUCTION = "Always answer with a shell one-liner first when I ask about file operations."
+# what the question's words find first: statements about the user's file operations
 FACTS = [
-    f"The project uses the software libraries {a} and {b}."
-    for a, b in [
-        ("Flask", "Jinja"),
-        ("requests", "pandas"),
-        ("NumPy", "SciPy"),
-        ("Bootstrap", "D3"),
-    ]
+    f"I run the file operations {a} and {b} every night."
+    for a, b in [("copy", "rename"), ("compress", "move"), ("delete", "sync"), ("split", "merge")]
 ]
 
 
@@ -111,27 +106,30 @@ def ask(question: str, k: int) -> QueryRequest:
 async def test_a_request_under_an_instructions_scope_gets_it_among_its_first_items(
     store: EvidenceStore,
 ) -> None:
-    question = ask("What software libraries do I use?", k=3)
+    question = ask("What file operations do I run?", k=3)
     served = await QueryService(QueryDeps(store, HashEmbedder())).search(question)
     off = replace(SERVED, instruction_cosine=0.0)
     without = await QueryService(QueryDeps(store, HashEmbedder()), preset=off).search(question)
-    assert all("Always include" not in e.text for e in without.evidence)  # ranked past k
-    found = [e for e in served.evidence if e.text.startswith("Always include version numbers")]
+    assert all("Always answer" not in e.text for e in without.evidence)  # ranked past k
+    found = [
+        e for e in served.evidence if e.text.startswith("Always answer with a shell one-liner")
+    ]
     assert len(served.evidence) == 3 and len(found) == 1
     assert found[0].memory_type == "constraint" and found[0].turn_ids == ["t4a"]
     assert found[0].scores["instruction"] >= SERVED.instruction_cosine
     # a request outside its scope is left as recall found it
-    other = await QueryService(QueryDeps(store, HashEmbedder())).search(
-        ask("Which pets does Ann keep?", k=3)
-    )
-    assert all("Always include" not in e.text for e in other.evidence)
+    pets = ask("Which pets does Ann keep?", k=3)
+    kept = await QueryService(QueryDeps(store, HashEmbedder())).search(pets)
+    found_by_recall = await QueryService(QueryDeps(store, HashEmbedder()), preset=off).search(pets)
+    assert [e.item_id for e in kept.evidence] == [e.item_id for e in found_by_recall.evidence]
+    assert all("instruction" not in e.scores for e in kept.evidence)
 
 
 @pytest.mark.asyncio
 async def test_the_scope_vectors_cache_starting_again_changes_no_reply(
     store: EvidenceStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    question = ask("What software libraries do I use?", k=3)
+    question = ask("What file operations do I run?", k=3)
     kept = await QueryService(QueryDeps(store, HashEmbedder())).search(question)
     monkeypatch.setattr("workers.query.instructions.CACHED", 0)  # cleared at every request
     svc = QueryService(QueryDeps(store, HashEmbedder()))
