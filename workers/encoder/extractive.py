@@ -99,8 +99,8 @@ _PREFERENCE = re.compile(
     r"\b(?:lov(?:e|es|ed|ing)|enjoy(?:s|ed|ing)?|prefer(?:s|red)?|favou?rite|hate[sd]?"
     r"|dislike[sd]?|can't stand|likes|(?:i|we|you|they|really|also|still|do|don't|would|'d) like)\b"
 )
-# An instruction that holds from now on ("Always include version numbers when I ask about
-# libraries"): a constraint on every later answer, whatever else the sentence mentions.
+# An instruction that holds from now on ("Always answer with a shell one-liner first when I
+# ask about file operations"): a constraint on every later answer, whatever else it mentions.
 _STANDING = re.compile(
     r"^(?:please\s+)?(?:always|never|from now on|whenever|(?:do not|don't) ever"
     r"|(?:make sure|remember) to always)\b"

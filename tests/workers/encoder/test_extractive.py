@@ -396,7 +396,7 @@ def test_code_tables_and_headings_are_never_records() -> None:
 
 def test_a_standing_instruction_is_a_constraint() -> None:
     recs = records(
-        ("Ana", "Always include version numbers when I ask about libraries."),
+        ("Ana", "Always answer with a shell one-liner first when I ask about file operations."),
         ("Ana", "Never use tabs in my code."),
         ("Ana", "I always walk the dog at seven."),
     )
