@@ -3,14 +3,14 @@
 A user tells an assistant how they want later answers given ("Always answer with a shell
 one-liner first when I ask about file operations"). The request that should follow such an
 instruction ("How do I rename every file in a folder?") shares few words with it: the
-instruction is about how to answer, the request about what. So recall ranks it far down, and an agent that asks its
-memory before answering never sees it.
+instruction is about how to answer, the request about what. So recall ranks it far down,
+and an agent that asks its memory before answering never sees it.
 
-An instruction names when it applies (its scope: "when I ask about file operations"). The request
-is compared with that scope, not with the whole sentence, and the user's instruction (a
-constraint record said by the user) whose scope comes nearest, when it is near enough (the
-query preset's `instruction_cosine`), takes the place of the weakest item of the reply's
-first items. One instruction at most: a reply's places are few and the nearest scope is the
+An instruction names when it applies (its scope: "when I ask about file operations"). The
+request is compared with that scope, not with the whole sentence, and the user's
+instruction (a constraint record said by the user) whose scope comes nearest, when it is
+near enough (the query preset's `instruction_cosine`), takes the place of the weakest item
+of the reply's first items. One instruction at most: a reply's places are few and the nearest scope is the
 one a request most likely falls under.
 """
 

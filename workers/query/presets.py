@@ -127,10 +127,10 @@ SERVED = QueryPreset(
     # How much of selection's choice the lead and the locality read (selection picks this
     # many when k is smaller): 50 and 100 recall within noise of 30 at k = 10, and are slower.
     led_pool=30,
-    # A user's standing instruction whose scope ("when I ask about file operations") is at least
-    # this near the question (cosine) takes a place among the reply's first items. Chosen
-    # from 0.2 to 0.5 with each BEAM dev conversation held back (docs/notes/issue43.md,
-    # fourteenth session); LoCoMo dev holds no such instruction.
+    # A user's standing instruction whose scope ("when I ask about file operations") is at
+    # least this near the question (cosine) takes a place among the reply's first items.
+    # Chosen from 0.2 to 0.5 with each BEAM dev conversation held back (docs/decisions.md);
+    # LoCoMo dev holds no such instruction.
     instruction_cosine=0.4,
     # In a user's conversation with an assistant, records and evidence nodes (sentences of
     # the user's messages, an assistant's commitments) count half of what raw turns count:
