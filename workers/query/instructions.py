@@ -10,8 +10,8 @@ An instruction names when it applies (its scope: "when I ask about file operatio
 request is compared with that scope, not with the whole sentence, and the user's
 instruction (a constraint record said by the user) whose scope comes nearest, when it is
 near enough (the query preset's `instruction_cosine`), takes the place of the weakest item
-of the reply's first items. One instruction at most: a reply's places are few and the nearest scope is the
-one a request most likely falls under.
+of the reply's first items. One instruction at most: a reply's places are few and the
+nearest scope is the one a request most likely falls under.
 """
 
 from __future__ import annotations
