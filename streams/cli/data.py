@@ -10,6 +10,7 @@ from typing import Any
 import click
 import orjson
 
+from schemas.records import MemoryType
 from streams.cli.common import TimedOut, client_settings
 
 
@@ -25,7 +26,9 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
     """Produce the conversations of FILE to memory.exchanges.
 
     A message the contract refuses (a turn over its length limit, say) is named on stderr and
-    left out; the rest of the file is produced."""
+    left out; the rest of the file is produced, and the exit status is 0 (1 when nothing was
+    left). A file not in its format (a line that is not JSON, a sample without its
+    conversation) is refused whole: nothing is produced."""
     from streams import tracing
     from streams.ingest import ingest_file
     from workers.datasets import skipped_lines
@@ -45,8 +48,9 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
     dups = f", {stats.duplicates} already accepted (not sent again)" if stats.duplicates else ""
     refused = f", {len(stats.skipped)} skipped (refused by the contract)" if stats.skipped else ""
     click.echo(
-        f"produced {stats.exchanges - stats.duplicates} exchanges ({stats.turns} turns) in "
-        f"{stats.namespaces} namespaces, {stats.sessions} sessions{dups}{refused}, "
+        f"produced {counted(stats.exchanges - stats.duplicates, 'exchange')} "
+        f"({counted(stats.turns, 'turn')}) in {counted(stats.namespaces, 'namespace')}, "
+        f"{counted(stats.sessions, 'session')}{dups}{refused}, "
         f"{stats.seconds:.1f}s" + (" - indexed" if wait and not stats.replays else "")
     )
     if stats.replays:
@@ -55,6 +59,11 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
             "applied those seqs, so they were NOT indexed (give them higher seqs, or leave seq "
             "out of the file to continue each session)"
         )
+
+
+def counted(n: int, noun: str) -> str:
+    """`n` and the noun, plural unless it is one."""
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 @click.command()
@@ -140,7 +149,13 @@ def forget(
 @click.command()
 @click.argument("namespace")
 @click.option("--session", "session_id", default=None)
-@click.option("--type", "memory_type", default=None, help="records of this memory type only")
+@click.option(
+    "--type",
+    "memory_type",
+    type=click.Choice([t.value for t in MemoryType]),
+    default=None,
+    help="records of this memory type only",
+)
 @click.option("--since", type=click.DateTime(["%Y-%m-%d"]), default=None, help="YYYY-MM-DD")
 @click.option("--turns", "turns", is_flag=True, help="list raw turns instead of records")
 @click.option(

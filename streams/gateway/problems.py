@@ -45,9 +45,18 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(parts) or "body"
 
 
+def _field_error(e: dict[str, Any]) -> FieldError:
+    if e["type"] == "json_invalid":  # loc is ("body", the character where parsing stopped)
+        reason = e.get("ctx", {}).get("error", e["msg"])
+        return FieldError(
+            field="body", message=f"not valid JSON at character {e['loc'][-1]}: {reason}"
+        )
+    return FieldError(field=_field(tuple(e["loc"])), message=e["msg"])
+
+
 async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    errors = [FieldError(field=_field(tuple(e["loc"])), message=e["msg"]) for e in exc.errors()]
+    errors = [_field_error(e) for e in exc.errors()]
     detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
     return problem(422, "Invalid request", detail, request.url.path, errors)
 
@@ -68,10 +77,20 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     return problem(
         exc.status_code,
         getattr(exc, "title", None) or HTTPStatus(exc.status_code).phrase,
-        str(exc.detail),
+        _unreadable(exc.__cause__) or str(exc.detail),
         request.url.path,
         headers=dict(exc.headers or {}),
     )
+
+
+def _unreadable(cause: BaseException | None) -> str | None:
+    """Why FastAPI could not read a body it answers 400 for ("There was an error parsing
+    the body"), when the cause says."""
+    if isinstance(cause, UnicodeDecodeError):
+        return f"the body is not UTF-8: {cause.reason} at byte {cause.start}"
+    if isinstance(cause, RecursionError):
+        return "the body's JSON nests too deeply to be read"
+    return None
 
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -34,7 +34,7 @@ def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
         stack, "ingest", str(DEMO), "--format", "jsonl", "--namespace", "cli-demo", "--wait"
     )
     assert out.returncode == 0, out.stderr
-    assert "produced 28 exchanges (28 turns) in 1 namespaces, 2 sessions" in out.stdout
+    assert "produced 28 exchanges (28 turns) in 1 namespace, 2 sessions" in out.stdout
     ask = lychee(
         stack, "ask", "--namespace", "cli-demo", "sourdough starter name", "-k", "3", "--json"
     )
@@ -194,6 +194,8 @@ def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) ->
     assert recs.returncode == 0, recs.stderr
     page = json.loads(recs.stdout)
     assert page["total"] > 5 and len(page["items"]) == 5 and page["pages"] >= 2
+    bogus = lychee(stack, "records", ns, "--type", "bogus")
+    assert bogus.returncode == 2 and "'bogus' is not one of 'fact', 'preference'" in bogus.stderr
     turns = lychee(stack, "records", ns, "--turns", "--page", "2", "--page-size", "20")
     assert turns.returncode == 0, turns.stderr
     assert "page 2/2, 28 turns" in turns.stdout

@@ -1,0 +1,56 @@
+"""A body the gateway cannot read is answered with what is wrong with it, in the one problem
+shape, before any backend is asked (the stack here is not running)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from streams.gateway.app import create_app
+from streams.gateway.auth import KeyRing
+from streams.gateway.problems import PROBLEM
+from streams.settings import Settings
+from streams.stack.embedded import free_port
+
+SEARCH = "/v1/namespaces/ns1/search"
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[TestClient]:
+    nowhere = free_port()
+    settings = Settings.load(
+        None,
+        kafka={"bootstrap": f"127.0.0.1:{nowhere}"},
+        redis={"url": f"redis://127.0.0.1:{nowhere}/0"},
+        gateway={"connect_timeout_s": 1.0},
+    )
+    with TestClient(create_app(settings, KeyRing()), base_url="http://127.0.0.1:8080") as c:
+        yield c
+
+
+def test_problems_a_body_that_is_not_json_names_the_body_and_where_it_breaks(
+    client: TestClient,
+) -> None:
+    r = client.post(SEARCH, content=b'{"query": "x", "k": 3', headers=JSON)
+    assert r.status_code == 422 and r.headers["content-type"] == PROBLEM
+    [error] = r.json()["errors"]
+    assert error["field"] == "body"
+    assert error["message"] == "not valid JSON at character 21: Expecting ',' delimiter"
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (b'{"query": "\xff"}', "the body is not UTF-8: invalid start byte at byte 11"),
+        (b"[" * 100_000 + b"]" * 100_000, "the body's JSON nests too deeply to be read"),
+    ],
+)
+def test_problems_a_body_that_cannot_be_decoded_says_why(
+    client: TestClient, body: bytes, detail: str
+) -> None:
+    r = client.post(SEARCH, content=body, headers=JSON)
+    assert r.status_code == 400 and r.headers["content-type"] == PROBLEM
+    assert r.json()["detail"] == detail
