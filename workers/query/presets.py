@@ -80,6 +80,7 @@ class QueryPreset:
     lead: Lead
     led_pool: int
     instruction_cosine: float  # 0: off (`workers.query.instructions`)
+    common_share: float  # 0: off (`workers.query.distinct`)
     with_assistant: WithAssistant | None  # None: every conversation alike
 
 
@@ -132,6 +133,10 @@ SERVED = QueryPreset(
     # Chosen from 0.2 to 0.5 with each BEAM dev conversation held back (docs/decisions.md);
     # LoCoMo dev holds no such instruction.
     instruction_cosine=0.4,
+    # A question about the whole history also searches its topic without the words at least
+    # this share of the namespace's turns hold. Chosen from 0.3 to 0.7 with each BEAM dev
+    # conversation held back (docs/decisions.md); LoCoMo dev's replies do not move.
+    common_share=0.5,
     # In a user's conversation with an assistant, records and evidence nodes (sentences of
     # the user's messages, an assistant's commitments) count half of what raw turns count:
     # the user's turns are short and carry the facts whole. Chosen from 1, 0.75, 0.5, 0.35,

@@ -24,6 +24,7 @@ from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
 from workers.query.currency import current_first
+from workers.query.distinct import without_common
 from workers.query.errors import AnswerUnavailable
 from workers.query.instructions import StandingInstructions, with_instruction
 from workers.query.locality import Seqs, near_first
@@ -123,13 +124,17 @@ class QueryService:
         watch = Stopwatch()
         preset = self.preset if req.ablation is None else ABLATIONS[req.ablation]
         warming = self._warming(req.namespace, preset)
+        about_history = about_the_history(req.query)
         with watch.stage("plan") as span:
             plan, usage = await self._plan(req, preset)
+            if about_history and preset.common_share:
+                shares = partial(self.recall.store.turns.shares, req.namespace)
+                plan = await asyncio.to_thread(without_common, plan, shares, preset.common_share)
             telemetry.set_attributes(span, plan_attributes(plan))
         rerank = self.reranker is not None and preset.rerank
         pool = rerank_pool(self.recall.effective_k(req.k), self.rerank_candidates) if rerank else 0
         second = self.scorer if preset.second_stage else None
-        history = preset.history_by_session and about_the_history(req.query)
+        history = preset.history_by_session and about_history
         # items near the first ones move up, but not past a cross-encoder's order, nor in a
         # history question, where the first items' neighbours would crowd out other sessions
         near = not (rerank or history)

@@ -118,6 +118,14 @@ class TextIndex:
         tfc = freq / (norm[doc] + freq)
         self._weights = (idf[term].astype(np.float64) * tfc).astype(np.float32)
 
+    def share(self, word: str) -> float:
+        """The fraction of rows that hold `word`'s term (0: a word with no term, or no rows)."""
+        terms = analyze(word)
+        term = self._vocab.get(terms[0]) if len(terms) == 1 else None
+        if term is None or not self.size:
+            return 0.0
+        return float(self._indptr[term + 1] - self._indptr[term]) / self.size
+
     def scores(self, query: str) -> np.ndarray:
         """Every row's score for `query` (0: no query term); a term the query repeats counts
         once per repeat, as in LanceDB."""

@@ -183,6 +183,16 @@ class TurnsTable(Table):
         are left out."""
         return {k: v for k, v in self._column_of(namespace, turns, "speaker").items() if v}
 
+    def shares(self, namespace: str, words: Iterable[str]) -> dict[str, float] | None:
+        """The fraction of the namespace's turns that hold each word (as the full-text index
+        reads it); None for a namespace too large to be held in memory."""
+        tbl = self.table()
+        snap = None if tbl is None else self.db.snapshot(tbl, TURNS, namespace, self.read_columns())
+        if snap is None:
+            return None
+        index = snap.text_index(TEXT_COLUMN)
+        return {w: index.share(w) for w in words}
+
     def names(self, namespace: str) -> list[str]:
         """Every speaker name the namespace's turns carry, sorted: the planner reads a
         question's people from them instead of guessing at capitalized words."""

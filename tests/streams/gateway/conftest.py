@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from streams.gateway.auth import add_key
+from streams.settings import Settings
 from streams.stack.embedded import Child, Stack, free_port
 from tests.hosts.inspector import Inspector, NoNode, install
 from tests.waiting import wait_until
@@ -40,6 +41,17 @@ class Running(Protocol):
 
     @property
     def log_path(self) -> Path | None: ...
+
+
+def unreachable() -> Settings:
+    """Settings whose broker and Redis are a port nothing listens on."""
+    nowhere = free_port()
+    return Settings.load(
+        None,
+        kafka={"bootstrap": f"127.0.0.1:{nowhere}"},
+        redis={"url": f"redis://127.0.0.1:{nowhere}/0"},
+        gateway={"connect_timeout_s": 1.0},
+    )
 
 
 def wait_ready(url: str, child: Running, timeout_s: float = 240, path: str = "/readyz") -> None:

@@ -11,8 +11,7 @@ from fastapi.testclient import TestClient
 from streams.gateway.app import create_app
 from streams.gateway.auth import KeyRing
 from streams.gateway.problems import PROBLEM
-from streams.settings import Settings
-from streams.stack.embedded import free_port
+from tests.streams.gateway.conftest import unreachable
 
 SEARCH = "/v1/namespaces/ns1/search"
 JSON = {"Content-Type": "application/json"}
@@ -20,14 +19,7 @@ JSON = {"Content-Type": "application/json"}
 
 @pytest.fixture(scope="module")
 def client() -> Iterator[TestClient]:
-    nowhere = free_port()
-    settings = Settings.load(
-        None,
-        kafka={"bootstrap": f"127.0.0.1:{nowhere}"},
-        redis={"url": f"redis://127.0.0.1:{nowhere}/0"},
-        gateway={"connect_timeout_s": 1.0},
-    )
-    with TestClient(create_app(settings, KeyRing()), base_url="http://127.0.0.1:8080") as c:
+    with TestClient(create_app(unreachable(), KeyRing()), base_url="http://127.0.0.1:8080") as c:
         yield c
 
 
