@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Coroutine, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
@@ -35,7 +36,7 @@ from schemas import (
 )
 from schemas import topics as t
 from schemas.control import FORGET_STAGES
-from streams.errors import ClientError, ForgetFailed, QueryFailed, ReplyTimeout
+from streams.errors import ClientError, ForgetFailed, QueryFailed, ReplyTimeout, StoreMissing
 from streams.kafka import fetch
 from streams.kafka.errors import SerdeError
 from streams.kafka.lag import LagReader
@@ -283,9 +284,18 @@ class MemoryClient:
         return await asyncio.to_thread(list_turns, store.db, namespace, session_id, page, page_size)
 
     async def store(self) -> EvidenceStore:
-        """The evidence store, opened on first use (LanceDB, read directly: see list_records)."""
+        """The evidence store, opened on first use (LanceDB, read directly: see list_records);
+        a local directory that does not exist is an error, not an empty store made there."""
         if self._evidence is None:
             from streams.factories import open_store
+
+            uri = self.settings.store.uri
+            if _missing_directory(uri):
+                raise StoreMissing(
+                    f"no memory store at {uri}: set LYCHEE_LANCEDB_URI to the stack's store "
+                    "(a running `lychee up` is read only when no LYCHEE_* connection variable "
+                    "is set)"
+                )
 
             self._evidence = await asyncio.to_thread(open_store, self.settings)
         return self._evidence
@@ -472,3 +482,11 @@ async def construction_usage(
         return await read_usage(redis, namespace)
     finally:
         await redis.aclose()
+
+
+def _missing_directory(uri: str) -> bool:
+    """Whether `uri` names a directory on this machine that does not exist (an object
+    store's URI has a scheme of its own)."""
+    if "://" in uri and not uri.startswith("file://"):
+        return False
+    return not Path(uri.removeprefix("file://")).exists()

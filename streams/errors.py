@@ -16,6 +16,11 @@ class ClientError(LycheeError, RuntimeError):
     """Base of the client's errors."""
 
 
+class StoreMissing(ClientError):
+    """A direct read of LanceDB (records, turns, history) names a directory that does not
+    exist."""
+
+
 class ReplyTimeout(ClientError, TimeoutError):
     def __init__(self, correlation_id: str, timeout_s: float) -> None:
         super().__init__(f"no reply to {correlation_id} within {timeout_s:.1f}s")
