@@ -273,7 +273,7 @@ class Launcher:
                 self._tick()
                 lags = self._lags()
                 if time.monotonic() - last_print >= 2.0:
-                    self.echo(self._progress(lags, deadline))
+                    self.echo(self._progress(stage, lags, deadline))
                     last_print = time.monotonic()
                 if self._drained(stage, inputs, lags):
                     break
@@ -289,7 +289,11 @@ class Launcher:
                     )
                     return
                 time.sleep(POLL_S)
+            failed = self.supervisor.stages[stage].state == "failed"
             self._stop_stage(stage, grace_s=10.0)
+            self.echo(
+                f"  {stage} stopped" + ("" if failed or not inputs else ", its input drained")
+            )
         self.echo("drained: " + self._lag_line(self._lags()))
 
     def _drained(self, stage: str, inputs: tuple[str, ...], lags: dict[str, Lag] | None) -> bool:
@@ -325,9 +329,9 @@ class Launcher:
                     fut.cancel()
                     raise
 
-    def _progress(self, lags: dict[str, Lag] | None, deadline: float) -> str:
+    def _progress(self, stage: str, lags: dict[str, Lag] | None, deadline: float) -> str:
         left = max(0.0, deadline - time.monotonic())
-        return f"  draining ({left:.0f}s left): {self._lag_line(lags)}"
+        return f"  draining {stage} ({left:.0f}s left): {self._lag_line(lags)}"
 
     @staticmethod
     def _lag_line(lags: dict[str, Lag] | None) -> str:

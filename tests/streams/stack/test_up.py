@@ -333,6 +333,7 @@ def test_up_killed_then_interrupted_mid_ingest_resumes_with_every_turn_once_and_
         else:
             assert up.interrupt() == 0
             assert "stopping: draining the stages upstream first" in up.output()
+            assert "  segmenter stopped, its input drained" in up.output()
         assert up.wait_gone(10) == [], f"a process survived {stop}"
         assert (state / "lychee" / "endpoints.json").exists() == (stop == "kill")  # stale
         ports = ["--kafka-port", str(kafka), "--redis-port", str(redis)]
