@@ -23,7 +23,7 @@ Shares = Callable[[Sequence[str]], Mapping[str, float] | None]
 
 
 def without_common(plan: Plan, shares: Shares, at_least: float) -> Plan:
-    """`plan` with each route's topic (its second query; its first when it has one) also
+    """`plan` with each route's topic (its second query; its first when it has only one) also
     searched without the words at least `at_least` of the turns hold."""
     routes: list[Route] = []
     for route in plan.routes:
