@@ -31,7 +31,8 @@ _PRIOR = re.compile(
     re.IGNORECASE,
 )
 _ADVICE = re.compile(
-    r"\b(recommend\w*|suggest\w*|advice|advise|tips?)\b|\bshould\s+i\b|\bwhat\s+should\b",
+    r"\b(recommend\w*|suggest\w*|advice|advise|tips?)\b|\bshould\s+i\b"
+    r"|\b(?:think|where|what|how|whether|if)\s+i\s+should\b|\bwhat\s+should\b",
     re.IGNORECASE,
 )
 _TEMPORAL = re.compile(

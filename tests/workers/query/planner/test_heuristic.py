@@ -35,6 +35,8 @@ SPEAKERS = ("Ana", "Bruno")
         ("Can you recommend a podcast for my commute?", QuestionType.personalized_advice),
         ("What should I cook for dinner tonight?", QuestionType.personalized_advice),
         ("Any advice on my morning routine?", QuestionType.personalized_advice),
+        ("Where do you think I should practise the cello?", QuestionType.personalized_advice),
+        ("I should call Ana. When is her party?", QuestionType.temporal),  # not asked
         ("What was the restaurant you recommended to me?", QuestionType.prior_assistant_response),
         ("Remind me what you said about the hiking boots.", QuestionType.prior_assistant_response),
         ("Did you mention a stretching routine?", QuestionType.prior_assistant_response),
