@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
 from streams.logs import configure
 from streams.settings import Settings
@@ -45,16 +46,26 @@ class TimedOut(click.ClickException):
     exit_code = 4
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException | str) -> str:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= 400 else text[:400] + "..."
+
+
+def _invalid(exc: ValidationError) -> str:
+    """Each refused field with the reason and the value given, in one line."""
+    parts = []
+    for e in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in e["loc"]) or exc.title
+        given = e.get("input")
+        shown = f" (got {given!r})" if isinstance(given, str | int | float) else ""
+        parts.append(f"{where}: {e['msg']}{shown}")
+    return _one_line("; ".join(parts))
 
 
 def expected_error(exc: BaseException) -> click.ClickException | None:
     """The one-line error (and exit code) for a condition a user can meet and fix; None for
     anything else, which is a bug and keeps its traceback."""
     from aiokafka.errors import KafkaConnectionError, KafkaError
-    from pydantic import ValidationError
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import RedisError
 
@@ -74,7 +85,7 @@ def expected_error(exc: BaseException) -> click.ClickException | None:
     if isinstance(exc, TimeoutError):
         return TimedOut(f"timed out: {_one_line(exc)}")
     if isinstance(exc, ValidationError):
-        return click.ClickException(f"invalid settings or input: {_one_line(exc)}")
+        return click.ClickException(f"invalid settings or input: {_invalid(exc)}")
     if isinstance(exc, KafkaError | RedisError | LycheeError | ValueError | OSError):
         return click.ClickException(f"{type(exc).__name__}: {_one_line(exc)}")
     return None

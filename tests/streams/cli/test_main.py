@@ -23,3 +23,12 @@ def test_main_import_leaves_the_benchmarks_and_lancedb_unimported() -> None:
     code = "import sys, streams.cli; print(sorted({'streams.bench.harness', 'lancedb'} & set(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_main_a_setting_it_cannot_read_is_named_with_the_value_given_in_one_line() -> None:
+    out = CliRunner().invoke(main, ["status"], env={"LYCHEE_QUERY_PROCESSES": "two"})
+    assert out.exit_code == 1
+    assert out.output.strip().splitlines() == [
+        "Error: invalid settings or input: LYCHEE_QUERY_PROCESSES: Input should be a valid "
+        "integer, unable to parse string as an integer (got 'two')"
+    ]
