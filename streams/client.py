@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from urllib.parse import unquote, urlsplit
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
@@ -485,8 +486,13 @@ async def construction_usage(
 
 
 def _missing_directory(uri: str) -> bool:
-    """Whether `uri` names a directory on this machine that does not exist (an object
-    store's URI has a scheme of its own)."""
-    if "://" in uri and not uri.startswith("file://"):
+    """Whether `uri` names a directory on this machine that does not exist: a path (`~`
+    expanded) or a `file:` URI; an object store's URI has a scheme of its own."""
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        path = unquote(parts.path)
+    elif len(parts.scheme) > 1:  # s3://, gs://, az://, memory:// (one letter: a drive)
         return False
-    return not Path(uri.removeprefix("file://")).exists()
+    else:
+        path = uri
+    return not Path(path).expanduser().exists()

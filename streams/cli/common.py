@@ -57,9 +57,13 @@ def _invalid(exc: ValidationError) -> str:
     for e in exc.errors(include_url=False):
         where = ".".join(str(p) for p in e["loc"]) or exc.title
         given = e.get("input")
-        shown = f" (got {given!r})" if isinstance(given, str | int | float) else ""
+        shown = f" (got {_clipped(repr(given))})" if isinstance(given, str | int | float) else ""
         parts.append(f"{where}: {e['msg']}{shown}")
     return _one_line("; ".join(parts))
+
+
+def _clipped(text: str, at_most: int = 60) -> str:
+    return text if len(text) <= at_most else text[: at_most - 3] + "..."
 
 
 def expected_error(exc: BaseException) -> click.ClickException | None:

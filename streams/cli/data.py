@@ -55,7 +55,7 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
     )
     if stats.replays:
         raise click.ClickException(
-            f"{stats.replays} exchanges were fenced as replays: their sessions had already "
+            f"{counted(stats.replays, 'exchange')} fenced as replays: their sessions had already "
             "applied those seqs, so they were NOT indexed (give them higher seqs, or leave seq "
             "out of the file to continue each session)"
         )
@@ -216,8 +216,8 @@ def records(
             click.echo(
                 f"[{when}] {item['memory_type']:<11} {item['semantic_text']}  ({item['id']})"
             )
-    kind = "turns" if turns else "records"
-    click.echo(f"page {result.page}/{result.pages}, {result.total} {kind}")
+    kind = "turn" if turns else "record"
+    click.echo(f"page {result.page}/{result.pages}, {counted(result.total, kind)}")
 
 
 def print_history(found: Any, as_json: bool) -> None:

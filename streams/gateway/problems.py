@@ -77,15 +77,20 @@ async def http_error(request: Request, exc: Exception) -> JSONResponse:
     return problem(
         exc.status_code,
         getattr(exc, "title", None) or HTTPStatus(exc.status_code).phrase,
-        _unreadable(exc.__cause__) or str(exc.detail),
+        _unreadable(exc) or str(exc.detail),
         request.url.path,
         headers=dict(exc.headers or {}),
     )
 
 
-def _unreadable(cause: BaseException | None) -> str | None:
-    """Why FastAPI could not read a body it answers 400 for ("There was an error parsing
-    the body"), when the cause says."""
+FASTAPI_UNREADABLE = "There was an error parsing the body"  # its 400 for a body it cannot read
+
+
+def _unreadable(exc: StarletteHTTPException) -> str | None:
+    """Why FastAPI could not read a body it answers 400 for, when the cause says."""
+    if exc.status_code != 400 or exc.detail != FASTAPI_UNREADABLE:
+        return None
+    cause = exc.__cause__
     if isinstance(cause, UnicodeDecodeError):
         return f"the body is not UTF-8: {cause.reason} at byte {cause.start}"
     if isinstance(cause, RecursionError):

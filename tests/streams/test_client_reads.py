@@ -26,8 +26,14 @@ async def test_reading_a_local_store_that_does_not_exist_names_it_and_makes_noth
     assert not (tmp_path / "data").exists()
 
 
-def test_an_object_stores_uri_or_an_existing_directory_is_not_missing(tmp_path: Path) -> None:
-    assert not _missing_directory("s3://bucket/lancedb")
-    assert not _missing_directory(str(tmp_path))
-    assert not _missing_directory(f"file://{tmp_path}")
-    assert _missing_directory(f"file://{tmp_path}/nothing")
+def test_an_object_stores_uri_or_an_existing_directory_is_not_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "my store").mkdir()
+    for there in ("s3://bucket/lancedb", "memory://x", str(tmp_path), "~/my store"):
+        assert not _missing_directory(there), there
+    for there in (f"file://{tmp_path}/my%20store", f"file:{tmp_path}/my store"):
+        assert not _missing_directory(there), there
+    for absent in (f"file://{tmp_path}/nothing", "~/nothing", "relative/nothing"):
+        assert _missing_directory(absent), absent

@@ -1,12 +1,14 @@
 """A question about the whole history, searched also without the words most turns hold.
 
-"Summarize how I handled the security and database problems of my garden planner app", in
-a conversation about building that app: "app" is in most of its turns, so the topic's vector
-leans toward every turn at once, and the words that tell the asked-about turns apart
-("security", "database problems") weigh little in it. Each route of such a question also
-searches its topic without the words that at least the query preset's `common_share` of the
-namespace's turns hold (as its full-text index counts them), when words are left and some
-were taken away. A namespace too large to be held in memory is searched as planned.
+"Over our chats, in what order did the checkout and the newsletter of my bakery website
+come up?", in a conversation about building that website: "website" is in most of its
+turns, so the topic's vector leans toward every turn at once, and the words that tell the
+asked-about turns apart ("checkout", "newsletter") weigh little in it. Each route of such a
+question also searches its topic (the route's second query: the heuristic planner's topic of
+the question, an LLM planner's first rewrite) without the words that at least the query
+preset's `common_share` of the namespace's turns hold (as its full-text index counts them),
+when words are left and some were taken away. A namespace not held in memory is searched as
+planned.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ Shares = Callable[[Sequence[str]], Mapping[str, float] | None]
 
 
 def without_common(plan: Plan, shares: Shares, at_least: float) -> Plan:
-    """`plan` with each route's topic (its second query; its first when it has only one) also
-    searched without the words at least `at_least` of the turns hold."""
+    """`plan` with each route's topic (its second query; its first when it has only one)
+    also searched without the words at least `at_least` of the turns hold."""
     routes: list[Route] = []
     for route in plan.routes:
         topic = route.queries[1] if len(route.queries) > 1 else route.queries[0]

@@ -154,9 +154,9 @@ SERVED = QueryPreset(
 )
 
 # Each ablation is SERVED with its switches off; every ablation also leaves question
-# bridging off.
-RECORD_VECTOR_ONLY = replace(SERVED, record_vector_only=True, bridge=False)
-NO_PLANNER = replace(SERVED, planner=False, bridge=False)
+# bridging off. Without the planner or with records alone, no topic searched again either.
+RECORD_VECTOR_ONLY = replace(SERVED, record_vector_only=True, bridge=False, common_share=0.0)
+NO_PLANNER = replace(SERVED, planner=False, bridge=False, common_share=0.0)
 NO_FUSION = replace(SERVED, fusion=False, rerank=False, second_stage=False, bridge=False)
 NO_ENTITY_NODES = replace(SERVED, skip_nodes=frozenset({NodeType.entity}), bridge=False)
 NO_TOPIC_NODES = replace(SERVED, skip_nodes=frozenset({NodeType.topic}), bridge=False)

@@ -119,12 +119,13 @@ class TextIndex:
         self._weights = (idf[term].astype(np.float64) * tfc).astype(np.float32)
 
     def share(self, word: str) -> float:
-        """The fraction of rows that hold `word`'s term (0: a word with no term, or no rows)."""
-        terms = analyze(word)
-        term = self._vocab.get(terms[0]) if len(terms) == 1 else None
-        if term is None or not self.size:
-            return 0.0
-        return float(self._indptr[term + 1] - self._indptr[term]) / self.size
+        """The fraction of rows that hold `word`'s term; of a word of several terms
+        ("garden-app"), its rarest term's (0: a word with no term, or no rows)."""
+        rows = []
+        for t in analyze(word):
+            term = self._vocab.get(t)
+            rows.append(0 if term is None else int(self._indptr[term + 1] - self._indptr[term]))
+        return min(rows) / self.size if rows and self.size else 0.0
 
     def scores(self, query: str) -> np.ndarray:
         """Every row's score for `query` (0: no query term); a term the query repeats counts

@@ -185,7 +185,8 @@ class TurnsTable(Table):
 
     def shares(self, namespace: str, words: Iterable[str]) -> dict[str, float] | None:
         """The fraction of the namespace's turns that hold each word (as the full-text index
-        reads it); None for a namespace too large to be held in memory."""
+        reads it); None when the namespace is not held in memory (too large, snapshots off,
+        no turns table yet)."""
         tbl = self.table()
         snap = None if tbl is None else self.db.snapshot(tbl, TURNS, namespace, self.read_columns())
         if snap is None:

@@ -32,3 +32,6 @@ def test_main_a_setting_it_cannot_read_is_named_with_the_value_given_in_one_line
         "Error: invalid settings or input: LYCHEE_QUERY_PROCESSES: Input should be a valid "
         "integer, unable to parse string as an integer (got 'two')"
     ]
+    long = CliRunner().invoke(main, ["status"], env={"LYCHEE_QUERY_PROCESSES": "x" * 500})
+    [line] = long.output.strip().splitlines()
+    assert line.endswith(f"(got '{'x' * 56}...)")

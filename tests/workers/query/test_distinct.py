@@ -13,20 +13,20 @@ from schemas import QueryRequest
 from schemas.plan import MAX_ROUTE_QUERIES, Plan, QuestionType, Route
 from tests.workers.builders import HASH_DIM, HashEmbedder, turn
 from workers.query.distinct import Shares, without_common
-from workers.query.presets import SERVED
+from workers.query.presets import ABLATIONS, SERVED
 from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
 
-QUESTION = "Can you summarize how I fixed the security bugs of my garden app?"
-COMMON = {"garden": 0.6, "app": 0.9, "my": 0.0}
+QUESTION = "Over our chats, in what order did the checkout and the newsletter of my bakery website come up?"
+TOPIC = "checkout newsletter bakery website"
+COMMON = {"bakery": 0.6, "website": 0.9}
 
 
-def plan(*queries: str) -> Plan:
-    route = Route(goal="g", queries=list(queries))
+def plan(*routes: list[str]) -> Plan:
     return Plan(
         question_type=QuestionType.single,
-        semantic_queries=list(queries),
-        routes=[route],
+        semantic_queries=[q for r in routes for q in r][:8],
+        routes=[Route(goal="g", queries=queries) for queries in routes],
         source="heuristic",
     )
 
@@ -38,46 +38,49 @@ def shares_of(table: Mapping[str, float]) -> Shares:
     return shares
 
 
-def queries(p: Plan) -> list[str]:
-    return p.routes[0].queries
-
-
-def test_the_topic_is_searched_also_without_the_words_most_turns_hold() -> None:
-    out = without_common(plan(QUESTION, "fixed security bugs garden app"), shares_of(COMMON), 0.5)
-    assert queries(out) == [QUESTION, "fixed security bugs garden app", "fixed security bugs"]
-    # a route of one query: that query is its topic
-    alone = without_common(plan("security bugs of my garden app"), shares_of(COMMON), 0.5)
-    assert queries(alone)[-1] == "security bugs of my"
+def test_each_routes_topic_is_searched_also_without_the_words_most_turns_hold() -> None:
+    three = plan([QUESTION, TOPIC], ["newsletter", "checkout newsletter"], ["website orders"])
+    out = without_common(three, shares_of(COMMON), 0.5)
+    assert [r.queries for r in out.routes] == [
+        [QUESTION, TOPIC, "checkout newsletter"],  # its second query is its topic
+        ["newsletter", "checkout newsletter"],  # nothing common in it
+        ["website orders", "orders"],  # a route of one query: that one
+    ]
 
 
 @pytest.mark.parametrize(
     ("topic", "at_least"),
     [
-        ("fixed security bugs", 0.5),  # no word most turns hold
-        ("garden app", 0.5),  # nothing left without them
-        ("fixed security bugs garden app", 0.95),  # none that common
+        ("checkout newsletter", 0.5),  # no word most turns hold
+        ("bakery website", 0.5),  # nothing left without them
+        (TOPIC, 0.95),  # none that common
     ],
 )
-def test_a_route_is_searched_as_planned_when_nothing_or_everything_is_common(
+def test_a_plan_is_searched_as_planned_when_nothing_or_everything_is_common(
     topic: str, at_least: float
 ) -> None:
-    before = plan(QUESTION, topic)
+    before = plan([QUESTION, topic])
     assert without_common(before, shares_of(COMMON), at_least) == before
 
 
 def test_a_full_route_and_a_namespace_not_held_in_memory_are_left_as_planned() -> None:
-    full = plan(QUESTION, "fixed security bugs garden app", *(f"q{i}" for i in range(6)))
-    assert len(queries(full)) == MAX_ROUTE_QUERIES
+    full = plan([QUESTION, TOPIC, *(f"q{i}" for i in range(6))])
+    assert len(full.routes[0].queries) == MAX_ROUTE_QUERIES
     assert without_common(full, shares_of(COMMON), 0.5) == full
-    some = plan(QUESTION, "fixed security bugs garden app")
+    some = plan([QUESTION, TOPIC])
     assert without_common(some, lambda words: None, 0.5) == some
 
 
+def test_the_ablations_without_a_planner_search_no_topic_again() -> None:
+    assert SERVED.common_share > 0
+    assert ABLATIONS["no-planner"].common_share == ABLATIONS["record-vector-only"].common_share == 0
+
+
 TURNS = [
-    "My garden app crashes when I open the calendar.",
-    "The garden app needs a login page.",
-    "I fixed the security bugs in the login form yesterday.",
-    "Should the garden app store photos?",
+    "I launched my bakery website on Monday.",
+    "The website needs a checkout for cake orders.",
+    "Can the bakery website send a monthly newsletter?",
+    "My sourdough starter doubled overnight.",
 ]
 
 
@@ -96,10 +99,18 @@ def stored(tmp_path: Path, snapshot_rows: int) -> EvidenceStore:
     return s
 
 
-def test_a_words_share_is_the_fraction_of_turns_its_index_term_is_in(tmp_path: Path) -> None:
-    shares = stored(tmp_path, 100_000).turns.shares("p", ["garden", "Security", "apps", "kiwi"])
-    assert shares == {"garden": 0.75, "Security": 0.25, "apps": 0.75, "kiwi": 0.0}  # stems
-    assert stored(tmp_path / "big", 0).turns.shares("p", ["garden"]) is None
+def test_a_words_share_is_the_fraction_of_turns_its_index_terms_are_in(tmp_path: Path) -> None:
+    words = ["website", "Checkout", "websites", "bakery-website", "kiwi", "the"]
+    shares = stored(tmp_path, 100_000).turns.shares("p", words)
+    assert shares == {
+        "website": 0.75,
+        "Checkout": 0.25,
+        "websites": 0.75,  # the same stem
+        "bakery-website": 0.5,  # its rarest term's
+        "kiwi": 0.0,
+        "the": 0.0,  # a stop word has no term
+    }
+    assert stored(tmp_path / "large", 0).turns.shares("p", ["website"]) is None
 
 
 @pytest.mark.asyncio
@@ -117,14 +128,13 @@ async def test_the_service_searches_a_history_questions_topic_without_its_common
     )
     reply = await QueryService(QueryDeps(store, HashEmbedder())).search(ask)
     assert reply.plan is not None
-    [route] = reply.plan["routes"]
-    assert route["queries"][-1] == "fixed security bugs"
+    assert [r["queries"][-1] for r in reply.plan["routes"]] == ["checkout newsletter come"]
     off = replace(SERVED, common_share=0.0)
     planned = await QueryService(QueryDeps(store, HashEmbedder()), preset=off).search(ask)
     assert planned.plan is not None
-    assert "fixed security bugs" not in planned.plan["routes"][0]["queries"]
+    assert "checkout newsletter come" not in planned.plan["routes"][0]["queries"]
     # a question not about the history is searched as planned
-    plain = ask.model_copy(update={"query": "How did I fix the security bugs of my garden app?"})
+    plain = ask.model_copy(update={"query": "How does the checkout of my bakery website work?"})
     served = await QueryService(QueryDeps(store, HashEmbedder())).search(plain)
     unchanged = await QueryService(QueryDeps(store, HashEmbedder()), preset=off).search(plain)
     assert served.plan is not None and unchanged.plan is not None

@@ -35,6 +35,7 @@ SWITCHES = {
     "bridge",
     "record_vector_only",
     "skip_nodes",
+    "common_share",  # 0: off, where there is no planner's topic to search again
 }
 
 
@@ -64,8 +65,9 @@ def test_presets_an_ablation_is_served_with_switches_off_and_the_same_constants(
     assert all(
         getattr(preset, s) is False
         for s in changed
-        if s not in {"record_vector_only", "skip_nodes"}
+        if s not in {"record_vector_only", "skip_nodes", "common_share"}
     )
+    assert preset.common_share in (0.0, SERVED.common_share)
 
 
 @pytest.fixture

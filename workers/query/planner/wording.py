@@ -32,7 +32,7 @@ _PRIOR = re.compile(
 )
 _ADVICE = re.compile(
     r"\b(recommend\w*|suggest\w*|advice|advise|tips?)\b|\bshould\s+i\b"
-    r"|\b(?:think|where|what|how|whether|if)\s+i\s+should\b|\bwhat\s+should\b",
+    r"|\byou\s+think\s+i\s+should\b|\bwhat\s+should\b",
     re.IGNORECASE,
 )
 _TEMPORAL = re.compile(
