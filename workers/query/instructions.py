@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,24 @@ def scope_of(text: str) -> str | None:
     return found.group("scope") if found else None
 
 
+@dataclass(frozen=True)
+class Scoped:
+    """A namespace's user instructions that name their scope, with the scopes' unit vectors."""
+
+    rows: list[dict[str, Any]]
+    vectors: np.ndarray
+
+    def nearest(self, question: np.ndarray, at_least: float) -> Fused | None:
+        """The instruction whose scope is nearest the question, as a reply item, when its
+        cosine is at least `at_least`."""
+        unit = question / max(float(np.linalg.norm(question)), 1e-12)
+        cosines = self.vectors @ unit
+        best = int(np.argmax(cosines))
+        if cosines[best] < at_least:
+            return None
+        return _item(self.rows[best], float(cosines[best]))
+
+
 class StandingInstructions:
     """The user's instructions of a namespace with their scopes' vectors (a per-process
     cache of scope vectors: a namespace holds a few, asked about again and again)."""
@@ -54,30 +73,14 @@ class StandingInstructions:
         self.embedder = embedder
         self._vectors: dict[str, np.ndarray] = {}
 
-    def prepare(self, namespace: str) -> None:
-        """The namespace's scopes embedded now (a request starts this beside its plan and
-        question, instead of paying for it in selection on a namespace's first question)."""
-        scoped = self._scoped(namespace)
-        if scoped:
-            self._scope_vectors([s for _, s in scoped])
-
-    def nearest(self, namespace: str, question: np.ndarray, at_least: float) -> Fused | None:
-        """The user's instruction whose scope is nearest the question, as a reply item, when
-        its cosine is at least `at_least`."""
-        scoped = self._scoped(namespace)
+    def of(self, namespace: str) -> Scoped | None:
+        """The namespace's scoped instructions, read and embedded once a request (beside its
+        plan and question, not in selection); None when it holds none."""
+        rows = self.store.records.of_kind(namespace, "constraint", "user")
+        scoped = [(row, s) for row in rows if (s := scope_of(row["semantic_text"] or ""))]
         if not scoped:
             return None
-        vectors = self._scope_vectors([s for _, s in scoped])
-        unit = question / max(float(np.linalg.norm(question)), 1e-12)
-        cosines = vectors @ unit
-        best = int(np.argmax(cosines))
-        if cosines[best] < at_least:
-            return None
-        return _item(scoped[best][0], float(cosines[best]))
-
-    def _scoped(self, namespace: str) -> list[tuple[dict[str, Any], str]]:
-        rows = self.store.records.of_kind(namespace, "constraint", "user")
-        return [(row, s) for row in rows if (s := scope_of(row["semantic_text"] or ""))]
+        return Scoped([r for r, _ in scoped], self._scope_vectors([s for _, s in scoped]))
 
     def _scope_vectors(self, scopes: Sequence[str]) -> np.ndarray:
         """Unit vectors of `scopes`, those not cached embedded in one call (read into a

@@ -26,7 +26,7 @@ from workers.query.bridge import READ, answer_name, bridges, with_name
 from workers.query.currency import current_first
 from workers.query.distinct import without_common
 from workers.query.errors import AnswerUnavailable
-from workers.query.instructions import StandingInstructions, with_instruction
+from workers.query.instructions import Scoped, StandingInstructions, with_instruction
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
@@ -104,18 +104,17 @@ class QueryService:
         with consistent_reads(written):  # one version check per table a request, at most
             return await self._search(req)
 
-    def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[list[None]] | None:
-        """The namespace's snapshots and full-text indexes loading beside the plan and the
-        question's embedding, the three tables at once: after a write, a request's searches
-        would otherwise load them one after the other, behind those two
-        (`EvidenceStore.warmers`); and the scopes of its standing instructions embedded.
-        None for the ablation that reads one table by vector."""
-        if preset.record_vector_only:
-            return None
-        tables = self.recall.store.warmers(namespace)
-        if preset.instruction_cosine:
-            tables = [*tables, partial(self.instructions.prepare, namespace)]
-        warming = asyncio.ensure_future(asyncio.gather(*map(asyncio.to_thread, tables)))
+    def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[list[Scoped | None]]:
+        """The namespace's standing instructions read and their scopes embedded (its first
+        item, None when off or none), and its snapshots and full-text indexes loading, the
+        three tables at once, beside the plan and the question's embedding: after a write, a
+        request's searches would otherwise load them one after the other, behind those two
+        (`EvidenceStore.warmers`); none for the ablation that reads one table by vector."""
+        tables = [] if preset.record_vector_only else self.recall.store.warmers(namespace)
+        scopes = asyncio.to_thread(self._scoped, namespace, preset.instruction_cosine)
+        warming: asyncio.Future[list[Scoped | None]] = asyncio.ensure_future(
+            asyncio.gather(scopes, *map(asyncio.to_thread, tables))
+        )
         # a request that fails before awaiting it leaves no unretrieved error behind
         warming.add_done_callback(lambda f: f.cancelled() or f.exception())
         return warming
@@ -152,8 +151,7 @@ class QueryService:
         depth = max(preset.pool_factor * picked, pool) if preset.fusion else None
         with watch.stage("recall") as span:
             routes = await recall(plan, req.query, depth=depth)
-            if warming is not None:
-                await warming  # done by now: the searches read what it loads
+            scoped, *_ = await warming  # done by now: the searches read what it loads
             telemetry.set_attributes(span, recall_attributes(watch.timings, routes))
         if preset.bridge:
             with watch.stage("bridge"):
@@ -177,7 +175,7 @@ class QueryService:
                 0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
                 _Turns(self.recall.store, req.namespace, near=near),
                 [r.speaker for r in plan.routes],
-                partial(self._instruction, req.namespace, req.query, preset.instruction_cosine),
+                partial(self._instruction, scoped, req.query, preset.instruction_cosine),
             )
             # today's truth first, the older value kept and marked; conflicts side by side
             linked = await asyncio.to_thread(
@@ -200,11 +198,13 @@ class QueryService:
         speakers = await asyncio.to_thread(self.turns.names, req.namespace)
         return await self.planner.plan(req.query, speakers)
 
-    def _instruction(self, namespace: str, question: str, at_least: float) -> Fused | None:
-        """The user's standing instruction the question falls under, if any (0: off)."""
-        if not at_least:
-            return None
-        return self.instructions.nearest(namespace, self.recall.vector(question), at_least)
+    def _scoped(self, namespace: str, at_least: float) -> Scoped | None:
+        """The namespace's standing instructions (0: off)."""
+        return self.instructions.of(namespace) if at_least else None
+
+    def _instruction(self, scoped: Scoped | None, question: str, at_least: float) -> Fused | None:
+        """The user's standing instruction the question falls under, if any."""
+        return None if scoped is None else scoped.nearest(self.recall.vector(question), at_least)
 
     def _rerank(self, routes: list[RouteRanking], question: str, pool: int) -> list[RouteRanking]:
         """Each route's head scored against the question: routes narrow where to look, the

@@ -347,6 +347,23 @@ class Database:
         if snap is not None and column in snap.data.column_names:
             snap.text_index(column)
 
+    def matching(
+        self, name: str, namespace: str, match: Match, columns: Sequence[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """The namespace's rows whose columns hold one of the accepted values, in table order:
+        from its snapshot, else read from LanceDB (`columns`, default the read columns)."""
+        tbl = self.table(name)
+        if tbl is None:
+            return []
+        snap = self.snapshot(tbl, name, namespace)
+        if snap is not None:
+            return snap.take(np.flatnonzero(snap.mask(match)))
+        query = tbl.search().where(match_filter(namespace, match))
+        rows: list[dict[str, Any]] = (
+            query.select(list(columns or read_columns(tbl.schema))).limit(None).to_list()
+        )
+        return rows
+
     def search_vectors(
         self,
         name: str,

@@ -21,7 +21,6 @@ from workers.embedding import Embedder, Matrix
 from workers.store.arrow import ID, Pending, check_matrix, naive
 from workers.store.database import DIM_KEY, MODEL_KEY, Database, MergedTable
 from workers.store.records import RECORDS
-from workers.store.sql import match_filter
 
 NODES = "nodes"
 TEXT_COLUMN = "text"
@@ -140,18 +139,8 @@ class NodesTable(MergedTable[NodeUpdate]):
 
     def temporal(self, namespace: str) -> list[dict[str, Any]]:
         """Every temporal node of a namespace (a few per month of conversation), by key."""
-        tbl = self.table()
-        if tbl is None:
-            return []
         match = _types([NodeType.temporal])
-        snap = self.db.snapshot(tbl, NODES, namespace)
-        if snap is not None:
-            rows = snap.take(np.flatnonzero(snap.mask(match)))
-        else:
-            where = match_filter(namespace, match)
-            rows = (
-                tbl.search().where(where).select(["id", "key", "record_ids"]).limit(None).to_list()
-            )
+        rows = self.db.matching(NODES, namespace, match, ["id", "key", "record_ids"])
         return sorted(rows, key=lambda r: str(r["key"]))
 
 

@@ -22,10 +22,10 @@ from schemas.records import MemoryRecord, RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Source
 from workers.store import lineage
-from workers.store.arrow import ID, Pending, naive, read_columns
+from workers.store.arrow import ID, Pending, naive
 from workers.store.database import DIM_KEY, MODEL_KEY, Database, MergedTable
 from workers.store.snapshots import column_names
-from workers.store.sql import match_filter, namespace_filter
+from workers.store.sql import namespace_filter
 
 RECORDS = "records"
 TEXT_COLUMN = "search_text"  # the normalized text and the record's context: embedded, indexed
@@ -155,16 +155,8 @@ class RecordsTable(MergedTable[Occurrence]):
 
     def of_kind(self, namespace: str, memory_type: str, source_role: str) -> list[dict[str, Any]]:
         """The namespace's records of one memory type said by one role, in table order."""
-        tbl = self.table()
-        if tbl is None:
-            return []
         match = {"memory_type": [memory_type], "source_role": [source_role]}
-        snap = self.db.snapshot(tbl, RECORDS, namespace)
-        if snap is not None:
-            return snap.take(np.flatnonzero(snap.mask(match)))
-        query = tbl.search().where(match_filter(namespace, match))
-        rows: list[dict[str, Any]] = query.select(read_columns(tbl.schema)).limit(None).to_list()
-        return rows
+        return self.db.matching(RECORDS, namespace, match)
 
 
 def value_counts(db: Database, name: str, namespace: str, column: str) -> dict[str, int]:
