@@ -22,9 +22,11 @@ _STOP = QUESTION_STOPWORDS | SIMILARITY_STOPWORDS
 STEM = 5  # as the scorer compares words: "deployed" ~ "deployment"
 
 
-@lru_cache(maxsize=16384)
-def stems(text: str) -> frozenset[str]:
+def _stemmed(text: str) -> frozenset[str]:
     return frozenset(w[:STEM] for w in _WORD.findall(text.lower()) if w not in _STOP)
+
+
+stems = lru_cache(maxsize=16384)(_stemmed)  # a request's texts, a passage's heading
 
 
 def request_terms(texts: Iterable[str]) -> frozenset[str]:
@@ -43,19 +45,21 @@ def shown(row: Row, terms: frozenset[str]) -> Row:
     cut = _cut(stored, text[head:])
     if not cut:
         return row
-    best = max(range(len(cut)), key=lambda i: (len(terms & cut[i][2]), -i))
-    p, passage, _ = cut[best]
-    return {**row, "text": text[:head] + passage, "span": (p.start, p.end)}
+    best = max(range(len(cut)), key=lambda i: (len(terms & cut[i][1]), -i))
+    p = cut[best][0]
+    return {**row, "text": text[:head] + p.shown(text[head:]), "span": (p.start, p.end)}
 
 
 @lru_cache(maxsize=8192)
-def _cut(stored: str, body: str) -> tuple[tuple[Passage, str, frozenset[str]], ...]:
-    """A turn's passages, each with what it shows and its words (a turn recurs in request
-    after request)."""
+def _cut(stored: str, body: str) -> tuple[tuple[Passage, frozenset[str]], ...]:
+    """A turn's passages, each with the words it shows (a turn recurs in request after
+    request): its heading's, its lead-in's and its own, which no word crosses."""
     found = from_json(stored)
     if len(found) <= 1:
         return ()
-    return tuple((p, text := p.shown(body), stems(text)) for p in found)
+    return tuple(
+        (p, _stemmed(body[p.start : p.end]) | stems(p.heading) | stems(p.lead)) for p in found
+    )
 
 
 class Shown:

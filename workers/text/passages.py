@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from workers.text.markdown import Block, Kind, blocks, heading_text
 
@@ -28,8 +28,7 @@ SEPARATOR = 1  # the line break between two joined pieces, as the tokenizer coun
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-@dataclass(frozen=True)
-class Passage:
+class Passage(NamedTuple):  # a tuple: cheap to build for each passage a request reads back
     start: int
     end: int  # content[start:end] is what the passage shows of the turn
     heading: str = ""  # the heading the passage sits under, shown above it
