@@ -76,6 +76,14 @@ _WORD = re.compile(r"[a-z]+(?:['’][a-z]+)?")
 _SENTENCE_END = re.compile(
     r"(?<!\bMr\.)(?<!\bMrs\.)(?<!\bDr\.)(?<!\bSt\.)(?<!\b[A-Z]\.)(?<=[.!?…])\s+|\n+"
 )
+# "I prefer short answers with an example, so can you explain recursion?": what a speaker
+# prefers, said before they ask, is a preference; the question after it is not a statement
+_ASKED = re.compile(
+    r"(?:,|;|\s[-–—])\s+(?:(?:so|but|and)\s+)?(?=(?:can|could|would|will|should|do|does|did"
+    r"|is|are|am|was|were|have|has|how|what|why|which|where|when|who|any)\b)",
+    re.IGNORECASE,
+)
+_FIRST_PERSON = re.compile(r"(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|our)\b", re.IGNORECASE)
 _THIRD_PERSON = re.compile(r"\b(?:he|him|his|she|her|it|its|they|them|their)\b", re.IGNORECASE)
 _CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORECASE)
 _ITEM_MARK = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+", re.MULTILINE)
@@ -133,7 +141,8 @@ class _Scope:
 
 
 def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedSegment:
-    """One record per informative sentence of each turn; filler and questions are skipped.
+    """One record per informative sentence of each turn; filler and questions are skipped,
+    but for what a question says its speaker prefers before it asks.
 
     An image caption becomes its own record ("<Speaker> shared an image of ..."): what was
     shown is often what is later asked about, and the raw turn carries it too.
@@ -205,6 +214,8 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
         before, own = recent, _entities(sentence, scope.known)
         if names := [e for e in own if e not in scope.speakers]:
             recent = names
+        if _is_question(sentence) and (told := _preferred(sentence)):
+            sentence, own = told, _entities(told, scope.known)
         if not sentence or called or _is_filler(sentence, scope):
             continue
         text, t_ref = resolve_dates(sentence, scope.base)
@@ -266,6 +277,15 @@ def _sentences(text: str) -> list[str]:
 
 def _is_question(sentence: str) -> bool:
     return sentence.rstrip("\"”')").endswith("?")
+
+
+def _preferred(question: str) -> str:
+    """What a question says its speaker prefers before it asks ("I prefer short answers, so
+    can you ...?" tells "I prefer short answers."); empty otherwise."""
+    m = _ASKED.search(question)
+    told = question[: m.start()].strip() if m else ""
+    low = told.lower().replace("’", "'")
+    return f"{told}." if _FIRST_PERSON.match(low) and _PREFERENCE.search(low) else ""
 
 
 def _is_filler(sentence: str, scope: _Scope) -> bool:

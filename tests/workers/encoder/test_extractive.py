@@ -159,6 +159,45 @@ def test_filler_greetings_and_questions_make_no_record(text: str) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("text", "told"),
+    [
+        (
+            "I prefer short answers with an example, so can you explain recursion?",
+            "Ana prefers short answers with an example.",
+        ),
+        (
+            "I'm new to chess and I'd like slow games - how do I find a club?",
+            "Ana is new to chess and Ana would like slow games.",
+        ),
+        (
+            "We love quiet places; where should we go in May?",
+            "Ana and others love quiet places.",
+        ),
+    ],
+)
+def test_a_preference_said_before_a_question_is_kept(text: str, told: str) -> None:
+    rec = one("Ana", text)
+    assert (rec.semantic_text, rec.memory_type, rec.evidence) == (
+        told,
+        MemoryType.preference,
+        ["D1:1"],
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I went to Lisbon last week, have you been?",  # a statement, not what Ana prefers
+        "Can you explain recursion, so I can finish the parser I love?",  # it asks first
+        "Do you prefer tea, or would you rather have coffee?",
+        "Is it true that I hate mornings, or was it you?",
+    ],
+)
+def test_a_question_that_states_no_preference_first_makes_no_record(text: str) -> None:
+    assert records(("Ana", text)) == []
+
+
 def test_short_sentences_with_a_name_or_number_are_kept() -> None:
     recs = records(("Ana", "Hey Bruno, I adopted a puppy! Got 2 cats. Visited Lisbon. Nice."))
     assert [r.semantic_text for r in recs] == [
