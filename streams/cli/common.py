@@ -11,9 +11,23 @@ from pydantic import ValidationError
 from streams.logs import configure
 from streams.settings import Settings
 
+PORT = click.IntRange(0, 65535)
+SECONDS = click.FloatRange(0, min_open=True)  # a wait: more than none
+
 
 def settings() -> Settings:
     s = Settings()
+    configure(s.observability.log_level, s.observability.log_format)
+    return s
+
+
+def served_settings() -> Settings:
+    """Settings for a server in front of the stack (the gateway, the MCP server): the
+    configured stack, or the running `lychee up` when no LYCHEE_* connection variable is set
+    (streams.stack.endpoints), as the client commands find it."""
+    from streams.stack.endpoints import client_settings
+
+    s = client_settings()
     configure(s.observability.log_level, s.observability.log_format)
     return s
 

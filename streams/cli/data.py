@@ -11,7 +11,7 @@ import click
 import orjson
 
 from schemas.records import MemoryType
-from streams.cli.common import TimedOut, client_settings
+from streams.cli.common import SECONDS, TimedOut, client_settings
 
 
 @click.command()
@@ -21,7 +21,7 @@ from streams.cli.common import TimedOut, client_settings
     "--namespace", default=None, help="override the namespace (one sample/namespace only)"
 )
 @click.option("--wait/--no-wait", default=False, help="return when everything produced is indexed")
-@click.option("--timeout", "timeout_s", type=float, default=900.0, show_default=True)
+@click.option("--timeout", "timeout_s", type=SECONDS, default=900.0, show_default=True)
 def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: float) -> None:
     """Produce the conversations of FILE to memory.exchanges.
 
@@ -72,7 +72,7 @@ def counted(n: int, noun: str) -> str:
 @click.option("-k", "k", type=int, default=10, show_default=True)
 @click.option("--session", "session_id", default=None)
 @click.option("--json", "as_json", is_flag=True, help="print the whole reply as JSON")
-@click.option("--timeout", "timeout_s", type=float, default=15.0, show_default=True)
+@click.option("--timeout", "timeout_s", type=SECONDS, default=15.0, show_default=True)
 def ask(
     namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float
 ) -> None:
@@ -107,7 +107,7 @@ def ask(
 @click.option("--session", "session_id", default=None, help="forget only this session")
 @click.option("--yes", is_flag=True, help="confirm: the data cannot be brought back")
 @click.option("--json", "as_json", is_flag=True, help="print the receipt as JSON")
-@click.option("--timeout", "timeout_s", type=float, default=300.0, show_default=True)
+@click.option("--timeout", "timeout_s", type=SECONDS, default=300.0, show_default=True)
 def forget(
     namespace: str, session_id: str | None, yes: bool, as_json: bool, timeout_s: float
 ) -> None:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import click
 
-from streams.cli.common import settings
+from streams.cli.common import PORT, served_settings, settings
 
 
 @click.group(invoke_without_command=True)
 @click.option("--host", default=None, help="address to listen on (default LYCHEE_GATEWAY_HOST)")
-@click.option("--port", type=int, default=None, help="0 picks a free port (LYCHEE_GATEWAY_PORT)")
+@click.option("--port", type=PORT, default=None, help="0 picks a free port (LYCHEE_GATEWAY_PORT)")
 @click.pass_context
 def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
     """The HTTP gateway (REST, MCP at /mcp, /metrics, OpenAPI at /docs)."""
@@ -21,7 +21,7 @@ def gateway(ctx: click.Context, host: str | None, port: int | None) -> None:
     from streams.gateway.errors import GatewayConfigError, KeyFileError
     from streams.gateway.server import bind, check_binding, serve
 
-    s = settings()
+    s = served_settings()
     s = s.replaced(
         gateway={
             "host": host or s.gateway.host,
@@ -128,7 +128,8 @@ def keys_revoke(name: str, path: Path | None) -> None:
 @click.command()
 @click.option("--namespace", default=None, help="the namespace tools use when a call names none")
 def mcp(namespace: str | None) -> None:
-    """The MCP server on stdio, for an MCP host (talks to Kafka and Redis directly)."""
+    """The MCP server on stdio, for an MCP host: it talks to Kafka, Redis and the store
+    directly, those of the running `lychee up` when no LYCHEE_* connection variable is set."""
     from streams.gateway.mcp import run_stdio
 
-    run_stdio(settings(), namespace)
+    run_stdio(served_settings(), namespace)

@@ -9,15 +9,19 @@ from pathlib import Path
 import click
 
 from streams.apps import STAGES
-from streams.cli.common import client_settings, settings
+from streams.cli.common import PORT, client_settings, settings
 
 
 @click.command()
 @click.option(
     "--data-dir", type=click.Path(path_type=Path), default=Path(".lychee"), show_default=True
 )
-@click.option("--kafka-port", type=int, default=9092, show_default=True, help="0 picks a free port")
-@click.option("--redis-port", type=int, default=6379, show_default=True, help="0 picks a free port")
+@click.option(
+    "--kafka-port", type=PORT, default=9092, show_default=True, help="0 picks a free port"
+)
+@click.option(
+    "--redis-port", type=PORT, default=6379, show_default=True, help="0 picks a free port"
+)
 @click.option(
     "--ephemeral",
     is_flag=True,
@@ -32,7 +36,7 @@ from streams.cli.common import client_settings, settings
 )
 @click.option(
     "--gateway-port",
-    type=int,
+    type=click.IntRange(-1, 65535),
     default=8080,
     show_default=True,
     help="the HTTP gateway on loopback; 0 picks a free port, -1 starts none",

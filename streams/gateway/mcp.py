@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from schemas import Role, Turn
 from schemas.base import Name
+from schemas.errors import LycheeError
 from schemas.gateway import (
     ExchangeIn,
     ForgetOut,
@@ -341,11 +342,13 @@ def _exchange_in(
 
 
 async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]) -> T:
-    """A tool's work on the connected service; any gateway error as one line."""
+    """A tool's work on the connected service; any error of ours as one line."""
     try:
         return await use(await service())
     except GatewayError as exc:
         raise ToolError(f"{exc.title}: {exc.detail}") from exc
+    except LycheeError as exc:  # the store, Kafka or Redis as the service met them
+        raise ToolError(str(exc)) from exc
 
 
 def _fields(exc: ValidationError) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from click.testing import CliRunner
 
@@ -35,3 +36,24 @@ def test_main_a_setting_it_cannot_read_is_named_with_the_value_given_in_one_line
     long = CliRunner().invoke(main, ["status"], env={"LYCHEE_QUERY_PROCESSES": "x" * 500})
     [line] = long.output.strip().splitlines()
     assert line.endswith(f"(got '{'x' * 56}...)")
+
+
+def test_main_a_port_out_of_range_or_a_wait_of_nothing_is_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "x.jsonl"
+    data.write_text("")
+    refused = {
+        ("up", "--data-dir", str(tmp_path), "--kafka-port", "70000"): "'--kafka-port': 70000",
+        ("up", "--data-dir", str(tmp_path), "--redis-port", "-5"): "'--redis-port': -5",
+        ("up", "--data-dir", str(tmp_path), "--gateway-port", "-7"): "'--gateway-port': -7",
+        ("gateway", "--port", "99999"): "'--port': 99999",
+        ("ask", "--namespace", "ns", "q", "--timeout", "0"): "'--timeout': 0.0",
+        ("forget", "ns", "--yes", "--timeout", "-1"): "'--timeout': -1.0",
+        ("ingest", str(data), "--format", "jsonl", "--timeout", "0"): "'--timeout': 0.0",
+    }
+    for args, named in refused.items():
+        out = CliRunner().invoke(main, list(args))
+        assert out.exit_code == 2, (args, out.output)
+        assert f"Invalid value for {named} is not in the range" in out.output, out.output
+    assert [p.name for p in tmp_path.iterdir()] == ["x.jsonl"]  # nothing started, nothing made

@@ -118,3 +118,21 @@ def test_endpoints_removed_only_by_the_launcher_that_wrote_them(state: Path) -> 
     assert path.exists()
     remove_endpoints(path, os.getpid())
     assert not path.exists()
+
+
+def test_endpoints_the_mcp_server_and_the_gateway_serve_the_running_stack(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from streams.cli import main
+    from streams.cli.common import served_settings
+
+    write_endpoints(endpoints(), well_known_path())
+    assert served_settings().store.uri == "/data/lancedb"  # what `lychee gateway` reads
+    served: list[str] = []
+    monkeypatch.setattr(
+        "streams.gateway.mcp.run_stdio", lambda s, namespace: served.append(s.store.uri)
+    )
+    out = CliRunner().invoke(main, ["mcp"])
+    assert (out.exit_code, served) == (0, ["/data/lancedb"]), out.output
