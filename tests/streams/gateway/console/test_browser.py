@@ -317,6 +317,17 @@ def test_console_namespaces_page_lists_rows_per_namespace(console: Console, tab:
     tab.clean()
 
 
+def test_console_a_malformed_link_shows_its_error_and_the_next_page_renders(
+    console: Console, tab: Watched
+) -> None:
+    page = tab.page
+    visit(page, console.url + "/#/ns/%ZZ")
+    expect(page.locator("#view .error")).to_contain_text("URI malformed")
+    visit(page, console.url + "/#/")
+    expect(page.locator("table.namespaces tr", has_text=DEMO_NS)).to_have_count(1)
+    tab.clean()
+
+
 def test_console_session_timeline_shows_turns_segments_and_records(
     console: Console, tab: Watched
 ) -> None:

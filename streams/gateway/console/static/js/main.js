@@ -35,9 +35,10 @@ async function render() {
     return;
   }
   const [match, page] = found;
-  const args = match.slice(1).map(decodeURIComponent);
   const body = h("div", { class: "page" });
   try {
+    // a link with a malformed escape ("%ZZ") is an error of the page, not of the router
+    const args = match.slice(1).map(decodeURIComponent);
     await page(body, params, ...args);
   } catch (err) {
     if (err instanceof AuthRequired) {
