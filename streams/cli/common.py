@@ -71,7 +71,8 @@ def _invalid(exc: ValidationError) -> str:
     for e in exc.errors(include_url=False):
         where = ".".join(str(p) for p in e["loc"]) or exc.title
         given = e.get("input")
-        shown = f" (got {_clipped(repr(given))})" if isinstance(given, str | int | float) else ""
+        named = isinstance(given, str | int | float) and repr(given) not in e["msg"]
+        shown = f" (got {_clipped(repr(given))})" if named else ""
         parts.append(f"{where}: {e['msg']}{shown}")
     return _one_line("; ".join(parts))
 
@@ -104,7 +105,9 @@ def expected_error(exc: BaseException) -> click.ClickException | None:
         return TimedOut(f"timed out: {_one_line(exc)}")
     if isinstance(exc, ValidationError):
         return click.ClickException(f"invalid settings or input: {_invalid(exc)}")
-    if isinstance(exc, KafkaError | RedisError | LycheeError | ValueError | OSError):
+    if isinstance(exc, LycheeError):  # written to be read as it is
+        return click.ClickException(_one_line(exc))
+    if isinstance(exc, KafkaError | RedisError | ValueError | OSError):
         return click.ClickException(f"{type(exc).__name__}: {_one_line(exc)}")
     return None
 

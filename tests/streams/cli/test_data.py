@@ -209,3 +209,10 @@ def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) ->
     assert set(receipt["stages"]) == {"segmenter", "encoder", "indexer"}
     after = lychee(stack, "records", ns, "--json")
     assert json.loads(after.stdout)["total"] == 0
+
+
+def test_cli_a_name_the_contract_refuses_is_named_once(stack: Stack) -> None:
+    out = lychee(stack, "forget", "../bad", "--yes", timeout=60)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    [line] = [x for x in out.stderr.splitlines() if x.startswith("Error:")]
+    assert line.count("(got '../bad')") == 1, line

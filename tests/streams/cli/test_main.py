@@ -57,3 +57,11 @@ def test_main_a_port_out_of_range_or_a_wait_of_nothing_is_refused_before_anythin
         assert out.exit_code == 2, (args, out.output)
         assert f"Invalid value for {named} is not in the range" in out.output, out.output
     assert [p.name for p in tmp_path.iterdir()] == ["x.jsonl"]  # nothing started, nothing made
+
+
+def test_main_an_error_of_ours_is_its_message_without_its_class_name(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    env = {"LYCHEE_LANCEDB_URI": str(missing)}
+    out = CliRunner().invoke(main, ["records", "ns"], env=env)
+    assert out.exit_code == 1
+    assert out.output.startswith(f"Error: no memory store at {missing}:"), out.output
