@@ -27,6 +27,7 @@ class _Lychee(LycheeGroup):
 
 
 @click.group(cls=_Lychee, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="lychee-memory", prog_name="lychee")
 def main() -> None:
     """Streaming long-term memory for LLM agents."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from importlib.metadata import version
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -39,6 +40,7 @@ from streams.gateway.service import MemoryService
 from streams.settings import Settings
 
 T = TypeVar("T")
+DISTRIBUTION = "lychee-memory"  # its name and version are what a host is told
 
 INSTRUCTIONS = (
     "Long-term memory across conversations. Store what the user tells you that may matter "
@@ -83,7 +85,11 @@ def build_mcp(
 ) -> MCPServer[Any]:
     """The tools, bound to a service and to how a call's caller is known."""
     server: MCPServer[Any] = MCPServer(
-        "lychee-memory", instructions=INSTRUCTIONS, lifespan=lifespan, log_level="WARNING"
+        DISTRIBUTION,
+        version=version(DISTRIBUTION),
+        instructions=INSTRUCTIONS,
+        lifespan=lifespan,
+        log_level="WARNING",
     )
 
     def namespace_of(ctx: Context[Any, Any], namespace: str | None) -> str:

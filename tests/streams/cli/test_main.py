@@ -65,3 +65,10 @@ def test_main_an_error_of_ours_is_its_message_without_its_class_name(tmp_path: P
     out = CliRunner().invoke(main, ["records", "ns"], env=env)
     assert out.exit_code == 1
     assert out.output.startswith(f"Error: no memory store at {missing}:"), out.output
+
+
+def test_main_version_is_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    out = CliRunner().invoke(main, ["--version"])
+    assert (out.exit_code, out.output) == (0, f"lychee, version {version('lychee-memory')}\n")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from importlib.metadata import version
 from typing import Any
 
 import httpx
@@ -134,6 +135,8 @@ async def test_mcp_stdio_tools_through_the_sdk_client(stack: Stack) -> None:
         cwd=str(ROOT),
     )
     async with Client(params, read_timeout_seconds=180) as client:
+        info = client.server_info
+        assert (info.name, info.version) == ("lychee-memory", version("lychee-memory"))
         await check_memory_tools(client, None)
         # the configured namespace is a default, a tool argument another namespace
         await check_memory_tools(client, "mcp-stdio-2")
