@@ -3,10 +3,13 @@ timeouts, bad files) turned into one-line errors with exit codes."""
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 import click
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from streams.logs import configure
 from streams.settings import Settings
@@ -77,6 +80,17 @@ def _invalid(exc: ValidationError) -> str:
     return _one_line("; ".join(parts))
 
 
+def _unparsed(exc: SettingsError) -> str:
+    """The variable whose value could not be parsed (a list or a mapping is JSON), named
+    with the value given; pydantic-settings names the field only."""
+    found = re.search(r'field "(\w+)"', str(exc))
+    field = found.group(1).upper() if found else None
+    names = [n for n in os.environ if n.startswith("LYCHEE_") and field and n.endswith(field)]
+    if len(names) != 1:
+        return _one_line(exc)
+    return f"{names[0]}: not valid JSON (got {_clipped(repr(os.environ[names[0]]))})"
+
+
 def _clipped(text: str, at_most: int = 60) -> str:
     return text if len(text) <= at_most else text[: at_most - 3] + "..."
 
@@ -105,6 +119,8 @@ def expected_error(exc: BaseException) -> click.ClickException | None:
         return TimedOut(f"timed out: {_one_line(exc)}")
     if isinstance(exc, ValidationError):
         return click.ClickException(f"invalid settings or input: {_invalid(exc)}")
+    if isinstance(exc, SettingsError):
+        return click.ClickException(f"invalid settings: {_unparsed(exc)}")
     if isinstance(exc, LycheeError):  # written to be read as it is
         return click.ClickException(_one_line(exc))
     if isinstance(exc, KafkaError | RedisError | ValueError | OSError):

@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import BeforeValidator, Field
 
 from streams.settings.group import Group, config
 
 DAY_S = 24 * 3600
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _unset_when_empty(value: object) -> object:
+    """An empty variable (`LYCHEE_API_KEYS_FILE=`) as unset, not as the current directory."""
+    return None if value == "" else value
+
+
+def _level(value: object) -> object:
+    if isinstance(value, str) and value.upper() in LEVELS:
+        return value.upper()
+    raise ValueError(f"a level is one of {', '.join(LEVELS)}")
 
 
 class GatewaySettings(Group):
@@ -19,7 +31,7 @@ class GatewaySettings(Group):
 
     host: str = Field(default="127.0.0.1", description="where lychee gateway listens")
     port: int = Field(default=8080, ge=0, le=65535, description="its port")
-    api_keys_file: Path | None = Field(
+    api_keys_file: Annotated[Path | None, BeforeValidator(_unset_when_empty)] = Field(
         default=None,
         alias="LYCHEE_API_KEYS_FILE",
         description="JSON file of hashed API keys and their namespaces; unset: loopback only",
@@ -102,7 +114,9 @@ class ObservabilitySettings(Group):
     metrics_heartbeat_s: float = Field(
         default=10.0, gt=0, description="how often a process re-registers its metrics endpoint"
     )
-    log_level: str = Field(default="INFO", description="structlog's level")
+    log_level: Annotated[str, BeforeValidator(_level)] = Field(
+        default="INFO", description="structlog's level: DEBUG, INFO, WARNING, ERROR or CRITICAL"
+    )
     log_format: Literal["auto", "json", "console"] = Field(
         default="auto", description="auto: JSON lines when not on a TTY"
     )

@@ -72,3 +72,15 @@ def test_main_version_is_the_installed_distributions() -> None:
 
     out = CliRunner().invoke(main, ["--version"])
     assert (out.exit_code, out.output) == (0, f"lychee, version {version('lychee-memory')}\n")
+
+
+def test_main_a_bad_level_or_json_is_named_and_an_empty_keys_file_is_unset() -> None:
+    level = CliRunner().invoke(main, ["status"], env={"LYCHEE_LOG_LEVEL": "LOUD"})
+    assert level.exit_code == 1
+    assert "LYCHEE_LOG_LEVEL: Value error, a level is one of DEBUG, INFO" in level.output
+    options = CliRunner().invoke(main, ["status"], env={"LYCHEE_LANCEDB_STORAGE_OPTIONS": "{x"})
+    assert options.output.strip() == (
+        "Error: invalid settings: LYCHEE_LANCEDB_STORAGE_OPTIONS: not valid JSON (got '{x')"
+    )
+    keys = CliRunner().invoke(main, ["gateway", "keys", "list"], env={"LYCHEE_API_KEYS_FILE": ""})
+    assert keys.output.strip() == "Error: set LYCHEE_API_KEYS_FILE or pass --file"
