@@ -8,7 +8,12 @@ Requests and answers are the `schemas` models the gateway itself validates with.
 from lychee_client.aio import AsyncLycheeClient
 from lychee_client.calls import SearchResult
 from lychee_client.client import LycheeClient
-from lychee_client.errors import ClientError, GatewayUnreachable, LycheeHTTPError
+from lychee_client.errors import (
+    ClientError,
+    GatewayTimedOut,
+    GatewayUnreachable,
+    LycheeHTTPError,
+)
 from lychee_client.retry import NO_RETRY, RetryPolicy
 from schemas import EvidenceItem, Turn
 from schemas.gateway import ExchangeIn, Receipt
@@ -19,6 +24,7 @@ __all__ = [
     "ClientError",
     "EvidenceItem",
     "ExchangeIn",
+    "GatewayTimedOut",
     "GatewayUnreachable",
     "LycheeClient",
     "LycheeHTTPError",

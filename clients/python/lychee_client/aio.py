@@ -13,7 +13,6 @@ import httpx
 from lychee_client import calls
 from lychee_client.calls import Call, SearchResult
 from lychee_client.client import headers
-from lychee_client.errors import GatewayUnreachable
 from lychee_client.retry import RetryPolicy, retried, unsent
 from schemas.gateway import (
     ControlReceipt,
@@ -74,7 +73,7 @@ class AsyncLycheeClient:
                 )
             except httpx.TransportError as exc:
                 if last or not unsent(exc):
-                    raise GatewayUnreachable(f"{call.method} {call.path}: {exc!r}") from exc
+                    raise calls.unreachable(call, self._http.base_url, exc) from exc
                 await asyncio.sleep(self.retry.wait_s(attempt, None))
                 continue
             if response.is_success:

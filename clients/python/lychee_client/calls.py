@@ -14,7 +14,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from lychee_client.errors import LycheeHTTPError
+from lychee_client.errors import GatewayTimedOut, GatewayUnreachable, LycheeHTTPError
 from lychee_client.retry import retry_after_s
 from schemas import EvidenceItem, QueryReply
 from schemas.gateway import (
@@ -90,6 +90,15 @@ def failure(call: Call[Any], response: httpx.Response, attempts: int = 1) -> Lyc
     return LycheeHTTPError(
         call.method, call.path, response.status_code, problem, retry_after_s(response), attempts
     )
+
+
+def unreachable(call: Call[Any], url: httpx.URL, exc: httpx.TransportError) -> GatewayUnreachable:
+    """No answer from the gateway at `url`, as an error naming it: sent and not answered in
+    time (`GatewayTimedOut`), or not reached at all."""
+    where = f"{call.method} {str(url).rstrip('/')}{call.path}"
+    if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
+        return GatewayTimedOut(f"{where}: sent, no answer within the client's timeout")
+    return GatewayUnreachable(f"{where}: {exc!r}")
 
 
 def _ns(namespace: str) -> str:

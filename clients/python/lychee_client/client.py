@@ -12,7 +12,6 @@ import httpx
 
 from lychee_client import calls
 from lychee_client.calls import Call, SearchResult
-from lychee_client.errors import GatewayUnreachable
 from lychee_client.retry import RetryPolicy, retried, unsent
 from schemas.gateway import (
     ControlReceipt,
@@ -83,7 +82,7 @@ class LycheeClient:
                 )
             except httpx.TransportError as exc:
                 if last or not unsent(exc):
-                    raise GatewayUnreachable(f"{call.method} {call.path}: {exc!r}") from exc
+                    raise calls.unreachable(call, self._http.base_url, exc) from exc
                 time.sleep(self.retry.wait_s(attempt, None))
                 continue
             if response.is_success:

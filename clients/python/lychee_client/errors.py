@@ -37,3 +37,8 @@ class LycheeHTTPError(ClientError):
 
 class GatewayUnreachable(ClientError, ConnectionError):
     """No answer at all (refused, reset, timed out) after the client's retries."""
+
+
+class GatewayTimedOut(GatewayUnreachable, TimeoutError):
+    """The request was sent and no answer came within the client's `timeout_s`: the gateway
+    may have done the work (an add sent again is answered with its first receipt)."""
