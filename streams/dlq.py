@@ -135,7 +135,9 @@ class DeadLetter:
     def ledger_field(self) -> str:
         return f"{self.topic}/{self.partition}/{self.offset}"
 
-    def as_dict(self, full: bool = False) -> dict[str, Any]:
+    def as_dict(self, full: bool = False, limit: int | None = 300) -> dict[str, Any]:
+        """The letter as the CLI and the gateway show it: the value's text cut to `limit`
+        characters (None: whole); `full`: with its headers, and a value that fits decoded."""
         out: dict[str, Any] = {
             "topic": self.topic,
             "id": self.id,
@@ -146,7 +148,8 @@ class DeadLetter:
             f"{self.headers.get('source_offset', '?')}",
             "failed_at": self.failed_at.isoformat() if self.failed_at else None,
             "key": _text(self.key),
-            "value": _text(self.value, None if full else 300),
+            "value": _text(self.value, None if full and _fits(self.value, limit) else limit),
+            "after_replay": self.after_replay,
         }
         if full:
             out["headers"] = self.headers
@@ -170,6 +173,10 @@ def _text(raw: bytes | None, limit: int | None = None) -> Any:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         return text
+
+
+def _fits(raw: bytes | None, limit: int | None) -> bool:
+    return limit is None or len(raw or b"") <= limit
 
 
 def _cut(text: str, limit: int) -> str:

@@ -43,17 +43,29 @@ def dlq_list(topic: str | None, error_type: str | None, as_json: bool) -> None:
             f"(oldest {row['oldest']}, newest {row['newest']})"
         )
         click.echo(f"    e.g. {sample['id']}: {sample['error'][:200]}")
+        if again := row["after_replay"]:
+            click.echo(
+                f"    {again} of them failed again after a replay: the same bytes fail the same "
+                "way until the stage is mended"
+            )
+
+
+SHOWN_CHARS = 4000  # of a value, unless --full: a dead letter can be megabytes
 
 
 @dlq.command("show")
 @click.argument("topic")
 @click.argument("offset")
-def dlq_show(topic: str, offset: str) -> None:
+@click.option(
+    "--full", is_flag=True, help=f"the whole value, not its first {SHOWN_CHARS} characters"
+)
+def dlq_show(topic: str, offset: str, full: bool) -> None:
     """One dead letter (OFFSET, or PARTITION:OFFSET as `list` prints it): its headers and the
-    original bytes, decoded where they decode."""
+    original bytes, decoded where they decode (value_bytes says how many there are)."""
     from streams import dlq as dead
 
-    click.echo(_dump(asyncio.run(dead.show(client_settings(), topic, offset)).as_dict(full=True)))
+    letter = asyncio.run(dead.show(client_settings(), topic, offset))
+    click.echo(_dump(letter.as_dict(full=True, limit=None if full else SHOWN_CHARS)))
 
 
 @dlq.command("replay")
@@ -81,6 +93,9 @@ def dlq_replay(
     )
     if as_json:
         click.echo(_dump(report.__dict__))
+    elif not report.selected:
+        click.echo(f"nothing to replay: {_none_selected(topic, error_type, since)}")
+        return
     else:
         verb = "would replay" if dry_run else "replayed"
         click.echo(
@@ -89,7 +104,8 @@ def dlq_replay(
         )
         for row in report.replayed:
             to = f" -> {row['replayed']['to']}" if "replayed" in row else ""
-            click.echo(f"  {row['id']} {row['error_type']}: {row['source']}{to}")
+            again = " (it failed again after a replay before)" if row["after_replay"] else ""
+            click.echo(f"  {row['id']} {row['error_type']}: {row['source']}{to}{again}")
         for row in report.not_copied:
             click.echo(
                 f"  {row['id']} not replayed: its value was too large to copy; it "
@@ -108,3 +124,16 @@ def dlq_replay(
         click.echo(
             f"skipped {len(report.already)} replayed before (--force to replay them)", err=True
         )
+
+
+def _none_selected(topic: str, error_type: str | None, since: str | None) -> str:
+    """Why a replay selected nothing, with the reasons the topic's dead letters do have."""
+    from streams import dlq as dead
+
+    if error_type is None and since is None:
+        return f"no dead letters of {topic}"
+    held = {d.error_type for d in asyncio.run(dead.read(client_settings(), [topic]))}
+    of = f" of type {error_type}" if error_type else ""
+    after = f" since {since}" if since else ""
+    types = f" (its types: {', '.join(sorted(held))})" if held else " (it holds none)"
+    return f"no dead letters of {topic}{of}{after}{types}"

@@ -175,6 +175,12 @@ def test_dlq_list_show_replay_then_a_second_replay_is_refused(
     again = lychee(stack, "dlq", "replay", "memory.segments", "--error-type", "unprocessable")
     assert again.returncode == 1 and "refused" in again.stderr, again.stdout + again.stderr
     assert asyncio.run(segment_ends()) == before  # nothing produced
+    none = lychee(stack, "dlq", "replay", "memory.segments", "--error-type", "nosuchtype")
+    assert none.returncode == 0, none.stderr
+    assert none.stdout.startswith(
+        "nothing to replay: no dead letters of memory.segments of type nosuchtype (its types: "
+    ), none.stdout
+    assert "unprocessable" in none.stdout and "(replay " not in none.stdout
     # the encoder commits a segment after publishing its records: once it has committed
     # every segment, every record it will write for them is in the topic
     asyncio.run(encoder_drained(stack))
@@ -227,6 +233,19 @@ def test_dlq_letter_restores_the_original_headers_and_reads_ours() -> None:
     assert letter.original_headers == (("lychee-src", b"abc"), ("error", b"a client's own header"))
     assert letter.source_topic == "memory.exchanges"
     assert letter.as_dict(full=True)["value"] == {"a": 1}
+
+
+def test_dlq_letter_shows_the_start_of_a_large_value_unless_asked_for_all() -> None:
+    from streams.dlq import DeadLetter
+    from streams.kafka.reader import Stored
+
+    big = b"x" * 10_000
+    letter = DeadLetter.of(
+        "memory.exchanges.dlq", Stored(0, 1, None, big, (("error_type", b"too_large"),), 0)
+    )
+    shown = letter.as_dict(full=True, limit=4000)
+    assert shown["value_bytes"] == 10_000 and len(shown["value"]) < 4100
+    assert letter.as_dict(full=True, limit=None)["value"] == big.decode()
 
 
 def test_dlq_summary_counts_replayed_before_and_failed_again_after_a_replay() -> None:
