@@ -39,7 +39,7 @@ def check_size(value: bytes | None, max_bytes: int | None) -> bytes:
     if max_bytes is not None and len(value) > max_bytes:
         raise SerdeError(
             f"the message value is {len(value)} bytes, more than the {max_bytes} accepted "
-            "(max_message_bytes)",
+            "(LYCHEE_MAX_MESSAGE_BYTES)",
             TOO_LARGE,
         )
     return value
