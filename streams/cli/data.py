@@ -144,6 +144,8 @@ def forget(
         "  stages   "
         + ", ".join(f"{st} {r.elapsed_s:.2f}s" for st, r in sorted(receipt.stages.items()))
     )
+    if not any(receipt.rows_removed.values()) and not receipt.redis_keys_removed:
+        click.echo(f"nothing was stored for {what}")
 
 
 @click.command()

@@ -209,6 +209,9 @@ def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) ->
     assert set(receipt["stages"]) == {"segmenter", "encoder", "indexer"}
     after = lychee(stack, "records", ns, "--json")
     assert json.loads(after.stdout)["total"] == 0
+    again = lychee(stack, "forget", ns, "--yes")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines()[-1] == f"nothing was stored for {ns}", again.stdout
 
 
 def test_cli_a_name_the_contract_refuses_is_named_once(stack: Stack) -> None:
