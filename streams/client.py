@@ -21,6 +21,7 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaConnectionError
 from aiokafka.structs import RecordMetadata
 from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
@@ -37,7 +38,14 @@ from schemas import (
 )
 from schemas import topics as t
 from schemas.control import FORGET_STAGES
-from streams.errors import ClientError, ForgetFailed, QueryFailed, ReplyTimeout, StoreMissing
+from streams.errors import (
+    BrokerUnreachable,
+    ClientError,
+    ForgetFailed,
+    QueryFailed,
+    ReplyTimeout,
+    StoreMissing,
+)
 from streams.kafka import fetch
 from streams.kafka.errors import SerdeError
 from streams.kafka.lag import LagReader
@@ -117,13 +125,16 @@ class MemoryClient:
         fetch.install([t.REPLIES])
         # a search is sent alone and awaited: at once, not after a linger (a burst of
         # exchanges appended together still shares produce requests)
-        self.producer = await start_producer(
-            s.kafka.bootstrap,
-            s.kafka.idempotence,
-            s.kafka.request_timeout_s,
-            s.kafka.max_request_bytes,
-            linger_ms=0,
-        )
+        try:
+            self.producer = await start_producer(
+                s.kafka.bootstrap,
+                s.kafka.idempotence,
+                s.kafka.request_timeout_s,
+                s.kafka.max_request_bytes,
+                linger_ms=0,
+            )
+        except KafkaConnectionError as exc:
+            raise BrokerUnreachable(s.kafka.bootstrap) from exc
         try:
             # a short fetch wait: replies are small and latency is the point
             self.replies = AIOKafkaConsumer(
@@ -408,7 +419,13 @@ class SyncMemoryClient:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
         self._client = MemoryClient(settings)
-        self._run(self._client.start())
+        try:
+            self._run(self._client.start())
+        except BaseException:
+            self._loop.call_soon_threadsafe(self._loop.stop)  # no loop left behind
+            self._thread.join()
+            self._loop.close()
+            raise
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()

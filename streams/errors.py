@@ -21,6 +21,17 @@ class StoreMissing(ClientError):
     exist."""
 
 
+class BrokerUnreachable(ClientError, ConnectionError):
+    """The client's first connection to Kafka found no broker."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(
+            f"cannot reach Kafka at {bootstrap} (no broker answers); is `lychee up` running, "
+            "and does LYCHEE_KAFKA_BOOTSTRAP point at it?"
+        )
+        self.bootstrap = bootstrap
+
+
 class ReplyTimeout(ClientError, TimeoutError):
     def __init__(self, correlation_id: str, timeout_s: float) -> None:
         super().__init__(f"no reply to {correlation_id} within {timeout_s:.1f}s")

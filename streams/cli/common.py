@@ -103,7 +103,10 @@ def expected_error(exc: BaseException) -> click.ClickException | None:
     from redis.exceptions import RedisError
 
     from schemas.errors import LycheeError
+    from streams.errors import BrokerUnreachable
 
+    if isinstance(exc, BrokerUnreachable):
+        return Unavailable(str(exc))
     if isinstance(exc, KafkaConnectionError) or (
         isinstance(exc, KafkaError) and getattr(exc, "retriable", False)
     ):

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from aiokafka.errors import KafkaConnectionError
 
 from schemas.errors import LycheeError
+from streams.errors import BrokerUnreachable
 
 if TYPE_CHECKING:
     from streams.settings import Settings
@@ -127,7 +128,7 @@ def reason(exc: BaseException) -> str:
         return cause.strerror.lower()
     if isinstance(cause, OSError) and cause.errno and cause.errno > 0:
         return os.strerror(cause.errno).lower()
-    if isinstance(exc, KafkaConnectionError):
+    if isinstance(exc, KafkaConnectionError | BrokerUnreachable):
         return "no broker answers"
     if isinstance(exc, TimeoutError) and not str(exc):
         return "no answer in time"

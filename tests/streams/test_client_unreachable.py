@@ -1,0 +1,31 @@
+"""A client library caller with no broker where the settings say gets the library's own
+error naming the address, as the CLI's one line does."""
+
+from __future__ import annotations
+
+import pytest
+
+from streams.client import MemoryClient, SyncMemoryClient
+from streams.errors import BrokerUnreachable
+from streams.settings import Settings
+from streams.stack.embedded import free_port
+
+
+def nowhere() -> tuple[Settings, str]:
+    at = f"127.0.0.1:{free_port()}"
+    return Settings().replaced(kafka={"bootstrap": at, "request_timeout_s": 5.0}), at
+
+
+async def test_the_async_client_names_the_broker_it_could_not_reach() -> None:
+    settings, at = nowhere()
+    with pytest.raises(BrokerUnreachable) as raised:
+        async with MemoryClient(settings):
+            pass
+    assert str(raised.value).startswith(f"cannot reach Kafka at {at} (no broker answers)")
+    assert isinstance(raised.value, ConnectionError)
+
+
+def test_the_sync_client_names_it_too() -> None:
+    settings, at = nowhere()
+    with pytest.raises(BrokerUnreachable, match=f"at {at} "):
+        SyncMemoryClient(settings)
