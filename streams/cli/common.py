@@ -19,8 +19,16 @@ SECONDS = click.FloatRange(0, min_open=True)  # a wait: more than none
 
 
 def settings() -> Settings:
-    s = Settings()
+    return _configured(Settings())
+
+
+def _configured(s: Settings) -> Settings:
+    """Logging as `s` says, and a warning for each LYCHEE_* variable that is no setting."""
+    from streams.settings.unknown import unknown
+
     configure(s.observability.log_level, s.observability.log_format)
+    for line in unknown(os.environ):
+        click.echo(f"warning: {line}", err=True)
     return s
 
 
@@ -30,9 +38,7 @@ def served_settings() -> Settings:
     (streams.stack.endpoints), as the client commands find it."""
     from streams.stack.endpoints import client_settings
 
-    s = client_settings()
-    configure(s.observability.log_level, s.observability.log_format)
-    return s
+    return _configured(client_settings())
 
 
 def client_settings() -> Settings:
@@ -44,8 +50,7 @@ def client_settings() -> Settings:
 
     from streams.stack.endpoints import client_settings
 
-    s = client_settings()
-    configure(s.observability.log_level, s.observability.log_format)
+    s = _configured(client_settings())
     for name in ("aiokafka", "asyncio"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     return s
