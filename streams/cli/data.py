@@ -273,7 +273,7 @@ def format_evidence(reply: Any) -> str:
 @click.option("--json", "as_json", is_flag=True)
 @click.option(
     "--data-dir",
-    type=click.Path(file_okay=False, path_type=Path),
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
     default=None,
     help="the data directory of a lychee up, for its workers' restarts "
     "[default: that of the running lychee up]",

@@ -52,6 +52,8 @@ def test_main_a_port_out_of_range_or_a_wait_of_nothing_is_refused_before_anythin
         ("forget", "ns", "--yes", "--timeout", "-1"): "'--timeout': -1.0",
         ("ingest", str(data), "--format", "jsonl", "--timeout", "0"): "'--timeout': 0.0",
     }
+    gone = CliRunner().invoke(main, ["status", "--data-dir", str(tmp_path / "gone")])
+    assert gone.exit_code == 2 and "does not exist" in gone.output, gone.output
     for args, named in refused.items():
         out = CliRunner().invoke(main, list(args))
         assert out.exit_code == 2, (args, out.output)
