@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.client import MemoryClient, _missing_directory
+from streams.client import MemoryClient
+from streams.client.memory import _missing_directory
 from streams.errors import StoreMissing
 from streams.settings import Settings
 

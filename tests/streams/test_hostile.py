@@ -115,7 +115,10 @@ async def test_an_exchange_over_the_contract_is_dead_lettered_alone_and_its_sess
     assert schema["error_type"] == b"schema"
     assert b"turns.0.content" in schema["error"] and b"200000 characters" in schema["error"]
     too_large = letters[offsets[3]]
-    assert too_large["error_type"] == b"too_large" and b"max_message_bytes" in too_large["error"]
+    assert (
+        too_large["error_type"] == b"too_large"
+        and b"LYCHEE_MAX_MESSAGE_BYTES" in too_large["error"]
+    )
 
     # the exchanges before, between and after them: segmented, indexed, searchable
     kept = ["T0", "T2", "T4", "T5"]

@@ -1,4 +1,4 @@
-"""The Python client: produce exchanges, flush sessions, search through request/reply.
+"""The client: produce exchanges, flush sessions, search through request/reply.
 
 Replies come back on `memory.replies`, on one partition per client that the client
 reads by assignment (no consumer group), matched to requests by correlation id. One
@@ -13,7 +13,6 @@ import threading
 import time
 import uuid
 from collections.abc import Coroutine, Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,7 +29,6 @@ from schemas import (
     ControlKind,
     Exchange,
     ExchangeTopicMessage,
-    ForgetReceipt,
     ForgetRequest,
     QueryReply,
     QueryRequest,
@@ -38,6 +36,7 @@ from schemas import (
 )
 from schemas import topics as t
 from schemas.control import FORGET_STAGES
+from streams.client.receipts import ForgetWait, Receipt, receipt_part
 from streams.errors import (
     BrokerUnreachable,
     ClientError,
@@ -64,40 +63,6 @@ T = TypeVar("T")
 log = structlog.get_logger("lychee.client")
 
 
-@dataclass(frozen=True)
-class Receipt:
-    """What a forget removed, once every stage confirmed it."""
-
-    forget_id: str
-    namespace: str
-    session_id: str | None
-    rows_removed: dict[str, int]
-    rows_updated: dict[str, int]
-    redis_keys_removed: int
-    versions_pruned: int
-    elapsed_s: float
-    stages: dict[str, ForgetReceipt]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "forget_id": self.forget_id,
-            "namespace": self.namespace,
-            "session_id": self.session_id,
-            "rows_removed": self.rows_removed,
-            "rows_updated": self.rows_updated,
-            "redis_keys_removed": self.redis_keys_removed,
-            "versions_pruned": self.versions_pruned,
-            "elapsed_s": self.elapsed_s,
-            "stages": {s: r.elapsed_s for s, r in self.stages.items()},
-        }
-
-
-@dataclass
-class _ForgetWait:
-    parts: dict[str, ForgetReceipt] = field(default_factory=dict)
-    done: asyncio.Event = field(default_factory=asyncio.Event)
-
-
 class MemoryClient:
     def __init__(self, settings: Settings | None = None) -> None:
         """`settings` default: the LYCHEE_* environment, or the running `lychee up` when it
@@ -107,7 +72,7 @@ class MemoryClient:
         self.replies: AIOKafkaConsumer
         self.reply_partition = -1
         self._pending: dict[str, asyncio.Future[QueryReply]] = {}
-        self._forgets: dict[str, _ForgetWait] = {}
+        self._forgets: dict[str, ForgetWait] = {}
         self._evidence: EvidenceStore | None = None
         self._reader: asyncio.Task[None] | None = None
 
@@ -212,7 +177,7 @@ class MemoryClient:
         budget = timeout_s or self.settings.kafka.forget_timeout_s
         started = time.perf_counter()
         fid = uuid.uuid4().hex
-        wait = self._forgets[fid] = _ForgetWait()
+        wait = self._forgets[fid] = ForgetWait()
         try:
             async with asyncio.timeout(budget):
                 async with LagReader(self.settings.kafka.bootstrap) as lag:
@@ -237,24 +202,8 @@ class MemoryClient:
         errors = {s: r.error for s, r in wait.parts.items() if r.error}
         if errors:
             raise ForgetFailed(fid, errors)
-        rows: dict[str, int] = {}
-        updated: dict[str, int] = {}
-        for part in wait.parts.values():
-            for name, n in part.rows_removed.items():
-                rows[name] = rows.get(name, 0) + n
-            for name, n in part.rows_updated.items():
-                updated[name] = updated.get(name, 0) + n
-        return Receipt(
-            forget_id=fid,
-            namespace=namespace,
-            session_id=session_id,
-            rows_removed=rows,
-            rows_updated=updated,
-            redis_keys_removed=sum(p.redis_keys_removed for p in wait.parts.values()),
-            versions_pruned=sum(p.versions_pruned for p in wait.parts.values()),
-            elapsed_s=round(time.perf_counter() - started, 3),
-            stages=dict(wait.parts),
-        )
+        elapsed = round(time.perf_counter() - started, 3)
+        return Receipt.of(fid, namespace, session_id, wait.parts, elapsed)
 
     # -- listing --------------------------------------------------------------------------
 
@@ -389,7 +338,7 @@ class MemoryClient:
         except UnicodeDecodeError:
             return
         if cid in self._forgets:
-            self._receipt_part(self._forgets[cid], value)
+            receipt_part(self._forgets[cid], value)
             return
         fut = self._pending.get(cid)
         if fut is None or fut.done():
@@ -398,17 +347,6 @@ class MemoryClient:
             fut.set_result(decode(value, QueryReply))
         except SerdeError as exc:
             fut.set_exception(ClientError(f"unreadable reply: {exc}"))
-
-    @staticmethod
-    def _receipt_part(wait: _ForgetWait, value: bytes | None) -> None:
-        try:
-            part = decode(value, ForgetReceipt)
-        except SerdeError as exc:
-            log.warning("client.unreadable_receipt", error=str(exc)[:200])
-            return
-        wait.parts[part.stage] = part
-        if set(FORGET_STAGES) <= set(wait.parts) or part.error:
-            wait.done.set()
 
 
 class SyncMemoryClient:
