@@ -34,7 +34,7 @@ class BrokerUnreachable(ClientError, ConnectionError):
 
 class ReplyTimeout(ClientError, TimeoutError):
     def __init__(self, correlation_id: str, timeout_s: float) -> None:
-        super().__init__(f"no reply to {correlation_id} within {timeout_s:.1f}s")
+        super().__init__(f"no reply to {correlation_id} within {timeout_s:g}s")
         self.correlation_id = correlation_id
         self.timeout_s = timeout_s
 

@@ -208,7 +208,7 @@ class MemoryService:
             await self.wait_for(namespace, req.wait_for, deadline)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise Timeout(f"no time left to search within {budget:.1f}s", field="timeout_s")
+            raise Timeout(f"no time left to search within {budget:g}s", field="timeout_s")
         try:
             return await self.client.search(
                 namespace,
@@ -220,7 +220,7 @@ class MemoryService:
                 answer=req.answer,
             )
         except ReplyTimeout as exc:
-            raise Timeout(f"the query service did not answer within {budget:.1f}s") from exc
+            raise Timeout(f"the query service did not answer within {budget:g}s") from exc
         except QueryFailed as exc:
             raise UpstreamFailed(str(exc)) from exc
         except KafkaError as exc:

@@ -29,3 +29,10 @@ def test_the_sync_client_names_it_too() -> None:
     settings, at = nowhere()
     with pytest.raises(BrokerUnreachable, match=f"at {at} "):
         SyncMemoryClient(settings)
+
+
+def test_a_reply_timeout_names_a_short_wait_as_given() -> None:
+    from streams.errors import ReplyTimeout
+
+    assert str(ReplyTimeout("q1", 0.001)) == "no reply to q1 within 0.001s"
+    assert str(ReplyTimeout("q1", 15.0)) == "no reply to q1 within 15s"
