@@ -79,7 +79,7 @@ def ask(
     """Retrieve evidence for QUESTION through the request/reply topics."""
     from streams import tracing
     from streams.client import MemoryClient
-    from streams.errors import BrokerUnreachable, ClientError, ReplyTimeout
+    from streams.errors import ReplyTimeout
 
     s = client_settings()
     tracing.setup("ask")  # the search's trace starts here (OTEL_* environment)
@@ -94,10 +94,6 @@ def ask(
         reply = asyncio.run(run())
     except ReplyTimeout as exc:
         raise TimedOut(f"{exc} (is the query worker running?)") from exc
-    except BrokerUnreachable:
-        raise  # exit 3, as every command that cannot reach the stack
-    except ClientError as exc:
-        raise click.ClickException(str(exc)) from exc
     if as_json:
         click.echo(orjson.dumps(reply.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
         return

@@ -62,7 +62,7 @@ def test_a_request_sent_and_not_answered_is_a_timeout(silent: str) -> None:
     assert str(raised.value) == (
         f"POST {silent}/v1/namespaces/ns/search: sent, no answer within the client's timeout"
     )
-    assert isinstance(raised.value, TimeoutError | GatewayUnreachable)
+    assert isinstance(raised.value, TimeoutError)  # and a GatewayUnreachable, for old callers
 
 
 async def test_the_async_client_tells_the_same(silent: str) -> None:
