@@ -77,12 +77,23 @@ def _invalid(exc: ValidationError) -> str:
     """Each refused field with the reason and the value given, in one line."""
     parts = []
     for e in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in e["loc"]) or exc.title
+        where = _variable(exc.title, e["loc"]) or ".".join(str(p) for p in e["loc"]) or exc.title
         given = e.get("input")
         named = isinstance(given, str | int | float) and repr(given) not in e["msg"]
         shown = f" (got {_clipped(repr(given))})" if named else ""
-        parts.append(f"{where}: {e['msg']}{shown}")
+        parts.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}")
     return _one_line("; ".join(parts))
+
+
+def _variable(title: str, loc: tuple[int | str, ...]) -> str | None:
+    """A settings group's refused field as the variable a user sets: a nested field's error
+    names `params.delta`, its variable is LYCHEE_SEGMENTER__DELTA."""
+    kinds = (info.annotation for info in Settings.model_fields.values())
+    group = next((g for g in kinds if isinstance(g, type) and g.__name__ == title), None)
+    info = group.model_fields.get(str(loc[0])) if group and loc else None
+    if info is None or info.alias is None:
+        return None
+    return "__".join([info.alias, *(str(p).upper() for p in loc[1:])])
 
 
 def _unparsed(exc: SettingsError) -> str:

@@ -64,7 +64,7 @@ class EmbeddingSettings(Group):
     base_url: str | None = Field(
         default=None, description="the OpenAI-compatible embeddings endpoint (unset: the LLM's)"
     )
-    dim: int | None = Field(default=None, description="its dimension (unset: probed)")
+    dim: int | None = Field(default=None, ge=1, description="its dimension (unset: probed)")
     timeout_s: float = Field(
         default=60.0, gt=0, description="one call to an OpenAI-compatible embeddings endpoint"
     )

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, model_validator
 
 from streams.settings.group import Group, config
 
@@ -99,6 +99,15 @@ class StackSettings(Group):
         ge=0,
         description="how long Ctrl-C lets the stages drain before they stop (lychee up --grace)",
     )
+
+    @model_validator(mode="after")
+    def _backoff_within_its_maximum(self) -> Self:
+        if self.restart_backoff_s > self.restart_backoff_max_s:
+            raise ValueError(
+                f"LYCHEE_RESTART_BACKOFF_S {self.restart_backoff_s:g} is above "
+                f"LYCHEE_RESTART_BACKOFF_MAX_S {self.restart_backoff_max_s:g}"
+            )
+        return self
 
 
 class ObservabilitySettings(Group):

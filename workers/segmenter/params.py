@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas import SegmentMode
 
@@ -17,9 +19,15 @@ class SurpriseCalibration(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     center: float
-    scale: float
+    scale: float = Field(gt=0)
     low: float = -1.0
     high: float = 2.5
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.low > self.high:
+            raise ValueError(f"low {self.low} is above high {self.high}")
+        return self
 
 
 PAPER_CALIBRATION = SurpriseCalibration(center=0.20, scale=0.14)
@@ -36,7 +44,7 @@ class SegmenterParams(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     mode: SegmentMode = SegmentMode.semantic
-    delta: float = Field(default=0.50, description="cut when P_cut >= delta")
+    delta: float = Field(default=0.50, ge=0, le=1, description="cut when P_cut >= delta")
     bias: float = -1.10
     # score weights (authors' code)
     w_surprise: float = 0.65
@@ -45,24 +53,38 @@ class SegmenterParams(BaseModel):
     w_length: float = 0.90
     w_turns: float = 0.30
     # robust surprise
-    history_size: int = 64
-    min_history: int = 5
-    mad_scale: float = 1.4826
+    history_size: int = Field(default=64, ge=1)
+    min_history: int = Field(default=5, ge=1)
+    mad_scale: float = Field(default=1.4826, gt=0)
     robust_low: float = -2.0
     robust_high: float = 4.0
     # cohesion drop
-    cohesion_scale: float = 0.06
+    cohesion_scale: float = Field(default=0.06, gt=0)
     cohesion_cap: float = 2.5
     # lengths
-    min_tokens: int = 300
-    target_tokens: int = 600
-    max_tokens: int = 900
-    max_exchanges: int = 10
+    min_tokens: int = Field(default=300, ge=1)
+    target_tokens: int = Field(default=600, ge=1)
+    max_tokens: int = Field(default=900, ge=1)
+    max_exchanges: int = Field(default=10, ge=1)
     # absolute surprise; None picks the calibration of the embedding model
     calibration: SurpriseCalibration | None = None
     calibrations: dict[str, SurpriseCalibration] = Field(
         default_factory=lambda: dict(DEFAULT_CALIBRATIONS)
     )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        """Bounds that contradict each other would silently switch a signal off."""
+        if not self.min_tokens <= self.target_tokens <= self.max_tokens:
+            raise ValueError(
+                f"min_tokens {self.min_tokens}, target_tokens {self.target_tokens} and "
+                f"max_tokens {self.max_tokens} must rise in that order"
+            )
+        if self.robust_low > self.robust_high:
+            raise ValueError(
+                f"robust_low {self.robust_low} is above robust_high {self.robust_high}"
+            )
+        return self
 
     def calibration_for(self, model_name: str) -> SurpriseCalibration:
         if self.calibration is not None:

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from streams.cli import main
@@ -76,10 +77,43 @@ def test_main_version_is_the_installed_distributions() -> None:
     assert (out.exit_code, out.output) == (0, f"lychee, version {version('lychee-memory')}\n")
 
 
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        (
+            {"LYCHEE_SEGMENTER__DELTA": "7"},
+            "LYCHEE_SEGMENTER__DELTA: Input should be less than or equal to 1 (got '7')",
+        ),
+        (
+            {"LYCHEE_SEGMENTER__CALIBRATION": '{"center": 0.4, "scale": 0}'},
+            "LYCHEE_SEGMENTER__CALIBRATION__SCALE: Input should be greater than 0",
+        ),
+        (
+            {"LYCHEE_SEGMENTER__MIN_TOKENS": "5000"},
+            "LYCHEE_SEGMENTER: min_tokens 5000, target_tokens 600 and max_tokens 900 must rise",
+        ),
+        (
+            {"LYCHEE_EMBEDDING_DIM": "0"},
+            "LYCHEE_EMBEDDING_DIM: Input should be greater than or equal to 1 (got '0')",
+        ),
+        (
+            {"LYCHEE_RESTART_BACKOFF_S": "60"},
+            "LYCHEE_RESTART_BACKOFF_S 60 is above LYCHEE_RESTART_BACKOFF_MAX_S 30",
+        ),
+    ],
+)
+def test_main_a_setting_out_of_its_range_is_refused_by_its_variable(
+    env: dict[str, str], said: str
+) -> None:
+    out = CliRunner().invoke(main, ["status"], env=env)
+    assert out.exit_code == 1
+    assert said in out.output
+
+
 def test_main_a_bad_level_or_json_is_named_and_an_empty_keys_file_is_unset() -> None:
     level = CliRunner().invoke(main, ["status"], env={"LYCHEE_LOG_LEVEL": "LOUD"})
     assert level.exit_code == 1
-    assert "LYCHEE_LOG_LEVEL: Value error, a level is one of DEBUG, INFO" in level.output
+    assert "LYCHEE_LOG_LEVEL: a level is one of DEBUG, INFO" in level.output
     options = CliRunner().invoke(main, ["status"], env={"LYCHEE_LANCEDB_STORAGE_OPTIONS": "{x"})
     assert options.output.strip() == (
         "Error: invalid settings: LYCHEE_LANCEDB_STORAGE_OPTIONS: not valid JSON (got '{x')"
