@@ -83,6 +83,19 @@ _ASKED = re.compile(
     r"|is|are|am|was|were|have|has|how|what|why|which|where|when|who|any)\b)",
     re.IGNORECASE,
 )
+# "... a good fit for my career as a 38-year-old baker from Lyon?", "I work as a nurse, so
+# ...?": who the speaker is, said inside a question; the role ends at a clause's edge
+_ROLE_LEAD = (
+    r"(?:my|our)\s+(?:[\w'’-]+\s+){0,3}?(?:background|career|role|position|experience"
+    r"|skills|growth|progress|life|days|years)"
+    r"|i(?:'m|’m| am| work| have worked| 've worked|'ve worked|’ve worked)"
+    r"(?:\s+(?:working|employed|trained|now|currently|still))?"
+)
+_ROLE = re.compile(
+    rf"\b(?:{_ROLE_LEAD})\s+as\s+(?P<role>an?\s+[^,;:?!.()]+?)"
+    r"(?=\s*[,;:?!.()]|\s+(?:and|but|so|which|who|that|with|while|because|to|for)\b|$)",
+    re.IGNORECASE,
+)
 _FIRST_PERSON = re.compile(r"(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|our)\b", re.IGNORECASE)
 _THIRD_PERSON = re.compile(r"\b(?:he|him|his|she|her|it|its|they|them|their)\b", re.IGNORECASE)
 _CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORECASE)
@@ -142,7 +155,7 @@ class _Scope:
 
 def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedSegment:
     """One record per informative sentence of each turn; filler and questions are skipped,
-    but for what a question says its speaker prefers before it asks.
+    but for what a question says its speaker prefers before it asks, or who they are.
 
     An image caption becomes its own record ("<Speaker> shared an image of ..."): what was
     shown is often what is later asked about, and the raw turn carries it too.
@@ -214,20 +227,18 @@ def _drafts(persons: Persons, named: bool, body: str, caption: str, scope: _Scop
         before, own = recent, _entities(sentence, scope.known)
         if names := [e for e in own if e not in scope.speakers]:
             recent = names
-        if _is_question(sentence) and (told := _preferred(sentence)):
-            sentence, own = told, _entities(told, scope.known)
-        if not sentence or called or _is_filler(sentence, scope):
-            continue
-        text, t_ref = resolve_dates(sentence, scope.base)
-        text = _uncalled(_capitalize(PRONOUN.sub(lambda m: pronoun(m, persons), text)))[
-            :SEMANTIC_TEXT_MAX_CHARS
-        ]
-        entities = (speaker + own)[:MAX_ENTITIES]
-        kind = _memory_type(sentence, t_ref)
-        antecedent = before if _THIRD_PERSON.search(sentence) else []
-        out.append(
-            _Draft(kind, text, entities, _tags(sentence, scope), t_ref, antecedent, sentence)
-        )
+        for said in _statements(sentence):
+            if called or _is_filler(said, scope):
+                continue
+            text, t_ref = resolve_dates(said, scope.base)
+            text = _uncalled(_capitalize(PRONOUN.sub(lambda m: pronoun(m, persons), text)))[
+                :SEMANTIC_TEXT_MAX_CHARS
+            ]
+            named_here = own if said == sentence else _entities(said, scope.known)
+            entities = (speaker + named_here)[:MAX_ENTITIES]
+            kind = _memory_type(said, t_ref)
+            antecedent = before if _THIRD_PERSON.search(said) else []
+            out.append(_Draft(kind, text, entities, _tags(said, scope), t_ref, antecedent, said))
     shown = caption.rstrip(".")
     if shown:
         lead = _CAPTION_LEAD.match(shown)
@@ -286,6 +297,25 @@ def _preferred(question: str) -> str:
     told = question[: m.start()].strip() if m else ""
     low = told.lower().replace("’", "'")
     return f"{told}." if _FIRST_PERSON.match(low) and _PREFERENCE.search(low) else ""
+
+
+def _statements(sentence: str) -> list[str]:
+    """What a sentence states: itself; for a question, what it says its speaker prefers or
+    is before it asks; and who the speaker is once more alone when a long sentence says it
+    in passing (a role at the end of a paragraph-long request is lost in its vector)."""
+    if not sentence:
+        return []
+    if _is_question(sentence):
+        return [_preferred(sentence) or _described(sentence) or sentence]
+    role = _described(sentence)
+    return [sentence, role] if role and 2 * len(role) < len(sentence) else [sentence]
+
+
+def _described(sentence: str) -> str:
+    """Who a sentence says its speaker is ("... for my career as a baker from Lyon?"
+    tells "I am a baker from Lyon."); empty otherwise."""
+    found = _ROLE.search(sentence)
+    return f"I am {found.group('role')}." if found else ""
 
 
 def _is_filler(sentence: str, scope: _Scope) -> bool:

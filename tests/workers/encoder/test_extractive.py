@@ -198,6 +198,56 @@ def test_a_question_that_states_no_preference_first_makes_no_record(text: str) -
     assert records(("Ana", text)) == []
 
 
+@pytest.mark.parametrize(
+    ("text", "told"),
+    [
+        (
+            "Which should I start with, given my progress as a 38-year-old baker from Lyon?",
+            "Ana is a 38-year-old baker from Lyon.",
+        ),
+        ("I work as a nurse, so how should I plan my shifts?", "Ana is a nurse."),
+        (
+            "How can I balance my career as a film producer with night classes?",
+            "Ana is a film producer.",
+        ),
+    ],
+)
+def test_who_a_question_says_its_speaker_is_is_kept(text: str, told: str) -> None:
+    rec = one("Ana", text)
+    assert (rec.semantic_text, rec.memory_type, rec.evidence) == (
+        told,
+        MemoryType.fact,
+        ["D1:1"],
+    )
+
+
+def test_who_a_long_statement_says_its_speaker_is_is_kept_alone_too() -> None:
+    long = (
+        "I have to choose between dice and coin problems to learn the basics of chance, which "
+        "would be a good fit for my career as a 38-year-old baker from Lyon."
+    )
+    assert [r.semantic_text for r in records(("Ana", long))] == [
+        long.replace("I have", "Ana has").replace("my career", "Ana's career"),
+        "Ana is a 38-year-old baker from Lyon.",
+    ]
+    assert [r.semantic_text for r in records(("Ana", "I work as a nurse in Porto."))] == [
+        "Ana works as a nurse in Porto."
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Should I save my work as a PDF?",  # a thing kept as a kind, not who Ana is
+        "I'm using it as a cache, is that ok?",
+        "Can you explain my understanding of probability as a ratio?",
+        "As a result, what should I do next?",
+    ],
+)
+def test_a_question_that_says_no_role_of_its_speaker_makes_no_record(text: str) -> None:
+    assert records(("Ana", text)) == []
+
+
 def test_short_sentences_with_a_name_or_number_are_kept() -> None:
     recs = records(("Ana", "Hey Bruno, I adopted a puppy! Got 2 cats. Visited Lisbon. Nice."))
     assert [r.semantic_text for r in recs] == [
