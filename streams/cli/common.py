@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import stat
+import sys
 from typing import Any
 
 import click
@@ -66,6 +69,15 @@ class TimedOut(click.ClickException):
     """The work did not finish within its time budget (exit code 4)."""
 
     exit_code = 4
+
+
+def _piped() -> bool:
+    """Whether standard output is a pipe or socket, which a reader can close."""
+    try:
+        mode = os.fstat(sys.stdout.fileno()).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
 
 
 def _one_line(exc: BaseException | str) -> str:
@@ -156,6 +168,13 @@ class LycheeGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except BrokenPipeError:
+            if not _piped():
+                raise
+            # the reader went away (`lychee records NS | head`): stop quietly, as `cat` does;
+            # what is still buffered goes nowhere instead of failing again at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(128 + signal.SIGPIPE) from None
         except Exception as exc:
             mapped = expected_error(exc)
             if mapped is None:

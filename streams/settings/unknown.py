@@ -43,12 +43,23 @@ def unknown(environ: Mapping[str, str]) -> list[str]:
     one's name when there is a near one."""
     names, nested = known()
     lines = []
-    for var in sorted(v for v in environ if v.startswith(PREFIX)):
-        if var in names or var in ELSEWHERE or any(var.startswith(n) for n in nested):
-            continue
+    for var in strays(environ):
         near = difflib.get_close_matches(var, _all(names, nested), n=1, cutoff=0.8)
         lines.append(f"{var} is not a setting" + (f"; did you mean {near[0]}?" if near else ""))
     return lines
+
+
+def strays(environ: Mapping[str, str]) -> list[str]:
+    """The `LYCHEE_*` variables of `environ` that no setting and nothing else reads."""
+    names, nested = known()
+    return sorted(
+        v
+        for v in environ
+        if v.startswith(PREFIX)
+        and v not in names
+        and v not in ELSEWHERE
+        and not any(v.startswith(n) for n in nested)
+    )
 
 
 def _all(names: Iterable[str], nested: Iterable[str]) -> list[str]:

@@ -320,8 +320,14 @@ class Stack:
         return self.child(stage, ["worker", stage], extra_env)
 
     def child(self, name: str, args: list[str], extra_env: Mapping[str, str] | None) -> Child:
-        """A (not yet started) `lychee ARGS` process; it holds the data-directory lock too."""
-        env = {**os.environ, **self.env(), **(extra_env or {})}
+        """A (not yet started) `lychee ARGS` process; it holds the data-directory lock too.
+        A `LYCHEE_*` variable that is no setting stays behind: `lychee up` warned about it
+        once, and each worker would warn again."""
+        from streams.settings.unknown import strays
+
+        stray = set(strays(os.environ))
+        kept = {k: v for k, v in os.environ.items() if k not in stray}
+        env = {**kept, **self.env(), **(extra_env or {})}
         return Child(
             name,
             [sys.executable, "-m", "streams.cli", *args],

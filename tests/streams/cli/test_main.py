@@ -120,3 +120,25 @@ def test_main_a_bad_level_or_json_is_named_and_an_empty_keys_file_is_unset() -> 
     )
     keys = CliRunner().invoke(main, ["gateway", "keys", "list"], env={"LYCHEE_API_KEYS_FILE": ""})
     assert keys.output.strip() == "Error: set LYCHEE_API_KEYS_FILE or pass --file"
+
+
+def test_main_a_reader_that_goes_away_stops_the_command_quietly() -> None:
+    """`lychee records NS | head`: the pipe closes under a command still writing."""
+    script = (
+        "import click\n"
+        "from streams.cli.common import LycheeGroup\n"
+        "@click.group(cls=LycheeGroup)\n"
+        "def g(): pass\n"
+        "@g.command()\n"
+        "def many():\n"
+        "    for i in range(200_000): click.echo(f'line {i}')\n"
+        "g()\n"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script, "many"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert writer.stdout is not None and writer.stderr is not None
+    assert writer.stdout.readline() == b"line 0\n"
+    writer.stdout.close()
+    error = writer.stderr.read().decode()
+    assert (writer.wait(timeout=60), error) == (141, "")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from streams.stack.embedded import Stack
 from streams.stack.process import Child
 from streams.stack.supervisor import Event, RestartPolicy, Supervisor, read_supervision
 
@@ -167,3 +168,16 @@ def test_supervisor_exits_spread_beyond_the_window_never_fail_the_stage(
         clock.now += 11
         assert [e.kind for e in sup.tick()] == ["restarted"]
     assert sup.failed == [] and sup.stages["segmenter"].restarts == 6
+
+
+def test_a_worker_is_started_without_the_variables_lychee_up_warned_about(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("LYCHEE_TOPIC_PARTITION", "3")  # a typo: `lychee up` warned once
+    monkeypatch.setenv("LYCHEE_API_KEY", "k")  # read by the clients, not a setting
+    monkeypatch.setenv("LYCHEE_SEGMENTER__DELTA", "0.6")
+    child = Stack(tmp_path, kafka_port=1, redis_port=2).child(
+        "indexer", ["worker", "indexer"], None
+    )
+    assert "LYCHEE_TOPIC_PARTITION" not in child.env
+    assert (child.env["LYCHEE_API_KEY"], child.env["LYCHEE_SEGMENTER__DELTA"]) == ("k", "0.6")
