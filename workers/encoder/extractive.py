@@ -88,7 +88,7 @@ _ASKED = re.compile(
 _ROLE_LEAD = (
     r"(?:my|our)\s+(?:[\w'’-]+\s+){0,3}?(?:background|career|role|position|experience"
     r"|skills|growth|progress|life|days|years)"
-    r"|i(?:'m|’m| am| work| have worked| 've worked|'ve worked|’ve worked)"
+    r"|i(?:'m|’m| am| work| have worked|'ve worked|’ve worked)"
     r"(?:\s+(?:working|employed|trained|now|currently|still))?"
 )
 _ROLE = re.compile(

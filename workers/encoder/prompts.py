@@ -62,7 +62,7 @@ preferences, instructions on how they want things done ("always ...", "never ...
 when they apply in their words: "... when Ines asks about deadlines"), plans, decisions, \
 constraints, dates and events, also when said in the same sentence as a question \
 ("I prefer short answers, so can you ...?"), and who they are (a role, an age, a place) as a \
-record of its own when a long request says it in passing ("... for my growth as a nurse in \
+record of its own when a long request says it in passing ("... for my career as a nurse in \
 Porto"). Skip greetings, filler, acknowledgements, generic \
 encouragement and general world knowledge.
 6. From an assistant's turn keep only what concerns this user: what was decided or agreed, \
