@@ -9,6 +9,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 SCHEMA_VERSION = 1
 MAX_INT64 = 2**63 - 1  # what Redis, Arrow and LanceDB columns can hold
+# The largest seq: the Redis Lua scripts that allocate and raise seqs write a number back as
+# text with 14 significant digits (Lua 5.1), so 10**14 and above come back as "1e+14".
+MAX_SEQ = 10**14 - 1
 METADATA_MAX_DEPTH = 16  # free-form JSON deeper than this is refused at the door
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")
@@ -33,8 +36,8 @@ def _check_name(value: str) -> str:
 # alphabet keeps them safe to embed there without escaping games.
 Name = Annotated[str, AfterValidator(_check_name)]
 
-# Sequence numbers and positions: never negative, and they fit an int64 column.
-Count = Annotated[int, Field(ge=0, le=MAX_INT64)]
+# Sequence numbers and positions: never negative, and exact wherever they are read.
+Count = Annotated[int, Field(ge=0, le=MAX_SEQ)]
 
 
 def json_depth(value: Any) -> int:

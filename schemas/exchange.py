@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from schemas.base import MAX_INT64, Contract, Count, Metadata, Name, shown
+from schemas.base import MAX_SEQ, Contract, Count, Metadata, Name, shown
 from schemas.errors import ContractError
 
 
@@ -93,7 +93,7 @@ class SessionControl(Contract):
     after_seq: int | None = Field(
         default=None,
         ge=-1,
-        le=MAX_INT64,
+        le=MAX_SEQ,
         description="seq of the producer's last exchange before this message; a replayed "
         "control message whose after_seq is behind the session is ignored",
     )

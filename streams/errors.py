@@ -78,6 +78,11 @@ class SeqRejected(SeqError, ValueError):
                 f"this exchange_id was accepted (seq {self.seq}) with other content; "
                 "a new exchange needs a new exchange_id"
             )
+        if self.reason == "full":
+            return (
+                f"the session's seqs are used up (its last is {self.seq}, the largest a seq "
+                "can be); continue in a new session"
+            )
         if self.reason == "stale":
             return f"seq must be above {self.seq}, the session's last accepted or applied seq"
         return f"seq must increase within a session; the one before it is {self.seq}"

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from redis.asyncio import Redis
 
 from schemas import session_key
+from schemas.base import MAX_SEQ
 from streams.errors import SeqRejected, SessionBusy
 from streams.progress import PREFIX, accepted_key
 
@@ -63,6 +64,7 @@ return 0
 # Returns {'ok', last, {seq, duplicate, partition, offset}..., wanted by another} or, writing
 # nothing, {reason, index, seq}.
 _ALLOCATE = """
+local MAX_SEQ = tonumber('@MAX_SEQ@')
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {'lease', 0, -1} end
 redis.call('PEXPIRE', KEYS[3], ARGV[2])
 local wanted = redis.call('EXISTS', KEYS[5])
@@ -102,6 +104,7 @@ for i = 1, (#ARGV - 3) / 3 do
       seq = known
     else
       seq = math.max(last, prev) + 1
+      if seq > MAX_SEQ then return {'full', i, seq - 1} end
     end
     prev = seq
     if seq > last then last = seq end
@@ -117,7 +120,7 @@ end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 return {'ok', last, out, wanted}
-"""
+""".replace("@MAX_SEQ@", str(MAX_SEQ))
 
 # KEYS: ids, meta, namespace accepted index. ARGV: ttl s, session id, then per ack: id, seq,
 # partition, offset, digest.

@@ -165,3 +165,18 @@ def test_retry_rule_reads_retry_after_and_bounds_it() -> None:
     assert retry_after_s(answer(503, "soon")) is None
     assert 0.25 <= policy.wait_s(1, answer(503)) <= 0.75  # no advice: jittered backoff
     assert 1.0 <= policy.wait_s(3, answer(503)) <= 3.0
+
+
+def test_client_refuses_names_a_url_would_resolve_away_before_sending() -> None:
+    """`forget("..")` would go out as `DELETE /v1/namespaces/NS`: the whole namespace."""
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    for bad in ("", ".", ".."):
+        with pytest.raises(ValueError, match="namespace .* cannot name anything in a URL"):
+            LycheeClient(nowhere, bad)
+    with pytest.raises(TypeError, match="namespace must be a string, got int"):
+        LycheeClient(nowhere, 42)  # type: ignore[arg-type]
+    with LycheeClient(nowhere, "ns") as client:
+        for bad in (".", ".."):
+            for call in (client.forget, client.flush, client.end_session):
+                with pytest.raises(ValueError, match="session_id .* cannot name anything"):
+                    call(bad)

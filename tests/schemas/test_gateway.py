@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schemas.base import MAX_INT64, METADATA_MAX_DEPTH
+from schemas.base import MAX_SEQ, METADATA_MAX_DEPTH
 from schemas.gateway import ExchangeIn
 
 TURNS = [{"role": "user", "content": "hello"}]
@@ -24,7 +24,7 @@ def nested(depth: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("fields", "where", "says"),
     [
-        ({"seq": MAX_INT64 + 1}, "seq", "less than or equal to"),
+        ({"seq": MAX_SEQ + 1}, "seq", "less than or equal to"),
         ({"metadata": nested(METADATA_MAX_DEPTH + 1)}, "metadata", "levels deep"),
     ],
 )
@@ -39,6 +39,6 @@ def test_exchange_in_refuses_what_the_contract_refuses(
 
 def test_exchange_in_takes_the_contracts_largest_values() -> None:
     ex = ExchangeIn.model_validate(
-        {"session_id": "s1", "turns": TURNS, "seq": MAX_INT64, "metadata": nested(16)}
+        {"session_id": "s1", "turns": TURNS, "seq": MAX_SEQ, "metadata": nested(16)}
     )
-    assert ex.seq == MAX_INT64
+    assert ex.seq == MAX_SEQ

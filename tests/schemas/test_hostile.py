@@ -62,7 +62,7 @@ def test_exchange_unknown_schema_version_says_which_versions_are_read() -> None:
         parse_exchange_message(exchange(schema_version=2))
 
 
-@pytest.mark.parametrize("seq", [-1, 2**63, 10**30])
+@pytest.mark.parametrize("seq", [-1, 10**14, 2**63, 10**30])
 def test_exchange_seq_outside_int64_or_negative_is_refused(seq: int) -> None:
     with pytest.raises(ContractError, match="seq"):
         parse_exchange_message(exchange(seq=seq))

@@ -42,6 +42,7 @@ class AsyncLycheeClient:
         retry: RetryPolicy | None = None,
         http: httpx.AsyncClient | None = None,
     ) -> None:
+        calls.segment(namespace, "namespace")  # refused now, not at its first request
         self.namespace = namespace
         self.retry = retry or RetryPolicy()
         self._own = http is None

@@ -101,12 +101,22 @@ def unreachable(call: Call[Any], url: httpx.URL, exc: httpx.TransportError) -> G
     return GatewayUnreachable(f"{where}: {exc!r}")
 
 
+def segment(value: str, what: str) -> str:
+    """`value` as one segment of a path. "." and ".." are refused: every URL library resolves
+    them away, so `forget("..")` on a session would be sent as the forget of its namespace."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {type(value).__name__}")
+    if value in ("", ".", ".."):
+        raise ValueError(f"{what} {value!r} cannot name anything in a URL")
+    return quote(value, safe="")
+
+
 def _ns(namespace: str) -> str:
-    return f"/v1/namespaces/{quote(namespace, safe='')}"
+    return f"/v1/namespaces/{segment(namespace, 'namespace')}"
 
 
 def _session(namespace: str, session_id: str) -> str:
-    return f"{_ns(namespace)}/sessions/{quote(session_id, safe='')}"
+    return f"{_ns(namespace)}/sessions/{segment(session_id, 'session_id')}"
 
 
 def _params(**values: str | int | bool | date | datetime | None) -> dict[str, str | int | bool]:

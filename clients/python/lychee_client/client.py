@@ -51,6 +51,7 @@ class LycheeClient:
         retry: RetryPolicy | None = None,
         http: httpx.Client | None = None,
     ) -> None:
+        calls.segment(namespace, "namespace")  # refused now, not at its first request
         self.namespace = namespace
         self.retry = retry or RetryPolicy()
         self._own = http is None

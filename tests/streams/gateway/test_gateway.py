@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
 from schemas import topics as t
+from schemas.base import MAX_SEQ
 from streams.settings import Settings
 from streams.status import metrics_endpoints
 from tests.streams.gateway.conftest import Gateways
@@ -186,6 +187,17 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
             },
         )
         await check(timeout, 504, "wait_for")
+
+        # the largest seq is taken once, then the session's seqs are used up; its status reads
+        last = {"exchanges": [ex("p3", "q4", "the last", seq=MAX_SEQ)]}
+        top = await c.post(url, headers=h, json=last)
+        assert top.status_code == 202 and top.json()["exchanges"][0]["seq"] == MAX_SEQ
+        full = await c.post(url, headers=h, json={"exchanges": [ex("p3", "q5", "one more")]})
+        await check(full, 409, "exchanges.0.seq")
+        assert "used up" in full.json()["detail"]
+        status = await c.get("/v1/namespaces/gw-a/status", headers=h, params={"session_id": "p3"})
+        [session] = status.json()["sessions"]
+        assert status.status_code == 200 and session["last_seq_accepted"] == MAX_SEQ
 
 
 ROUTES = [
