@@ -35,6 +35,17 @@ def _unnamed(queries: list[str], names: Sequence[str]) -> list[str]:
     return [q for i, q in enumerate(queries) if i == 0 or normalized(q) not in drop]
 
 
+def _restated(key: str, phrases: Sequence[str], topic: str = "") -> list[str]:
+    """The question without its question words, as a query of its own when it says more than
+    the phrases that follow it (a word they leave out). When it says nothing more, it is the
+    question's own vector again, and fusion would count the question's matches twice over
+    what its phrases find ("Ana go sailing in May" beside "Ana go sailing"; the
+    date is the temporal filter's). A history question's topic is always kept."""
+    said = {w.casefold() for p in phrases for w in p.split()}
+    more = {w.casefold() for p in noun_phrases(key, limit=len(key)) for w in p.split()} - said
+    return [key] if topic or more else []
+
+
 def _focus_queries(item: str, others: Sequence[str], key: str) -> list[str]:
     focused = without_items(key, others)
     if normalized(item) not in normalized(focused):
@@ -61,7 +72,8 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
     names = named_people(question, speakers)
     topic = history_topic(question) if about_the_history(question) else ""
     key = topic or key_phrase(question)
-    base = unique_queries([question, key, *noun_phrases(topic or question)], MAX_QUERIES)
+    phrases = noun_phrases(topic or question)
+    base = unique_queries([question, *_restated(key, phrases, topic), *phrases], MAX_QUERIES)
     items = compared_items(question) if qtype is QuestionType.comparison else []
     if len(items) < 2:
         items = names if len(names) >= 2 else []
@@ -81,13 +93,12 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
         )
     asked = joined_questions(question, names) if not routes else [question]
     for part in asked if len(asked) > 1 else []:
-        part_key = key_phrase(part)
+        part_phrases = noun_phrases(part)
+        part_queries = [part, *_restated(key_phrase(part), part_phrases), *part_phrases]
         routes.append(
             Route(
                 goal=f"Evidence needed to answer: {part}",
-                queries=_unnamed(
-                    unique_queries([part, part_key, *noun_phrases(part)], MAX_ROUTE_QUERIES), names
-                ),
+                queries=_unnamed(unique_queries(part_queries, MAX_ROUTE_QUERIES), names),
                 constraints=[f"speaker: {only}"] if only else [],
                 speaker=only,
             )
