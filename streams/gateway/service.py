@@ -26,6 +26,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from schemas import ControlKind, Exchange, QueryReply, SessionControl
+from schemas.base import MAX_SEQ
 from schemas.gateway import (
     ControlReceipt,
     ExchangeIn,
@@ -53,6 +54,7 @@ from streams.gateway.errors import (
     kafka_at,
     redis_at,
 )
+from streams.kafka.serde import encode
 from streams.progress import Progress
 from streams.seqs import Ack, Allocation, SeqAllocator, Wanted
 from streams.settings import Settings
@@ -93,6 +95,7 @@ class MemoryService:
                 field="exchanges",
             )
         groups = _by_session(namespace, exchanges)
+        self._fitting(namespace, exchanges, groups)
         deadline = self._deadline(self.settings.gateway.queue_timeout_s)
         try:
             return await self._add(namespace, exchanges, groups, deadline)
@@ -100,6 +103,28 @@ class MemoryService:
             raise Unavailable(str(exc), retry_after_s=1.0) from exc
         except (RedisError, KafkaError) as exc:
             raise self.down(exc) from exc
+
+    def _fitting(
+        self,
+        namespace: str,
+        exchanges: Sequence[ExchangeIn],
+        groups: dict[str, list[tuple[int, str]]],
+    ) -> None:
+        """Each exchange measured as the message the stages will read (with the largest seq):
+        one over their limit is refused here, where the caller hears of it, not dead-lettered
+        after its 202."""
+        limit = self.settings.kafka.max_message_bytes
+        for positions in groups.values():
+            for i, eid in positions:
+                largest = Allocation(eid, MAX_SEQ, False)
+                size = len(encode(_exchange(namespace, exchanges[i], largest)))
+                if size > limit:
+                    raise TooLarge(
+                        f"exchanges.{i} makes a message of {size} bytes, more than the {limit} "
+                        "the stages accept (LYCHEE_MAX_MESSAGE_BYTES); split its turns over "
+                        "several exchanges",
+                        field=f"exchanges.{i}",
+                    )
 
     async def _add(
         self,

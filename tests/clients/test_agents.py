@@ -13,7 +13,13 @@ from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabl
 from openai import AsyncOpenAI
 
 from lychee_client import AsyncLycheeClient
-from lychee_client.agents import LycheeSession, search_memory_tool
+from lychee_client.agents import (
+    EXCHANGE_BYTES,
+    LycheeSession,
+    from_turn,
+    search_memory_tool,
+    to_turn,
+)
 from tests.clients.conftest import Gateway
 from tests.fakes.openai_server import Action, FakeOpenAI, text, tool_call
 
@@ -96,3 +102,26 @@ async def test_session_pop_item_and_clear_session_remove_from_the_service(
         await session.clear_session()
         assert await session.get_items() == [] and await client.all_turns("s") == []
         assert await session.pop_item() is None
+
+
+def test_session_items_go_in_exchanges_the_service_accepts() -> None:
+    """Large tool outputs: one exchange of all of them would be over the stages' message limit
+    (refused with 413); `pop_item` makes the same exchanges before it forgets anything."""
+    outputs = [
+        {"type": "function_call_output", "call_id": f"c{i}", "output": "é" * 95_000}
+        for i in range(6)
+    ]
+    session = LycheeSession("s", AsyncLycheeClient("http://127.0.0.1:9", "ns"))
+    exchanges = session._exchanges([to_turn(o) for o in outputs])
+    sizes = [sum(len(t.content.encode()) for t in e.turns) for e in exchanges]
+    assert [len(e.turns) for e in exchanges] == [2, 2, 2]
+    assert max(sizes) <= EXCHANGE_BYTES
+    assert [from_turn(t.model_dump()) for e in exchanges for t in e.turns] == outputs
+    many = session._exchanges([{"role": "user", "content": f"m{i}"} for i in range(130)])
+    assert [len(e.turns) for e in many] == [64, 64, 2]
+
+
+@pytest.mark.parametrize("content", ["not json {", "[1, 2, 3]", '"a string"'])
+def test_a_foreign_turn_said_as_an_item_comes_back_as_its_message(content: str) -> None:
+    turn = {"role": "assistant", "speaker": "agents-item", "content": content}
+    assert from_turn(turn) == {"role": "assistant", "content": content}

@@ -10,9 +10,11 @@ How the SDK's items map onto turns (one item, one turn; one `add_items`, one exc
 - any other item (a function call, its output, a message with images) is an assistant turn
   spoken by `agents-item` whose content is the item as JSON, and comes back as it was.
 
-`add_items` returns once the turns are indexed, so the next run reads them. The service
-forgets per session: `clear_session` forgets the session; `pop_item` forgets it and adds
-back every item but the last (a forget and a re-add: costly, and rare in the SDK).
+`add_items` returns once the turns are indexed, so the next run reads them; items of more
+than `EXCHANGE_BYTES` go in several exchanges, so that large tool outputs stay under the
+service's message limit. The service forgets per session: `clear_session` forgets the
+session; `pop_item` forgets it and adds back every item but the last (a forget and a re-add:
+costly, and rare in the SDK), the exchanges made before anything is forgotten.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ if TYPE_CHECKING:
 
 ITEM_SPEAKER = "agents-item"
 MAX_TURNS = 64  # an exchange's limit
+# turns' JSON in one exchange: half the stages' default message limit (LYCHEE_MAX_MESSAGE_BYTES,
+# 1 MiB), room for the envelope; a turn larger than this goes alone
+EXCHANGE_BYTES = 512 * 1024
 ROLES = ("user", "assistant", "system")
 
 
@@ -57,13 +62,23 @@ def to_turn(item: Mapping[str, Any]) -> dict[str, Any]:
         text = _text(item.get("content"))
         if text is not None and text.strip():
             return {"role": role, "content": text}
-    return {"role": "assistant", "speaker": ITEM_SPEAKER, "content": json.dumps(dict(item))}
+    # as written: escaped, a non-ASCII character would take six of the turn's characters
+    content = json.dumps(dict(item), ensure_ascii=False)
+    return {"role": "assistant", "speaker": ITEM_SPEAKER, "content": content}
 
 
 def from_turn(turn: Mapping[str, Any]) -> TResponseInputItem:
+    """The item a turn holds; a turn another client wrote as `ITEM_SPEAKER` whose content is
+    no item (not a JSON object) comes back as the message it says, not as an error that would
+    stop every later read of the session."""
     if turn.get("speaker") == ITEM_SPEAKER:
-        item: TResponseInputItem = json.loads(turn["content"])
-        return item
+        try:
+            found = json.loads(turn["content"])
+        except ValueError:
+            found = None
+        if isinstance(found, dict):
+            item: TResponseInputItem = found  # type: ignore[assignment]
+            return item
     message: TResponseInputItem = {"role": turn["role"], "content": turn["content"]}
     return message
 
@@ -84,30 +99,40 @@ class LycheeSession:
         return items if limit is None else items[-limit:] if limit > 0 else []
 
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        await self._add([to_turn(item) for item in items])
+        await self._add(self._exchanges([to_turn(item) for item in items]))
 
     async def pop_item(self) -> TResponseInputItem | None:
         items = await self.get_items()
         if not items:
             return None
+        kept = self._exchanges([to_turn(item) for item in items[:-1]])
         await self.client.forget(self.session_id)
-        await self._add([to_turn(item) for item in items[:-1]])
+        await self._add(kept)
         return items[-1]
 
     async def clear_session(self) -> None:
         await self.client.forget(self.session_id)
 
-    async def _add(self, turns: Sequence[dict[str, Any]]) -> None:
-        if not turns:
-            return
-        exchanges = [
-            ExchangeIn.model_validate(
-                {"session_id": self.session_id, "turns": turns[i : i + MAX_TURNS]}
-            )
-            for i in range(0, len(turns), MAX_TURNS)
+    def _exchanges(self, turns: Sequence[dict[str, Any]]) -> list[ExchangeIn]:
+        """The turns in order, as few exchanges as `MAX_TURNS` and `EXCHANGE_BYTES` allow."""
+        groups: list[list[dict[str, Any]]] = []
+        size = 0
+        for turn in turns:
+            grown = len(json.dumps(turn, ensure_ascii=False).encode())
+            if not groups or len(groups[-1]) == MAX_TURNS or size + grown > EXCHANGE_BYTES:
+                groups.append([])
+                size = 0
+            groups[-1].append(turn)
+            size += grown
+        return [
+            ExchangeIn.model_validate({"session_id": self.session_id, "turns": group})
+            for group in groups
         ]
-        receipt = await self.client.add(exchanges)
-        await self.client.wait_indexed(receipt, timeout_s=self.wait_s)
+
+    async def _add(self, exchanges: list[ExchangeIn]) -> None:
+        if exchanges:
+            receipt = await self.client.add(exchanges)
+            await self.client.wait_indexed(receipt, timeout_s=self.wait_s)
 
 
 def search_memory_tool(

@@ -152,6 +152,13 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         assert "at most 200000 characters" in r.json()["detail"]
         many = {"exchanges": [ex("p1", f"m{i}", "hi") for i in range(51)]}
         await check(await c.post(url, headers=h, json=many), 413, "exchanges")
+        # each turn within the contract, the exchange over what the stages read: refused now,
+        # not dead-lettered after a 202 (nothing of the request is produced)
+        wide = ex("p4", "wide", "a")
+        wide["turns"] = [turn("w" * 199_999) for _ in range(6)]
+        r = await c.post(url, headers=h, json={"exchanges": [ex("p4", "fine", "hi"), wide]})
+        await check(r, 413, "exchanges.1")
+        assert "LYCHEE_MAX_MESSAGE_BYTES" in r.json()["detail"]
         r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": "x", "k": 0})
         await check(r, 422, "k")
         r = await c.post(
