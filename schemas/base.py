@@ -36,6 +36,16 @@ def _check_name(value: str) -> str:
 # alphabet keeps them safe to embed there without escaping games.
 Name = Annotated[str, AfterValidator(_check_name)]
 
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must say something: it is empty or only white space")
+    return value
+
+
+# What is asked of the memory: blank, a plan has nothing to search for.
+Question = Annotated[str, Field(min_length=1, max_length=4_000), AfterValidator(_not_blank)]
+
 # Sequence numbers and positions: never negative, and exact wherever they are read.
 Count = Annotated[int, Field(ge=0, le=MAX_SEQ)]
 

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas import Turn
-from schemas.base import Count, Metadata, Name
+from schemas.base import Count, Metadata, Name, Question
 from schemas.query import Ablation
 
 
@@ -91,7 +91,7 @@ class WaitFor(BaseModel):
 
 
 class SearchIn(_In):
-    query: str = Field(min_length=1, max_length=4_000)
+    query: Question
     k: int = Field(default=10, ge=1, le=200)
     session_id: Name | None = None
     answer: bool = False

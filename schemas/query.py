@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.base import MAX_INT64, Contract, Name
+from schemas.base import MAX_INT64, Contract, Name, Question
 from schemas.exchange import Role
 
 CORRELATION_ID_MAX_CHARS = 100
@@ -33,7 +33,7 @@ class QueryRequest(Contract):
     kind: Literal["query"] = "query"
     correlation_id: str = Field(min_length=1, max_length=CORRELATION_ID_MAX_CHARS)
     namespace: Name
-    query: str = Field(min_length=1, max_length=4_000)
+    query: Question
     k: int = Field(default=10, ge=1, le=200)
     session_id: Name | None = None
     reply_partition: int = Field(

@@ -47,6 +47,7 @@ def test_store_put_get_update_search_list_delete(gateway: Gateway) -> None:
 
     assert {i.key for i in store.search(("memories",))} == {"diet", "pet"}
     assert len(store.search(("memories",))) == 3
+    assert len(store.search(("memories",), query="  ")) == 3  # a blank query lists, as none
     pet_owners = sorted(i.namespace for i in store.search(("memories",), filter={"kind": "pet"}))
     assert pet_owners == [alice, bob]
     pets = store.search(("memories", "alice"), filter={"kind": "pet", "age": {"$gte": 5}})

@@ -32,7 +32,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from langgraph.store.base import (
     BaseStore,
@@ -88,6 +88,11 @@ def _version(turn: Mapping[str, Any]) -> _Version | None:
     if when.tzinfo is None:  # the turns table keeps UTC without its zone
         when = when.replace(tzinfo=UTC)
     return _Version(namespace, key, value, int(turn.get("seq", 0)), when)
+
+
+def _asks(query: str | None) -> TypeGuard[str]:
+    """Whether a search names something to look for: a blank query lists, as none does."""
+    return bool(query and query.strip())
 
 
 def _items(turns: Iterable[Mapping[str, Any]]) -> dict[str, Item]:
@@ -193,7 +198,7 @@ class LycheeStore(BaseStore):
                 session = session_of(op.namespace, op.key)
                 results.append(_items(self.client.all_turns(session)).get(session))
             elif isinstance(op, SearchOp):
-                ranked = self._ranked(op.query, self._k(op)) if op.query else None
+                ranked = self._ranked(op.query, self._k(op)) if _asks(op.query) else None
                 results.append(search_items(op, self._all(), ranked))
             elif isinstance(op, ListNamespacesOp):
                 results.append(list_namespaces(op, self._all()))
@@ -259,7 +264,7 @@ class LycheeStore(BaseStore):
     async def _aranked(
         self, aclient: AsyncLycheeClient, query: str | None, k: int
     ) -> list[EvidenceItem] | None:
-        if not query:
+        if not _asks(query):
             return None
         return (await aclient.search(query, k=k, timeout_s=self.search_timeout_s)).evidence
 

@@ -161,6 +161,8 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         assert "LYCHEE_MAX_MESSAGE_BYTES" in r.json()["detail"]
         r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": "x", "k": 0})
         await check(r, 422, "k")
+        r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": " \n "})
+        await check(r, 422, "query")  # the query service's 502 before
         r = await c.post(
             "/v1/namespaces/gw-a/search",
             headers=h,
