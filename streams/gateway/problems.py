@@ -99,5 +99,9 @@ def _unreadable(exc: StarletteHTTPException) -> str | None:
 
 
 async def unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    """A 500 that closes its connection: Starlette raises the error on to the server after
+    this response, and uvicorn then drops the connection, so a client that kept it for its
+    next request would meet a reset instead of an answer."""
     log.error("gateway.unhandled", path=request.url.path, error=repr(exc))
-    return problem(500, "Internal error", f"{type(exc).__name__}", request.url.path)
+    detail = f"{type(exc).__name__}"
+    return problem(500, "Internal error", detail, request.url.path, headers={"Connection": "close"})

@@ -46,3 +46,44 @@ def test_problems_a_body_that_cannot_be_decoded_says_why(
     r = client.post(SEARCH, content=body, headers=JSON)
     assert r.status_code == 400 and r.headers["content-type"] == PROBLEM
     assert r.json()["detail"] == detail
+
+
+def test_problems_a_500_closes_its_connection_so_the_next_request_is_answered() -> None:
+    """uvicorn drops a connection whose handler raised; a client that kept it met a reset."""
+    import threading
+
+    import httpx
+    import uvicorn
+    from fastapi import FastAPI
+
+    from streams.gateway.problems import unexpected_error
+    from streams.stack.embedded import free_port
+
+    app = FastAPI()
+    app.add_exception_handler(Exception, unexpected_error)
+
+    @app.get("/broken")
+    async def broken() -> None:
+        raise RuntimeError("a bug")
+
+    @app.get("/fine")
+    async def fine() -> dict[str, bool]:
+        return {"ok": True}
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="critical"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}") as http:
+            for _ in range(200):
+                if server.started:
+                    break
+                threading.Event().wait(0.05)
+            r = http.get("/broken")
+            assert (r.status_code, r.headers["connection"]) == (500, "close")
+            assert r.json()["detail"] == "RuntimeError"
+            assert http.get("/fine").json() == {"ok": True}
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
