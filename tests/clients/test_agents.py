@@ -125,3 +125,10 @@ def test_session_items_go_in_exchanges_the_service_accepts() -> None:
 def test_a_foreign_turn_said_as_an_item_comes_back_as_its_message(content: str) -> None:
     turn = {"role": "assistant", "speaker": "agents-item", "content": content}
     assert from_turn(turn) == {"role": "assistant", "content": content}
+
+
+@pytest.mark.parametrize("k", [0, 201])
+def test_a_memory_tool_with_a_k_the_service_refuses_is_not_built(k: int) -> None:
+    client = AsyncLycheeClient("http://127.0.0.1:9", "ns")
+    with pytest.raises(ValueError, match="k"):
+        search_memory_tool(client, k=k)

@@ -180,3 +180,8 @@ def test_client_refuses_names_a_url_would_resolve_away_before_sending() -> None:
             for call in (client.forget, client.flush, client.end_session):
                 with pytest.raises(ValueError, match="session_id .* cannot name anything"):
                     call(bad)
+
+
+def test_a_retry_policy_without_a_first_try_is_refused() -> None:
+    with pytest.raises(ValueError, match="attempts must be at least 1"):
+        RetryPolicy(attempts=0)

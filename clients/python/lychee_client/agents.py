@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from agents import FunctionTool, function_tool
 
 from lychee_client.aio import AsyncLycheeClient
-from schemas.gateway import ExchangeIn
+from schemas.gateway import ExchangeIn, SearchIn
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -139,7 +139,10 @@ def search_memory_tool(
     client: AsyncLycheeClient, *, k: int = 8, timeout_s: float | None = None
 ) -> FunctionTool:
     """A `search_memory(query)` tool: the service's evidence for the query, as the text an
-    agent reads (the serialized context the service builds for answering)."""
+    agent reads (the serialized context the service builds for answering). `k` is checked
+    here: a bad one would fail every call, and the model would see only the SDK's generic
+    tool error."""
+    SearchIn(query="k", k=k)  # raises pydantic's error naming k
 
     async def search_memory(query: str) -> str:
         """Search the user's long-term memory of earlier conversations.

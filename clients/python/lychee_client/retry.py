@@ -29,6 +29,12 @@ class RetryPolicy:
     backoff_s: float = 0.5
     max_wait_s: float = 30.0
 
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise ValueError(f"attempts must be at least 1 (the first try), got {self.attempts}")
+        if self.backoff_s < 0 or self.max_wait_s < 0:
+            raise ValueError("backoff_s and max_wait_s must not be negative")
+
     def wait_s(self, attempt: int, response: httpx.Response | None) -> float:
         """Seconds to wait after failed try `attempt` (1-based)."""
         advised = retry_after_s(response) if response is not None else None
