@@ -170,15 +170,15 @@ def test_retry_rule_reads_retry_after_and_bounds_it() -> None:
 def test_client_refuses_names_a_url_would_resolve_away_before_sending() -> None:
     """`forget("..")` would go out as `DELETE /v1/namespaces/NS`: the whole namespace."""
     nowhere = f"http://127.0.0.1:{free_port()}"
-    for bad in ("", ".", ".."):
-        with pytest.raises(ValueError, match="namespace .* cannot name anything in a URL"):
+    for bad in ("", ".", "..", "a/b", "x" * 129):
+        with pytest.raises(ValueError, match="namespace: .*starting with a letter or digit"):
             LycheeClient(nowhere, bad)
     with pytest.raises(TypeError, match="namespace must be a string, got int"):
         LycheeClient(nowhere, 42)  # type: ignore[arg-type]
     with LycheeClient(nowhere, "ns") as client:
         for bad in (".", ".."):
             for call in (client.forget, client.flush, client.end_session):
-                with pytest.raises(ValueError, match="session_id .* cannot name anything"):
+                with pytest.raises(ValueError, match="session_id: must be 1-128 characters"):
                     call(bad)
 
 

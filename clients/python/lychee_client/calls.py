@@ -12,11 +12,12 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from lychee_client.errors import GatewayTimedOut, GatewayUnreachable, LycheeHTTPError
 from lychee_client.retry import retry_after_s
 from schemas import EvidenceItem, QueryReply
+from schemas.base import Name
 from schemas.gateway import (
     AddExchanges,
     ControlIn,
@@ -37,6 +38,7 @@ from schemas.plan import Plan
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
+_NAME = TypeAdapter(Name)
 
 
 @dataclass(frozen=True)
@@ -102,12 +104,17 @@ def unreachable(call: Call[Any], url: httpx.URL, exc: httpx.TransportError) -> G
 
 
 def segment(value: str, what: str) -> str:
-    """`value` as one segment of a path. "." and ".." are refused: every URL library resolves
-    them away, so `forget("..")` on a session would be sent as the forget of its namespace."""
+    """`value` as one segment of a path, when it is a name the service takes (`schemas.base
+    .Name`), checked before sending: a "/" would change the route (a 404 naming nothing), and
+    every URL library resolves "." and ".." away, so `forget("..")` on a session would go out
+    as the forget of its whole namespace."""
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
-    if value in ("", ".", ".."):
-        raise ValueError(f"{what} {value!r} cannot name anything in a URL")
+    try:
+        _NAME.validate_python(value)
+    except ValidationError as exc:
+        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ValueError(f"{what}: {message}") from None
     return quote(value, safe="")
 
 
