@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 
 from schemas import topics as t
+from schemas.base import MAX_SEQ
 
 # what must come out of a bad message
 DEAD_LETTER, ERROR_REPLY, DROPPED = "dead_letter", "error_reply", "dropped"
@@ -236,15 +237,15 @@ class Generator:
 
     def huge_seq(self) -> list[Message]:
         data = self._valid()
-        data["seq"] = 2**63  # one past an int64 column
+        data["seq"] = MAX_SEQ + 1  # one past what every store of a seq reads back exactly
         return [self._bad_ex("huge_seq", "schema", dumps(data))]
 
     def max_seq(self) -> list[Message]:
-        """The largest seq an int64 column holds: accepted and indexed."""
+        """The largest seq (`schemas.base.MAX_SEQ`): accepted and indexed."""
         self.i += 1
         sid, key = f"m{self.i}", f"{self.ns_max}/m{self.i}".encode()
         self.expected_turns[self.ns_max] += 1
-        value = dumps(exchange(self.ns_max, sid, 2**63 - 1, "the very last word", f"m{self.i}"))
+        value = dumps(exchange(self.ns_max, sid, MAX_SEQ, "the very last word", f"m{self.i}"))
         return [Message("max_seq", t.EXCHANGES, key, value, INDEXED, namespace=self.ns_max)]
 
     def negative_seq(self) -> list[Message]:
