@@ -108,11 +108,13 @@ def test_client_errors_name_the_status_and_the_problem(gateway: Gateway) -> None
         with pytest.raises(LycheeHTTPError) as wide:
             client.dead_letters()  # a key for `cl-*` only
         assert wide.value.status == 403
-    with LycheeClient(gateway.url, "cl-bad name", api_key=gateway.key) as client:
+    with pytest.raises(ValueError, match="namespace: .*got 'cl-bad name'"):
+        LycheeClient(gateway.url, "cl-bad name", api_key=gateway.key)  # refused before sending
+    with LycheeClient(gateway.url, namespace(), api_key=gateway.key) as client:
         with pytest.raises(LycheeHTTPError) as invalid:
-            client.status()
+            client.records(page_size=501)  # the gateway's own 422, named
         assert invalid.value.status == 422 and invalid.value.attempts == 1
-        assert "namespace" in invalid.value.problem.detail
+        assert "page_size" in invalid.value.problem.detail
     with LycheeClient(gateway.url, namespace(), api_key=gateway.root_key) as root:
         assert isinstance(root.dead_letters().reasons, list)
         dry = root.replay("memory.segments", dry_run=True)
