@@ -187,3 +187,10 @@ def test_client_refuses_names_a_url_would_resolve_away_before_sending() -> None:
 def test_a_retry_policy_without_a_first_try_is_refused() -> None:
     with pytest.raises(ValueError, match="attempts must be at least 1"):
         RetryPolicy(attempts=0)
+
+
+def test_an_api_key_with_a_line_break_is_refused_before_sending() -> None:
+    with pytest.raises(ValueError, match="api_key holds a line break"):
+        LycheeClient("http://127.0.0.1:9", "ns", api_key="key\n")
+    with pytest.raises(ValueError, match="api_key holds a line break"):
+        AsyncLycheeClient("http://127.0.0.1:9", "ns", api_key="key\r\n")

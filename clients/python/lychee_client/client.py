@@ -30,7 +30,11 @@ USER_AGENT = "lychee-client"
 
 
 def headers(api_key: str | None) -> dict[str, str]:
+    """The headers of every request; a key that cannot be a header value (a line break, read
+    from a file with its newline) is refused here, not reported as an unreachable gateway."""
     out = {"User-Agent": USER_AGENT, "Accept": "application/json"}
+    if api_key and not api_key.isprintable():
+        raise ValueError("api_key holds a line break or another control character")
     if api_key:
         out["Authorization"] = f"Bearer {api_key}"
     return out
