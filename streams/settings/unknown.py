@@ -4,6 +4,7 @@ ignored without a word, and the service runs with the default the user meant to 
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel
@@ -24,6 +25,7 @@ ELSEWHERE = frozenset(
 )
 
 
+@functools.cache  # the settings' fields: fixed for the process
 def known() -> tuple[frozenset[str], frozenset[str]]:
     """Every variable of the settings, and the prefixes of nested ones."""
     names: set[str] = set()

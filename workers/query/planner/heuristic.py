@@ -42,7 +42,7 @@ def _restated(key: str, phrases: Sequence[str], topic: str = "") -> list[str]:
     what its phrases find ("Ana go sailing in May" beside "Ana go sailing"; the
     date is the temporal filter's). A history question's topic is always kept."""
     said = {w.casefold() for p in phrases for w in p.split()}
-    more = {w.casefold() for p in noun_phrases(key, limit=len(key)) for w in p.split()} - said
+    more = {w.casefold() for p in noun_phrases(key, limit=None) for w in p.split()} - said
     return [key] if topic or more else []
 
 

@@ -239,9 +239,10 @@ def key_phrase(question: str) -> str:
     return " ".join(kept)
 
 
-def noun_phrases(question: str, limit: int = 3) -> list[str]:
-    """Up to `limit` runs of consecutive content words, in order; stopwords, punctuation,
-    numbers and dates break a run (the temporal filter carries the dates)."""
+def noun_phrases(question: str, limit: int | None = 3) -> list[str]:
+    """Up to `limit` runs of consecutive content words (None: every run), in order;
+    stopwords, punctuation, numbers and dates break a run (the temporal filter carries the
+    dates)."""
     runs: list[str] = []
     run: list[str] = []
     for tok in [*tokens(question), _END]:
