@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
@@ -12,6 +13,7 @@ MAX_INT64 = 2**63 - 1  # what Redis, Arrow and LanceDB columns can hold
 # The largest seq: the Redis Lua scripts that allocate and raise seqs write a number back as
 # text with 14 significant digits (Lua 5.1), so 10**14 and above come back as "1e+14".
 MAX_SEQ = 10**14 - 1
+TURN_CHARS = 200_000  # a turn's text: a long reply fits, a runaway generation does not
 METADATA_MAX_DEPTH = 16  # free-form JSON deeper than this is refused at the door
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")
@@ -23,8 +25,13 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def is_name(value: str) -> bool:
+    """Whether `value` is a namespace or session id the service takes."""
+    return _NAME_RE.fullmatch(value) is not None
+
+
 def _check_name(value: str) -> str:
-    if not _NAME_RE.fullmatch(value):
+    if not is_name(value):
         raise ValueError(
             "must be 1-128 characters of letters, digits and . _ : @ + -, starting with a "
             f"letter or digit (got {shown(value)})"
@@ -45,6 +52,22 @@ def _not_blank(value: str) -> str:
 
 # What is asked of the memory: blank, a plan has nothing to search for.
 Question = Annotated[str, Field(min_length=1, max_length=4_000), AfterValidator(_not_blank)]
+
+
+def _representable(value: datetime) -> datetime:
+    # stored in UTC and read back as a Python datetime (years 1-9999) by every listing; a
+    # year spare each side leaves room for a day's arithmetic around it
+    try:
+        year = (value.astimezone(UTC) if value.tzinfo else value).year
+    except OverflowError:
+        year = 0
+    if not 2 <= year <= 9998:
+        raise ValueError(f"must fall between the years 2 and 9998 in UTC (got {value.isoformat()})")
+    return value
+
+
+# When something was said: any offset, within the years every store and listing can hold.
+Moment = Annotated[datetime, AfterValidator(_representable)]
 
 # Sequence numbers and positions: never negative, and exact wherever they are read.
 Count = Annotated[int, Field(ge=0, le=MAX_SEQ)]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from schemas.base import MAX_SEQ, Contract, Count, Metadata, Name, shown
+from schemas.base import MAX_SEQ, TURN_CHARS, Contract, Count, Metadata, Moment, Name, shown
 from schemas.errors import ContractError
 
 
@@ -24,9 +23,9 @@ class Turn(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     role: Role
-    content: str = Field(max_length=200_000)
+    content: str = Field(max_length=TURN_CHARS)
     speaker: str | None = Field(default=None, max_length=200)
-    created_at: datetime | None = None
+    created_at: Moment | None = None
     turn_id: str | None = Field(default=None, min_length=1, max_length=200)
     image_caption: str | None = Field(default=None, max_length=10_000)
 
@@ -64,7 +63,7 @@ class Exchange(Contract):
     seq: Count
     exchange_id: str = Field(min_length=1, max_length=200)
     turns: list[Turn] = Field(min_length=1, max_length=64)
-    session_date: datetime | None = None
+    session_date: Moment | None = None
     metadata: Metadata = Field(default_factory=dict)
 
     @property

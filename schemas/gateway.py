@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas import Turn
-from schemas.base import Count, Metadata, Name, Question
+from schemas.base import MAX_SEQ, Count, Metadata, Moment, Name, Question
 from schemas.query import Ablation
 
 
@@ -39,7 +39,7 @@ class ExchangeIn(_In):
         "session's exchanges in arrival order",
     )
     turns: list[Turn] = Field(min_length=1, max_length=64)
-    session_date: datetime | None = None
+    session_date: Moment | None = None
     metadata: Metadata = Field(default_factory=dict)
     namespace: Name | None = Field(
         default=None, description="optional; must equal the namespace of the path"
@@ -108,6 +108,7 @@ class ControlIn(_In):
     after_seq: int | None = Field(
         default=None,
         ge=-1,
+        le=MAX_SEQ,
         description="seq of the last exchange this control follows; default: the session's "
         "last seq allocated, acked or applied",
     )

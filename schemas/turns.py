@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import Field
 
-from schemas.base import Contract, Count, Name
+from schemas.base import TURN_CHARS, Contract, Count, Name
 from schemas.exchange import Role, render_turn
 
 
@@ -28,7 +28,7 @@ class RawTurn(Contract):
     )
     role: Role
     speaker: str | None = Field(default=None, max_length=200)
-    text: str = Field(max_length=200_000)
+    text: str = Field(max_length=TURN_CHARS)
     image_caption: str | None = Field(default=None, max_length=10_000)
     session_date: datetime | None = None
     created_at: datetime | None = None

@@ -32,6 +32,20 @@ class BrokerUnreachable(ClientError, ConnectionError):
         self.bootstrap = bootstrap
 
 
+class MessageTooLarge(ClientError, ValueError):
+    """An exchange whose message is over the stages' limit: the broker would take it and the
+    stages dead-letter it, so it is not sent."""
+
+    def __init__(self, exchange_id: str, size: int, limit: int) -> None:
+        super().__init__(
+            f"exchange {exchange_id} makes a message of {size} bytes, more than the {limit} "
+            "the stages accept (LYCHEE_MAX_MESSAGE_BYTES); split its turns over several exchanges"
+        )
+        self.exchange_id = exchange_id
+        self.size = size
+        self.limit = limit
+
+
 class ReplyTimeout(ClientError, TimeoutError):
     def __init__(self, correlation_id: str, timeout_s: float) -> None:
         super().__init__(f"no reply to {correlation_id} within {timeout_s:g}s")
@@ -62,15 +76,29 @@ class SeqError(LycheeError):
 
 class SeqRejected(SeqError, ValueError):
     """A wanted seq or exchange id that cannot be accepted; `index` is its position in the
-    request's list, `seq` the seq it conflicts with."""
+    request's list, `seq` the seq it conflicts with, `turn` the position of a turn whose id
+    names other words in the session."""
 
-    def __init__(self, index: int, reason: str, seq: int) -> None:
+    def __init__(self, index: int, reason: str, seq: int, turn: int | None = None) -> None:
         self.index = index
         self.reason = reason
         self.seq = seq
+        self.turn = turn
         super().__init__(self.describe())
 
+    @property
+    def field(self) -> str:
+        """The refused field, within its exchange."""
+        if self.reason == "turn":
+            return f"turns.{self.turn}.turn_id"
+        return "exchange_id" if self.reason in ("conflict", "changed") else "seq"
+
     def describe(self) -> str:
+        if self.reason == "turn":
+            return (
+                f"turns.{self.turn}.turn_id names a turn of this session with other words; "
+                "a new turn needs a new turn_id"
+            )
         if self.reason == "conflict":
             return f"this exchange_id was accepted with seq {self.seq}"
         if self.reason == "changed":

@@ -14,6 +14,10 @@ seq (and receipt) it had. Here:
   keeps the order of sends to one partition), and a Redis lease makes one process at a time
   the producer of a session while any of its sends for it are unacknowledged, so that two
   gateway replicas cannot interleave one session's seqs on the partition.
+- A turn id the caller gave names one turn of the session: `allocate` refuses an exchange
+  whose turn reuses an id the session holds (or the request gave) with other words, since the
+  stored turn would be replaced and the records citing it would cite the new words. The same
+  words again are the same turn (a retry under a new exchange id).
 - `confirm`, after the broker's acks, records each id's partition and offset and raises the
   session's accepted watermark (`streams.progress`).
 
@@ -33,13 +37,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+import orjson
 from redis.asyncio import Redis
 
-from schemas import session_key
+from schemas import Turn, session_key
 from schemas.base import MAX_SEQ
 from streams.errors import SeqRejected, SessionBusy
 from streams.progress import PREFIX, accepted_key
@@ -59,10 +65,11 @@ return 0
 """
 
 # An id's value is `seq:partition:offset:digest` (partition and offset -1 until acked).
-# KEYS: ids, meta, lease, segmenter state, want. ARGV: lease token, lease ms, ttl s, then per
-# exchange its id, wanted seq (-1: assign) and content digest.
+# KEYS: ids, meta, lease, segmenter state, want, turns. ARGV: lease token, lease ms, ttl s,
+# then per exchange its id, wanted seq (-1: assign), content digest and its named turns as
+# JSON ([[turn id, digest], ...]).
 # Returns {'ok', last, {seq, duplicate, partition, offset}..., wanted by another} or, writing
-# nothing, {reason, index, seq}.
+# nothing, {reason, index, seq} ('turn': the turn's position in place of the seq).
 _ALLOCATE = """
 local MAX_SEQ = tonumber('@MAX_SEQ@')
 if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {'lease', 0, -1} end
@@ -81,9 +88,9 @@ end
 local floor = math.max(acked, applied)
 local last = math.max(alloc, floor)
 local prev = floor
-local out, writes = {}, {}
-for i = 1, (#ARGV - 3) / 3 do
-  local eid, wanted, digest = ARGV[1 + 3 * i], tonumber(ARGV[2 + 3 * i]), ARGV[3 + 3 * i]
+local out, writes, named, seen = {}, {}, {}, {}
+for i = 1, (#ARGV - 3) / 4 do
+  local eid, wanted, digest = ARGV[4 * i], tonumber(ARGV[1 + 4 * i]), ARGV[2 + 4 * i]
   local v = redis.call('HGET', KEYS[1], eid)
   local known, part, off, kdigest = nil, -1, -1, nil
   if v then
@@ -106,6 +113,16 @@ for i = 1, (#ARGV - 3) / 3 do
       seq = math.max(last, prev) + 1
       if seq > MAX_SEQ then return {'full', i, seq - 1} end
     end
+    for j, turn in ipairs(cjson.decode(ARGV[3 + 4 * i])) do
+      local tid, tdigest = turn[1], turn[2]
+      local held = seen[tid] or redis.call('HGET', KEYS[6], tid)
+      if held and held ~= tdigest then return {'turn', i, j - 1} end
+      if not held then
+        named[#named + 1] = tid
+        named[#named + 1] = tdigest
+      end
+      seen[tid] = tdigest
+    end
     prev = seq
     if seq > last then last = seq end
     writes[#writes + 1] = eid
@@ -116,6 +133,10 @@ end
 if #writes > 0 then
   redis.call('HSET', KEYS[1], unpack(writes))
   redis.call('HSET', KEYS[2], 'alloc', last)
+end
+if #named > 0 then
+  redis.call('HSET', KEYS[6], unpack(named))
+  redis.call('EXPIRE', KEYS[6], ARGV[3])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
@@ -158,6 +179,22 @@ class Wanted:
     exchange_id: str
     seq: int | None = None
     digest: str = ""  # of the content: a re-sent id must carry what it carried first
+    turns: tuple[tuple[str, str], ...] = ()  # the caller's turn ids, each with its digest
+
+
+def named_turns(turns: Sequence[Turn]) -> tuple[tuple[str, str], ...]:
+    """The turns that carry the caller's id, each with a digest of its words (who said
+    what): the same id must name the same words throughout the session."""
+    return tuple(
+        (
+            t.turn_id,
+            hashlib.sha256(
+                orjson.dumps((t.role.value, t.speaker, t.content, t.image_caption))
+            ).hexdigest()[:16],
+        )
+        for t in turns
+        if t.turn_id is not None
+    )
 
 
 @dataclass(frozen=True)
@@ -219,9 +256,11 @@ class SeqAllocator:
         self._release = redis.register_script(_RELEASE)
 
     def keys(self, namespace: str, session_id: str) -> list[str]:
-        """ids, meta, lease and want keys of a session (one hash slot with its segmenter state)."""
+        """ids, meta, lease, want and turns keys of a session (one hash slot with its
+        segmenter state)."""
         k = session_key(namespace, session_id)
-        return [f"{self.prefix}:gw:{{{k}}}:{part}" for part in ("ids", "meta", "lease", "want")]
+        parts = ("ids", "meta", "lease", "want", "turns")
+        return [f"{self.prefix}:gw:{{{k}}}:{part}" for part in parts]
 
     @contextlib.asynccontextmanager
     async def session(
@@ -287,7 +326,8 @@ class SessionSeqs:
         self.session_id = session_id
         self._local = local
         self._deadline = deadline
-        self._ids, self._meta, self._lease_key, self._want = allocator.keys(namespace, session_id)
+        keys = allocator.keys(namespace, session_id)
+        self._ids, self._meta, self._lease_key, self._want, self._turns = keys
         self._state = segmenter_state_key(session_key(namespace, session_id), allocator.prefix)
 
     @contextlib.asynccontextmanager
@@ -321,8 +361,9 @@ class SessionSeqs:
         a = self.allocator
         args: list[str | int] = [self._local.token, a.lease_ms, a.ttl_s]
         for w in wanted:
-            args += [w.exchange_id, -1 if w.seq is None else w.seq, w.digest]
-        keys = [self._ids, self._meta, self._lease_key, self._state, self._want]
+            turns = orjson.dumps([list(t) for t in w.turns]).decode()  # [] when none is named
+            args += [w.exchange_id, -1 if w.seq is None else w.seq, w.digest, turns]
+        keys = [self._ids, self._meta, self._lease_key, self._state, self._want, self._turns]
         for _ in range(2):
             reply = await a._allocate(keys=keys, args=args)
             status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]
@@ -333,6 +374,8 @@ class SessionSeqs:
         if status != "ok":
             if status == "lease":
                 raise SessionBusy("lost the session's lease twice; try again")
+            if status == "turn":
+                raise SeqRejected(int(reply[1]) - 1, status, -1, turn=int(reply[2]))
             raise SeqRejected(int(reply[1]) - 1, status, int(reply[2]))
         if reply[3]:
             self._local.closed = True  # another process waits: admit no one new, then release

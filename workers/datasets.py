@@ -36,6 +36,7 @@ from dateutil import parser as dateparser
 from pydantic import ValidationError
 
 from schemas import Exchange, Role, Turn
+from schemas.base import shown
 from workers.errors import DatasetError
 
 _SESSION_RE = re.compile(r"^session_(\d+)$")
@@ -155,6 +156,8 @@ def parse_date(text: str | None) -> datetime | None:
     """LoCoMo writes `1:56 pm on 8 May, 2023`; dateutil reads it (and ISO) fuzzily."""
     if not text:
         return None
+    if not isinstance(text, str):
+        raise DatasetError(f"expected a date as text, got {shown(text, 40)}")
     try:
         parsed: datetime = dateparser.parse(text, fuzzy=True)
         return parsed
@@ -181,37 +184,55 @@ def load_locomo(
         raise DatasetError(
             f"{path}: --namespace names one namespace but the file has {len(data)} samples"
         )
-    return [_locomo_sample(str(path), s, i, namespace, skipped) for i, s in enumerate(data)]
+    samples = [_locomo_sample(str(path), s, i, namespace, skipped) for i, s in enumerate(data)]
+    first: dict[str, int] = {}
+    for i, conv in enumerate(samples):  # the same sessions twice: the second fenced as replays
+        if (j := first.setdefault(conv.namespace, i)) != i:
+            raise DatasetError(f"{path}: samples {j} and {i} are both {conv.namespace!r}")
+    return samples
 
 
 def _locomo_sample(
     path: str, sample: Any, i: int, namespace: str | None, skipped: list[Skipped] | None
 ) -> Conversation:
-    try:
-        conv = sample["conversation"]
-        ns = namespace or str(sample["sample_id"])
-    except (KeyError, TypeError) as exc:
-        raise DatasetError(f"{path}: sample {i}: missing {exc}") from exc
+    sample = _shaped(sample, dict, f"{path}: sample {i}")
+    for key in ("conversation", "sample_id"):
+        if key not in sample:
+            raise DatasetError(f"{path}: sample {i}: missing {key!r}")
+    ns = namespace or str(sample["sample_id"])
+    conv = _shaped(sample["conversation"], dict, f"{path}: sample {ns}: conversation")
     numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_RE.match(k)))
     sessions = []
     for n in numbers:
         sid = f"session_{n}"
+        where = f"{path}: sample {ns}, {sid}"
         try:
             date = parse_date(conv.get(f"{sid}_date_time"))
         except DatasetError as exc:
-            raise DatasetError(f"{path}: sample {ns}, {sid}: {exc}") from exc
+            raise DatasetError(f"{where}: {exc}") from exc
         exchanges = [
             ex
-            for seq, turn in enumerate(conv[sid])
+            for seq, turn in enumerate(_shaped(conv[sid], list, where))
             if (ex := _locomo_turn(path, ns, sid, date, seq, turn, skipped)) is not None
         ]
         sessions.append(Session(sid, date, exchanges))
+    entries = _shaped(sample.get("qa", []), list, f"{path}: sample {ns}: qa")
     try:
-        qa = [_qa(q) for q in sample.get("qa", [])]
+        qa = [_qa(_shaped(q, dict, f"qa entry {j}")) for j, q in enumerate(entries)]
+    except DatasetError as exc:
+        raise DatasetError(f"{path}: sample {ns}: {exc}") from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise DatasetError(f"{path}: sample {ns}: a qa entry lacks or mangles {exc}") from exc
     speakers = tuple(s for s in (conv.get("speaker_a"), conv.get("speaker_b")) if s)
     return Conversation(ns, sessions, qa, speakers)
+
+
+def _shaped(value: Any, kind: type, where: str) -> Any:
+    """`value` when it is of the layout's `kind` (an object or a list); else DatasetError."""
+    if not isinstance(value, kind):
+        expected = "an object" if kind is dict else "a list"
+        raise DatasetError(f"{where}: expected {expected}, got {shown(value, 40)}")
+    return value
 
 
 def _locomo_turn(
@@ -226,10 +247,12 @@ def _locomo_turn(
     """One LoCoMo turn as its exchange; None when the contract refuses it (then in `skipped`).
 
     Its seq is its place in the session, whatever was skipped before it."""
+    where = f"{path}: sample {ns}, {sid}, turn {seq}"
+    turn = _shaped(turn, dict, where)
     try:
         speaker, dia_id = turn["speaker"], turn["dia_id"]
-    except (KeyError, TypeError) as exc:
-        raise DatasetError(f"{path}: sample {ns}, {sid}, turn {seq}: missing {exc}") from exc
+    except KeyError as exc:
+        raise DatasetError(f"{where}: missing {exc}") from exc
     try:
         return Exchange(
             namespace=ns,

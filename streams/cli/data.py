@@ -11,7 +11,7 @@ import click
 import orjson
 
 from schemas.records import MemoryType
-from streams.cli.common import SECONDS, TimedOut, client_settings
+from streams.cli.common import SECONDS, TimedOut, client_settings, named
 
 
 @click.command()
@@ -42,11 +42,11 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
     for line in skipped_lines(stats.skipped):
         click.echo(line, err=True)
     if stats.skipped and not stats.exchanges:
-        raise click.ClickException(
-            f"nothing ingested: the contract refuses every message of {file}"
-        )
+        raise click.ClickException(f"nothing ingested: every message of {file} was refused")
+    if not stats.exchanges:
+        click.echo(f"{file} holds no exchanges", err=True)
     dups = f", {stats.duplicates} already accepted (not sent again)" if stats.duplicates else ""
-    refused = f", {len(stats.skipped)} skipped (refused by the contract)" if stats.skipped else ""
+    refused = f", {len(stats.skipped)} skipped (refused)" if stats.skipped else ""
     click.echo(
         f"produced {counted(stats.exchanges - stats.duplicates, 'exchange')} "
         f"({counted(stats.turns, 'turn')}) in {counted(stats.namespaces, 'namespace')}, "
@@ -147,8 +147,8 @@ def forget(
 
 
 @click.command()
-@click.argument("namespace")
-@click.option("--session", "session_id", default=None)
+@click.argument("namespace", callback=named)
+@click.option("--session", "session_id", default=None, callback=named)
 @click.option(
     "--type",
     "memory_type",
@@ -184,6 +184,10 @@ def records(
     its --history."""
     from streams.client import MemoryClient
 
+    if record_id is not None and not show_history:
+        raise click.UsageError("--record names the record whose --history to show")
+    if turns and (memory_type or since):
+        raise click.UsageError("--type and --since choose records, not --turns")
     s = client_settings()
     if show_history:
         print_history(asyncio.run(MemoryClient(s).history(namespace, record_id)), as_json)

@@ -14,7 +14,10 @@ from streams.cli.common import PORT, client_settings, settings
 
 @click.command()
 @click.option(
-    "--data-dir", type=click.Path(path_type=Path), default=Path(".lychee"), show_default=True
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path(".lychee"),
+    show_default=True,
 )
 @click.option(
     "--kafka-port", type=PORT, default=9092, show_default=True, help="0 picks a free port"

@@ -41,6 +41,7 @@ from streams.errors import (
     BrokerUnreachable,
     ClientError,
     ForgetFailed,
+    MessageTooLarge,
     QueryFailed,
     ReplyTimeout,
     StoreMissing,
@@ -50,6 +51,7 @@ from streams.kafka.errors import SerdeError
 from streams.kafka.lag import LagReader
 from streams.kafka.producer import send_traced, start_producer
 from streams.kafka.serde import decode, encode
+from streams.progress import Progress
 from streams.settings import Settings
 from streams.stack.endpoints import client_settings
 from workers import telemetry
@@ -133,15 +135,29 @@ class MemoryClient:
     # -- producing ----------------------------------------------------------------------
 
     async def add(self, exchanges: Iterable[Exchange]) -> int:
-        """Produce exchanges; returns once the broker acknowledged all of them."""
-        futures = [await self.send(ex) for ex in exchanges]
+        """Produce exchanges; returns once the broker acknowledged all of them. One over the
+        stages' message limit (`MessageTooLarge`) is found before any is sent."""
+        payloads = [(ex, self._fitting(ex)) for ex in exchanges]
+        futures = [await self._send(ex, payload) for ex, payload in payloads]
         await asyncio.gather(*futures)
         return len(futures)
 
     async def send(self, message: ExchangeTopicMessage) -> asyncio.Future[RecordMetadata]:
         """Enqueue one message for `memory.exchanges`; the future resolves with its partition
         and offset once the broker acked it. Sends of one session keep their order."""
-        return await send_traced(self.producer, t.EXCHANGES, encode(message), message.key.encode())
+        return await self._send(message, self._fitting(message))
+
+    def _fitting(self, message: ExchangeTopicMessage) -> bytes:
+        """The message encoded, when the stages accept its size."""
+        payload, limit = encode(message), self.settings.kafka.max_message_bytes
+        if isinstance(message, Exchange) and len(payload) > limit:
+            raise MessageTooLarge(message.exchange_id, len(payload), limit)
+        return payload
+
+    async def _send(
+        self, message: ExchangeTopicMessage, payload: bytes
+    ) -> asyncio.Future[RecordMetadata]:
+        return await send_traced(self.producer, t.EXCHANGES, payload, message.key.encode())
 
     async def flush(
         self, namespace: str, session_id: str, after_seq: int | None = None
@@ -160,6 +176,24 @@ class MemoryClient:
             kind=kind, namespace=namespace, session_id=session_id, after_seq=after_seq
         )
         return await (await self.send(msg))
+
+    async def wait_indexed(
+        self, namespace: str, session_id: str, seq: int, timeout_s: float = 60.0
+    ) -> None:
+        """Return once the session's exchanges up to `seq` are indexed, so that a search
+        sees them (read your writes); `TimeoutError` after `timeout_s`."""
+        redis = Redis.from_url(self.settings.redis.url, socket_timeout=10)
+        progress = Progress(redis)
+        try:
+            async with asyncio.timeout(timeout_s):
+                while (await progress.indexed(namespace, [session_id])).get(session_id, -1) < seq:
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            raise TimeoutError(
+                f"{namespace}/{session_id} not indexed up to seq {seq} within {timeout_s:g} s"
+            ) from None
+        finally:
+            await redis.aclose()
 
     async def usage(self, namespace: str) -> dict[str, int]:
         """Construction token counters of a namespace (input, output, prompt, calls, segments)."""
@@ -390,6 +424,11 @@ class SyncMemoryClient:
         return self._run(
             self._client.search(namespace, query, k, session_id, timeout_s, ablation, answer)
         )
+
+    def wait_indexed(
+        self, namespace: str, session_id: str, seq: int, timeout_s: float = 60.0
+    ) -> None:
+        self._run(self._client.wait_indexed(namespace, session_id, seq, timeout_s))
 
     def usage(self, namespace: str) -> dict[str, int]:
         return self._run(self._client.usage(namespace))

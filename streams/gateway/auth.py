@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import orjson
 import structlog
 
+from schemas.base import is_name
 from streams.gateway.errors import KeyFileError
 
 log = structlog.get_logger("lychee.gateway")
@@ -70,6 +71,17 @@ def pattern_problem(pattern: str) -> str | None:
             f"{pattern[:-1]!r}, or {pattern[:-1]!r} for that namespace alone"
         )
     return None
+
+
+def _matches_none(pattern: str) -> str | None:
+    """Why no namespace can match `pattern` (a key for it would open nothing), or None.
+    Only new keys are held to it: a key file that loaded before still loads."""
+    name = pattern if not pattern.endswith("*") or pattern == "*" else pattern[:-1] + "x"
+    if name == "*" or is_name(name):
+        return None
+    return f"{pattern!r} matches no namespace: names are letters, digits and . _ : @ + -, " + (
+        "starting with a letter or digit"
+    )
 
 
 def pattern_allows(pattern: str, namespace: str) -> bool:
@@ -265,12 +277,14 @@ def _write(path: Path, entries: list[dict[str, Any]]) -> None:
 def add_key(path: Path, name: str, namespaces: list[str]) -> str:
     """Create a key for `namespaces`, store its digest under `name`, return the key."""
     entries = _read(path) if path.exists() else []
+    if not name.strip():
+        raise KeyFileError("a key needs a name (what `keys list` and `keys revoke` call it)")
     if any(e.get("name") == name for e in entries):
         raise KeyFileError(f"{path}: a key named {name!r} exists; revoke it first")
     if not namespaces:
         raise KeyFileError("a key needs at least one namespace (or '*')")
     for pattern in namespaces:
-        if problem := pattern_problem(pattern):
+        if problem := _matches_none(pattern) or pattern_problem(pattern):
             raise KeyFileError(problem)
     key = new_key()
     entries.append({"name": name, "sha256": digest(key), "namespaces": namespaces})

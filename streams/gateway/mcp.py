@@ -20,7 +20,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from schemas import Role, Turn
-from schemas.base import Name
+from schemas.base import TURN_CHARS, Name
 from schemas.errors import LycheeError
 from schemas.gateway import (
     ExchangeIn,
@@ -53,7 +53,7 @@ _NAME = TypeAdapter(Name)
 
 class Message(BaseModel):
     role: Role = Role.user
-    content: str = Field(min_length=1, max_length=200_000)
+    content: str = Field(min_length=1, max_length=TURN_CHARS)
     speaker: str | None = Field(default=None, max_length=200)
 
 

@@ -56,7 +56,7 @@ from streams.gateway.errors import (
 )
 from streams.kafka.serde import encode
 from streams.progress import Progress
-from streams.seqs import Ack, Allocation, SeqAllocator, Wanted
+from streams.seqs import Ack, Allocation, SeqAllocator, Wanted, named_turns
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")
@@ -148,17 +148,21 @@ class MemoryService:
                     await ordered.enter_async_context(handles[sid].ordered())
                 for sid in sessions:
                     wanted = [
-                        Wanted(eid, exchanges[i].seq, content_digest(exchanges[i]))
+                        Wanted(
+                            eid,
+                            exchanges[i].seq,
+                            content_digest(exchanges[i]),
+                            named_turns(exchanges[i].turns),
+                        )
                         for i, eid in groups[sid]
                     ]
                     try:
                         got = await handles[sid].allocate(wanted)
                     except SeqRejected as exc:
                         index = groups[sid][exc.index][0]
-                        what = "exchange_id" if exc.reason in ("conflict", "changed") else "seq"
                         raise Conflict(
                             f"exchanges.{index}: {exc.describe()}",
-                            field=f"exchanges.{index}.{what}",
+                            field=f"exchanges.{index}.{exc.field}",
                         ) from exc
                     for (i, _), a in zip(groups[sid], got, strict=True):
                         allocated[i] = a

@@ -20,6 +20,7 @@ from lychee_client.agents import (
     search_memory_tool,
     to_turn,
 )
+from schemas.base import TURN_CHARS
 from tests.clients.conftest import Gateway
 from tests.fakes.openai_server import Action, FakeOpenAI, text, tool_call
 
@@ -119,6 +120,24 @@ def test_session_items_go_in_exchanges_the_service_accepts() -> None:
     assert [from_turn(t.model_dump()) for e in exchanges for t in e.turns] == outputs
     many = session._exchanges([{"role": "user", "content": f"m{i}"} for i in range(130)])
     assert [len(e.turns) for e in many] == [64, 64, 2]
+
+
+def test_an_item_longer_than_a_turn_keeps_its_start_and_stays_an_item() -> None:
+    """A runaway tool output must not end the run: its longest text is cut, with a note."""
+    output = {"type": "function_call_output", "call_id": "c1", "output": "é\n" * 130_000}
+    turn = to_turn(output)
+    back = from_turn(turn)
+    assert len(turn["content"]) <= TURN_CHARS and output["output"] == "é\n" * 130_000
+    assert back["call_id"] == "c1" and back["output"].startswith("é\n" * 1000)  # type: ignore[typeddict-item]
+    assert back["output"].endswith("characters left out: a turn holds 200000]")  # type: ignore[typeddict-item]
+    said = to_turn({"role": "user", "content": "z" * 250_000})
+    assert len(said["content"]) <= TURN_CHARS and said["content"].startswith("z" * 1000)
+    scattered = to_turn({"type": "x", "parts": ["ab"] * 70_000})  # no one string holds enough
+    assert len(scattered["content"]) <= TURN_CHARS
+    session = LycheeSession("s", AsyncLycheeClient("http://127.0.0.1:9", "ns"))
+    assert sum(len(e.turns) for e in session._exchanges([turn, said, scattered])) == 3
+    with pytest.raises(ValueError, match="session_id: must be 1-128"):
+        LycheeSession("bad id/..", AsyncLycheeClient("http://127.0.0.1:9", "ns"))
 
 
 @pytest.mark.parametrize("content", ["not json {", "[1, 2, 3]", '"a string"'])

@@ -182,6 +182,9 @@ def test_client_refuses_names_a_url_would_resolve_away_before_sending() -> None:
             for call in (client.forget, client.flush, client.end_session):
                 with pytest.raises(ValueError, match="session_id: must be 1-128 characters"):
                     call(bad)
+        for read in (client.turns, client.records, client.status):
+            with pytest.raises(ValueError, match="session_id: must be 1-128 characters"):
+                read(session_id="bad id/..")
 
 
 def test_a_retry_policy_without_a_first_try_is_refused() -> None:

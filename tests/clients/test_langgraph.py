@@ -13,7 +13,7 @@ from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from lychee_client import AsyncLycheeClient, LycheeClient
-from lychee_client.langgraph import LycheeStore, session_of
+from lychee_client.langgraph import LycheeStore, exchange_of, session_of
 from tests.clients.conftest import Gateway
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
@@ -190,3 +190,8 @@ def test_store_answers_as_langgraphs_reference_store(gateway: Gateway) -> None:
         ]
 
     assert view(ours) == view(reference)
+
+
+def test_a_value_larger_than_a_turn_is_refused_naming_its_key() -> None:
+    with pytest.raises(ValueError, match="the item 'big' is .* characters as JSON"):
+        exchange_of(PutOp(("mem",), "big", {"text": "z" * 250_000}))

@@ -8,9 +8,11 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from schemas import Exchange
 from schemas import topics as t
 from streams.bench.fuzz import Generator, format_report, fuzz
 from streams.client import MemoryClient
+from streams.errors import MessageTooLarge
 from streams.kafka.lag import LagReader
 from streams.kafka.reader import read_stored
 from streams.stack.embedded import Stack
@@ -128,3 +130,18 @@ async def test_an_exchange_over_the_contract_is_dead_lettered_alone_and_its_sess
     async with MemoryClient(settings) as client:
         reply = await client.search(ns, "What is the name of the cat?", k=3)
     assert any("T2" in e.turn_ids for e in reply.evidence)
+
+
+async def test_our_client_refuses_an_exchange_over_the_stages_limit_before_sending_any(
+    stack: Stack, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """What the stages would dead-letter after the broker's ack is the caller's error here."""
+    ns = f"wide-{uuid.uuid4().hex[:6]}"
+    small = Exchange.model_validate(orjson.loads(foreign_exchange(ns, 0, "Ann", "hello")))
+    wide = Exchange.model_validate(orjson.loads(foreign_exchange(ns, 1, "Ann", "w" * 199_999)))
+    wide = wide.model_copy(update={"turns": wide.turns * 6})
+    async with MemoryClient(settings) as client:
+        with pytest.raises(MessageTooLarge, match=r"exchange e1 makes a message of \d+ bytes"):
+            await client.add([small, wide])
+    stored = await read_stored(stack.bootstrap, t.EXCHANGES)
+    assert not any(r.key == f"{ns}/s".encode() for r in stored)

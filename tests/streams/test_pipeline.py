@@ -275,7 +275,10 @@ def test_sync_client_add_flush_search(stack: Stack, settings) -> None:  # type: 
     with SyncMemoryClient(settings) as memory:
         assert memory.add(conversation(ns)) == len(DIALOGUE)
         memory.flush(ns, "s0", after_seq=len(DIALOGUE) - 1)
-        asyncio.run(_drained(settings.kafka.bootstrap))
+        memory.wait_indexed(ns, "s0", len(DIALOGUE) - 1)  # its raw turns searchable
+        with pytest.raises(TimeoutError, match="not indexed up to seq 99 within 0.2 s"):
+            memory.wait_indexed(ns, "s0", 99, timeout_s=0.2)
+        asyncio.run(_drained(settings.kafka.bootstrap))  # and its segments
         reply = memory.search(ns, "bike repair shop job offer", k=2)
         # the answering turn first, alone or in its window
         assert "D0:6" in reply.evidence[0].turn_ids, [e.turn_ids for e in reply.evidence]

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schemas import RawTurn, Role, session_key
+from schemas import RawTurn, Role, Turn, session_key
 from streams.errors import SeqRejected, SessionBusy
 from streams.progress import Progress
-from streams.seqs import Ack, SeqAllocator, Wanted, segmenter_state_key
+from streams.seqs import Ack, SeqAllocator, Wanted, named_turns, segmenter_state_key
 from workers.segmenter.policy import SessionState
 from workers.segmenter.state_store import SessionStore
 
@@ -72,6 +72,34 @@ async def test_seqs_acked_id_with_other_words_is_rejected(redis) -> None:  # typ
     assert err.value.reason == "changed" and err.value.index == 0
     with pytest.raises(SeqRejected, match="accepted with seq 0"):
         await allocate(alloc, [Wanted("e1", 7, "d1")])
+
+
+def turn(tid: str, text: str) -> Turn:
+    return Turn(role=Role.user, content=text, turn_id=tid)
+
+
+async def test_seqs_a_turn_id_names_the_same_words_throughout_the_session(redis) -> None:  # type: ignore[no-untyped-def]
+    alloc = allocator(redis)
+    first = named_turns([turn("msg", "my passport is X1"), turn("reply", "noted")])
+    await allocate(alloc, [Wanted("e1", None, "d1", first)])
+    # the same words under a new exchange id: a retry, accepted
+    again = named_turns([turn("msg", "my passport is X1")])
+    assert [a.seq for a in await allocate(alloc, [Wanted("e2", None, "d2", again)])] == [1]
+    # other words under a used id: refused, naming the turn, nothing written
+    reused = named_turns([turn("new", "hello"), turn("msg", "my flight is at 9")])
+    with pytest.raises(SeqRejected) as err:
+        await allocate(alloc, [Wanted("e3", None, "d3", reused)])
+    assert (err.value.index, err.value.turn, err.value.field) == (0, 1, "turns.1.turn_id")
+    assert "other words" in str(err.value)
+    assert [a.seq for a in await allocate(alloc, [Wanted("e4", None, "d4")])] == [2]
+    # two exchanges of one request that give one id other words: the second refused
+    clash = [Wanted("e5", None, "d5", named_turns([turn("t9", "a")]))]
+    clash.append(Wanted("e6", None, "d6", named_turns([turn("t9", "b")])))
+    with pytest.raises(SeqRejected) as err:
+        await allocate(alloc, clash)
+    assert (err.value.index, err.value.turn) == (1, 0)
+    # another session may use the same ids
+    assert [a.seq for a in await allocate(alloc, [Wanted("e7", None, "d7", reused)], "s2")] == [0]
 
 
 async def test_seqs_callers_seq_must_pass_everything_acked_or_applied(redis) -> None:  # type: ignore[no-untyped-def]

@@ -188,6 +188,28 @@ def test_load_locomo_rejects_wrong_layouts(tmp_path: Path) -> None:
         load_locomo(_write(tmp_path, bad))
 
 
+@pytest.mark.parametrize(
+    ("mangle", "said"),
+    [
+        (lambda d: d.__setitem__(0, "a"), r"sample 0: expected an object, got 'a'"),
+        (lambda d: d[0].__setitem__("conversation", [1]), r"sample-a: conversation: expected an"),
+        (lambda d: d[0]["conversation"].__setitem__("session_1", 5), r"session_1: expected a list"),
+        (lambda d: d[0]["conversation"]["session_1"].__setitem__(0, "hi"), r"turn 0: expected an"),
+        (lambda d: d[0]["conversation"].__setitem__("session_1_date_time", 12), r"date as text"),
+        (lambda d: d[0].__setitem__("qa", "nope"), r"sample-a: qa: expected a list"),
+        (lambda d: d[0].__setitem__("qa", [7]), r"sample-a: qa entry 0: expected an object"),
+        (lambda d: d[1].__setitem__("sample_id", "sample-a"), r"samples 0 and 1 are both"),
+    ],
+)
+def test_load_locomo_a_mis_shaped_file_is_one_error_naming_the_place(
+    tmp_path: Path, mangle: Any, said: str
+) -> None:
+    data = _locomo_samples()
+    mangle(data)
+    with pytest.raises(DatasetError, match=said):
+        load_locomo(_write(tmp_path, data))
+
+
 def test_load_locomo_a_turn_the_contract_refuses_is_skipped_alone_and_named(
     tmp_path: Path,
 ) -> None:

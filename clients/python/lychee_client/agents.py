@@ -12,9 +12,12 @@ How the SDK's items map onto turns (one item, one turn; one `add_items`, one exc
 
 `add_items` returns once the turns are indexed, so the next run reads them; items of more
 than `EXCHANGE_BYTES` go in several exchanges, so that large tool outputs stay under the
-service's message limit. The service forgets per session: `clear_session` forgets the
-session; `pop_item` forgets it and adds back every item but the last (a forget and a re-add:
-costly, and rare in the SDK), the exchanges made before anything is forgotten.
+service's message limit. An item longer than a turn holds (`TURN_CHARS`: a runaway tool
+output) keeps its start: its longest text is cut, with a note of how much was left out, and
+the item stays what it was (a message, or JSON the SDK reads back), so the run goes on. The
+service forgets per session: `clear_session` forgets the session; `pop_item` forgets it and
+adds back every item but the last (a forget and a re-add: costly, and rare in the SDK), the
+exchanges made before anything is forgotten.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from agents import FunctionTool, function_tool
 
 from lychee_client.aio import AsyncLycheeClient
+from lychee_client.calls import name
+from schemas.base import TURN_CHARS
 from schemas.gateway import ExchangeIn, SearchIn
 
 if TYPE_CHECKING:
@@ -61,10 +66,43 @@ def to_turn(item: Mapping[str, Any]) -> dict[str, Any]:
     if role in ROLES and item.get("type", "message") == "message":
         text = _text(item.get("content"))
         if text is not None and text.strip():
-            return {"role": role, "content": text}
+            return {"role": role, "content": _cut(text, len(text) - TURN_CHARS)}
     # as written: escaped, a non-ASCII character would take six of the turn's characters
     content = json.dumps(dict(item), ensure_ascii=False)
+    if len(content) > TURN_CHARS:
+        value = json.loads(content)  # a copy of its own to cut
+        if _shorten(value, len(content) - TURN_CHARS):
+            content = json.dumps(value, ensure_ascii=False)
+        content = _cut(content, len(content) - TURN_CHARS)  # no string held enough: as text
     return {"role": "assistant", "speaker": ITEM_SPEAKER, "content": content}
+
+
+def _cut(text: str, excess: int) -> str:
+    """`text` shorter by at least `excess` characters, its start kept and the cut said."""
+    if excess <= 0:
+        return text
+    kept = max(len(text) - excess - 80, 0)  # room for the note
+    return f"{text[:kept]} [... {len(text) - kept} characters left out: a turn holds {TURN_CHARS}]"
+
+
+def _shorten(value: dict[str, Any], excess: int) -> bool:
+    """Cut `value`'s longest string by `excess` characters, in place, when it has that many
+    (a character cut is at least one of the JSON's, so one cut is enough)."""
+    found: tuple[int, Any, Any] = (-1, None, None)  # length, container, key
+    stack: list[Any] = [value]
+    while stack:
+        node = stack.pop()
+        pairs = node.items() if isinstance(node, dict) else enumerate(node)
+        for key, child in pairs:
+            if isinstance(child, str) and len(child) > found[0]:
+                found = (len(child), node, key)
+            elif isinstance(child, dict | list):
+                stack.append(child)
+    length, container, key = found
+    if length <= excess:
+        return False
+    container[key] = _cut(container[key], excess)
+    return True
 
 
 def from_turn(turn: Mapping[str, Any]) -> TResponseInputItem:
@@ -90,7 +128,7 @@ class LycheeSession:
     session_settings: SessionSettings | None = None
 
     def __init__(self, session_id: str, client: AsyncLycheeClient, *, wait_s: float = 60.0):
-        self.session_id = session_id
+        self.session_id = name(session_id, "session_id")
         self.client = client
         self.wait_s = wait_s
 

@@ -103,11 +103,9 @@ def unreachable(call: Call[Any], url: httpx.URL, exc: httpx.TransportError) -> G
     return GatewayUnreachable(f"{where}: {exc!r}")
 
 
-def segment(value: str, what: str) -> str:
-    """`value` as one segment of a path, when it is a name the service takes (`schemas.base
-    .Name`), checked before sending: a "/" would change the route (a 404 naming nothing), and
-    every URL library resolves "." and ".." away, so `forget("..")` on a session would go out
-    as the forget of its whole namespace."""
+def name(value: str, what: str) -> str:
+    """`value`, when it is a name the service takes (`schemas.base.Name`): checked before
+    sending, as the README promises, not reported back as the gateway's 422."""
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
     try:
@@ -115,7 +113,18 @@ def segment(value: str, what: str) -> str:
     except ValidationError as exc:
         message = exc.errors()[0]["msg"].removeprefix("Value error, ")
         raise ValueError(f"{what}: {message}") from None
-    return quote(value, safe="")
+    return value
+
+
+def segment(value: str, what: str) -> str:
+    """`value` as one segment of a path, when it is a name: a "/" would change the route (a
+    404 naming nothing), and every URL library resolves "." and ".." away, so `forget("..")`
+    on a session would go out as the forget of its whole namespace."""
+    return quote(name(value, what), safe="")
+
+
+def _session_id(value: str | None) -> str | None:
+    return None if value is None else name(value, "session_id")
 
 
 def _ns(namespace: str) -> str:
@@ -188,7 +197,7 @@ def listing(
     page_size: int = 50,
 ) -> Call[RecordsPage]:
     params = _params(
-        session_id=session_id,
+        session_id=_session_id(session_id),
         memory_type=memory_type,
         since=since,
         turns=turns,
@@ -213,7 +222,7 @@ def forget(namespace: str, session_id: str | None) -> Call[ForgetOut]:
 
 
 def status(namespace: str, session_id: str | None) -> Call[NamespaceStatus]:
-    params = _params(session_id=session_id)
+    params = _params(session_id=_session_id(session_id))
     return Call("GET", f"{_ns(namespace)}/status", model(NamespaceStatus), params=params)
 
 

@@ -50,6 +50,7 @@ from langgraph.store.base import (
 from lychee_client.aio import AsyncLycheeClient
 from lychee_client.client import LycheeClient
 from schemas import EvidenceItem, Role
+from schemas.base import TURN_CHARS
 from schemas.gateway import ExchangeIn
 
 SPEAKER = "langgraph"
@@ -273,6 +274,11 @@ def exchange_of(op: PutOp) -> ExchangeIn:
     """The exchange a put adds: one user turn holding the item as JSON."""
     assert op.value is not None
     doc = json.dumps({"namespace": list(op.namespace), "key": op.key, "value": dict(op.value)})
+    if len(doc) > TURN_CHARS:
+        raise ValueError(
+            f"the item {op.key!r} is {len(doc)} characters as JSON, more than the {TURN_CHARS} "
+            "a turn of the service holds"
+        )
     turn = {"role": Role.user, "speaker": SPEAKER, "content": doc, "created_at": datetime.now(UTC)}
     return ExchangeIn.model_validate(
         {"session_id": session_of(op.namespace, op.key), "turns": [turn]}

@@ -80,6 +80,14 @@ def test_cli_ingest_names_a_message_over_the_contract_and_ingests_the_rest(
     ) in out.stderr.splitlines()
     assert "1 message skipped" in out.stderr and "Traceback" not in out.stderr
     assert store(stack).count("turns", ns) == 2
+    # each turn within the contract, the exchange over the stages' message limit: skipped
+    # and named before anything is sent, not dead-lettered after "indexed"
+    wide = tmp_path / "wide.jsonl"
+    turns = [{"role": "user", "content": "w" * 199_999}] * 6
+    wide.write_text(json.dumps({"session_id": "w", "turns": turns}) + "\n")
+    out = lychee(stack, "ingest", str(wide), "--format", "jsonl", "--namespace", ns, "--wait")
+    assert out.returncode == 1 and "LYCHEE_MAX_MESSAGE_BYTES" in out.stderr, out.stderr
+    assert f"skipped {wide}: namespace {ns}, session w: exchange " in out.stderr
     # nothing left to ingest: an error, and nothing is sent
     only = _lines_file(tmp_path / "only.jsonl", ["y" * 200_001])
     out = lychee(stack, "ingest", str(only), "--format", "jsonl", "--namespace", ns)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from streams.cli import main
@@ -20,3 +21,21 @@ def test_keys_add_refuses_a_star_without_a_separator_and_says_why(tmp_path: Path
         main, ["gateway", "keys", "add", "acme", "--namespace", "acme-*", "--file", str(keys)]
     )
     assert out.exit_code == 0 and out.output.startswith("lyk_"), out.output
+
+
+@pytest.mark.parametrize(
+    ("name", "pattern", "said"),
+    [
+        ("", "acme", "a key needs a name"),
+        ("k", "a b", "'a b' matches no namespace"),
+        ("k", "x/*", "'x/*' matches no namespace"),
+        ("k", "-*", "'-*' matches no namespace"),
+    ],
+)
+def test_keys_add_refuses_a_key_that_opens_nothing(
+    tmp_path: Path, name: str, pattern: str, said: str
+) -> None:
+    keys = tmp_path / "keys.json"
+    args = ["gateway", "keys", "add", name, "--namespace", pattern, "--file", str(keys)]
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code != 0 and not keys.exists() and said in out.output, out.output

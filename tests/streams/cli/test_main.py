@@ -142,3 +142,20 @@ def test_main_a_reader_that_goes_away_stops_the_command_quietly() -> None:
     writer.stdout.close()
     error = writer.stderr.read().decode()
     assert (writer.wait(timeout=60), error) == (141, "")
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["records", "bad ns/.."], "Invalid value for 'NAMESPACE': must be 1-128 characters"),
+        (["records", "demo", "--session", "a b"], "Invalid value for '--session'"),
+        (["records", "demo", "--record", "abc"], "--record names the record whose --history"),
+        (["records", "demo", "--turns", "--type", "fact"], "choose records, not --turns"),
+        (["up", "--data-dir", __file__], "is a file"),
+    ],
+)
+def test_main_options_that_cannot_mean_anything_are_usage_errors(
+    args: list[str], said: str
+) -> None:
+    out = CliRunner().invoke(main, args)
+    assert out.exit_code == 2 and said in out.output, out.output

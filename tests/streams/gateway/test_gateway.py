@@ -136,6 +136,14 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         await check(r, 422, "exchanges.0.namespace")
         r = await c.post(url, headers=h, json={"exchanges": [ex("p1", "x", "hi", colour="red")]})
         await check(r, 422, "exchanges.0.colour")
+        # a moment no listing could read back (year 10000 in UTC), a seq past the largest
+        late = ex("p1", "x", "hi")
+        late["turns"][0]["created_at"] = "9999-12-31T23:30:00-05:00"
+        r = await c.post(url, headers=h, json={"exchanges": [late]})
+        await check(r, 422, "exchanges.0.turns.0.created_at")
+        flush = "/v1/namespaces/gw-a/sessions/p1/flush"
+        r = await c.post(flush, headers=h, json={"after_seq": MAX_SEQ + 1})
+        await check(r, 422, "after_seq")
         r = await c.post(url, headers={**h, "content-type": "application/json"}, content=b"{x")
         assert r.status_code == 422 and r.headers["content-type"] == PROBLEM
         r = await c.post(
@@ -186,6 +194,15 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         assert "other content" in changed.json()["detail"]
         nxt = await c.post(url, headers=h, json={"exchanges": [ex("p2", "q3", "next")]})
         assert nxt.json()["exchanges"][0]["seq"] == 6
+        # a turn id names one turn of the session: other words under it would replace it
+        said = ex("p2", "q6", "my passport is X1")
+        said["turns"][0]["turn_id"] = "msg"
+        assert (await c.post(url, headers=h, json={"exchanges": [said]})).status_code == 202
+        reused = ex("p2", "q7", "my flight leaves at 9")
+        reused["turns"][0]["turn_id"] = "msg"
+        r = await c.post(url, headers=h, json={"exchanges": [reused]})
+        await check(r, 409, "exchanges.0.turns.0.turn_id")
+        assert "new turn_id" in r.json()["detail"]
         timeout = await c.post(
             "/v1/namespaces/gw-a/search",
             headers=h,
