@@ -18,7 +18,8 @@ class Role(StrEnum):
 
 
 class Turn(BaseModel):
-    """One utterance. `turn_id` is the caller's id (LoCoMo's `dia_id`) when it has one."""
+    """One utterance. `turn_id` is the caller's id (LoCoMo's `dia_id`) when it has one: it
+    names one turn of the session, and records cite it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
