@@ -346,6 +346,11 @@ class ReplayOut(BaseModel):
         description="not replayed: their headers name a topic their dead-letter topic does "
         "not serve"
     )
+    twins: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="sent once for another selected letter of the same message (every stage "
+        "that read it wrote one): `as` names that letter",
+    )
     refusal: str | None = Field(
         description="why a replay of this selection is (or, in a dry run, would be) refused"
     )

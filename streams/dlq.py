@@ -115,13 +115,22 @@ class DeadLetter:
         exchange's own position, or the lineage header of what was derived from one."""
         if self.source_topic == t.EXCHANGES:
             p, o = self.headers.get("source_partition", ""), self.headers.get("source_offset", "")
-            return Source(int(p), int(o)) if p.isdigit() and o.isdigit() else None
+            return Source(int(p), int(o)) if _whole(p) and _whole(o) else None
         return source_of(self.original_headers)
 
     @property
     def failed_at(self) -> datetime | None:
         ms = self.headers.get("failed_at_ms", "")
-        return datetime.fromtimestamp(int(ms) / 1000, UTC) if ms.isdigit() else None
+        try:  # a header another producer wrote may name no moment a datetime holds
+            return datetime.fromtimestamp(int(ms) / 1000, UTC) if _whole(ms) else None
+        except (OverflowError, OSError):
+            return None
+
+    def source_position(self) -> tuple[str, str, str] | None:
+        """Where its message was read (topic, partition, offset): one message read by several
+        stages has a letter from each, and is replayed once."""
+        p, o = self.headers.get("source_partition", ""), self.headers.get("source_offset", "")
+        return (self.source_topic, p, o) if _whole(p) and _whole(o) else None
 
     @property
     def value_dropped(self) -> bool:
@@ -156,6 +165,12 @@ class DeadLetter:
             out["original_headers"] = {k: _text(v) for k, v in self.original_headers}
             out["value_bytes"] = len(self.value or b"")
         return out
+
+
+def _whole(text: str) -> bool:
+    """ASCII digits only: `str.isdigit` also takes "²", which `int` refuses (headers are
+    anyone's)."""
+    return text.isascii() and text.isdigit()
 
 
 def _text(raw: bytes | None, limit: int | None = None) -> Any:
@@ -230,6 +245,22 @@ def summarize(
     return rows
 
 
+async def remembered(settings: Settings, letters: list[DeadLetter]) -> list[DeadLetter]:
+    """The letters whose namespace or session was not forgotten since: a forget leaves a
+    letter's bytes in the broker's storage, never to be consumed again, and not shown."""
+    from redis.asyncio import Redis
+
+    redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
+    try:
+        return unforgotten(letters, await forgotten(redis, letters))
+    finally:
+        await redis.aclose()
+
+
+def unforgotten(letters: list[DeadLetter], gone: list[bool]) -> list[DeadLetter]:
+    return [d for d, stale in zip(letters, gone, strict=True) if not stale]
+
+
 async def receipts_of(redis: Any, letters: list[DeadLetter]) -> list[bytes | None]:
     """The ledger's receipt of each letter (None: never replayed)."""
     if not letters:
@@ -241,13 +272,14 @@ async def receipts_of(redis: Any, letters: list[DeadLetter]) -> list[bytes | Non
 async def show(settings: Settings, topic: str, at: str) -> DeadLetter:
     """The dead letter at `PARTITION:OFFSET` (or OFFSET, when only one partition has it)."""
     partition, _, offset = at.rpartition(":")
-    if not offset.isdigit() or (partition and not partition.isdigit()):
+    if not _whole(offset) or (partition and not _whole(partition)):
         raise DeadLetterError(f"{at!r} is not OFFSET or PARTITION:OFFSET")
     found = [
         d
         for d in await read(settings, [topic])
         if d.offset == int(offset) and (not partition or d.partition == int(partition))
     ]
+    found = await remembered(settings, found)
     if not found:
         raise DeadLetterError(f"no dead letter at {at} in {dlq_topic(topic)}")
     if len(found) > 1:
@@ -266,6 +298,7 @@ class ReplayReport:
     not_copied: list[dict[str, Any]] = field(default_factory=list)  # value too large to copy
     forgotten: list[dict[str, Any]] = field(default_factory=list)  # its namespace was forgotten
     misdirected: list[dict[str, Any]] = field(default_factory=list)  # names a foreign source
+    twins: list[dict[str, Any]] = field(default_factory=list)  # its message was sent for another
 
     def refusal(self) -> str | None:
         """Why a replay of this selection is refused (as a dry run, why it would be): every
@@ -303,12 +336,19 @@ async def replay(
     report = ReplayReport(uuid.uuid4().hex[:12], dry_run, selected=len(letters))
     redis = Redis.from_url(settings.redis.url, socket_timeout=10, socket_connect_timeout=10)
     publisher = KafkaPublisher.from_settings(settings)
+    sent: dict[tuple[str, str, str], dict[str, Any]] = {}  # source position -> its replay
     try:
         done = await receipts_of(redis, letters)
         gone = await forgotten(redis, letters)
         for letter, receipt, stale in zip(letters, done, gone, strict=True):
             row = letter.as_dict()
-            if letter.misdirected:
+            source = letter.source_position()
+            if source in sent:  # every stage that read the message wrote a letter of it
+                report.twins.append({**row, "as": sent[source]["id"]})
+                if not dry_run:
+                    twin = orjson.dumps(sent[source]["replayed"])
+                    await redis.hset(REPLAYED_KEY, letter.ledger_field(), twin)
+            elif letter.misdirected:
                 report.misdirected.append({**row, "named": letter.headers["source_topic"]})
             elif stale:
                 report.forgotten.append(row)
@@ -320,6 +360,8 @@ async def replay(
                 report.replayed.append(row)
             else:
                 report.replayed.append(await _send(publisher, redis, letter, report.replay_id))
+            if source is not None and report.replayed and report.replayed[-1]["id"] == row["id"]:
+                sent[source] = report.replayed[-1]
     finally:
         await publisher.stop()
         await redis.aclose()
@@ -362,7 +404,10 @@ def parse_since(text: str) -> datetime:
     """An ISO date or date-time (UTC when it names no zone), or an age such as 90m, 2h, 7d."""
     if m := _AGO.match(text.strip()):
         unit = {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
-        return datetime.now(UTC) - timedelta(seconds=float(m.group(1)) * unit)
+        try:
+            return datetime.now(UTC) - timedelta(seconds=float(m.group(1)) * unit)
+        except OverflowError:  # further back than any datetime: every letter
+            return datetime.min.replace(tzinfo=UTC)
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError as exc:

@@ -26,11 +26,13 @@ def dlq() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def dlq_list(topic: str | None, error_type: str | None, as_json: bool) -> None:
     """Counts by topic and reason, oldest and newest, one sample each (TOPIC: a source topic
-    such as memory.segments, or its .dlq; default: every one)."""
+    such as memory.segments, or its .dlq; default: every one); none of a namespace or
+    session forgotten since."""
     from streams import dlq as dead
 
-    letters = asyncio.run(dead.read(client_settings(), [topic] if topic else None, error_type))
-    rows = dead.summarize(letters)
+    s = client_settings()
+    letters = asyncio.run(dead.read(s, [topic] if topic else None, error_type))
+    rows = dead.summarize(asyncio.run(dead.remembered(s, letters)))
     if as_json:
         click.echo(_dump(rows))
         return
@@ -117,6 +119,10 @@ def dlq_replay(
             click.echo(
                 f"  {row['id']} not replayed: it names {row['named']!r}, which its dead-letter "
                 "topic does not serve"
+            )
+        for row in report.twins:
+            click.echo(
+                f"  {row['id']} sent as {row['as']}: the same message, another stage's letter"
             )
     if (refusal := report.refusal()) and not dry_run:
         raise click.ClickException(f"{refusal}; --force replays them again")

@@ -55,9 +55,11 @@ async def dead_letters(
     since: Annotated[AwareDatetime | None, Query(description="failed at or after")] = None,
 ) -> DeadLettersOut:
     """Dead letters by topic and reason: count, oldest and newest failure, how many were
-    replayed before or failed again after a replay, and one sample (as `lychee dlq list`)."""
+    replayed before or failed again after a replay, and one sample (as `lychee dlq list`);
+    none of a namespace or session forgotten since."""
     with _answered(svc):
         letters = await dlq.read(svc.settings, [topic] if topic else None, error_type, since)
+        letters = dlq.unforgotten(letters, await dlq.forgotten(svc.redis, letters))
         receipts = await dlq.receipts_of(svc.redis, letters)
     return DeadLettersOut.model_validate({"reasons": dlq.summarize(letters, receipts)})
 

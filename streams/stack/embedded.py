@@ -213,6 +213,8 @@ class Stack:
         try:
             self.kafka_port = claim_port(self.kafka_port, "Kafka")
             self.redis_port = claim_port(self.redis_port, "Redis")
+            if self.gateway_port is not None:  # checked now, not after the workers' start
+                self.gateway_port = claim_port(self.gateway_port, "the gateway")
             if self.preset.storage == "s3":
                 endpoint = self._start_weed()
                 creds = seaweed.credentials(self.data_dir)

@@ -277,3 +277,29 @@ def test_dlq_replay_is_refused_only_when_every_selected_letter_was_replayed_befo
     )
     assert ReplayReport("r", False, 2, replayed=[{"id": "0:1"}], already=[before]).refusal() is None
     assert ReplayReport("r", False, 0).refusal() is None  # nothing selected: nothing refused
+
+
+def test_dlq_a_letter_with_headers_no_datetime_holds_reads_as_unknown() -> None:
+    """Headers are anyone's: one hostile letter must not break the whole listing."""
+    from streams.dlq import DeadLetter, parse_since
+    from streams.kafka.reader import Stored
+
+    for ms in (b"99999999999999999999", "\u00b2".encode()):
+        headers = (("failed_at_ms", ms), ("source_partition", "\u00b2".encode()))
+        letter = DeadLetter.of("memory.segments.dlq", Stored(0, 1, None, b"x", headers, 0))
+        assert letter.failed_at is None and letter.source_position() is None
+        assert letter.as_dict()["failed_at"] is None
+    assert parse_since("99999999999d").year == 1  # further back than any date: every letter
+
+
+def test_dlq_one_message_read_by_several_stages_is_one_source_position() -> None:
+    from streams.dlq import DeadLetter
+    from streams.kafka.reader import Stored
+
+    def letter(offset: int, stage: bytes) -> DeadLetter:
+        headers = (("stage", stage), ("source_partition", b"0"), ("source_offset", b"41"))
+        return DeadLetter.of("memory.control.dlq", Stored(0, offset, None, b"{", headers, 0))
+
+    first, second = letter(5, b"segmenter"), letter(6, b"indexer")
+    assert first.source_position() == second.source_position() == ("memory.control", "0", "41")
+    assert first.ledger_field() != second.ledger_field()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import orjson
 import pytest
@@ -18,6 +19,7 @@ from streams.kafka.reader import read_stored
 from streams.stack.embedded import Stack
 from tests.streams.batches import send_damaged
 from tests.streams.test_pipeline import segments, store
+from tests.waiting import eventually
 from workers.store.listing import list_turns
 
 pytestmark = pytest.mark.integration
@@ -145,3 +147,57 @@ async def test_our_client_refuses_an_exchange_over_the_stages_limit_before_sendi
             await client.add([small, wide])
     stored = await read_stored(stack.bootstrap, t.EXCHANGES)
     assert not any(r.key == f"{ns}/s".encode() for r in stored)
+
+
+async def test_a_control_message_every_stage_dead_lettered_is_replayed_once(
+    stack: Stack, settings
+) -> None:  # type: ignore[no-untyped-def]
+    """Each stage that reads `memory.control` writes its own letter of a bad message; a
+    replay sent all of them back, and each came back as that many letters again."""
+    from streams.dlq import read, replay
+
+    marker = uuid.uuid4().hex
+    producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(t.CONTROL, b'{"garbage": "' + marker.encode() + b'"')
+    finally:
+        await producer.stop()
+
+    async def mine() -> list[Any]:
+        return [d for d in await read(settings, [t.CONTROL]) if marker.encode() in (d.value or b"")]
+
+    # the segmenter, the encoder and the indexer read the control topic
+    await eventually(mine, what="its three letters", until=lambda got: len(got) == 3)
+    report = await replay(settings, t.CONTROL)
+    sent = [r for r in report.replayed if marker in str(r["value"])]
+    twins = [r for r in report.twins if marker in str(r["value"])]
+    assert len(sent) == 1 and len(twins) == 2, (sent, twins)
+    assert {r["as"] for r in twins} == {sent[0]["id"]}
+    again = await replay(settings, t.CONTROL)  # every letter of it is in the ledger now
+    assert not [r for r in again.replayed if marker in str(r["value"]) and not r["after_replay"]]
+
+
+async def test_a_forgotten_namespaces_dead_letters_are_not_shown(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
+    from streams.dlq import read, remembered
+
+    ns, marker = f"gone-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
+    bad = orjson.loads(foreign_exchange(ns, 0, "Ann", f"my card is {marker}"))
+    bad["schema_version"] = 99  # refused by every reader: dead-lettered
+    producer = AIOKafkaProducer(bootstrap_servers=stack.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(t.EXCHANGES, orjson.dumps(bad), key=f"{ns}/s".encode())
+    finally:
+        await producer.stop()
+
+    async def mine() -> list[Any]:
+        return [
+            d for d in await read(settings, [t.EXCHANGES]) if marker.encode() in (d.value or b"")
+        ]
+
+    letters = await eventually(mine, what="its letter", until=lambda got: len(got) == 1)
+    assert await remembered(settings, letters) == letters
+    async with MemoryClient(settings) as client:
+        await client.forget(ns)
+    assert await remembered(settings, await mine()) == []

@@ -10,7 +10,7 @@ import click
 import orjson
 
 from streams.bench.harness import VARIANTS
-from streams.cli.bench.options import data_file, judge_options
+from streams.cli.bench.options import Counts, data_file, judge_options
 from streams.cli.common import settings
 
 if TYPE_CHECKING:
@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 @data_file
 @click.option("--conversations", default=None, help="comma-separated sample ids (default: all)")
 @click.option("--variant", default="full", show_default=True, type=click.Choice(list(VARIANTS)))
-@click.option("--k", "ks", default="5,10,15", show_default=True)
-@click.option("--budgets", default="500,1000,2000", show_default=True)
+@click.option("--k", "ks", type=Counts(1, 200), default="5,10,15", show_default=True)
+@click.option("--budgets", type=Counts(), default="500,1000,2000", show_default=True)
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option(
@@ -48,8 +48,8 @@ def bench_locomo(
     data: Path,
     conversations: str | None,
     variant: str,
-    ks: str,
-    budgets: str,
+    ks: tuple[int, ...],
+    budgets: tuple[int, ...],
     out: Path | None,
     plot: Path | None,
     answer: bool,
@@ -78,8 +78,8 @@ def bench_locomo(
             data,
             conversations.split(",") if conversations else None,
             variant,
-            tuple(int(x) for x in ks.split(",")),
-            tuple(int(x) for x in budgets.split(",")),
+            ks,
+            budgets,
             also=also,
             judge=judge,
             dump=dump,

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import click
 
-from streams.cli.bench.options import data_file
+from streams.cli.bench.options import COUNT, Counts, K, data_file
 from streams.cli.common import settings
 
 
 @click.command("throughput")
-@click.option("--exchanges", "n", type=int, default=2000, show_default=True)
-@click.option("--sessions", type=int, default=20, show_default=True)
+@click.option("--exchanges", "n", type=COUNT, default=2000, show_default=True)
+@click.option("--sessions", type=COUNT, default=20, show_default=True)
 @click.option(
-    "--probes", type=int, default=100, show_default=True, help="exchanges timed to searchable"
+    "--probes", type=COUNT, default=100, show_default=True, help="exchanges timed to searchable"
 )
 @click.option(
     "--stack",
@@ -80,7 +80,7 @@ def bench_throughput(
     help="directory of the synthetic store, reused when it holds the same shape "
     "(default: a temporary directory, removed afterwards)",
 )
-@click.option("-k", "k", type=int, default=10, show_default=True)
+@click.option("-k", "k", type=K, default=10, show_default=True)
 @click.option(
     "--beside",
     default=None,
@@ -122,11 +122,12 @@ def bench_latency(
 @click.option(
     "--concurrency",
     "levels",
+    type=Counts(),
     default="1,4,16",
     show_default=True,
     help="comma-separated numbers of requests in flight",
 )
-@click.option("-k", "k", type=int, default=10, show_default=True)
+@click.option("-k", "k", type=K, default=10, show_default=True)
 @click.option(
     "--questions",
     type=click.IntRange(min=1),
@@ -135,7 +136,7 @@ def bench_latency(
     help="at most this many distinct questions per level",
 )
 def bench_query_load(
-    data: Path, conversation: str | None, levels: str, k: int, questions: int
+    data: Path, conversation: str | None, levels: tuple[int, ...], k: int, questions: int
 ) -> None:
     """Questions/s and client round-trip p50/p95 at each concurrency, on one LoCoMo-format
     conversation ingested through the pipeline (embedded stack unless Kafka is configured)."""
@@ -143,13 +144,7 @@ def bench_query_load(
     from streams.bench.query_load import run_query_load
 
     try:
-        concurrency = tuple(int(x) for x in levels.split(","))
-    except ValueError as exc:
-        raise click.BadParameter(f"{levels!r}: expected numbers like 1,4,16") from exc
-    if any(n < 1 for n in concurrency):
-        raise click.BadParameter(f"{levels!r}: every concurrency must be >= 1")
-    try:
-        run_query_load(settings(), data, conversation, concurrency, k, questions)
+        run_query_load(settings(), data, conversation, levels, k, questions)
     except BenchError as exc:
         raise click.ClickException(str(exc)) from exc
 
@@ -159,10 +154,15 @@ def bench_query_load(
 @click.option("--backends", default="torch,onnx,onnx-int8", show_default=True)
 @click.option("--texts", "texts_n", type=click.IntRange(min=8), default=320, show_default=True)
 @click.option("--singles", type=click.IntRange(min=1), default=48, show_default=True)
-@click.option("--batch-sizes", default="64,32", show_default=True)
+@click.option("--batch-sizes", "sizes", type=Counts(), default="64,32", show_default=True)
 @click.option("--rounds", type=click.IntRange(min=1), default=3, show_default=True)
 def bench_embedder(
-    data: Path, backends: str, texts_n: int, singles: int, batch_sizes: str, rounds: int
+    data: Path,
+    backends: str,
+    texts_n: int,
+    singles: int,
+    sizes: tuple[int, ...],
+    rounds: int,
 ) -> None:
     """Local MiniLM backends interleaved: texts/s batched and single, ratios to torch, and
     each backend's vectors against torch's on distinct turn texts of a LoCoMo-format file."""
@@ -172,7 +172,6 @@ def bench_embedder(
     unknown = [b for b in chosen if b not in BACKENDS]
     if unknown or not chosen:
         raise click.BadParameter(f"{backends!r}: choose from {', '.join(BACKENDS)}")
-    sizes = tuple(int(x) for x in batch_sizes.split(","))
     s = settings()
     print_embedder_bench(
         run_embedder_bench(data, chosen, texts_n, singles, sizes, rounds, s.embedding.onnx_dir)
@@ -180,11 +179,11 @@ def bench_embedder(
 
 
 @click.command("gateway")
-@click.option("--adds", "n", type=int, default=2000, show_default=True, help="exchanges added")
-@click.option("--sessions", type=int, default=20, show_default=True)
-@click.option("--concurrency", type=int, default=64, show_default=True, help="callers at once")
-@click.option("--searches", type=int, default=200, show_default=True)
-@click.option("--probes", type=int, default=50, show_default=True, help="add+search probes")
+@click.option("--adds", "n", type=COUNT, default=2000, show_default=True, help="exchanges added")
+@click.option("--sessions", type=COUNT, default=20, show_default=True)
+@click.option("--concurrency", type=COUNT, default=64, show_default=True, help="callers at once")
+@click.option("--searches", type=COUNT, default=200, show_default=True)
+@click.option("--probes", type=COUNT, default=50, show_default=True, help="add+search probes")
 @click.option(
     "--tracing",
     is_flag=True,

@@ -159,3 +159,22 @@ def test_main_options_that_cannot_mean_anything_are_usage_errors(
 ) -> None:
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 2 and said in out.output, out.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["throughput", "--exchanges", "0"], "'--exchanges': 0 is not in the range x>=1"),
+        (["gateway", "--probes", "-3"], "'--probes': -3 is not in the range x>=1"),
+        (["query-load", "--data", __file__, "-k", "0"], "'-k': 0 is not in the range 1<=x<=200"),
+        (["query-load", "--data", __file__, "--concurrency", "1,x"], "expected whole numbers"),
+        (["embedder", "--data", __file__, "--batch-sizes", "0"], "each must be at least 1"),
+        (["locomo", "--data", __file__, "--k", "5,300"], "at least 1 and at most 200"),
+        (["locomo", "--data", __file__, "--budgets", "-100"], "'--budgets': '-100'"),
+    ],
+)
+def test_bench_numbers_out_of_range_are_refused_before_anything_starts(
+    args: list[str], said: str
+) -> None:
+    out = CliRunner().invoke(main, ["bench", *args])
+    assert out.exit_code == 2 and said in out.output, out.output

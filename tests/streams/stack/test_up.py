@@ -218,6 +218,11 @@ def test_up_port_in_use_is_an_error_naming_it(up: UpProcess, tmp_path: Path) -> 
     )
     assert out.returncode == 1
     assert f"port {port} on 127.0.0.1 (Kafka) is already in use" in out.stderr
+    # the gateway's port too, before anything starts (it printed another listener's address)
+    args = ["--kafka-port", "0", "--redis-port", "0", "--gateway-port", port]
+    out = lychee(client_env(tmp_path), "up", "--data-dir", str(tmp_path / "o2"), *args, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert f"port {port} on 127.0.0.1 (the gateway) is already in use" in out.stderr
 
 
 def test_up_every_listener_is_on_loopback(up: UpProcess) -> None:
