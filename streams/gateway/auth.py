@@ -284,7 +284,8 @@ def add_key(path: Path, name: str, namespaces: list[str]) -> str:
     if not namespaces:
         raise KeyFileError("a key needs at least one namespace (or '*')")
     for pattern in namespaces:
-        if problem := _matches_none(pattern) or pattern_problem(pattern):
+        placed = bool(pattern) and "*" not in pattern[:-1]  # no star, or one at the end
+        if problem := (_matches_none(pattern) if placed else None) or pattern_problem(pattern):
             raise KeyFileError(problem)
     key = new_key()
     entries.append({"name": name, "sha256": digest(key), "namespaces": namespaces})
