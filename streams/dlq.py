@@ -343,12 +343,7 @@ async def replay(
         for letter, receipt, stale in zip(letters, done, gone, strict=True):
             row = letter.as_dict()
             source = letter.source_position()
-            if source in sent:  # every stage that read the message wrote a letter of it
-                report.twins.append({**row, "as": sent[source]["id"]})
-                if not dry_run:
-                    twin = orjson.dumps(sent[source]["replayed"])
-                    await redis.hset(REPLAYED_KEY, letter.ledger_field(), twin)
-            elif letter.misdirected:
+            if letter.misdirected:
                 report.misdirected.append({**row, "named": letter.headers["source_topic"]})
             elif stale:
                 report.forgotten.append(row)
@@ -356,12 +351,17 @@ async def replay(
                 report.already.append({**row, "replayed": orjson.loads(receipt)})
             elif letter.value_dropped:
                 report.not_copied.append(row)
-            elif dry_run:
-                report.replayed.append(row)
+            elif source in sent:  # every stage that read the message wrote a letter of it
+                report.twins.append({**row, "as": sent[source]["id"]})
+                if not dry_run:
+                    twin = orjson.dumps(sent[source]["replayed"])
+                    await redis.hset(REPLAYED_KEY, letter.ledger_field(), twin)
             else:
-                report.replayed.append(await _send(publisher, redis, letter, report.replay_id))
-            if source is not None and report.replayed and report.replayed[-1]["id"] == row["id"]:
-                sent[source] = report.replayed[-1]
+                report.replayed.append(
+                    row if dry_run else await _send(publisher, redis, letter, report.replay_id)
+                )
+                if source is not None:
+                    sent[source] = report.replayed[-1]
     finally:
         await publisher.stop()
         await redis.aclose()
