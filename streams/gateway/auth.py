@@ -79,7 +79,8 @@ def _matches_none(pattern: str) -> str | None:
     name = pattern if not pattern.endswith("*") or pattern == "*" else pattern[:-1] + "x"
     if name == "*" or is_name(name):
         return None
-    return f"{pattern!r} matches no namespace: names are letters, digits and . _ : @ + -, " + (
+    return (
+        f"{pattern!r} matches no namespace: names are letters, digits and . _ : @ + -, "
         "starting with a letter or digit"
     )
 
