@@ -21,6 +21,7 @@ from streams.progress import Progress
 from streams.settings import Settings
 from streams.written import WrittenVersions
 from workers import telemetry
+from workers.encoder.service import drop_expired
 from workers.forget import Fences, Source, source_of
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import EvidenceStore
@@ -79,22 +80,27 @@ def forgetter(
     return forget
 
 
-async def expire(service: IndexerService, settings: Settings) -> None:
-    """Retention on the optimize timer: what is older than `retention_days` goes for good."""
+async def expire(service: IndexerService, settings: Settings, redis: Redis) -> None:
+    """Retention on the optimize timer: what is older than `retention_days` goes for good,
+    from LanceDB and from what the encoder keeps of its segments in Redis."""
     assert settings.store.retention_days is not None
     await with_embedder(service, settings)  # nodes losing linked text are re-embedded
     expired = await service.expire(settings.store.retention_days)
+    keys = await drop_expired(redis, expired.segments) if expired.segments else 0
     if any(expired.rows_removed.values()):
         log.info(
-            "retention.expired", rows=expired.rows_removed, versions_pruned=expired.versions_pruned
+            "retention.expired",
+            rows=expired.rows_removed,
+            versions_pruned=expired.versions_pruned,
+            redis_keys=keys,
         )
 
 
-async def maintain(service: IndexerService, settings: Settings) -> None:
+async def maintain(service: IndexerService, settings: Settings, redis: Redis) -> None:
     """The optimize timer: retention first, then index builds and compaction within budget."""
     try:
         if settings.store.retention_days is not None:
-            await expire(service, settings)
+            await expire(service, settings, redis)
         report = await service.optimize(
             settings.store.ann_min_rows, settings.store.optimize_budget_s
         )
@@ -171,6 +177,6 @@ def build(settings: Settings) -> faust.App:
 
     @app.timer(settings.store.optimize_interval_s)
     async def optimize() -> None:
-        await maintain(service, settings)
+        await maintain(service, settings, redis)
 
     return app

@@ -80,6 +80,29 @@ return 0
 """
 
 
+def cache_key(segment_id: str, prefix: str = "lychee") -> str:
+    """A segment's encoded batch, kept for a replay of the segment."""
+    return f"{prefix}:enc:cache:{segment_id}"
+
+
+def context_key(namespace: str, session_id: str, prefix: str = "lychee") -> str:
+    """A session's reference context: what its earlier segments' records said."""
+    return f"{prefix}:enc:ctx:{{{session_key(namespace, session_id)}}}"
+
+
+async def drop_expired(redis: Redis, segment_ids: Sequence[str], prefix: str = "lychee") -> int:
+    """Retention's part in Redis: the batches of the expired segments and their sessions'
+    reference contexts (which summarise their records), as a forget deletes them; a session
+    still written to builds its context again. Returns the number of keys deleted."""
+    sessions = {tuple(s.split("/")[:2]) for s in segment_ids if s.count("/") >= 2}
+    keys = [cache_key(s, prefix) for s in segment_ids]
+    keys += [context_key(ns, sid, prefix) for ns, sid in sorted(sessions)]
+    deleted = 0
+    for key in keys:  # one at a time: each may hash to its own slot
+        deleted += int(await redis.delete(key))
+    return deleted
+
+
 class EncoderService:
     def __init__(
         self,
@@ -107,13 +130,13 @@ class EncoderService:
         self.fences = Fences(redis, prefix)
 
     def _cache_key(self, segment_id: str) -> str:
-        return f"{self.prefix}:enc:cache:{segment_id}"
+        return cache_key(segment_id, self.prefix)
 
     def _lease_key(self, segment_id: str) -> str:
         return f"{self.prefix}:enc:lease:{segment_id}"
 
     def _context_key(self, namespace: str, session_id: str) -> str:
-        return f"{self.prefix}:enc:ctx:{{{session_key(namespace, session_id)}}}"
+        return context_key(namespace, session_id, self.prefix)
 
     def usage_key(self, namespace: str) -> str:
         return usage_key(namespace, self.prefix)

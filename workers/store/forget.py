@@ -40,6 +40,7 @@ class Forgotten:
     rows_removed: dict[str, int] = field(default_factory=dict)
     rows_updated: dict[str, int] = field(default_factory=dict)
     versions_pruned: int = 0
+    segments: list[str] = field(default_factory=list)  # retention: the ids of those expired
 
 
 def segment_session(segment_id: str) -> str:
@@ -177,13 +178,15 @@ def expire(store: Any, cutoff: datetime, embedder: Embedder | None) -> Forgotten
         by_turn = pc.less(d.column("created_at"), aware_cutoff)
         return pc.fill_null(pc.coalesce(by_session, by_turn), False)
 
+    def old_segments(d: pa.Table) -> Any:
+        return pc.fill_null(pc.less(d.column("session_date"), naive_cutoff), False)
+
     removed, pruned = db.rewrite(TURNS, store.turns.text_column, old_turns)
     out.rows_removed[TURNS], out.versions_pruned = removed, pruned
-    removed, pruned = db.rewrite(
-        SEGMENTS,
-        None,
-        lambda d: pc.fill_null(pc.less(d.column("session_date"), naive_cutoff), False),
-    )
+    if (seg := db.table(SEGMENTS)) is not None:  # what other stages keep of them goes too
+        dates = seg.search().select(["id", "session_date"]).limit(None).to_arrow()
+        out.segments = dates.filter(old_segments(dates)).column("id").to_pylist()
+    removed, pruned = db.rewrite(SEGMENTS, None, old_segments)
     out.rows_removed[SEGMENTS] = removed
     out.versions_pruned += pruned
     tbl = db.table(RECORDS)

@@ -147,3 +147,17 @@ async def test_encoder_service_lease_of_a_dead_worker_expires_and_is_taken_over(
     await redis.set(f"lychee:enc:lease:{seg.segment_id}", "a-dead-worker", px=500)
     (batch,) = await svc.handle([seg])
     assert batch.records and (await read_usage(redis, "ns"))["ns"]["segments"] == 1
+
+
+async def test_retention_drops_the_expired_segments_batches_and_their_sessions_contexts(
+    redis,
+) -> None:  # type: ignore[no-untyped-def]
+    from workers.encoder.service import cache_key, context_key, drop_expired
+
+    kept = [cache_key("a/s2/0"), context_key("a", "s2")]
+    gone = [cache_key("a/s1/0"), cache_key("a/s1/1"), context_key("a", "s1")]
+    for key in kept + gone:
+        await redis.set(key, "the user's words")
+    assert await drop_expired(redis, ["a/s1/0", "a/s1/1"]) == 3
+    assert [await redis.exists(k) for k in gone] == [0, 0, 0]
+    assert [await redis.exists(k) for k in kept] == [1, 1]

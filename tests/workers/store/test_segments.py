@@ -110,3 +110,4 @@ def test_segments_store_expire_removes_segments_of_old_sessions(store: EvidenceS
     session_of(store, 2)
     done = store.expire(datetime(2025, 1, 1, tzinfo=UTC), HashEmbedder())
     assert done.rows_removed[SEGMENTS] == 2 and store.count(SEGMENTS, "a") == 0
+    assert sorted(done.segments) == ["a/s1/0", "a/s1/1"]  # for what the encoder keeps of them
