@@ -25,23 +25,24 @@ def shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+NAME_RULE = "1-128 characters of letters, digits and . _ : @ + -, starting with a letter or digit"
+
+
 def is_name(value: str) -> bool:
     """Whether `value` is a namespace or session id the service takes."""
     return _NAME_RE.fullmatch(value) is not None
 
 
-def _check_name(value: str) -> str:
+def check_name(value: str) -> str:
+    """`value` when it is a name; ValueError saying the rule otherwise."""
     if not is_name(value):
-        raise ValueError(
-            "must be 1-128 characters of letters, digits and . _ : @ + -, starting with a "
-            f"letter or digit (got {shown(value)})"
-        )
+        raise ValueError(f"must be {NAME_RULE} (got {shown(value)})")
     return value
 
 
 # Namespaces and session ids end up in storage filters and Redis keys: a strict
 # alphabet keeps them safe to embed there without escaping games.
-Name = Annotated[str, AfterValidator(_check_name)]
+Name = Annotated[str, AfterValidator(check_name)]
 
 
 def _not_blank(value: str) -> str:

@@ -13,10 +13,10 @@ from tqdm import tqdm
 from schemas import Exchange, session_key
 from schemas.base import MAX_SEQ
 from streams.client import MemoryClient
-from streams.errors import IngestError, SeqRejected
+from streams.client.memory import fitting
+from streams.errors import IngestError, MessageTooLarge, SeqRejected
 from streams.gateway.service import content_digest
 from streams.kafka.lag import LagReader
-from streams.kafka.serde import encode
 from streams.seqs import Ack, SeqAllocator, Wanted, named_turns
 from streams.settings import Settings
 from workers.datasets import Conversation, Session, Skipped, load
@@ -140,7 +140,7 @@ async def _add_numbered(
     return max(a.seq for a in got), len(part) - len(sends)
 
 
-def fitting(conversations: list[Conversation], limit: int, file: str) -> list[Skipped]:
+def oversized(conversations: list[Conversation], limit: int, file: str) -> list[Skipped]:
     """The exchanges whose message would exceed the stages' `limit` (measured with the
     largest seq, as the gateway measures them), taken out of their sessions: the stages
     would dead-letter each after the broker took it, and a caller waiting for the file
@@ -150,16 +150,13 @@ def fitting(conversations: list[Conversation], limit: int, file: str) -> list[Sk
         for session in conv.sessions:
             kept = []
             for ex in session.exchanges:
-                size = len(encode(ex.model_copy(update={"seq": MAX_SEQ})))
-                if size <= limit:
+                try:
+                    fitting(ex.model_copy(update={"seq": MAX_SEQ}), limit)
+                except MessageTooLarge as exc:
+                    turn = ex.turns[0].turn_id
+                    over.append(Skipped(file, str(exc), conv.namespace, session.session_id, turn))
+                else:
                     kept.append(ex)
-                    continue
-                reason = (
-                    f"exchange {ex.exchange_id} makes a message of {size} bytes, more than the "
-                    f"{limit} the stages accept (LYCHEE_MAX_MESSAGE_BYTES)"
-                )
-                turn = ex.turns[0].turn_id if ex.turns else None
-                over.append(Skipped(file, reason, conv.namespace, session.session_id, turn))
             session.exchanges = kept
     return over
 
@@ -177,7 +174,7 @@ async def ingest_file(
     started = time.perf_counter()
     skipped: list[Skipped] = []
     conversations = load(path, fmt, namespace, skipped)
-    skipped += fitting(conversations, settings.kafka.max_message_bytes, str(path))
+    skipped += oversized(conversations, settings.kafka.max_message_bytes, str(path))
     if skipped and not any(c.turn_count for c in conversations):
         return IngestStats(0, 0, 0, 0, time.perf_counter() - started, skipped=skipped)
     keys = [session_key(c.namespace, s.session_id) for c in conversations for s in c.sessions]

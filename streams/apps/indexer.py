@@ -22,7 +22,7 @@ from streams.settings import Settings
 from streams.written import WrittenVersions
 from workers import telemetry
 from workers.encoder.service import drop_expired
-from workers.forget import Fences, Source, source_of
+from workers.forget import Fences, Source, rewrite_aof, source_of
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import EvidenceStore
 from workers.telemetry import Consumed
@@ -87,6 +87,8 @@ async def expire(service: IndexerService, settings: Settings, redis: Redis) -> N
     await with_embedder(service, settings)  # nodes losing linked text are re-embedded
     expired = await service.expire(settings.store.retention_days)
     keys = await drop_expired(redis, expired.segments) if expired.segments else 0
+    if keys:  # the deleted values must leave the append-only file too, as after a forget
+        await rewrite_aof(redis, settings.kafka.request_timeout_s)
     if any(expired.rows_removed.values()):
         log.info(
             "retention.expired",

@@ -14,7 +14,7 @@ import click
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
-from schemas.base import is_name, shown
+from schemas.base import check_name
 from streams.logs import configure
 from streams.settings import Settings
 
@@ -25,12 +25,10 @@ SECONDS = click.FloatRange(0, min_open=True)  # a wait: more than none
 def named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A namespace or session id the service takes, refused as a usage error otherwise (a
     read of a name nothing can hold would only say "0 records")."""
-    if value is not None and not is_name(value):
-        raise click.BadParameter(
-            "must be 1-128 characters of letters, digits and . _ : @ + -, starting with a "
-            f"letter or digit (got {shown(value)})"
-        )
-    return value
+    try:
+        return value if value is None else check_name(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def settings() -> Settings:

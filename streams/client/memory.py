@@ -148,11 +148,7 @@ class MemoryClient:
         return await self._send(message, self._fitting(message))
 
     def _fitting(self, message: ExchangeTopicMessage) -> bytes:
-        """The message encoded, when the stages accept its size."""
-        payload, limit = encode(message), self.settings.kafka.max_message_bytes
-        if isinstance(message, Exchange) and len(payload) > limit:
-            raise MessageTooLarge(message.exchange_id, len(payload), limit)
-        return payload
+        return fitting(message, self.settings.kafka.max_message_bytes)
 
     async def _send(
         self, message: ExchangeTopicMessage, payload: bytes
@@ -466,6 +462,15 @@ class SyncMemoryClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def fitting(message: ExchangeTopicMessage, limit: int) -> bytes:
+    """The message encoded, when the stages accept its size: an exchange over `limit` would
+    be taken by the broker and dead-lettered by the segmenter (`MessageTooLarge`)."""
+    payload = encode(message)
+    if isinstance(message, Exchange) and len(payload) > limit:
+        raise MessageTooLarge(message.exchange_id, len(payload), limit)
+    return payload
 
 
 async def construction_usage(

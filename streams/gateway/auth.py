@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import orjson
 import structlog
 
-from schemas.base import is_name
+from schemas.base import NAME_RULE, is_name
 from streams.gateway.errors import KeyFileError
 
 log = structlog.get_logger("lychee.gateway")
@@ -79,10 +79,7 @@ def _matches_none(pattern: str) -> str | None:
     name = pattern if not pattern.endswith("*") or pattern == "*" else pattern[:-1] + "x"
     if name == "*" or is_name(name):
         return None
-    return (
-        f"{pattern!r} matches no namespace: names are letters, digits and . _ : @ + -, "
-        "starting with a letter or digit"
-    )
+    return f"{pattern!r} matches no namespace: a name is {NAME_RULE}"
 
 
 def pattern_allows(pattern: str, namespace: str) -> bool:

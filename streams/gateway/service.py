@@ -43,7 +43,15 @@ from schemas.gateway import (
 )
 from streams import metrics
 from streams.client import MemoryClient
-from streams.errors import ForgetFailed, QueryFailed, ReplyTimeout, SeqRejected, SessionBusy
+from streams.client.memory import fitting
+from streams.errors import (
+    ForgetFailed,
+    MessageTooLarge,
+    QueryFailed,
+    ReplyTimeout,
+    SeqRejected,
+    SessionBusy,
+)
 from streams.gateway.errors import (
     Conflict,
     Invalid,
@@ -54,7 +62,6 @@ from streams.gateway.errors import (
     kafka_at,
     redis_at,
 )
-from streams.kafka.serde import encode
 from streams.progress import Progress
 from streams.seqs import Ack, Allocation, SeqAllocator, Wanted, named_turns
 from streams.settings import Settings
@@ -117,14 +124,10 @@ class MemoryService:
         for positions in groups.values():
             for i, eid in positions:
                 largest = Allocation(eid, MAX_SEQ, False)
-                size = len(encode(_exchange(namespace, exchanges[i], largest)))
-                if size > limit:
-                    raise TooLarge(
-                        f"exchanges.{i} makes a message of {size} bytes, more than the {limit} "
-                        "the stages accept (LYCHEE_MAX_MESSAGE_BYTES); split its turns over "
-                        "several exchanges",
-                        field=f"exchanges.{i}",
-                    )
+                try:
+                    fitting(_exchange(namespace, exchanges[i], largest), limit)
+                except MessageTooLarge as exc:
+                    raise TooLarge(f"exchanges.{i}: {exc}", field=f"exchanges.{i}") from exc
 
     async def _add(
         self,

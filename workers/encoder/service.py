@@ -97,10 +97,7 @@ async def drop_expired(redis: Redis, segment_ids: Sequence[str], prefix: str = "
     sessions = {tuple(s.split("/")[:2]) for s in segment_ids if s.count("/") >= 2}
     keys = [cache_key(s, prefix) for s in segment_ids]
     keys += [context_key(ns, sid, prefix) for ns, sid in sorted(sessions)]
-    deleted = 0
-    for key in keys:  # one at a time: each may hash to its own slot
-        deleted += int(await redis.delete(key))
-    return deleted
+    return await delete_matching(redis, (), keys)
 
 
 class EncoderService:
