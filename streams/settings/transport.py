@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field, model_validator
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
 
 from streams.settings.group import Group, config
 
 DAY_S = 24 * 3600
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+STORE_SCHEMES = ("file://", "memory://", "s3://", "s3+ddb://", "gs://", "az://", "db://")
 
 
 class KafkaSettings(Group):
@@ -142,6 +146,14 @@ class RedisSettings(Group):
         "marks of what it wrote (the query service keeps its snapshots by them)",
     )
 
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, url: str) -> str:
+        """Checked when read, not at a worker's first command: the error names the setting."""
+        if f"{urlsplit(url).scheme}://" not in REDIS_SCHEMES:
+            raise ValueError(f"a Redis URL starts with {', '.join(REDIS_SCHEMES)}")
+        return url
+
 
 class StoreSettings(Group):
     """The LanceDB evidence store: where it is, how fresh a reader is, how it is kept."""
@@ -152,6 +164,14 @@ class StoreSettings(Group):
         default="./data/lancedb",
         description="local path or object storage URI (s3://bucket/prefix)",
     )
+    @field_validator("uri")
+    @classmethod
+    def _store_uri(cls, uri: str) -> str:
+        """A local path, or a URI of a storage LanceDB writes to."""
+        if "://" in uri and f"{urlsplit(uri).scheme}://" not in STORE_SCHEMES:
+            raise ValueError(f"a local path or a URI starting with {', '.join(STORE_SCHEMES)}")
+        return uri
+
     storage_options: dict[str, str] = Field(
         default_factory=dict,
         description="object-store options of an s3:// (gs://, az://) URI, as JSON: "

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import difflib
 import functools
+import types
+import typing
 from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel
@@ -27,17 +29,30 @@ ELSEWHERE = frozenset(
 
 @functools.cache  # the settings' fields: fixed for the process
 def known() -> tuple[frozenset[str], frozenset[str]]:
-    """Every variable of the settings, and the prefixes of nested ones."""
+    """Every variable of the settings, and every nested field's (`LYCHEE_SEGMENTER__DELTA`,
+    `LYCHEE_SEGMENTER__CALIBRATION__BIAS`), at any depth."""
     names: set[str] = set()
     nested: set[str] = set()
     for group in Settings.model_fields.values():
         assert group.annotation is not None
         for env, info in group.annotation.variables():
             names.add(env)
-            kind = info.annotation
-            if isinstance(kind, type) and issubclass(kind, BaseModel):
-                nested |= {f"{env}{NESTED}{field.upper()}" for field in kind.model_fields}
+            nested |= set(_fields(env, info.annotation))
     return frozenset(names), frozenset(nested)
+
+
+def _fields(env: str, kind: object) -> Iterable[str]:
+    """The variables of a model-typed setting's fields, and theirs (`Model | None` too); a
+    mapping's keys are the user's, so its own variables are not listed (`strays`)."""
+    union = typing.get_origin(kind) in (typing.Union, types.UnionType)
+    for model in typing.get_args(kind) if union else (kind,):
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            for field, info in model.model_fields.items():
+                name = f"{env}{NESTED}{field.upper()}"
+                yield name
+                if typing.get_origin(info.annotation) is dict:
+                    yield f"{name}{NESTED}*"
+                yield from _fields(name, info.annotation)
 
 
 def unknown(environ: Mapping[str, str]) -> list[str]:
@@ -60,9 +75,10 @@ def strays(environ: Mapping[str, str]) -> list[str]:
         if v.startswith(PREFIX)
         and v not in names
         and v not in ELSEWHERE
-        and not any(v.startswith(n) for n in nested)
+        and v not in nested
+        and not any(v.startswith(n[:-1]) for n in nested if n.endswith(f"{NESTED}*"))
     )
 
 
 def _all(names: Iterable[str], nested: Iterable[str]) -> list[str]:
-    return sorted({*names, *nested})
+    return sorted({*names, *(n for n in nested if not n.endswith("*"))})

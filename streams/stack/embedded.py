@@ -161,11 +161,12 @@ class Stack:
             ).decode()
         return env
 
-    def settings(self) -> Settings:
-        """Settings of a client of this stack; everything else from the environment."""
+    def settings(self, base: Settings | None = None) -> Settings:
+        """Settings of a client of this stack; everything else from `base` (default: the
+        environment), so that a caller's own overrides (`lychee up --grace`) stay."""
         from streams.settings import Settings
 
-        return Settings().replaced(
+        return (base or Settings()).replaced(
             kafka={"bootstrap": self.bootstrap, "idempotence": False},
             redis={"url": self.redis_url},
             store={"uri": self.lancedb_uri, "storage_options": dict(self.lancedb_options)},
@@ -188,10 +189,11 @@ class Stack:
             raise
         return settings
 
-    def create_topics(self) -> Settings:
+    def create_topics(self, base: Settings | None = None) -> Settings:
+        """The stack's topics created; its client settings on `base` (`settings`)."""
         from streams.kafka.topics import ensure_topics, topic_retention
 
-        settings = self.settings()
+        settings = self.settings(base)
         asyncio.run(
             ensure_topics(
                 self.bootstrap,

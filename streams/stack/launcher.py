@@ -158,7 +158,7 @@ class Launcher:
         stack = self.stack
         started = time.monotonic()
         stack.start_infra()
-        self.settings = stack.create_topics()
+        self.settings = stack.create_topics(self.settings)  # `--grace` and the like stay
         for stage in STAGES:
             self.supervisor.add(stage, stack.start_worker(stage))
         if stack.gateway_port is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -313,19 +314,15 @@ def test_up_killed_then_interrupted_mid_ingest_resumes_with_every_turn_once_and_
 ) -> None:
     """kill -9 mid-stream, a restart on the same ports, Ctrl-C mid-stream, a restart again:
     one data directory through both stops (one chain, so the stack starts three times, not
-    four)."""
+    four). The grace comes from `--grace`, not the environment: the drain must read it."""
     data, state = tmp_path / "data", tmp_path / "state"
-    env = {
-        "LYCHEE_TOPIC_PARTITIONS": "4",
-        "LYCHEE_SEGMENTER_BATCH_SIZE": "4",
-        "LYCHEE_DRAIN_GRACE_S": "5",
-    }
+    env = {"LYCHEE_TOPIC_PARTITIONS": "4", "LYCHEE_SEGMENTER_BATCH_SIZE": "4"}
     exchanges = conversation("resume", sessions=3, per_session=40)
     third = len(exchanges) // 3
     ports: list[str] = []
     for stop, part in (("kill", exchanges[:third]), ("ctrl-c", exchanges[third : 2 * third])):
         # on the same ports as the run before, while its dead servers' connections linger
-        up = UpProcess.start(data, state, *ports, env=env)
+        up = UpProcess.start(data, state, *ports, "--grace", "5", env=env)
         launchers.append(up)
         settings = asyncio.run(ready(up))
         asyncio.run(produce(settings, part, end=False))
@@ -339,6 +336,8 @@ def test_up_killed_then_interrupted_mid_ingest_resumes_with_every_turn_once_and_
             assert up.interrupt() == 0
             assert "stopping: draining the stages upstream first" in up.output()
             assert "  segmenter stopped, its input drained" in up.output()
+            left = [int(s) for s in re.findall(r"draining \w+ \((\d+)s left\)", up.output())]
+            assert left and max(left) <= 5, up.output()  # not the default 60 s
         assert up.wait_gone(10) == [], f"a process survived {stop}"
         assert (state / "lychee" / "endpoints.json").exists() == (stop == "kill")  # stale
         ports = ["--kafka-port", str(kafka), "--redis-port", str(redis)]
