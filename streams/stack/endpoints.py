@@ -5,7 +5,8 @@ per-user place (`$XDG_STATE_HOME/lychee/endpoints.json`, default `~/.local/state
 `client_settings()` reads the well-known file when no connection variable (`LYCHEE_KAFKA_BOOTSTRAP`,
 `LYCHEE_REDIS_URL`, `LYCHEE_LANCEDB_URI`, in the environment or `.env`) is set: real variables
 win, all together, so a client never mixes one stack's broker with another's Redis. A file
-whose launcher is gone (kill -9 leaves it behind) is ignored.
+whose launcher is gone (kill -9 leaves it behind) is ignored; a second launcher leaves the
+well-known file to the first while that one runs (`claim_endpoints`).
 """
 
 from __future__ import annotations
@@ -90,6 +91,18 @@ def write_endpoints(endpoints: Endpoints, path: Path) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def claim_endpoints(endpoints: Endpoints, path: Path) -> Endpoints | None:
+    """`write_endpoints`, unless another live launcher holds `path`: then nothing is written
+    and that launcher's endpoints are returned. Clients of the first stack keep finding it
+    (a second one taking the file over would send them elsewhere without a word, and its stop
+    would leave them none)."""
+    holder = read_endpoints(path)
+    if holder is not None and holder.pid != endpoints.pid:
+        return holder
+    write_endpoints(endpoints, path)
+    return None
 
 
 def read_endpoints(path: Path | None = None, live_only: bool = True) -> Endpoints | None:

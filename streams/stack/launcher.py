@@ -35,6 +35,7 @@ from streams.stack.embedded import Stack, StackPreset
 from streams.stack.endpoints import (
     ENDPOINTS_FILE,
     Endpoints,
+    claim_endpoints,
     process_start,
     remove_endpoints,
     well_known_path,
@@ -113,6 +114,7 @@ class Launcher:
         self.io = LoopThread()
         self.lag: LagReader | None = None
         self.ready: concurrent.futures.Future[float] | None = None
+        self.other: Endpoints | None = None  # another launcher's, holding the well-known file
         self.endpoint_paths = [data_dir / ENDPOINTS_FILE, well_known_path()]
         self.supervisor = Supervisor(
             self._respawn,
@@ -180,10 +182,23 @@ class Launcher:
         self.echo(
             f"  kafka {stack.bootstrap}  redis {stack.redis_url}  lancedb {stack.lancedb_uri}"
         )
-        self.echo(
-            f"  clients in another shell find it through {self.endpoint_paths[1]} "
-            "(no exports needed; LYCHEE_* variables win)"
-        )
+        if self.other is None:
+            self.echo(
+                f"  clients in another shell find it through {self.endpoint_paths[1]} "
+                "(no exports needed; LYCHEE_* variables win)"
+            )
+        else:
+            self.echo(
+                f"  clients without exports find the other lychee up (pid {self.other.pid}, "
+                f"{self.other.data_dir}); this one's need: export "
+                f"LYCHEE_KAFKA_BOOTSTRAP={stack.bootstrap} LYCHEE_REDIS_URL={stack.redis_url} "
+                f"LYCHEE_LANCEDB_URI={stack.lancedb_uri}"
+                + (
+                    f" and LYCHEE_LANCEDB_STORAGE_OPTIONS as in {self.endpoint_paths[0]}"
+                    if stack.lancedb_options
+                    else ""
+                )
+            )
         if stack.gateway_port is not None:
             self.echo(f"  console {stack.gateway_url}/")
             self.echo(f"  gateway {stack.gateway_url} (OpenAPI at /docs, MCP at /mcp)")
@@ -383,8 +398,9 @@ class Launcher:
             s3_endpoint=stack.s3_endpoint,
             lancedb_storage_options=dict(stack.lancedb_options),
         )
-        for path in self.endpoint_paths:
-            write_endpoints(endpoints, path)
+        data_file, well_known = self.endpoint_paths
+        write_endpoints(endpoints, data_file)
+        self.other = claim_endpoints(endpoints, well_known)
 
 
 def run_up(

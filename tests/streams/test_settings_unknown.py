@@ -60,6 +60,9 @@ def test_a_malformed_connection_setting_is_named_when_read() -> None:
         out = CliRunner().invoke(main, ["gateway", "keys", "list"], env={var: value})
         assert out.exit_code != 0
         assert f"{var}: " in out.output and f"(got '{value}')" in out.output, out.output
-    for var, value in (("LYCHEE_REDIS_URL", "unix:///run/redis.sock"), ("LYCHEE_LANCEDB_URI", "data/x")):
+    for var, value in (
+        ("LYCHEE_REDIS_URL", "unix:///run/redis.sock"),
+        ("LYCHEE_LANCEDB_URI", "data/x"),
+    ):
         out = CliRunner().invoke(main, ["gateway", "keys", "list"], env={var: value})
         assert out.output.splitlines() == ["Error: set LYCHEE_API_KEYS_FILE or pass --file"]

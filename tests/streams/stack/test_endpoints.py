@@ -10,6 +10,7 @@ import pytest
 
 from streams.stack.endpoints import (
     Endpoints,
+    claim_endpoints,
     client_settings,
     process_start,
     read_endpoints,
@@ -136,3 +137,22 @@ def test_endpoints_the_mcp_server_and_the_gateway_serve_the_running_stack(
     )
     out = CliRunner().invoke(main, ["mcp"])
     assert (out.exit_code, served) == (0, ["/data/lancedb"]), out.output
+
+
+def test_endpoints_a_second_launcher_leaves_the_first_ones_file(state: Path) -> None:
+    """Two `lychee up` on two data directories: clients without exports keep finding the
+    first while it runs; once it is gone, the next launcher takes the file."""
+    path = well_known_path()
+    first = endpoints(kafka_bootstrap="127.0.0.1:21001")  # this process: alive
+    assert claim_endpoints(first, path) is None
+    second = endpoints(pid=os.getpid() + 1, kafka_bootstrap="127.0.0.1:21002")
+    holder = claim_endpoints(second, path)
+    assert holder is not None and holder.kafka_bootstrap == "127.0.0.1:21001"
+    found = read_endpoints(path)
+    assert found is not None and found.kafka_bootstrap == "127.0.0.1:21001"
+    remove_endpoints(path, second.pid)  # the second's stop leaves the first's file
+    assert path.exists()
+    write_endpoints(endpoints(pid=dead_pid(), kafka_bootstrap="127.0.0.1:21003"), path)
+    assert claim_endpoints(second, path) is None  # a dead launcher's file is taken over
+    found = read_endpoints(path, live_only=False)
+    assert found is not None and found.kafka_bootstrap == "127.0.0.1:21002"
