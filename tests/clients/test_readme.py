@@ -1,5 +1,6 @@
-"""Every snippet of the README's "From your agent framework" section runs, as written, against
-the test stack (its gateway in place of port 8080, the fake OpenAI server as the SDK's)."""
+"""Every snippet of the README's "From your agent framework" section runs, as written and on its
+own, against the test stack (its gateway in place of port 8080, the fake OpenAI server as the
+SDK's)."""
 
 from __future__ import annotations
 
@@ -52,8 +53,8 @@ def test_readme_framework_snippets_run_against_the_stack(
     monkeypatch.setenv("LYCHEE_API_KEY", gateway.root_key)
     with LycheeClient(gateway.url, "u42", api_key=gateway.root_key) as admin:
         admin.search("warm up", timeout_s=120)  # the snippets keep the gateway's 15 s budget
-        scope: dict[str, object] = {"__name__": "readme"}
-        for block in blocks:
+        for block in blocks:  # each on its own, as a user copies one
+            scope: dict[str, object] = {"__name__": "readme"}
             exec(block.replace("http://127.0.0.1:8080", gateway.url), scope)  # noqa: S102
         printed = capsys.readouterr().out.splitlines()
         assert "Porto" in printed[0]
