@@ -69,7 +69,7 @@ def list_records(
     page: int = 1,
     page_size: int = 50,
 ) -> Page:
-    """Records of a namespace, oldest first (by conversation date, then id). `session_id`
+    """Records of a namespace, oldest first (`_conversation_order`). `session_id`
     keeps records any of whose segments belong to that session."""
     _check_page(page, page_size)
     data = _read(db, RECORDS, namespace)
@@ -91,8 +91,41 @@ def list_records(
             )
         ]
         data = data.filter(pa.array(keep, pa.bool_()))
-    data = data.sort_by([("created_at", "ascending"), ("id", "ascending")])
-    return _page(data, page, page_size)
+    order = pa.array(_conversation_order(db, namespace, data), pa.int64())
+    return _page(data.take(order), page, page_size)
+
+
+def _conversation_order(db: Database, namespace: str, records: pa.Table) -> list[int]:
+    """Row numbers of `records` by conversation date, session, the place of the record's
+    first source turn in its session, then id: in the order things were said (a date holds
+    many records, and their ids are digests)."""
+    seqs: dict[tuple[str, str], int] = {}
+    tbl = db.table(TURNS)
+    if tbl is not None:
+        turns = (
+            tbl.search()
+            .where(namespace_filter(namespace), prefilter=True)
+            .select(["session_id", "turn_id", "seq"])
+            .limit(None)
+            .to_arrow()
+            .to_pydict()
+        )
+        seqs = dict(zip(zip(turns["session_id"], turns["turn_id"]), turns["seq"], strict=True))
+    columns = records.select(["created_at", "source_session", "evidence", "id"]).to_pydict()
+    last = float("inf")  # a record whose turns are not stored (forgotten) after the rest
+
+    def key(i: int) -> tuple[Any, ...]:
+        session, evidence = columns["source_session"][i] or "", columns["evidence"][i] or []
+        seq = seqs.get((session, evidence[0]), last) if evidence else last
+        return (
+            columns["created_at"][i] is None,
+            columns["created_at"][i] or datetime.min,
+            session,
+            seq,
+            columns["id"][i],
+        )
+
+    return sorted(range(records.num_rows), key=key)
 
 
 def list_turns(

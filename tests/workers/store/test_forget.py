@@ -346,3 +346,16 @@ def test_forget_session_leaves_node_vectors_as_if_it_had_never_been_written(
     assert kept.keys() == fresh.keys()
     for node, vec in fresh.items():  # its head was the removed records: made again without them
         assert np.allclose(kept[node], vec, atol=1e-6), node
+
+
+def test_list_records_of_one_day_come_in_the_order_they_were_said(store: EvidenceStore) -> None:
+    """Oldest first within a day too: by where each record's first turn sits in its session,
+    not by the records' ids (digests)."""
+    from workers.store.listing import list_records
+
+    emb = HashEmbedder()
+    said = [raw("o", "s1", f"s1t{i}a", f"line {i} of the day", emb) for i in range(6)]
+    store.turns.upsert([t.model_copy(update={"seq": i}) for i, t in enumerate(said)])
+    index_batches(store, [batch("o", i, [f"Ann said thing {i}"]) for i in (3, 0, 5, 1, 4, 2)], emb)
+    listed = [r["semantic_text"] for r in list_records(store.db, "o").items]
+    assert listed == [f"Ann said thing {i}" for i in range(6)]
