@@ -22,7 +22,9 @@ from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from schemas import Role, Turn
 from schemas.base import TURN_CHARS, Name
 from schemas.errors import LycheeError
+from schemas.exchange import ControlKind
 from schemas.gateway import (
+    ControlReceipt,
     ExchangeIn,
     ForgetOut,
     HistoryOut,
@@ -115,7 +117,7 @@ NamespaceOf = Callable[[Context[Any, Any], str | None], str]
 
 
 def _add_tool(server: MCPServer[Any], service: ServiceOf, namespace_of: NamespaceOf) -> None:
-    """Storing what an agent hears."""
+    """Storing what an agent hears, and saying when a conversation is over."""
 
     @server.tool(
         name="add_memory",
@@ -158,6 +160,28 @@ def _add_tool(server: MCPServer[Any], service: ServiceOf, namespace_of: Namespac
         ex = _exchange_in(content, messages, role, speaker, session_id, exchange_id, when)
         ns = namespace_of(ctx, namespace)
         return await _call(service, lambda svc: svc.add(ns, [ex]))
+
+    @server.tool(
+        name="end_conversation",
+        description=(
+            "Tell memory that a conversation is over. What was said in it is consolidated "
+            "into memory records (facts, preferences, plans...) now, instead of after the "
+            "conversation has been idle for a while (30 minutes by default); its messages are "
+            "searchable either way. Call it when the user says goodbye or the task is done. "
+            "A later message in the same `session_id` starts the conversation again."
+        ),
+    )
+    async def end_conversation(
+        ctx: Context[Any, Any],
+        session_id: Annotated[str, Field(description="the conversation that ended")] = "default",
+        namespace: Annotated[
+            str | None, Field(description="whose memory; default: the server's")
+        ] = None,
+    ) -> ControlReceipt:
+        ns = namespace_of(ctx, namespace)
+        _check_name("session_id", session_id)
+        kind = ControlKind.end_session
+        return await _call(service, lambda svc: svc.control(kind, ns, session_id, None))
 
 
 def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: NamespaceOf) -> None:

@@ -17,11 +17,13 @@ from mcp.client.streamable_http import streamable_http_client
 
 from streams.stack.embedded import Stack
 from tests.streams.gateway.conftest import ROOT, Gateways
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 TOOLS = {
     "add_memory",
+    "end_conversation",
     "search_memory",
     "get_status",
     "list_memories",
@@ -84,6 +86,17 @@ async def check_memory_tools(client: Client, namespace: str | None) -> None:
     assert session["last_seq_accepted"] == 0 and session["searchable"]
     bad = await client.call_tool("add_memory", {"session_id": "mcp-s1", **ns})
     assert bad.is_error and "content" in bad.content[0].text
+    # the conversation's records now, not after the idle timeout
+    ended = await client.call_tool("end_conversation", {"session_id": "mcp-s1", **ns})
+    assert not ended.is_error, ended.content
+    assert (ended.structured_content or {})["kind"] == "end_session"
+
+    async def recorded() -> bool:
+        listed = await client.call_tool("list_memories", {"session_id": "mcp-s1", **ns})
+        items = (listed.structured_content or {}).get("items", [])
+        return any("blue locker" in str(r.get("semantic_text", "")) for r in items)
+
+    await eventually(recorded, timeout_s=120, interval_s=0.5, what="the conversation's records")
 
 
 async def test_mcp_http_tools_with_the_keys_namespace(gateways: Gateways) -> None:
