@@ -26,6 +26,7 @@ CALLS = {
     "add_memory": {"content": "I moved to Porto in May.", "session_id": "s1"},
     "search_memory": {"query": "Where do I live?"},
     "get_status": {},
+    "end_conversation": {"session_id": "s1"},
     "list_memories": {},
     "delete_all_memories": {"confirm": "probe"},
 }
