@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import hashlib
 import re
-from datetime import date, datetime
+from datetime import date
 from enum import StrEnum
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.base import Contract, Count, Name
-from schemas.segment import BoundarySignals, FinalizeReason
+from schemas.base import Contract, Count, Moment, Name
+from schemas.segment import BoundarySignals, FinalizeReason, segment_id
 from schemas.supersession import Supersession
 
 SEMANTIC_TEXT_MAX_CHARS = 4_000
+# entities and tags a record names: each pair is an evidence node with its own vector, so an
+# uncapped list is one message that writes a table's worth of rows (a dev split's records
+# name at most 8 of either)
+MAX_LABELS = 32
+LABEL_MAX_CHARS = 200
 CONTEXT_MAX_CHARS = 400  # a record's searchable context: the subject its neighbours name
 DISAMBIGUATION_MAX_CHARS = 1_200  # the note carried to the next segment (paper §3.3)
 
@@ -44,6 +49,8 @@ class Temporal(BaseModel):
         v = v.strip()
         if v and not _ISO_PARTIAL.fullmatch(v):
             raise ValueError(f"must be YYYY, YYYY-MM or YYYY-MM-DD (got {v!r})")
+        if v.startswith("0000"):
+            raise ValueError(f"has no year 0 (got {v!r})")
         if len(v) == 10:
             date.fromisoformat(v)  # a real calendar day
         return v
@@ -55,6 +62,7 @@ class Temporal(BaseModel):
 _ISO_PARTIAL = re.compile(r"\d{4}(-(0[1-9]|1[0-2])(-\d{2})?)?")
 
 SourceRole = Literal["user", "assistant", "both", ""]
+Label = Annotated[str, Field(max_length=LABEL_MAX_CHARS)]
 
 
 class MemoryRecord(BaseModel):
@@ -71,21 +79,30 @@ class MemoryRecord(BaseModel):
     memory_type: MemoryType
     semantic_text: str = Field(min_length=1, max_length=SEMANTIC_TEXT_MAX_CHARS)
     normalized_text: str
-    entities: list[str] = Field(default_factory=list)
-    tags: list[str] = Field(default_factory=list)
+    entities: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
+    tags: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
     temporal: Temporal = Temporal()
     evidence: list[str] = Field(description="source turn ids")
     source_session: str
     segment_id: str
     source_role: SourceRole = ""
     confidence: float = Field(default=1.0, ge=0.0, le=1.0)
-    created_at: datetime | None = None
+    created_at: Moment | None = None
     context: str = Field(
         default="",
         max_length=CONTEXT_MAX_CHARS,
         description="searched with the record, never shown: the subject that neighbouring "
         "turns name (a place, event, person or thing) when the record's own words do not",
     )
+
+    @model_validator(mode="after")
+    def _derived_id(self) -> MemoryRecord:
+        """The id is the namespace's and the text's (`record_id`): an id of another
+        namespace's record would merge into that record's row."""
+        expected = record_id(self.namespace, self.normalized_text)
+        if self.record_id != expected:
+            raise ValueError(f"record_id must be {expected!r}, derived from namespace and text")
+        return self
 
     def search_text(self) -> str:
         """What is embedded and full-text indexed: the normalized text, then the context."""
@@ -122,7 +139,7 @@ class RecordBatch(Contract):
     segment_index: Count
     first_turn_id: str
     last_turn_id: str
-    session_date: datetime | None = None
+    session_date: Moment | None = None
     encoder: str = Field(description="`extractive` or `llm:<model>`")
     records: list[MemoryRecord] = Field(default_factory=list)
     disambiguation_context: str = Field(default="", max_length=DISAMBIGUATION_MAX_CHARS)
@@ -143,11 +160,16 @@ class RecordBatch(Contract):
 
     @model_validator(mode="after")
     def _one_namespace(self) -> RecordBatch:
+        expected = segment_id(self.namespace, self.session_id, self.segment_index)
+        if self.segment_id != expected:
+            raise ValueError(f"segment_id must be {expected!r} (namespace/session_id/index)")
         for i, r in enumerate(self.records):
             if r.namespace != self.namespace:
                 raise ValueError(
                     f"records.{i}.namespace {r.namespace!r} is not the batch's {self.namespace!r}"
                 )
+            if r.segment_id != self.segment_id:
+                raise ValueError(f"records.{i}.segment_id is not the batch's {self.segment_id!r}")
         for i, link in enumerate(self.supersessions):
             if link.namespace != self.namespace:
                 raise ValueError(f"supersessions.{i} is not of the batch's namespace")

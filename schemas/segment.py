@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from enum import StrEnum
+from typing import Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schemas.base import Contract, Count, Name
+from schemas.base import Contract, Count, Moment, Name
 from schemas.exchange import Turn
 
 
@@ -71,11 +71,19 @@ class SegmentExchange(BaseModel):
         "spans (None: untraced)",
     )
 
+    @model_validator(mode="after")
+    def _one_id_a_turn(self) -> Self:
+        if len(self.turn_ids) != len(self.turns):
+            raise ValueError(
+                f"turn_ids has {len(self.turn_ids)} ids for {len(self.turns)} turns (one a turn)"
+            )
+        return self
+
 
 class Segment(Contract):
     """`segment_id` is `namespace/session_id/n`: redelivery yields the same id."""
 
-    kind: str = "segment"
+    kind: Literal["segment"] = "segment"
     segment_id: str
     namespace: Name
     session_id: Name
@@ -86,10 +94,19 @@ class Segment(Contract):
     first_turn_id: str
     last_turn_id: str
     tokens: int = Field(ge=0)
-    session_date: datetime | None = None
+    session_date: Moment | None = None
     signals: BoundarySignals | None = Field(
         default=None, description="signals of the decision that closed the segment, if any"
     )
+
+    @model_validator(mode="after")
+    def _id_of_its_place(self) -> Self:
+        """The id names the segment's namespace, session and index: the encoder caches and
+        leases its work by it, so an id of another namespace's segment must not pass."""
+        expected = segment_id(self.namespace, self.session_id, self.index)
+        if self.segment_id != expected:
+            raise ValueError(f"segment_id must be {expected!r} (namespace/session_id/index)")
+        return self
 
     @property
     def turn_ids(self) -> list[str]:

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from typing import Literal
 
 from pydantic import Field
 
-from schemas.base import TURN_CHARS, Contract, Count, Name
+from schemas.base import TURN_CHARS, Contract, Count, Moment, Name
 from schemas.exchange import Role, render_turn
 
 
 class RawTurn(Contract):
     """One turn with the embedding the segmenter computed for it (computed once, reused)."""
 
-    kind: str = "raw_turn"
+    kind: Literal["raw_turn"] = "raw_turn"
     namespace: Name
     session_id: Name
     turn_id: str = Field(min_length=1, max_length=200)
@@ -30,8 +30,8 @@ class RawTurn(Contract):
     speaker: str | None = Field(default=None, max_length=200)
     text: str = Field(max_length=TURN_CHARS)
     image_caption: str | None = Field(default=None, max_length=10_000)
-    session_date: datetime | None = None
-    created_at: datetime | None = None
+    session_date: Moment | None = None  # years the store can read back (schemas.base)
+    created_at: Moment | None = None
     embedding: list[float] = Field(min_length=1, max_length=8_192)
     embedding_model: str = Field(min_length=1, max_length=200)
 
