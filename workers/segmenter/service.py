@@ -42,6 +42,7 @@ from schemas import (
 from schemas import topics as t
 from workers import telemetry
 from workers.embedding import Embedder, Matrix
+from workers.errors import Unprocessable
 from workers.forget import (
     Source,
     delete_matching,
@@ -238,6 +239,8 @@ class SegmenterService:
             if state.seen(pos):
                 return Decision("redelivery", None, [])
             decision = self.policy.step(state, ex, vec, self.clock(), pos, telemetry.traceparent())
+            if decision.action == "replay" and _elsewhere(state, pos):
+                raise Unprocessable(_late_elsewhere(ex, state, pos))
             if decision.action == "replay":
                 log.info("exchange.replayed", key=ex.key, seq=ex.seq, last_seq=state.last_seq)
                 await self.store.count_replay(ex.key, pos)
@@ -442,3 +445,22 @@ def decision_attributes(ex: Exchange, decision: Decision) -> dict[str, object]:
         for name, value in decision.signals.model_dump().items():
             attrs[f"lychee.segmenter.signal.{name}"] = value
     return attrs
+
+
+def _elsewhere(state: SessionState, pos: Position | None) -> bool:
+    """Whether a message the seq fence stops came from another partition than the session's:
+    not the same log read again but two producers placing one session apart (a keyless
+    producer, or librdkafka's default partitioner beside murmur2), so the earlier seq was
+    read late, not twice. Dropping it as a replay would lose it without a word."""
+    return pos is not None and state.partition >= 0 and pos.partition != state.partition
+
+
+def _late_elsewhere(ex: Exchange, state: SessionState, pos: Position | None) -> str:
+    where = pos.partition if pos else "?"
+    return (
+        f"exchange seq {ex.seq} of session {ex.key} came on partition {where} after seq "
+        f"{state.last_seq} had come on partition {state.partition}: a session's messages must "
+        "all be on one partition, in order. Key every message by namespace/session_id with "
+        "Kafka's murmur2 partitioner (the gateway's and aiokafka's; confluent-kafka: "
+        "partitioner=murmur2_random)"
+    )

@@ -10,6 +10,7 @@ import pytest
 
 from schemas import ControlKind, Exchange, RawTurn, Role, Segment, SessionControl, Turn
 from schemas import topics as t
+from workers.errors import Unprocessable
 from workers.ports import ListPublisher, OutMessage
 from workers.segmenter.params import SegmenterParams
 from workers.segmenter.policy import Position, SegmentPolicy
@@ -125,6 +126,25 @@ async def test_segmenter_service_out_of_order_exchange_is_ignored(redis, embedde
     result = await svc.handle([exs[1]])  # seq 1 after seq 2: already behind the session
     assert result.replays == 1
     assert "s1-t1" not in turn_ids_of(pub)
+
+
+async def test_segmenter_service_late_exchange_from_another_partition_is_refused_by_name(
+    redis, embedder
+) -> None:
+    """Two producers placing one session on two partitions: seq 1 read before seq 0. Seq 0
+    is no replay (its log never held it before), so it is refused with the reason, for the
+    dead letters, not dropped; the same seq again on the session's own partition still is."""
+    pub = ListPublisher()
+    svc = make(redis, embedder, pub)
+    exs = exchanges()
+    await svc.handle([exs[1]], [Position(9, 0)])
+    with pytest.raises(
+        Unprocessable,
+        match="seq 0 of session ns1/s1 came on partition 6 after "
+        "seq 1 had come on partition 9.*murmur2",
+    ):
+        await svc.handle([exs[0]], [Position(6, 0)])
+    assert (await svc.handle([exs[0]], [Position(9, 1)])).replays == 1
 
 
 async def test_segmenter_service_crash_between_commit_and_publish_republishes(
