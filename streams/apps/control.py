@@ -19,6 +19,7 @@ from schemas import ForgetReceipt, ForgetRequest
 from schemas import topics as t
 from streams.apps.base import raw_topic, take_events
 from streams.kafka.guard import DeadLetters, Incoming, TransientPolicy, run_guarded
+from streams.kafka.lag import LagReader
 from streams.kafka.pauses import describe
 from streams.kafka.producer import KafkaPublisher
 from streams.kafka.rules import is_transient
@@ -51,16 +52,24 @@ def forget_agent(
     policy = TransientPolicy.from_settings(settings)
 
     async def reply(receipt: ForgetReceipt, req: ForgetRequest) -> None:
-        if req.reply_partition is not None:
-            await publisher.send_raw(
-                t.REPLIES, encode(receipt), req.forget_id.encode(), partition=req.reply_partition
+        if req.reply_partition is None:
+            return
+        if req.reply_partition not in await publisher.partitions(t.REPLIES):
+            log.warning(
+                "forget.receipt_unsent",
+                forget_id=req.forget_id,
+                reason=f"reply_partition {req.reply_partition} is not a partition of {t.REPLIES}",
             )
+            return
+        await publisher.send_raw(
+            t.REPLIES, encode(receipt), req.forget_id.encode(), partition=req.reply_partition
+        )
 
     async def handle(requests: Sequence[ForgetRequest]) -> None:
         for req in requests:
             started = time.perf_counter()
             try:
-                done = await apply(req)
+                done = await apply(await within_the_log(req, settings.kafka.bootstrap))
                 # the removed keys' values must leave the append-only file too
                 await rewrite_aof(redis, settings.kafka.request_timeout_s)
             except Exception as exc:
@@ -91,6 +100,19 @@ def forget_agent(
                 dead,
                 policy=policy,
             )
+
+
+async def within_the_log(req: ForgetRequest, bootstrap: str) -> ForgetRequest:
+    """`req` with its end offsets no further than `memory.exchanges` reaches now: a forget
+    fences what was produced before it, and an offset past the log's end (a foreign client's,
+    up to 2^63) would fence every exchange the namespace ever sends again."""
+    async with LagReader(bootstrap) as lag:
+        ends = {tp.partition: end for tp, end in (await lag.end_offsets(t.EXCHANGES)).items()}
+    clamped = {p: min(end, ends[p]) for p, end in req.exchanges_end.items() if p in ends}
+    if clamped == req.exchanges_end:
+        return req
+    log.warning("forget.clamped", forget_id=req.forget_id, asked=req.exchanges_end, log=ends)
+    return req.model_copy(update={"exchanges_end": clamped})
 
 
 def _receipt(

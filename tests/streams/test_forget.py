@@ -248,3 +248,48 @@ async def test_forget_exchanges_sent_before_are_not_resurrected_and_later_ones_a
         [m_early] * len(LINES) + [m_new] * len(LINES)
     )
     assert after[RECORDS] and not any(m_old in r["semantic_text"] for r in after[RECORDS])
+
+
+async def test_forget_from_a_foreign_client_past_the_logs_end_fences_only_what_was_sent(
+    stack: Stack, settings: Any
+) -> None:
+    """A forget whose end offsets lie past `memory.exchanges`' end (a client we did not write:
+    2^63 - 1 on every partition) and whose receipts have no partition to go to: what was sent
+    before it is forgotten, what is sent after it is ingested, and it is no dead letter."""
+    from aiokafka import AIOKafkaProducer
+
+    from schemas import ForgetRequest
+    from schemas import topics as t
+    from schemas.base import MAX_INT64
+    from streams.kafka.reader import read_topic
+    from streams.kafka.serde import encode
+
+    ns = f"fx-{uuid.uuid4().hex[:6]}"
+    m_old, m_new = marker(), marker()
+    await ingest(settings, exchanges(ns, "s0", m_old))
+    async with LagReader(settings.kafka.bootstrap) as lag:
+        parts = (await lag.end_offsets(t.EXCHANGES)).keys()
+    req = ForgetRequest(
+        forget_id=f"foreign-{ns}",
+        namespace=ns,
+        exchanges_end={tp.partition: MAX_INT64 for tp in parts},
+        reply_partition=999_999,
+        requested_at=datetime(2024, 1, 1),
+    )
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka.bootstrap)
+    await producer.start()
+    try:
+        await producer.send_and_wait(t.CONTROL, encode(req), key=ns.encode())
+    finally:
+        await producer.stop()
+    await eventually(
+        lambda: rows(stack, ns)[TURNS],
+        what="the forget applied",
+        until=lambda r: not r,
+        timeout_s=120,
+    )
+    await ingest(settings, exchanges(ns, "s1", m_new))
+    after = rows(stack, ns)
+    assert sum(m_new in r["text"] for r in after[TURNS]) == len(LINES)
+    letters = await read_topic(settings.kafka.bootstrap, t.dlq(t.CONTROL), None)
+    assert not [v for _, v, _ in letters if v and req.forget_id.encode() in v]
