@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from schemas.base import MAX_SEQ, TURN_CHARS, Contract, Count, Metadata, Moment, Name, shown
@@ -38,6 +40,12 @@ class Turn(BaseModel):
 
     def rendered(self) -> str:
         return render_turn(self.speaker, self.role, self.content, self.image_caption)
+
+    def digest(self) -> str:
+        """Who said what, in 16 hex digits: a turn id must name the same words throughout
+        its session (the gateway's allocator and the segmenter check it)."""
+        said = orjson.dumps((self.role.value, self.speaker, self.content, self.image_caption))
+        return hashlib.sha256(said).hexdigest()[:16]
 
 
 def turn_text(content: str, caption: str | None) -> str:
@@ -74,6 +82,10 @@ class Exchange(Contract):
     def turn_ids(self) -> list[str]:
         """Deterministic ids: the caller's, else `exchange_id#index`."""
         return [t.turn_id or f"{self.exchange_id}#{i}" for i, t in enumerate(self.turns)]
+
+    def named_turns(self) -> list[tuple[str, str]]:
+        """Each turn's id (`turn_ids`) with the digest of its words."""
+        return [(tid, t.digest()) for tid, t in zip(self.turn_ids(), self.turns, strict=True)]
 
     def rendered(self) -> str:
         return "\n".join(t.rendered() for t in self.turns)

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -185,16 +184,7 @@ class Wanted:
 def named_turns(turns: Sequence[Turn]) -> tuple[tuple[str, str], ...]:
     """The turns that carry the caller's id, each with a digest of its words (who said
     what): the same id must name the same words throughout the session."""
-    return tuple(
-        (
-            t.turn_id,
-            hashlib.sha256(
-                orjson.dumps((t.role.value, t.speaker, t.content, t.image_caption))
-            ).hexdigest()[:16],
-        )
-        for t in turns
-        if t.turn_id is not None
-    )
+    return tuple((t.turn_id, t.digest()) for t in turns if t.turn_id is not None)
 
 
 @dataclass(frozen=True)

@@ -245,6 +245,11 @@ class SegmenterService:
                 log.info("exchange.replayed", key=ex.key, seq=ex.seq, last_seq=state.last_seq)
                 await self.store.count_replay(ex.key, pos)
                 return decision
+            if (reused := await self.store.claim_turns(ex.key, ex.named_turns())) is not None:
+                raise Unprocessable(
+                    f"turn_id {reused!r} of session {ex.key} names a turn with other words than "
+                    "before: a turn id (or an exchange id, whose turns take it) names one turn"
+                )
             state.mark(pos)
             outbox = self._turn_messages(ex, turn_vecs, pos) + _segment_messages(decision.finalized)
             done = await self.store.commit(ex.key, version, state, outbox, now=self.clock())

@@ -111,7 +111,21 @@ return 1
 """
 
 
-# KEYS: state, outbox, replays, active, pending, namespace fence, session fence
+# KEYS: the session's turns (turn id -> digest of its words). ARGV: ttl s, then per turn its
+# id and digest. Returns the first id that names other words than before (nothing stored
+# then), else nothing, with every id recorded.
+_TURNS = """
+for i = 2, #ARGV - 1, 2 do
+  local held = redis.call('HGET', KEYS[1], ARGV[i])
+  if held and held ~= ARGV[i + 1] then return ARGV[i] end
+end
+for i = 2, #ARGV - 1, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+return false
+"""
+
+
+# KEYS: state, outbox, replays, active, pending, namespace fence, session fence, turns
 # ARGV: session key
 # Forget one session's state unless it applied a message from after the fence (an
 # exchange read before this stage saw the forget): such a state is kept (returns -1) for
@@ -130,7 +144,7 @@ if raw then
 end
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
-return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[8])
 """
 )
 
@@ -148,6 +162,7 @@ class SessionStore:
         self._trim = redis.register_script(_TRIM)
         self._replay = redis.register_script(_REPLAY)
         self._forget = redis.register_script(_FORGET)
+        self._turns = redis.register_script(_TURNS)
 
     def _state_key(self, key: str) -> str:
         return f"{self.prefix}:seg:{{{key}}}:state"
@@ -157,6 +172,20 @@ class SessionStore:
 
     def _replays_key(self, key: str) -> str:
         return f"{self.prefix}:seg:{{{key}}}:replays"
+
+    def _turns_key(self, key: str) -> str:
+        return f"{self.prefix}:seg:{{{key}}}:turns"
+
+    async def claim_turns(
+        self, key: str, turns: Sequence[tuple[str, str]], ttl_s: int = 30 * 24 * 3600
+    ) -> str | None:
+        """Record each (turn id, digest of its words) of the session; the first id that
+        named other words before, if any (then nothing is recorded)."""
+        if not turns:
+            return None
+        args: list[str | int] = [ttl_s, *(v for pair in turns for v in pair)]
+        found = await self._turns(keys=[self._turns_key(key)], args=args)
+        return None if found is None else _text(found)
 
     async def load(self, key: str) -> tuple[str, SessionState | None]:
         version, raw = await self.redis.hmget(self._state_key(key), ["v", "state"])
@@ -216,7 +245,7 @@ class SessionStore:
         ]
 
     async def forget(self, namespace: str, session_id: str | None) -> tuple[int, set[str]]:
-        """Delete the state, outbox and replay counter of every session of `namespace` (or
+        """Delete the state, outbox, replay counter and turn ids of every session of `namespace` (or
         of one session) that holds nothing from after the fence; returns the number of keys
         deleted and the sessions kept (they applied a message from after the fence, and
         are cut there by the caller). The fence must be raised first."""
@@ -246,6 +275,7 @@ class SessionStore:
             self.active_key,
             self.pending_key,
             *self._fence_keys(key),
+            self._turns_key(key),
         ]
         return int(await self._forget(keys=keys, args=[key]))
 

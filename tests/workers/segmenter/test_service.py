@@ -147,6 +147,34 @@ async def test_segmenter_service_late_exchange_from_another_partition_is_refused
     assert (await svc.handle([exs[0]], [Position(9, 1)])).replays == 1
 
 
+async def test_segmenter_service_turn_id_reused_with_other_words_is_refused_by_name(
+    redis, embedder
+) -> None:
+    """A producer writing to Kafka directly reuses a turn id (or an exchange id, whose turns
+    take it) with other words: refused, so the stored turn is not replaced; the same words
+    again (a redelivery, a retry) pass; a forget of the session frees its ids."""
+    pub = ListPublisher()
+    svc = make(redis, embedder, pub)
+    exs = exchanges()
+    await svc.handle(exs[:2])
+    other = exs[2].model_copy(
+        update={"turns": [exs[2].turns[0].model_copy(update={"turn_id": "s1-t0"})]}
+    )
+    with pytest.raises(Unprocessable, match="turn_id 's1-t0' of session ns1/s1 names a turn"):
+        await svc.handle([other])
+    assert [
+        m
+        for m in pub.messages
+        if b"s1-t0" in m.value and exs[2].turns[0].content.encode() in m.value
+    ] == []
+    again = exs[2].model_copy(update={"exchange_id": "s1:9", "seq": 2})
+    await svc.handle([again])  # its own id, new words: fine
+    assert await redis.exists("lychee:seg:{ns1/s1}:turns")
+    await svc.store.fences.raise_to("ns1", "s1", {})
+    await svc.store.forget("ns1", "s1")
+    assert not await redis.exists("lychee:seg:{ns1/s1}:turns")
+
+
 async def test_segmenter_service_crash_between_commit_and_publish_republishes(
     redis, embedder
 ) -> None:
