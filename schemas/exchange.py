@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import hashlib
+import unicodedata
 from enum import StrEnum
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from schemas.base import MAX_SEQ, TURN_CHARS, Contract, Count, Metadata, Moment, Name, shown
 from schemas.errors import ContractError
@@ -17,6 +25,17 @@ class Role(StrEnum):
     user = "user"
     assistant = "assistant"
     system = "system"
+
+
+def visible(text: str) -> bool:
+    """Whether `text` shows anything: NULs, zero-width spaces and the like alone do not."""
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
+
+
+def plain_id(text: str) -> bool:
+    """An id without control or formatting characters (a bidi override would show another
+    id in the console and listings than the one stored)."""
+    return all(unicodedata.category(c) not in ("Cc", "Cf") for c in text)
 
 
 class Turn(BaseModel):
@@ -34,8 +53,10 @@ class Turn(BaseModel):
 
     @model_validator(mode="after")
     def _has_text(self) -> Turn:
-        if not self.content.strip() and not (self.image_caption or "").strip():
-            raise ValueError("a turn needs non-empty content or an image caption")
+        if not visible(self.content) and not visible(self.image_caption or ""):
+            raise ValueError("a turn needs content or an image caption with a visible character")
+        if self.turn_id is not None and not plain_id(self.turn_id):
+            raise ValueError("turn_id holds control or formatting characters")
         return self
 
     def rendered(self) -> str:
@@ -74,6 +95,13 @@ class Exchange(Contract):
     turns: list[Turn] = Field(min_length=1, max_length=64)
     session_date: Moment | None = None
     metadata: Metadata = Field(default_factory=dict)
+
+    @field_validator("exchange_id")
+    @classmethod
+    def _plain(cls, v: str) -> str:
+        if not plain_id(v):
+            raise ValueError("holds control or formatting characters")
+        return v
 
     @property
     def key(self) -> str:

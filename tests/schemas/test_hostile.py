@@ -84,3 +84,18 @@ def test_query_deadline_beyond_int64_is_refused() -> None:
                 "deadline_ms": 10**30,
             }
         )
+
+
+@pytest.mark.parametrize("content", ["\x00", "\u200b\u200b", " \u2060\t\x7f "])
+def test_exchange_turn_that_shows_nothing_is_refused(content: str) -> None:
+    with pytest.raises(ContractError, match="visible character"):
+        parse_exchange_message(exchange(turns=[{"role": "user", "content": content}]))
+
+
+def test_exchange_ids_with_control_or_formatting_characters_are_refused() -> None:
+    with pytest.raises(ContractError, match="exchange_id"):
+        parse_exchange_message(exchange(exchange_id="\u202eevil"))
+    turn = {"role": "user", "content": "hi", "turn_id": "t\u200d1"}
+    with pytest.raises(ContractError, match="turn_id holds control"):
+        parse_exchange_message(exchange(turns=[turn]))
+    parse_exchange_message(exchange(exchange_id="café:1", turns=[{"role": "user", "content": "é"}]))
