@@ -325,6 +325,8 @@ async def replay(
     The ledger is written after each message is acknowledged: a replay cut short replays
     only what it had not sent yet when run again (at-least-once, like every stage).
 
+    A letter of a replayed message that failed again counts as replayed too: the same bytes
+    fail the same way until the stage is mended, so only `force` sends them once more.
     Never replayed, even forced: a letter whose headers name another source than its
     dead-letter topic serves (`misdirected`), and one from before a forget of its namespace
     or session (`forgotten`): the forget fence is by position in `memory.exchanges`, and a
@@ -347,8 +349,8 @@ async def replay(
                 report.misdirected.append({**row, "named": letter.headers["source_topic"]})
             elif stale:
                 report.forgotten.append(row)
-            elif receipt is not None and not force:
-                report.already.append({**row, "replayed": orjson.loads(receipt)})
+            elif (before := replayed_before(letter, receipt)) is not None and not force:
+                report.already.append({**row, "replayed": before})
             elif letter.value_dropped:
                 report.not_copied.append(row)
             elif source in sent:  # every stage that read the message wrote a letter of it
@@ -366,6 +368,19 @@ async def replay(
         await publisher.stop()
         await redis.aclose()
     return report
+
+
+def replayed_before(letter: DeadLetter, receipt: bytes | None) -> dict[str, Any] | None:
+    """How the letter's message was replayed before, if it was: the ledger's receipt, or,
+    for the letter of a replayed message that failed again, that replay (the same bytes fail
+    the same way until the stage is mended)."""
+    if receipt is not None:
+        found: dict[str, Any] = orjson.loads(receipt)
+        return found
+    rid = next((v for k, v in letter.original_headers if k == REPLAY_HEADER), None)
+    if rid is None:
+        return None
+    return {"replay_id": rid.decode(errors="replace"), "failed_again": True}
 
 
 async def forgotten(redis: Any, letters: list[DeadLetter]) -> list[bool]:

@@ -303,3 +303,19 @@ def test_dlq_one_message_read_by_several_stages_is_one_source_position() -> None
     first, second = letter(5, b"segmenter"), letter(6, b"indexer")
     assert first.source_position() == second.source_position() == ("memory.control", "0", "41")
     assert first.ledger_field() != second.ledger_field()
+
+
+def test_dlq_a_letter_of_a_replay_that_failed_again_counts_as_replayed_before() -> None:
+    """Replaying it again without --force would send the same bytes to fail the same way
+    (and add one more letter each time)."""
+    from streams.dlq import DeadLetter, replayed_before
+    from streams.kafka.reader import Stored
+
+    def letter(*extra: tuple[str, bytes]) -> DeadLetter:
+        headers = (("error_type", b"json"), *extra)
+        return DeadLetter.of("memory.exchanges.dlq", Stored(0, 3, None, b"{", headers, 0))
+
+    assert replayed_before(letter(), None) is None
+    assert replayed_before(letter(), b'{"replay_id": "r0"}') == {"replay_id": "r0"}
+    again = letter(("original.lychee-replay", b"r1"))
+    assert replayed_before(again, None) == {"replay_id": "r1", "failed_again": True}
