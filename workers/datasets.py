@@ -113,14 +113,16 @@ class Skipped:
         return asdict(self)
 
 
-def skipped_lines(skipped: Sequence[Skipped]) -> list[str]:
-    """What a command prints about the messages it left out: one line each, then the count."""
+def skipped_lines(skipped: Sequence[Skipped], rest: bool = True) -> list[str]:
+    """What a command prints about the messages it left out: one line each, then the count
+    (`rest`: whether anything else of the file was loaded)."""
     if not skipped:
         return []
     noun = "message" if len(skipped) == 1 else "messages"
+    after = " (the rest was loaded)" if rest else ""
     return [
         *(f"skipped {s}" for s in skipped),
-        f"{len(skipped)} {noun} skipped: the contract refuses them (the rest was loaded)",
+        f"{len(skipped)} {noun} skipped: the contract refuses them{after}",
     ]
 
 

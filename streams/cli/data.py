@@ -39,12 +39,18 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
         stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
-    for line in skipped_lines(stats.skipped):
+    for line in skipped_lines(stats.skipped, rest=bool(stats.exchanges)):
         click.echo(line, err=True)
     if stats.skipped and not stats.exchanges:
         raise click.ClickException(f"nothing ingested: every message of {file} was refused")
     if not stats.exchanges:
         click.echo(f"{file} holds no exchanges", err=True)
+    if stats.exchanges and stats.duplicates == stats.exchanges:
+        click.echo(
+            f"nothing new: all {counted(stats.exchanges, 'exchange')} of {file} were accepted "
+            "before (not sent again)"
+        )
+        return
     dups = f", {stats.duplicates} already accepted (not sent again)" if stats.duplicates else ""
     refused = f", {len(stats.skipped)} skipped (refused)" if stats.skipped else ""
     click.echo(

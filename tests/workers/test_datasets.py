@@ -239,7 +239,7 @@ def test_load_locomo_a_turn_the_contract_refuses_is_skipped_alone_and_named(
         ),
         Skipped(
             str(path),
-            "a turn needs non-empty content or an image caption",
+            "a turn needs content or an image caption with a visible character",
             "sample-a",
             "session_1",
             "D1:4",
@@ -253,6 +253,7 @@ def test_load_locomo_a_turn_the_contract_refuses_is_skipped_alone_and_named(
     assert lines[:2] == [f"skipped {s}" for s in skipped]
     assert lines[2].startswith("2 messages skipped") and len(lines) == 3
     assert skipped_lines([]) == []
+    assert skipped_lines(skipped, rest=False)[2].endswith("the contract refuses them")
     assert skipped[0].as_dict()["turn_id"] == "D1:2"
 
     # without a list to report them in, the file is refused with the same words
