@@ -228,6 +228,11 @@ def records(
             )
     kind = "turn" if turns else "record"
     click.echo(f"page {result.page}/{result.pages}, {counted(result.total, kind)}")
+    where = f"namespace {namespace}" + (f", session {session_id}" if session_id else "")
+    if not result.total:
+        click.echo(f"no {kind}s in {where} (with these filters)", err=True)
+    elif not result.items:
+        click.echo(f"page {result.page} is past the last ({result.pages})", err=True)
 
 
 def print_history(found: Any, as_json: bool) -> None:

@@ -207,6 +207,8 @@ def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) ->
     turns = lychee(stack, "records", ns, "--turns", "--page", "2", "--page-size", "20")
     assert turns.returncode == 0, turns.stderr
     assert "page 2/2, 28 turns" in turns.stdout
+    past = lychee(stack, "records", ns, "--turns", "--page", "9", "--page-size", "20")
+    assert "page 9 is past the last (2)" in past.stderr, past.stderr
     refused = lychee(stack, "forget", ns)
     assert refused.returncode == 2 and "--yes" in refused.stderr
     done = lychee(stack, "forget", ns, "--yes", "--json")
@@ -217,6 +219,8 @@ def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) ->
     assert set(receipt["stages"]) == {"segmenter", "encoder", "indexer"}
     after = lychee(stack, "records", ns, "--json")
     assert json.loads(after.stdout)["total"] == 0
+    listed = lychee(stack, "records", ns)
+    assert f"no records in namespace {ns}" in listed.stderr, listed.stderr
     again = lychee(stack, "forget", ns, "--yes")
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines()[-1] == f"nothing was stored for {ns}", again.stdout
