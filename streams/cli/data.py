@@ -293,6 +293,12 @@ def status(as_json: bool, data_dir: Path | None) -> None:
     """Workers (restarts, failed stages), consumer lag per stage, dead letters, row counts."""
     from streams.status import collect, launcher_dir
 
+    from streams.stack.supervisor import SUPERVISION_FILE
+
+    if data_dir is not None and not (data_dir / SUPERVISION_FILE).is_file():
+        raise click.ClickException(
+            f"{data_dir} is no lychee up data directory (it has no {SUPERVISION_FILE})"
+        )
     s = client_settings()
     report = asyncio.run(collect(s, data_dir or launcher_dir(s)))
     if as_json:

@@ -39,6 +39,12 @@ def test_main_a_setting_it_cannot_read_is_named_with_the_value_given_in_one_line
     assert line.endswith(f"(got '{'x' * 56}...)")
 
 
+def test_main_status_of_a_directory_no_lychee_up_wrote_says_so(tmp_path: Path) -> None:
+    out = CliRunner().invoke(main, ["status", "--data-dir", str(tmp_path)])
+    assert out.exit_code == 1
+    assert f"{tmp_path} is no lychee up data directory" in out.output
+
+
 def test_main_a_port_out_of_range_or_a_wait_of_nothing_is_refused_before_anything_starts(
     tmp_path: Path,
 ) -> None:
