@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import unicodedata
 from enum import StrEnum
 from typing import Any, Literal
 
-import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -65,8 +65,11 @@ class Turn(BaseModel):
     def digest(self) -> str:
         """Who said what, in 16 hex digits: a turn id must name the same words throughout
         its session (the gateway's allocator and the segmenter check it)."""
-        said = orjson.dumps((self.role.value, self.speaker, self.content, self.image_caption))
-        return hashlib.sha256(said).hexdigest()[:16]
+        said = (self.role.value, self.speaker, self.content, self.image_caption)
+        # compact UTF-8 JSON (orjson's bytes, which digests stored before were taken of),
+        # from the standard library: the client's distribution has no orjson
+        text = json.dumps(said, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def turn_text(content: str, caption: str | None) -> str:

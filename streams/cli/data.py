@@ -206,7 +206,12 @@ def records(
         day = since.date() if since else None
         return await client.list_records(namespace, session_id, memory_type, day, page, page_size)
 
-    result = asyncio.run(run())
+    where = f"namespace {namespace}" + (f", session {session_id}" if session_id else "")
+    print_page(asyncio.run(run()), turns, where, as_json)
+
+
+def print_page(result: Any, turns: bool, where: str, as_json: bool) -> None:
+    """A page of records or turns, one line each, then where it is among the pages."""
     if as_json:
         out = {
             "total": result.total,
@@ -228,7 +233,6 @@ def records(
             )
     kind = "turn" if turns else "record"
     click.echo(f"page {result.page}/{result.pages}, {counted(result.total, kind)}")
-    where = f"namespace {namespace}" + (f", session {session_id}" if session_id else "")
     if not result.total:
         click.echo(f"no {kind}s in {where} (with these filters)", err=True)
     elif not result.items:
@@ -291,9 +295,8 @@ def format_evidence(reply: Any) -> str:
 )
 def status(as_json: bool, data_dir: Path | None) -> None:
     """Workers (restarts, failed stages), consumer lag per stage, dead letters, row counts."""
-    from streams.status import collect, launcher_dir
-
     from streams.stack.supervisor import SUPERVISION_FILE
+    from streams.status import collect, launcher_dir
 
     if data_dir is not None and not (data_dir / SUPERVISION_FILE).is_file():
         raise click.ClickException(

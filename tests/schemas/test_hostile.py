@@ -99,3 +99,19 @@ def test_exchange_ids_with_control_or_formatting_characters_are_refused() -> Non
     with pytest.raises(ContractError, match="turn_id holds control"):
         parse_exchange_message(exchange(turns=[turn]))
     parse_exchange_message(exchange(exchange_id="café:1", turns=[{"role": "user", "content": "é"}]))
+
+
+def test_turn_digest_is_the_one_the_gateway_stored_before() -> None:
+    """Digests in Redis were taken of orjson's bytes: the standard library's must match."""
+    import hashlib
+
+    import orjson
+
+    from schemas import Role, Turn
+
+    for turn in (
+        Turn(role=Role.user, content="Zoë\u2028said \"hi\"\\ \x7f \U0001f600", speaker="Zoë"),
+        Turn(role=Role.assistant, content="x", image_caption="a\tb"),
+    ):
+        said = (turn.role.value, turn.speaker, turn.content, turn.image_caption)
+        assert turn.digest() == hashlib.sha256(orjson.dumps(said)).hexdigest()[:16]

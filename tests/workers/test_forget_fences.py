@@ -129,7 +129,8 @@ async def test_segmenter_exchanges_below_fence_leave_no_state_and_later_ones_sta
     svc = make(redis, embedder, pub)
     exs = exchanges("ns1", "s1")
     await svc.handle(exs[:2], [Position(0, 0), Position(0, 1)])
-    assert await svc.forget("ns1", None, {0: 5}) == 1  # the state (the outbox was published)
+    # the state and its turn ids (the outbox was published)
+    assert await svc.forget("ns1", None, {0: 5}) == 2
     assert [k async for k in redis.scan_iter(match="*ns1*")] == []
     pub.messages.clear()
     old = await svc.handle(exs[2:4], [Position(0, 3), Position(0, 4)])  # sent before, read after

@@ -133,6 +133,8 @@ return false
 _FORGET = (
     _FENCE
     + """
+-- the forgotten turns' ids are free again, also in a state cut at the fence
+local turns = redis.call('DEL', KEYS[8])
 local raw = redis.call('HGET', KEYS[1], 'state')
 if raw then
   local st = cjson.decode(raw)
@@ -144,7 +146,7 @@ if raw then
 end
 redis.call('ZREM', KEYS[4], ARGV[1])
 redis.call('ZREM', KEYS[5], ARGV[1])
-return redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[8])
+return turns + redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 """
 )
 
