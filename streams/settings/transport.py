@@ -164,6 +164,7 @@ class StoreSettings(Group):
         default="./data/lancedb",
         description="local path or object storage URI (s3://bucket/prefix)",
     )
+
     @field_validator("uri")
     @classmethod
     def _store_uri(cls, uri: str) -> str:

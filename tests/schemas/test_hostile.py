@@ -110,7 +110,7 @@ def test_turn_digest_is_the_one_the_gateway_stored_before() -> None:
     from schemas import Role, Turn
 
     for turn in (
-        Turn(role=Role.user, content="Zoë\u2028said \"hi\"\\ \x7f \U0001f600", speaker="Zoë"),
+        Turn(role=Role.user, content='Zoë\u2028said "hi"\\ \x7f \U0001f600', speaker="Zoë"),
         Turn(role=Role.assistant, content="x", image_caption="a\tb"),
     ):
         said = (turn.role.value, turn.speaker, turn.content, turn.image_caption)

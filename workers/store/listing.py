@@ -110,7 +110,8 @@ def _conversation_order(db: Database, namespace: str, records: pa.Table) -> list
             .to_arrow()
             .to_pydict()
         )
-        seqs = dict(zip(zip(turns["session_id"], turns["turn_id"]), turns["seq"], strict=True))
+        pairs = zip(turns["session_id"], turns["turn_id"], strict=True)
+        seqs = dict(zip(pairs, turns["seq"], strict=True))
     columns = records.select(["created_at", "source_session", "evidence", "id"]).to_pydict()
     last = float("inf")  # a record whose turns are not stored (forgotten) after the rest
 
