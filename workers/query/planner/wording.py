@@ -242,23 +242,35 @@ def key_phrase(question: str) -> str:
 def noun_phrases(question: str, limit: int | None = 3) -> list[str]:
     """Up to `limit` runs of consecutive content words (None: every run), in order;
     stopwords, punctuation, numbers and dates break a run (the temporal filter carries the
-    dates)."""
+    dates). A number right after a run ends it as its last word: "locker code 17", "room
+    204" name one thing, which the number alone tells from its neighbours."""
     runs: list[str] = []
     run: list[str] = []
-    for tok in [*tokens(question), _END]:
-        if (
+    toks = [*tokens(question), _END]
+    for i, tok in enumerate(toks):
+        content = (
             tok.is_word
             and tok.date_span is None
-            and not tok.text.isdigit()
             and tok.norm not in QUESTION_STOPWORDS
             and tok.text.lower() not in QUESTION_STOPWORDS
-        ):
+        )
+        if content and not tok.text.isdigit():
             run.append(tok.text)
             continue
+        if run and tok.is_word and tok.date_span is None and _whole_number(toks, i):
+            run.append(tok.text)
         if run:
             runs.append(" ".join(run))
         run = []
     return runs[:limit]
+
+
+def _whole_number(toks: Sequence[Token], i: int) -> bool:
+    """Whether token `i` is a number of its own: digits not followed by a separator and more
+    digits ("3,600", "5.3.0" are not cut to their first part)."""
+    after = toks[i + 1 : i + 3]
+    split = len(after) == 2 and after[0].text in ",." and after[1].text[:1].isdigit()
+    return toks[i].text.isdigit() and not split
 
 
 def normalized(query: str) -> str:

@@ -210,3 +210,18 @@ def test_the_key_phrase_is_a_query_when_it_says_more_than_the_noun_phrases() -> 
     covered = heuristic_plan("What did Ana bake for the party last week?")
     assert covered.semantic_queries == [covered.routes[0].queries[0], "Ana bake", "party", "week"]
     assert covered.evidence_target == "Ana bake for the party last week"
+
+
+def test_a_number_right_after_a_phrase_is_its_last_word() -> None:
+    """ "locker code 17" names one locker code: the number tells it from its neighbours, so
+    the full-text search of the phrase finds that one first; a number cut by a separator
+    ("3,600", "5.3.0") or after a stop word is left out as before."""
+    from workers.query.planner.wording import noun_phrases
+
+    assert noun_phrases("What is locker code 17?") == ["locker code 17"]
+    assert noun_phrases("Is room 204, on the left?", None) == ["room 204", "left"]
+    assert noun_phrases("Which locker code is 1031?") == ["locker code"]
+    assert noun_phrases("the gallery using Bootstrap 5.3.0") == ["gallery using Bootstrap"]
+    assert noun_phrases("when I logged 3,600 words", None) == ["logged", "words"]
+    plan = heuristic_plan("What is locker code 17?")
+    assert "locker code 17" in plan.routes[0].queries
