@@ -24,6 +24,7 @@ from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
 from workers.query.bridge import READ, answer_name, bridges, with_name
 from workers.query.currency import current_first
+from workers.query.dated import dated_siblings
 from workers.query.distinct import without_common
 from workers.query.errors import AnswerUnavailable
 from workers.query.instructions import Scoped, StandingInstructions, with_instruction
@@ -357,6 +358,8 @@ def _selected(
             led = preset.led_pool
             seqs = turns.seqs(chosen[:led])  # all that near_first reads
             chosen = redundant_last(near_first(chosen, seqs, led, preset.near), dated=when)
+    if second.temporal and preset.fusion:  # a record that names the event, then its date
+        chosen = dated_siblings(chosen, fused[: preset.pool_factor * picked], min(k, preset.head))
     if (standing := instruction()) is not None:
         chosen = with_instruction(chosen, standing, min(k, preset.head))
     chosen = chosen[:k]

@@ -46,6 +46,10 @@ def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
     assert (
         reply["context"].startswith("Episodic/Semantic Memories:") and reply["context_tokens"] > 0
     )
+    # the README's question: the record naming the race, then the one saying when it is
+    when = lychee(stack, "ask", "--namespace", "cli-demo", "When is the half marathon?", "-k", "3")
+    assert when.returncode == 0, when.stderr
+    assert "May 19th" in when.stdout, when.stdout
     assert reply["plan"]["routes"]
     status = lychee(stack, "status", "--json")
     assert status.returncode == 0, status.stderr
