@@ -263,13 +263,18 @@ def print_history(found: Any, as_json: bool) -> None:
 
 
 def format_evidence(reply: Any) -> str:
+    """The evidence in the reply's order (selection's: relevance, diversity, what the first
+    items show), each with its fusion score, which that order does not follow."""
     lines = [f"Q: {reply.query}"]
     for i, item in enumerate(reply.evidence, 1):
         when = item.resolved_date or (item.date.strftime("%Y-%m-%d") if item.date else "?")
         score = item.scores.get("final", item.scores.get("rrf", 0.0))
         lines.append(
-            f"{i:>2}. {item.kind:<6} [{when}] {item.text}  ({', '.join(item.turn_ids)}; {score:.3f})"
+            f"{i:>2}. {item.kind:<6} [{when}] {item.text}  "
+            f"({', '.join(item.turn_ids)}; fused {score:.3f})"
         )
+    if not reply.evidence:
+        lines.append(f"   no evidence: nothing in namespace {reply.namespace} matches")
     if reply.answer:
         lines.append(f"   answer: {reply.answer}")
     if reply.answer_error:
