@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Annotated, Any, TypeVar
 
+import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -41,6 +42,7 @@ from streams.gateway.errors import GatewayError
 from streams.gateway.service import MemoryService
 from streams.settings import Settings
 
+log = structlog.get_logger("lychee.gateway.mcp")
 T = TypeVar("T")
 DISTRIBUTION = "lychee-memory"  # its name and version are what a host is told
 
@@ -379,6 +381,11 @@ async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]
         raise ToolError(f"{exc.title}: {exc.detail}") from exc
     except LycheeError as exc:  # the store, Kafka or Redis as the service met them
         raise ToolError(str(exc)) from exc
+    except (ToolError, ValueError):  # the caller's arguments, named by who raised it
+        raise
+    except Exception as exc:  # noqa: BLE001 - named as the REST routes' 500 names it
+        log.error("mcp.unhandled", error=repr(exc))
+        raise ToolError(f"Internal error: {type(exc).__name__}") from exc
 
 
 def _fields(exc: ValidationError) -> str:

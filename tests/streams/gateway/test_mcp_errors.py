@@ -32,3 +32,14 @@ async def test_a_gateway_error_keeps_its_title_and_detail() -> None:
     with pytest.raises(ToolError) as raised:
         await _call(_service, use)
     assert str(raised.value) == f"{Unavailable.title}: Kafka at 127.0.0.1:1 (no broker answers)"
+
+
+async def test_an_unexpected_error_is_named_as_the_rest_routes_name_it() -> None:
+    """Not the SDK's bare "Error executing tool": the kind of error, as a 500's detail."""
+
+    async def use(_: Any) -> None:
+        raise OverflowError("date value out of range")
+
+    with pytest.raises(ToolError) as raised:
+        await _call(_service, use)
+    assert str(raised.value) == "Internal error: OverflowError"
