@@ -75,7 +75,8 @@ def resolve_dates(sentence: str, base: datetime | None) -> tuple[str, str]:
     ]
     for m, (prefix, absolute, iso) in found:
         before = sentence[: m.start()].split()
-        bare = bool(before) and before[-1].lower() in _PREPOSITIONS
+        possessive = sentence[m.end() : m.end() + 2] in ("'s", "’s")  # "last Sunday's loaf"
+        bare = possessive or (bool(before) and before[-1].lower() in _PREPOSITIONS)
         spans.append((m.start(), m.end(), absolute if bare else f"{prefix} {absolute}", iso))
     for m in _EXPLICIT.finditer(sentence):
         iso = _explicit(m)

@@ -56,6 +56,13 @@ def test_a_relative_phrase_at_sentence_start_is_capitalized() -> None:
     assert rec.semantic_text == "In 2022 Ana lived by the sea."
 
 
+def test_a_relative_phrase_that_owns_something_keeps_it_without_a_preposition() -> None:
+    """ "Last Sunday's loaf": the day is the loaf's, not when the sentence happened."""
+    rec = one("Ana", "Last Sunday's loaf had a proper open crumb.")
+    assert rec.semantic_text.endswith("'s loaf had a proper open crumb.")
+    assert not rec.semantic_text.startswith("On ")
+
+
 def test_the_first_date_of_the_sentence_is_t_ref() -> None:
     rec = one("Ana", "I met Bruno yesterday and we fly out next Monday.")
     assert (
