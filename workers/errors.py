@@ -17,6 +17,13 @@ class Unprocessable(LycheeError):
     """This message can never be processed as it is: dead-letter it now, with this reason."""
 
 
+class UnprocessableReply(Unprocessable):
+    """A model's reply to this message can never be used (not valid after a repair, or the
+    request refused as malformed): the message's fault while it happens to one message, the
+    model's when the next messages of other namespaces meet it too. Then the stage pauses
+    instead of draining every tenant's work into dead letters (the stream's streak rule)."""
+
+
 class TemporarilyUnavailable(LycheeError):
     """A dependency is down for now: retry later (pausing consumption), never drop the work.
     `tokens_per_s`: how fast an LLM was writing when it last wrote, so that a pause says

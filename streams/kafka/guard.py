@@ -44,7 +44,7 @@ from streams.kafka.pauses import (
 from streams.kafka.producer import DEFAULT_MAX_REQUEST_BYTES
 from streams.kafka.rules import PROCESSING, is_transient, reason_code, waits, waits_for
 from streams.kafka.serde import SCHEMA
-from workers.errors import TemporarilyUnavailable
+from workers.errors import TemporarilyUnavailable, UnprocessableReply
 
 log = structlog.get_logger("lychee.guard")
 
@@ -379,8 +379,9 @@ async def _failed(
 ) -> None:
     """A message whose handling failed for good: dead-lettered when it is its own fault.
 
-    Errors our code names (unprocessable, output too large) always are. Any other error is
-    judged by the stage's streak of it (`pauses.Streak.verdict`): the message's fault until
+    Errors our code names (unprocessable, output too large) always are, except a model's
+    unusable reply (`UnprocessableReply`), which a broken model gives every message. Any
+    other error, and that one, is judged by the stage's streak of it (`pauses.Streak.verdict`): the message's fault until
     `policy.systemic_streak` messages in a row fail with it, or until a programming error
     comes from a second namespace (or from a message naming none); then the stage pauses on
     this message until the error stops (DESIGN §9: a failure of our code, a library or the
@@ -392,7 +393,7 @@ async def _failed(
     streak = streak_of(stage)
     tenant = tenant_of(p.value)
     while True:
-        if reason_code(exc) != PROCESSING:
+        if reason_code(exc) != PROCESSING and not isinstance(exc, UnprocessableReply):
             await dead_letters.send(p.record, describe(exc), reason_code(exc))
             return
         streak.failed(exc, tenant)

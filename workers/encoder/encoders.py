@@ -14,7 +14,7 @@ from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavai
 from workers.encoder.extractive import encode_extractive
 from workers.encoder.llm_encoder import LLMEncoder
 from workers.encoder.prompts import build_messages
-from workers.errors import Refused, TemporarilyUnavailable, Unprocessable
+from workers.errors import Refused, TemporarilyUnavailable, UnprocessableReply
 from workers.tokens import count_tokens, prompt_tokens
 
 
@@ -48,7 +48,7 @@ class GuardedLLMEncoder:
             return await self.llm.encode(segment, reference_context)
         except InvalidEncoderOutput as exc:
             reason = f"encoder output still invalid after one repair: {exc.reason}"
-            raise Unprocessable(reason) from exc
+            raise UnprocessableReply(reason) from exc
         except LLMUnavailable as exc:
             raise TemporarilyUnavailable(str(exc), exc.retry_after_s, exc.tokens_per_s) from exc
         except EncoderError as exc:
@@ -56,7 +56,7 @@ class GuardedLLMEncoder:
             # is configuration, so pause rather than dead-letter every segment
             status = getattr(exc.__cause__, "status_code", None)
             if status in (400, 413, 422):
-                raise Unprocessable(str(exc)) from exc
+                raise UnprocessableReply(str(exc)) from exc
             raise Refused(
                 str(exc), hint="check LYCHEE_LLM_API_KEY, LYCHEE_LLM_BASE_URL and LYCHEE_LLM_MODEL"
             ) from exc

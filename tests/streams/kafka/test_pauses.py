@@ -373,3 +373,49 @@ def test_taking_turns_keeps_each_namespace_in_order_and_no_namespace_in_place() 
     items = [("a", 0), ("a", 1), ("b", 2), (None, 3), ("b", 4), ("a", 5), ("b", 6)]
     turns = taking_turns(items, lambda item: item[0])
     assert [i for _, i in turns] == [0, 2, 1, 3, 4, 5, 6]
+
+
+async def test_a_models_unusable_reply_for_several_namespaces_pauses_instead_of_draining() -> None:
+    """An LLM that garbles or refuses every request fails every tenant's segments with
+    `UnprocessableReply`: the message's fault once, the model's when it goes on across
+    namespaces; a plain `Unprocessable` stays each message's own fault."""
+    from workers.errors import Unprocessable, UnprocessableReply
+
+    broken = True
+    attempts: list[Sequence[Of]] = []
+    letters = Letters()
+
+    def garbled(value: Of) -> None:
+        raise UnprocessableReply(f"encoder output still invalid for {value.text!r}")
+
+    async def handle(values: Sequence[Of]) -> None:
+        attempts.append(values)
+        if broken:
+            garbled(values[0])
+
+    async def one_by_one() -> None:
+        for i, ns in enumerate(["alice", "bob", "carol", "dave"]):
+            rec = Incoming("memory.segments", 0, i, b"k", b"m%d" % i)
+            parse = lambda r, ns=ns: Of(ns, r.value)  # noqa: E731
+            await run_guarded("unit-model", [rec], parse, handle, letters, policy=FAST)  # type: ignore[arg-type]
+
+    task = asyncio.create_task(one_by_one())
+    await paused_retrying(task, attempts, "unit-model", "UnprocessableReply")  # type: ignore[arg-type]
+    assert not task.done() and letters.sent == [(b"m0", "unprocessable"), (b"m1", "unprocessable")]
+    broken = False  # the model mended: the stage goes on from the message it paused on
+    await asyncio.wait_for(task, 10)
+    assert len(letters.sent) == 2
+
+    plain = Letters()
+
+    async def refuse(values: Sequence[Of]) -> None:
+        raise Unprocessable("never")
+
+    for i, ns in enumerate(["alice", "bob", "carol", "dave"]):
+        rec = Incoming("memory.segments", 0, i, b"k", b"m%d" % i)
+        parse = lambda r, ns=ns: Of(ns, r.value)  # noqa: E731
+        await asyncio.wait_for(
+            run_guarded("unit-plain", [rec], parse, refuse, plain, policy=FAST),  # type: ignore[arg-type]
+            10,
+        )
+    assert len(plain.sent) == 4 and paused_since("unit-plain", "systemic", "Unprocessable") is None
