@@ -114,7 +114,8 @@ def make_planner(llm: tuple[openai.AsyncOpenAI, str] | None, settings: Settings)
     from workers.query.planner.llm_planner import LLMPlanner
 
     options = llm_caller_options(settings, LLMPlanner.policy)
-    return LLMPlanner(*llm, **options, observer=LLM_OBSERVER)
+    budget = settings.query.plan_timeout_s
+    return LLMPlanner(*llm, **options, observer=LLM_OBSERVER, budget_s=budget)
 
 
 def open_store(

@@ -79,10 +79,18 @@ def counted(n: int, noun: str) -> str:
 @click.option("--session", "session_id", default=None)
 @click.option("--json", "as_json", is_flag=True, help="print the whole reply as JSON")
 @click.option("--timeout", "timeout_s", type=SECONDS, default=15.0, show_default=True)
+@click.option("--answer", is_flag=True, help="an answer from the evidence too (needs an LLM)")
 def ask(
-    namespace: str, question: str, k: int, session_id: str | None, as_json: bool, timeout_s: float
+    namespace: str,
+    question: str,
+    k: int,
+    session_id: str | None,
+    as_json: bool,
+    timeout_s: float,
+    answer: bool,
 ) -> None:
-    """Retrieve evidence for QUESTION through the request/reply topics."""
+    """Retrieve evidence for QUESTION through the request/reply topics (and, with --answer,
+    an answer written from it by the configured LLM)."""
     from streams import tracing
     from streams.client import MemoryClient
     from streams.errors import ReplyTimeout
@@ -93,13 +101,16 @@ def ask(
     async def run() -> Any:
         async with MemoryClient(s) as client:
             return await client.search(
-                namespace, question, k=k, session_id=session_id, timeout_s=timeout_s
+                namespace, question, k=k, session_id=session_id, timeout_s=timeout_s, answer=answer
             )
 
     try:
         reply = asyncio.run(run())
     except ReplyTimeout as exc:
-        raise TimedOut(f"{exc} (is the query worker running?)") from exc
+        hint = "is the query worker running? `lychee status` says"
+        if s.llm.configured:
+            hint += f"; with an LLM ({s.llm.base_url}), is it answering?"
+        raise TimedOut(f"{exc} ({hint})") from exc
     if as_json:
         click.echo(orjson.dumps(reply.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
         return

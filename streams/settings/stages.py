@@ -135,6 +135,12 @@ class QuerySettings(Group):
         gt=0,
         description="a request whose deadline is further ahead gets an error reply",
     )
+    plan_timeout_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="longest wait for an LLM's plan before the heuristic plan is used instead "
+        "(a local model busy encoding would otherwise hold every search)",
+    )
     snapshot_rows: int = Field(
         default=200_000,
         ge=0,

@@ -79,7 +79,14 @@ async def wait_workers(
                 await asyncio.sleep(0.25)
         while True:
             try:
-                await client.search(READY_NAMESPACE, "ready?", k=1, timeout_s=min(3.0, left()))
+                # without the planner: an LLM busy encoding says nothing of the worker
+                await client.search(
+                    READY_NAMESPACE,
+                    "ready?",
+                    k=1,
+                    timeout_s=min(3.0, left()),
+                    ablation="no-planner",
+                )
                 return
             except ReplyTimeout:
                 continue

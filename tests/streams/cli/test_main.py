@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -184,3 +185,28 @@ def test_bench_numbers_out_of_range_are_refused_before_anything_starts(
 ) -> None:
     out = CliRunner().invoke(main, ["bench", *args])
     assert out.exit_code == 2 and said in out.output, out.output
+
+
+def test_main_ask_answer_asks_the_service_for_an_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--answer` reaches the request (an LLM then writes it), and the answer is printed."""
+    from schemas import QueryReply
+    from streams.client import MemoryClient
+
+    asked: list[bool] = []
+
+    async def search(self: Any, namespace: str, query: str, **kw: Any) -> QueryReply:
+        asked.append(kw["answer"])
+        return QueryReply(
+            correlation_id="c", namespace=namespace, status="ok", query=query, answer="On May 19th."
+        )
+
+    monkeypatch.setattr(MemoryClient, "search", search)
+    monkeypatch.setattr(MemoryClient, "__aenter__", lambda self: _same(self))
+    monkeypatch.setattr(MemoryClient, "__aexit__", lambda self, *a: _same(None))
+    out = CliRunner().invoke(main, ["ask", "--namespace", "demo", "When?", "--answer"])
+    assert out.exit_code == 0, out.output
+    assert asked == [True] and "answer: On May 19th." in out.output
+
+
+async def _same(value: Any) -> Any:
+    return value

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Sequence
+from typing import Any
 
 import structlog
 
@@ -35,6 +37,12 @@ class LLMPlanner(ChatCaller):
 
     max_output_tokens = 2048  # a plan is a few hundred tokens
 
+    def __init__(self, *args: Any, budget_s: float | None = None, **kwargs: Any) -> None:
+        """`ChatCaller`'s arguments; `budget_s`: the longest wait for a plan (None: as long
+        as the retry policy lets the calls run), the heuristic's plan after it."""
+        super().__init__(*args, **kwargs)
+        self.budget_s = budget_s
+
     async def plan(
         self, question: str, speakers: Sequence[str] = (), recent_context: str = ""
     ) -> tuple[Plan, TokenUsage]:
@@ -45,7 +53,11 @@ class LLMPlanner(ChatCaller):
         messages = build_planner_messages(question, recent_context)
         try:
             rng = self._rng or random.Random(question)
-            completion = await self._call(messages, rng, PLAN_SCHEMA, "retrieval_plan")
+            call = self._call(messages, rng, PLAN_SCHEMA, "retrieval_plan")
+            completion = await asyncio.wait_for(call, self.budget_s)
+        except TimeoutError:
+            reason = f"no plan within {self.budget_s:g}s (LYCHEE_QUERY_PLAN_TIMEOUT_S)"
+            return self._fallback(question, speakers, reason, TokenUsage())
         except Exception as exc:  # the fallback is the contract: no error reaches the caller
             reason = (
                 str(exc) if isinstance(exc, CompletionError) else f"{type(exc).__name__}: {exc}"

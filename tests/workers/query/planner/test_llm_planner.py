@@ -3,6 +3,7 @@ the prompt, the reply parsing and the fallback to the heuristic plan."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ import openai
 import pytest
 
 from schemas.plan import MAX_ROUTE_QUERIES, MAX_ROUTES, QuestionType, TemporalFilter
-from tests.fakes.openai_server import FakeOpenAI, status, text, valid
+from tests.fakes.openai_server import FakeOpenAI, slow, status, text, valid
 from tests.workers.conftest import Sleeps
 from workers.query.errors import PlanReplyError
 from workers.query.planner import heuristic_plan
@@ -154,6 +155,20 @@ async def test_llm_plan_invalid_json_falls_back_to_the_heuristic(
     assert plan.source == "heuristic"
     assert usage.calls == 1 and usage.input_tokens > 0  # the tokens were spent all the same
     assert len(server.requests) == 1  # no repair call
+
+
+async def test_llm_plan_not_back_within_its_budget_falls_back_to_the_heuristic(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    """A model busy with the encoder's long prompts holds a plan for minutes: the question
+    gets the heuristic plan after the budget, not a timeout."""
+    server.script(slow(5.0, valid(plan_reply())))
+    question = "Where did Ana move?"
+    quick = LLMPlanner(client, MODEL, policy=LLMPlanner.policy, sleep=Sleeps(), budget_s=0.3)
+
+    plan, usage = await asyncio.wait_for(quick.plan(question, SPEAKERS), 3.0)
+
+    assert plan == heuristic_plan(question, SPEAKERS) and usage.calls == 0
 
 
 async def test_llm_plan_schema_violation_falls_back(
