@@ -46,9 +46,9 @@ def _configured(s: Settings) -> Settings:
 
 
 def served_settings() -> Settings:
-    """Settings for a server in front of the stack (the gateway, the MCP server): the
-    configured stack, or the running `lychee up` when no LYCHEE_* connection variable is set
-    (streams.stack.endpoints), as the client commands find it."""
+    """Settings for a server in front of the stack (the gateway, the MCP server) or a worker
+    of it: the configured stack, or the running `lychee up` when no LYCHEE_* connection
+    variable is set (streams.stack.endpoints), as the client commands find it."""
     from streams.stack.endpoints import client_settings
 
     return _configured(client_settings())

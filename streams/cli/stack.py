@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from streams.apps import STAGES
-from streams.cli.common import PORT, client_settings, settings
+from streams.cli.common import PORT, client_settings, served_settings, settings
 
 
 @click.command()
@@ -79,10 +79,12 @@ def up(
 @click.command()
 @click.argument("stage", type=click.Choice(STAGES))
 def worker(stage: str) -> None:
-    """Run one stage against the configured Kafka, Redis and LanceDB."""
+    """Run one stage against the configured Kafka, Redis and LanceDB, or, when no LYCHEE_*
+    connection variable is set, the running `lychee up`'s (a second worker of a stage joins
+    its consumer group and shares the work)."""
     from streams.apps import run_worker
 
-    run_worker(stage, settings())
+    run_worker(stage, served_settings())
 
 
 @click.group()

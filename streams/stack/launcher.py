@@ -191,7 +191,8 @@ class Launcher:
             self.echo(
                 f"  clients without exports find the other lychee up (pid {self.other.pid}, "
                 f"{self.other.data_dir}); this one's need: export "
-                f"LYCHEE_KAFKA_BOOTSTRAP={stack.bootstrap} LYCHEE_REDIS_URL={stack.redis_url} "
+                f"LYCHEE_KAFKA_BOOTSTRAP={stack.bootstrap} LYCHEE_KAFKA_IDEMPOTENCE=false "
+                f"LYCHEE_REDIS_URL={stack.redis_url} "
                 f"LYCHEE_LANCEDB_URI={stack.lancedb_uri}"
                 + (
                     f" and LYCHEE_LANCEDB_STORAGE_OPTIONS as in {self.endpoint_paths[0]}"

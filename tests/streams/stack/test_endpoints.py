@@ -137,6 +137,14 @@ def test_endpoints_the_mcp_server_and_the_gateway_serve_the_running_stack(
     )
     out = CliRunner().invoke(main, ["mcp"])
     assert (out.exit_code, served) == (0, ["/data/lancedb"]), out.output
+    # a second worker of a stage, started by hand beside `lychee up`, joins the same stack
+    workers: list[tuple[str, str, bool]] = []
+    monkeypatch.setattr(
+        "streams.apps.run_worker",
+        lambda stage, s: workers.append((stage, s.kafka.bootstrap, s.kafka.idempotence)),
+    )
+    out = CliRunner().invoke(main, ["worker", "indexer"])
+    assert (out.exit_code, workers) == (0, [("indexer", "127.0.0.1:21001", False)]), out.output
 
 
 def test_endpoints_a_second_launcher_leaves_the_first_ones_file(state: Path) -> None:
