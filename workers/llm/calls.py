@@ -111,7 +111,8 @@ async def complete(
             hint = retry_after_s(exc)
             if attempt == policy.max_attempts or (hint or 0.0) > policy.max_delay_s:
                 raise CompletionError(
-                    f"LLM unavailable after {attempt} attempt(s): {describe(exc)}",
+                    f"LLM at {client.base_url} unavailable after {attempt} attempt(s): "
+                    f"{describe(exc)}",
                     error=exc,
                     retryable_exhausted=True,
                     retry_after_s=hint,

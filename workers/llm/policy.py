@@ -61,6 +61,9 @@ def describe(exc: BaseException) -> str:
         return f"stream cut: {exc}"
     if isinstance(exc, TimeoutError | openai.APITimeoutError):
         return "timed out"
+    if isinstance(exc, openai.APIConnectionError) and exc.__cause__ is not None:
+        cause = str(exc.__cause__).strip() or type(exc.__cause__).__name__
+        return f"{type(exc).__name__} ({cause[:200]})"  # "connection refused", a DNS error
     return type(exc).__name__
 
 
