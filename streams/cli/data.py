@@ -39,6 +39,8 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
         stats = asyncio.run(ingest_file(s, file, fmt, namespace, wait, timeout_s))
     except ValueError as exc:
         raise click.ClickException(str(exc)) from exc
+    except TimeoutError as exc:
+        raise TimedOut(f"timed out: {exc}{failed_stages(s)}") from exc
     for line in skipped_lines(stats.skipped, rest=bool(stats.exchanges)):
         click.echo(line, err=True)
     if stats.skipped and not stats.exchanges:
@@ -65,6 +67,21 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
             "applied those seqs, so they were NOT indexed (give them higher seqs, or leave seq "
             "out of the file to continue each session)"
         )
+
+
+def failed_stages(s: Any) -> str:
+    """What the running `lychee up` says of stages it gave up restarting, for a wait that
+    timed out: the lag alone does not say that nobody is left to catch up."""
+    from streams.status import launcher_dir, supervision
+
+    report = supervision(launcher_dir(s))
+    failed = report.get("failed") if report and report.get("launcher_alive") else None
+    if not failed:
+        return ""
+    return (
+        f"; lychee up gave up restarting {', '.join(failed)} (see its log under "
+        f"{report['data_dir']}/logs; `lychee worker STAGE` runs one by hand)"
+    )
 
 
 def counted(n: int, noun: str) -> str:

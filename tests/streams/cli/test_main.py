@@ -210,3 +210,34 @@ def test_main_ask_answer_asks_the_service_for_an_answer(monkeypatch: pytest.Monk
 
 async def _same(value: Any) -> Any:
     return value
+
+
+def test_main_a_wait_that_times_out_names_the_stages_lychee_up_gave_up_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    import orjson
+
+    from streams.cli.data import failed_stages
+    from streams.settings import Settings
+    from streams.stack.endpoints import Endpoints, process_start, well_known_path, write_endpoints
+    from streams.stack.supervisor import SUPERVISION_FILE
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    s = Settings()
+    data = tmp_path / "data"
+    data.mkdir()
+    here = os.getpid()
+    endpoints = Endpoints(
+        s.kafka.bootstrap, s.redis.url, "/x", here, str(data), "s3", pid_start=process_start(here)
+    )
+    write_endpoints(endpoints, well_known_path())
+    report = {"pid": here, "data_dir": str(data), "stages": [], "failed": ["encoder"]}
+    (data / SUPERVISION_FILE).write_bytes(orjson.dumps(report))
+    assert failed_stages(s) == (
+        f"; lychee up gave up restarting encoder (see its log under {data}/logs; "
+        "`lychee worker STAGE` runs one by hand)"
+    )
+    (data / SUPERVISION_FILE).write_bytes(orjson.dumps({**report, "failed": []}))
+    assert failed_stages(s) == ""
