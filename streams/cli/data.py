@@ -75,9 +75,9 @@ def failed_stages(s: Any) -> str:
     from streams.status import launcher_dir, supervision
 
     report = supervision(launcher_dir(s))
-    failed = report.get("failed") if report and report.get("launcher_alive") else None
-    if not failed:
+    if not report or not report.get("launcher_alive") or not report.get("failed"):
         return ""
+    failed = report["failed"]
     return (
         f"; lychee up gave up restarting {', '.join(failed)} (see its log under "
         f"{report['data_dir']}/logs; `lychee worker STAGE` runs one by hand)"
