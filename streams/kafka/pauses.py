@@ -125,7 +125,10 @@ class Streak:
 
 
 def tenant_of(value: object) -> str | None:
-    """The namespace a parsed message belongs to, None when it names none."""
+    """The namespace a parsed message belongs to, None when it names none; a stage that
+    parses a message with where it was read (a tuple) names it by the message, first."""
+    if isinstance(value, tuple) and value:
+        value = value[0]
     namespace = getattr(value, "namespace", None)
     return namespace if isinstance(namespace, str) else None
 

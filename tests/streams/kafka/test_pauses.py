@@ -419,3 +419,13 @@ async def test_a_models_unusable_reply_for_several_namespaces_pauses_instead_of_
             10,
         )
     assert len(plain.sent) == 4 and paused_since("unit-plain", "systemic", "Unprocessable") is None
+
+
+def test_a_message_parsed_with_where_it_was_read_names_its_namespace() -> None:
+    """The segmenter and the encoder parse (message, position, headers): the namespace is the
+    message's, or one tenant's input would count as a message naming none and pause all."""
+    from streams.kafka.pauses import tenant_of
+
+    assert tenant_of((Of("alice", b"m"), None, ())) == "alice"
+    assert tenant_of(Of("bob", b"m")) == "bob"
+    assert tenant_of(()) is None and tenant_of((b"raw", 1)) is None
