@@ -247,10 +247,11 @@ class SessionStore:
         ]
 
     async def forget(self, namespace: str, session_id: str | None) -> tuple[int, set[str]]:
-        """Delete the state, outbox, replay counter and turn ids of every session of `namespace` (or
-        of one session) that holds nothing from after the fence; returns the number of keys
-        deleted and the sessions kept (they applied a message from after the fence, and
-        are cut there by the caller). The fence must be raised first."""
+        """Delete the state, outbox and replay counter of every session of `namespace` (or
+        of one session) that holds nothing from after the fence, and every session's turn
+        ids; returns the number of keys deleted and the sessions kept (they applied a message
+        from after the fence, and are cut there by the caller). The fence must be raised
+        first."""
         head = f"{glob_escape(namespace)}/{glob_escape(session_id) if session_id else '*'}"
         sessions: set[str] = set()
         async for raw in self.redis.scan_iter(match=f"{self.prefix}:seg:{{{head}}}:*", count=1000):
