@@ -41,14 +41,21 @@ def _check_page(page: int, page_size: int) -> None:
         raise ValueError(f"page_size must be 1 to {MAX_PAGE_SIZE} (got {page_size})")
 
 
-def _read(db: Database, name: str, namespace: str, session_id: str | None = None) -> pa.Table:
+def _read(
+    db: Database,
+    name: str,
+    namespace: str,
+    session_id: str | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table:
+    """The namespace's (or session's) rows of table `name`: `columns`, or all but vectors."""
     tbl = db.table(name)
     if tbl is None:
         return pa.table({})
     return (
         tbl.search()
         .where(namespace_filter(namespace, session_id), prefilter=True)
-        .select(read_columns(tbl.schema))
+        .select(columns or read_columns(tbl.schema))
         .limit(None)
         .to_arrow()
     )
@@ -99,19 +106,9 @@ def _conversation_order(db: Database, namespace: str, records: pa.Table) -> list
     """Row numbers of `records` by conversation date, session, the place of the record's
     first source turn in its session, then id: in the order things were said (a date holds
     many records, and their ids are digests)."""
-    seqs: dict[tuple[str, str], int] = {}
-    tbl = db.table(TURNS)
-    if tbl is not None:
-        turns = (
-            tbl.search()
-            .where(namespace_filter(namespace), prefilter=True)
-            .select(["session_id", "turn_id", "seq"])
-            .limit(None)
-            .to_arrow()
-            .to_pydict()
-        )
-        pairs = zip(turns["session_id"], turns["turn_id"], strict=True)
-        seqs = dict(zip(pairs, turns["seq"], strict=True))
+    turns = _read(db, TURNS, namespace, columns=["session_id", "turn_id", "seq"]).to_pydict()
+    pairs = zip(turns.get("session_id", []), turns.get("turn_id", []), strict=True)
+    seqs: dict[tuple[str, str], int] = dict(zip(pairs, turns.get("seq", []), strict=True))
     columns = records.select(["created_at", "source_session", "evidence", "id"]).to_pydict()
     last = float("inf")  # a record whose turns are not stored (forgotten) after the rest
 

@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 from streams.kafka.guard import Incoming, TransientPolicy, run_guarded
 from streams.kafka.pauses import is_programming_error, signature, streak_of, taking_turns
 from tests.waiting import eventually
-from workers.errors import Unprocessable
+from workers.errors import Unprocessable, UnprocessableReply
 
 FAST = TransientPolicy(max_wait_s=0.02, log_every_s=60.0, base_wait_s=0.005, systemic_streak=3)
 RETRIES = 10  # attempts at the same work that show a paused stage waiting, not moving on
@@ -259,6 +259,14 @@ async def test_a_streak_from_one_namespace_dead_letters_it_and_keeps_serving_the
     assert paused_since("unit-tenant", "systemic", "ValueError") is None
 
 
+async def one_each(stage: str, namespaces: Sequence[str], handle: Any, letters: Letters) -> None:
+    """One message of each namespace in turn through `run_guarded`, each in its own batch."""
+    for i, ns in enumerate(namespaces):
+        rec = Incoming("memory.segments", 0, i, b"k", b"m%d" % i)
+        parse = lambda r, ns=ns: Of(ns, r.value)  # noqa: E731
+        await run_guarded(stage, [rec], parse, handle, letters, policy=FAST)  # type: ignore[arg-type]
+
+
 async def test_a_streak_across_namespaces_still_pauses_the_stage() -> None:
     broken = True
     attempts: list[Sequence[Of]] = []
@@ -269,13 +277,8 @@ async def test_a_streak_across_namespaces_still_pauses_the_stage() -> None:
         if broken:
             failing_at_one_place(values[0].text)
 
-    async def one_by_one() -> None:
-        for i, ns in enumerate(["alice", "bob", "carol", "dave"]):
-            rec = Incoming("memory.segments", 0, i, b"k", b"m%d" % i)
-            parse = lambda r, ns=ns: Of(ns, r.value)  # noqa: E731
-            await run_guarded("unit-tenants", [rec], parse, handle, letters, policy=FAST)  # type: ignore[arg-type]
-
-    task = asyncio.create_task(one_by_one())
+    four = ["alice", "bob", "carol", "dave"]
+    task = asyncio.create_task(one_each("unit-tenants", four, handle, letters))
     await paused_retrying(task, attempts, "unit-tenants", "ValueError")  # type: ignore[arg-type]
     assert not task.done() and [v for v, _ in letters.sent] == [b"m0", b"m1"]
     assert attempts[-1] == [Of("carol", b"m2")]
@@ -379,7 +382,6 @@ async def test_a_models_unusable_reply_for_several_namespaces_pauses_instead_of_
     """An LLM that garbles or refuses every request fails every tenant's segments with
     `UnprocessableReply`: the message's fault once, the model's when it goes on across
     namespaces; a plain `Unprocessable` stays each message's own fault."""
-    from workers.errors import Unprocessable, UnprocessableReply
 
     broken = True
     attempts: list[Sequence[Of]] = []
@@ -393,13 +395,8 @@ async def test_a_models_unusable_reply_for_several_namespaces_pauses_instead_of_
         if broken:
             garbled(values[0])
 
-    async def one_by_one() -> None:
-        for i, ns in enumerate(["alice", "bob", "carol", "dave"]):
-            rec = Incoming("memory.segments", 0, i, b"k", b"m%d" % i)
-            parse = lambda r, ns=ns: Of(ns, r.value)  # noqa: E731
-            await run_guarded("unit-model", [rec], parse, handle, letters, policy=FAST)  # type: ignore[arg-type]
-
-    task = asyncio.create_task(one_by_one())
+    four = ["alice", "bob", "carol", "dave"]
+    task = asyncio.create_task(one_each("unit-model", four, handle, letters))
     await paused_retrying(task, attempts, "unit-model", "UnprocessableReply")  # type: ignore[arg-type]
     assert not task.done() and letters.sent == [(b"m0", "unprocessable"), (b"m1", "unprocessable")]
     broken = False  # the model mended: the stage goes on from the message it paused on
@@ -411,13 +408,7 @@ async def test_a_models_unusable_reply_for_several_namespaces_pauses_instead_of_
     async def refuse(values: Sequence[Of]) -> None:
         raise Unprocessable("never")
 
-    for i, ns in enumerate(["alice", "bob", "carol", "dave"]):
-        rec = Incoming("memory.segments", 0, i, b"k", b"m%d" % i)
-        parse = lambda r, ns=ns: Of(ns, r.value)  # noqa: E731
-        await asyncio.wait_for(
-            run_guarded("unit-plain", [rec], parse, refuse, plain, policy=FAST),  # type: ignore[arg-type]
-            10,
-        )
+    await asyncio.wait_for(one_each("unit-plain", four, refuse, plain), 10)
     assert len(plain.sent) == 4 and paused_since("unit-plain", "systemic", "Unprocessable") is None
 
 
