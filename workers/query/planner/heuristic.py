@@ -46,6 +46,16 @@ def _restated(key: str, phrases: Sequence[str], topic: str = "") -> list[str]:
     return [key] if topic or more else []
 
 
+def _within(items: list[str], topic: str) -> list[str]:
+    """A history question's compared items in its topic's words: the request's frame around
+    them ("progress throughout" in "my personal and professional progress throughout our
+    conversations") is no part of either item, and would be searched with each."""
+    words = {w.casefold() for w in topic.split()}
+    kept = [" ".join(w for w in item.split() if w.casefold() in words) for item in items]
+    kept = [k for k in dict.fromkeys(kept) if k]
+    return kept if len(kept) >= 2 else []
+
+
 def _focus_queries(item: str, others: Sequence[str], key: str) -> list[str]:
     focused = without_items(key, others)
     if normalized(item) not in normalized(focused):
@@ -75,6 +85,8 @@ def heuristic_plan(question: str, speakers: Sequence[str] = ()) -> Plan:
     phrases = noun_phrases(topic or question)
     base = unique_queries([question, *_restated(key, phrases, topic), *phrases], MAX_QUERIES)
     items = compared_items(question) if qtype is QuestionType.comparison else []
+    if topic:
+        items = _within(items, topic)
     if len(items) < 2:
         items = names if len(names) >= 2 else []
 

@@ -202,6 +202,20 @@ def test_a_history_question_is_searched_by_its_topic_not_its_frame(
     assert all(q.lower() not in frame for r in plan.routes for q in r.queries)
 
 
+def test_a_history_questions_compared_items_leave_its_frame_out() -> None:
+    """ "my garden and shed plans throughout our conversations" compares the garden and the
+    shed; "plans throughout" is the request's frame, searched with neither."""
+    question = (
+        "Can you walk me through the order in which I brought up different aspects of my "
+        "garden and shed progress throughout our conversations? Mention only three items."
+    )
+    plan = heuristic_plan(question)
+    assert [r.queries for r in plan.routes] == [["garden", "garden shed"], ["shed", "garden shed"]]
+    assert not {"throughout", "progress", "my"} & {
+        w.lower() for q in plan.semantic_queries[1:] for w in q.split()
+    }
+
+
 def test_the_key_phrase_is_a_query_when_it_says_more_than_the_noun_phrases() -> None:
     question = "Which color did Ana paint the fence, the shed, the gate and the porch?"
     plan = heuristic_plan(question)
