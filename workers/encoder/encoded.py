@@ -3,13 +3,17 @@ record gets its ids, and the turns every encoder reads (`segment_turns`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from schemas import Segment
 from schemas.exchange import turn_text
 from schemas.records import (
+    CONTEXT_MAX_CHARS,
     DISAMBIGUATION_MAX_CHARS,
+    LABEL_MAX_CHARS,
+    MAX_LABELS,
+    SEMANTIC_TEXT_MAX_CHARS,
     MemoryRecord,
     MemoryType,
     RecordBatch,
@@ -69,8 +73,10 @@ def build_record(
     source_role: SourceRole = "",
     context: str = "",
 ) -> MemoryRecord:
-    """A record of `segment` with its content-derived id and normalized text."""
-    text = " ".join(semantic_text.split())
+    """A record of `segment` with its content-derived id and normalized text, held to the
+    record's contract whatever the turns or a model wrote: one pasted token or heading
+    longer than a label holds must not cost the segment its other records."""
+    text = " ".join(semantic_text.split())[:SEMANTIC_TEXT_MAX_CHARS]
     normalized = normalize_text(memory_type, text)
     return MemoryRecord(
         record_id=record_id(segment.namespace, normalized),
@@ -78,16 +84,24 @@ def build_record(
         memory_type=memory_type,
         semantic_text=text,
         normalized_text=normalized,
-        entities=list(dict.fromkeys(e.strip() for e in entities if e.strip())),
-        tags=list(dict.fromkeys(t.strip().lower() for t in tags if t.strip())),
+        entities=labels(e.strip() for e in entities),
+        tags=labels(t.strip().lower() for t in tags),
         temporal=temporal or Temporal(),
         evidence=list(dict.fromkeys(evidence)),
         source_session=segment.session_id,
         segment_id=segment.segment_id,
         source_role=source_role,
         created_at=segment.session_date,
-        context=" ".join(context.split()),
+        context=" ".join(context.split())[:CONTEXT_MAX_CHARS],
     )
+
+
+def labels(found: Iterable[str]) -> list[str]:
+    """A record's entities or tags: each once, at most `MAX_LABELS`, none blank, and none
+    longer than a label holds (a DNA string, a base64 blob, a heading of forty capitalized
+    words: no name or topic a node is searched by, and cut it would be no truer)."""
+    kept = (x for x in found if x and len(x) <= LABEL_MAX_CHARS)
+    return list(dict.fromkeys(kept))[:MAX_LABELS]
 
 
 def segment_turns(segment: Segment) -> list[tuple[str, str, str]]:

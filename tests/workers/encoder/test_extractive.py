@@ -494,3 +494,20 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         MemoryType.constraint,
         MemoryType.fact,
     ]
+
+
+def test_a_label_longer_than_a_record_holds_is_dropped_and_the_statement_kept() -> None:
+    """A pasted sequence or a heading of forty capitalized words is no name or topic: it
+    leaves the record's labels, and the record and its neighbours are still written (before,
+    the record broke its contract and the whole segment was dead-lettered)."""
+    dna = "ACGT" * 60
+    heading = " ".join(["Quarterly Planning Meeting For The Northern Region"] * 5)
+    recs = records(
+        ("Ana", f"I am a biologist in Porto and my favourite primer is {dna.lower()} for now."),
+        ("Ana", f"I am organising the {heading} next week."),
+        ("Ana", "My sister lives in Lisbon."),
+    )
+    assert len(recs) == 3
+    labels = [label for r in recs for label in [*r.entities, *r.tags]]
+    assert labels and all(len(label) <= 200 for label in labels)
+    assert "Porto" in recs[0].entities and "Lisbon" in recs[2].entities

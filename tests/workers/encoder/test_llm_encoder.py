@@ -471,3 +471,15 @@ async def test_encoder_without_earlier_records_allows_no_supersession(
     assert "<EARLIER_RECORDS>\n\n</EARLIER_RECORDS>" in body["messages"][1]["content"]
     fields = body["response_format"]["json_schema"]["schema"]["properties"]["records"]
     assert fields["items"]["properties"]["supersedes"]["maxItems"] == 0
+
+
+async def test_a_models_labels_are_held_to_the_records_contract(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    """A model that names a 300-character entity, or more entities than a record holds,
+    costs those labels, not the segment (the record's contract would refuse them)."""
+    many = [f"Name{i}" for i in range(40)]
+    server.script(valid(reply(record(entities=["Ines", "x" * 300, *many], tags=["  ", "Pets"]))))
+    (rec,) = (await encoder(client).encode(make_segment(), "")).records
+    assert rec.entities == ["Ines", *many[:31]]
+    assert rec.tags == ["pets"]
