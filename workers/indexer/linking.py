@@ -12,7 +12,7 @@ table stores once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from typing import Any
 
 import structlog
@@ -26,8 +26,8 @@ from workers.indexer.supersession import (
     denied,
     link_statements,
     told,
-    values_of,
 )
+from workers.indexer.values import values_of
 from workers.store import EvidenceStore
 from workers.store.records import sample_texts, statements, statements_about
 
@@ -61,6 +61,21 @@ def links_of(store: EvidenceStore, batches: Sequence[RecordBatch]) -> list[Super
             if link.older_id in new or link.newer_id in new
         ]
     return found
+
+
+def relinked(store: EvidenceStore, namespace: str, record_ids: Set[str]) -> list[Supersession]:
+    """The rules' links that touch `record_ids` again, after a forget took the records they
+    were linked to: with the middle of "$1,200, now $1,100, now $1,000" forgotten, $1,000
+    still replaces $1,200."""
+    if not record_ids:
+        return []
+    common = common_words(sample_texts(store.db, namespace, COMMON_SAMPLE))
+    said = _statements(store, namespace, sorted(record_ids))
+    return [
+        link
+        for link in link_statements(namespace, said, common)
+        if link.older_id in record_ids or link.newer_id in record_ids
+    ]
 
 
 def sample_denials(sample: Sequence[str], common: frozenset[str]) -> list[frozenset[str]]:

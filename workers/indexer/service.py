@@ -19,7 +19,7 @@ from schemas import RawTurn
 from schemas.records import NodeType, RecordBatch
 from workers.embedding import Embedder
 from workers.forget import Fences, Source
-from workers.indexer.linking import links_of
+from workers.indexer.linking import links_of, relinked
 from workers.indexer.nodes import ALL_NODE_TYPES, updates_of
 from workers.store import ALL_TABLES, NODES, RECORDS, TABLES, TURNS, EvidenceStore, Forgotten
 
@@ -132,10 +132,15 @@ class IndexerService:
             done = await asyncio.to_thread(
                 self.store.forget, namespace, session_id, self.embedder, exchanges_end or None
             )
+            if done.unlinked:
+                await asyncio.to_thread(self._relink, namespace, done.unlinked)
             # every namespace: the query service then drops every snapshot older than the
             # forget, the forgotten namespace's among them, at the first read after it
             await self._written(None, TABLES)
             return done
+
+    def _relink(self, namespace: str, record_ids: set[str]) -> None:
+        self.store.links.upsert(relinked(self.store, namespace, record_ids))
 
     async def _written(self, namespaces: Iterable[str] | None, tables: Sequence[str]) -> None:
         if self.on_written is not None:

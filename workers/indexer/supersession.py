@@ -7,9 +7,11 @@ assistant), in the order they were said:
   attribute is what the words around a value name ("the greenhouse heater draws ... 650
   watts"): two statements share it when at least `MIN_SHARED` of those words agree and the
   values are of one kind and unit (a percentage, a duration, an amount of money, a count
-  of one thing, a day). The later value must also read as a change: a word such as
-  "now", "new", "updated", "increased" just before it, in its clause; anything less sure
-  links nothing. A goal ("trying to reach 100 %") is not a measured value, so the two
+  of one thing, a day, in any year when it names none); two owners ("Ana's rent", "Ana's
+  sister's rent") or two names ("flight to Berlin", "to Tokyo") make two attributes. The
+  later value must also read as a change: a word such as "now", "new", "updated",
+  "slipped" just before it, in its clause, or a statement that opens as a correction
+  ("Sorry, ..."); anything less sure links nothing. A goal ("trying to reach 100 %") is not a measured value, so the two
   never replace each other (dates excepted: a deadline is a plan either way). In "from X
   to Y" only Y holds; a later "from X to Y" replaces an earlier value only when X is that
   value, else it is the change of another thing worded alike. An assistant's numbers are
@@ -28,78 +30,35 @@ The rules know English function words only: no names, projects or topics.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from schemas.supersession import LinkKind, Supersession
-from workers.vocabulary import MONTH_PATTERN, TAG_STOPWORDS, month_number, wordset
+from workers.indexer.values import (
+    CLAUSE_END,
+    WORD,
+    Value,
+    attribute_overlap,
+    comparable,
+    content,
+    same_amount,
+    same_thing,
+    values_of,
+)
 
 MIN_SHARED = 2  # attribute words two values must share to name the same thing
-WINDOW_BEFORE = 6  # words before a value that name its attribute
-WINDOW_AFTER = 3
-CHANGE_WORDS = 8  # how close before a value the word saying it changed must be
 MAX_DENIAL_CHARS = 600  # a longer record is a pasted request: no denial or account read in it
 MAX_LINKS_PER_STATEMENT = 2  # denials: the best-matching accounts only
 COMMON_SHARE = 0.1  # a word in more of the namespace's statements than this names no attribute
 COMMON_MIN = 5  # ... and in more than this many
 
-# a unit as written -> (kind, canonical unit): two values compare only in one unit
-_UNITS = {
-    "%": ("percent", "%"),
-    "percent": ("percent", "%"),
-    "ms": ("duration", "ms"),
-    "milliseconds": ("duration", "ms"),
-    "s": ("duration", "s"),
-    "sec": ("duration", "s"),
-    "seconds": ("duration", "s"),
-    "minutes": ("duration", "min"),
-    "mins": ("duration", "min"),
-    "hours": ("duration", "h"),
-    "days": ("duration", "d"),
-    "weeks": ("duration", "w"),
-    "months": ("duration", "mo"),
-    "years": ("duration", "y"),
-    "kb": ("size", "kb"),
-    "mb": ("size", "mb"),
-    "gb": ("size", "gb"),
-    "tb": ("size", "tb"),
-    "px": ("pixels", "px"),
-}
-_VALUE = re.compile(
-    r"(?<![\w.$€£-])([$€£])?(\d+(?:,\d{3})*(?:\.\d+)?)(?:\s?(%|[a-z]+\b))?(?![.]?\d|-|/)",
-    re.IGNORECASE,
-)
-# a day of a month ("April 5", "April 5th, 2024"): one value, the month and day
-_DAY = re.compile(
-    rf"\b({MONTH_PATTERN})\s+(\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}})?", re.IGNORECASE
-)
-_VERSION = re.compile(r"\bv?\d+\.\d+\.\d+|\bv\d+(?:\.\d+)?\b", re.IGNORECASE)
-_WORD = re.compile(r"[a-z][a-z0-9'’-]*")
-# a later statement that reads as a change of what an earlier one said
-_CHANGE = re.compile(
-    r"\b(?:now|new|newly|updated?|changed?|increased?|decreased?|reduced|improved|grown|grew"
-    r"|reached|raised|lowered|dropped|moved|switched|extended|revised|instead"
-    r"|latest|rose|fell|up to|down to|bumped|adjusted|no longer|recently|updates)\b",
-    re.IGNORECASE,
-)
 # "X has never done Y" (encoders write the speaker's name for "I"), "X hasn't ever done Y"
 _NEVER = re.compile(
     r"\b(?:has|have|had|'ve|’ve)\s+(?:actually\s+|really\s+)?never\b"
     r"|\b(?:has|have|did)(?:\s+not|n't|n’t)\s+(?:ever|yet|actually)\b",
     re.IGNORECASE,
 )
-# a value someone means to reach, not one measured: "trying to get it to 200 ms"
-_GOAL = re.compile(
-    r"\b(?:try|trying|tries|want|wants|wanted|aim|aims|aiming|goal|goals|target|targets"
-    r"|targeting|targeted|hope|hopes|hoping|plan|plans|planning|expect|expects|expecting"
-    r"|would like|get (?:it|this|that) (?:down|up) to)\b",
-    re.IGNORECASE,
-)
-# "reduced it by 25%": the value that follows is how much it changed
-_BY = re.compile(r"\bby\s*$", re.IGNORECASE)
-# "from 78% to 88%": the first value is what it was
-_TO_NEXT = re.compile(r"\s?(?:%|[a-z]+)?\s*(?:to|->|→)\s+[$€£]?\d", re.IGNORECASE)
 # a clause that asks, tries or wants rather than tells what happened
 _NOT_DONE = re.compile(
     r"\?|\b(?:try|trying|tries|help|helps|can you|could you|would|wondering|wonder|want|wants"
@@ -107,14 +66,6 @@ _NOT_DONE = re.compile(
     r"|planning|should|need|needs|if|whether|hope|hoping|what|which|torn|considering"
     r"|unsure|stuck)\b",
     re.IGNORECASE,
-)
-_CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|and i|which)\b", re.IGNORECASE)
-_FUNCTION = TAG_STOPWORDS | wordset(
-    "the and for are was has had its our you i'm i've i'd we're we've can may might must "
-    "any all each every one two per around about after before since over under into onto "
-    "my me we us it is be to of in on at by an a or as so if do did done get got make made "
-    "want need trying try help sure currently recently now new updated update actually "
-    "already still yet never not no ever just able using use used"
 )
 
 
@@ -131,6 +82,9 @@ class Statement:
     position: tuple[int, int]  # (segment index, exchange seq) within its session
 
 
+_Pair = tuple[Statement, Statement, Value, Value]  # older, newer and their two values
+
+
 def link_statements(
     namespace: str, statements: Sequence[Statement], common: frozenset[str] | None = None
 ) -> list[Supersession]:
@@ -139,8 +93,10 @@ def link_statements(
     if common is None:
         common = common_words([s.text for s in statements])
     links: dict[tuple[LinkKind, str, str], Supersession] = {}
+    valued, by_word = _valued(statements, common)
     found = [
-        *_value_changes(namespace, statements, common),
+        *(_value_link(namespace, LinkKind.supersedes, p) for p in _value_changes(valued, by_word)),
+        *(_value_link(namespace, LinkKind.conflict, p) for p in _value_conflicts(valued, by_word)),
         *_denials(namespace, statements, common),
     ]
     for link in found:
@@ -153,7 +109,7 @@ def common_words(texts: Sequence[str]) -> frozenset[str]:
     the speaker's name that an encoder writes for "I", the project everything is about."""
     df: dict[str, int] = {}
     for text in texts:
-        for w in set(_content(_WORD.findall(text.lower()))):
+        for w in set(content(WORD.findall(text.lower()))):
             df[w] = df.get(w, 0) + 1
     cut = max(COMMON_MIN, COMMON_SHARE * len(texts))
     return frozenset(w for w, n in df.items() if n > cut)
@@ -174,154 +130,84 @@ def earlier(a: Statement, b: Statement) -> bool | None:
 # -- value-change -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Value:
-    kind: str
-    amount: float
-    attribute: frozenset[str]
-    shown: str
-    changed: bool  # the words just before it say it changed ("now draws 650")
-    goal: bool = False  # a value meant to be reached ("trying to get it to 200 ms")
-    was: float | None = None  # "from 78% to 88%": 88's earlier value, 78
-    stale: bool = False  # ... and 78 itself, no longer what holds
-    delta: bool = False  # the size of a change ("reduced by 25%"), not a state
+_Valued = list[tuple[Statement, list[Value]]]
 
 
-def values_of(text: str, common: frozenset[str] = frozenset()) -> list[_Value]:
-    """The values a sentence gives and the words that name what each is the value of."""
-    plain = _VERSION.sub(" ", text)  # a version names a thing, it is not its value
-    out = []
-    for m in _DAY.finditer(plain):
-        month = month_number(m.group(1).rstrip(".")) or 0
-        attribute = _attribute(plain, m.start(), m.end()) - common
-        day = float(month * 100 + int(m.group(2)))
-        out.append(_Value("date", day, attribute, m.group(0).strip(), _changed_at(plain, m)))
-    plain = _DAY.sub(" ", plain)
-    previous: tuple[re.Match[str], _Value] | None = None
-    for m in _VALUE.finditer(plain):
-        currency, number, unit = m.group(1), m.group(2), (m.group(3) or "").lower()
-        kind = "money" if currency else _kind(unit)
-        if kind.startswith("count") and _looks_like_year(number):
-            continue  # a date's year is when, not how much
-        attribute = _attribute(plain, m.start(), m.end()) - common
-        amount = float(number.replace(",", ""))
-        value = _Value(
-            kind,
-            amount,
-            attribute,
-            m.group(0).strip(),
-            _changed_at(plain, m),
-            goal=bool(_GOAL.search(_clause_before(plain, m))),
-            delta=bool(_BY.search(plain[: m.start()])),
-        )
-        if previous is not None and _TO_NEXT.match(plain, previous[0].end(2)):
-            was = previous[1]  # "from <was> to <value>": one change of one thing
-            if _comparable(was, value) or was.kind == "count":
-                out[-1] = replace(was, stale=True)
-                value = replace(value, was=was.amount)
-        out.append(value)
-        previous = (m, value)
-    return out
-
-
-def _clause_before(text: str, m: re.Match[str]) -> str:
-    return _CLAUSE_END.split(text[: m.start()])[-1]
-
-
-def _changed_at(text: str, m: re.Match[str]) -> bool:
-    """A change word among the `CHANGE_WORDS` words before the value, in its clause."""
-    clause = _clause_before(text, m)
-    return bool(_CHANGE.search(" ".join(clause.split()[-CHANGE_WORDS:])))
-
-
-def _kind(unit: str) -> str:
-    """`percent`, `duration:ms`, ...; a number followed by another word counts that word
-    ("8 hives": `count:hive`), so that eight hives and 120 jars are not one attribute."""
-    if unit in _UNITS:
-        kind, canonical = _UNITS[unit]
-        return f"{kind}:{canonical}"
-    if unit and unit not in _FUNCTION and unit.isalpha():
-        return f"count:{_stem(unit)}"
-    return "count"
-
-
-def _attribute(text: str, start: int, end: int) -> frozenset[str]:
-    """The content words just before a value and those after it up to its clause's end;
-    change words ("improved to") say that it changed, not what."""
-    before = _content(_WORD.findall(_CHANGE.sub(" ", text[:start]).lower()))[-WINDOW_BEFORE:]
-    rest = _CHANGE.sub(" ", text[end:]).lower().lstrip(" ,;")
-    after = _content(_WORD.findall(_CLAUSE_END.split(rest, maxsplit=1)[0]))[:WINDOW_AFTER]
-    return frozenset([*before, *after])
-
-
-def _looks_like_year(number: str) -> bool:
-    return len(number) == 4 and number.isdigit() and 1900 <= int(number) <= 2100
-
-
-def _content(words: Iterable[str]) -> list[str]:
-    return [_stem(w) for w in words if len(w) >= 3 and w not in _FUNCTION and not w.isdigit()]
-
-
-def _stem(word: str) -> str:
-    word = word.replace("’", "'").removesuffix("'s")
-    if len(word) > 5 and word.endswith(("ches", "shes", "xes", "sses")):
-        return word[:-2]
-    return word[:-1] if len(word) > 4 and word.endswith("s") and not word.endswith("ss") else word
-
-
-def _value_changes(
-    namespace: str, statements: Sequence[Statement], common: frozenset[str]
-) -> list[Supersession]:
+def _valued(
+    statements: Sequence[Statement], common: frozenset[str]
+) -> tuple[_Valued, dict[tuple[str, str], list[int]]]:
+    """The statements that give values, and which of them name each word (by side)."""
     # an assistant's numbers are worked examples and suggestions, not the state of things
     said = [s for s in statements if s.role != "assistant"]
-    valued = [(s, values_of(s.text, common)) for s in said]
-    valued = [(s, vs) for s, vs in valued if vs]
+    valued = [(s, vs) for s in said if (vs := values_of(s.text, common))]
     by_word: dict[tuple[str, str], list[int]] = {}
     for i, (s, vs) in enumerate(valued):
         for v in vs:
-            for w in v.attribute:
+            for w in v.whole:
                 by_word.setdefault((s.role, w), []).append(i)
+    return valued, by_word
+
+
+def _value_changes(valued: _Valued, by_word: dict[tuple[str, str], list[int]]) -> list[_Pair]:
+    """Each statement that changes a value, with the latest earlier one it changes."""
     out = []
     for j, (newer, new_values) in enumerate(valued):
-        best: tuple[int, tuple[int, int], Statement, _Value, _Value] | None = None
-        candidates = {i for v in new_values for w in v.attribute for i in by_word[(newer.role, w)]}
+        best: tuple[int, tuple[int, int], Statement, Value, Value] | None = None
+        candidates = {i for v in new_values for w in v.whole for i in by_word[(newer.role, w)]}
         for i in candidates - {j}:
             older, old_values = valued[i]
             if earlier(older, newer) is not True:
                 continue
             for nv in new_values:
                 for ov in old_values:
-                    shared = len(nv.attribute & ov.attribute)
+                    shared = attribute_overlap(ov, nv)
                     if not _changed(older, newer, ov, nv, shared, old_values):
                         continue
                     if best is None or (shared, _order(older)) > (best[0], best[1]):
                         best = (shared, _order(older), older, ov, nv)
         if best is not None:
-            _, _, older, ov, nv = best
-            words = ", ".join(sorted(ov.attribute & nv.attribute))
-            out.append(
-                Supersession(
-                    namespace=namespace,
-                    kind=LinkKind.supersedes,
-                    older_id=older.record_id,
-                    newer_id=newer.record_id,
-                    changed_at=newer.said_at,
-                    reason=f"{words}: {ov.shown} then {nv.shown}"[:300],
-                    found_by="rule:value-change",
-                )
-            )
+            out.append((best[2], newer, best[3], best[4]))
     return out
 
 
-def _comparable(a: _Value, b: _Value) -> bool:
-    """One kind and unit; a bare number ("the hives now number 12") compares with a count
-    of what its own words name ("8 hives")."""
-    if a.kind == b.kind:
-        return True
-    for bare, counted in ((a, b), (b, a)):
-        if bare.kind == "count" and counted.kind.startswith("count:"):
-            return counted.kind.removeprefix("count:") in bare.attribute
-    return False
+def _value_conflicts(valued: _Valued, by_word: dict[tuple[str, str], list[int]]) -> list[_Pair]:
+    """Two sessions of one date that each change a value to another: which is later is not
+    known, so neither is current; both are shown as a conflict."""
+    out = []
+    for j, (b, b_values) in enumerate(valued):
+        candidates = {i for v in b_values for w in v.whole for i in by_word[(b.role, w)]}
+        for i in sorted(i for i in candidates if i < j):
+            a, a_values = valued[i]
+            if a.session_id == b.session_id or a.said_at is None or a.said_at != b.said_at:
+                continue
+            found = next(
+                (
+                    (a, av, bv)
+                    for av in a_values
+                    for bv in b_values
+                    if _changed(a, b, av, bv, attribute_overlap(av, bv), a_values)
+                    and _changed(b, a, bv, av, attribute_overlap(av, bv), b_values)
+                ),
+                None,
+            )
+            if found is not None:
+                out.append((found[0], b, found[1], found[2]))
+    return out
+
+
+def _value_link(namespace: str, kind: LinkKind, pair: _Pair) -> Supersession:
+    older, newer, ov, nv = pair
+    words = ", ".join(sorted(ov.whole & nv.whole))
+    said = "said the same day" if kind is LinkKind.conflict else "then"
+    return Supersession(
+        namespace=namespace,
+        kind=kind,
+        older_id=older.record_id,
+        newer_id=newer.record_id,
+        changed_at=newer.said_at,
+        reason=f"{words}: {ov.shown} {said} {nv.shown}"[:300],
+        found_by="rule:value-change",
+    )
 
 
 def _order(s: Statement) -> tuple[int, int]:
@@ -333,16 +219,18 @@ def _order(s: Statement) -> tuple[int, int]:
 def _changed(
     older: Statement,
     newer: Statement,
-    ov: _Value,
-    nv: _Value,
+    ov: Value,
+    nv: Value,
     shared: int,
-    old_values: Sequence[_Value],
+    old_values: Sequence[Value],
 ) -> bool:
     """The newer value replaces the older one: same kind, another amount the older statement
     never gave, the same attribute, and a later statement that reads as a change. Both
     measured or both meant (a date is either), and when the newer one says what it was,
     it was the older value."""
-    if not _comparable(ov, nv) or ov.amount == nv.amount or shared < MIN_SHARED:
+    if not comparable(ov, nv) or same_amount(ov, nv) or shared < MIN_SHARED:
+        return False
+    if not same_thing(ov, nv):
         return False
     if ov.stale or nv.stale or ov.delta or nv.delta:
         return False  # replaced in its own sentence ("from 78% to"); a change's size ("by 25%")
@@ -350,7 +238,7 @@ def _changed(
         return False  # a goal against a reading
     if nv.was is not None and nv.was != ov.amount:
         return False  # a change from another value: another thing worded alike
-    if any(v.amount == nv.amount and _comparable(v, nv) for v in old_values):
+    if any(same_amount(v, nv) and comparable(v, nv) for v in old_values):
         return False  # the older one already knew this value: a restatement, not a change
     return nv.changed or nv.was is not None
 
@@ -364,8 +252,8 @@ def denied(text: str, common: frozenset[str] = frozenset()) -> frozenset[str] | 
     m = _NEVER.search(text)
     if m is None:
         return None
-    rest = _CLAUSE_END.split(text[m.end() :], maxsplit=1)[0]
-    words = frozenset(_content(_WORD.findall(rest.lower()))) - common
+    rest = CLAUSE_END.split(text[m.end() :], maxsplit=1)[0]
+    words = frozenset(content(WORD.findall(rest.lower()))) - common
     return words if len(words) >= MIN_SHARED else None
 
 
@@ -375,7 +263,7 @@ def told(text: str) -> frozenset[str]:
     deployed it, and such a message's other clauses are background to the request)."""
     if _NOT_DONE.search(text):
         return frozenset()
-    return frozenset(_content(_WORD.findall(text.lower())))
+    return frozenset(content(WORD.findall(text.lower())))
 
 
 def _denials(

@@ -41,6 +41,8 @@ class Forgotten:
     rows_updated: dict[str, int] = field(default_factory=dict)
     versions_pruned: int = 0
     segments: list[str] = field(default_factory=list)  # retention: the ids of those expired
+    # records that stay and lost a supersession link: the rules read them again
+    unlinked: set[str] = field(default_factory=set)
 
 
 def segment_session(segment_id: str) -> str:
@@ -123,6 +125,7 @@ def forget(
         lineages = _lineages(store, RECORDS, "id", namespace)
         gone = {r for r, lin in lineages.items() if lineage.predates(lin, fence)}
         rewrite(RECORDS, _ids_mask(gone))
+        out.unlinked = _other_ends(store, namespace, gone)
         rewrite(LINKS, drop_with(gone, namespace))
         if len(gone) == len(lineages):  # nothing of the namespace is newer: every node goes
             rewrite(NODES, in_scope)
@@ -133,10 +136,17 @@ def forget(
         rewrite(TURNS, lambda d: lineage.predating(d, in_scope(d), fence))
         gone, kept = _strike_session(store, namespace, session_id, old_turns, fence)
         rewrite(RECORDS, _ids_mask(gone), kept)
+        out.unlinked = _other_ends(store, namespace, gone)
         rewrite(LINKS, drop_with(gone, namespace))
     node_gone, updated = _unlink_all(store, gone, embedder, namespace, session_id)
     rewrite(NODES, _ids_mask(node_gone), updated)
     return out
+
+
+def _other_ends(store: Any, namespace: str, gone: set[str]) -> set[str]:
+    """The records left at the other end of a link to one of `gone`."""
+    ends = {e for x in store.links.of_namespace(namespace, gone) for e in (x.older_id, x.newer_id)}
+    return ends - gone
 
 
 def _strike_session(

@@ -228,3 +228,36 @@ async def test_indexer_tells_the_namespaces_it_wrote_and_the_table_versions_it_l
     await svc.forget("b", None, {})  # every namespace: no snapshot older than it is kept
     assert told[-1] == (None, store.versions(TABLES)) and len(told) == 3
     assert all(v >= 1 for _, versions in told for v in versions.values())
+
+
+async def test_a_forget_of_the_middle_of_a_chain_links_its_ends(tmp_path: Path) -> None:
+    """$1,200, now $1,100, now $1,000: with the middle session forgotten, $1,000 still
+    replaces $1,200 (the rules read the records that lost a link again)."""
+    from datetime import datetime
+
+    from schemas import Role, SegmentExchange, Turn
+    from schemas.records import MemoryType
+    from tests.workers.builders import HASH_DIM, HashEmbedder, make_batch, segment_of
+    from workers.encoder.encoded import build_record
+
+    emb = HashEmbedder()
+    store = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM)
+    svc = IndexerService(store, emb)
+    ids = []
+    for i, amount in enumerate(["is $1,200", "is now $1,100", "is now $1,000"]):
+        text, session = f"Ann's monthly rent {amount}.", f"s{i}"
+        said = Turn(role=Role.user, content=text, speaker="Ann")
+        ex = SegmentExchange(
+            exchange_id=f"{session}:0", seq=0, turn_ids=[f"{session}t0"], turns=[said], tokens=4
+        )
+        seg = segment_of([ex], date=datetime(2024, 1 + i, 10), ns="a", session=session)
+        rec = build_record(seg, MemoryType.fact, text, [f"{session}t0"], source_role="user")
+        await svc.write(IndexBatch(records=[make_batch(seg, [rec])]))
+        ids.append(rec.record_id)
+
+    def pairs() -> set[tuple[str, str]]:
+        return {(x.older_id, x.newer_id) for x in store.links.of_namespace("a")}
+
+    assert pairs() == {(ids[0], ids[1]), (ids[1], ids[2])}
+    await svc.forget("a", "s1", {})
+    assert pairs() == {(ids[0], ids[2])}

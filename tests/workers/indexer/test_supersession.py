@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 
 from schemas.supersession import LinkKind
-from workers.indexer.supersession import Statement, denied, earlier, link_statements, values_of
+from workers.indexer.supersession import Statement, denied, earlier, link_statements
+from workers.indexer.values import values_of
 
 DAY1, DAY2 = datetime(2024, 3, 1), datetime(2024, 4, 2)
 
@@ -26,7 +27,10 @@ def test_values_of_reads_kinds_and_the_words_naming_them() -> None:
     assert (v.kind, v.amount) == ("duration:ms", 40.0)
     assert {"telescope", "mount", "track"} <= v.attribute
     (d,) = values_of("The kiln firing is due on May 3rd, 2025 for the glaze batch.")
-    assert (d.kind, d.amount) == ("date", 503)
+    assert (d.kind, d.amount) == ("date", 20250503)  # its year, when it says one
+    (e,) = values_of("The kiln firing moved to 9 May 2025.")  # the encoders' own form
+    assert (e.kind, e.amount) == ("date", 20250509)
+    assert all(v.kind != "date" for v in values_of("I think 2 may be enough."))
     assert values_of("I upgraded the library to v2.4.1 in 2023.") == []  # a version, a year
 
 
@@ -107,3 +111,58 @@ def test_a_request_is_not_an_account_of_having_done_it() -> None:
     trying = said("r2", "I am trying to write the serial driver for the compass module.", DAY1)
     never = said("r3", "I've never written any serial driver for the compass module.", DAY2)
     assert link_statements("ns", [asked, trying, never]) == []
+
+
+def test_a_fact_restated_often_stays_one_attribute_however_common_its_words() -> None:
+    """The namespace's common words tell attributes apart only where the rest differs: the
+    tenth statement of one weight is still about it (before, its words had become common
+    and no later update linked)."""
+    texts = [f"Ana's body weight is now {80 - i} kg." for i in range(10)]
+    chain = [said(f"r{i}", t, datetime(2024, 3, 1 + i)) for i, t in enumerate(texts)]
+    links = link_statements("ns", chain)
+    assert {(x.older_id, x.newer_id) for x in links} == {(f"r{i}", f"r{i + 1}") for i in range(9)}
+    hosting = said("h", "Ana's project costs $50 for the hosting.", DAY1)
+    domain = said("d", "Ana's project now costs $20 for the domain.", DAY2)
+    assert link_statements("ns", [hosting, domain], frozenset({"ana", "project"})) == []
+
+
+def test_another_owner_or_another_named_thing_is_not_the_same_attribute() -> None:
+    mine = said("r1", "Ana's monthly rent is $1,200.", DAY1)
+    sisters = said("r2", "Ana's sister Eva's monthly rent is now $950.", DAY2)
+    assert link_statements("ns", [mine, sisters]) == []
+    berlin = said("b", "Ana's flight to Berlin leaves on March 3.", DAY1)
+    tokyo = said("t", "Ana's flight to Tokyo now leaves on April 9.", DAY2)
+    assert link_statements("ns", [berlin, tokyo]) == []
+    moved = said("m", "Ana's flight to Berlin now leaves on March 5.", DAY2)
+    assert [(x.older_id, x.newer_id) for x in link_statements("ns", [berlin, moved])] == [
+        ("b", "m")
+    ]
+
+
+def test_a_date_that_slipped_or_was_corrected_is_a_change_and_its_year_counts() -> None:
+    launch = said("l1", "The product launch is on May 3.", DAY1)
+    slipped = said("l2", "The product launch slipped to June 10.", DAY2)
+    assert len(link_statements("ns", [launch, slipped])) == 1
+    fee = said("f1", "The gym membership costs $40 a month.", DAY1, seq=0)
+    fixed = said("f2", "Correction: the gym membership costs $45 a month.", DAY1, seq=1)
+    assert len(link_statements("ns", [fee, fixed])) == 1
+    this_year = said("y1", "The product launch is on 3 May 2025.", DAY1)
+    next_year = said("y2", "The product launch is now on 3 May 2026.", DAY2)
+    same_day = said("y3", "The product launch is now on May 3.", DAY2)
+    assert len(link_statements("ns", [this_year, next_year])) == 1
+    assert link_statements("ns", [this_year, same_day]) == []
+
+
+def test_two_sessions_of_one_date_that_change_a_value_to_two_others_conflict() -> None:
+    """Which of the two came later is not known: neither is current, both are shown."""
+    fee = said("f", "The gym membership costs $45 a month.", DAY1)
+    one = said("a", "The gym membership now costs $50 a month.", DAY2, session="x")
+    two = said("b", "The gym membership now costs $55 a month.", DAY2, session="y")
+    links = {(x.kind, x.older_id, x.newer_id) for x in link_statements("ns", [fee, one, two])}
+    assert links == {
+        (LinkKind.supersedes, "f", "a"),
+        (LinkKind.supersedes, "f", "b"),
+        (LinkKind.conflict, "a", "b"),
+    }
+    same = said("c", "The gym membership now costs $50 a month.", DAY2, session="z")
+    assert all(x.kind is LinkKind.supersedes for x in link_statements("ns", [fee, one, same]))
