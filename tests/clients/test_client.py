@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from lychee_client import (
     AsyncLycheeClient,
+    ClientClosed,
     EvidenceItem,
     ExchangeIn,
     LycheeClient,
@@ -197,3 +198,40 @@ def test_an_api_key_with_a_line_break_is_refused_before_sending() -> None:
         LycheeClient("http://127.0.0.1:9", "ns", api_key="key\n")
     with pytest.raises(ValueError, match="api_key holds a line break"):
         AsyncLycheeClient("http://127.0.0.1:9", "ns", api_key="key\r\n")
+
+
+def test_an_api_key_outside_ascii_is_refused_before_sending() -> None:
+    """httpx would raise its own UnicodeEncodeError at the first request."""
+    with pytest.raises(ValueError, match="api_key holds a non-ASCII character"):
+        LycheeClient("http://127.0.0.1:9", "ns", api_key="lyk_é")
+    with pytest.raises(ValueError, match="api_key holds a non-ASCII character"):
+        AsyncLycheeClient("http://127.0.0.1:9", "ns", api_key="lyk_é")
+
+
+async def test_a_closed_client_says_it_is_closed() -> None:
+    nowhere = f"http://127.0.0.1:{free_port()}"
+    with LycheeClient(nowhere, "ns") as client:
+        shared = client.with_namespace("other")
+    for closed in (client, shared):
+        with pytest.raises(ClientClosed, match=f"the client of {nowhere} is closed"):
+            closed.status()
+    with pytest.raises(ClientClosed), client:
+        pass
+    async with AsyncLycheeClient(nowhere, "ns") as aclient:
+        pass
+    with pytest.raises(ClientClosed, match="is closed"):
+        await aclient.status()
+    with pytest.raises(ClientClosed):
+        async with aclient:
+            pass
+
+
+def test_an_http_error_names_the_whole_url(gateway: Gateway) -> None:
+    """A base URL ending in /v1 sends to /v1/v1/...: the 404 must show it."""
+    ns = namespace()
+    client = LycheeClient(f"{gateway.url}/v1", ns, api_key=gateway.key)
+    with client, pytest.raises(LycheeHTTPError) as missing:
+        client.status()
+    assert missing.value.status == 404
+    assert str(missing.value).startswith(f"GET {gateway.url}/v1/v1/namespaces/{ns}/status: 404")
+    assert missing.value.path == f"/v1/namespaces/{ns}/status"

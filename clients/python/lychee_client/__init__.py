@@ -9,6 +9,7 @@ from lychee_client.aio import AsyncLycheeClient
 from lychee_client.calls import SearchResult
 from lychee_client.client import LycheeClient
 from lychee_client.errors import (
+    ClientClosed,
     ClientError,
     GatewayTimedOut,
     GatewayUnreachable,
@@ -21,6 +22,7 @@ from schemas.gateway import ExchangeIn, Receipt
 __all__ = [
     "NO_RETRY",
     "AsyncLycheeClient",
+    "ClientClosed",
     "ClientError",
     "EvidenceItem",
     "ExchangeIn",

@@ -59,6 +59,8 @@ class AsyncLycheeClient:
             await self._http.aclose()
 
     async def __aenter__(self) -> AsyncLycheeClient:
+        if self._http.is_closed:
+            raise calls.closed(self._http.base_url)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -66,6 +68,8 @@ class AsyncLycheeClient:
 
     async def send(self, call: Call[T]) -> T:
         """Send one call with the retry rule; its 2xx body read into its model."""
+        if self._http.is_closed:
+            raise calls.closed(self._http.base_url)
         for attempt in range(1, self.retry.attempts + 1):
             last = attempt == self.retry.attempts
             try:
@@ -80,7 +84,7 @@ class AsyncLycheeClient:
             if response.is_success:
                 return call.read(response.json())
             if last or not retried(response):
-                raise calls.failure(call, response, attempt)
+                raise calls.failure(call, response, self._http.base_url, attempt)
             await asyncio.sleep(self.retry.wait_s(attempt, response))
         raise AssertionError("unreachable: the last attempt returns or raises")
 

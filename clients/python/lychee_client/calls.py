@@ -14,7 +14,12 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from lychee_client.errors import GatewayTimedOut, GatewayUnreachable, LycheeHTTPError
+from lychee_client.errors import (
+    ClientClosed,
+    GatewayTimedOut,
+    GatewayUnreachable,
+    LycheeHTTPError,
+)
 from lychee_client.retry import retry_after_s
 from schemas import EvidenceItem, QueryReply
 from schemas.base import Name
@@ -81,26 +86,44 @@ def search_result(data: Any) -> SearchResult:
     return SearchResult(reply, Plan.model_validate(reply.plan) if reply.plan else None)
 
 
-def failure(call: Call[Any], response: httpx.Response, attempts: int = 1) -> LycheeHTTPError:
-    """The gateway's problem details as an error; a body that is not one (a proxy's page)
-    becomes a problem naming the status."""
+def failure(
+    call: Call[Any], response: httpx.Response, url: httpx.URL, attempts: int = 1
+) -> LycheeHTTPError:
+    """The gateway's problem details as an error naming the URL the call went to (the base
+    `url` and the call's path); a body that is not one (a proxy's page) becomes a problem
+    naming the status."""
     try:
         problem = Problem.model_validate(response.json())
     except (ValueError, ValidationError):
         text = response.text[:300].strip() or response.reason_phrase
         problem = Problem(title=response.reason_phrase, status=response.status_code, detail=text)
     return LycheeHTTPError(
-        call.method, call.path, response.status_code, problem, retry_after_s(response), attempts
+        call.method,
+        call.path,
+        response.status_code,
+        problem,
+        retry_after_s(response),
+        attempts,
+        url=_where(url, call),
     )
 
 
 def unreachable(call: Call[Any], url: httpx.URL, exc: httpx.TransportError) -> GatewayUnreachable:
     """No answer from the gateway at `url`, as an error naming it: sent and not answered in
     time (`GatewayTimedOut`), or not reached at all."""
-    where = f"{call.method} {str(url).rstrip('/')}{call.path}"
+    where = f"{call.method} {_where(url, call)}"
     if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
         return GatewayTimedOut(f"{where}: sent, no answer within the client's timeout")
     return GatewayUnreachable(f"{where}: {exc!r}")
+
+
+def closed(url: httpx.URL) -> ClientClosed:
+    """A closed client's error: httpx's own would be a bare RuntimeError."""
+    return ClientClosed(f"the client of {url} is closed (closed, or its with-block ended)")
+
+
+def _where(url: httpx.URL, call: Call[Any]) -> str:
+    return f"{str(url).rstrip('/')}{call.path}"
 
 
 def name(value: str, what: str) -> str:

@@ -31,10 +31,13 @@ USER_AGENT = "lychee-client"
 
 def headers(api_key: str | None) -> dict[str, str]:
     """The headers of every request; a key that cannot be a header value (a line break, read
-    from a file with its newline) is refused here, not reported as an unreachable gateway."""
+    from a file with its newline; a non-ASCII character, which HTTP headers cannot carry) is
+    refused here, not reported as an unreachable gateway or httpx's encoding error."""
     out = {"User-Agent": USER_AGENT, "Accept": "application/json"}
     if api_key and not api_key.isprintable():
         raise ValueError("api_key holds a line break or another control character")
+    if api_key and not api_key.isascii():
+        raise ValueError("api_key holds a non-ASCII character: a header carries ASCII only")
     if api_key:
         out["Authorization"] = f"Bearer {api_key}"
     return out
@@ -43,7 +46,8 @@ def headers(api_key: str | None) -> dict[str, str]:
 class LycheeClient:
     """Talks to one namespace of a gateway over HTTP. Every request is retried on 429 and
     503 as `retry` says; any other failure raises `LycheeHTTPError` (status and problem
-    details) or `GatewayUnreachable`. Close it, or use it as a context manager."""
+    details) or `GatewayUnreachable`. Close it, or use it as a context manager; once closed,
+    every call (and a new with-block) raises `ClientClosed`."""
 
     def __init__(
         self,
@@ -72,6 +76,8 @@ class LycheeClient:
             self._http.close()
 
     def __enter__(self) -> LycheeClient:
+        if self._http.is_closed:
+            raise calls.closed(self._http.base_url)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -79,6 +85,8 @@ class LycheeClient:
 
     def send(self, call: Call[T]) -> T:
         """Send one call with the retry rule; its 2xx body read into its model."""
+        if self._http.is_closed:
+            raise calls.closed(self._http.base_url)
         for attempt in range(1, self.retry.attempts + 1):
             last = attempt == self.retry.attempts
             try:
@@ -93,7 +101,7 @@ class LycheeClient:
             if response.is_success:
                 return call.read(response.json())
             if last or not retried(response):
-                raise calls.failure(call, response, attempt)
+                raise calls.failure(call, response, self._http.base_url, attempt)
             time.sleep(self.retry.wait_s(attempt, response))
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -14,7 +14,9 @@ class ClientError(LycheeError):
 class LycheeHTTPError(ClientError):
     """The gateway answered `status` with a problem (RFC 9457): `problem.detail` says why,
     `problem.errors` names the fields at fault; `retry_after_s` is the gateway's advice when
-    it gave one (429, 503), after the client's `attempts` tries were spent."""
+    it gave one (429, 503), after the client's `attempts` tries were spent. The message names
+    the whole URL the request went to (`url`: the client's base URL and the route's `path`),
+    so a base URL that already ends in `/v1` shows as the `/v1/v1/...` that got the 404."""
 
     def __init__(
         self,
@@ -24,15 +26,21 @@ class LycheeHTTPError(ClientError):
         problem: Problem,
         retry_after_s: float | None,
         attempts: int = 1,
+        url: str | None = None,
     ) -> None:
         self.method = method
         self.path = path
+        self.url = url or path
         self.status = status
         self.problem = problem
         self.retry_after_s = retry_after_s
         self.attempts = attempts
         tries = f" (after {attempts} tries)" if attempts > 1 else ""
-        super().__init__(f"{method} {path}: {status} {problem.title}: {problem.detail}{tries}")
+        super().__init__(f"{method} {self.url}: {status} {problem.title}: {problem.detail}{tries}")
+
+
+class ClientClosed(ClientError):
+    """The client (or the client whose connections it shares) was closed: make another."""
 
 
 class GatewayUnreachable(ClientError, ConnectionError):
