@@ -21,12 +21,14 @@ from lychee_client import (
     ExchangeIn,
     LycheeClient,
     LycheeHTTPError,
+    Receipt,
     RetryPolicy,
     Turn,
     calls,
 )
 from lychee_client.retry import retried, retry_after_s
 from schemas.plan import Plan
+from streams.settings import GatewaySettings
 from streams.stack.embedded import Child, free_port
 from tests.clients.conftest import Gateway
 from tests.streams.gateway.conftest import wait_ready
@@ -235,3 +237,45 @@ def test_an_http_error_names_the_whole_url(gateway: Gateway) -> None:
     assert missing.value.status == 404
     assert str(missing.value).startswith(f"GET {gateway.url}/v1/v1/namespaces/{ns}/status: 404")
     assert missing.value.path == f"/v1/namespaces/{ns}/status"
+
+
+def test_add_many_splits_at_the_gateways_limits_and_merges_the_receipts() -> None:
+    """One add over the gateway's limits is a 413; `add_many` sends parts under them."""
+    defaults = GatewaySettings.model_fields
+    assert defaults["max_exchanges"].default == calls.MAX_EXCHANGES
+    assert defaults["max_body_bytes"].default == calls.MAX_BODY_BYTES
+    many = [exchange(f"s{i % 3}", f"fact {i}") for i in range(2001)]
+    assert [len(c.body.exchanges) for c in calls.adds("ns", many)] == [1000, 1000, 1]  # type: ignore[union-attr]
+    big = [exchange("s", "é" * 150_000) for _ in range(60)]  # 300 kB each as UTF-8
+    parts = calls.adds("ns", big)
+    assert len(parts) == 2 and sum(len(c.body.exchanges) for c in parts) == 60  # type: ignore[union-attr]
+    assert all(
+        len(httpx.Request("POST", "/", json=c.json()).content) <= calls.MAX_BODY_BYTES
+        for c in parts
+    )
+    assert calls.adds("ns", []) == []
+
+    def receipt(session: str, seq: int) -> Receipt:
+        part = {"session_id": session, "partition": 0}
+        return Receipt.model_validate(
+            {
+                "namespace": "ns",
+                "sessions": [{**part, "last_seq": seq, "offsets": [seq]}],
+                "exchanges": [
+                    {
+                        **part,
+                        "exchange_id": f"e{seq}",
+                        "seq": seq,
+                        "offset": seq,
+                        "duplicate": False,
+                    }
+                ],
+            }
+        )
+
+    one = calls.merged([receipt("a", 0), receipt("b", 1), receipt("a", 2)])
+    assert [(s.session_id, s.last_seq, s.offsets) for s in one.sessions] == [
+        ("a", 2, [0, 2]),
+        ("b", 1, [1]),
+    ]
+    assert [e.seq for e in one.exchanges] == [0, 1, 2]

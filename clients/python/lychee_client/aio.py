@@ -91,6 +91,12 @@ class AsyncLycheeClient:
     async def add(self, exchanges: Iterable[ExchangeIn | Mapping[str, Any]]) -> Receipt:
         return await self.send(calls.add(self.namespace, exchanges))
 
+    async def add_many(self, exchanges: Iterable[ExchangeIn | Mapping[str, Any]]) -> Receipt:
+        receipts = [await self.send(call) for call in calls.adds(self.namespace, exchanges)]
+        if not receipts:
+            raise ValueError("add_many needs at least one exchange")
+        return calls.merged(receipts)
+
     async def flush(self, session_id: str, after_seq: int | None = None) -> ControlReceipt:
         return await self.send(calls.control(self.namespace, session_id, "flush", after_seq))
 

@@ -4,8 +4,9 @@ turns the JSON into the `schemas` models."""
 
 from __future__ import annotations
 
+import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Generic, TypeVar
@@ -37,6 +38,7 @@ from schemas.gateway import (
     ReplayIn,
     ReplayOut,
     SearchIn,
+    SessionReceipt,
     WaitFor,
 )
 from schemas.plan import Plan
@@ -44,6 +46,13 @@ from schemas.plan import Plan
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 _NAME = TypeAdapter(Name)
+
+# What the gateway takes in one add, at its defaults (LYCHEE_GATEWAY_MAX_EXCHANGES and
+# LYCHEE_GATEWAY_MAX_BODY_BYTES: server settings, which the client cannot read); `add_many`
+# keeps under both. The body is measured as httpx sends it; the margin is the envelope's.
+MAX_EXCHANGES = 1000
+MAX_BODY_BYTES = 16 * 1024 * 1024
+_ENVELOPE_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,62 @@ def add(namespace: str, exchanges: Iterable[ExchangeIn | Mapping[str, Any]]) -> 
     ]
     return Call(
         "POST", f"{_ns(namespace)}/exchanges", model(Receipt), body=AddExchanges(exchanges=items)
+    )
+
+
+def adds(
+    namespace: str,
+    exchanges: Iterable[ExchangeIn | Mapping[str, Any]],
+    *,
+    max_exchanges: int = MAX_EXCHANGES,
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> list[Call[Receipt]]:
+    """The exchanges, in order, as as few adds as the gateway's limits allow (none for none).
+    Each exchange is named before it is measured, so a retried add is still answered with its
+    first receipt."""
+    calls: list[Call[Receipt]] = []
+    group: list[ExchangeIn] = []
+    size = _ENVELOPE_BYTES
+    for e in exchanges:
+        item = named(e if isinstance(e, ExchangeIn) else ExchangeIn.model_validate(e))
+        grown = len(_body(item)) + 1  # and its comma
+        if group and (len(group) == max_exchanges or size + grown > max_body_bytes):
+            calls.append(add(namespace, group))
+            group, size = [], _ENVELOPE_BYTES
+        group.append(item)
+        size += grown
+    if group:
+        calls.append(add(namespace, group))
+    return calls
+
+
+def _body(exchange: ExchangeIn) -> bytes:
+    """An exchange's JSON as httpx writes a request body (compact UTF-8)."""
+    data = exchange.model_dump(mode="json", exclude_none=True)
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def merged(receipts: Sequence[Receipt]) -> Receipt:
+    """One receipt for several adds of one namespace: each session's highest seq, every
+    exchange; what `wait_indexed` waits for."""
+    sessions: dict[str, SessionReceipt] = {}
+    for receipt in receipts:
+        for s in receipt.sessions:
+            seen = sessions.get(s.session_id)
+            sessions[s.session_id] = (
+                s
+                if seen is None
+                else seen.model_copy(
+                    update={
+                        "last_seq": max(seen.last_seq, s.last_seq),
+                        "offsets": [*seen.offsets, *s.offsets],
+                    }
+                )
+            )
+    return Receipt(
+        namespace=receipts[0].namespace,
+        sessions=list(sessions.values()),
+        exchanges=[e for r in receipts for e in r.exchanges],
     )
 
 

@@ -112,6 +112,15 @@ class LycheeClient:
         acked them. Pass it to `search(wait_for=...)` or `wait_indexed` to read your writes."""
         return self.send(calls.add(self.namespace, exchanges))
 
+    def add_many(self, exchanges: Iterable[ExchangeIn | Mapping[str, Any]]) -> Receipt:
+        """Add any number of exchanges, in order, in as many adds as the gateway's limits
+        need (`calls.MAX_EXCHANGES`, `calls.MAX_BODY_BYTES`); one receipt for them all. Not
+        atomic: when an add fails, the adds before it stay."""
+        receipts = [self.send(call) for call in calls.adds(self.namespace, exchanges)]
+        if not receipts:
+            raise ValueError("add_many needs at least one exchange")
+        return calls.merged(receipts)
+
     def flush(self, session_id: str, after_seq: int | None = None) -> ControlReceipt:
         """Close the session's open segment now, so that it is consolidated into records."""
         return self.send(calls.control(self.namespace, session_id, "flush", after_seq))
