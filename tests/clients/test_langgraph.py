@@ -5,6 +5,7 @@ recalls."""
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import TypedDict
 
 import pytest
@@ -195,3 +196,20 @@ def test_store_answers_as_langgraphs_reference_store(gateway: Gateway) -> None:
 def test_a_value_larger_than_a_turn_is_refused_naming_its_key() -> None:
     with pytest.raises(ValueError, match="the item 'big' is .* characters as JSON"):
         exchange_of(PutOp(("mem",), "big", {"text": "z" * 250_000}))
+
+
+def test_a_value_is_measured_as_written_and_a_non_json_value_is_refused_naming_its_key() -> None:
+    """A CJK value counts its characters, not the six of each escape; a datetime (which
+    InMemoryStore keeps as the object) cannot come back from JSON as one: refused, named."""
+    cjk = exchange_of(PutOp(("x",), "cjk", {"text": "漢" * 40_000}))
+    assert "漢" * 40_000 in cjk.turns[0].content
+    with pytest.raises(ValueError, match=r"the item 'dt' holds a datetime\.datetime"):
+        exchange_of(PutOp(("x",), "dt", {"when": {"at": datetime(2024, 1, 1)}}))
+
+
+def test_a_batch_over_the_gateways_exchange_limit_is_added_in_parts(gateway: Gateway) -> None:
+    store = store_of(gateway, f"cl-lg-{uuid.uuid4().hex[:8]}")
+    store.batch([PutOp(("b",), f"k{i}", {"i": i}) for i in range(1001)])
+    first, last = store.get(("b",), "k0"), store.get(("b",), "k1000")
+    assert first is not None and first.value == {"i": 0}
+    assert last is not None and last.value == {"i": 1000}

@@ -6,10 +6,14 @@ How LangGraph's items map onto the service (one store, one service namespace):
   `lg-` + a hash of the tuple and key (a session id allows 128 characters of a small
   alphabet; LangGraph's labels allow any text);
 - a `put` adds one exchange to that session: one user turn (speaker `langgraph`) whose text
-  is `{"namespace": [...], "key": ..., "value": {...}}` as JSON, so the turn is searchable
-  and says which item it is; a second put of the same key adds a newer exchange, and a read
-  takes the newest (highest seq); `put` returns once the turn is indexed, so a `get` right
-  after it reads it;
+  is `{"namespace": [...], "key": ..., "value": {...}}` as JSON (non-ASCII as is: a value of
+  up to `TURN_CHARS` characters as JSON fits), so the turn is searchable and says which item
+  it is; a second put of the same key adds a newer exchange, and a read takes the newest
+  (highest seq); `put` returns once the turn is indexed, so a `get` right after it reads it.
+  A value JSON cannot hold (a datetime, a set, an object) is a ValueError naming the key and
+  the type: InMemoryStore keeps the object itself, which a JSON store cannot give back, and
+  turning it into a string would change its type under the caller's feet. The consecutive
+  puts of a batch go in as many adds as the gateway's limits need (`add_many`);
 - a `delete` (a put of None) forgets the item's session: every version of it, and the
   records only it supports, removed from every stage (the service's forget has session
   scope, so each item has a session of its own);
@@ -50,7 +54,7 @@ from langgraph.store.base import (
 from lychee_client.aio import AsyncLycheeClient
 from lychee_client.client import LycheeClient
 from schemas import EvidenceItem, Role
-from schemas.base import TURN_CHARS
+from schemas.base import TURN_CHARS, shown
 from schemas.gateway import ExchangeIn
 
 SPEAKER = "langgraph"
@@ -243,9 +247,10 @@ class LycheeStore(BaseStore):
         return min(MAX_SEARCH_K, max(50, (op.offset + op.limit) * 5))
 
     def _write(self, exchanges: list[ExchangeIn]) -> None:
-        """Add the puts of a batch at once, and return when they are readable."""
+        """Add the puts of a batch (in as many adds as the gateway's limits need), and
+        return when they are readable."""
         if exchanges:
-            receipt = self.client.add(exchanges)
+            receipt = self.client.add_many(exchanges)
             self.client.wait_indexed(receipt, timeout_s=self.wait_s)
 
     def _all(self) -> dict[str, Item]:
@@ -256,7 +261,7 @@ class LycheeStore(BaseStore):
 
     async def _awrite(self, aclient: AsyncLycheeClient, exchanges: list[ExchangeIn]) -> None:
         if exchanges:
-            receipt = await aclient.add(exchanges)
+            receipt = await aclient.add_many(exchanges)
             await aclient.wait_indexed(receipt, timeout_s=self.wait_s)
 
     async def _aall(self, aclient: AsyncLycheeClient) -> dict[str, Item]:
@@ -271,9 +276,18 @@ class LycheeStore(BaseStore):
 
 
 def exchange_of(op: PutOp) -> ExchangeIn:
-    """The exchange a put adds: one user turn holding the item as JSON."""
+    """The exchange a put adds: one user turn holding the item as JSON, written as is (a
+    non-ASCII character is one of the turn's characters, not a six-character escape)."""
     assert op.value is not None
-    doc = json.dumps({"namespace": list(op.namespace), "key": op.key, "value": dict(op.value)})
+    item = {"namespace": list(op.namespace), "key": op.key, "value": dict(op.value)}
+    try:
+        doc = json.dumps(item, ensure_ascii=False, default=_not_json)
+    except _NotJson as exc:
+        raise ValueError(
+            f"the item {op.key!r} holds {exc}, which JSON does not: the store keeps JSON values "
+            "(dicts, lists, strings, numbers, booleans, None), as LangGraph's Postgres store "
+            "does; convert it first (a datetime with .isoformat())"
+        ) from None
     if len(doc) > TURN_CHARS:
         raise ValueError(
             f"the item {op.key!r} is {len(doc)} characters as JSON, more than the {TURN_CHARS} "
@@ -283,6 +297,14 @@ def exchange_of(op: PutOp) -> ExchangeIn:
     return ExchangeIn.model_validate(
         {"session_id": session_of(op.namespace, op.key), "turns": [turn]}
     )
+
+
+class _NotJson(ValueError):
+    """A value `json.dumps` cannot write, named by its type."""
+
+
+def _not_json(value: Any) -> Any:
+    raise _NotJson(f"a {type(value).__module__}.{type(value).__qualname__} ({shown(value)})")
 
 
 def search_items(
