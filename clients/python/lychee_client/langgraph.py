@@ -17,10 +17,16 @@ How LangGraph's items map onto the service (one store, one service namespace):
 - a `delete` (a put of None) forgets the item's session: every version of it, and the
   records only it supports, removed from every stage (the service's forget has session
   scope, so each item has a session of its own);
-- `search` with a query runs the service's search over the namespace and keeps, in rank
-  order, the items its evidence came from (a turn, or a record derived from the item's
-  session); without a query it lists the items. Both then apply the namespace prefix and
-  the filter (equality, nested objects, `$eq $ne $gt $gte $lt $lte`), offset and limit;
+- `search` keeps the items under the namespace prefix that the filter (equality, nested
+  objects, `$eq $ne $gt $gte $lt $lte`) keeps, then pages them (offset, limit). With a query
+  it runs the service's search over the namespace: first come the items its evidence came
+  from (a turn, or a record derived from the item's session), in its order, scored by the
+  evidence's `final` score; when the namespace's other items outrank the prefix's, the search
+  is asked again with the service's largest k (200 evidence items), and the prefix's items
+  still unranked follow, score 0.0, those sharing more of the query's words first (as
+  InMemoryStore, which returns every item of the prefix). So no item of the prefix is missed;
+  beyond the first 200 of the namespace, the order among them is by words, not by meaning.
+  Without a query it lists them, newest first;
 - `list_namespaces` reads the namespaces off the items.
 
 The service has no per-item index settings or TTL: `index` is ignored (every item is
@@ -33,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -203,8 +210,7 @@ class LycheeStore(BaseStore):
                 session = session_of(op.namespace, op.key)
                 results.append(_items(self.client.all_turns(session)).get(session))
             elif isinstance(op, SearchOp):
-                ranked = self._ranked(op.query, self._k(op)) if _asks(op.query) else None
-                results.append(search_items(op, self._all(), ranked))
+                results.append(self._search(op))
             elif isinstance(op, ListNamespacesOp):
                 results.append(list_namespaces(op, self._all()))
             else:
@@ -231,8 +237,7 @@ class LycheeStore(BaseStore):
                 session = session_of(op.namespace, op.key)
                 results.append(_items(await self.aclient.all_turns(session)).get(session))
             elif isinstance(op, SearchOp):
-                ranked = await self._aranked(self.aclient, op.query, self._k(op))
-                results.append(search_items(op, await self._aall(self.aclient), ranked))
+                results.append(await self._asearch(self.aclient, op))
             elif isinstance(op, ListNamespacesOp):
                 results.append(list_namespaces(op, await self._aall(self.aclient)))
             else:
@@ -241,10 +246,6 @@ class LycheeStore(BaseStore):
         return results
 
     # -- the service calls, sync then async ------------------------------------------------
-
-    @staticmethod
-    def _k(op: SearchOp) -> int:
-        return min(MAX_SEARCH_K, max(50, (op.offset + op.limit) * 5))
 
     def _write(self, exchanges: list[ExchangeIn]) -> None:
         """Add the puts of a batch (in as many adds as the gateway's limits need), and
@@ -256,8 +257,17 @@ class LycheeStore(BaseStore):
     def _all(self) -> dict[str, Item]:
         return _items(self.client.all_turns())
 
-    def _ranked(self, query: str, k: int) -> list[EvidenceItem]:
-        return self.client.search(query, k=k, timeout_s=self.search_timeout_s).evidence
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        """A search op: ranked by the service's search, widened while the prefix's items
+        are outranked (see `wider_k`)."""
+        items = self._all()
+        if not _asks(op.query):
+            return search_items(op, items, None)
+        k: int | None = first_k(op)
+        while k is not None:
+            found = self.client.search(op.query, k=k, timeout_s=self.search_timeout_s)
+            evidence, k = found.evidence, wider_k(op, items, found.evidence, k)
+        return search_items(op, items, evidence)
 
     async def _awrite(self, aclient: AsyncLycheeClient, exchanges: list[ExchangeIn]) -> None:
         if exchanges:
@@ -267,12 +277,33 @@ class LycheeStore(BaseStore):
     async def _aall(self, aclient: AsyncLycheeClient) -> dict[str, Item]:
         return _items(await aclient.all_turns())
 
-    async def _aranked(
-        self, aclient: AsyncLycheeClient, query: str | None, k: int
-    ) -> list[EvidenceItem] | None:
-        if not _asks(query):
-            return None
-        return (await aclient.search(query, k=k, timeout_s=self.search_timeout_s)).evidence
+    async def _asearch(self, aclient: AsyncLycheeClient, op: SearchOp) -> list[SearchItem]:
+        items = await self._aall(aclient)
+        if not _asks(op.query):
+            return search_items(op, items, None)
+        k: int | None = first_k(op)
+        while k is not None:
+            found = await aclient.search(op.query, k=k, timeout_s=self.search_timeout_s)
+            evidence, k = found.evidence, wider_k(op, items, found.evidence, k)
+        return search_items(op, items, evidence)
+
+
+def first_k(op: SearchOp) -> int:
+    """The first search's k: five evidence items per item asked for, within the service's."""
+    return min(MAX_SEARCH_K, max(50, (op.offset + op.limit) * 5))
+
+
+def wider_k(
+    op: SearchOp, items: dict[str, Item], evidence: list[EvidenceItem], k: int
+) -> int | None:
+    """The k of one more search, or None when `evidence` serves the op: it ranks as many of
+    the items in the op's prefix and filter as the page needs, the service found fewer than
+    k (nothing more to find), or k is the service's largest."""
+    scope = in_scope(op, items)
+    ranked = {ev.session_id for ev in evidence if ev.session_id in scope}
+    if len(ranked) >= min(op.offset + op.limit, len(scope)) or len(evidence) < k:
+        return None
+    return MAX_SEARCH_K if k < MAX_SEARCH_K else None
 
 
 def exchange_of(op: PutOp) -> ExchangeIn:
@@ -307,30 +338,59 @@ def _not_json(value: Any) -> Any:
     raise _NotJson(f"a {type(value).__module__}.{type(value).__qualname__} ({shown(value)})")
 
 
+def in_scope(op: SearchOp, items: dict[str, Item]) -> dict[str, Item]:
+    """The items under the op's namespace prefix that its filter keeps, by session id."""
+    prefix = tuple(op.namespace_prefix)
+    return {
+        session: item
+        for session, item in items.items()
+        if item.namespace[: len(prefix)] == prefix
+        and all(matches_filter(item.value.get(k), v) for k, v in (op.filter or {}).items())
+    }
+
+
 def search_items(
     op: SearchOp, items: dict[str, Item], evidence: list[EvidenceItem] | None
 ) -> list[SearchItem]:
-    """The items a search returns: in the evidence's order with a query (each item once, its
-    best-ranked evidence's best score), else newest first; then prefix, filter and page."""
-    ranked: list[tuple[Item, float | None]]
+    """The items a search returns, within the op's prefix and filter, then paged. With a
+    query: first those the evidence came from, in its order (each item once), scored by its
+    best-ranked evidence's `final` (the fusion's 0..1 score), never above the score before it:
+    the reply's order also weighs diversity, and a score rising down the list would say the
+    opposite of the order. Then, as InMemoryStore returns every item of the prefix, the ones
+    the evidence missed (outranked by the namespace's other items), score 0.0, those sharing
+    more of the query's words first. Without a query: newest first, no score."""
+    scope = in_scope(op, items)
+    ranked: list[tuple[Item, float | None]] = []
     if evidence is not None:
-        ranked, seen = [], set()
+        seen: set[str] = set()
+        above: float | None = None
         for ev in evidence:
-            if ev.session_id in items and ev.session_id not in seen:
+            if ev.session_id in scope and ev.session_id not in seen:
                 seen.add(ev.session_id)
-                score = max(ev.scores.values()) if ev.scores else None
-                ranked.append((items[ev.session_id], score))
+                above = _score(ev, above)
+                ranked.append((scope[ev.session_id], above))
+        rest = [item for session, item in scope.items() if session not in seen]
+        words = _words(op.query or "")
+        rest.sort(key=lambda i: (len(words & _words(json.dumps(i.value))), i.updated_at))
+        ranked += [(item, 0.0) for item in reversed(rest)]
     else:
-        ordered = sorted(items.values(), key=lambda i: i.updated_at, reverse=True)
+        ordered = sorted(scope.values(), key=lambda i: i.updated_at, reverse=True)
         ranked = [(item, None) for item in ordered]
-    prefix = tuple(op.namespace_prefix)
-    kept = [
+    return [
         SearchItem(item.namespace, item.key, item.value, item.created_at, item.updated_at, score)
-        for item, score in ranked
-        if item.namespace[: len(prefix)] == prefix
-        and all(matches_filter(item.value.get(k), v) for k, v in (op.filter or {}).items())
+        for item, score in ranked[op.offset : op.offset + op.limit]
     ]
-    return kept[op.offset : op.offset + op.limit]
+
+
+def _score(ev: EvidenceItem, above: float | None) -> float | None:
+    final = ev.scores.get("final")
+    if final is None:
+        return above
+    return final if above is None else min(final, above)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
 
 
 def list_namespaces(op: ListNamespacesOp, items: dict[str, Item]) -> list[tuple[str, ...]]:
