@@ -4,6 +4,7 @@ later run in another session recalls it through the `search_memory` tool."""
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,7 @@ from lychee_client.agents import (
     to_turn,
 )
 from schemas.base import TURN_CHARS
+from schemas.gateway import ExchangeIn
 from tests.clients.conftest import Gateway
 from tests.fakes.openai_server import Action, FakeOpenAI, text, tool_call
 
@@ -107,7 +109,7 @@ async def test_session_pop_item_and_clear_session_remove_from_the_service(
 
 def test_session_items_go_in_exchanges_the_service_accepts() -> None:
     """Large tool outputs: one exchange of all of them would be over the stages' message limit
-    (refused with 413); `pop_item` makes the same exchanges before it forgets anything."""
+    (refused with 413)."""
     outputs = [
         {"type": "function_call_output", "call_id": f"c{i}", "output": "é" * 95_000}
         for i in range(6)
@@ -151,3 +153,31 @@ def test_a_memory_tool_with_a_k_the_service_refuses_is_not_built(k: int) -> None
     client = AsyncLycheeClient("http://127.0.0.1:9", "ns")
     with pytest.raises(ValueError, match="k"):
         search_memory_tool(client, k=k)
+
+
+def test_an_image_over_a_turn_gives_way_to_a_note_and_binary_data_is_never_cut() -> None:
+    """A cut data URL would be an invalid image, replayed to the model on every later run."""
+    photo = "data:image/jpeg;base64," + base64.b64encode(bytes(range(256)) * 860).decode()
+    asked = {"type": "input_text", "text": "What is in this photo?"}
+    message = {"role": "user", "content": [asked, {"type": "input_image", "image_url": photo}]}
+    turn = to_turn(message)
+    assert len(turn["content"]) <= TURN_CHARS
+    back = from_turn(turn)
+    assert back["content"][0] == asked  # type: ignore[index]
+    note = back["content"][1]  # type: ignore[index]
+    assert note["type"] == "input_text"
+    assert note["text"].startswith("[an image (image/jpeg) of about 220160 bytes was here")
+    secret = base64.b64encode(bytes(range(256)) * 800).decode()
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": secret}
+    with pytest.raises(ValueError, match="the reasoning item 'rs_1' is more than the 200000"):
+        to_turn(reasoning)
+
+
+def test_a_message_with_nothing_visible_is_kept_as_an_item() -> None:
+    """The service's rule for an empty turn, not str.strip: a zero-width space is kept as
+    JSON, as an empty message is, instead of failing the whole add."""
+    for content in ("\u200b", "\x00", ""):
+        item = {"role": "user", "content": content}
+        turn = to_turn(item)
+        ExchangeIn.model_validate({"session_id": "s", "turns": [turn]})  # the gateway's check
+        assert turn["speaker"] == "agents-item" and from_turn(turn) == item

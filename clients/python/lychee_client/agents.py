@@ -1,21 +1,12 @@
 """The OpenAI Agents SDK over the service: a `Session` whose history is the raw turns of one
 service session, and a `search_memory` function tool over the service's search.
 
-How the SDK's items map onto turns (one item, one turn; one `add_items`, one exchange):
-
-- a message (`role` user, assistant or system) whose content is text, as a string or as
-  text parts, is a turn of that role whose content is the text: what the service segments,
-  encodes and searches. It comes back as `{"role": ..., "content": text}`, the SDK's easy
-  input message (ids, status and annotations of an assistant output are not kept);
-- any other item (a function call, its output, a message with images) is an assistant turn
-  spoken by `agents-item` whose content is the item as JSON, and comes back as it was.
+One item is one turn (the mapping, and how an item longer than a turn is made to fit, is
+`lychee_client.agent_items`).
 
 `add_items` returns once the turns are indexed, so the next run reads them; items of more
 than `EXCHANGE_BYTES` go in several exchanges, so that large tool outputs stay under the
-service's message limit. An item longer than a turn holds (`TURN_CHARS`: a runaway tool
-output) keeps its start: its longest text is cut, with a note of how much was left out, and
-the item stays what it was (a message, or JSON the SDK reads back), so the run goes on. The
-service forgets per session: `clear_session` forgets the session; `pop_item` forgets it and
+service's message limit. The service forgets per session: `clear_session` forgets the session; `pop_item` forgets it and
 adds back every item but the last (a forget and a re-add: costly, and rare in the SDK), the
 exchanges made before anything is forgotten.
 """
@@ -23,102 +14,26 @@ exchanges made before anything is forgotten.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agents import FunctionTool, function_tool
 
+from lychee_client.agent_items import ITEM_SPEAKER, from_turn, to_turn
 from lychee_client.aio import AsyncLycheeClient
 from lychee_client.calls import name
-from schemas.base import TURN_CHARS
 from schemas.gateway import ExchangeIn, SearchIn
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings
 
-ITEM_SPEAKER = "agents-item"
+__all__ = ["ITEM_SPEAKER", "LycheeSession", "from_turn", "search_memory_tool", "to_turn"]
+
 MAX_TURNS = 64  # an exchange's limit
 # turns' JSON in one exchange: half the stages' default message limit (LYCHEE_MAX_MESSAGE_BYTES,
 # 1 MiB), room for the envelope; a turn larger than this goes alone
 EXCHANGE_BYTES = 512 * 1024
-ROLES = ("user", "assistant", "system")
-
-
-def _text(content: Any) -> str | None:
-    """The text of a message's content, or None when it holds anything but text."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list) and content:
-        texts = [
-            part.get("text")
-            for part in content
-            if isinstance(part, Mapping) and part.get("type") in ("input_text", "output_text")
-        ]
-        strings = [t for t in texts if isinstance(t, str)]
-        if len(strings) == len(content):
-            return "".join(strings)
-    return None
-
-
-def to_turn(item: Mapping[str, Any]) -> dict[str, Any]:
-    role = item.get("role")
-    if role in ROLES and item.get("type", "message") == "message":
-        text = _text(item.get("content"))
-        if text is not None and text.strip():
-            return {"role": role, "content": _cut(text, len(text) - TURN_CHARS)}
-    # as written: escaped, a non-ASCII character would take six of the turn's characters
-    content = json.dumps(dict(item), ensure_ascii=False)
-    if len(content) > TURN_CHARS:
-        value = json.loads(content)  # a copy of its own to cut
-        if _shorten(value, len(content) - TURN_CHARS):
-            content = json.dumps(value, ensure_ascii=False)
-        content = _cut(content, len(content) - TURN_CHARS)  # no string held enough: as text
-    return {"role": "assistant", "speaker": ITEM_SPEAKER, "content": content}
-
-
-def _cut(text: str, excess: int) -> str:
-    """`text` shorter by at least `excess` characters, its start kept and the cut said."""
-    if excess <= 0:
-        return text
-    kept = max(len(text) - excess - 80, 0)  # room for the note
-    return f"{text[:kept]} [... {len(text) - kept} characters left out: a turn holds {TURN_CHARS}]"
-
-
-def _shorten(value: dict[str, Any], excess: int) -> bool:
-    """Cut `value`'s longest string by `excess` characters, in place, when it has that many
-    (a character cut is at least one of the JSON's, so one cut is enough)."""
-    found: tuple[int, Any, Any] = (-1, None, None)  # length, container, key
-    stack: list[Any] = [value]
-    while stack:
-        node = stack.pop()
-        pairs = node.items() if isinstance(node, dict) else enumerate(node)
-        for key, child in pairs:
-            if isinstance(child, str) and len(child) > found[0]:
-                found = (len(child), node, key)
-            elif isinstance(child, dict | list):
-                stack.append(child)
-    length, container, key = found
-    if length <= excess:
-        return False
-    container[key] = _cut(container[key], excess)
-    return True
-
-
-def from_turn(turn: Mapping[str, Any]) -> TResponseInputItem:
-    """The item a turn holds; a turn another client wrote as `ITEM_SPEAKER` whose content is
-    no item (not a JSON object) comes back as the message it says, not as an error that would
-    stop every later read of the session."""
-    if turn.get("speaker") == ITEM_SPEAKER:
-        try:
-            found = json.loads(turn["content"])
-        except ValueError:
-            found = None
-        if isinstance(found, dict):
-            item: TResponseInputItem = found  # type: ignore[assignment]
-            return item
-    message: TResponseInputItem = {"role": turn["role"], "content": turn["content"]}
-    return message
 
 
 class LycheeSession:
