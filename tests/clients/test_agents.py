@@ -9,11 +9,12 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from agents import Agent, OpenAIChatCompletionsModel, Runner, set_tracing_disabled
 from openai import AsyncOpenAI
 
-from lychee_client import AsyncLycheeClient
+from lychee_client import AsyncLycheeClient, GatewayTimedOut
 from lychee_client.agents import (
     EXCHANGE_BYTES,
     LycheeSession,
@@ -21,6 +22,7 @@ from lychee_client.agents import (
     search_memory_tool,
     to_turn,
 )
+from lychee_client.client import headers
 from schemas.base import TURN_CHARS
 from schemas.gateway import ExchangeIn
 from tests.clients.conftest import Gateway
@@ -153,6 +155,105 @@ def test_a_memory_tool_with_a_k_the_service_refuses_is_not_built(k: int) -> None
     client = AsyncLycheeClient("http://127.0.0.1:9", "ns")
     with pytest.raises(ValueError, match="k"):
         search_memory_tool(client, k=k)
+
+
+class TimesOutAfterForget(httpx.AsyncHTTPTransport):
+    """The gateway as a slow one looks at the HTTP boundary: once armed, the first add after
+    a forget (the pop's add back) is sent and gets no answer in time."""
+
+    armed = False
+    forgot = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        adding = request.method == "POST" and request.url.path.endswith("/exchanges")
+        if self.armed and self.forgot and adding:
+            self.armed = False
+            raise httpx.ReadTimeout("no answer in time", request=request)
+        response = await super().handle_async_request(request)
+        self.forgot = request.method == "DELETE"
+        return response
+
+
+async def test_a_pop_that_fails_after_the_forget_loses_no_more_than_its_item(
+    gateway: Gateway,
+) -> None:
+    ns = f"cl-ag-{uuid.uuid4().hex[:8]}"
+    transport = TimesOutAfterForget()
+    http = httpx.AsyncClient(
+        base_url=gateway.url, transport=transport, headers=headers(gateway.key)
+    )
+    async with AsyncLycheeClient(gateway.url, ns, http=http) as client, http:
+        session = LycheeSession("s", client)
+        items = [{"role": "user", "content": f"fact {i}"} for i in range(10)]
+        await session.add_items(items)  # type: ignore[arg-type]
+        transport.armed = True
+        with pytest.raises(GatewayTimedOut):
+            await session.pop_item()
+        assert await session.get_items() == items[:9]  # the copy, added back
+        assert await client.all_turns(session.backup_id) == []
+        assert await session.pop_item() == items[8]
+        assert await session.get_items() == items[:8]
+
+
+async def test_a_pop_keeps_the_other_turns_as_they_were_stored(gateway: Gateway) -> None:
+    """Speakers, dates, turn ids and image captions another client wrote survive a pop; a
+    caption-only turn reads as its caption, not as an empty message."""
+    ns = f"cl-ag-{uuid.uuid4().hex[:8]}"
+    async with AsyncLycheeClient(gateway.url, ns, api_key=gateway.key) as client:
+        ann = {"role": "user", "speaker": "Ann"}
+        receipt = await client.add(
+            [
+                {
+                    "session_id": "chat",
+                    "session_date": "2023-05-07T10:00:00Z",
+                    "turns": [
+                        {
+                            **ann,
+                            "content": "I moved to Porto in May.",
+                            "turn_id": "D1:1",
+                            "created_at": "2023-05-07T10:00:00Z",
+                        },
+                        {
+                            "role": "assistant",
+                            "speaker": "Bot",
+                            "content": "Nice!",
+                            "turn_id": "D1:2",
+                            "created_at": "2023-05-07T10:00:05Z",
+                        },
+                    ],
+                },
+                {
+                    "session_id": "chat",
+                    "session_date": "2023-06-01T09:00:00Z",
+                    "turns": [
+                        {
+                            **ann,
+                            "content": "",
+                            "image_caption": "a photo of my new flat",
+                            "turn_id": "D2:1",
+                        },
+                        {**ann, "content": "oops typo", "turn_id": "D2:2"},
+                    ],
+                },
+            ]
+        )
+        await client.wait_indexed(receipt)
+        session = LycheeSession("chat", client)
+        assert (await session.get_items())[2] == {
+            "role": "user",
+            "content": "[image: a photo of my new flat]",
+        }
+        keys = ("role", "speaker", "content", "image_caption", "turn_id", "session_date")
+        before = [
+            {k: t.get(k) for k in (*keys, "created_at", "seq")}
+            for t in await client.all_turns("chat")
+        ]
+        assert await session.pop_item() == {"role": "user", "content": "oops typo"}
+        after = await client.all_turns("chat")
+        assert [{k: t.get(k) for k in (*keys, "created_at")} for t in after] == [
+            {k: t[k] for k in (*keys, "created_at")} for t in before[:3]
+        ]
+        assert len({t["seq"] for t in after}) == 2  # the same two exchanges
 
 
 def test_an_image_over_a_turn_gives_way_to_a_note_and_binary_data_is_never_cut() -> None:
