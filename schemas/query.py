@@ -91,7 +91,10 @@ class EvidenceItem(BaseModel):
         default_factory=list, description="ids of earlier records this replaces"
     )
     valid_from: str | None = Field(
-        default=None, description="when what it says became true (YYYY[-MM[-DD]])"
+        default=None,
+        description="when what it says became current (YYYY-MM-DD): the date of the change "
+        "by which it replaced an earlier statement, else the day it was said, not the date it "
+        "speaks of; never after `valid_to` (unset when its links cannot tell)",
     )
     valid_to: str | None = Field(
         default=None, description="when a later statement replaced it (YYYY[-MM[-DD]])"

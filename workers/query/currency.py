@@ -367,19 +367,28 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
             since += [link.changed_at] if link.changed_at else []
     if not (by or replaced or conflict):
         return item
+    valid_to = _iso(min(until)) if until else None
     return item.model_copy(
         update={
             "superseded_by": _unique(by),
             "supersedes": _unique(replaced),
             "conflict": _unique(conflict),
-            "valid_from": _iso(max(since)) if since else _valid_from(item),
-            "valid_to": _iso(min(until)) if until else None,
+            "valid_from": _valid_from(item, since, valid_to),
+            "valid_to": valid_to,
         }
     )
 
 
-def _valid_from(item: EvidenceItem) -> str | None:
-    return item.resolved_date or (_iso(item.date) if item.date else None)
+def _valid_from(item: EvidenceItem, since: list[datetime], valid_to: str | None) -> str | None:
+    """When what the item says became current: the change by which it replaced an earlier
+    statement, else the day it was said. Not the date it speaks of (a flight said on 10
+    January to leave on 3 March was current from 10 January), and never after `valid_to`:
+    an item said again after a later statement replaced it (a repetition that stands for
+    the earlier record) has no start its links can tell, so it gets none."""
+    start = _iso(max(since)) if since else (_iso(item.date) if item.date else None)
+    if start is not None and valid_to is not None and start > valid_to:
+        return None
+    return start
 
 
 def _item(row: dict[str, Any]) -> EvidenceItem:

@@ -41,12 +41,15 @@ def item_line(item: EvidenceItem) -> str:
 def currency_note(item: EvidenceItem) -> str:
     """What the item's links say, in words (empty for an item without links): whether a
     later statement replaced it and when, whether it replaced an earlier one, and whether
-    another statement contradicts it."""
+    another statement contradicts it. Only an item nothing replaced is called current: the
+    middle of a chain says it was replaced, and that it had replaced an earlier statement."""
     notes = []
     if item.superseded_by:
         when = _day(item.valid_to)
         notes.append(f"replaced on {when} by a later statement" if when else "replaced later")
-    if item.supersedes:
+        if item.supersedes:
+            notes.append("it had replaced an earlier statement")
+    elif item.supersedes:
         since = _day(item.valid_from)
         notes.append(
             f"current since {since}; replaces an earlier statement"
