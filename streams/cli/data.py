@@ -134,6 +134,27 @@ def ask(
     click.echo(format_evidence(reply))
 
 
+def format_marks(item: Any) -> str:
+    """What the item's links say, as the context says it in words, in one short line: what
+    replaced it and when, or since when it is current and what it replaced, and what
+    contradicts it. Record ids are shortened to 8 characters (`--json` has them whole)."""
+
+    def ids(found: list[str]) -> str:
+        return ", ".join(x[:8] for x in found)
+
+    marks = []
+    if item.superseded_by:
+        marks.append(f"replaced {item.valid_to or 'later'} by {ids(item.superseded_by)}")
+        if item.supersedes:
+            marks.append(f"had replaced {ids(item.supersedes)}")
+    elif item.supersedes:
+        since = f" since {item.valid_from}" if item.valid_from else ""
+        marks.append(f"current{since}, replaced {ids(item.supersedes)}")
+    if item.conflict:
+        marks.append(f"conflicts with {ids(item.conflict)}")
+    return "; ".join(marks)
+
+
 @click.command()
 @click.argument("namespace")
 @click.option("--session", "session_id", default=None, help="forget only this session")
@@ -301,6 +322,9 @@ def format_evidence(reply: Any) -> str:
             f"{i:>2}. {item.kind:<6} [{when}] {item.text}  "
             f"({', '.join(item.turn_ids)}; fused {score:.3f})"
         )
+        marks = format_marks(item)
+        if marks:
+            lines.append(f"    [{marks}]")
     if not reply.evidence:
         lines.append(f"   no evidence: nothing in namespace {reply.namespace} matches")
     if reply.answer:
