@@ -21,6 +21,16 @@ class StoreMissing(ClientError):
     exist."""
 
 
+class RecordMissing(ClientError, LookupError):
+    """One record's history was asked for, and the namespace holds no record of that id: a
+    mistyped id must not read as "never replaced"."""
+
+    def __init__(self, namespace: str, record_id: str) -> None:
+        super().__init__(f"no record {record_id} in namespace {namespace}")
+        self.namespace = namespace
+        self.record_id = record_id
+
+
 class BrokerUnreachable(ClientError, ConnectionError):
     """The client's first connection to Kafka found no broker."""
 

@@ -42,6 +42,7 @@ from streams.errors import (
     ForgetFailed,
     MessageTooLarge,
     QueryFailed,
+    RecordMissing,
     ReplyTimeout,
     StoreMissing,
 )
@@ -257,11 +258,12 @@ class MemoryClient:
 
     async def history(self, namespace: str, record_id: str | None = None) -> Any:
         """A namespace's supersessions and open conflicts, or one record's
-        (`workers.store.history`), read from LanceDB directly as `list_records` is."""
-        from workers.store.history import history
+        (`workers.store.history`), read from LanceDB directly as `list_records` is.
 
+        A namespace with nothing stored has an empty history, as it has no records to list;
+        a record id the namespace does not hold raises `RecordMissing`."""
         store = await self.store()
-        return await asyncio.to_thread(history, store.records, store.links, namespace, record_id)
+        return await asyncio.to_thread(_history_of, store, namespace, record_id)
 
     async def list_turns(
         self, namespace: str, session_id: str | None = None, page: int = 1, page_size: int = 50
@@ -395,6 +397,14 @@ async def construction_usage(
         return await read_usage(redis, namespace)
     finally:
         await redis.aclose()
+
+
+def _history_of(store: EvidenceStore, namespace: str, record_id: str | None) -> Any:
+    from workers.store.history import history
+
+    if record_id is not None and not store.records.by_ids(namespace, [record_id]):
+        raise RecordMissing(namespace, record_id)
+    return history(store.records, store.links, namespace, record_id)
 
 
 def _missing_directory(uri: str) -> bool:

@@ -48,6 +48,11 @@ class Forbidden(GatewayError, PermissionError):
     title = "Forbidden"
 
 
+class NotFound(GatewayError, LookupError):
+    status = 404
+    title = "Not Found"
+
+
 class Invalid(GatewayError, ValueError):
     status = 422
     title = "Invalid request"

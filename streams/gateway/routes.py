@@ -108,14 +108,15 @@ async def list_records(
     return await svc.records(namespace, session_id, kind, since, turns, page, page_size)
 
 
-@router.get("/history", response_model=HistoryOut)
+@router.get("/history", response_model=HistoryOut, responses={404: {"model": Problem}})
 async def history(
     namespace: AuthorizedNamespace,
     svc: Service,
     record_id: Annotated[str | None, Query(description="one record's history only")] = None,
 ) -> HistoryOut:
     """What replaced what in the namespace (when, from which turns, found by which rule or
-    model) and the conflicts nothing settled; the older records are all still there."""
+    model) and the conflicts nothing settled; the older records are all still there. A
+    `record_id` the namespace does not hold is a 404."""
     return await svc.history(namespace, record_id)
 
 

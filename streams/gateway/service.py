@@ -48,6 +48,7 @@ from streams.errors import (
     ForgetFailed,
     MessageTooLarge,
     QueryFailed,
+    RecordMissing,
     ReplyTimeout,
     SeqRejected,
     SessionBusy,
@@ -55,6 +56,7 @@ from streams.errors import (
 from streams.gateway.errors import (
     Conflict,
     Invalid,
+    NotFound,
     Timeout,
     TooLarge,
     Unavailable,
@@ -352,8 +354,13 @@ class MemoryService:
         )
 
     async def history(self, namespace: str, record_id: str | None = None) -> HistoryOut:
-        """What replaced what and the open conflicts (`workers.store.history`)."""
-        found = await self.client.history(namespace, record_id)
+        """What replaced what and the open conflicts (`workers.store.history`); a record id
+        the namespace does not hold is a 404, not an empty history. A namespace with nothing
+        stored has an empty history, as its records and status are empty."""
+        try:
+            found = await self.client.history(namespace, record_id)
+        except RecordMissing as exc:
+            raise NotFound(str(exc), field="record_id") from exc
         return HistoryOut(
             namespace=namespace,
             record_id=record_id,

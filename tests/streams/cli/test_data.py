@@ -213,6 +213,11 @@ def test_cli_records_lists_pages_then_forget_yes_prints_receipt(stack: Stack) ->
     assert "page 2/2, 28 turns" in turns.stdout
     past = lychee(stack, "records", ns, "--turns", "--page", "9", "--page-size", "20")
     assert "page 9 is past the last (2)" in past.stderr, past.stderr
+    held = lychee(stack, "records", ns, "--history", "--record", page["items"][0]["id"])
+    assert held.returncode == 0 and "supersessions" in held.stdout, held.stderr
+    missing = lychee(stack, "records", ns, "--history", "--record", "bogus")
+    assert missing.returncode == 1 and missing.stdout == "", missing.stdout
+    assert missing.stderr.strip() == f"Error: no record bogus in namespace {ns}", missing.stderr
     refused = lychee(stack, "forget", ns)
     assert refused.returncode == 2 and "--yes" in refused.stderr
     done = lychee(stack, "forget", ns, "--yes", "--json")

@@ -55,3 +55,28 @@ async def test_history_route_and_tool_show_what_replaced_what(gateways: Gateways
         got = await client.call_tool("memory_history", {"namespace": ns})
         assert not got.is_error, got.content
         assert (got.structured_content or {})["supersessions"][0]["reason"] == change["reason"]
+
+
+async def test_history_of_a_record_the_namespace_does_not_hold_is_a_404(
+    gateways: Gateways,
+) -> None:
+    ns, headers = f"gw-a-m{uuid.uuid4().hex[:6]}", gateways.headers("all")
+    async with httpx.AsyncClient(base_url=gateways.urls[0], timeout=120) as c:
+        # a namespace with nothing stored: an empty history, as its records and status
+        empty = await c.get(f"/v1/namespaces/{ns}/history", headers=headers)
+        assert empty.status_code == 200, empty.text
+        assert (empty.json()["supersessions"], empty.json()["conflicts"]) == ([], [])
+        listed = await c.get(f"/v1/namespaces/{ns}/records", headers=headers)
+        assert listed.status_code == 200 and listed.json()["total"] == 0, listed.text
+        # one record's history, of an id it does not hold: not "never replaced"
+        r = await c.get(f"/v1/namespaces/{ns}/history?record_id=nope", headers=headers)
+        assert r.status_code == 404, r.text
+        assert r.headers["content-type"].startswith("application/problem+json")
+        problem = r.json()
+        assert problem["title"] == "Not Found" and problem["status"] == 404
+        assert problem["detail"] == f"no record nope in namespace {ns}"
+        assert problem["errors"] == [{"field": "record_id", "message": problem["detail"]}]
+    async with http_client(gateways, "all") as client:
+        got = await client.call_tool("memory_history", {"namespace": ns, "record_id": "nope"})
+        assert got.is_error and f"no record nope in namespace {ns}" in str(got.content)
+
