@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from importlib.metadata import version
 from typing import Annotated, Any, TypeVar
 
@@ -158,8 +158,8 @@ def _add_tool(server: MCPServer[Any], service: ServiceOf, namespace_of: Namespac
             str | None, Field(description="whose memory; default: the server's")
         ] = None,
     ) -> Receipt:
-        when = session_date or datetime.now(UTC)
-        ex = _exchange_in(content, messages, role, speaker, session_id, exchange_id, when)
+        # without a date the service dates it when it accepts it, as it does a REST add
+        ex = _exchange_in(content, messages, role, speaker, session_id, exchange_id, session_date)
         ns = namespace_of(ctx, namespace)
         return await _call(service, lambda svc: svc.add(ns, [ex]))
 

@@ -16,7 +16,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict
-from datetime import date
+from datetime import UTC, date, datetime
 from typing import Any
 
 import orjson
@@ -103,6 +103,7 @@ class MemoryService:
                 f"{self.settings.gateway.max_exchanges}",
                 field="exchanges",
             )
+        exchanges = dated(exchanges, datetime.now(UTC))
         groups = _by_session(namespace, exchanges)
         self._fitting(namespace, exchanges, groups)
         deadline = self._deadline(self.settings.gateway.queue_timeout_s)
@@ -418,6 +419,24 @@ def _by_session(
         seen[ex.session_id, eid] = i
         groups[ex.session_id].append((i, eid))
     return groups
+
+
+def dated(exchanges: Sequence[ExchangeIn], accepted_at: datetime) -> list[ExchangeIn]:
+    """Each exchange with a date: its own (`session_date`, or a turn's `created_at`), else
+    `accepted_at`, as MCP's `add_memory` dates what it is given. An undated record is never
+    later than another session's, so nothing it says would replace an earlier value.
+
+    A retry of the same request is stamped anew and is still the same exchange: neither the
+    allocator's `content_digest` nor a turn's `Turn.digest` (what the segmenter's turn-id
+    check compares) reads dates, an id acked before is answered as a duplicate without being
+    produced, and one produced again under its seq is a replay the segmenter ignores, so the
+    first stamp the stages applied stays."""
+    return [
+        ex
+        if ex.session_date is not None or any(t.created_at for t in ex.turns)
+        else ex.model_copy(update={"session_date": accepted_at})
+        for ex in exchanges
+    ]
 
 
 def content_digest(ex: ExchangeIn) -> str:

@@ -80,3 +80,43 @@ async def test_history_of_a_record_the_namespace_does_not_hold_is_a_404(
         got = await client.call_tool("memory_history", {"namespace": ns, "record_id": "nope"})
         assert got.is_error and f"no record nope in namespace {ns}" in str(got.content)
 
+
+async def test_undated_exchanges_are_dated_when_accepted_and_link_across_sessions(
+    gateways: Gateways,
+) -> None:
+    ns, headers = f"gw-a-u{uuid.uuid4().hex[:6]}", gateways.headers("all")
+    said = ("My monthly rent is $1,200.", "My monthly rent is now $950.")
+    bodies = [{"exchanges": [ex(f"chat-{n}", f"chat-{n}-1", text)]} for n, text in enumerate(said)]
+    async with httpx.AsyncClient(base_url=gateways.urls[0], timeout=300) as c:
+        receipts = []
+        for n, body in enumerate(bodies):
+            r = await c.post(f"/v1/namespaces/{ns}/exchanges", json=body, headers=headers)
+            assert r.status_code == 202, r.text
+            receipts.append(r.json())
+            r = await c.post(f"/v1/namespaces/{ns}/sessions/chat-{n}/end", headers=headers)
+            assert r.status_code == 202, r.text
+        # a client's retry of the first add, stamped anew: the same exchange, not a new one
+        again = await c.post(f"/v1/namespaces/{ns}/exchanges", json=bodies[0], headers=headers)
+        assert again.status_code == 202, again.text
+        assert again.json()["exchanges"] == [
+            {**x, "duplicate": True} for x in receipts[0]["exchanges"]
+        ]
+        await wait_status(c, ns, headers, lambda b: b["searchable"] and len(b["sessions"]) == 2)
+        turns = await c.get(f"/v1/namespaces/{ns}/records?turns=true", headers=headers)
+        dates = [t["session_date"] for t in turns.json()["items"]]
+        assert len(dates) == 2 and all(dates), turns.text
+
+        async def history() -> dict[str, Any]:
+            r = await c.get(f"/v1/namespaces/{ns}/history", headers=headers)
+            assert r.status_code == 200, r.text
+            return dict(r.json())
+
+        found = await eventually(
+            history,
+            what=f"a supersession in {ns}",
+            until=lambda h: bool(h["supersessions"]),
+            timeout_s=240,
+            interval_s=0.5,
+        )
+        (change,) = found["supersessions"]
+        assert "$1,200" in change["older"]["text"] and "$950" in change["newer"]["text"]
