@@ -35,26 +35,34 @@ class IngestStats:
     skipped: list[Skipped] = field(default_factory=list)  # refused by the contract: not sent
 
 
+def _bar(total: int, progress: bool) -> tqdm[None]:
+    """The exchanges produced so far, on stderr, drawn only on a terminal and wiped when
+    closed. A pipe or a log file cannot redraw a line: there the bar would stay as its first
+    frame (`0/N`), with no newline, in front of whatever is written next."""
+    return tqdm(
+        total=total, unit="ex", desc="ingest", disable=None if progress else True, leave=False
+    )
+
+
 async def produce(
     client: MemoryClient, conversations: list[Conversation], progress: bool = True, chunk: int = 200
 ) -> IngestStats:
     """Each session's exchanges in order, then `end_session` so its last segment closes."""
     started = time.perf_counter()
     total = sum(len(s.exchanges) for c in conversations for s in c.sessions)
-    bar = tqdm(total=total, unit="ex", desc="ingest", disable=not progress, leave=False)
     sessions = turns = 0
-    for conv in conversations:
-        for session in conv.sessions:
-            for i in range(0, len(session.exchanges), chunk):
-                part = session.exchanges[i : i + chunk]
-                await client.add(part)
-                bar.update(len(part))
-            if session.exchanges:
-                last = session.exchanges[-1].seq
-                await client.end_session(conv.namespace, session.session_id, after_seq=last)
-            sessions += 1
-            turns += sum(len(e.turns) for e in session.exchanges)
-    bar.close()
+    with _bar(total, progress) as bar:
+        for conv in conversations:
+            for session in conv.sessions:
+                for i in range(0, len(session.exchanges), chunk):
+                    part = session.exchanges[i : i + chunk]
+                    await client.add(part)
+                    bar.update(len(part))
+                if session.exchanges:
+                    last = session.exchanges[-1].seq
+                    await client.end_session(conv.namespace, session.session_id, after_seq=last)
+                sessions += 1
+                turns += sum(len(e.turns) for e in session.exchanges)
     return IngestStats(len(conversations), sessions, total, turns, time.perf_counter() - started)
 
 
@@ -75,21 +83,20 @@ async def produce_numbered(
     """
     started = time.perf_counter()
     total = sum(len(s.exchanges) for c in conversations for s in c.sessions)
-    bar = tqdm(total=total, unit="ex", desc="ingest", disable=not progress, leave=False)
     sessions = turns = duplicates = 0
-    for conv in conversations:
-        for session in conv.sessions:
-            last = -1
-            for i in range(0, len(session.exchanges), chunk):
-                part = session.exchanges[i : i + chunk]
-                top, dups = await _add_numbered(client, allocator, session, part, timeout_s)
-                last, duplicates = max(last, top), duplicates + dups
-                bar.update(len(part))
-            if session.exchanges:
-                await client.end_session(conv.namespace, session.session_id, after_seq=last)
-            sessions += 1
-            turns += sum(len(e.turns) for e in session.exchanges)
-    bar.close()
+    with _bar(total, progress) as bar:
+        for conv in conversations:
+            for session in conv.sessions:
+                last = -1
+                for i in range(0, len(session.exchanges), chunk):
+                    part = session.exchanges[i : i + chunk]
+                    top, dups = await _add_numbered(client, allocator, session, part, timeout_s)
+                    last, duplicates = max(last, top), duplicates + dups
+                    bar.update(len(part))
+                if session.exchanges:
+                    await client.end_session(conv.namespace, session.session_id, after_seq=last)
+                sessions += 1
+                turns += sum(len(e.turns) for e in session.exchanges)
     stats = IngestStats(len(conversations), sessions, total, turns, time.perf_counter() - started)
     stats.duplicates = duplicates
     return stats

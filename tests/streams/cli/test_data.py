@@ -35,6 +35,8 @@ def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "produced 28 exchanges (28 turns) in 1 namespace, 2 sessions" in out.stdout
+    # stderr is no terminal here: no bar's first frame left in it, unended, before what follows
+    assert "ingest:" not in out.stderr and "0/28" not in out.stderr, repr(out.stderr)
     ask = lychee(
         stack, "ask", "--namespace", "cli-demo", "sourdough starter name", "-k", "3", "--json"
     )
