@@ -307,10 +307,7 @@ def _memory_admin_tools(
     )
     async def memory_history(
         ctx: Context[Any, Any],
-        record_id: Annotated[
-            str | None,
-            Field(description="one record's history only (an id memory does not hold: an error)"),
-        ] = None,
+        record_id: Annotated[str | None, Field(description="one record's history only")] = None,
         namespace: Annotated[
             str | None, Field(description="whose memory; default: the server's")
         ] = None,
