@@ -120,11 +120,11 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
         kind = "money" if currency else _kind(unit)
         if kind.startswith("count") and _looks_like_year(number):
             continue  # a date's year is when, not how much
-        amount = float(number.replace(",", ""))
+        amount = float(number.replace(",", ""))  # "$45 a month" shows "$45"
         value = Value(
             kind,
             amount,
-            shown=m.group(0).strip(),
+            shown=plain[m.start() : m.end() if unit not in _FUNCTION else m.end(2)].strip(),
             changed=_changed_at(plain, m),
             goal=bool(_GOAL.search(clause_before(plain, m))),
             delta=bool(_BY.search(plain[: m.start()])),

@@ -46,8 +46,9 @@ states.
 7. `Mentioned:` on a Raw Memory is the date of the conversation in which the snippet was \
 said, which is not necessarily when the event happened.
 8. `[replaced on <date> by a later statement]` marks a memory whose value a later memory \
-changed; `[current since <date>; replaces an earlier statement]` marks the one that changed \
-it; `[contradicted by another statement; nothing later settles it]` marks two memories that \
+changed (with `[it had replaced an earlier statement]` when it had itself changed an \
+older one); `[current since <date>; replaces an earlier statement]` marks the one that \
+changed it and still holds; `[contradicted by another statement; nothing later settles it]` marks two memories that \
 cannot both hold.
 
 # INSTRUCTIONS

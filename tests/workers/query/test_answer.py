@@ -76,6 +76,7 @@ def test_answer_prompt_states_the_paper_rules() -> None:
         "Output only the answer phrase",
         "[replaced on <date> by a later statement]",
         "[current since <date>; replaces an earlier statement]",
+        "[it had replaced an earlier statement]",
         "[contradicted by another statement; nothing later settles it]",
         "it was X, now Y",
     ):
