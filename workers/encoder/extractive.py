@@ -26,7 +26,7 @@ from schemas.records import (
 )
 from workers.encoder.encoded import EncodedSegment, build_record
 from workers.encoder.persons import PRONOUN, Persons, persons_of, pronoun
-from workers.encoder.relative_dates import resolve_dates
+from workers.encoder.relative_dates import resolve_dates, says_when
 from workers.text.markdown import prose_spans
 from workers.vocabulary import (
     MONTHS,
@@ -340,8 +340,8 @@ def _is_filler(sentence: str, scope: _Scope) -> bool:
     names = [e for e in _entities(sentence, scope.known) if e not in scope.speakers]
     if sentence.endswith("!") and len(words) < MIN_WORDS:
         return True  # "Oslo!", "Biscuit!": an exclamation, whatever it names
-    if names or re.search(r"\d", sentence):
-        return False
+    if names or re.search(r"\d", sentence) or says_when(sentence):
+        return False  # "The demo day is next Friday.": a date is what it says
     if len(words) < MIN_WORDS:
         return True
     # an acknowledgement or exclamation ("Ha, no backing out now!") is about no one and

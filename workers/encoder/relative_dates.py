@@ -47,7 +47,12 @@ _YEARLESS = re.compile(
     rf"\b(?:(?P<m>{_MONTH_NAME})\.? (?P<d>\d{{1,2}})(?:st|nd|rd|th)?"
     rf"|(?P<d2>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m2>{_MONTH_NAME}))\b(?!\.?,? \d{{4}})"
 )
-_FUTURE = re.compile(r"\b(?:will|going to|gonna|plan(?:ning)? to)\b|['’]ll\b", re.IGNORECASE)
+_FUTURE = re.compile(
+    r"\b(?:will|going to|gonna|plan(?:ning)? to)\b|['’]ll\b"
+    # "the standup is on Monday": a day something is set for, ahead of when it is said
+    rf"|\b(?:is|are|['’]s)\s+(?:\w+\s+)?on\s+(?:{'|'.join(WEEKDAYS)})\b",
+    re.IGNORECASE,
+)
 # A word before the phrase that already says how the date relates ("since last week").
 _PREPOSITIONS = wordset("since until till by before after from on in during of for around")
 
@@ -62,6 +67,12 @@ def _dated_weekday(m: re.Match[str], sentence: str) -> bool:
     """`on Sunday, June 2nd`: the weekday names a day the sentence dates itself."""
     weekday = m.group("on") or (m.group("what") or "").lower() in WEEKDAYS
     return bool(weekday) and bool(_DAY_AFTER.match(sentence, m.end()))
+
+
+def says_when(sentence: str) -> bool:
+    """Whether the sentence dates something relative to when it is said ("next Friday"); the
+    day it is said ("today") is every sentence's date, no news of its own."""
+    return any(m.group().lower() not in ("today", "tonight") for m in _RELATIVE.finditer(sentence))
 
 
 def resolve_dates(sentence: str, base: datetime | None) -> tuple[str, str]:
