@@ -27,6 +27,7 @@ from lychee_client import (
     calls,
 )
 from lychee_client.retry import retried, retry_after_s
+from schemas.gateway import RecordsPage
 from schemas.plan import Plan
 from streams.settings import GatewaySettings
 from streams.stack.embedded import Child, free_port
@@ -279,3 +280,31 @@ def test_add_many_splits_at_the_gateways_limits_and_merges_the_receipts() -> Non
         ("b", 1, [1]),
     ]
     assert [e.seq for e in one.exchanges] == [0, 1, 2]
+
+
+class _ForgetsBetweenPages(LycheeClient):
+    """A client whose first listing meets a forget of another session between its pages,
+    as a concurrent writer's would land."""
+
+    forget_between: str | None = None
+
+    def turns(
+        self, *, session_id: str | None = None, page: int = 1, page_size: int = 50
+    ) -> RecordsPage:
+        got = super().turns(session_id=session_id, page=page, page_size=page_size)
+        if page == 1 and self.forget_between is not None:
+            self.forget(self.forget_between)
+            self.forget_between = None
+        return got
+
+
+def test_a_listing_read_while_a_session_is_forgotten_skips_no_row(gateway: Gateway) -> None:
+    """Pages are read by position: a forget of an earlier session between two pages moves
+    the next page's first row back onto the page already read (skipped before)."""
+    with _ForgetsBetweenPages(gateway.url, namespace(), api_key=gateway.key) as client:
+        early = [exchange("a-early", f"Early note {i}.") for i in range(3)]
+        late = [exchange("b-late", f"Late note {i}.") for i in range(5)]
+        client.wait_indexed(client.add([*early, *late]), timeout_s=SEARCH_S)
+        client.forget_between = "a-early"
+        listed = [t["content"] for t in client.all_turns(page_size=4)]
+        assert listed == [f"Late note {i}." for i in range(5)]

@@ -13,6 +13,7 @@ from lychee_client.errors import (
     ClientError,
     GatewayTimedOut,
     GatewayUnreachable,
+    ListingChanged,
     LycheeHTTPError,
 )
 from lychee_client.retry import NO_RETRY, RetryPolicy
@@ -28,6 +29,7 @@ __all__ = [
     "ExchangeIn",
     "GatewayTimedOut",
     "GatewayUnreachable",
+    "ListingChanged",
     "LycheeClient",
     "LycheeHTTPError",
     "Receipt",

@@ -50,6 +50,7 @@ _NAME = TypeAdapter(Name)
 # What the gateway takes in one add, at its defaults (LYCHEE_GATEWAY_MAX_EXCHANGES and
 # LYCHEE_GATEWAY_MAX_BODY_BYTES: server settings, which the client cannot read); `add_many`
 # keeps under both. The body is measured as httpx sends it; the margin is the envelope's.
+LISTING_READS = 5  # reads of a listing that changes between its pages, before giving up
 MAX_EXCHANGES = 1000
 MAX_BODY_BYTES = 16 * 1024 * 1024
 _ENVELOPE_BYTES = 1024

@@ -12,6 +12,7 @@ import httpx
 
 from lychee_client import calls
 from lychee_client.calls import Call, SearchResult
+from lychee_client.errors import ListingChanged
 from lychee_client.retry import RetryPolicy, retried, unsent
 from schemas.gateway import (
     ControlReceipt,
@@ -197,15 +198,21 @@ class LycheeClient:
     def all_turns(
         self, session_id: str | None = None, page_size: int = 500
     ) -> list[dict[str, Any]]:
-        """Every raw turn of the namespace (or session), page after page."""
-        items: list[dict[str, Any]] = []
-        page = 1
-        while True:
-            got = self.turns(session_id=session_id, page=page, page_size=page_size)
-            items.extend(got.items)
-            if page >= got.pages:
+        """Every raw turn of the namespace (or session), page after page, read again from the
+        first page when the listing's total changes between two pages: a forget or an add
+        in between moves rows across a page's edge, one skipped or read twice
+        (`ListingChanged` when it changes on every one of `calls.LISTING_READS` reads)."""
+        for _ in range(calls.LISTING_READS):
+            got = self.turns(session_id=session_id, page=1, page_size=page_size)
+            items, total = list(got.items), got.total
+            for page in range(2, got.pages + 1):
+                got = self.turns(session_id=session_id, page=page, page_size=page_size)
+                if got.total != total:
+                    break
+                items.extend(got.items)
+            else:
                 return items
-            page += 1
+        raise ListingChanged(calls.LISTING_READS)
 
     def status(self, session_id: str | None = None) -> NamespaceStatus:
         return self.send(calls.status(self.namespace, session_id))

@@ -43,6 +43,15 @@ class ClientClosed(ClientError):
     """The client (or the client whose connections it shares) was closed: make another."""
 
 
+class ListingChanged(ClientError):
+    """A listing changed between its pages on every read (writes and forgets going on all
+    the while): what was read would have skipped or repeated rows."""
+
+    def __init__(self, reads: int) -> None:
+        self.reads = reads
+        super().__init__(f"the listing changed between its pages on each of {reads} reads")
+
+
 class GatewayUnreachable(ClientError, ConnectionError):
     """No answer at all (refused, reset, timed out) after the client's retries."""
 
