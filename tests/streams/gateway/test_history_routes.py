@@ -22,6 +22,25 @@ SAID = (
 )
 
 
+
+async def first_supersession(
+    c: httpx.AsyncClient, ns: str, headers: dict[str, str]
+) -> dict[str, Any]:
+    """The namespace's history once the indexer has linked a supersession."""
+
+    async def history() -> dict[str, Any]:
+        r = await c.get(f"/v1/namespaces/{ns}/history", headers=headers)
+        assert r.status_code == 200, r.text
+        return dict(r.json())
+
+    return await eventually(
+        history,
+        what=f"a supersession in {ns}",
+        until=lambda h: bool(h["supersessions"]),
+        timeout_s=240,
+        interval_s=0.5,
+    )
+
 async def test_history_route_and_tool_show_what_replaced_what(gateways: Gateways) -> None:
     ns, headers = f"gw-a-h{uuid.uuid4().hex[:6]}", gateways.headers("all")
     body = {"exchanges": [ex(sid, f"{sid}-1", text, session_date=when) for sid, when, text in SAID]}
@@ -33,18 +52,7 @@ async def test_history_route_and_tool_show_what_replaced_what(gateways: Gateways
             assert r.status_code == 202, r.text
         await wait_status(c, ns, headers, lambda b: b["searchable"] and len(b["sessions"]) == 2)
 
-        async def history() -> dict[str, Any]:
-            r = await c.get(f"/v1/namespaces/{ns}/history", headers=headers)
-            assert r.status_code == 200, r.text
-            return dict(r.json())
-
-        found = await eventually(
-            history,
-            what=f"a supersession in {ns}",
-            until=lambda h: bool(h["supersessions"]),
-            timeout_s=240,
-            interval_s=0.5,
-        )
+        found = await first_supersession(c, ns, headers)
         (change,) = found["supersessions"]
         assert change["older"]["text"] == SAID[0][2] and change["newer"]["text"] == SAID[1][2]
         assert change["found_by"] == "rule:value-change" and change["newer"]["turn_ids"]
@@ -106,17 +114,6 @@ async def test_undated_exchanges_are_dated_when_accepted_and_link_across_session
         dates = [t["session_date"] for t in turns.json()["items"]]
         assert len(dates) == 2 and all(dates), turns.text
 
-        async def history() -> dict[str, Any]:
-            r = await c.get(f"/v1/namespaces/{ns}/history", headers=headers)
-            assert r.status_code == 200, r.text
-            return dict(r.json())
-
-        found = await eventually(
-            history,
-            what=f"a supersession in {ns}",
-            until=lambda h: bool(h["supersessions"]),
-            timeout_s=240,
-            interval_s=0.5,
-        )
+        found = await first_supersession(c, ns, headers)
         (change,) = found["supersessions"]
         assert "$1,200" in change["older"]["text"] and "$950" in change["newer"]["text"]
