@@ -3,31 +3,18 @@ through the real indexer and query service, printed as a person reads it."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from schemas import QueryRequest
 from streams.cli.data import format_evidence
-from tests.workers.builders import HashEmbedder
-from tests.workers.query.test_currency_chain import chained
-from workers.query.service import QueryDeps, QueryService
+from tests.workers.query.test_currency_chain import chain_reply
 
 pytestmark = pytest.mark.asyncio
 
 
 async def test_ask_text_marks_what_replaced_what_per_item(tmp_path: Path) -> None:
-    svc = QueryService(QueryDeps(await chained(tmp_path), HashEmbedder()))
-    req = QueryRequest(
-        correlation_id="c1",
-        namespace="a",
-        query="When does the flight to Lisbon leave?",
-        k=6,
-        reply_partition=0,
-        deadline_ms=int(datetime(2100, 1, 1).timestamp() * 1000),
-    )
-    reply = await svc.search(req)
+    reply = await chain_reply(tmp_path)
     ids = {e.text: e.item_id.rsplit("/", 1)[-1][:8] for e in reply.evidence if e.kind == "record"}
     first, middle, last = (
         ids[f"The flight to Lisbon {w}"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, QueryRequest, Role, SegmentExchange, Turn
+from schemas import EvidenceItem, QueryReply, QueryRequest, Role, SegmentExchange, Turn
 from schemas.records import MemoryType, Temporal
 from tests.workers.builders import HASH_DIM, HashEmbedder, make_batch, segment_of
 from workers.encoder.encoded import build_record
@@ -49,8 +49,8 @@ async def chained(tmp_path: Path) -> EvidenceStore:
     return store
 
 
-async def marked(tmp_path: Path) -> dict[str, EvidenceItem]:
-    """The first evidence item of each statement, by its event's words."""
+async def chain_reply(tmp_path: Path) -> QueryReply:
+    """The reply to a question about the chain's flight, over the chained store."""
     svc = QueryService(QueryDeps(await chained(tmp_path), HashEmbedder()))
     req = QueryRequest(
         correlation_id="c1",
@@ -60,7 +60,12 @@ async def marked(tmp_path: Path) -> dict[str, EvidenceItem]:
         reply_partition=0,
         deadline_ms=int(datetime(2100, 1, 1).timestamp() * 1000),
     )
-    reply = await svc.search(req)
+    return await svc.search(req)
+
+
+async def marked(tmp_path: Path) -> dict[str, EvidenceItem]:
+    """The first evidence item of each statement, by its event's words."""
+    reply = await chain_reply(tmp_path)
     found: dict[str, EvidenceItem] = {}
     for item in reply.evidence:
         for when in ("March 3", "April 9", "April 20"):
