@@ -69,6 +69,7 @@ _GOAL = re.compile(
     r"|would like|get (?:it|this|that) (?:down|up) to)\b",
     re.IGNORECASE,
 )
+# a statement that opens by correcting what was said: every value in it is a change
 _CORRECTION = re.compile(r"\W*(?:corrections?|correcting|oops|sorry|actually)\b", re.IGNORECASE)
 # "reduced it by 25%": the value that follows is how much it changed
 _BY = re.compile(r"\bby\s*$", re.IGNORECASE)
