@@ -101,7 +101,7 @@ class Value:
     stale: bool = False  # ... and 78 itself, no longer what holds
     delta: bool = False  # the size of a change ("reduced by 25%"), not a state
     whole: frozenset[str] = frozenset()  # the words naming it, common ones too
-    whose: str = ""  # the last owner before it ("Ana" in "Ana's sister Eva's rent": "eva")
+    whose: str = ""  # the last owner before it: "eva" in "Ana's sister Eva's rent"
     names: frozenset[str] = frozenset()  # capitalized words naming it ("flight to Berlin")
 
 
