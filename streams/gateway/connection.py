@@ -19,7 +19,7 @@ from collections.abc import Awaitable
 from types import TracebackType
 
 import structlog
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 
 from streams.client import MemoryClient
 from streams.gateway.errors import StackUnreachable, Unavailable, kafka_at, reason, redis_at
@@ -61,6 +61,13 @@ for _name in ("aiokafka", "aiokafka.consumer.fetcher"):  # a logger's filter see
     logging.getLogger(_name).addFilter(_NOISE)
 
 
+# probes within this many seconds share one check: a flood of /readyz (which needs no key)
+# is one check a second, not a Redis connection each
+READINESS_TTL_S = 1.0
+# Redis connections beyond the requests in flight: readiness, status polls, background work
+REDIS_SPARE_CONNECTIONS = 16
+
+
 class StackConnection:
     """One `MemoryService` per process, connected on first use and retried on the next call
     until it connects."""
@@ -72,6 +79,8 @@ class StackConnection:
         self._service: MemoryService | None = None
         self._attempt: asyncio.Task[MemoryService] | None = None
         self._warm: asyncio.Task[object] | None = None
+        self._checking: asyncio.Task[dict[str, str]] | None = None
+        self._checked: tuple[float, dict[str, str]] | None = None
 
     async def __aenter__(self) -> StackConnection:
         """A first attempt and LanceDB's first import (seconds) start in the background: the
@@ -109,7 +118,17 @@ class StackConnection:
             ) from exc
 
     async def readiness(self) -> dict[str, str]:
-        """`ok` or the reason, for the broker, Redis and LanceDB."""
+        """`ok` or the reason, for the broker, Redis and LanceDB: one check at a time, its
+        answer kept `READINESS_TTL_S` for every probe that asks meanwhile."""
+        if self._checked is not None and time.monotonic() - self._checked[0] < READINESS_TTL_S:
+            return self._checked[1]
+        if self._checking is None or self._checking.done():
+            self._checking = asyncio.create_task(self._check())
+        checks = await asyncio.shield(self._checking)  # a probe giving up leaves it running
+        self._checked = (time.monotonic(), checks)
+        return checks
+
+    async def _check(self) -> dict[str, str]:
         try:
             service = await self.service()
         except Unavailable as exc:
@@ -139,7 +158,16 @@ class StackConnection:
     async def _connect(self) -> MemoryService:
         s = self.settings
         client = MemoryClient(s)
-        redis = Redis.from_url(s.redis.url, socket_timeout=10, socket_connect_timeout=10)
+        # a request waits its turn for a connection (the in-flight bound's own wait), instead
+        # of failing at once as "Redis down" past redis-py's default of 100
+        pool = BlockingConnectionPool.from_url(
+            s.redis.url,
+            max_connections=s.gateway.max_in_flight + REDIS_SPARE_CONNECTIONS,
+            timeout=s.gateway.queue_timeout_s,
+            socket_timeout=10,
+            socket_connect_timeout=10,
+        )
+        redis = Redis.from_pool(pool)  # closed with it
         _NOISE.attempts += 1
         try:
             kafka_error, redis_error = await asyncio.gather(

@@ -106,6 +106,23 @@ async def test_connection_first_call_after_the_stack_is_up_connects_and_adds(
         assert status.sessions[0].last_seq_accepted == 0
 
 
+@pytest.mark.integration
+async def test_connection_more_redis_callers_than_connections_wait_and_probes_share_a_check(
+    late_stack: LateStack,
+) -> None:
+    """Past the pool's connections a caller waits its turn (it failed at once as "Redis
+    down" past redis-py's default 100), and a flood of readiness probes is one check."""
+    await asyncio.to_thread(late_stack.start)
+    s = late_stack.stack
+    async with StackConnection(settings(s.kafka_port, s.redis_port, max_in_flight=4)) as conn:
+        service = await conn.service()
+        assert service.redis.connection_pool.max_connections == 4 + 16
+        waits = [service.redis.blpop(["nothing-here"], timeout=0.2) for _ in range(120)]
+        assert await asyncio.gather(*waits) == [None] * 120  # 20 at a time, in six turns
+        probes = await asyncio.gather(*(conn.readiness() for _ in range(300)))
+        assert all(p == probes[0] and set(p.values()) == {"ok"} for p in probes)
+
+
 def test_connection_noise_aiokafka_refusals_pass_once_a_minute_none_while_connecting() -> None:
     from streams.gateway.connection import _ConnectionNoise
 
