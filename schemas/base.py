@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
@@ -45,8 +47,13 @@ def check_name(value: str) -> str:
 Name = Annotated[str, AfterValidator(check_name)]
 
 
+def visible(text: str) -> bool:
+    """Whether `text` shows anything: NULs, zero-width spaces and the like alone do not."""
+    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
+
+
 def _not_blank(value: str) -> str:
-    if not value.strip():
+    if not visible(value):
         raise ValueError("must say something: it is empty or only white space")
     return value
 
@@ -87,16 +94,23 @@ def json_depth(value: Any) -> int:
     return deepest
 
 
-def _check_depth(value: dict[str, Any]) -> dict[str, Any]:
+def _check_metadata(value: dict[str, Any]) -> dict[str, Any]:
     # Deep JSON validates fine but breaks later: serializers and log lines hit their
-    # recursion limits (DESIGN §10: bad input is refused with a clear error, at the door).
+    # recursion limits (DESIGN §10: bad input is refused with a clear error, at the door);
+    # so does a lone surrogate, which no UTF-8 message can carry.
     depth = json_depth(value)
     if depth > METADATA_MAX_DEPTH:
         raise ValueError(f"nested {depth} levels deep; at most {METADATA_MAX_DEPTH} allowed")
+    try:
+        json.dumps(value, ensure_ascii=False, default=str).encode()
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"holds {exc.object[exc.start]!r}, which is not text (a lone surrogate)"
+        ) from None
     return value
 
 
-Metadata = Annotated[dict[str, Any], AfterValidator(_check_depth)]
+Metadata = Annotated[dict[str, Any], AfterValidator(_check_metadata)]
 
 
 class Contract(BaseModel):

@@ -17,7 +17,17 @@ from pydantic import (
     model_validator,
 )
 
-from schemas.base import MAX_SEQ, TURN_CHARS, Contract, Count, Metadata, Moment, Name, shown
+from schemas.base import (
+    MAX_SEQ,
+    TURN_CHARS,
+    Contract,
+    Count,
+    Metadata,
+    Moment,
+    Name,
+    shown,
+    visible,
+)
 from schemas.errors import ContractError
 
 
@@ -27,15 +37,10 @@ class Role(StrEnum):
     system = "system"
 
 
-def visible(text: str) -> bool:
-    """Whether `text` shows anything: NULs, zero-width spaces and the like alone do not."""
-    return any(not c.isspace() and unicodedata.category(c) not in ("Cc", "Cf") for c in text)
-
-
 def plain_id(text: str) -> bool:
-    """An id without control or formatting characters (a bidi override would show another
-    id in the console and listings than the one stored)."""
-    return all(unicodedata.category(c) not in ("Cc", "Cf") for c in text)
+    """An id without control, formatting or line-breaking characters (a bidi override or a
+    line separator would show another id in the console and listings than the one stored)."""
+    return all(unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
 
 class Turn(BaseModel):
@@ -56,7 +61,7 @@ class Turn(BaseModel):
         if not visible(self.content) and not visible(self.image_caption or ""):
             raise ValueError("a turn needs content or an image caption with a visible character")
         if self.turn_id is not None and not plain_id(self.turn_id):
-            raise ValueError("turn_id holds control or formatting characters")
+            raise ValueError("turn_id holds control, formatting or line-breaking characters")
         return self
 
     def rendered(self) -> str:
@@ -103,7 +108,7 @@ class Exchange(Contract):
     @classmethod
     def _plain(cls, v: str) -> str:
         if not plain_id(v):
-            raise ValueError("holds control or formatting characters")
+            raise ValueError("holds control, formatting or line-breaking characters")
         return v
 
     @property

@@ -10,10 +10,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from schemas import Turn
 from schemas.base import MAX_SEQ, Count, Metadata, Moment, Name, Question
+from schemas.exchange import plain_id
 from schemas.query import Ablation
 
 
@@ -44,6 +45,13 @@ class ExchangeIn(_In):
     namespace: Name | None = Field(
         default=None, description="optional; must equal the namespace of the path"
     )
+
+    @field_validator("exchange_id")
+    @classmethod
+    def _plain(cls, v: str | None) -> str | None:
+        if v is not None and not plain_id(v):
+            raise ValueError("holds control, formatting or line-breaking characters")
+        return v
 
 
 class AddExchanges(_In):

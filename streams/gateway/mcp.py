@@ -381,6 +381,8 @@ async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]
         raise ToolError(f"{exc.title}: {exc.detail}") from exc
     except LycheeError as exc:  # the store, Kafka or Redis as the service met them
         raise ToolError(str(exc)) from exc
+    except ValidationError as exc:  # a model built from the arguments: its fields named
+        raise ToolError(_fields(exc)) from exc
     except (ToolError, ValueError):  # the caller's arguments, named by who raised it
         raise
     except Exception as exc:  # noqa: BLE001 - named as the REST routes' 500 names it

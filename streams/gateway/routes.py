@@ -112,7 +112,9 @@ async def list_records(
 async def history(
     namespace: AuthorizedNamespace,
     svc: Service,
-    record_id: Annotated[str | None, Query(description="one record's history only")] = None,
+    record_id: Annotated[
+        str | None, Query(max_length=200, description="one record's history only")
+    ] = None,
 ) -> HistoryOut:
     """What replaced what in the namespace (when, from which turns, found by which rule or
     model) and the conflicts nothing settled; the older records are all still there. A

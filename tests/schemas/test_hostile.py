@@ -115,3 +115,22 @@ def test_turn_digest_is_the_one_the_gateway_stored_before() -> None:
     ):
         said = (turn.role.value, turn.speaker, turn.content, turn.image_caption)
         assert turn.digest() == hashlib.sha256(orjson.dumps(said)).hexdigest()[:16]
+
+
+def test_the_gateways_input_refuses_what_the_topics_would_naming_the_field() -> None:
+    """An exchange id the stages refuse, a line separator in an id, a lone surrogate in
+    metadata and an invisible question were a 500 at the gateway (found past validation)."""
+    from pydantic import ValidationError
+
+    from schemas.gateway import ExchangeIn, SearchIn
+
+    turns = [{"role": "user", "content": "hi"}]
+    for bad in ("id\u202egnp.exe", "a\u2028b", "nul\x00"):
+        with pytest.raises(ValidationError, match="exchange_id"):
+            ExchangeIn.model_validate({"session_id": "s", "exchange_id": bad, "turns": turns})
+    with pytest.raises(ValidationError, match="metadata"):
+        ExchangeIn.model_validate({"session_id": "s", "turns": turns, "metadata": {"a": "\udfff"}})
+    with pytest.raises(ValidationError, match="query"):
+        SearchIn(query=" \u200b ")
+    with pytest.raises(ContractError, match="turn_id holds"):
+        parse_exchange_message(exchange(turns=[{**turns[0], "turn_id": "t\u20291"}]))

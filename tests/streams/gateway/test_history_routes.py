@@ -22,7 +22,6 @@ SAID = (
 )
 
 
-
 async def first_supersession(
     c: httpx.AsyncClient, ns: str, headers: dict[str, str]
 ) -> dict[str, Any]:
@@ -40,6 +39,7 @@ async def first_supersession(
         timeout_s=240,
         interval_s=0.5,
     )
+
 
 async def test_history_route_and_tool_show_what_replaced_what(gateways: Gateways) -> None:
     ns, headers = f"gw-a-h{uuid.uuid4().hex[:6]}", gateways.headers("all")
@@ -84,6 +84,9 @@ async def test_history_of_a_record_the_namespace_does_not_hold_is_a_404(
         assert problem["title"] == "Not Found" and problem["status"] == 404
         assert problem["detail"] == f"no record nope in namespace {ns}"
         assert problem["errors"] == [{"field": "record_id", "message": problem["detail"]}]
+        # an id no record has, twenty thousand characters long: refused, not echoed
+        long = await c.get(f"/v1/namespaces/{ns}/history?record_id={'x' * 20_000}", headers=headers)
+        assert long.status_code == 422 and len(long.text) < 2_000, long.text[:300]
     async with http_client(gateways, "all") as client:
         got = await client.call_tool("memory_history", {"namespace": ns, "record_id": "nope"})
         assert got.is_error and f"no record nope in namespace {ns}" in str(got.content)
