@@ -25,7 +25,7 @@ from streams.gateway.admission import Headers, Refusal, authenticate
 from streams.gateway.auth import Keys
 from streams.gateway.connection import StackConnection
 from streams.gateway.errors import GatewayError
-from streams.gateway.mcp import build_mcp, request_principal
+from streams.gateway.mcp import build_mcp, http_app, request_principal
 from streams.gateway.middleware import AsgiEndpoint, EdgeGuard, McpAuth
 from streams.gateway.problems import gateway_error, http_error, invalid_request, unexpected_error
 from streams.gateway.routes import router
@@ -38,12 +38,7 @@ def create_app(settings: Settings, keys: Keys, metrics_url: str | None = None) -
     MCP session manager, and registers `metrics_url` when given."""
     stack = StackConnection(settings)
     mcp = build_mcp(stack.service, request_principal, settings.gateway.mcp_namespace)
-    mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp",
-        stateless_http=True,  # any replica can serve any call: nothing to pin
-        json_response=True,
-        host=settings.gateway.host,  # loopback: the SDK's DNS-rebinding protection is on
-    )
+    mcp_app = http_app(mcp, settings.gateway.max_body_bytes)  # EdgeGuard's rules, not the SDK's
     mcp_endpoint = next(r for r in mcp_app.routes if isinstance(r, Route) and r.path == "/mcp")
 
     @contextlib.asynccontextmanager

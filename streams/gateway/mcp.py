@@ -18,7 +18,9 @@ from typing import Annotated, Any, TypeVar
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from starlette.applications import Starlette
 
 from schemas import Role, Turn
 from schemas.base import TURN_CHARS, Name
@@ -393,6 +395,21 @@ async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]
 def _fields(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or '<input>'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+def http_app(server: MCPServer[Any], max_body_bytes: int) -> Starlette:
+    """The tools over streamable HTTP at `/mcp`, behind the gateway's `EdgeGuard`, which
+    applies the REST routes' rules to it: a key with keys configured; without keys a loopback
+    Host and the gateway's own Origin for a write (DNS rebinding, other sites); the body
+    limit. The SDK's own Host/Origin allow-list is off, as it would refuse a reverse proxy's
+    Host that a key already vouches for, and its body limit is the gateway's."""
+    return server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,  # any replica can serve any call: nothing to pin
+        json_response=True,
+        transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        max_request_body_size=max_body_bytes,
     )
 
 
