@@ -126,10 +126,18 @@ def keys_revoke(name: str, path: Path | None) -> None:
 
 
 @click.command()
-@click.option("--namespace", default=None, help="the namespace tools use when a call names none")
+@click.option(
+    "--namespace",
+    default=None,
+    help="the only namespace served (also LYCHEE_MCP_NAMESPACE); unset: every namespace",
+)
 def mcp(namespace: str | None) -> None:
     """The MCP server on stdio, for an MCP host: it talks to Kafka, Redis and the store
-    directly, those of the running `lychee up` when no LYCHEE_* connection variable is set."""
+    directly, those of the running `lychee up` when no LYCHEE_* connection variable is set.
+
+    With --namespace NS (or LYCHEE_MCP_NAMESPACE) it serves NS only: a tool call naming
+    another namespace is an error. Without one, each tool call names its namespace, and the
+    agent may read, write and forget every namespace of the store."""
     from streams.gateway.mcp import run_stdio
 
     run_stdio(served_settings(), namespace)

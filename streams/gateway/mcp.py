@@ -88,8 +88,12 @@ def build_mcp(
     principal_of: ResolvePrincipal,
     default_namespace: str | None = None,
     lifespan: Callable[[MCPServer[Any]], contextlib.AbstractAsyncContextManager[Any]] | None = None,
+    *,
+    confined: bool = False,
 ) -> MCPServer[Any]:
-    """The tools, bound to a service and to how a call's caller is known."""
+    """The tools, bound to a service and to how a call's caller is known. `confined`: the
+    default namespace is the only one served, as `lychee mcp --namespace` promises its
+    operator (no key stands between the agent and the store there to refuse another)."""
     server: MCPServer[Any] = MCPServer(
         DISTRIBUTION,
         version=version(DISTRIBUTION),
@@ -100,6 +104,10 @@ def build_mcp(
 
     def namespace_of(ctx: Context[Any, Any], namespace: str | None) -> str:
         principal = principal_of(ctx)
+        if confined and namespace not in (None, default_namespace):
+            raise ToolError(
+                f"this MCP server serves namespace {default_namespace!r} only, not {namespace!r}"
+            )
         ns = namespace or default_namespace or principal.default_namespace()
         if ns is None:
             raise ToolError("name the namespace: this server has no default namespace")
@@ -424,8 +432,12 @@ def request_principal(ctx: Context[Any, Any]) -> Principal:
 
 def run_stdio(settings: Settings, namespace: str | None) -> None:
     """`lychee mcp`: the tools on stdin/stdout for a local MCP host (no keys: the host's user
-    runs this process with the stack's credentials already)."""
+    runs this process with the stack's credentials already). A namespace the operator gives
+    (`--namespace` or LYCHEE_MCP_NAMESPACE) is the only one served, so that an agent told
+    otherwise by what it reads cannot reach another user's memory; without one, a tool
+    argument names any namespace of the store."""
     stack = StackConnection(settings)
+    served = namespace or settings.gateway.mcp_namespace
 
     @contextlib.asynccontextmanager
     async def lifespan(_: MCPServer[Any]) -> AsyncIterator[dict[str, Any]]:
@@ -433,9 +445,6 @@ def run_stdio(settings: Settings, namespace: str | None) -> None:
             yield {}
 
     server = build_mcp(
-        stack.service,
-        lambda _: Principal.local(),
-        namespace or settings.gateway.mcp_namespace,
-        lifespan,
+        stack.service, lambda _: Principal.local(), served, lifespan, confined=served is not None
     )
     server.run("stdio")

@@ -78,7 +78,8 @@ class GatewaySettings(Group):
     mcp_namespace: str | None = Field(
         default=None,
         alias="LYCHEE_MCP_NAMESPACE",
-        description="the namespace MCP tools use when a call names none",
+        description="lychee mcp: the only namespace it serves; /mcp: the namespace tools use "
+        "when a call names none",
     )
 
 

@@ -133,23 +133,59 @@ async def test_mcp_http_key_for_a_is_refused_b_on_every_tool(gateways: Gateways)
         assert r.status_code == 401 and r.headers["content-type"] == "application/problem+json"
 
 
-async def test_mcp_stdio_tools_through_the_sdk_client(stack: Stack) -> None:
+def stdio_server(stack: Stack, *args: str) -> StdioServerParameters:
+    """`lychee mcp ARGS` for the session's stack, with no namespace from the environment."""
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "LYCHEE_MCP_NAMESPACE"},
         **stack.env(),
         "LYCHEE_LOG_LEVEL": "WARNING",
         "LYCHEE_TOPIC_PARTITIONS": "4",
         "PYTHONPATH": str(ROOT),
     }
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=["-m", "streams.cli", "mcp", "--namespace", "mcp-stdio"],
-        env=env,
-        cwd=str(ROOT),
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "streams.cli", "mcp", *args], env=env, cwd=str(ROOT)
     )
+
+
+async def test_mcp_stdio_tools_through_the_sdk_client(stack: Stack) -> None:
+    params = stdio_server(stack, "--namespace", "mcp-stdio")
     async with Client(params, read_timeout_seconds=180) as client:
         info = client.server_info
         assert (info.name, info.version) == ("lychee-memory", version("lychee-memory"))
         await check_memory_tools(client, None)
-        # the configured namespace is a default, a tool argument another namespace
-        await check_memory_tools(client, "mcp-stdio-2")
+        named = await client.call_tool("get_status", {"namespace": "mcp-stdio"})
+        assert not named.is_error, named.content
+
+
+async def test_mcp_stdio_with_a_namespace_serves_it_only(stack: Stack) -> None:
+    """An agent told by what it reads to name another namespace reaches nothing there."""
+    calls = {
+        "add_memory": {"content": "secret", "session_id": "x"},
+        "end_conversation": {"session_id": "x"},
+        "search_memory": {"query": "secret"},
+        "get_status": {},
+        "list_memories": {},
+        "memory_history": {},
+        "delete_all_memories": {"confirm": "mcp-other"},
+    }
+    async with Client(
+        stdio_server(stack, "--namespace", "mcp-only"), read_timeout_seconds=180
+    ) as c:
+        for tool, args in calls.items():
+            out = await c.call_tool(tool, {**args, "namespace": "mcp-other"})
+            assert out.is_error, tool
+            text = out.content[0].text
+            assert "this MCP server serves namespace 'mcp-only' only" in text, (tool, text)
+
+
+async def test_mcp_stdio_without_a_namespace_takes_the_tool_argument(stack: Stack) -> None:
+    async with Client(stdio_server(stack), read_timeout_seconds=180) as client:
+        added = await client.call_tool(
+            "add_memory",
+            {"content": "I like tea.", "session_id": "s1", "namespace": "mcp-stdio-any"},
+        )
+        assert not added.is_error, added.content
+        status = await client.call_tool("get_status", {"namespace": "mcp-stdio-any"})
+        assert (status.structured_content or {})["namespace"] == "mcp-stdio-any"
+        unnamed = await client.call_tool("get_status", {})
+        assert unnamed.is_error and "name the namespace" in unnamed.content[0].text
