@@ -37,7 +37,10 @@ class GatewaySettings(Group):
         description="JSON file of hashed API keys and their namespaces; unset: loopback only",
     )
     max_in_flight: int = Field(
-        default=256, ge=1, description="requests served at once; more wait, then get 503"
+        default=256,
+        ge=1,
+        description="requests served at once; more wait, then get 503 (four times this: "
+        "connections open at once)",
     )
     queue_timeout_s: float = Field(
         default=10.0, gt=0, description="how long a request waits for a slot or its session"
@@ -46,6 +49,12 @@ class GatewaySettings(Group):
         default=30.0,
         gt=0,
         description="how long a request's body may take to arrive once it holds a slot (408)",
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="how long a connection may take to send a request's headers (from when "
+        "it opens, or its previous answer) before it is closed: slowloris",
     )
     keys_ttl_s: float = Field(
         default=2.0,
