@@ -76,14 +76,16 @@ def body_problem(headers: Headers, limit: int) -> Refusal | None:
     return None
 
 
-def cross_site(headers: Headers, method: str) -> Refusal | None:
-    """Without keys, a state-changing request that a page of another origin made (403).
+def cross_site(headers: Headers, method: str, every_method: bool = False) -> Refusal | None:
+    """Without keys, a state-changing request that a page of another origin made (403);
+    with `every_method`, a read too (`/mcp`: its GET opens an event stream that holds a slot
+    for as long as it is open, which another site's `EventSource` must not).
 
     Nothing else tells who calls: the `Origin`, which browsers send with every such request,
     must be this very host (the `Host` is a loopback name: `EdgeGuard` refuses any other
     without keys, a DNS-rebound one included); without an `Origin`, the `Referer` if there is
     one. A client that sends neither is not a browser."""
-    if method.upper() in SAFE_METHODS:
+    if method.upper() in SAFE_METHODS and not every_method:
         return None
     host = (headers.get("host") or "").lower()
     origin = headers.get("origin")

@@ -107,12 +107,13 @@ class EdgeGuard:
     async def _admitted(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The admission rules on the headers, then a slot; the body is not read before."""
         headers = Headers(scope["headers"])
+        path: str = scope["path"]
         principal = authenticate(headers, self.keys)
         refusal = (
             principal
             if isinstance(principal, Refusal)
             else body_problem(headers, self.settings.gateway.max_body_bytes)
-            or (None if self.keys else cross_site(headers, scope["method"]))
+            or (None if self.keys else cross_site(headers, scope["method"], path == "/mcp"))
         )
         if refusal is not None:
             await _send_problem(

@@ -84,3 +84,11 @@ def test_mcp_without_keys_serves_loopback_names_refuses_others(keyless: TestClie
     assert other_site.status_code == 403 and other_site.headers["content-type"] == PROBLEM
     own = keyless.post("/mcp", json=INITIALIZE, headers={"Origin": "http://127.0.0.1:8080"})
     assert own.status_code == 200
+
+
+def test_mcp_without_keys_refuses_another_sites_event_stream(keyless: TestClient) -> None:
+    """A GET opens an event stream that holds a slot: not for another site's EventSource
+    (the SDK's own Origin check refused it; the gateway's does now, in its problem shape)."""
+    stream = {"Origin": "http://evil.example", "Accept": "text/event-stream"}
+    r = keyless.get("/mcp", headers=stream)
+    assert r.status_code == 403 and r.headers["content-type"] == PROBLEM
