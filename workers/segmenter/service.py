@@ -260,6 +260,7 @@ class SegmenterService:
             if done == 2:
                 await self._cut_at_fence(ex.key)
                 if pos is not None and (await self._forgotten([ex], [pos]))[0]:
+                    await self.store.release_turns(ex.key, ex.named_turns())
                     return Decision("forgotten", None, [])
         raise StateConflict(f"session {ex.key} changed under us {self.max_conflicts} times")
 

@@ -125,6 +125,18 @@ return false
 """
 
 
+# KEYS: the session's turns. ARGV: per turn its id and digest. Deletes each id that still
+# names that digest (what one message claimed), nothing another claim changed.
+_RELEASE = """
+for i = 1, #ARGV - 1, 2 do
+  if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  end
+end
+return 0
+"""
+
+
 # KEYS: state, outbox, replays, active, pending, namespace fence, session fence, turns
 # ARGV: session key
 # Forget one session's state unless it applied a message from after the fence (an
@@ -165,6 +177,7 @@ class SessionStore:
         self._replay = redis.register_script(_REPLAY)
         self._forget = redis.register_script(_FORGET)
         self._turns = redis.register_script(_TURNS)
+        self._release = redis.register_script(_RELEASE)
 
     def _state_key(self, key: str) -> str:
         return f"{self.prefix}:seg:{{{key}}}:state"
@@ -188,6 +201,14 @@ class SessionStore:
         args: list[str | int] = [ttl_s, *(v for pair in turns for v in pair)]
         found = await self._turns(keys=[self._turns_key(key)], args=args)
         return None if found is None else _text(found)
+
+    async def release_turns(self, key: str, turns: Sequence[tuple[str, str]]) -> None:
+        """Undo `claim_turns` for a message that turned out to be forgotten: a forget between
+        its claim and its commit deleted the session's ids, and its claim would otherwise
+        refuse the session's next words under those ids."""
+        if turns:
+            args = [v for pair in turns for v in pair]
+            await self._release(keys=[self._turns_key(key)], args=args)
 
     async def load(self, key: str) -> tuple[str, SessionState | None]:
         version, raw = await self.redis.hmget(self._state_key(key), ["v", "state"])

@@ -459,3 +459,30 @@ async def test_segmenter_service_counts_replayed_exchanges_once_per_message(
     await svc.handle(exs[:3], at(5, 6, 7))  # those messages redelivered: not counted again
     assert await store.replays(["ns1/s1"]) == {"ns1/s1": 3}
     assert await store.last_seqs(["ns1/s1", "ns1/other"]) == {"ns1/s1": 4, "ns1/other": -1}
+
+
+async def test_segmenter_service_forget_between_claim_and_commit_frees_the_claim(
+    redis, embedder
+) -> None:
+    """A forget applied while a message from before it is decided (after the batch's fence
+    check, before its turn ids are claimed and its state committed): the message is
+    forgotten and its claim with it, so the session's next words under those ids are taken
+    (they were refused as a reuse of the forgotten message's ids)."""
+    svc = make(redis, embedder)
+    first = exchanges()[0]
+    (turn_id, _), *_ = first.named_turns()
+    load = svc.store.load
+
+    async def forget_then_load(key: str):  # type: ignore[no-untyped-def]
+        svc.store.load = load  # type: ignore[method-assign]
+        await svc.store.fences.raise_to("ns1", "s1", {0: 10})
+        await svc.store.forget("ns1", "s1")
+        return await load(key)
+
+    svc.store.load = forget_then_load  # type: ignore[method-assign]
+    result = await svc.handle([first], at(3))
+    assert [d.action for d in result.decisions] == ["forgotten"]
+    assert not await redis.hexists("lychee:seg:{ns1/s1}:turns", turn_id)
+    said = first.turns[0].model_copy(update={"content": "Entirely other words, said later."})
+    later = await svc.handle([first.model_copy(update={"turns": [said]})], at(11))
+    assert [d.action for d in later.decisions] != ["forgotten"] and later.turns == 1
