@@ -99,6 +99,29 @@ def batch(
     return make_batch(seg, recs)
 
 
+def statement(
+    ns: str,
+    session: str,
+    n: int,
+    day: datetime,
+    text: str,
+    tid: str,
+    temporal: Temporal | None = None,
+) -> RecordBatch:
+    """One user's statement as the `n`th segment of a conversation, its one record said on
+    `day`: the record batches the supersession rules read."""
+    ex = SegmentExchange(
+        exchange_id=f"{session}:e{n}",
+        seq=n,
+        turn_ids=[tid],
+        turns=[Turn(role=Role.user, content=text, speaker="Ann")],
+        tokens=8,
+    )
+    seg = segment_of([ex], date=day, ns=ns, session=session, index=n)
+    rec = build_record(seg, MemoryType.fact, text, [tid], temporal=temporal, source_role="user")
+    return make_batch(seg, [rec])
+
+
 def turn(ns: str, tid: str, text: str, axis: int, session: str = "s1") -> RawTurn:
     v = np.zeros(TOY_DIM, dtype=np.float32)
     v[axis] = 1.0

@@ -54,12 +54,7 @@ def links_of(store: EvidenceStore, batches: Sequence[RecordBatch]) -> list[Super
         linkable = sorted(i for i, text in new.items() if may_link(text, denials, common))
         if not linkable:
             continue
-        said = _statements(store, namespace, linkable)
-        found += [
-            link
-            for link in link_statements(namespace, said, common)
-            if link.older_id in new or link.newer_id in new
-        ]
+        found += _touching(store, namespace, linkable, new.keys(), common)
     return found
 
 
@@ -70,11 +65,23 @@ def relinked(store: EvidenceStore, namespace: str, record_ids: Set[str]) -> list
     if not record_ids:
         return []
     common = common_words(sample_texts(store.db, namespace, COMMON_SAMPLE))
-    said = _statements(store, namespace, sorted(record_ids))
+    return _touching(store, namespace, sorted(record_ids), record_ids, common)
+
+
+def _touching(
+    store: EvidenceStore,
+    namespace: str,
+    read: Sequence[str],
+    touching: Set[str],
+    common: frozenset[str],
+) -> list[Supersession]:
+    """The rules' links among the records `read` and those about the same subjects that
+    touch one of `touching`."""
+    said = _statements(store, namespace, read)
     return [
         link
         for link in link_statements(namespace, said, common)
-        if link.older_id in record_ids or link.newer_id in record_ids
+        if link.older_id in touching or link.newer_id in touching
     ]
 
 

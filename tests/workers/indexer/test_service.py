@@ -235,25 +235,24 @@ async def test_a_forget_of_the_middle_of_a_chain_links_its_ends(tmp_path: Path) 
     replaces $1,200 (the rules read the records that lost a link again)."""
     from datetime import datetime
 
-    from schemas import Role, SegmentExchange, Turn
-    from schemas.records import MemoryType
-    from tests.workers.builders import HASH_DIM, HashEmbedder, make_batch, segment_of
-    from workers.encoder.encoded import build_record
+    from tests.workers.builders import HASH_DIM, HashEmbedder, statement
 
     emb = HashEmbedder()
     store = EvidenceStore(str(tmp_path / "db"), emb.model_name, HASH_DIM)
     svc = IndexerService(store, emb)
     ids = []
     for i, amount in enumerate(["is $1,200", "is now $1,100", "is now $1,000"]):
-        text, session = f"Ann's monthly rent {amount}.", f"s{i}"
-        said = Turn(role=Role.user, content=text, speaker="Ann")
-        ex = SegmentExchange(
-            exchange_id=f"{session}:0", seq=0, turn_ids=[f"{session}t0"], turns=[said], tokens=4
+        session = f"s{i}"
+        said = statement(
+            "a",
+            session,
+            0,
+            datetime(2024, 1 + i, 10),
+            f"Ann's monthly rent {amount}.",
+            f"{session}t0",
         )
-        seg = segment_of([ex], date=datetime(2024, 1 + i, 10), ns="a", session=session)
-        rec = build_record(seg, MemoryType.fact, text, [f"{session}t0"], source_role="user")
-        await svc.write(IndexBatch(records=[make_batch(seg, [rec])]))
-        ids.append(rec.record_id)
+        await svc.write(IndexBatch(records=[said]))
+        ids.append(said.records[0].record_id)
 
     def pairs() -> set[tuple[str, str]]:
         return {(x.older_id, x.newer_id) for x in store.links.of_namespace("a")}

@@ -9,10 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, QueryRequest, Role, SegmentExchange, Turn
-from schemas.records import MemoryType
-from tests.workers.builders import HASH_DIM, HashEmbedder, make_batch, segment_of
-from workers.encoder.encoded import build_record
+from schemas import EvidenceItem, QueryRequest
+from tests.workers.builders import HASH_DIM, HashEmbedder, statement
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.currency import (
     about_the_past,
@@ -41,18 +39,10 @@ SAID = [  # (session, date, turn id, text): two values of one attribute, a denia
 
 async def indexed(tmp_path: Path) -> EvidenceStore:
     store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
-    batches = []
-    for n, (session, day, tid, text) in enumerate(SAID):
-        ex = SegmentExchange(
-            exchange_id=f"{session}:e{n}",
-            seq=n,
-            turn_ids=[tid],
-            turns=[Turn(role=Role.user, content=text, speaker="Ann")],
-            tokens=8,
-        )
-        seg = segment_of([ex], date=day, ns="a", session=session, index=n)
-        rec = build_record(seg, MemoryType.fact, text, [tid], source_role="user")
-        batches.append(make_batch(seg, [rec]))
+    batches = [
+        statement("a", session, n, day, text, tid)
+        for n, (session, day, tid, text) in enumerate(SAID)
+    ]
     written = await IndexerService(store, HashEmbedder()).write(IndexBatch(records=batches))
     assert written["links_written"] == 2
     return store

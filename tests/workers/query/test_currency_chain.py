@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, QueryReply, QueryRequest, Role, SegmentExchange, Turn
-from schemas.records import MemoryType, Temporal
-from tests.workers.builders import HASH_DIM, HashEmbedder, make_batch, segment_of
-from workers.encoder.encoded import build_record
+from schemas import EvidenceItem, QueryReply, QueryRequest
+from schemas.records import Temporal
+from tests.workers.builders import HASH_DIM, HashEmbedder, statement
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.serialize import item_line
 from workers.query.service import QueryDeps, QueryService
@@ -29,21 +28,10 @@ SAID = [  # (session, said on, event date, text): one flight, rescheduled twice
 
 async def chained(tmp_path: Path) -> EvidenceStore:
     store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
-    batches = []
-    for n, (session, day, event, text) in enumerate(SAID):
-        tid = f"{session}t1"
-        ex = SegmentExchange(
-            exchange_id=f"{session}:e{n}",
-            seq=n,
-            turn_ids=[tid],
-            turns=[Turn(role=Role.user, content=text, speaker="Ann")],
-            tokens=8,
-        )
-        seg = segment_of([ex], date=day, ns="a", session=session, index=n)
-        rec = build_record(
-            seg, MemoryType.fact, text, [tid], temporal=Temporal(t_ref=event), source_role="user"
-        )
-        batches.append(make_batch(seg, [rec]))
+    batches = [
+        statement("a", session, n, day, text, f"{session}t1", Temporal(t_ref=event))
+        for n, (session, day, event, text) in enumerate(SAID)
+    ]
     written = await IndexerService(store, HashEmbedder()).write(IndexBatch(records=batches))
     assert written["links_written"] == 2
     return store
