@@ -156,11 +156,12 @@ def _day(m: re.Match[str]) -> float | None:
 def _naming(text: str, m: re.Match[str], common: frozenset[str]) -> dict[str, Any]:
     """What names the value at `m`: its attribute's words, without and with the namespace's
     common ones, the owner the words before it give, and the capitalized words among them."""
-    whole = _attribute(text, m.start(), m.end())
-    clause = clause_before(text, m)
-    near = " ".join(clause.split()[-WINDOW_BEFORE - 2 :])
+    after = _after(text, m.end())
+    whole = _attribute(text[: m.start()], after)
+    before = clause_before(text, m).split()
+    near = " ".join(before[-WINDOW_BEFORE - 2 :])
     owners = [o for o in _OWNER.findall(near) if o.lower() not in _NOT_NAMES]
-    shown = _NAME.findall(" ".join([*clause.split()[-WINDOW_BEFORE:], _after(text, m.end())]))
+    shown = _NAME.findall(" ".join([*before[-WINDOW_BEFORE:], after]))
     # the speaker's name and the project, common in the namespace, tell nothing apart
     names = {stem(n.lower()) for n in shown if n.lower() not in _NOT_NAMES} - common
     names -= {n for n in names if month_number(n)}
@@ -196,12 +197,12 @@ def _kind(unit: str) -> str:
     return "count"
 
 
-def _attribute(text: str, start: int, end: int) -> frozenset[str]:
-    """The content words just before a value and those after it up to its clause's end;
-    change words ("improved to") say that it changed, not what."""
-    before = content(WORD.findall(_CHANGE.sub(" ", text[:start]).lower()))[-WINDOW_BEFORE:]
-    after = WORD.findall(_CHANGE.sub(" ", _after(text, end)).lower())
-    return frozenset([*before, *content(after)[:WINDOW_AFTER]])
+def _attribute(before: str, after: str) -> frozenset[str]:
+    """The content words just before a value and those after it up to its clause's end
+    (`_after`); change words ("improved to") say that it changed, not what."""
+    words = content(WORD.findall(_CHANGE.sub(" ", before).lower()))[-WINDOW_BEFORE:]
+    following = content(WORD.findall(_CHANGE.sub(" ", after).lower()))[:WINDOW_AFTER]
+    return frozenset([*words, *following])
 
 
 def _after(text: str, end: int) -> str:
