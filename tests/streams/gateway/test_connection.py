@@ -119,8 +119,18 @@ async def test_connection_more_redis_callers_than_connections_wait_and_probes_sh
         assert service.redis.connection_pool.max_connections == 4 + 16
         waits = [service.redis.blpop(["nothing-here"], timeout=0.2) for _ in range(120)]
         assert await asyncio.gather(*waits) == [None] * 120  # 20 at a time, in six turns
+        checks = 0
+        check = conn._check
+
+        async def counted() -> dict[str, str]:
+            nonlocal checks
+            checks += 1
+            return await check()
+
+        conn._check = counted  # type: ignore[method-assign]
         probes = await asyncio.gather(*(conn.readiness() for _ in range(300)))
         assert all(p == probes[0] and set(p.values()) == {"ok"} for p in probes)
+        assert checks == 1
 
 
 def test_connection_noise_aiokafka_refusals_pass_once_a_minute_none_while_connecting() -> None:
