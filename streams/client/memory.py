@@ -404,7 +404,7 @@ def _history_of(store: EvidenceStore, namespace: str, record_id: str | None) -> 
 
     if record_id is not None and not store.records.by_ids(namespace, [record_id]):
         raise RecordMissing(namespace, record_id)
-    return history(store.records, store.links, namespace, record_id)
+    return history(store.records, store.links, store.segments, namespace, record_id)
 
 
 def _missing_directory(uri: str) -> bool:

@@ -33,6 +33,7 @@ from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
 from workers.store.fulltext import analyze
+from workers.store.restated import as_they_stand, places_of
 from workers.vocabulary import QUESTION_STOPWORDS
 
 MAX_MOVES = 4  # items moved or added per request
@@ -143,7 +144,9 @@ def _by_links(
     if not links:
         return None
     ids = {x for link in links for x in (link.older_id, link.newer_id)}
-    graph = _Graph(links, {r["id"]: r for r in store.records.by_ids(namespace, sorted(ids))})
+    rows = store.records.by_ids(namespace, sorted(ids))
+    links = as_they_stand(links, places_of(store.segments, namespace, rows))
+    graph = _Graph(links, {r["id"]: r for r in rows})
     items = list(evidence)
     if not any(graph.stands_for(i) for i in items):
         return None

@@ -3,13 +3,16 @@ turns, and the conflicts nothing settled (what `lychee records NS --history` pri
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 from schemas.supersession import LinkKind, Supersession
 from workers.store.links import LinksTable
 from workers.store.records import RecordsTable
+from workers.store.restated import places_of, said_again, when
+from workers.store.segments import Place, SegmentsTable
 
 
 @dataclass(frozen=True)
@@ -44,26 +47,42 @@ class History:
 
 
 def history(
-    records: RecordsTable, links: LinksTable, namespace: str, record_id: str | None = None
+    records: RecordsTable,
+    links: LinksTable,
+    segments: SegmentsTable,
+    namespace: str,
+    record_id: str | None = None,
 ) -> History:
     """The namespace's history, or one record's (what it replaced, what replaced it, what
-    contradicts it); links whose record is no longer stored are left out."""
+    contradicts it), with the changes back that a value said again makes
+    (`workers.store.restated`); links whose record is no longer stored are left out."""
     found = links.of_namespace(namespace, None if record_id is None else {record_id})
     ids = sorted({x for link in found for x in (link.older_id, link.newer_id)})
-    rows = {r["id"]: r for r in records.by_ids(namespace, ids)}
+    stored = records.by_ids(namespace, ids)
+    last = places_of(segments, namespace, stored)
+    known = {x.link_id for x in found}
+    back = {x.link_id: x for x in said_again(found, last) if x.link_id not in known}
+    rows = {r["id"]: r for r in stored}
     out = History()
-    for link in found:
+    for link in sorted([*found, *back.values()], key=when):
         if link.older_id in rows and link.newer_id in rows:
-            change = _change(link, rows)
+            change = _change(link, rows, last if link.link_id in back else {})
             (out.conflicts if link.kind is LinkKind.conflict else out.supersessions).append(change)
     return out
 
 
-def _change(link: Supersession, rows: dict[str, dict[str, Any]]) -> Change:
+def _change(
+    link: Supersession, rows: dict[str, dict[str, Any]], again: Mapping[str, Place]
+) -> Change:
+    """The link with its records; a change back (`again` holds the places of its records'
+    last sayings) shows the newer side as said that last time."""
+    newer = _said(rows[link.newer_id])
+    if (place := again.get(link.newer_id)) is not None:
+        newer = replace(newer, session_id=place.session_id, said_at=place.date)
     return Change(
         kind=link.kind,
         older=_said(rows[link.older_id]),
-        newer=_said(rows[link.newer_id]),
+        newer=newer,
         changed_at=link.changed_at,
         reason=link.reason,
         found_by=link.found_by,

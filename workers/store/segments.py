@@ -10,7 +10,8 @@ text, and is written from the same record batches as `records`, after them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
 import orjson
 import pyarrow as pa
@@ -21,10 +22,24 @@ from workers.forget import Source
 from workers.store import lineage
 from workers.store.arrow import ID, naive
 from workers.store.database import Database, Table
-from workers.store.sql import namespace_filter
+from workers.store.sql import ID_CHUNK, chunks, id_in, namespace_filter
 from workers.store.writes import upsert_rows
 
 SEGMENTS = "segments"
+
+
+class Place(NamedTuple):
+    """Where a segment was said: later is a later date, or later in the same session (two
+    sessions of one date have no order)."""
+
+    date: datetime
+    session_id: str
+    segment_index: int
+
+    def after(self, other: Place) -> bool:
+        if self.date != other.date:
+            return self.date > other.date
+        return self.session_id == other.session_id and self.segment_index > other.segment_index
 
 
 def segments_schema() -> pa.Schema:
@@ -99,6 +114,28 @@ class SegmentsTable(Table):
             row["signals"] = orjson.loads(row["signals"]) if row["signals"] else None
             row["reason"] = row["reason"] or None
         return rows
+
+    def places(self, namespace: str, ids: Sequence[str]) -> dict[str, Place]:
+        """Where each segment of `ids` was said: its session's date, the session and the
+        segment's place in it (segments not stored, or of no date, are left out)."""
+        tbl = self.table()
+        out: dict[str, Place] = {}
+        if tbl is None:
+            return out
+        for chunk in chunks(list(dict.fromkeys(ids)), ID_CHUNK):
+            data = (
+                tbl.search()
+                .where(f"({namespace_filter(namespace)}) AND {id_in(chunk)}")
+                .select(["id", "session_id", "segment_index", "session_date"])
+                .limit(None)
+                .to_arrow()
+            )
+            for row in data.to_pylist():
+                if row["session_date"] is not None:
+                    out[row["id"]] = Place(
+                        row["session_date"], row["session_id"], row["segment_index"]
+                    )
+        return out
 
 
 def _row(b: RecordBatch, src: Source | None) -> dict[str, Any]:

@@ -220,3 +220,30 @@ async def test_an_account_comes_beside_a_head_item_that_denies_it() -> None:
     # an account that only shares the subject's words is not the denied act
     talk = at(31, "The big kiln is in the shared studio.", d1)
     assert account_beside_denial("Have I fired the big kiln?", [*head, talk]) == [*head, talk]
+
+
+async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path: Path) -> None:
+    """900 watts, now 650, then 900 again word for word: the repetition is the first
+    statement's record, and it stands as the current value from the day it was said again,
+    until the session that said it again is forgotten."""
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    indexer = IndexerService(store, HashEmbedder())
+    back = ("s3", datetime(2024, 5, 10), "s3t1", SAID[0][3])
+    for n, (session, day, tid, text) in enumerate([SAID[0], SAID[2], back]):
+        await indexer.write(IndexBatch(records=[statement("a", session, n, day, text, tid)]))
+    svc = QueryService(QueryDeps(store, HashEmbedder()))
+    q = request("How many watts does the greenhouse heater draw?")
+
+    reply = await svc.search(q)
+    found = texts(reply.evidence)
+    again, was = (reply.evidence[found.index(SAID[i][3])] for i in (0, 2))
+    assert found.index(SAID[0][3]) < found.index(SAID[2][3])
+    assert again.turn_ids == ["s1t1", "s3t1"] and again.supersedes == [rid(was)]
+    assert again.valid_from == "2024-05-10" and not again.superseded_by
+    assert was.superseded_by == [rid(again)] and was.valid_to == "2024-05-10"
+
+    await indexer.forget("a", "s3", {})
+    reply = await svc.search(q)
+    found = texts(reply.evidence)
+    assert found.index(SAID[2][3]) < found.index(SAID[0][3])
+    assert reply.evidence[found.index(SAID[0][3])].valid_to == "2024-04-02"
