@@ -28,12 +28,14 @@ from typing import Any
 
 from schemas import EvidenceItem, Role
 from schemas.supersession import LinkKind, Supersession
+from workers.query.changed import Alike, When, asks_a_state, change_first
 from workers.query.hits import record_item_id
 from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
 from workers.store.fulltext import analyze
 from workers.store.restated import as_they_stand, places_of
+from workers.store.segments import said_after
 from workers.vocabulary import QUESTION_STOPWORDS
 
 MAX_MOVES = 4  # items moved or added per request
@@ -116,18 +118,27 @@ class _Graph:
 
 
 def current_first(
-    store: EvidenceStore, namespace: str, question: str, evidence: Sequence[EvidenceItem]
+    store: EvidenceStore,
+    namespace: str,
+    question: str,
+    evidence: Sequence[EvidenceItem],
+    alike: Alike | None = None,
 ) -> tuple[list[EvidenceItem], str, int] | None:
     """The evidence reordered and marked, with its context; None when nothing moves and no
     link touches it (the reply stays as selection made it).
 
     The links' moves first, then the link-free ones inside the head: the later of two items
-    about one subject above the earlier (a question about the present), an account of what
-    a head item says was never done beside it (a question whether it was)."""
+    about one subject above the earlier and a later statement of a change above an earlier
+    statement like it (`alike`: texts' cosines; `workers.query.changed`) for a question
+    about the present, an account of what a head item says was never done beside it (a
+    question whether it was)."""
     items = _by_links(store, namespace, question, evidence)
     linked = items is not None
     items = list(evidence) if items is None else items
-    ordered = later_first(question, items, _when_of(store, namespace, items[:HEAD]))
+    when = _when_of(store, namespace, items[:HEAD])
+    ordered = later_first(question, items, when)
+    if alike is not None and about_the_present(question) and asks_a_state(question):
+        ordered = change_first(ordered, when, alike, HEAD)
     ordered = account_beside_denial(question, ordered)
     if not linked and [i.item_id for i in ordered] == [i.item_id for i in evidence]:
         return None
@@ -181,9 +192,6 @@ def _when_of(
         return None if seq is None else (item.date, item.session_id, seq)
 
     return when
-
-
-When = tuple[datetime, str, int]  # an item's conversation date, session, exchange position
 
 
 def later_first(
@@ -279,23 +287,15 @@ def _latest_alike(
     best: int | None = None
     for q in range(p + 1, n):
         t = at[q]
-        if t is None or not _after(t, mine) or len(words[p] & words[q] & asked) < BOTH_ASKED:
+        if t is None or not said_after(t, mine) or len(words[p] & words[q] & asked) < BOTH_ASKED:
             continue
         shorter = min(len(words[p]), len(words[q])) or 1
         if len(words[p] & words[q]) / shorter < same:
             continue
         top = at[best] if best is not None else None
-        if top is None or _after(t, top):
+        if top is None or said_after(t, top):
             best = q
     return best
-
-
-def _after(a: When, b: When) -> bool:
-    """`a` said after `b`: a later date, or later in one session (two sessions of one date
-    are not ordered)."""
-    if a[0] != b[0]:
-        return a[0] > b[0]
-    return a[1] == b[1] and a[2] > b[2]
 
 
 def _opening(text: str) -> set[str]:

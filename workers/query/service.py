@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 
+import numpy as np
+
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
 from schemas.plan import MAX_ROUTE_QUERIES, Plan, QuestionType
 from schemas.records import TokenUsage
 from workers import telemetry
-from workers.embedding import Embedder
+from workers.embedding import Embedder, embed_queries
 from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
@@ -180,7 +182,7 @@ class QueryService:
             )
             # today's truth first, the older value kept and marked; conflicts side by side
             linked = await asyncio.to_thread(
-                current_first, self.recall.store, req.namespace, req.query, evidence
+                current_first, self.recall.store, req.namespace, req.query, evidence, self._alike
             )
             evidence, context, tokens = linked or (evidence, context, tokens)
             telemetry.set_attributes(span, {"lychee.query.evidence": len(evidence)})
@@ -202,6 +204,11 @@ class QueryService:
     def _scoped(self, namespace: str, at_least: float) -> Scoped | None:
         """The namespace's standing instructions (0: off)."""
         return self.instructions.of(namespace) if at_least else None
+
+    def _alike(self, text: str, others: Sequence[str]) -> list[float]:
+        """The cosine of `text` to each of `others`, by the model that embeds the store."""
+        vecs = np.asarray(embed_queries(self.recall.embedder, [text, *others]))
+        return [float(c) for c in vecs[1:] @ vecs[0]]
 
     def _instruction(self, scoped: Scoped | None, question: str, at_least: float) -> Fused | None:
         """The user's standing instruction the question falls under, if any."""

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from schemas.supersession import LinkKind, Supersession
-from workers.store.segments import Place, SegmentsTable
+from workers.store.segments import Place, SegmentsTable, said_after
 
 
 def last_said(rows: Iterable[Mapping[str, Any]], places: Mapping[str, Place]) -> dict[str, Place]:
@@ -40,7 +40,7 @@ def said_again(links: Iterable[Supersession], last: Mapping[str, Place]) -> list
         old, new = last.get(link.older_id), last.get(link.newer_id)
         if link.kind is not LinkKind.supersedes or old is None or new is None:
             continue
-        if old.after(new):
+        if said_after(old, new):
             out.append(
                 Supersession(
                     namespace=link.namespace,

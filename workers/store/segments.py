@@ -29,17 +29,19 @@ SEGMENTS = "segments"
 
 
 class Place(NamedTuple):
-    """Where a segment was said: later is a later date, or later in the same session (two
-    sessions of one date have no order)."""
+    """Where a segment was said, in the order `said_after` reads."""
 
     date: datetime
     session_id: str
     segment_index: int
 
-    def after(self, other: Place) -> bool:
-        if self.date != other.date:
-            return self.date > other.date
-        return self.session_id == other.session_id and self.segment_index > other.segment_index
+
+def said_after(a: tuple[datetime, str, int], b: tuple[datetime, str, int]) -> bool:
+    """`a` (date, session, position in it) said after `b`: a later date, or later in one
+    session; two sessions of one date are not ordered."""
+    if a[0] != b[0]:
+        return a[0] > b[0]
+    return a[1] == b[1] and a[2] > b[2]
 
 
 def segments_schema() -> pa.Schema:

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from schemas.supersession import LinkKind, Supersession
 from workers.store.restated import as_they_stand, last_said, said_again
-from workers.store.segments import Place
+from workers.store.segments import Place, said_after
 
 MARCH, APRIL = datetime(2024, 3, 1), datetime(2024, 4, 2)
 
@@ -19,10 +19,10 @@ def link(older: str, newer: str, kind: LinkKind = LinkKind.supersedes) -> Supers
 
 
 def test_a_later_saying_is_a_later_date_or_later_in_the_same_session() -> None:
-    assert Place(APRIL, "s2", 0).after(Place(MARCH, "s9", 5))
-    assert Place(MARCH, "s1", 2).after(Place(MARCH, "s1", 1))
-    assert not Place(MARCH, "s2", 2).after(Place(MARCH, "s1", 1))  # two sessions, one day
-    assert not Place(MARCH, "s1", 1).after(Place(MARCH, "s1", 1))
+    assert said_after(Place(APRIL, "s2", 0), Place(MARCH, "s9", 5))
+    assert said_after(Place(MARCH, "s1", 2), Place(MARCH, "s1", 1))
+    assert not said_after(Place(MARCH, "s2", 2), Place(MARCH, "s1", 1))  # two sessions, one day
+    assert not said_after(Place(MARCH, "s1", 1), Place(MARCH, "s1", 1))
 
 
 def test_a_record_is_last_said_in_its_latest_dated_segment() -> None:

@@ -1,0 +1,119 @@
+"""A stated change first, without a link: the rule over given cosines, and the query service
+with the real model, where the offline rules link nothing for a move."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from schemas import EvidenceItem, RawTurn, Role
+from tests.workers.builders import statement
+from tests.workers.query.test_currency import request, texts
+from workers.embedding import Embedder
+from workers.indexer.service import IndexBatch, IndexerService
+from workers.query.changed import asks_a_state, change_first
+from workers.query.service import QueryDeps, QueryService
+from workers.store import EvidenceStore
+
+JAN, MAR = datetime(2024, 1, 10), datetime(2024, 3, 12)
+
+
+def said(n: int, text: str, day: datetime) -> EvidenceItem:
+    return EvidenceItem(
+        kind="turn",
+        item_id=f"a/s{n}/t{n}",
+        text=text,
+        turn_ids=[f"t{n}"],
+        session_id=f"s{n}",
+        date=day,
+    )
+
+
+def when(item: EvidenceItem) -> tuple[datetime, str, int] | None:
+    return None if item.date is None else (item.date, item.session_id, 0)
+
+
+def cosines(table: dict[tuple[str, str], float]):  # type: ignore[no-untyped-def]
+    def alike(text: str, others: Sequence[str]) -> list[float]:
+        return [table.get((text, o), 0.0) for o in others]
+
+    return alike
+
+
+HOME = said(1, "I live in Porto with my partner.", JAN)
+MOVE = said(2, "We just moved to Lisbon last week.", MAR)
+EDITOR = said(3, "I switched my editor to VS Code.", MAR)
+OTHER = said(4, "The dog loves the beach.", MAR)
+
+
+def test_a_later_change_like_a_first_item_goes_right_above_it() -> None:
+    alike = cosines({(HOME.text, MOVE.text): 0.59, (HOME.text, EDITOR.text): 0.19})
+    items = [HOME, OTHER, EDITOR, MOVE]
+    assert change_first(items, when, alike, 10) == [MOVE, HOME, OTHER, EDITOR]
+
+
+def test_nothing_moves_for_an_unlike_change_an_earlier_one_or_an_undated_one() -> None:
+    alike = cosines({(HOME.text, EDITOR.text): 0.19, (MOVE.text, HOME.text): 0.59})
+    assert change_first([HOME, EDITOR], when, alike, 10) == [HOME, EDITOR]
+    assert change_first([MOVE, HOME], when, alike, 10) == [MOVE, HOME]  # already first
+    undated = MOVE.model_copy(update={"date": None})
+    assert change_first([HOME, undated], when, cosines({(HOME.text, MOVE.text): 0.9}), 10) == [
+        HOME,
+        undated,
+    ]
+    # past the head: not read
+    far = [HOME, OTHER, OTHER, MOVE]
+    assert change_first(far, when, cosines({(HOME.text, MOVE.text): 0.9}), 3) == far
+
+
+@pytest.mark.asyncio
+async def test_where_one_lives_now_reads_the_move_first(tmp_path: Path, embedder: Embedder) -> None:
+    store = EvidenceStore(str(tmp_path / "db"), embedder.model_name, embedder.dim)
+    indexer = IndexerService(store, embedder)
+    for n, item in enumerate([HOME, MOVE, EDITOR]):
+        batch = statement("a", item.session_id, n, item.date, item.text, item.turn_ids[0])
+        raw = RawTurn(
+            namespace="a",
+            session_id=item.session_id,
+            turn_id=item.turn_ids[0],
+            exchange_id=f"{item.session_id}:e{n}",
+            seq=n,
+            index=0,
+            role=Role.user,
+            speaker="Ann",
+            text=item.text,
+            session_date=item.date,
+            embedding=embedder.embed([item.text])[0].tolist(),
+            embedding_model=embedder.model_name,
+        )
+        await indexer.write(IndexBatch(turns=[raw], records=[batch]))
+    assert store.links.of_namespace("a") == []  # a move: no value for the rules to link
+    svc = QueryService(QueryDeps(store, embedder))
+
+    now = texts((await svc.search(request("Where do I live now?"))).evidence)
+    assert now.index(MOVE.text) < now.index(HOME.text)
+    assert now.index(HOME.text) < now.index(EDITOR.text)
+    before = texts((await svc.search(request("Where did I live before?"))).evidence)
+    assert before.index(HOME.text) < before.index(MOVE.text)  # the past keeps retrieval's order
+
+
+@pytest.mark.parametrize(
+    ("question", "state"),
+    [
+        ("Where do I live now?", True),
+        ("Which editor does Ann use?", True),
+        ("What is my monthly budget?", True),
+        ("How many cats do I have now?", True),
+        ("How many talks have I given this year?", False),  # what has come about
+        ("What events has Ann taken part in?", False),
+        ("Where has Ann made friends?", False),
+        ("What made Ann start running?", False),
+    ],
+)
+def test_a_state_is_asked_for_as_it_stands_not_what_has_come_about(
+    question: str, state: bool
+) -> None:
+    assert asks_a_state(question) is state

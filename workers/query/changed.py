@@ -1,0 +1,88 @@
+"""A stated change first: for a question about the present, a later statement that something
+changed ("we just moved to Lisbon", "I left and started a new job") moves right above an
+earlier statement of the reply's first items that it is like, without a link.
+
+The offline rules link values only (numbers, amounts, days), so a move, a job or a tool that
+changes reaches the reply as two statements in retrieval's order, and the earlier one often
+leads: it names what the question asks about ("where do I live" finds "I live in Porto"
+before "we moved to Lisbon"). Word overlap cannot tell that the two speak of one thing, so
+their vectors do: the model's cosine of the two texts at least `MIN_ALIKE` (unrelated
+statements of one person, "I work at a bank" beside "I switched editors", read 0.2-0.35;
+a move beside where one lived, a new job beside the old one, 0.45-0.6, with MiniLM). A
+reorder inside the first items: what the reply holds does not change, only which comes
+first.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+from schemas import EvidenceItem
+from workers.store.segments import said_after
+
+CHANGE_HEAD = 3  # the first items a stated change can move above: what an answer reads first
+MIN_ALIKE = 0.4  # cosine of two statements about one thing (module docstring)
+
+# a statement that a state changed: a move, a switch, a new job or home, an end; not a mere
+# start or a joining, which a chat is full of ("started looking into it", "joined a group")
+_CHANGED = re.compile(
+    r"\b(?:moved|relocated|switched|no longer|anymore|any more|instead of|gave up"
+    r"|(?:started|took|got|accepted|landed|found|bought|rented) (?:a |an |my |our |the )?new"
+    r"|(?:left|quit|changed|sold) (?:my|our|his|her|their)\b)",
+    re.IGNORECASE,
+)
+
+# a question for a state as it stands: where one lives, which one uses, what it is now
+# ("where do I live?", "what is my budget now?"); not what has come about ("what has she
+# done", "how many have I sent"), which a change does not answer
+_STATE_ASKED = re.compile(
+    r"^\W*(?:where|which|what|who)\b(?:\s+\w+){0,3}?\s+(?:do|does|is|are|am)\b"
+    r"|\b(?:now|currently|current|these days|at the moment|at present|any more|anymore)\b",
+    re.IGNORECASE,
+)
+_HAS_COME_ABOUT = re.compile(
+    r"\b(?:has|have|'ve)\s+(?:\w+\s+){0,3}?\w+(?:ed|en|ne|de|t)\b", re.IGNORECASE
+)
+
+
+def asks_a_state(question: str) -> bool:
+    """Whether `question` asks for a state as it stands (`_STATE_ASKED`), not for what has
+    come about; the caller has read it as about the present."""
+    return bool(_STATE_ASKED.search(question)) and not _HAS_COME_ABOUT.search(question)
+
+
+Alike = Callable[[str, Sequence[str]], Sequence[float]]  # a text's cosine to each of others
+When = tuple[datetime, str, int]  # an item's conversation date, session, exchange position
+
+
+def change_first(
+    items: Sequence[EvidenceItem],
+    when: Callable[[EvidenceItem], When | None],
+    alike: Alike,
+    head: int,
+) -> list[EvidenceItem]:
+    """`items` with the first stated change among the first `head` said after one of the
+    first `CHANGE_HEAD` items and like it moved right above it (one move a request). For a
+    question about the present only: the caller asks."""
+    out = list(items)
+    n = min(head, len(out))
+    at = [when(i) for i in out[:n]]
+    for p in range(min(CHANGE_HEAD, n)):
+        mine = at[p]
+        if mine is None:
+            continue
+        later = [
+            q
+            for q in range(p + 1, n)
+            if (t := at[q]) is not None and said_after(t, mine) and _CHANGED.search(out[q].text)
+        ]
+        if not later:
+            continue
+        cosines = alike(out[p].text, [out[q].text for q in later])
+        q = next((q for q, c in zip(later, cosines, strict=True) if c >= MIN_ALIKE), None)
+        if q is not None:
+            out.insert(p, out.pop(q))
+            return out
+    return out
