@@ -42,8 +42,13 @@ _STATE_ASKED = re.compile(
     r"|\b(?:now|currently|current|these days|at the moment|at present|any more|anymore)\b",
     re.IGNORECASE,
 )
+# "has ... done", "have I sent": a perfect, its participle regular or one of the common
+# irregular ones
 _HAS_COME_ABOUT = re.compile(
-    r"\b(?:has|have|'ve)\s+(?:\w+\s+){0,3}?\w+(?:ed|en|ne|de|t)\b", re.IGNORECASE
+    r"\b(?:has|have|'ve)\s+(?:\w+\s+){0,3}?(?:\w{2,}ed|been|done|gone|made|seen|taken|given"
+    r"|written|gotten|got|had|bought|brought|built|found|heard|kept|left|lost|met|paid|read"
+    r"|sent|sold|spent|told|thought|won|become|begun|run|come)\b",
+    re.IGNORECASE,
 )
 
 

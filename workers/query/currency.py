@@ -34,7 +34,7 @@ from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
 from workers.store.fulltext import analyze
-from workers.store.restated import as_they_stand, places_of
+from workers.store.restated import as_they_stand, last_sayings
 from workers.store.segments import said_after
 from workers.vocabulary import QUESTION_STOPWORDS
 
@@ -156,7 +156,7 @@ def _by_links(
         return None
     ids = {x for link in links for x in (link.older_id, link.newer_id)}
     rows = store.records.by_ids(namespace, sorted(ids))
-    links = as_they_stand(links, places_of(store.segments, namespace, rows))
+    links = as_they_stand(links, last_sayings(store.segments, namespace, rows))
     graph = _Graph(links, {r["id"]: r for r in rows})
     items = list(evidence)
     if not any(graph.stands_for(i) for i in items):

@@ -11,7 +11,7 @@ from typing import Any
 from schemas.supersession import LinkKind, Supersession
 from workers.store.links import LinksTable
 from workers.store.records import RecordsTable
-from workers.store.restated import places_of, said_again, when
+from workers.store.restated import last_sayings, said_again, when
 from workers.store.segments import Place, SegmentsTable
 
 
@@ -59,7 +59,7 @@ def history(
     found = links.of_namespace(namespace, None if record_id is None else {record_id})
     ids = sorted({x for link in found for x in (link.older_id, link.newer_id)})
     stored = records.by_ids(namespace, ids)
-    last = places_of(segments, namespace, stored)
+    last = last_sayings(segments, namespace, stored)
     known = {x.link_id for x in found}
     back = {x.link_id: x for x in said_again(found, last) if x.link_id not in known}
     rows = {r["id"]: r for r in stored}

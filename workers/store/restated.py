@@ -65,10 +65,10 @@ def as_they_stand(links: Sequence[Supersession], last: Mapping[str, Place]) -> l
         for x in links
         if x.kind is not LinkKind.supersedes or (x.older_id, x.newer_id) not in undone
     ]
-    return _once([*kept, *again])
+    return sorted(_once([*kept, *again]), key=when)
 
 
-def places_of(
+def last_sayings(
     segments: SegmentsTable, namespace: str, rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, Place]:
     """`last_said` of `rows`, their segments read in one pass."""

@@ -107,6 +107,7 @@ async def test_where_one_lives_now_reads_the_move_first(tmp_path: Path, embedder
         ("Which editor does Ann use?", True),
         ("What is my monthly budget?", True),
         ("How many cats do I have now?", True),
+        ("What car does Ann have at the moment?", True),
         ("How many talks have I given this year?", False),  # what has come about
         ("What events has Ann taken part in?", False),
         ("Where has Ann made friends?", False),
