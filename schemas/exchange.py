@@ -55,6 +55,14 @@ class Turn(BaseModel):
     created_at: Moment | None = None
     turn_id: str | None = Field(default=None, min_length=1, max_length=200)
     image_caption: str | None = Field(default=None, max_length=10_000)
+    memory: bool = Field(
+        default=True,
+        description=(
+            "false: kept with its session (listed, forgotten with it) but not memory: no "
+            "record is made of it and no search or window shows it (an agent's tool calls "
+            "and their outputs, reasoning items)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _has_text(self) -> Turn:

@@ -34,6 +34,7 @@ class RawTurn(Contract):
     created_at: Moment | None = None
     embedding: list[float] = Field(min_length=1, max_length=8_192)
     embedding_model: str = Field(min_length=1, max_length=200)
+    memory: bool = Field(default=True, description="false: listed, never searched (Turn.memory)")
 
     def rendered(self) -> str:
         return render_turn(self.speaker, self.role, self.text, self.image_caption)

@@ -27,6 +27,7 @@ from schemas.base import TURN_CHARS
 from schemas.gateway import ExchangeIn
 from tests.clients.conftest import Gateway
 from tests.fakes.openai_server import Action, FakeOpenAI, text, tool_call
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -84,6 +85,54 @@ async def test_agent_session_keeps_turns_in_the_service_and_a_later_run_recalls_
         friday = await LycheeSession("friday", client).get_items()
         assert [i.get("type") for i in friday][1:3] == ["function_call", "function_call_output"]
         assert friday[0] == {"role": "user", "content": "What bicycle do I have?"}
+
+
+async def test_a_sessions_tool_items_are_kept_and_replayed_but_never_found(
+    gateway: Gateway,
+) -> None:
+    """A tool's output (here a memory search's, which repeats what it found) is history the
+    session replays, not memory: no search finds it, no record is made of it, and the
+    messages around it are found as before."""
+    ns = f"cl-ag-{uuid.uuid4().hex[:8]}"
+    call = {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}"}
+    output = {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": "The kayak club meets at the harbour pier every Thursday.",
+    }
+    async with AsyncLycheeClient(gateway.url, ns, api_key=gateway.key) as client:
+        session = LycheeSession("s", client)
+        await session.add_items(
+            [{"role": "user", "content": "Where does my kayak club meet?"}, call, output]
+        )
+        said = "I joined a kayak club last spring."
+        await session.add_items([{"role": "user", "content": said}])
+        assert await session.get_items() == [
+            {"role": "user", "content": "Where does my kayak club meet?"},
+            call,
+            output,
+            {"role": "user", "content": said},
+        ]
+        listed = await client.all_turns("s")
+        assert [t.get("memory") for t in listed] == [True, False, False, True]
+
+        found = await client.search("kayak club harbour pier Thursday", k=20)
+        shown = [e.text for e in found.evidence]
+        assert any("Where does my kayak club meet?" in t for t in shown)
+        assert not any("harbour pier" in t or "function_call" in t for t in shown)
+        await client.flush("s")  # the segment is encoded: its records are written
+        records = await eventually(
+            lambda: client.records(page_size=200),
+            what="the session's records",
+            until=lambda page: any("kayak" in r["semantic_text"] for r in page.items),
+            timeout_s=120,
+            interval_s=0.5,
+        )
+        assert not any("harbour" in r["semantic_text"] for r in records.items)
+
+        # a pop keeps what the kept turns are: the items stay out of memory
+        assert await session.pop_item() == {"role": "user", "content": said}
+        assert [t.get("memory") for t in await client.all_turns("s")] == [True, False, False]
 
 
 async def test_session_pop_item_and_clear_session_remove_from_the_service(

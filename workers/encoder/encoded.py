@@ -105,10 +105,13 @@ def labels(found: Iterable[str]) -> list[str]:
 
 
 def segment_turns(segment: Segment) -> list[tuple[str, str, str]]:
-    """(turn id, speaker or role, text) of every turn, in order: the encoders' input."""
+    """(turn id, speaker or role, text) of every turn that is memory (`Turn.memory`), in
+    order: the encoders' input."""
     out = []
     for ex in segment.exchanges:
         for tid, turn in zip(ex.turn_ids, ex.turns, strict=True):
+            if not turn.memory:
+                continue
             text = turn_text(turn.content, turn.image_caption)
             out.append((tid, turn.speaker or turn.role.value, text))
     return out

@@ -162,7 +162,10 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
     """
     del reference_context  # never a source of facts, and no alias resolution here
     turns = [
-        (tid, t) for ex in segment.exchanges for tid, t in zip(ex.turn_ids, ex.turns, strict=True)
+        (tid, t)
+        for ex in segment.exchanges
+        for tid, t in zip(ex.turn_ids, ex.turns, strict=True)
+        if t.memory
     ]
     speakers = list(dict.fromkeys(t.speaker for _, t in turns if t.speaker))
     bodies = [_prose(t.content) for _, t in turns]

@@ -67,6 +67,8 @@ class LLMEncoder(ChatCaller):
         # Seeded by the segment so a redelivered segment waits the same way (and tests replay).
         rng = self._rng or random.Random(segment.segment_id)
         turns = segment_turns(segment)
+        if not turns:  # only turns that are not memory (an agent's tool calls): nothing to ask
+            return EncodedSegment(records=[], encoder=self.name)
         earlier = (  # a LanceDB read: off the loop the stage's other messages share
             await asyncio.to_thread(lambda e: list(e.about(segment, MAX_EARLIER)), self.earlier)
             if self.earlier
@@ -97,7 +99,7 @@ class LLMEncoder(ChatCaller):
                     segment,
                     r.memory_type,
                     r.semantic_text,
-                    [ids[i] for i in r.evidence_turns] or segment.turn_ids,
+                    [ids[i] for i in r.evidence_turns] or ids,
                     entities=r.entities,
                     tags=r.tags,
                     temporal=Temporal(**r.temporal.model_dump()),

@@ -382,19 +382,32 @@ def embed_exchanges(
 ) -> list[tuple[Matrix, list[Matrix]]]:
     """One embedding call for the batch: per exchange, in order, its vector and one vector
     per turn (a single-turn exchange's turn shares the exchange's). Matched by position:
-    exchange ids repeat across sessions and namespaces."""
-    texts = [ex.rendered() for ex in exchanges]
-    texts += [t.rendered() for ex in exchanges if len(ex.turns) > 1 for t in ex.turns]
+    exchange ids repeat across sessions and namespaces. A turn that is not memory
+    (`Turn.memory`) is left out of its exchange's text, unless it is all there is, and is
+    never searched: it shares the exchange's vector instead of costing one of its own."""
+    shown = [[turn for turn in ex.turns if turn.memory] or list(ex.turns) for ex in exchanges]
+    texts = ["\n".join(turn.rendered() for turn in turns) for turns in shown]
+    several = [len(ex.turns) > 1 for ex in exchanges]
+    texts += [
+        turn.rendered()
+        for ex, own in zip(exchanges, several, strict=True)
+        if own
+        for turn in ex.turns
+        if turn.memory
+    ]
     if not texts:
         return []
     matrix = embedder.embed(texts)
     out, j = [], len(exchanges)
-    for i, ex in enumerate(exchanges):
-        if len(ex.turns) > 1:
-            out.append((matrix[i], list(matrix[j : j + len(ex.turns)])))
-            j += len(ex.turns)
-        else:
-            out.append((matrix[i], [matrix[i]]))
+    for i, (ex, own) in enumerate(zip(exchanges, several, strict=True)):
+        vectors = []
+        for turn in ex.turns:
+            if own and turn.memory:
+                vectors.append(matrix[j])
+                j += 1
+            else:
+                vectors.append(matrix[i])
+        out.append((matrix[i], vectors))
     return out
 
 
@@ -413,6 +426,7 @@ def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[Ra
             speaker=turn.speaker,
             text=turn.content,
             image_caption=turn.image_caption,
+            memory=turn.memory,
             session_date=ex.session_date,
             created_at=turn.created_at,
             embedding=np.asarray(tvec, dtype=np.float32).tolist(),

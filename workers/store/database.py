@@ -109,6 +109,10 @@ class Database:
         self.snapshots = SnapshotCache(snapshot_rows) if snapshot_rows > 0 else None
         self._indexed: set[str] = set()
         self._lock = threading.Lock()
+        # tables some rows of which no search reads: table -> the boolean column that says
+        # which are read (`TurnsTable`: a turn that is not memory); a table written before
+        # the column existed is read whole
+        self.searched: dict[str, str] = {}
 
     def table(self, name: str, create: bool = False, schema: pa.Schema | None = None) -> Any | None:
         """An open table (cached), created with `schema` when `create`; None when absent.
@@ -335,7 +339,13 @@ class Database:
         if self.snapshots is None or not self._small(tbl, name, namespace):
             return None
         wanted = (lambda: columns) if columns else (lambda: read_columns(tbl.schema))
-        return self.snapshots.get(tbl, name, namespace, wanted, namespace_filter(namespace))
+        where = self.searched_rows(tbl, name, namespace_filter(namespace))
+        return self.snapshots.get(tbl, name, namespace, wanted, where)
+
+    def searched_rows(self, tbl: Any, name: str, where: str) -> str:
+        """`where`, narrowed to the rows a search of table `name` reads (`searched`)."""
+        column = self.searched.get(name)
+        return f"{where} AND {column} = true" if column and column in tbl.schema.names else where
 
     def warm(
         self, name: str, namespace: str, column: str, columns: Sequence[str] | None = None
@@ -358,7 +368,7 @@ class Database:
         snap = self.snapshot(tbl, name, namespace)
         if snap is not None:
             return snap.take(np.flatnonzero(snap.mask(match)))
-        query = tbl.search().where(match_filter(namespace, match))
+        query = tbl.search().where(self.searched_rows(tbl, name, match_filter(namespace, match)))
         rows: list[dict[str, Any]] = (
             query.select(list(columns or read_columns(tbl.schema))).limit(None).to_list()
         )
@@ -385,7 +395,7 @@ class Database:
             return snap.search(np.asarray(vectors), limit, match)
         cols = list(columns or read_columns(tbl.schema))
         query = [np.asarray(v, dtype=np.float32) for v in vectors]
-        where = match_filter(namespace, match)
+        where = self.searched_rows(tbl, name, match_filter(namespace, match))
         q = self.vector_query(tbl, name, query if len(query) > 1 else query[0], where, namespace)
         rows = q.select([*cols, "_distance"]).limit(limit).to_list()
         return group_by_query(rows, len(vectors))
@@ -411,7 +421,7 @@ class Database:
             return snap.search_text(column, text, limit, match)
         cols = list(columns or read_columns(tbl.schema))
         q = tbl.search(text, query_type="fts", fts_columns=column).where(
-            match_filter(namespace, match), prefilter=True
+            self.searched_rows(tbl, name, match_filter(namespace, match)), prefilter=True
         )
         return list(q.select([*cols, "_score"]).limit(limit).to_list())
 

@@ -27,6 +27,7 @@ from workers.tokens import count_tokens
 TURNS = "turns"
 TEXT_COLUMN = "text"
 PASSAGES_COLUMN = "passages"
+MEMORY_COLUMN = "memory"
 
 _READ_COLUMNS = [
     "id",
@@ -64,6 +65,7 @@ def turns_schema(dim: int, model: str) -> pa.Schema:
             ("created_at", pa.timestamp("us", tz="UTC")),
             ("vector", pa.list_(pa.float32(), dim)),
             (lineage.COLUMN, pa.list_(pa.string())),
+            (MEMORY_COLUMN, pa.bool_()),  # false: listed, never searched (Turn.memory)
         ],
         metadata={MODEL_KEY: model, DIM_KEY: str(dim)},
     )
@@ -79,16 +81,20 @@ class TurnsTable(Table):
 
     def __init__(self, db: Database, passage_tokens: int = PASSAGE_TOKENS) -> None:
         super().__init__(db, turns_schema(db.dim, db.model))
+        db.searched[TURNS] = MEMORY_COLUMN
         self.passage_tokens = passage_tokens
         self._migrated = False
         self._names: dict[tuple[str, int], list[str]] = {}  # the last large namespace's
 
     def migrate(self) -> None:
         """Writers only: a table of an earlier version gets the passages column (empty: each
-        of its turns shows whole); readers read what is there meanwhile."""
+        of its turns shows whole) and the memory column (true: every turn was memory);
+        readers read what is there meanwhile."""
         tbl = None if self._migrated else super().table()
         if tbl is not None and PASSAGES_COLUMN not in tbl.schema.names:
             tbl.add_columns({PASSAGES_COLUMN: "''"})
+        if tbl is not None and MEMORY_COLUMN not in tbl.schema.names:
+            tbl.add_columns({MEMORY_COLUMN: "true"})
         self._migrated = self._migrated or tbl is not None
 
     def read_columns(self) -> list[str]:
@@ -163,12 +169,8 @@ class TurnsTable(Table):
             f"(session_id = {sql_quote(s)} AND seq >= {int(lo)} AND seq <= {int(hi)})"
             for s, lo, hi in spans
         )
-        q = (
-            tbl.search()
-            .where(f"{namespace_filter(namespace)} AND ({ranges})", prefilter=True)
-            .select(columns)
-            .limit(None)
-        )
+        where = self.db.searched_rows(tbl, TURNS, f"{namespace_filter(namespace)} AND ({ranges})")
+        q = tbl.search().where(where, prefilter=True).select(columns).limit(None)
         return list(q.to_list())
 
     def seqs(self, namespace: str, turns: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
@@ -276,4 +278,5 @@ def _turn_row(rid: str, t: RawTurn, src: Source | None, passage_tokens: int) -> 
         "created_at": t.created_at,
         "vector": t.embedding,
         lineage.COLUMN: [lineage.token(src)],
+        MEMORY_COLUMN: t.memory,
     }

@@ -47,7 +47,7 @@ MAX_TURNS: int = next(
 # turns' JSON in one exchange: half the stages' default message limit (LYCHEE_MAX_MESSAGE_BYTES,
 # 1 MiB), room for the envelope; a turn larger than this goes alone
 EXCHANGE_BYTES = 512 * 1024
-STORED = ("role", "content", "speaker", "created_at", "turn_id", "image_caption")
+STORED = ("role", "content", "speaker", "created_at", "turn_id", "image_caption", "memory")
 BACKUP_SUFFIX = ".popping"
 
 

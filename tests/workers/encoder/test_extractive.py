@@ -522,3 +522,11 @@ def test_a_day_something_is_set_for_is_ahead_and_a_short_dated_statement_is_kept
     assert went.temporal.t_ref == "2023-05-05"
     (demo,) = records(("Ana", "The demo day is next Friday."))
     assert demo.temporal.t_ref == "2023-05-12"
+
+
+def test_a_turn_that_is_not_memory_makes_no_record() -> None:
+    seg = segment(("Ann", "I adopted a cat named Miso."), ("Ann", "I bought a red kayak."))
+    first = seg.exchanges[0]
+    kept = first.model_copy(update={"turns": [first.turns[0].model_copy(update={"memory": False})]})
+    seg = seg.model_copy(update={"exchanges": [kept, *seg.exchanges[1:]]})
+    assert [r.semantic_text for r in encode_extractive(seg).records] == ["Ann bought a red kayak."]

@@ -483,3 +483,28 @@ async def test_a_models_labels_are_held_to_the_records_contract(
     (rec,) = (await encoder(client).encode(make_segment(), "")).records
     assert rec.entities == ["Ines", *many[:31]]
     assert rec.tags == ["pets"]
+
+
+def tools_only(seg: Segment) -> Segment:
+    """`seg` with every turn not memory (`Turn.memory`): an agent's tool calls, say."""
+    exchanges = [
+        ex.model_copy(update={"turns": [t.model_copy(update={"memory": False}) for t in ex.turns]})
+        for ex in seg.exchanges
+    ]
+    return seg.model_copy(update={"exchanges": exchanges})
+
+
+async def test_turns_that_are_not_memory_are_not_shown_and_alone_ask_nothing(
+    server: FakeOpenAI, client: openai.AsyncOpenAI
+) -> None:
+    out = await encoder(client).encode(tools_only(make_segment()), "")
+    assert out.records == [] and server.requests == [] and out.usage.calls == 0
+    seg = make_segment(1)
+    first = seg.exchanges[0]
+    mixed = [first.turns[0], first.turns[1].model_copy(update={"memory": False})]
+    seg = seg.model_copy(update={"exchanges": [first.model_copy(update={"turns": mixed})]})
+    server.script(valid(reply(record(evidence_turns=[]))))
+    out = await encoder(client).encode(seg, "")
+    shown = server.requests[0]["messages"][-1]["content"]
+    assert "I adopted a dog" in shown and "That's great" not in shown
+    assert out.records[0].evidence == ["t0a"]  # the memory turns, not the segment's all

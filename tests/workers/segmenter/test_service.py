@@ -486,3 +486,27 @@ async def test_segmenter_service_forget_between_claim_and_commit_frees_the_claim
     said = first.turns[0].model_copy(update={"content": "Entirely other words, said later."})
     later = await svc.handle([first.model_copy(update={"turns": [said]})], at(11))
     assert [d.action for d in later.decisions] != ["forgotten"] and later.turns == 1
+
+
+def test_a_turn_that_is_not_memory_is_left_out_of_its_exchanges_text_and_shares_its_vector() -> (
+    None
+):
+    from tests.workers.builders import HashEmbedder
+    from workers.segmenter.service import embed_exchanges
+
+    said = Turn(role=Role.user, content="I bought a red kayak.")
+    tool = Turn(role=Role.assistant, content='{"type": "function_call"}', memory=False)
+
+    def exchange(seq: int, *turns: Turn) -> Exchange:
+        return Exchange(
+            namespace="a", session_id="s1", seq=seq, exchange_id=f"s1:{seq}", turns=list(turns)
+        )
+
+    embedder = HashEmbedder()
+    mixed, alone = embed_exchanges(embedder, [exchange(0, said, tool), exchange(1, tool)])
+    assert embedder.calls == [[said.rendered(), tool.rendered(), said.rendered()]]
+    assert [v.tolist() for v in mixed[1]] == [
+        embedder.embed([said.rendered()])[0].tolist(),
+        mixed[0].tolist(),
+    ]
+    assert alone[0].tolist() == alone[1][0].tolist()  # all there is: its text, one vector

@@ -13,7 +13,8 @@ from tests.processes import run_together
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import TURNS, EmbeddingMismatch, EvidenceStore
 from workers.store.arrow import ID
-from workers.store.turns import turns_schema
+from workers.store.listing import list_turns
+from workers.store.turns import _turn_row, turn_row_id, turns_schema
 
 
 @pytest.fixture
@@ -168,3 +169,47 @@ def test_turns_table_of_an_earlier_version_gains_passages_when_written(
     store.turns.upsert([turn("ns", "t2", long, 0)])
     rows = {r["turn_id"]: r for r in store.turns.near("ns", [("s1", 1, 2)])}
     assert rows["t1"]["passages"] == "" and rows["t2"]["passages"].startswith("[[0,")
+
+
+@pytest.mark.parametrize(
+    ("snapshot_rows", "exact_max_rows"),
+    [(10_000, 10_000), (0, 10_000), (0, 0)],  # in memory; LanceDB exact; LanceDB's index path
+)
+def test_a_turn_that_is_not_memory_is_listed_and_never_searched(
+    tmp_path: pathlib.Path, snapshot_rows: int, exact_max_rows: int
+) -> None:
+    store = EvidenceStore(
+        str(tmp_path / "db"),
+        "toy",
+        TOY_DIM,
+        exact_max_rows=exact_max_rows,
+        snapshot_rows=snapshot_rows,
+    )
+    said = turn("a", "t1", "the kayak club meets on thursdays", 0)
+    tool = turn("a", "t2", "kayak club harbour pier", 0).model_copy(update={"memory": False})
+    store.turns.upsert([said, tool])
+    q = np.eye(TOY_DIM, dtype=np.float32)[0]
+    assert [h["turn_id"] for h in store.turns.search_vectors("a", q[None, :], 10)[0]] == ["t1"]
+    assert [h["turn_id"] for h in store.turns.search_text("a", "kayak harbour", 10)] == ["t1"]
+    assert [r["turn_id"] for r in store.turns.near("a", [("s1", 1, 2)])] == ["t1"]
+    listed = list_turns(store.db, "a")
+    assert [(r["turn_id"], r["memory"]) for r in listed.items] == [("t1", True), ("t2", False)]
+
+
+def test_turns_of_a_table_from_before_the_memory_column_are_all_memory(
+    tmp_path: pathlib.Path,
+) -> None:
+    old = pa.schema([f for f in turns_schema(TOY_DIM, "toy") if f.name != "memory"])
+    old = old.with_metadata(turns_schema(TOY_DIM, "toy").metadata)
+    lancedb.connect(str(tmp_path / "db")).create_table(TURNS, schema=old)
+    store = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
+    row = _turn_row(turn_row_id("a", "s1", "t1"), turn("a", "t1", "x", 0), None, 400)
+    rows = [{k: v for k, v in row.items() if k != "memory"}]
+    store.db.table(TURNS).add(pa.Table.from_pylist(rows, schema=old))
+    assert [h["turn_id"] for h in store.turns.search_text("a", "x", 5)] == ["t1"]  # read whole
+    store.turns.upsert([turn("a", "t2", "x y", 0).model_copy(update={"memory": False})])
+    assert [h["turn_id"] for h in store.turns.search_text("a", "x", 5)] == ["t1"]
+    assert {r["turn_id"]: r["memory"] for r in list_turns(store.db, "a").items} == {
+        "t1": True,
+        "t2": False,
+    }
