@@ -207,7 +207,8 @@ class TurnsTable(Table):
             return sorted({v for v in snap.column("speaker") if v})
         key = (namespace, int(tbl.version))  # a namespace too large for a snapshot
         if key not in self._names:
-            query = tbl.search().where(namespace_filter(namespace)).select(["speaker"])
+            where = self.db.searched_rows(tbl, TURNS, namespace_filter(namespace))
+            query = tbl.search().where(where).select(["speaker"])
             said = query.limit(None).to_arrow().column("speaker").to_pylist()
             self._names = {key: sorted({v for v in said if v})}
         return list(self._names[key])
