@@ -230,6 +230,7 @@ def _turns(
             "text": f"{speaker}: I {rest}",
             "session_date": _T0 + timedelta(days=i % 365),
             "created_at": _T0 + timedelta(minutes=i),
+            "memory": True,
         }
 
 

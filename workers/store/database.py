@@ -35,7 +35,7 @@ from workers.store.arrow import (
     vectors_of,
 )
 from workers.store.errors import EmbeddingMismatch
-from workers.store.snapshots import Match, Snapshot, SnapshotCache
+from workers.store.snapshots import Match, Snapshot, SnapshotCache, column_names
 from workers.store.sql import (
     ID_CHUNK,
     chunks,
@@ -343,9 +343,12 @@ class Database:
         return self.snapshots.get(tbl, name, namespace, wanted, where)
 
     def searched_rows(self, tbl: Any, name: str, where: str) -> str:
-        """`where`, narrowed to the rows a search of table `name` reads (`searched`)."""
+        """`where`, narrowed to the rows a search of table `name` reads (`searched`); a row
+        whose flag is null (written by a worker that predates the column) is read."""
         column = self.searched.get(name)
-        return f"{where} AND {column} = true" if column and column in tbl.schema.names else where
+        if column is None or column not in column_names(tbl, name):
+            return where
+        return f"{where} AND {column} IS NOT FALSE"
 
     def warm(
         self, name: str, namespace: str, column: str, columns: Sequence[str] | None = None

@@ -173,7 +173,7 @@ def test_turns_table_of_an_earlier_version_gains_passages_when_written(
 
 @pytest.mark.parametrize(
     ("snapshot_rows", "exact_max_rows"),
-    [(10_000, 10_000), (0, 10_000), (0, 0)],  # in memory; LanceDB exact; LanceDB's index path
+    [(10_000, 10_000), (0, 10_000), (0, 0)],  # in memory; LanceDB's exact search; its ANN path
 )
 def test_a_turn_that_is_not_memory_is_listed_and_never_searched(
     tmp_path: pathlib.Path, snapshot_rows: int, exact_max_rows: int
@@ -213,3 +213,13 @@ def test_turns_of_a_table_from_before_the_memory_column_are_all_memory(
         "t1": True,
         "t2": False,
     }
+
+
+def test_a_turn_row_without_the_flag_is_memory(store: EvidenceStore) -> None:
+    """A row written without `memory` (a writer that predates it, the synthetic store) is
+    searched, as every turn was before."""
+    store.turns.upsert([turn("a", "t1", "x", 0)])
+    row = _turn_row(turn_row_id("a", "s1", "t2"), turn("a", "t2", "x z", 0), None, 400)
+    tbl = store.db.table(TURNS)
+    tbl.add(pa.Table.from_pylist([{**row, "memory": None}], schema=tbl.schema))
+    assert {h["turn_id"] for h in store.turns.search_text("a", "x", 5)} == {"t1", "t2"}
