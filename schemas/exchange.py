@@ -6,7 +6,7 @@ import hashlib
 import json
 import unicodedata
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -78,7 +78,13 @@ class Turn(BaseModel):
     def digest(self) -> str:
         """Who said what, in 16 hex digits: a turn id must name the same words throughout
         its session (the gateway's allocator and the segmenter check it)."""
-        said = (self.role.value, self.speaker, self.content, self.image_caption)
+        said: tuple[str | bool | None, ...] = (
+            self.role.value,
+            self.speaker,
+            self.content,
+            self.image_caption,
+        )
+        said += () if self.memory else (False,)  # a turn that is not memory is another turn
         # compact UTF-8 JSON (orjson's bytes, which digests stored before were taken of),
         # from the standard library: the client's distribution has no orjson
         text = json.dumps(said, ensure_ascii=False, separators=(",", ":"))
@@ -103,6 +109,8 @@ class Exchange(Contract):
     applies each `seq` once, so a replayed or out-of-order exchange changes nothing.
     """
 
+    latest_version: ClassVar[int] = 2  # 2: a turn says whether it is memory
+    schema_version: int = 2
     kind: Literal["exchange"] = "exchange"
     namespace: Name
     session_id: Name

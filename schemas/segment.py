@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal, Self
+from typing import ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -83,6 +83,8 @@ class SegmentExchange(BaseModel):
 class Segment(Contract):
     """`segment_id` is `namespace/session_id/n`: redelivery yields the same id."""
 
+    latest_version: ClassVar[int] = 2  # 2: its turns say whether they are memory
+    schema_version: int = 2
     kind: Literal["segment"] = "segment"
     segment_id: str
     namespace: Name

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -13,6 +13,8 @@ from schemas.exchange import Role, render_turn
 class RawTurn(Contract):
     """One turn with the embedding the segmenter computed for it (computed once, reused)."""
 
+    latest_version: ClassVar[int] = 2  # 2: `memory`
+    schema_version: int = 2
     kind: Literal["raw_turn"] = "raw_turn"
     namespace: Name
     session_id: Name

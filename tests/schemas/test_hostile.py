@@ -58,8 +58,8 @@ def test_exchange_name_with_quotes_is_refused() -> None:
 
 
 def test_exchange_unknown_schema_version_says_which_versions_are_read() -> None:
-    with pytest.raises(ContractError, match="unsupported schema_version 2: this worker reads 1"):
-        parse_exchange_message(exchange(schema_version=2))
+    with pytest.raises(ContractError, match="unsupported schema_version 3: this worker reads 1"):
+        parse_exchange_message(exchange(schema_version=3))
 
 
 @pytest.mark.parametrize("seq", [-1, 10**14, 2**63, 10**30])

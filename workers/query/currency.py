@@ -116,6 +116,16 @@ class _Graph:
     def turns(self, rid: str) -> set[str]:
         return set(self.records.get(rid, {}).get("evidence") or ())
 
+    def joined(self, a: EvidenceItem, b: EvidenceItem) -> bool:
+        """Whether a link joins a record `a` stands for with one `b` stands for: their order
+        is the link's to tell, not their dates'."""
+        mine, theirs = self.stands_for(a), self.stands_for(b)
+        return any(
+            (x.older_id in mine and x.newer_id in theirs)
+            or (x.newer_id in mine and x.older_id in theirs)
+            for x in self.links
+        )
+
 
 def current_first(
     store: EvidenceStore,
@@ -132,11 +142,11 @@ def current_first(
     statement like it (`alike`: texts' cosines; `workers.query.changed`) for a question
     about the present, an account of what a head item says was never done beside it (a
     question whether it was)."""
-    items = _by_links(store, namespace, question, evidence)
-    linked = items is not None
-    items = list(evidence) if items is None else items
+    found = _by_links(store, namespace, question, evidence)
+    linked = found is not None
+    items, graph = found if found is not None else (list(evidence), None)
     when = _when_of(store, namespace, items[:HEAD])
-    ordered = later_first(question, items, when)
+    ordered = later_first(question, items, when, joined=graph.joined if graph else None)
     if alike is not None and about_the_present(question) and asks_a_state(question):
         ordered = change_first(ordered, when, alike, HEAD)
     ordered = account_beside_denial(question, ordered)
@@ -148,19 +158,19 @@ def current_first(
 
 def _by_links(
     store: EvidenceStore, namespace: str, question: str, evidence: Sequence[EvidenceItem]
-) -> list[EvidenceItem] | None:
-    """The evidence reordered and marked by the namespace's links; None when no link
-    touches it."""
+) -> tuple[list[EvidenceItem], _Graph] | None:
+    """The evidence reordered and marked by the namespace's links as they stand
+    (`workers.store.restated`), and their graph; None when no link touches it."""
     links = store.links.of_namespace(namespace)
     if not links:
         return None
     ids = {x for link in links for x in (link.older_id, link.newer_id)}
     rows = store.records.by_ids(namespace, sorted(ids))
-    links = as_they_stand(links, last_sayings(store.segments, namespace, rows))
     graph = _Graph(links, {r["id"]: r for r in rows})
     items = list(evidence)
     if not any(graph.stands_for(i) for i in items):
         return None
+    links = graph.links = as_they_stand(links, last_sayings(store.segments, namespace, rows))
     asked = _content(question)
     moves = 0 if not about_the_history(question) else MAX_MOVES  # its own order: by session
     for link in links:
@@ -174,7 +184,7 @@ def _by_links(
             moves += _side_by_side(items, graph, link, asked)
         elif not about_the_past(question):
             moves += _newer_above(items, graph, link, asked)
-    return [_marked(i, graph) for i in items[: len(evidence)]]
+    return [_marked(i, graph) for i in items[: len(evidence)]], graph
 
 
 def _when_of(
@@ -200,13 +210,16 @@ def later_first(
     when: Callable[[EvidenceItem], When | None],
     head: int = HEAD,
     same: float = SAME_SUBJECT,
+    joined: Callable[[EvidenceItem, EvidenceItem], bool] | None = None,
 ) -> list[EvidenceItem]:
     """For a question about the present: among the first `head` items, an item said later
     about the same subject as one above it moves right above that one, without a link.
 
     Two items speak of one subject when `same` of the shorter one's opening words (question
     words and function words aside) are the other's too, and both say `BOTH_ASKED` of the
-    question's words (both are about what it asks). Only a known order moves anything: two sessions of one date are not ordered.
+    question's words (both are about what it asks). Only a known order moves anything: two
+    sessions of one date are not ordered, and two items a link joins (`joined`) are in its
+    order already (a record said again carries the date of its first saying).
     A reorder inside the head: what the reply holds does not change, only which comes first.
     """
     out = list(items)
@@ -216,10 +229,11 @@ def later_first(
     n = min(head, len(out))
     words = [_opening(i.text) for i in out[:n]]
     at = [when(i) for i in out[:n]]
+    settled = (lambda a, b: joined(out[a], out[b])) if joined else None
     moves = 0
     p = 0
     while p < n and moves < MAX_LATER:
-        later = _latest_alike(p, n, words, at, asked, same)
+        later = _latest_alike(p, n, words, at, asked, same, settled)
         if later is None:
             p += 1
             continue
@@ -279,8 +293,10 @@ def _latest_alike(
     at: Sequence[When | None],
     asked: set[str],
     same: float,
+    settled: Callable[[int, int], bool] | None = None,
 ) -> int | None:
-    """The latest item below `p` (within `n`) about the subject of item `p`, said after it."""
+    """The latest item below `p` (within `n`) about the subject of item `p`, said after it
+    (not one `settled` with it)."""
     mine = at[p]
     if mine is None or len(words[p] & asked) < BOTH_ASKED:
         return None
@@ -288,6 +304,8 @@ def _latest_alike(
     for q in range(p + 1, n):
         t = at[q]
         if t is None or not said_after(t, mine) or len(words[p] & words[q] & asked) < BOTH_ASKED:
+            continue
+        if settled is not None and settled(p, q):
             continue
         shorter = min(len(words[p]), len(words[q])) or 1
         if len(words[p] & words[q]) / shorter < same:

@@ -11,7 +11,7 @@ from typing import Any
 from schemas.supersession import LinkKind, Supersession
 from workers.store.links import LinksTable
 from workers.store.records import RecordsTable
-from workers.store.restated import last_sayings, said_again, when
+from workers.store.restated import changes, last_sayings
 from workers.store.segments import Place, SegmentsTable
 
 
@@ -59,26 +59,26 @@ def history(
     found = links.of_namespace(namespace, None if record_id is None else {record_id})
     ids = sorted({x for link in found for x in (link.older_id, link.newer_id)})
     stored = records.by_ids(namespace, ids)
-    last = last_sayings(segments, namespace, stored)
+    said = last_sayings(segments, namespace, stored)
     known = {x.link_id for x in found}
-    back = {x.link_id: x for x in said_again(found, last) if x.link_id not in known}
     rows = {r["id"]: r for r in stored}
     out = History()
-    for link in sorted([*found, *back.values()], key=when):
+    for link in changes(found, said):
         if link.older_id in rows and link.newer_id in rows:
-            change = _change(link, rows, last if link.link_id in back else {})
+            change = _change(link, rows, said if link.link_id not in known else {})
             (out.conflicts if link.kind is LinkKind.conflict else out.supersessions).append(change)
     return out
 
 
 def _change(
-    link: Supersession, rows: dict[str, dict[str, Any]], again: Mapping[str, Place]
+    link: Supersession, rows: dict[str, dict[str, Any]], said: Mapping[str, list[Place]]
 ) -> Change:
-    """The link with its records; a change back (`again` holds the places of its records'
-    last sayings) shows the newer side as said that last time."""
+    """The link with its records; a change the sayings make (`said`: the records' sayings)
+    shows its newer side as said on the day of the change."""
     newer = _said(rows[link.newer_id])
-    if (place := again.get(link.newer_id)) is not None:
-        newer = replace(newer, session_id=place.session_id, said_at=place.date)
+    at = [p for p in said.get(link.newer_id, ()) if p.date == link.changed_at]
+    if at:
+        newer = replace(newer, session_id=at[-1].session_id, said_at=at[-1].date)
     return Change(
         kind=link.kind,
         older=_said(rows[link.older_id]),

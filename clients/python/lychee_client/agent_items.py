@@ -7,9 +7,10 @@ turn): the mapping `lychee_client.agents.LycheeSession` stores and reads.
   input message (ids, status and annotations of an assistant output are not kept);
 - any other item (a function call, its output, a reasoning item, a message with images, a
   message with nothing visible by the service's `visible` rule) is an assistant turn spoken
-  by `agents-item` whose content is the item as JSON, and comes back as it was; it is not
-  memory (`Turn.memory` false): kept and replayed with the session, never made into records
-  or found by a search, so a `search_memory` tool's output does not come back to it;
+  by `agents-item` whose content is the item as JSON, and comes back as it was; one that is
+  no message (a tool call, its output, reasoning) is not memory (`Turn.memory` false): kept
+  and replayed with the session, never made into records or found by a search, so a
+  `search_memory` tool's output does not come back to it;
 - a turn another client wrote comes back as the message it says; an image it showed (its
   caption) as `[image: caption]` in the text, so a caption-only turn is not an empty message.
 
@@ -71,7 +72,12 @@ def to_turn(item: Mapping[str, Any]) -> dict[str, Any]:
     content = json.dumps(dict(item), ensure_ascii=False)
     if len(content) > TURN_CHARS:
         content = _fitted(item, content)
-    return {"role": "assistant", "speaker": ITEM_SPEAKER, "content": content, "memory": False}
+    turn = {"role": "assistant", "speaker": ITEM_SPEAKER, "content": content}
+    return (
+        turn
+        if role in ROLES and item.get("type", "message") == "message"
+        else {**turn, "memory": False}
+    )
 
 
 def from_turn(turn: Mapping[str, Any]) -> TResponseInputItem:

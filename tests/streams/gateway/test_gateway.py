@@ -192,6 +192,13 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         changed = await c.post(url, headers=h, json={"exchanges": [ex("p2", "q1", "other words")]})
         await check(changed, 409, "exchanges.0.exchange_id")
         assert "other content" in changed.json()["detail"]
+        flagged = ex("p2", "q1", "first", seq=5)  # the same words, now not memory
+        flagged["turns"][0]["memory"] = False
+        await check(
+            await c.post(url, headers=h, json={"exchanges": [flagged]}),
+            409,
+            "exchanges.0.exchange_id",
+        )
         nxt = await c.post(url, headers=h, json={"exchanges": [ex("p2", "q3", "next")]})
         assert nxt.json()["exchanges"][0]["seq"] == 6
         # a turn id names one turn of the session: other words under it would replace it

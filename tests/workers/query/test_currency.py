@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, QueryRequest
+from schemas import EvidenceItem, QueryRequest, RawTurn, Role
 from tests.workers.builders import HASH_DIM, HashEmbedder, statement
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.currency import (
@@ -222,21 +222,47 @@ async def test_an_account_comes_beside_a_head_item_that_denies_it() -> None:
     assert account_beside_denial("Have I fired the big kiln?", [*head, talk]) == [*head, talk]
 
 
+async def said_in_turns(
+    indexer: IndexerService, said: list[tuple[str, datetime, str, str]]
+) -> None:
+    """Each (session, day, turn id, text) as the indexer gets it: its raw turn, then its
+    record (a segment of its own)."""
+    embedder = HashEmbedder()
+    for n, (session, day, tid, text) in enumerate(said):
+        raw = RawTurn(
+            namespace="a",
+            session_id=session,
+            turn_id=tid,
+            exchange_id=f"{session}:e{n}",
+            seq=n,
+            index=0,
+            role=Role.user,
+            speaker="Ann",
+            text=text,
+            session_date=day,
+            embedding=embedder.embed([text])[0].tolist(),
+            embedding_model=embedder.model_name,
+        )
+        batch = statement("a", session, n, day, text, tid)
+        await indexer.write(IndexBatch(turns=[raw], records=[batch]))
+
+
 async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path: Path) -> None:
     """900 watts, now 650, then 900 again word for word: the repetition is the first
-    statement's record, and it stands as the current value from the day it was said again,
-    until the session that said it again is forgotten."""
+    statement's record, and it stands as the current value from the day it was said again
+    (its raw turns, dated by their sayings, do not undo that), until the session that said
+    it again is forgotten."""
     store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     indexer = IndexerService(store, HashEmbedder())
     back = ("s3", datetime(2024, 5, 10), "s3t1", SAID[0][3])
-    for n, (session, day, tid, text) in enumerate([SAID[0], SAID[2], back]):
-        await indexer.write(IndexBatch(records=[statement("a", session, n, day, text, tid)]))
+    await said_in_turns(indexer, [SAID[0], SAID[2], back])
     svc = QueryService(QueryDeps(store, HashEmbedder()))
     q = request("How many watts does the greenhouse heater draw?")
 
     reply = await svc.search(q)
-    found = texts(reply.evidence)
-    again, was = (reply.evidence[found.index(SAID[i][3])] for i in (0, 2))
+    records = [e for e in reply.evidence if e.kind == "record"]
+    found = texts(records)
+    again, was = (records[found.index(SAID[i][3])] for i in (0, 2))
     assert found.index(SAID[0][3]) < found.index(SAID[2][3])
     assert again.turn_ids == ["s1t1", "s3t1"] and again.supersedes == [rid(was)]
     assert again.valid_from == "2024-05-10" and not again.superseded_by
@@ -244,6 +270,33 @@ async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path:
 
     await indexer.forget("a", "s3", {})
     reply = await svc.search(q)
-    found = texts(reply.evidence)
+    found = texts([e for e in reply.evidence if e.kind == "record"])
     assert found.index(SAID[2][3]) < found.index(SAID[0][3])
-    assert reply.evidence[found.index(SAID[0][3])].valid_to == "2024-04-02"
+    old = next(e for e in reply.evidence if e.kind == "record" and e.text == SAID[0][3])
+    assert old.valid_to == "2024-04-02"
+
+
+async def test_a_value_after_one_said_again_replaces_it(tmp_path: Path) -> None:
+    """900, now 650, 900 again, now 700: the 700 is current and replaces the 900 said last
+    before it, though the rules linked it to the 650 it followed in their order."""
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    indexer = IndexerService(store, HashEmbedder())
+    last = "The greenhouse heater now draws 700 watts at night."
+    await said_in_turns(
+        indexer,
+        [
+            SAID[0],
+            SAID[2],
+            ("s3", datetime(2024, 5, 10), "s3t1", SAID[0][3]),
+            ("s4", datetime(2024, 6, 10), "s4t1", last),
+        ],
+    )
+    reply = await QueryService(QueryDeps(store, HashEmbedder())).search(
+        request("How many watts does the greenhouse heater draw?")
+    )
+    records = [e for e in reply.evidence if e.kind == "record"]
+    found = texts(records)
+    now, nine = records[found.index(last)], records[found.index(SAID[0][3])]
+    assert found.index(last) < found.index(SAID[0][3]) < found.index(SAID[2][3])
+    assert not now.superseded_by and rid(nine) in now.supersedes
+    assert nine.superseded_by == [rid(now)] and nine.valid_to == "2024-06-10"

@@ -63,6 +63,7 @@ async def test_a_value_said_again_after_it_was_replaced_is_a_change_back(
     assert then.changed_at == datetime(2024, 5, 10) and then.newer.session_id == "s3"
     assert then.newer.said_at == datetime(2024, 5, 10) and first.older.said_at == SAID[0][1]
     assert then.reason == "said again on 2024-05-10 after it was replaced"
+    assert then.found_by == "rule:said-again" and first.found_by == "rule:value-change"
     assert len(store.links.of_namespace("a")) == 1  # what was found, unchanged
 
     print_history(history(store.records, store.links, store.segments, "a"), as_json=False)
