@@ -85,8 +85,12 @@ class LinksTable(Table):
                 pc.is_in(data.column("newer_id"), value_set=ids),
             )
             data = data.filter(mask)
-        links = [_link(r) for r in data.to_pylist()]
-        return sorted(links, key=lambda x: (x.changed_at or datetime.min, x.link_id))
+        return sorted((_link(r) for r in data.to_pylist()), key=link_order)
+
+
+def link_order(link: Supersession) -> tuple[datetime, str]:
+    """The order links are read in: oldest change first, then by id."""
+    return (link.changed_at or datetime.min, link.link_id)
 
 
 def drop_with(records: Collection[str], namespace: str | None = None) -> Any:

@@ -9,10 +9,10 @@ every time it was said, and the order of the sayings decides:
 
 - a supersession whose older record was said again after the newer one was last said stands
   reversed from that day (`said_again`);
-- in a chain of records the supersessions join (one attribute's values), a record that then
-  replaces nothing said after it, and is not the one said last, is replaced by the record
-  said next after its last saying ("900 watts" again in May, "700 watts" in June: the 700
-  replaces the 900, though the rules linked it to the 650 it followed in their order).
+- a record said again that then replaces nothing, and is not the one of its chain (the
+  records the supersessions join) said last, is replaced by the record said next after its
+  last saying ("900 watts" again in May, "700 watts" in June: the 700 replaces the 900,
+  though the rules linked it to the 650 it followed in their order).
 
 The links table keeps what was found; this is read over it, so a forget that takes a saying
 away (its segment goes) takes what it changed with it. A chain with a record of no dated
@@ -22,10 +22,10 @@ saying is read as found.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from schemas.supersession import LinkKind, Supersession
+from workers.store.links import link_order
 from workers.store.segments import Place, SegmentsTable, said_after
 
 FOUND_BY = "rule:said-again"  # a change the order of the sayings makes, not one a rule read
@@ -71,13 +71,14 @@ def as_they_stand(
         if x.kind is not LinkKind.supersedes or (x.older_id, x.newer_id) not in undone
     ]
     standing = _once([*kept, *again])
-    return sorted(_once([*standing, *_next_sayings(standing, said)]), key=when)
+    back = {x.newer_id for x in again}
+    return sorted(_once([*standing, *_next_sayings(standing, said, back)]), key=link_order)
 
 
 def changes(links: Sequence[Supersession], said: Mapping[str, list[Place]]) -> list[Supersession]:
     """`links` as found and, in the order of the changes, those the sayings make besides
     (`as_they_stand`): the whole story a history tells."""
-    return sorted(_once([*links, *as_they_stand(links, said)]), key=when)
+    return sorted(_once([*links, *as_they_stand(links, said)]), key=link_order)
 
 
 def last_sayings(
@@ -88,24 +89,21 @@ def last_sayings(
     return sayings(rows, segments.places(namespace, ids)) if ids else {}
 
 
-def when(link: Supersession) -> tuple[datetime, str]:
-    """The order links are read in: oldest change first (as `LinksTable.of_namespace`)."""
-    return (link.changed_at or datetime.min, link.link_id)
-
-
 def _next_sayings(
-    links: Sequence[Supersession], said: Mapping[str, list[Place]]
+    links: Sequence[Supersession], said: Mapping[str, list[Place]], back: set[str]
 ) -> list[Supersession]:
-    """For each chain of supersessions whose records are all dated: every record but the one
-    said last that replaces nothing said after its last saying, replaced by the record of
-    the first saying after it."""
+    """For each chain of supersessions whose records are all dated: every record said again
+    (`back`) but the one said last that replaces nothing, replaced by the record of the
+    first saying after its last. Only those: two records the rules left unlinked in a chain
+    of records said once may be two attributes ("the heater's 900 watts and the fan's 50"
+    replaced by "the heater now 650" and "the fan now 40")."""
     out: list[Supersession] = []
     replaces = {x.older_id for x in links if x.kind is LinkKind.supersedes}
     for chain in _chains(links):
         if not all(r in said for r in chain):
             continue
         order = sorted((p, r) for r in chain for p in said[r])
-        for rid in sorted(chain):
+        for rid in sorted(chain & back):
             last = said[rid][-1]
             if rid in replaces or last == order[-1][0]:
                 continue

@@ -87,3 +87,15 @@ def test_a_chain_with_a_record_of_no_dated_saying_is_read_as_found() -> None:
     said = {"900": [Place(MARCH, "s1", 0), Place(MAY, "s3", 0)], "650": [Place(APRIL, "s2", 0)]}
     found = [link("900", "650"), link("650", "700")]  # the 700's saying has no date
     assert pairs(as_they_stand(found, said)) == {("650", "900"), ("650", "700")}
+
+
+def test_records_said_once_are_read_as_found_though_a_chain_joins_them() -> None:
+    """The heater's 900 watts and the fan's 50 in one statement, then "the heater now 650"
+    and "the fan now 40": two attributes the rules kept apart stay apart."""
+    said = {
+        "both": [Place(MARCH, "s1", 0)],
+        "heater": [Place(APRIL, "s2", 0)],
+        "fan": [Place(JUNE, "s3", 0)],
+    }
+    found = [link("both", "heater"), link("both", "fan")]
+    assert pairs(as_they_stand(found, said)) == pairs(found)

@@ -186,12 +186,15 @@ def test_a_turn_that_is_not_memory_is_listed_and_never_searched(
         snapshot_rows=snapshot_rows,
     )
     said = turn("a", "t1", "the kayak club meets on thursdays", 0)
-    tool = turn("a", "t2", "kayak club harbour pier", 0).model_copy(update={"memory": False})
+    tool = turn("a", "t2", "kayak club harbour pier", 0).model_copy(
+        update={"memory": False, "speaker": "agents-item"}
+    )
     store.turns.upsert([said, tool])
     q = np.eye(TOY_DIM, dtype=np.float32)[0]
     assert [h["turn_id"] for h in store.turns.search_vectors("a", q[None, :], 10)[0]] == ["t1"]
     assert [h["turn_id"] for h in store.turns.search_text("a", "kayak harbour", 10)] == ["t1"]
     assert [r["turn_id"] for r in store.turns.near("a", [("s1", 1, 2)])] == ["t1"]
+    assert store.turns.names("a") == ["Ann"]  # the planner is not told of a tool's speaker
     listed = list_turns(store.db, "a")
     assert [(r["turn_id"], r["memory"]) for r in listed.items] == [("t1", True), ("t2", False)]
 
