@@ -116,13 +116,13 @@ class _Graph:
     def turns(self, rid: str) -> set[str]:
         return set(self.records.get(rid, {}).get("evidence") or ())
 
-    def joined(self, a: EvidenceItem, b: EvidenceItem) -> bool:
-        """Whether a link joins a record `a` stands for with one `b` stands for: their order
-        is the link's to tell, not their dates'."""
+    def replaces(self, a: EvidenceItem, b: EvidenceItem) -> bool:
+        """Whether a supersession says a record `a` stands for replaced one `b` stands for:
+        then `a` is the later, whatever its date says (a record said again carries the date
+        of its first saying)."""
         mine, theirs = self.stands_for(a), self.stands_for(b)
         return any(
-            (x.older_id in mine and x.newer_id in theirs)
-            or (x.newer_id in mine and x.older_id in theirs)
+            x.kind is LinkKind.supersedes and x.newer_id in mine and x.older_id in theirs
             for x in self.links
         )
 
@@ -146,7 +146,7 @@ def current_first(
     linked = found is not None
     items, graph = found if found is not None else (list(evidence), None)
     when = _when_of(store, namespace, items[:HEAD])
-    ordered = later_first(question, items, when, joined=graph.joined if graph else None)
+    ordered = later_first(question, items, when, replaces=graph.replaces if graph else None)
     if alike is not None and about_the_present(question) and asks_a_state(question):
         ordered = change_first(ordered, when, alike, HEAD)
     ordered = account_beside_denial(question, ordered)
@@ -210,7 +210,7 @@ def later_first(
     when: Callable[[EvidenceItem], When | None],
     head: int = HEAD,
     same: float = SAME_SUBJECT,
-    joined: Callable[[EvidenceItem, EvidenceItem], bool] | None = None,
+    replaces: Callable[[EvidenceItem, EvidenceItem], bool] | None = None,
 ) -> list[EvidenceItem]:
     """For a question about the present: among the first `head` items, an item said later
     about the same subject as one above it moves right above that one, without a link.
@@ -218,8 +218,8 @@ def later_first(
     Two items speak of one subject when `same` of the shorter one's opening words (question
     words and function words aside) are the other's too, and both say `BOTH_ASKED` of the
     question's words (both are about what it asks). Only a known order moves anything: two
-    sessions of one date are not ordered, and two items a link joins (`joined`) are in its
-    order already (a record said again carries the date of its first saying).
+    sessions of one date are not ordered, and an item a link says replaced the later one
+    (`replaces`) stays above it.
     A reorder inside the head: what the reply holds does not change, only which comes first.
     """
     out = list(items)
@@ -229,7 +229,7 @@ def later_first(
     n = min(head, len(out))
     words = [_opening(i.text) for i in out[:n]]
     at = [when(i) for i in out[:n]]
-    settled = (lambda a, b: joined(out[a], out[b])) if joined else None
+    settled = (lambda a, b: replaces(out[a], out[b])) if replaces else None
     moves = 0
     p = 0
     while p < n and moves < MAX_LATER:
