@@ -15,7 +15,7 @@ from schemas.base import MAX_SEQ
 from streams.client import MemoryClient
 from streams.client.memory import fitting
 from streams.errors import IngestError, MessageTooLarge, SeqRejected
-from streams.gateway.service import content_digest
+from streams.gateway.accepted import content_digest
 from streams.kafka.lag import LagReader
 from streams.seqs import Ack, SeqAllocator, Wanted, named_turns
 from streams.settings import Settings

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import time
 import uuid
 from collections import defaultdict
@@ -19,7 +18,6 @@ from dataclasses import asdict
 from datetime import UTC, date, datetime
 from typing import Any
 
-import orjson
 import structlog
 from aiokafka.errors import KafkaError
 from redis.asyncio import Redis
@@ -53,6 +51,7 @@ from streams.errors import (
     SeqRejected,
     SessionBusy,
 )
+from streams.gateway.accepted import content_digest, dated
 from streams.gateway.errors import (
     Conflict,
     Invalid,
@@ -419,42 +418,6 @@ def _by_session(
         seen[ex.session_id, eid] = i
         groups[ex.session_id].append((i, eid))
     return groups
-
-
-def dated(exchanges: Sequence[ExchangeIn], accepted_at: datetime) -> list[ExchangeIn]:
-    """Each exchange with a date: its own (`session_date`, or a turn's `created_at`), else
-    `accepted_at`, as MCP's `add_memory` dates what it is given. An undated record is never
-    later than another session's, so nothing it says would replace an earlier value.
-
-    A retry of the same request is stamped anew and is still the same exchange: neither the
-    allocator's `content_digest` nor a turn's `Turn.digest` (what the segmenter's turn-id
-    check compares) reads dates, an id acked before is answered as a duplicate without being
-    produced, and one produced again under its seq is a replay the segmenter ignores, so the
-    first stamp the stages applied stays."""
-    return [
-        ex
-        if ex.session_date is not None or any(t.created_at for t in ex.turns)
-        else ex.model_copy(update={"session_date": accepted_at})
-        for ex in exchanges
-    ]
-
-
-def content_digest(ex: ExchangeIn) -> str:
-    """What a re-sent exchange id must carry again: its turns' words (who said what, and
-    whether it is memory). Dates and metadata may differ, so that a retry stamped anew is
-    still the same exchange."""
-    words = [
-        (
-            t.role.value,
-            t.speaker,
-            t.content,
-            t.image_caption,
-            t.turn_id,
-            *(() if t.memory else [False]),
-        )
-        for t in ex.turns
-    ]
-    return hashlib.sha256(orjson.dumps(words)).hexdigest()[:16]
 
 
 def _exchange(namespace: str, ex: ExchangeIn, a: Allocation) -> Exchange:
