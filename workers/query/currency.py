@@ -34,7 +34,7 @@ from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
 from workers.store.fulltext import analyze
-from workers.store.restated import as_they_stand, last_sayings
+from workers.store.restated import as_they_stand, sayings_of
 from workers.store.segments import said_after
 from workers.vocabulary import QUESTION_STOPWORDS
 
@@ -170,7 +170,7 @@ def _by_links(
     items = list(evidence)
     if not any(graph.stands_for(i) for i in items):
         return None
-    links = graph.links = as_they_stand(links, last_sayings(store.segments, namespace, rows))
+    links = graph.links = as_they_stand(links, sayings_of(store.segments, namespace, rows))
     asked = _content(question)
     moves = 0 if not about_the_history(question) else MAX_MOVES  # its own order: by session
     for link in links:

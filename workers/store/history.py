@@ -11,7 +11,7 @@ from typing import Any
 from schemas.supersession import LinkKind, Supersession
 from workers.store.links import LinksTable
 from workers.store.records import RecordsTable
-from workers.store.restated import changes, last_sayings
+from workers.store.restated import changes, sayings_of
 from workers.store.segments import Place, SegmentsTable
 
 
@@ -59,7 +59,7 @@ def history(
     found = links.of_namespace(namespace, None if record_id is None else {record_id})
     ids = sorted({x for link in found for x in (link.older_id, link.newer_id)})
     stored = records.by_ids(namespace, ids)
-    said = last_sayings(segments, namespace, stored)
+    said = sayings_of(segments, namespace, stored)
     known = {x.link_id for x in found}
     rows = {r["id"]: r for r in stored}
     out = History()

@@ -60,9 +60,9 @@ def said_again(
 def as_they_stand(
     links: Sequence[Supersession], said: Mapping[str, list[Place]]
 ) -> list[Supersession]:
-    """`links` with each undone supersession replaced by its reverse, and each record of a
-    chain left replacing nothing said after it replaced by the record said next; a link
-    found already (the LLM encoder reading the change back) is kept once, as found."""
+    """`links` with each undone supersession replaced by its reverse, and each record said
+    again that is left replacing nothing replaced by the record said next (`_next_sayings`);
+    a link found already (the LLM encoder reading the change back) is kept once, as found."""
     again = said_again(links, said)
     undone = {(x.newer_id, x.older_id) for x in again}
     kept = [
@@ -81,7 +81,7 @@ def changes(links: Sequence[Supersession], said: Mapping[str, list[Place]]) -> l
     return sorted(_once([*links, *as_they_stand(links, said)]), key=link_order)
 
 
-def last_sayings(
+def sayings_of(
     segments: SegmentsTable, namespace: str, rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, list[Place]]:
     """`sayings` of `rows`, their segments read in one pass."""
