@@ -67,10 +67,12 @@ def change_first(
     when: Callable[[EvidenceItem], When | None],
     alike: Alike,
     head: int,
+    replaces: Callable[[EvidenceItem, EvidenceItem], bool] | None = None,
 ) -> list[EvidenceItem]:
     """`items` with the first stated change among the first `head` said after one of the
-    first `CHANGE_HEAD` items and like it moved right above it (one move a request). For a
-    question about the present only: the caller asks."""
+    first `CHANGE_HEAD` items and like it moved right above it (one move a request), unless
+    a link says that item replaced the change (`replaces`: a value said again carries the
+    date of its first saying). For a question about the present only: the caller asks."""
     out = list(items)
     n = min(head, len(out))
     at = [when(i) for i in out[:n]]
@@ -82,6 +84,7 @@ def change_first(
             q
             for q in range(p + 1, n)
             if (t := at[q]) is not None and said_after(t, mine) and _CHANGED.search(out[q].text)
+            if replaces is None or not replaces(out[p], out[q])
         ]
         if not later:
             continue

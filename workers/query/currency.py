@@ -148,7 +148,7 @@ def current_first(
     when = _when_of(store, namespace, items[:HEAD])
     ordered = later_first(question, items, when, replaces=graph.replaces if graph else None)
     if alike is not None and about_the_present(question) and asks_a_state(question):
-        ordered = change_first(ordered, when, alike, HEAD)
+        ordered = change_first(ordered, when, alike, HEAD, graph.replaces if graph else None)
     ordered = account_beside_denial(question, ordered)
     if not linked and [i.item_id for i in ordered] == [i.item_id for i in evidence]:
         return None

@@ -9,14 +9,15 @@ every time it was said, and the order of the sayings decides:
 
 - a supersession whose older record was said again after the newer one was last said stands
   reversed from that day (`said_again`);
-- a record said again that then replaces nothing, and is not the one of its chain (the
-  records the supersessions join) said last, is replaced by the record said next after its
-  last saying ("900 watts" again in May, "700 watts" in June: the 700 replaces the 900,
-  though the rules linked it to the 650 it followed in their order).
+- in a chain (the records the supersessions join) where a record was said again, a record
+  that then replaces nothing, and is not the one said last, is replaced by the record said
+  next after its last saying ("900 watts" again in May, "700 watts" in June: the 700
+  replaces the 900, though the rules linked it to the 650 it followed in their order; or
+  the 700 said in May replaced by the 900 said again in June).
 
 The links table keeps what was found; this is read over it, so a forget that takes a saying
-away (its segment goes) takes what it changed with it. A chain with a record of no dated
-saying is read as found.
+away (its segment goes) takes what it changed with it. The second rule reads only chains
+whose records are all dated.
 """
 
 from __future__ import annotations
@@ -53,15 +54,17 @@ def said_again(
     for link in links:
         old, new = said.get(link.older_id), said.get(link.newer_id)
         if link.kind is LinkKind.supersedes and old and new and said_after(old[-1], new[-1]):
-            out.append(_link(link.namespace, link.newer_id, link.older_id, old[-1], "again"))
+            at = next(p for p in old if said_after(p, new[-1]))  # its first saying after
+            out.append(_link(link.namespace, link.newer_id, link.older_id, at, "again"))
     return out
 
 
 def as_they_stand(
     links: Sequence[Supersession], said: Mapping[str, list[Place]]
 ) -> list[Supersession]:
-    """`links` with each undone supersession replaced by its reverse, and each record said
-    again that is left replacing nothing replaced by the record said next (`_next_sayings`);
+    """`links` with each undone supersession replaced by its reverse, and in a chain with a
+    record said again each record left replacing nothing replaced by the record said next
+    (`_next_sayings`);
     a link found already (the LLM encoder reading the change back) is kept once, as found."""
     again = said_again(links, said)
     undone = {(x.newer_id, x.older_id) for x in again}
@@ -92,18 +95,18 @@ def sayings_of(
 def _next_sayings(
     links: Sequence[Supersession], said: Mapping[str, list[Place]], back: set[str]
 ) -> list[Supersession]:
-    """For each chain of supersessions whose records are all dated: every record said again
-    (`back`) but the one said last that replaces nothing, replaced by the record of the
-    first saying after its last. Only those: two records the rules left unlinked in a chain
-    of records said once may be two attributes ("the heater's 900 watts and the fan's 50"
-    replaced by "the heater now 650" and "the fan now 40")."""
+    """For each chain of supersessions whose records are all dated and one of which was said
+    again (`back`): every record but the one said last that replaces nothing, replaced by
+    the record of the first saying after its last. Only such chains: two records the rules
+    left unlinked in a chain of records said once may be two attributes ("the heater's 900
+    watts and the fan's 50" replaced by "the heater now 650" and "the fan now 40")."""
     out: list[Supersession] = []
     replaces = {x.older_id for x in links if x.kind is LinkKind.supersedes}
     for chain in _chains(links):
-        if not all(r in said for r in chain):
+        if not chain & back or not all(r in said for r in chain):
             continue
         order = sorted((p, r) for r in chain for p in said[r])
-        for rid in sorted(chain & back):
+        for rid in sorted(chain):
             last = said[rid][-1]
             if rid in replaces or last == order[-1][0]:
                 continue

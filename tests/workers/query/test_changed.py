@@ -55,6 +55,12 @@ def test_a_later_change_like_a_first_item_goes_right_above_it() -> None:
     assert change_first(items, when, alike, 10) == [MOVE, HOME, OTHER, EDITOR]
 
 
+def test_a_change_that_a_link_says_was_replaced_stays_below() -> None:
+    """A value said again carries its first saying's date: the link, not the date, orders it."""
+    alike = cosines({(HOME.text, MOVE.text): 0.59})
+    assert change_first([HOME, MOVE], when, alike, 10, lambda a, b: a is HOME) == [HOME, MOVE]
+
+
 def test_nothing_moves_for_an_unlike_change_an_earlier_one_or_an_undated_one() -> None:
     alike = cosines({(HOME.text, EDITOR.text): 0.19, (MOVE.text, HOME.text): 0.59})
     assert change_first([HOME, EDITOR], when, alike, 10) == [HOME, EDITOR]

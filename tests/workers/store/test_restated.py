@@ -83,7 +83,7 @@ def test_a_value_said_again_is_replaced_by_the_next_one_said_after_it() -> None:
     assert pairs(story) == pairs(found) | pairs(stood)
 
 
-def test_a_chain_with_a_record_of_no_dated_saying_is_read_as_found() -> None:
+def test_the_next_saying_rule_leaves_a_chain_with_a_record_of_no_dated_saying() -> None:
     said = {"900": [Place(MARCH, "s1", 0), Place(MAY, "s3", 0)], "650": [Place(APRIL, "s2", 0)]}
     found = [link("900", "650"), link("650", "700")]  # the 700's saying has no date
     assert pairs(as_they_stand(found, said)) == {("650", "900"), ("650", "700")}
@@ -99,3 +99,25 @@ def test_records_said_once_are_read_as_found_though_a_chain_joins_them() -> None
     }
     found = [link("both", "heater"), link("both", "fan")]
     assert pairs(as_they_stand(found, said)) == pairs(found)
+
+
+def test_a_value_said_before_one_said_again_is_replaced_by_it() -> None:
+    """900 (March), 650 (April), 700 (May), 900 again (June): the 900 is current, and the
+    700 it follows is what it replaces, from June."""
+    said = {
+        "900": [Place(MARCH, "s1", 0), Place(JUNE, "s4", 0)],
+        "650": [Place(APRIL, "s2", 0)],
+        "700": [Place(MAY, "s3", 0)],
+    }
+    stood = as_they_stand([link("900", "650"), link("650", "700")], said)
+    assert {x.older_id for x in stood} == {"650", "700"}  # only the 900 replaces nothing
+    assert [x.changed_at for x in stood if (x.older_id, x.newer_id) == ("700", "900")] == [JUNE]
+
+
+def test_a_change_back_dates_from_the_first_saying_after_the_change() -> None:
+    said = {
+        "900": [Place(MARCH, "s1", 0), Place(MAY, "s3", 0), Place(JUNE, "s4", 0)],
+        "650": [Place(APRIL, "s2", 0)],
+    }
+    (back,) = said_again([link("900", "650")], said)
+    assert back.changed_at == MAY
