@@ -75,19 +75,23 @@ class Turn(BaseModel):
     def rendered(self) -> str:
         return render_turn(self.speaker, self.role, self.content, self.image_caption)
 
-    def digest(self) -> str:
-        """Who said what, in 16 hex digits: a turn id must name the same words throughout
-        its session (the gateway's allocator and the segmenter check it)."""
+    def said(self) -> tuple[str | bool | None, ...]:
+        """Who said what: a turn's identity, which no date or metadata changes; a turn that
+        is not memory is another turn than the same words that are."""
         said: tuple[str | bool | None, ...] = (
             self.role.value,
             self.speaker,
             self.content,
             self.image_caption,
         )
-        said += () if self.memory else (False,)  # a turn that is not memory is another turn
+        return said if self.memory else (*said, False)
+
+    def digest(self) -> str:
+        """`said`, in 16 hex digits: a turn id must name the same words throughout its
+        session (the gateway's allocator and the segmenter check it)."""
         # compact UTF-8 JSON (orjson's bytes, which digests stored before were taken of),
         # from the standard library: the client's distribution has no orjson
-        text = json.dumps(said, ensure_ascii=False, separators=(",", ":"))
+        text = json.dumps(self.said(), ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -31,18 +31,7 @@ def dated(exchanges: Sequence[ExchangeIn], accepted_at: datetime) -> list[Exchan
 
 
 def content_digest(ex: ExchangeIn) -> str:
-    """What a re-sent exchange id must carry again: its turns' words (who said what, and
-    whether it is memory). Dates and metadata may differ, so that a retry stamped anew is
-    still the same exchange."""
-    words = [
-        (
-            t.role.value,
-            t.speaker,
-            t.content,
-            t.image_caption,
-            t.turn_id,
-            *(() if t.memory else [False]),
-        )
-        for t in ex.turns
-    ]
+    """What a re-sent exchange id must carry again: its turns (`Turn.said`) and their ids.
+    Dates and metadata may differ, so that a retry stamped anew is still the same exchange."""
+    words = [(*t.said(), t.turn_id) for t in ex.turns]
     return hashlib.sha256(orjson.dumps(words)).hexdigest()[:16]

@@ -23,6 +23,7 @@ from schemas.records import MemoryRecord, MemoryType, RecordBatch, Temporal
 from workers.embedding import Embedder
 from workers.encoder.encoded import build_record
 from workers.indexer.nodes import updates_of
+from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import EvidenceStore
 
 TOY_DIM = 8
@@ -171,3 +172,28 @@ def index_batches(
 ) -> dict[str, int]:
     """Records and nodes of `batches` written as the indexer writes them."""
     return store.upsert_batches(batches, updates_of(batches), embedder)
+
+
+async def said_in_turns(
+    indexer: IndexerService, embedder: Embedder, said: Sequence[tuple[str, datetime, str, str]]
+) -> None:
+    """Each (session, day, turn id, text) of namespace `a` as the indexer gets it: the user's
+    raw turn with `embedder`'s vector, then its record (`statement`, a segment of its own)."""
+    for n, (session, day, tid, text) in enumerate(said):
+        raw = RawTurn(
+            namespace="a",
+            session_id=session,
+            turn_id=tid,
+            exchange_id=f"{session}:e{n}",
+            seq=n,
+            index=0,
+            role=Role.user,
+            speaker="Ann",
+            text=text,
+            session_date=day,
+            embedding=embedder.embed([text])[0].tolist(),
+            embedding_model=embedder.model_name,
+        )
+        await indexer.write(
+            IndexBatch(turns=[raw], records=[statement("a", session, n, day, text, tid)])
+        )

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from datetime import datetime
 
 from schemas import EvidenceItem
-from workers.store.segments import said_after
+from workers.store.segments import When, said_after
 
 CHANGE_HEAD = 3  # the first items a stated change can move above: what an answer reads first
 MIN_ALIKE = 0.4  # cosine of two statements about one thing (module docstring)
@@ -59,7 +58,6 @@ def asks_a_state(question: str) -> bool:
 
 
 Alike = Callable[[str, Sequence[str]], Sequence[float]]  # a text's cosine to each of others
-When = tuple[datetime, str, int]  # an item's conversation date, session, exchange position
 
 
 def change_first(

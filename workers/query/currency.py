@@ -28,14 +28,14 @@ from typing import Any
 
 from schemas import EvidenceItem, Role
 from schemas.supersession import LinkKind, Supersession
-from workers.query.changed import Alike, When, asks_a_state, change_first
+from workers.query.changed import Alike, asks_a_state, change_first
 from workers.query.hits import record_item_id
 from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
 from workers.store.fulltext import analyze
 from workers.store.restated import as_they_stand, sayings_of
-from workers.store.segments import said_after
+from workers.store.segments import When, said_after
 from workers.vocabulary import QUESTION_STOPWORDS
 
 MAX_MOVES = 4  # items moved or added per request
@@ -146,9 +146,10 @@ def current_first(
     linked = found is not None
     items, graph = found if found is not None else (list(evidence), None)
     when = _when_of(store, namespace, items[:HEAD])
-    ordered = later_first(question, items, when, replaces=graph.replaces if graph else None)
+    replaces = graph.replaces if graph is not None else None  # a link's order beats dates
+    ordered = later_first(question, items, when, replaces=replaces)
     if alike is not None and about_the_present(question) and asks_a_state(question):
-        ordered = change_first(ordered, when, alike, HEAD, graph.replaces if graph else None)
+        ordered = change_first(ordered, when, alike, HEAD, replaces)
     ordered = account_beside_denial(question, ordered)
     if not linked and [i.item_id for i in ordered] == [i.item_id for i in evidence]:
         return None
@@ -170,7 +171,8 @@ def _by_links(
     items = list(evidence)
     if not any(graph.stands_for(i) for i in items):
         return None
-    links = graph.links = as_they_stand(links, sayings_of(store.segments, namespace, rows))
+    links = as_they_stand(links, sayings_of(store.segments, namespace, rows))
+    graph.links = links  # which items stand for which records needed the records only
     asked = _content(question)
     moves = 0 if not about_the_history(question) else MAX_MOVES  # its own order: by session
     for link in links:

@@ -55,7 +55,8 @@ def said_again(
         old, new = said.get(link.older_id), said.get(link.newer_id)
         if link.kind is LinkKind.supersedes and old and new and said_after(old[-1], new[-1]):
             at = next(p for p in old if said_after(p, new[-1]))  # its first saying after
-            out.append(_link(link.namespace, link.newer_id, link.older_id, at, "again"))
+            said_again_on = f"said again on {at.date:%Y-%m-%d} after it was replaced"
+            out.append(_link(link.namespace, link.newer_id, link.older_id, at, said_again_on))
     return out
 
 
@@ -112,7 +113,8 @@ def _next_sayings(
                 continue
             nxt = next(((p, r) for p, r in order if said_after(p, last)), None)
             if nxt is not None:
-                out.append(_link(links[0].namespace, rid, nxt[1], nxt[0], "next"))
+                after = f"said on {nxt[0].date:%Y-%m-%d}, after the value it replaces was last said"
+                out.append(_link(links[0].namespace, rid, nxt[1], nxt[0], after))
     return out
 
 
@@ -135,12 +137,7 @@ def _chains(links: Iterable[Supersession]) -> list[set[str]]:
     return list(chains.values())
 
 
-def _link(namespace: str, older: str, newer: str, at: Place, how: str) -> Supersession:
-    reason = (
-        f"said again on {at.date:%Y-%m-%d} after it was replaced"
-        if how == "again"
-        else f"said on {at.date:%Y-%m-%d}, after the value it replaces was last said"
-    )
+def _link(namespace: str, older: str, newer: str, at: Place, reason: str) -> Supersession:
     return Supersession(
         namespace=namespace,
         kind=LinkKind.supersedes,

@@ -36,7 +36,10 @@ class Place(NamedTuple):
     segment_index: int
 
 
-def said_after(a: tuple[datetime, str, int], b: tuple[datetime, str, int]) -> bool:
+When = tuple[datetime, str, int]  # when something was said: date, session, place in it
+
+
+def said_after(a: When, b: When) -> bool:
     """`a` (date, session, position in it) said after `b`: a later date, or later in one
     session; two sessions of one date are not ordered."""
     if a[0] != b[0]:

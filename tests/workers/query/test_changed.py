@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, RawTurn, Role
-from tests.workers.builders import statement
+from schemas import EvidenceItem
+from tests.workers.builders import said_in_turns
 from tests.workers.query.test_currency import request, texts
 from workers.embedding import Embedder
-from workers.indexer.service import IndexBatch, IndexerService
+from workers.indexer.service import IndexerService
 from workers.query.changed import asks_a_state, change_first
 from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
@@ -79,23 +79,11 @@ def test_nothing_moves_for_an_unlike_change_an_earlier_one_or_an_undated_one() -
 async def test_where_one_lives_now_reads_the_move_first(tmp_path: Path, embedder: Embedder) -> None:
     store = EvidenceStore(str(tmp_path / "db"), embedder.model_name, embedder.dim)
     indexer = IndexerService(store, embedder)
-    for n, item in enumerate([HOME, MOVE, EDITOR]):
-        batch = statement("a", item.session_id, n, item.date, item.text, item.turn_ids[0])
-        raw = RawTurn(
-            namespace="a",
-            session_id=item.session_id,
-            turn_id=item.turn_ids[0],
-            exchange_id=f"{item.session_id}:e{n}",
-            seq=n,
-            index=0,
-            role=Role.user,
-            speaker="Ann",
-            text=item.text,
-            session_date=item.date,
-            embedding=embedder.embed([item.text])[0].tolist(),
-            embedding_model=embedder.model_name,
-        )
-        await indexer.write(IndexBatch(turns=[raw], records=[batch]))
+    said = []
+    for item in (HOME, MOVE, EDITOR):
+        assert item.date is not None
+        said.append((item.session_id, item.date, item.turn_ids[0], item.text))
+    await said_in_turns(indexer, embedder, said)
     assert store.links.of_namespace("a") == []  # a move: no value for the rules to link
     svc = QueryService(QueryDeps(store, embedder))
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, QueryRequest, RawTurn, Role
-from tests.workers.builders import HASH_DIM, HashEmbedder, statement
+from schemas import EvidenceItem, QueryRequest
+from tests.workers.builders import HASH_DIM, HashEmbedder, said_in_turns, statement
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.currency import (
     about_the_past,
@@ -222,31 +222,6 @@ async def test_an_account_comes_beside_a_head_item_that_denies_it() -> None:
     assert account_beside_denial("Have I fired the big kiln?", [*head, talk]) == [*head, talk]
 
 
-async def said_in_turns(
-    indexer: IndexerService, said: list[tuple[str, datetime, str, str]]
-) -> None:
-    """Each (session, day, turn id, text) as the indexer gets it: its raw turn, then its
-    record (a segment of its own)."""
-    embedder = HashEmbedder()
-    for n, (session, day, tid, text) in enumerate(said):
-        raw = RawTurn(
-            namespace="a",
-            session_id=session,
-            turn_id=tid,
-            exchange_id=f"{session}:e{n}",
-            seq=n,
-            index=0,
-            role=Role.user,
-            speaker="Ann",
-            text=text,
-            session_date=day,
-            embedding=embedder.embed([text])[0].tolist(),
-            embedding_model=embedder.model_name,
-        )
-        batch = statement("a", session, n, day, text, tid)
-        await indexer.write(IndexBatch(turns=[raw], records=[batch]))
-
-
 async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path: Path) -> None:
     """900 watts, now 650, then 900 again word for word: the repetition is the first
     statement's record, and it stands as the current value from the day it was said again
@@ -255,7 +230,7 @@ async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path:
     store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     indexer = IndexerService(store, HashEmbedder())
     back = ("s3", datetime(2024, 5, 10), "s3t1", SAID[0][3])
-    await said_in_turns(indexer, [SAID[0], SAID[2], back])
+    await said_in_turns(indexer, HashEmbedder(), [SAID[0], SAID[2], back])
     svc = QueryService(QueryDeps(store, HashEmbedder()))
     q = request("How many watts does the greenhouse heater draw?")
 
@@ -284,6 +259,7 @@ async def test_a_value_after_one_said_again_replaces_it(tmp_path: Path) -> None:
     last = "The greenhouse heater now draws 700 watts at night."
     await said_in_turns(
         indexer,
+        HashEmbedder(),
         [
             SAID[0],
             SAID[2],

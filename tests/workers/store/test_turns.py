@@ -155,12 +155,18 @@ def test_an_id_stored_twice_is_stored_once_by_the_next_write_of_it(store: Eviden
     assert len(ids) == len(set(ids)) == 2
 
 
+def earlier_table(tmp_path: pathlib.Path, without: str) -> pa.Schema:
+    """A turns table as a version before column `without` created it; its schema."""
+    old = pa.schema([f for f in turns_schema(TOY_DIM, "toy") if f.name != without])
+    old = old.with_metadata(turns_schema(TOY_DIM, "toy").metadata)
+    lancedb.connect(str(tmp_path / "db")).create_table(TURNS, schema=old)
+    return old
+
+
 def test_turns_table_of_an_earlier_version_gains_passages_when_written(
     tmp_path: pathlib.Path,
 ) -> None:
-    old = pa.schema([f for f in turns_schema(TOY_DIM, "toy") if f.name != "passages"])
-    old = old.with_metadata(turns_schema(TOY_DIM, "toy").metadata)
-    lancedb.connect(str(tmp_path / "db")).create_table(TURNS, schema=old)
+    earlier_table(tmp_path, "passages")
     store = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
     store.turns.upsert([turn("ns", "t1", "short", 0)])
     assert [r["text"] for r in store.turns.near("ns", [("s1", 1, 1)])] == ["Ann: short"]
@@ -202,9 +208,7 @@ def test_a_turn_that_is_not_memory_is_listed_and_never_searched(
 def test_turns_of_a_table_from_before_the_memory_column_are_all_memory(
     tmp_path: pathlib.Path,
 ) -> None:
-    old = pa.schema([f for f in turns_schema(TOY_DIM, "toy") if f.name != "memory"])
-    old = old.with_metadata(turns_schema(TOY_DIM, "toy").metadata)
-    lancedb.connect(str(tmp_path / "db")).create_table(TURNS, schema=old)
+    old = earlier_table(tmp_path, "memory")
     store = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
     row = _turn_row(turn_row_id("a", "s1", "t1"), turn("a", "t1", "x", 0), None, 400)
     rows = [{k: v for k, v in row.items() if k != "memory"}]
