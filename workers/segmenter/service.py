@@ -385,30 +385,20 @@ def embed_exchanges(
     exchange ids repeat across sessions and namespaces. A turn that is not memory
     (`Turn.memory`) is left out of its exchange's text, unless it is all there is, and is
     never searched: it shares the exchange's vector instead of costing one of its own."""
-    shown = [[turn for turn in ex.turns if turn.memory] or list(ex.turns) for ex in exchanges]
-    texts = ["\n".join(turn.rendered() for turn in turns) for turns in shown]
-    several = [len(ex.turns) > 1 for ex in exchanges]
-    texts += [
-        turn.rendered()
-        for ex, own in zip(exchanges, several, strict=True)
-        if own
-        for turn in ex.turns
-        if turn.memory
-    ]
+    kept = [(ex, [turn for turn in ex.turns if turn.memory]) for ex in exchanges]
+    texts = ["\n".join(turn.rendered() for turn in mine or ex.turns) for ex, mine in kept]
+    texts += [turn.rendered() for ex, mine in kept if len(ex.turns) > 1 for turn in mine]
     if not texts:
         return []
     matrix = embedder.embed(texts)
-    out, j = [], len(exchanges)
-    for i, (ex, own) in enumerate(zip(exchanges, several, strict=True)):
-        vectors = []
-        for turn in ex.turns:
-            if own and turn.memory:
-                vectors.append(matrix[j])
-                j += 1
-            else:
-                vectors.append(matrix[i])
-        out.append((matrix[i], vectors))
-    return out
+    own = iter(matrix[len(exchanges) :])  # the memory turns' of exchanges of several turns
+    return [
+        (
+            matrix[i],
+            [next(own) if len(ex.turns) > 1 and turn.memory else matrix[i] for turn in ex.turns],
+        )
+        for i, ex in enumerate(exchanges)
+    ]
 
 
 def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[RawTurn]:
