@@ -1,5 +1,6 @@
 """A stated change first: for a question about the present, a later statement that something
-changed ("we just moved to Lisbon", "I left and started a new job") moves right above an
+changed ("we just moved to Lisbon", "I left and started a new job") or that says how things
+stand now ("I'm in Lisbon these days", "we now live in Lisbon") moves right above an
 earlier statement of the reply's first items that it is like, without a link.
 
 The offline rules link values only (numbers, amounts, days), so a move, a job or a tool that
@@ -24,12 +25,15 @@ from workers.store.segments import When, said_after
 CHANGE_HEAD = 3  # the first items a stated change can move above: what an answer reads first
 MIN_ALIKE = 0.4  # cosine of two statements about one thing (module docstring)
 
-# a statement that a state changed: a move, a switch, a new job or home, an end; not a mere
-# start or a joining, which a chat is full of ("started looking into it", "joined a group")
+# a statement that a state changed: a move, a switch, a new job or home, an end, or how it
+# stands these days; not a mere start or a joining, which a chat is full of ("started looking
+# into it", "joined a group"), nor a "now" that opens a step ("now, let's add a route")
 _CHANGED = re.compile(
     r"\b(?:moved|relocated|switched|no longer|anymore|any more|instead of|gave up"
     r"|(?:started|took|got|accepted|landed|found|bought|rented) (?:a |an |my |our |the )?new"
-    r"|(?:left|quit|changed|sold) (?:my|our|his|her|their)\b)",
+    r"|(?:left|quit|changed|sold) (?:my|our|his|her|their)\b"
+    r"|these days|nowadays|(?:'m|am|'re|are|is|'s) now\b"
+    r"|now (?:live|living|work|working|use|using|have|own|drive|prefer|run|rent|study|teach)\b)",
     re.IGNORECASE,
 )
 

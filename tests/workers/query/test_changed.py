@@ -75,23 +75,41 @@ def test_nothing_moves_for_an_unlike_change_an_earlier_one_or_an_undated_one() -
     assert change_first(far, when, cosines({(HOME.text, MOVE.text): 0.9}), 3) == far
 
 
-@pytest.mark.asyncio
-async def test_where_one_lives_now_reads_the_move_first(tmp_path: Path, embedder: Embedder) -> None:
+async def served(tmp_path: Path, embedder: Embedder, move: EvidenceItem) -> QueryService:
+    """A store of where one lived, a move and an unrelated change, written by the indexer."""
     store = EvidenceStore(str(tmp_path / "db"), embedder.model_name, embedder.dim)
     indexer = IndexerService(store, embedder)
     said = []
-    for item in (HOME, MOVE, EDITOR):
+    for item in (HOME, move, EDITOR):
         assert item.date is not None
         said.append((item.session_id, item.date, item.turn_ids[0], item.text))
     await said_in_turns(indexer, embedder, said)
     assert store.links.of_namespace("a") == []  # a move: no value for the rules to link
-    svc = QueryService(QueryDeps(store, embedder))
+    return QueryService(QueryDeps(store, embedder))
 
+
+@pytest.mark.parametrize(
+    "move",
+    [MOVE, said(5, "I'm in Lisbon these days.", MAR), said(6, "We now live in Lisbon.", MAR)],
+    ids=["moved", "these-days", "now-live"],
+)
+@pytest.mark.asyncio
+async def test_where_one_lives_now_reads_the_move_first(
+    tmp_path: Path, embedder: Embedder, move: EvidenceItem
+) -> None:
+    svc = await served(tmp_path, embedder, move)
     now = texts((await svc.search(request("Where do I live now?"))).evidence)
-    assert now.index(MOVE.text) < now.index(HOME.text)
+    assert now.index(move.text) < now.index(HOME.text)
     assert now.index(HOME.text) < now.index(EDITOR.text)
+
+
+@pytest.mark.asyncio
+async def test_where_one_lived_before_keeps_retrievals_order(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    svc = await served(tmp_path, embedder, MOVE)
     before = texts((await svc.search(request("Where did I live before?"))).evidence)
-    assert before.index(HOME.text) < before.index(MOVE.text)  # the past keeps retrieval's order
+    assert before.index(HOME.text) < before.index(MOVE.text)
 
 
 @pytest.mark.parametrize(
@@ -112,3 +130,23 @@ def test_a_state_is_asked_for_as_it_stands_not_what_has_come_about(
     question: str, state: bool
 ) -> None:
     assert asks_a_state(question) is state
+
+
+@pytest.mark.parametrize(
+    ("later", "moves"),
+    [
+        ("We just moved to Lisbon.", True),
+        ("I'm in Lisbon these days.", True),
+        ("Nowadays we are in Lisbon.", True),
+        ("Ann is now in Lisbon.", True),  # an encoder's record names the speaker
+        ("We now live in Lisbon.", True),
+        ("Lisbon was lovely in May.", False),  # no change stated
+        ("Now, let us look at Lisbon.", False),  # "now" that opens a step
+        ("I started looking into Lisbon.", False),  # a start, not a new state
+    ],
+)
+def test_a_change_is_stated_in_several_forms(later: str, moves: bool) -> None:
+    change = said(7, later, MAR)
+    items = [HOME, OTHER, change]
+    moved = change_first(items, when, cosines({(HOME.text, later): 0.6}), 10)
+    assert (moved[0] is change) is moves
