@@ -91,7 +91,7 @@ class SessionState(BaseModel):
 class Decision:
     """What happened to one exchange, for logs and tests."""
 
-    action: str  # start | append | cut | capacity | split | replay | redelivery
+    action: str  # start | append | aside | cut | capacity | split | replay | redelivery
     signals: BoundarySignals | None
     finalized: list[Segment]
 
@@ -134,7 +134,7 @@ class SegmentPolicy:
             seq=ex.seq,
             turn_ids=ex.turn_ids(),
             turns=list(ex.turns),
-            tokens=self.count(ex.rendered()),
+            tokens=self.count(ex.remembered()),
             source=position.log() if position is not None else None,
             trace=trace,
         )
@@ -145,8 +145,13 @@ class SegmentPolicy:
             self._append(state, item, e)
             out += self._finalize(state, FinalizeReason.per_exchange, None)
             return Decision("start", None, out)
+        if not _remembered(item):
+            return Decision("aside", None, self._aside(state, item))
         if not state.is_open:
             return Decision("start", None, self._start(state, item, e))
+        if state.vector_sum is None:  # open with items that are not memory only: join them
+            self._append(state, item, e)
+            return Decision("append", None, self._close_if_full(state, None))
 
         signals = self._signals(state, e) if self.p.mode is SegmentMode.semantic else None
         if signals is not None:
@@ -173,7 +178,7 @@ class SegmentPolicy:
         assert state.vector_sum is not None and state.last_vector is not None
         total = np.asarray(state.vector_sum, dtype=np.float32)
         last = np.asarray(state.last_vector, dtype=np.float32)
-        n = len(state.exchanges)
+        n = sum(1 for x in state.exchanges if _remembered(x))
         s = sig.surprise(e, (total / n).astype(np.float32), last)
         z = sig.robust_surprise(s, state.history, self.p)
         a = sig.absolute_surprise(s, self.cal)
@@ -197,6 +202,13 @@ class SegmentPolicy:
     def _start(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> list[Segment]:
         """A new segment; only ever called with none open (`_finalize` resets the state)."""
         self._append(state, item, e)
+        return self._close_if_full(state, None)
+
+    def _aside(self, state: SessionState, item: SegmentExchange) -> list[Segment]:
+        """An exchange that is not memory (an agent's tool calls and their outputs) joins the
+        open segment, or opens one, without a say in where it ends: its vector (JSON, logs)
+        takes no part in the signals and its words none in the length."""
+        state.exchanges.append(item)
         return self._close_if_full(state, None)
 
     def _append(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> None:
@@ -245,8 +257,8 @@ class SegmentPolicy:
         turn_ids = item.turn_ids
         pieces: list[tuple[str, Turn]] = []
         for tid, turn in zip(turn_ids, ex.turns, strict=True):
-            if self.count(turn.rendered()) <= self.p.max_tokens:
-                pieces.append((tid, turn))
+            if not turn.memory or self.count(turn.rendered()) <= self.p.max_tokens:
+                pieces.append((tid, turn))  # what is not memory is never read: kept whole
                 continue
             # the caption is text like any other here: split with the content, not repeated
             text = turn_text(turn.content, turn.image_caption)
@@ -259,7 +271,7 @@ class SegmentPolicy:
                 seq=ex.seq,
                 turn_ids=[tid for tid, _ in group],  # aligned with turns
                 turns=[t for _, t in group],
-                tokens=sum(self.count(t.rendered()) for _, t in group),
+                tokens=sum(self._cost(t) for _, t in group),
                 fragment=n,
                 source=item.source,
                 trace=item.trace,
@@ -296,12 +308,16 @@ class SegmentPolicy:
                 pieces.append(" ".join(run))
         return _merge_runs(pieces, budget, self.count)
 
+    def _cost(self, turn: Turn) -> int:
+        """A turn's tokens in a segment's length: none for one that is not memory."""
+        return self.count(turn.rendered()) if turn.memory else 0
+
     def _pack(self, pieces: Sequence[tuple[str, Turn]]) -> list[list[tuple[str, Turn]]]:
         """Greedy packing of turn pieces into fragments of at most `max_tokens`."""
         groups: list[list[tuple[str, Turn]]] = [[]]
         used = 0
         for tid, turn in pieces:
-            cost = self.count(turn.rendered())
+            cost = self._cost(turn)
             if groups[-1] and used + cost > self.p.max_tokens:
                 groups.append([])
                 used = 0
@@ -318,6 +334,11 @@ def _merge_runs(pieces: list[str], budget: int, count: TokenCounter) -> list[str
         else:
             merged.append(piece)
     return merged
+
+
+def _remembered(item: SegmentExchange) -> bool:
+    """Whether the exchange has a memory turn, and so a vector in the segment's sum."""
+    return any(turn.memory for turn in item.turns)
 
 
 def _unit(v: sig.Vector) -> sig.Vector:
