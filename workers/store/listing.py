@@ -17,7 +17,7 @@ from workers.store.arrow import read_columns
 from workers.store.database import Database
 from workers.store.records import RECORDS
 from workers.store.sql import namespace_filter
-from workers.store.turns import TURNS
+from workers.store.turns import MEMORY_COLUMN, TURNS
 
 MAX_PAGE_SIZE = 500
 
@@ -135,4 +135,7 @@ def list_turns(
     if not data.num_rows:
         return Page([], 0, page, page_size)
     data = data.sort_by([("session_id", "ascending"), ("seq", "ascending"), ("idx", "ascending")])
+    if MEMORY_COLUMN in data.column_names:  # a row without the flag (an earlier writer) is memory
+        at = data.column_names.index(MEMORY_COLUMN)
+        data = data.set_column(at, MEMORY_COLUMN, pc.fill_null(data[MEMORY_COLUMN], True))
     return _page(data, page, page_size)

@@ -71,6 +71,10 @@ def turns_schema(dim: int, model: str) -> pa.Schema:
     )
 
 
+# the columns later versions added, as a table of an earlier one gains them
+_ADDED = (pa.field(PASSAGES_COLUMN, pa.string()), pa.field(MEMORY_COLUMN, pa.bool_()))
+
+
 def turn_row_id(namespace: str, session_id: str, turn_id: str) -> str:
     return f"{namespace}/{session_id}/{turn_id}"
 
@@ -87,14 +91,15 @@ class TurnsTable(Table):
         self._names: dict[tuple[str, int], list[str]] = {}  # the last large namespace's
 
     def migrate(self) -> None:
-        """Writers only: a table of an earlier version gets the passages column (empty: each
-        of its turns shows whole) and the memory column (true: every turn was memory);
-        readers read what is there meanwhile."""
+        """Writers only: a table of an earlier version gets the passages and memory columns,
+        null in its rows (no passages: each turn shows whole; no flag: memory, as every turn
+        was). Nullable, so a writer of that earlier version still appends its rows (a
+        rolling upgrade); readers read what is there meanwhile."""
         tbl = None if self._migrated else super().table()
-        if tbl is not None and PASSAGES_COLUMN not in tbl.schema.names:
-            tbl.add_columns({PASSAGES_COLUMN: "''"})
-        if tbl is not None and MEMORY_COLUMN not in tbl.schema.names:
-            tbl.add_columns({MEMORY_COLUMN: "true"})
+        if tbl is not None:
+            added = [f for f in _ADDED if f.name not in tbl.schema.names]
+            if added:
+                tbl.add_columns(added)
         self._migrated = self._migrated or tbl is not None
 
     def read_columns(self) -> list[str]:

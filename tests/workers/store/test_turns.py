@@ -222,6 +222,24 @@ def test_turns_of_a_table_from_before_the_memory_column_are_all_memory(
     }
 
 
+def test_a_writer_from_before_the_new_columns_still_appends_to_a_migrated_table(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A rolling upgrade: the new writer migrates the table, an old one keeps appending rows
+    without the columns it does not know, which are memory and show whole."""
+    old = earlier_table(tmp_path, "memory")
+    old = pa.schema([f for f in old if f.name != "passages"]).with_metadata(old.metadata)
+    store = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
+    store.turns.upsert([turn("a", "t1", "the kayak club", 0)])  # migrates
+    row = _turn_row(turn_row_id("a", "s1", "t2"), turn("a", "t2", "the kayak pier", 0), None, 400)
+    earlier = {k: v for k, v in row.items() if k in old.names}
+    store.db.table(TURNS).add(pa.Table.from_pylist([earlier], schema=old))
+    assert {h["turn_id"] for h in store.turns.search_text("a", "kayak", 5)} == {"t1", "t2"}
+    assert [r["memory"] for r in list_turns(store.db, "a").items] == [True, True]
+    shown = {r["turn_id"]: r["passages"] for r in store.turns.near("a", [("s1", 1, 2)])}
+    assert shown == {"t1": "", "t2": None}  # none: the turn shows whole
+
+
 def test_a_turn_row_without_the_flag_is_memory(store: EvidenceStore) -> None:
     """A row written without `memory` (a writer that predates it, the synthetic store) is
     searched, as every turn was before."""
