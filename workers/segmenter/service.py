@@ -383,22 +383,24 @@ def embed_exchanges(
     """One embedding call for the batch: per exchange, in order, its vector and one vector
     per turn (a single-turn exchange's turn shares the exchange's). Matched by position:
     exchange ids repeat across sessions and namespaces. A turn that is not memory
-    (`Turn.memory`) is left out of its exchange's text, unless it is all there is, and is
-    never searched: it shares the exchange's vector instead of costing one of its own."""
-    kept = [(ex, [turn for turn in ex.turns if turn.memory]) for ex in exchanges]
-    texts = ["\n".join(turn.rendered() for turn in mine or ex.turns) for ex, mine in kept]
-    texts += [turn.rendered() for ex, mine in kept if len(ex.turns) > 1 for turn in mine]
-    if not texts:
-        return []
-    matrix = embedder.embed(texts)
-    own = iter(matrix[len(exchanges) :])  # the memory turns' of exchanges of several turns
-    return [
-        (
-            matrix[i],
-            [next(own) if len(ex.turns) > 1 and turn.memory else matrix[i] for turn in ex.turns],
-        )
-        for i, ex in enumerate(exchanges)
-    ]
+    (`Turn.memory`) is left out of its exchange's text and is never searched: it shares the
+    exchange's vector, and an exchange of such turns only (an agent's tool output, which
+    has no say in where a segment ends either) costs the model nothing: its vector is a
+    placeholder, the first axis."""
+    kept = [[turn for turn in ex.turns if turn.memory] for ex in exchanges]
+    texts = ["\n".join(turn.rendered() for turn in mine) for mine in kept if mine]
+    several = [mine for ex, mine in zip(exchanges, kept, strict=True) if len(ex.turns) > 1]
+    texts += [turn.rendered() for mine in several for turn in mine]
+    matrix = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
+    placeholder = np.eye(1, embedder.dim, dtype=np.float32)[0]
+    said = sum(1 for mine in kept if mine)
+    whole, own = iter(matrix[:said]), iter(matrix[said:])  # the exchanges', their turns'
+    out = []
+    for ex, mine in zip(exchanges, kept, strict=True):
+        vector = next(whole) if mine else placeholder
+        turns = [next(own) if len(ex.turns) > 1 and t.memory else vector for t in ex.turns]
+        out.append((vector, turns))
+    return out
 
 
 def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[RawTurn]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 
+import numpy as np
 import orjson
 import pytest
 
@@ -488,7 +489,7 @@ async def test_segmenter_service_forget_between_claim_and_commit_frees_the_claim
     assert [d.action for d in later.decisions] != ["forgotten"] and later.turns == 1
 
 
-def test_a_turn_that_is_not_memory_is_left_out_of_its_exchanges_text_and_shares_its_vector() -> (
+def test_a_turn_that_is_not_memory_is_left_out_of_its_exchanges_text_and_costs_no_model_text() -> (
     None
 ):
     from tests.workers.builders import HashEmbedder
@@ -503,10 +504,15 @@ def test_a_turn_that_is_not_memory_is_left_out_of_its_exchanges_text_and_shares_
         )
 
     embedder = HashEmbedder()
-    mixed, alone = embed_exchanges(embedder, [exchange(0, said, tool), exchange(1, tool)])
-    assert embedder.calls == [[said.rendered(), tool.rendered(), said.rendered()]]
+    batch = [exchange(0, said, tool), exchange(1, tool), exchange(2, tool, tool), exchange(3, said)]
+    mixed, alone, two, last = embed_exchanges(embedder, batch)
+    assert embedder.calls == [[said.rendered(), said.rendered(), said.rendered()]]
     assert [v.tolist() for v in mixed[1]] == [
         embedder.embed([said.rendered()])[0].tolist(),
         mixed[0].tolist(),
     ]
-    assert alone[0].tolist() == alone[1][0].tolist()  # all there is: its text, one vector
+    # a tool output alone: a placeholder, shared by its turns, never the model's
+    axis = np.eye(1, embedder.dim, dtype=np.float32)[0].tolist()
+    assert [alone[0].tolist(), *(v.tolist() for v in alone[1])] == [axis, axis]
+    assert [two[0].tolist(), *(v.tolist() for v in two[1])] == [axis, axis, axis]
+    assert last[0].tolist() == last[1][0].tolist() == mixed[1][0].tolist()
