@@ -25,15 +25,19 @@ from workers.store.segments import When, said_after
 CHANGE_HEAD = 3  # the first items a stated change can move above: what an answer reads first
 MIN_ALIKE = 0.4  # cosine of two statements about one thing (module docstring)
 
-# a statement that a state changed: a move, a switch, a new job or home, an end, or how it
-# stands these days; not a mere start or a joining, which a chat is full of ("started looking
-# into it", "joined a group"), nor a "now" that opens a step ("now, let's add a route")
+# a statement that a state changed: a move, a switch, a new job or home, an end, or how one
+# stands these days ("I'm now based in", "Ann now lives in": a person, now, where or what they
+# live, work or own); not a mere start or a joining, which a chat is full of ("started looking
+# into it", "joined a group"), nor the "now" of a step ("now use the formula", "you now have
+# a working route")
 _CHANGED = re.compile(
     r"\b(?:moved|relocated|switched|no longer|anymore|any more|instead of|gave up"
     r"|(?:started|took|got|accepted|landed|found|bought|rented) (?:a |an |my |our |the )?new"
     r"|(?:left|quit|changed|sold) (?:my|our|his|her|their)\b"
-    r"|these days|nowadays|(?:'m|am|'re|are|is|'s) now\b"
-    r"|now (?:live|living|work|working|use|using|have|own|drive|prefer|run|rent|study|teach)\b)",
+    r"|these days|nowadays"
+    r"|(?:\bI|\bwe|(?-i:\b[A-Z][a-z]+))(?:'m|'re| am| are| is|'s)? now (?:in|at|based|lives?"
+    r"|living|works?|working|employed|owns?|drives?|prefers?|rents?|stud(?:y|ies|ying)"
+    r"|teach(?:es|ing)?)\b)",
     re.IGNORECASE,
 )
 

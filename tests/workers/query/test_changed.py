@@ -142,6 +142,9 @@ def test_a_state_is_asked_for_as_it_stands_not_what_has_come_about(
         ("We now live in Lisbon.", True),
         ("Lisbon was lovely in May.", False),  # no change stated
         ("Now, let us look at Lisbon.", False),  # "now" that opens a step
+        ("Now use the map of Lisbon.", False),
+        ("You now have a map of Lisbon.", False),
+        ("It's now time to leave Lisbon.", False),
         ("I started looking into Lisbon.", False),  # a start, not a new state
     ],
 )
