@@ -146,11 +146,6 @@ class Exchange(Contract):
     def rendered(self) -> str:
         return "\n".join(t.rendered() for t in self.turns)
 
-    def remembered(self) -> str:
-        """Its memory turns' text (`Turn.memory`): what the encoders read of it, and so what
-        a segment's length counts."""
-        return "\n".join(t.rendered() for t in self.turns if t.memory)
-
 
 class ControlKind(StrEnum):
     flush = "flush"

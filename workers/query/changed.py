@@ -25,19 +25,32 @@ from workers.store.segments import When, said_after
 CHANGE_HEAD = 3  # the first items a stated change can move above: what an answer reads first
 MIN_ALIKE = 0.4  # cosine of two statements about one thing (module docstring)
 
+# who is said to stand somewhere now: I, we, he, she, they, or a name (an encoder's record
+# names the speaker), never a thing ("it's now in your cart", "this is now at version 2")
+_PERSON = (
+    r"(?:\bI|\bwe|\bhe|\bshe|\bthey|(?-i:\b(?!(?:It|This|That|There|Here|Which|What|Everything"
+    r"|Nothing|Something|Now|Then)\b)[A-Z][a-z]+))"
+)
+# where or what they stand in: a home, a job, a thing they own or drive, a study
+_STANDING = (
+    r"(?:in|based|lives?|living|works?|working|employed|owns?|drives?|rents?"
+    r"|stud(?:y|ies|ying)|teach(?:es|ing)?)"
+)
+_HOLDS = r"(?:live|work|rent|own|drive|study|teach)"  # ... said of oneself before a "now"
+
 # a statement that a state changed: a move, a switch, a new job or home, an end, or how one
-# stands these days ("I'm now based in", "Ann now lives in": a person, now, where or what they
-# live, work or own); not a mere start or a joining, which a chat is full of ("started looking
-# into it", "joined a group"), nor the "now" of a step ("now use the formula", "you now have
-# a working route")
+# stands these days ("I'm now based in", "Ann now lives in", "I live in Lisbon now"); not a
+# mere start or a joining, which a chat is full of ("started looking into it", "joined a
+# group"), nor the "now" of a step ("now use the formula", "you now have a working route",
+# "we are now at step 3")
 _CHANGED = re.compile(
     r"\b(?:moved|relocated|switched|no longer|anymore|any more|instead of|gave up"
     r"|(?:started|took|got|accepted|landed|found|bought|rented) (?:a |an |my |our |the )?new"
     r"|(?:left|quit|changed|sold) (?:my|our|his|her|their)\b"
-    r"|these days|nowadays"
-    r"|(?:\bI|\bwe|(?-i:\b[A-Z][a-z]+))(?:'m|'re| am| are| is|'s)? now (?:in|at|based|lives?"
-    r"|living|works?|working|employed|owns?|drives?|prefers?|rents?|stud(?:y|ies|ying)"
-    r"|teach(?:es|ing)?)\b)",
+    r"|(?<!of )these days|nowadays"
+    rf"|{_PERSON}(?:'m|'re|'s| am| are| is)? now {_STANDING}\b"
+    rf"|now,? (?:I|we) {_HOLDS}"
+    rf"|(?:I|we) {_HOLDS}\b[^.!?\n]{{0,40}}\bnow\b)",
     re.IGNORECASE,
 )
 

@@ -128,13 +128,17 @@ class SegmentPolicy:
         state.ended = False
         if ex.session_date is not None:
             state.session_date = ex.session_date
+        if not any(turn.memory for turn in ex.turns):
+            # an agent's tool calls and their outputs: kept as raw turns, never encoded, so in
+            # no segment, and no say in where one ends (their JSON is no change of subject)
+            return Decision("aside", None, [])
         e = _unit(emb)
         item = SegmentExchange(
             exchange_id=ex.exchange_id,
             seq=ex.seq,
             turn_ids=ex.turn_ids(),
             turns=list(ex.turns),
-            tokens=self.count(ex.remembered()),
+            tokens=self.count(ex.rendered()),
             source=position.log() if position is not None else None,
             trace=trace,
         )
@@ -145,13 +149,8 @@ class SegmentPolicy:
             self._append(state, item, e)
             out += self._finalize(state, FinalizeReason.per_exchange, None)
             return Decision("start", None, out)
-        if not _remembered(item):
-            return Decision("aside", None, self._aside(state, item))
         if not state.is_open:
             return Decision("start", None, self._start(state, item, e))
-        if state.vector_sum is None:  # open with items that are not memory only: join them
-            self._append(state, item, e)
-            return Decision("append", None, self._close_if_full(state, None))
 
         signals = self._signals(state, e) if self.p.mode is SegmentMode.semantic else None
         if signals is not None:
@@ -178,7 +177,7 @@ class SegmentPolicy:
         assert state.vector_sum is not None and state.last_vector is not None
         total = np.asarray(state.vector_sum, dtype=np.float32)
         last = np.asarray(state.last_vector, dtype=np.float32)
-        n = sum(1 for x in state.exchanges if _remembered(x))
+        n = len(state.exchanges)
         s = sig.surprise(e, (total / n).astype(np.float32), last)
         z = sig.robust_surprise(s, state.history, self.p)
         a = sig.absolute_surprise(s, self.cal)
@@ -202,13 +201,6 @@ class SegmentPolicy:
     def _start(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> list[Segment]:
         """A new segment; only ever called with none open (`_finalize` resets the state)."""
         self._append(state, item, e)
-        return self._close_if_full(state, None)
-
-    def _aside(self, state: SessionState, item: SegmentExchange) -> list[Segment]:
-        """An exchange that is not memory (an agent's tool calls and their outputs) joins the
-        open segment, or opens one, without a say in where it ends: its vector (JSON, logs)
-        takes no part in the signals and its words none in the length."""
-        state.exchanges.append(item)
         return self._close_if_full(state, None)
 
     def _append(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> None:
@@ -257,8 +249,8 @@ class SegmentPolicy:
         turn_ids = item.turn_ids
         pieces: list[tuple[str, Turn]] = []
         for tid, turn in zip(turn_ids, ex.turns, strict=True):
-            if not turn.memory or self.count(turn.rendered()) <= self.p.max_tokens:
-                pieces.append((tid, turn))  # what is not memory is never read: kept whole
+            if self.count(turn.rendered()) <= self.p.max_tokens:
+                pieces.append((tid, turn))
                 continue
             # the caption is text like any other here: split with the content, not repeated
             text = turn_text(turn.content, turn.image_caption)
@@ -271,7 +263,7 @@ class SegmentPolicy:
                 seq=ex.seq,
                 turn_ids=[tid for tid, _ in group],  # aligned with turns
                 turns=[t for _, t in group],
-                tokens=sum(self._cost(t) for _, t in group),
+                tokens=sum(self.count(t.rendered()) for _, t in group),
                 fragment=n,
                 source=item.source,
                 trace=item.trace,
@@ -308,16 +300,12 @@ class SegmentPolicy:
                 pieces.append(" ".join(run))
         return _merge_runs(pieces, budget, self.count)
 
-    def _cost(self, turn: Turn) -> int:
-        """A turn's tokens in a segment's length: none for one that is not memory."""
-        return self.count(turn.rendered()) if turn.memory else 0
-
     def _pack(self, pieces: Sequence[tuple[str, Turn]]) -> list[list[tuple[str, Turn]]]:
         """Greedy packing of turn pieces into fragments of at most `max_tokens`."""
         groups: list[list[tuple[str, Turn]]] = [[]]
         used = 0
         for tid, turn in pieces:
-            cost = self._cost(turn)
+            cost = self.count(turn.rendered())
             if groups[-1] and used + cost > self.p.max_tokens:
                 groups.append([])
                 used = 0
@@ -334,11 +322,6 @@ def _merge_runs(pieces: list[str], budget: int, count: TokenCounter) -> list[str
         else:
             merged.append(piece)
     return merged
-
-
-def _remembered(item: SegmentExchange) -> bool:
-    """Whether the exchange has a memory turn, and so a vector in the segment's sum."""
-    return any(turn.memory for turn in item.turns)
 
 
 def _unit(v: sig.Vector) -> sig.Vector:

@@ -23,6 +23,7 @@ replays are counted per session so that `lychee ingest --wait` can report them.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -381,26 +382,33 @@ def embed_exchanges(
     embedder: Embedder, exchanges: Sequence[Exchange]
 ) -> list[tuple[Matrix, list[Matrix]]]:
     """One embedding call for the batch: per exchange, in order, its vector and one vector
-    per turn (a single-turn exchange's turn shares the exchange's). Matched by position:
-    exchange ids repeat across sessions and namespaces. A turn that is not memory
+    per turn (an exchange of one memory turn shares its vector with it). Matched by
+    position: exchange ids repeat across sessions and namespaces. A turn that is not memory
     (`Turn.memory`) is left out of its exchange's text and is never searched: it shares the
-    exchange's vector, and an exchange of such turns only (an agent's tool output, which
-    has no say in where a segment ends either) costs the model nothing: its vector is a
-    placeholder, the first axis."""
+    exchange's vector, and an exchange of such turns only (an agent's tool output, in no
+    segment) costs the model nothing (`placeholder`)."""
     kept = [[turn for turn in ex.turns if turn.memory] for ex in exchanges]
     texts = ["\n".join(turn.rendered() for turn in mine) for mine in kept if mine]
-    several = [mine for ex, mine in zip(exchanges, kept, strict=True) if len(ex.turns) > 1]
-    texts += [turn.rendered() for mine in several for turn in mine]
+    texts += [turn.rendered() for mine in kept if len(mine) > 1 for turn in mine]
     matrix = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
-    placeholder = np.eye(1, embedder.dim, dtype=np.float32)[0]
     said = sum(1 for mine in kept if mine)
     whole, own = iter(matrix[:said]), iter(matrix[said:])  # the exchanges', their turns'
     out = []
     for ex, mine in zip(exchanges, kept, strict=True):
-        vector = next(whole) if mine else placeholder
-        turns = [next(own) if len(ex.turns) > 1 and t.memory else vector for t in ex.turns]
+        vector = next(whole) if mine else placeholder(ex, embedder.dim)
+        turns = [next(own) if len(mine) > 1 and t.memory else vector for t in ex.turns]
         out.append((vector, turns))
     return out
+
+
+def placeholder(ex: Exchange, dim: int) -> Matrix:
+    """The vector of an exchange with nothing to search: a unit vector drawn from a digest of
+    its place (the same on a replay), spread like a text's rather than one shared for all,
+    which would crowd one point of the turns' vector index."""
+    key = f"{ex.namespace}\0{ex.session_id}\0{ex.seq}".encode("utf-8", "surrogatepass")
+    seed = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
+    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+    return v / np.float32(np.linalg.norm(v))
 
 
 def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[RawTurn]:

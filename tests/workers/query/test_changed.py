@@ -141,6 +141,13 @@ def test_a_state_is_asked_for_as_it_stands_not_what_has_come_about(
         ("Ann is now in Lisbon.", True),  # an encoder's record names the speaker
         ("We now live in Lisbon.", True),
         ("Lisbon was lovely in May.", False),  # no change stated
+        ("Now I live in Lisbon.", True),
+        ("I live in Lisbon now.", True),
+        ("She's now living in Lisbon.", True),
+        ("One of these days I'll see Lisbon.", False),  # a future
+        ("It's now in your cart.", False),  # a thing, not a person
+        ("This is now at version 2.", False),
+        ("We are now at step 3.", False),
         ("Now, let us look at Lisbon.", False),  # "now" that opens a step
         ("Now use the map of Lisbon.", False),
         ("You now have a map of Lisbon.", False),

@@ -493,9 +493,10 @@ def test_a_turn_that_is_not_memory_is_left_out_of_its_exchanges_text_and_costs_n
     None
 ):
     from tests.workers.builders import HashEmbedder
-    from workers.segmenter.service import embed_exchanges
+    from workers.segmenter.service import embed_exchanges, placeholder
 
     said = Turn(role=Role.user, content="I bought a red kayak.")
+    reply = Turn(role=Role.assistant, content="A fine boat.")
     tool = Turn(role=Role.assistant, content='{"type": "function_call"}', memory=False)
 
     def exchange(seq: int, *turns: Turn) -> Exchange:
@@ -504,15 +505,21 @@ def test_a_turn_that_is_not_memory_is_left_out_of_its_exchanges_text_and_costs_n
         )
 
     embedder = HashEmbedder()
-    batch = [exchange(0, said, tool), exchange(1, tool), exchange(2, tool, tool), exchange(3, said)]
-    mixed, alone, two, last = embed_exchanges(embedder, batch)
-    assert embedder.calls == [[said.rendered(), said.rendered(), said.rendered()]]
-    assert [v.tolist() for v in mixed[1]] == [
-        embedder.embed([said.rendered()])[0].tolist(),
-        mixed[0].tolist(),
+    batch = [exchange(0, said, tool), exchange(1, tool), exchange(2, tool, tool)]
+    batch.append(exchange(3, said, tool, reply))
+    mixed, alone, two, both = embed_exchanges(embedder, batch)
+    joined = f"{said.rendered()}\n{reply.rendered()}"
+    assert embedder.calls == [[said.rendered(), joined, said.rendered(), reply.rendered()]]
+    vector = embedder.embed([said.rendered()])[0].tolist()
+    assert [mixed[0].tolist(), *(v.tolist() for v in mixed[1])] == [vector, vector, vector]
+    assert [v.tolist() for v in both[1]] == [
+        vector,
+        embedder.embed([joined])[0].tolist(),  # the exchange's
+        embedder.embed([reply.rendered()])[0].tolist(),
     ]
-    # a tool output alone: a placeholder, shared by its turns, never the model's
-    axis = np.eye(1, embedder.dim, dtype=np.float32)[0].tolist()
-    assert [alone[0].tolist(), *(v.tolist() for v in alone[1])] == [axis, axis]
-    assert [two[0].tolist(), *(v.tolist() for v in two[1])] == [axis, axis, axis]
-    assert last[0].tolist() == last[1][0].tolist() == mixed[1][0].tolist()
+    # tool output alone: a placeholder of its own, shared by its turns, never the model's
+    mine = placeholder(batch[1], embedder.dim)
+    assert float(np.linalg.norm(mine)) == pytest.approx(1.0)
+    assert [alone[0].tolist(), *(v.tolist() for v in alone[1])] == [mine.tolist()] * 2
+    assert two[0].tolist() == placeholder(batch[2], embedder.dim).tolist() != mine.tolist()
+    assert [v.tolist() for v in two[1]] == [two[0].tolist()] * 2

@@ -222,13 +222,17 @@ def test_turns_of_a_table_from_before_the_memory_column_are_all_memory(
     }
 
 
+@pytest.mark.parametrize("migrated_before", [False, True])
 def test_a_writer_from_before_the_new_columns_still_appends_to_a_migrated_table(
-    tmp_path: pathlib.Path,
+    tmp_path: pathlib.Path, migrated_before: bool
 ) -> None:
-    """A rolling upgrade: the new writer migrates the table, an old one keeps appending rows
+    """A rolling upgrade: the new writer migrates the table (or finds it migrated by an
+    earlier version, which added the column non-null), an old one keeps appending rows
     without the columns it does not know, which are memory and show whole."""
     old = earlier_table(tmp_path, "memory")
     old = pa.schema([f for f in old if f.name != "passages"]).with_metadata(old.metadata)
+    if migrated_before:
+        lancedb.connect(str(tmp_path / "db")).open_table(TURNS).add_columns({"memory": "true"})
     store = EvidenceStore(str(tmp_path / "db"), "toy", TOY_DIM)
     store.turns.upsert([turn("a", "t1", "the kayak club", 0)])  # migrates
     row = _turn_row(turn_row_id("a", "s1", "t2"), turn("a", "t2", "the kayak pier", 0), None, 400)
