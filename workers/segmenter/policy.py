@@ -128,22 +128,26 @@ class SegmentPolicy:
         state.ended = False
         if ex.session_date is not None:
             state.session_date = ex.session_date
-        if not any(turn.memory for turn in ex.turns):
-            # an agent's tool calls and their outputs: kept as raw turns, never encoded, so in
-            # no segment, and no say in where one ends (their JSON is no change of subject)
+        # an agent's tool calls and their outputs are kept as raw turns and never encoded:
+        # they are in no segment and have no say in where one ends (their JSON is no change
+        # of subject, nor length), and an exchange of them only is set aside whole
+        said = [
+            (tid, turn) for tid, turn in zip(ex.turn_ids(), ex.turns, strict=True) if turn.memory
+        ]
+        if not said:
             return Decision("aside", None, [])
         e = _unit(emb)
         item = SegmentExchange(
             exchange_id=ex.exchange_id,
             seq=ex.seq,
-            turn_ids=ex.turn_ids(),
-            turns=list(ex.turns),
-            tokens=self.count(ex.rendered()),
+            turn_ids=[tid for tid, _ in said],
+            turns=[turn for _, turn in said],
+            tokens=self.count("\n".join(turn.rendered() for _, turn in said)),
             source=position.log() if position is not None else None,
             trace=trace,
         )
         if item.tokens > self.p.max_tokens:
-            return self._split_oversized(state, ex, item, e)
+            return self._split_oversized(state, item, e)
         if self.p.mode is SegmentMode.eager:
             out = self.flush(state)  # a segment left open under another mode is kept
             self._append(state, item, e)
@@ -243,12 +247,11 @@ class SegmentPolicy:
         return [seg]
 
     def _split_oversized(
-        self, state: SessionState, ex: Exchange, item: SegmentExchange, e: sig.Vector
+        self, state: SessionState, item: SegmentExchange, e: sig.Vector
     ) -> Decision:
         out = self._finalize(state, FinalizeReason.capacity_limit, None) if state.is_open else []
-        turn_ids = item.turn_ids
         pieces: list[tuple[str, Turn]] = []
-        for tid, turn in zip(turn_ids, ex.turns, strict=True):
+        for tid, turn in zip(item.turn_ids, item.turns, strict=True):
             if self.count(turn.rendered()) <= self.p.max_tokens:
                 pieces.append((tid, turn))
                 continue
@@ -259,8 +262,8 @@ class SegmentPolicy:
                 pieces.append((tid, bare.model_copy(update={"content": piece})))
         for n, group in enumerate(self._pack(pieces)):
             frag = SegmentExchange(
-                exchange_id=ex.exchange_id,
-                seq=ex.seq,
+                exchange_id=item.exchange_id,
+                seq=item.seq,
                 turn_ids=[tid for tid, _ in group],  # aligned with turns
                 turns=[t for _, t in group],
                 tokens=sum(self.count(t.rendered()) for _, t in group),

@@ -759,3 +759,21 @@ def test_tool_outputs_alone_open_no_segment(mode: SegmentMode) -> None:
     assert not r.state.is_open and r.flush() == []
     r.seq = 12
     assert r.step(E0, 10).action == "start"
+
+
+def test_a_segment_holds_an_exchanges_memory_turns_only() -> None:
+    """A run's message, the tool output it called for and the reply, sent as one exchange:
+    the output (longer than the cap) is neither counted, split nor carried to the encoder."""
+    asked = Turn(role=Role.user, speaker="Ann", content="w w w", turn_id="D1:0")
+    output = Turn(role=Role.assistant, content="{json} " * 2_000, turn_id="D1:1", memory=False)
+    reply = Turn(role=Role.assistant, speaker="Bot", content="w w w w", turn_id="D1:2")
+    run = Exchange(
+        namespace="ns", session_id="s1", seq=0, exchange_id="x0", turns=[asked, output, reply]
+    )
+    r = Runner(make_policy())
+    d = r.policy.step(r.state, run, E0, now=0.0)
+    assert d.action == "start" and r.state.tokens == 9  # "Ann: w w w" and "Bot: w w w w"
+    [seg] = r.flush()
+    [held] = seg.exchanges
+    assert (held.turn_ids, held.turns) == (["D1:0", "D1:2"], [asked, reply])
+    assert (seg.first_turn_id, seg.last_turn_id, seg.tokens) == ("D1:0", "D1:2", 9)
