@@ -146,6 +146,11 @@ class Exchange(Contract):
     def rendered(self) -> str:
         return "\n".join(t.rendered() for t in self.turns)
 
+    def remembered(self) -> str:
+        """Its memory turns' text (`Turn.memory`): what is embedded for it, segmented and
+        encoded; empty for an exchange of an agent's tool items only."""
+        return "\n".join(t.rendered() for t in self.turns if t.memory)
+
 
 class ControlKind(StrEnum):
     flush = "flush"

@@ -91,8 +91,7 @@ async def timeline(
         session_timeline, db, namespace, session_id, page, page_size, turn_id
     )
     turns = [{k: v for k, v in t.items() if k != "namespace"} for t in got.turns]
-    for t in turns:
-        t["segment_id"] = _segment_of(int(t["seq"]), got.segments)
+    placed(turns, got.segments)
     status = (await svc.status(namespace, session_id)).sessions
     return TimelineOut(
         namespace=namespace,
@@ -105,6 +104,20 @@ async def timeline(
         segments=[TimelineSegment(segment_id=s["id"], **s) for s in got.segments],
         open_segment_exchanges=status[0].open_segment_exchanges if status else 0,
     )
+
+
+def placed(turns: list[dict[str, Any]], segments: list[dict[str, Any]]) -> None:
+    """Each turn's `segment_id`: the segment whose seqs hold it. A turn that is not memory (an
+    agent's tool item) is in no segment; it is shown with the turns around it, those before
+    it first, so an exchange of tool items only does not read as waiting for a segment."""
+    for t in turns:
+        t["segment_id"] = _segment_of(int(t["seq"]), segments)
+    for side in (turns, turns[::-1]):  # the segment of the turn before, else the one after
+        shown: str | None = None
+        for t in side:
+            if t.get("memory") is False and t["segment_id"] is None:
+                t["segment_id"] = shown
+            shown = t["segment_id"] if t["segment_id"] is not None else shown
 
 
 def _segment_of(seq: int, segments: list[dict[str, Any]]) -> str | None:

@@ -142,7 +142,7 @@ class SegmentPolicy:
             seq=ex.seq,
             turn_ids=[tid for tid, _ in said],
             turns=[turn for _, turn in said],
-            tokens=self.count("\n".join(turn.rendered() for _, turn in said)),
+            tokens=self.count(ex.remembered()),
             source=position.log() if position is not None else None,
             trace=trace,
         )

@@ -384,11 +384,11 @@ def embed_exchanges(
     """One embedding call for the batch: per exchange, in order, its vector and one vector
     per turn (an exchange of one memory turn shares its vector with it). Matched by
     position: exchange ids repeat across sessions and namespaces. A turn that is not memory
-    (`Turn.memory`) is left out of its exchange's text and is never searched: it shares the
-    exchange's vector, and an exchange of such turns only (an agent's tool output, in no
-    segment) costs the model nothing (`placeholder`)."""
+    (`Turn.memory`: an agent's tool call or output) is left out of its exchange's text
+    (`Exchange.remembered`), is never searched and costs the model nothing: its vector is
+    the exchange's `placeholder`, as is the vector of an exchange of such turns only."""
     kept = [[turn for turn in ex.turns if turn.memory] for ex in exchanges]
-    texts = ["\n".join(turn.rendered() for turn in mine) for mine in kept if mine]
+    texts = [ex.remembered() for ex, mine in zip(exchanges, kept, strict=True) if mine]
     texts += [turn.rendered() for mine in kept if len(mine) > 1 for turn in mine]
     matrix = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
     said = sum(1 for mine in kept if mine)
@@ -396,15 +396,19 @@ def embed_exchanges(
     out = []
     for ex, mine in zip(exchanges, kept, strict=True):
         vector = next(whole) if mine else placeholder(ex, embedder.dim)
-        turns = [next(own) if len(mine) > 1 and t.memory else vector for t in ex.turns]
+        turns = [
+            (next(own) if len(mine) > 1 else vector) if t.memory else placeholder(ex, embedder.dim)
+            for t in ex.turns
+        ]
         out.append((vector, turns))
     return out
 
 
 def placeholder(ex: Exchange, dim: int) -> Matrix:
-    """The vector of an exchange with nothing to search: a unit vector drawn from a digest of
-    its place (the same on a replay), spread like a text's rather than one shared for all,
-    which would crowd one point of the turns' vector index."""
+    """The vector of what is never searched, an exchange's turns that are not memory (and the
+    exchange, when they are all it holds): a unit vector drawn from a digest of its place
+    (the same on a replay), spread like a text's rather than one shared by all, which would
+    crowd one point of the turns' vector index."""
     key = f"{ex.namespace}\0{ex.session_id}\0{ex.seq}".encode("utf-8", "surrogatepass")
     seed = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
     v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)

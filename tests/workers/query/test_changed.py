@@ -142,6 +142,11 @@ def test_a_state_is_asked_for_as_it_stands_not_what_has_come_about(
         ("We now live in Lisbon.", True),
         ("Lisbon was lovely in May.", False),  # no change stated
         ("Now I live in Lisbon.", True),
+        ("I’m now based in Lisbon.", True),  # a typographic apostrophe
+        ("I currently live in Lisbon.", True),
+        ("I'm living in Lisbon now.", True),
+        ("Now I worked out the bug in Lisbon.", False),
+        ("I work best at night, now what about Lisbon?", False),
         ("I live in Lisbon now.", True),
         ("She's now living in Lisbon.", True),
         ("One of these days I'll see Lisbon.", False),  # a future

@@ -511,15 +511,53 @@ def test_a_turn_that_is_not_memory_is_left_out_of_its_exchanges_text_and_costs_n
     joined = f"{said.rendered()}\n{reply.rendered()}"
     assert embedder.calls == [[said.rendered(), joined, said.rendered(), reply.rendered()]]
     vector = embedder.embed([said.rendered()])[0].tolist()
-    assert [mixed[0].tolist(), *(v.tolist() for v in mixed[1])] == [vector, vector, vector]
+    aside = placeholder(batch[0], embedder.dim).tolist()  # the tool item's: never the model's
+    assert [mixed[0].tolist(), *(v.tolist() for v in mixed[1])] == [vector, vector, aside]
+    assert both[0].tolist() == embedder.embed([joined])[0].tolist()
     assert [v.tolist() for v in both[1]] == [
         vector,
-        embedder.embed([joined])[0].tolist(),  # the exchange's
+        placeholder(batch[3], embedder.dim).tolist(),
         embedder.embed([reply.rendered()])[0].tolist(),
     ]
-    # tool output alone: a placeholder of its own, shared by its turns, never the model's
+    # tool output alone: a placeholder of its own, shared by its turns
     mine = placeholder(batch[1], embedder.dim)
     assert float(np.linalg.norm(mine)) == pytest.approx(1.0)
     assert [alone[0].tolist(), *(v.tolist() for v in alone[1])] == [mine.tolist()] * 2
     assert two[0].tolist() == placeholder(batch[2], embedder.dim).tolist() != mine.tolist()
     assert [v.tolist() for v in two[1]] == [two[0].tolist()] * 2
+
+
+async def test_segmenter_service_keeps_tool_items_as_turns_and_out_of_segments(redis) -> None:
+    """An agent run's tool items (`memory=False`): published as raw turns, fenced and replayed
+    like any exchange, never in a segment."""
+    from tests.workers.builders import HashEmbedder
+
+    def said(i: int) -> Turn:
+        return Turn(
+            role=Role.user, speaker="Ann", content=f"I like kayak number {i}.", turn_id=f"u{i}"
+        )
+
+    def tool(i: int) -> Turn:
+        return Turn(
+            role=Role.assistant, content=f'{{"output": {i}}}', turn_id=f"t{i}", memory=False
+        )
+
+    def exchange(seq: int, *turns: Turn) -> Exchange:
+        return Exchange(
+            namespace="ns", session_id="s", seq=seq, exchange_id=f"x{seq}", turns=list(turns)
+        )
+
+    pub = ListPublisher()
+    svc = make(redis, HashEmbedder(), pub)
+    batch = [exchange(0, said(0)), exchange(1, tool(1)), exchange(2, said(2), tool(3), said(4))]
+    at = [Position(0, 10), Position(0, 11), Position(0, 12)]
+    first = await svc.handle(batch, at)
+    assert [d.action for d in first.decisions] == ["start", "aside", "append"]
+    assert turn_ids_of(pub) == ["u0", "t1", "u2", "t3", "u4"]
+    again = await svc.handle(batch, at)
+    assert [d.action for d in again.decisions] == ["redelivery"] * 3
+    resent = await svc.handle([exchange(1, tool(1))], [Position(0, 13)])
+    assert [d.action for d in resent.decisions] == ["replay"]
+    await svc.handle([SessionControl(kind=ControlKind.flush, namespace="ns", session_id="s")])
+    [segment] = segments_of(pub)
+    assert [x.turn_ids for x in segment.exchanges] == [["u0"], ["u2", "u4"]]

@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[4]
 DEMO = ROOT / "deploy" / "demo" / "conversation.jsonl"
 DEMO_NS, HOSTILE_NS, ALICE_NS = "console-demo", "console-hostile", "console-alice"
 CHANGES_NS = "console-changes"
+TOOLS_NS = "console-tools"
 BROWSER_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -148,6 +149,16 @@ def changes() -> list[dict[str, Any]]:
     ]
 
 
+def agent_run() -> list[dict[str, Any]]:
+    """A question, the tool call it led to and its output (not memory), then the answer."""
+    tool = {"role": "assistant", "speaker": "agents-item", "memory": False}
+    return [
+        {"session_id": "r1", "turns": [{"role": "user", "content": "Which trail is open?"}]},
+        {"session_id": "r1", "turns": [{**tool, "content": '{"call": "trail_status"}'}]},
+        {"session_id": "r1", "turns": [{"role": "assistant", "content": "The ridge trail."}]},
+    ]
+
+
 def ingest(url: str, ns: str, exchanges: list[dict[str, Any]]) -> None:
     """Add and end each session, then wait until every turn sits in a segment."""
     with httpx.Client(base_url=url, timeout=120) as c:
@@ -227,6 +238,7 @@ def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Console]:
         ingest(url, HOSTILE_NS, hostile())
         ingest(url, ALICE_NS, alice())
         ingest(url, CHANGES_NS, changes())
+        ingest(url, TOOLS_NS, agent_run())
         wait_ready(keyed_url, keyed, timeout_s=600)
         yield Console(url, keyed_url, keys, endpoints.kafka_bootstrap)
     finally:
@@ -313,7 +325,7 @@ def test_console_namespaces_page_lists_rows_per_namespace(console: Console, tab:
     row = page.locator("table.namespaces tr", has_text=DEMO_NS)
     expect(row).to_contain_text("28")  # the demo's turns
     expect(row.locator(".badge")).to_have_text("searchable")
-    expect(page.locator("table.namespaces tbody tr")).to_have_count(4)
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(5)
     tab.clean()
 
 
@@ -358,6 +370,18 @@ def test_console_session_timeline_shows_turns_segments_and_records(
     settle(page)
     expect(page.locator(".pager").first).to_contain_text("page 2 of 3")
     expect(page.locator("li.turn .seq")).to_have_text(["#5", "#6", "#7", "#8", "#9"])
+    tab.clean()
+
+
+def test_console_timeline_shows_a_tool_item_as_not_memory(console: Console, tab: Watched) -> None:
+    page = tab.page
+    visit(page, f"{console.url}/#/ns/{TOOLS_NS}/s/r1")
+    expect(page.locator("h1")).to_have_text("Session r1")
+    turns = page.locator("li.turn")
+    expect(turns).to_have_count(3)
+    expect(turns.nth(1).locator(".badge")).to_have_text("not memory")
+    expect(turns.nth(0).locator(".badge")).to_have_count(0)
+    expect(page.get_by_text("No finalized segment")).to_have_count(0)  # it waits for none
     tab.clean()
 
 
@@ -476,7 +500,7 @@ def test_console_key_for_one_namespace_sees_no_other(console: Console, tab: Watc
     page.locator("form.key").get_by_role("button").click()
     settle(page)
     visit(page, console.keyed_url + "/")
-    expect(page.locator("table.namespaces tbody tr")).to_have_count(4)
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(5)
     tab.clean()
 
 
@@ -612,7 +636,7 @@ def test_console_forget_namespace_removes_it_from_every_page(
     expect(receipt.locator("table.removed tr", has_text="turns")).to_contain_text("3")
 
     visit(page, f"{console.url}/#/")
-    expect(page.locator("table.namespaces tbody tr")).to_have_count(3)
+    expect(page.locator("table.namespaces tbody tr")).to_have_count(4)
     for where in ("#/", "#/search", "#/operations", "#/forget"):
         visit(page, f"{console.url}/{where}")
         assert HOSTILE_NS not in page.locator("main").inner_text(), where

@@ -39,7 +39,8 @@ export async function timeline(view, params, namespace, session) {
     bySegment.delete(group.segmentId);
     view.append(h("div", { class: "block" },
       h("ol", { class: "turns" }, group.turns.map(turnRow)),
-      segment ? segmentCard(segment, group.turns[0], namespace, session, onPage) : openCard()));
+      segment ? segmentCard(segment, group.turns[0], namespace, session, onPage)
+        : group.turns.every((t) => t.memory === false) ? asideCard() : openCard()));
   }
   for (const segment of bySegment.values()) {  // written before segments kept their seqs
     view.append(h("div", { class: "block" }, h("p", { class: "muted" }, "(turns not placed)"),
@@ -66,6 +67,7 @@ function turnRow(t) {
       h("span", { class: "seq" }, `#${t.seq}${t.idx ? `.${t.idx}` : ""}`), " ",
       h("span", { class: "tid" }, t.turn_id), " ",
       h("strong", null, t.speaker || t.role), " ",
+      t.memory === false ? [badge("not memory"), " "] : null,
       h("span", { class: "muted" }, fmtDate(t.session_date))),
     h("div", { class: "content" }, t.content),
     t.image_caption ? h("div", { class: "caption" }, `[image: ${t.image_caption}]`) : null);
@@ -77,6 +79,13 @@ function openCard() {
     h("p", { class: "muted" }, "These turns are searchable as raw turns but no finalized segment "
       + "holds them yet: the open segment is closed by a cut, a flush, the end of the session or "
       + "the idle timeout (or they were indexed before segments were kept)."));
+}
+
+function asideCard() {
+  return h("aside", { class: "segment open" },
+    h("h3", null, "Not memory"),
+    h("p", { class: "muted" }, "An agent's tool calls, their outputs or reasoning: kept and "
+      + "listed with the session, in no segment, never searched."));
 }
 
 function segmentCard(s, firstTurn, namespace, session, onPage) {
