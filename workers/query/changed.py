@@ -31,18 +31,16 @@ _PERSON = (
     r"(?:\bI|\bwe|\bhe|\bshe|\bthey|(?-i:\b(?!(?:It|This|That|There|Here|Which|What|Everything"
     r"|Nothing|Something|Now|Then)\b)[A-Z][a-z]+))"
 )
-# where or what they stand in: a home, a job, a thing they own or drive, a study
-_STANDING = (
-    r"(?:in|based|lives?|living|works?|working|employed|owns?|drives?|rents?"
-    r"|stud(?:y|ies|ying)|teach(?:es|ing)?)"
-)
+# where or what they stand in: a home, a job (not a task: "working on the API"), a thing
+# they own or drive, a school
+_JOB = r"(?:works?|working|employed) (?:at|for|as|from)"
+_SCHOOL = r"(?:stud(?:y|ies|ying)|teach(?:es|ing)?) at"
+_STANDING = rf"(?:in|based|lives?|living|{_JOB}|owns?|drives?|rents?|{_SCHOOL})"
 # ... said of oneself before a "now" ("I live in Lisbon now", "now I work from home")
-_HOLDS = (
-    r"(?:live|living|work|working|rent|renting|own|drive|driving|study|studying|teach|teaching)"
-)
+_HOLDS = rf"(?:live|living|{_JOB}|rent|renting|own|drive|driving|{_SCHOOL})"
 
 # a statement that a state changed: a move, a switch, a new job or home, an end, or how one
-# stands these days ("I'm now based in", "Ann currently lives in", "I live in Lisbon now"); not a
+# stands these days ("I'm now based in", "Ann now lives in", "I live in Lisbon now"); not a
 # mere start or a joining, which a chat is full of ("started looking into it", "joined a
 # group"), nor the "now" of a step ("now use the formula", "you now have a working route",
 # "we are now at step 3")
@@ -51,7 +49,7 @@ _CHANGED = re.compile(
     r"|(?:started|took|got|accepted|landed|found|bought|rented) (?:a |an |my |our |the )?new"
     r"|(?:left|quit|changed|sold) (?:my|our|his|her|their)\b"
     r"|(?<!of )these days|nowadays"
-    rf"|{_PERSON}(?:['’](?:m|re|s)| am| are| is)? (?:now|currently) {_STANDING}\b"
+    rf"|{_PERSON}(?:['’](?:m|re|s)| am| are| is)? now {_STANDING}\b"
     rf"|now,? (?:I|we) {_HOLDS}\b"
     rf"|(?:I|we)(?:['’](?:m|re)| am| are)? {_HOLDS}\b[^.!?,;:\n]{{0,40}}\bnow\b)",
     re.IGNORECASE,

@@ -143,7 +143,9 @@ def test_a_state_is_asked_for_as_it_stands_not_what_has_come_about(
         ("Lisbon was lovely in May.", False),  # no change stated
         ("Now I live in Lisbon.", True),
         ("I’m now based in Lisbon.", True),  # a typographic apostrophe
-        ("I currently live in Lisbon.", True),
+        ("I now work at a bakery in Lisbon.", True),
+        ("I'm now working on the Lisbon map.", False),  # a task, not a job
+        ("I'm currently working on a trip to Lisbon.", False),
         ("I'm living in Lisbon now.", True),
         ("Now I worked out the bug in Lisbon.", False),
         ("I work best at night, now what about Lisbon?", False),
