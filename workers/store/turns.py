@@ -73,7 +73,6 @@ def turns_schema(dim: int, model: str) -> pa.Schema:
 
 # the columns later versions added, as a table of an earlier one gains them
 _ADDED = (pa.field(PASSAGES_COLUMN, pa.string()), pa.field(MEMORY_COLUMN, pa.bool_()))
-_NULLABLE = frozenset(f.name for f in _ADDED)
 
 
 def turn_row_id(namespace: str, session_id: str, turn_id: str) -> str:
@@ -101,8 +100,8 @@ class TurnsTable(Table):
             added = [f for f in _ADDED if f.name not in tbl.schema.names]
             if added:
                 tbl.add_columns(added)
-            for f in tbl.schema:  # added non-null by an earlier version's migration
-                if f.name in _NULLABLE and not f.nullable:
+            for f in _ADDED:  # an earlier version's migration added it non-null
+                if not tbl.schema.field(f.name).nullable:
                     tbl.alter_columns({"path": f.name, "nullable": True})
         self._migrated = self._migrated or tbl is not None
 
