@@ -42,7 +42,7 @@ def segmentation(settings: Settings, data_path: Path | str) -> dict[str, Any]:
 
     conversations, _ = load_reported(data_path)
     exchanges = [ex for conv in conversations for ex in conv.exchanges]
-    texts = [ex.rendered() for ex in exchanges]
+    texts = [ex.remembered() for ex in exchanges]  # what the segmenter embeds
     embedder = make_embedder(settings)
     started = time.perf_counter()
     vectors = embedder.embed(texts)  # batched by the embedder, `embedding_batch_size` a batch

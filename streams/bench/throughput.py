@@ -184,7 +184,7 @@ async def _throughput(
 
     await wait_ready(stack, settings, timeout_s=900)
     n = len(exchanges)
-    texts = [ex.rendered() for ex in exchanges]
+    texts = [ex.remembered() for ex in exchanges]  # what the segmenter embeds
 
     # (a) raw embedding rate of the workers' backend, in this process, while they are idle
     embedder = await asyncio.to_thread(

@@ -106,7 +106,8 @@ def labels(found: Iterable[str]) -> list[str]:
 
 def segment_turns(segment: Segment) -> list[tuple[str, str, str]]:
     """(turn id, speaker or role, text) of every turn that is memory (`Turn.memory`), in
-    order: the encoders' input."""
+    order: the encoders' input. The segmenter puts no other turn in a segment; an earlier
+    one did, and its segments may still be in the topic."""
     out = []
     for ex in segment.exchanges:
         for tid, turn in zip(ex.turn_ids, ex.turns, strict=True):

@@ -165,7 +165,7 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
         (tid, t)
         for ex in segment.exchanges
         for tid, t in zip(ex.turn_ids, ex.turns, strict=True)
-        if t.memory
+        if t.memory  # as `segment_turns` reads them
     ]
     speakers = list(dict.fromkeys(t.speaker for _, t in turns if t.speaker))
     bodies = [_prose(t.content) for _, t in turns]

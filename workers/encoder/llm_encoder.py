@@ -67,7 +67,7 @@ class LLMEncoder(ChatCaller):
         # Seeded by the segment so a redelivered segment waits the same way (and tests replay).
         rng = self._rng or random.Random(segment.segment_id)
         turns = segment_turns(segment)
-        if not turns:  # only turns that are not memory (an agent's tool calls): nothing to ask
+        if not turns:  # a segment of an earlier segmenter that held tool items only
             return EncodedSegment(records=[], encoder=self.name)
         earlier = (  # a LanceDB read: off the loop the stage's other messages share
             await asyncio.to_thread(lambda e: list(e.about(segment, MAX_EARLIER)), self.earlier)

@@ -395,11 +395,12 @@ def embed_exchanges(
     whole, own = iter(matrix[:said]), iter(matrix[said:])  # the exchanges', their turns'
     out = []
     for ex, mine in zip(exchanges, kept, strict=True):
-        vector = next(whole) if mine else placeholder(ex, embedder.dim)
-        turns = [
-            (next(own) if len(mine) > 1 else vector) if t.memory else placeholder(ex, embedder.dim)
-            for t in ex.turns
-        ]
+        if mine:
+            vector = next(whole)
+            aside = placeholder(ex, embedder.dim) if len(mine) < len(ex.turns) else vector
+        else:
+            vector = aside = placeholder(ex, embedder.dim)
+        turns = [(next(own) if len(mine) > 1 else vector) if t.memory else aside for t in ex.turns]
         out.append((vector, turns))
     return out
 

@@ -90,8 +90,12 @@ async def served(tmp_path: Path, embedder: Embedder, move: EvidenceItem) -> Quer
 
 @pytest.mark.parametrize(
     "move",
-    [MOVE, said(5, "I'm in Lisbon these days.", MAR), said(6, "We now live in Lisbon.", MAR)],
-    ids=["moved", "these-days", "now-live"],
+    [
+        MOVE,
+        said(5, "I'm in Lisbon these days.", MAR),
+        said(6, "We are now based in Lisbon.", MAR),
+    ],
+    ids=["moved", "these-days", "now-based"],
 )
 @pytest.mark.asyncio
 async def test_where_one_lives_now_reads_the_move_first(
