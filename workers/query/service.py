@@ -50,6 +50,7 @@ from workers.query.selection import (
     with_head,
 )
 from workers.query.serialize import items_that_fit, serialize_context
+from workers.query.shown import turns_over_records
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
@@ -333,7 +334,8 @@ def _selected(
     """Fusion, selection of `picked` items behind their head (or, without fusion, the cut of
     the raw scores), the other speaker's items demoted when the question is about a person,
     the second stage's lead, items that show nothing new last, items near the first ones up
-    (`turns.near`), the user's standing instruction the question falls under among the
+    (`turns.near`), a record's place to the turn or window below it that shows its turns, the
+    user's standing instruction the question falls under among the
     first items, the first k, then the evidence and its context."""
     reuse = Reuse()  # the head fuses and selects mostly the same items again
     with telemetry.span("query.fusion", attributes={"lychee.query.routes": len(routes)}):
@@ -365,6 +367,7 @@ def _selected(
             led = preset.led_pool
             seqs = turns.seqs(chosen[:led])  # all that near_first reads
             chosen = redundant_last(near_first(chosen, seqs, led, preset.near), dated=when)
+        chosen = redundant_last(turns_over_records(chosen, preset.led_pool), dated=when)
     if second.temporal and preset.fusion:  # a record that names the event, then its date
         chosen = dated_siblings(chosen, fused[: preset.pool_factor * picked], min(k, preset.head))
     if (standing := instruction()) is not None:
