@@ -11,7 +11,7 @@ import pytest
 
 from schemas import EvidenceItem
 from tests.workers.builders import said_in_turns
-from tests.workers.query.test_currency import request, texts
+from tests.workers.query.test_currency import request, shows
 from workers.embedding import Embedder
 from workers.indexer.service import IndexerService
 from workers.query.changed import asks_a_state, change_first
@@ -102,9 +102,8 @@ async def test_where_one_lives_now_reads_the_move_first(
     tmp_path: Path, embedder: Embedder, move: EvidenceItem
 ) -> None:
     svc = await served(tmp_path, embedder, move)
-    now = texts((await svc.search(request("Where do I live now?"))).evidence)
-    assert now.index(move.text) < now.index(HOME.text)
-    assert now.index(HOME.text) < now.index(EDITOR.text)
+    now = (await svc.search(request("Where do I live now?"))).evidence
+    assert shows(now, move.text) < shows(now, HOME.text) < shows(now, EDITOR.text)
 
 
 @pytest.mark.asyncio
@@ -112,8 +111,8 @@ async def test_where_one_lived_before_keeps_retrievals_order(
     tmp_path: Path, embedder: Embedder
 ) -> None:
     svc = await served(tmp_path, embedder, MOVE)
-    before = texts((await svc.search(request("Where did I live before?"))).evidence)
-    assert before.index(HOME.text) < before.index(MOVE.text)
+    before = (await svc.search(request("Where did I live before?"))).evidence
+    assert shows(before, HOME.text) < shows(before, MOVE.text)
 
 
 @pytest.mark.parametrize(

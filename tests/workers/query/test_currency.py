@@ -68,6 +68,17 @@ def texts(evidence: list[EvidenceItem]) -> list[str]:
     return [e.text for e in evidence]
 
 
+def shows(evidence: list[EvidenceItem], statement: str) -> int:
+    """Where the first item saying `statement` is: its record, or its raw turn, which takes a
+    record's place among a reply's first items (`workers.query.shown`)."""
+    return next(i for i, e in enumerate(evidence) if statement in e.text)
+
+
+def record_ids(store: EvidenceStore) -> dict[str, str]:
+    """Each user statement's record id (what links and marks name), by its text."""
+    return {r["semantic_text"]: r["id"] for r in store.records.of_kind("a", "fact", "user")}
+
+
 async def test_a_question_about_the_present_gets_the_newer_value_first(tmp_path: Path) -> None:
     svc = QueryService(QueryDeps(await indexed(tmp_path), HashEmbedder()))
     reply = await svc.search(request("How many watts does the greenhouse heater draw?"))
@@ -235,20 +246,19 @@ async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path:
     q = request("How many watts does the greenhouse heater draw?")
 
     reply = await svc.search(q)
-    records = [e for e in reply.evidence if e.kind == "record"]
-    found = texts(records)
-    again, was = (records[found.index(SAID[i][3])] for i in (0, 2))
-    assert found.index(SAID[0][3]) < found.index(SAID[2][3])
-    assert again.turn_ids == ["s1t1", "s3t1"] and again.supersedes == [rid(was)]
+    items, rid_of = reply.evidence, record_ids(store)
+    again, was = (items[shows(items, SAID[i][3])] for i in (0, 2))
+    assert shows(items, SAID[0][3]) < shows(items, SAID[2][3])
+    assert again.supersedes == [rid_of[SAID[2][3]]]
     assert again.valid_from == "2024-05-10" and not again.superseded_by
-    assert was.superseded_by == [rid(again)] and was.valid_to == "2024-05-10"
+    assert was.superseded_by == [rid_of[SAID[0][3]]] and was.valid_to == "2024-05-10"
+    (record,) = [e for e in items if e.kind == "record" and e.text == SAID[0][3]]
+    assert record.turn_ids == ["s1t1", "s3t1"]  # the repetition is the first statement's record
 
     await indexer.forget("a", "s3", {})
-    reply = await svc.search(q)
-    found = texts([e for e in reply.evidence if e.kind == "record"])
-    assert found.index(SAID[2][3]) < found.index(SAID[0][3])
-    old = next(e for e in reply.evidence if e.kind == "record" and e.text == SAID[0][3])
-    assert old.valid_to == "2024-04-02"
+    items = (await svc.search(q)).evidence
+    assert shows(items, SAID[2][3]) < shows(items, SAID[0][3])
+    assert items[shows(items, SAID[0][3])].valid_to == "2024-04-02"
 
 
 async def test_a_value_after_one_said_again_replaces_it(tmp_path: Path) -> None:
@@ -270,9 +280,8 @@ async def test_a_value_after_one_said_again_replaces_it(tmp_path: Path) -> None:
     reply = await QueryService(QueryDeps(store, HashEmbedder())).search(
         request("How many watts does the greenhouse heater draw?")
     )
-    records = [e for e in reply.evidence if e.kind == "record"]
-    found = texts(records)
-    now, nine = records[found.index(last)], records[found.index(SAID[0][3])]
-    assert found.index(last) < found.index(SAID[0][3]) < found.index(SAID[2][3])
-    assert not now.superseded_by and rid(nine) in now.supersedes
-    assert nine.superseded_by == [rid(now)] and nine.valid_to == "2024-06-10"
+    items, rid_of = reply.evidence, record_ids(store)
+    now, nine = items[shows(items, last)], items[shows(items, SAID[0][3])]
+    assert shows(items, last) < shows(items, SAID[0][3]) < shows(items, SAID[2][3])
+    assert not now.superseded_by and rid_of[SAID[0][3]] in now.supersedes
+    assert nine.superseded_by == [rid_of[last]] and nine.valid_to == "2024-06-10"
