@@ -11,59 +11,65 @@ from tests.workers.builders import HASH_DIM, HashEmbedder, said_in_turns
 from tests.workers.query.test_selection import cand, fused, ids
 from tests.workers.query.test_service import request
 from workers.indexer.service import IndexerService
+from workers.query.selection import Fused
 from workers.query.service import QueryDeps, QueryService
 from workers.query.shown import turns_over_records
 from workers.store import EvidenceStore
 
+SIGNED = "Ann signed up for the spring race"
+WINDOW = "Ann: I signed up for the spring race!\nBo: Good luck with the training"
+
+
+def record(item_id: str, turns: tuple[str, ...] = ("t2",), text: str = SIGNED) -> Fused:
+    return fused(cand(item_id, text=text, turns=turns), 1.0)
+
+
+def window(item_id: str, turns: tuple[str, ...], text: str = WINDOW, session: str = "s1") -> Fused:
+    return fused(cand(item_id, kind="window", text=text, turns=turns, session=session), 0.8)
+
+
+def other(item_id: str) -> Fused:
+    return fused(cand(item_id, turns=(f"{item_id}-turn",)), 0.9)
+
 
 def test_the_window_below_a_record_of_its_turn_takes_the_records_place() -> None:
-    record = fused(cand("r", turns=("t2",)), 1.0)
-    other = fused(cand("o", turns=("t9",)), 0.9)
-    window = fused(cand("w", kind="window", turns=("t1", "t2", "t3")), 0.8)
-    after = fused(cand("x", turns=("t7",)), 0.7)
-    assert ids(turns_over_records([record, other, window, after], 4)) == ["w", "o", "x", "r"]
+    chosen = [record("r"), other("o"), window("w", ("t1", "t2", "t3")), other("x")]
+    assert ids(turns_over_records(chosen, 4)) == ["w", "o", "x", "r"]
 
 
 def test_a_record_behind_the_turn_that_shows_it_goes_last_and_nothing_moves_up() -> None:
-    turn = fused(cand("t", kind="turn", turns=("t2",)), 1.0)
-    record = fused(cand("r", turns=("t2",)), 0.9)
-    other = fused(cand("o", turns=("t9",)), 0.8)
-    assert ids(turns_over_records([turn, record, other], 3)) == ["t", "o", "r"]
+    turn = fused(
+        cand("t", kind="turn", text="Ann: I signed up for the spring race!", turns=("t2",)), 1.0
+    )
+    assert ids(turns_over_records([turn, record("r"), other("o")], 3)) == ["t", "o", "r"]
 
 
 def test_two_records_of_one_turn_give_their_places_to_one_window() -> None:
-    first = fused(cand("r1", turns=("t2",)), 1.0)
-    second = fused(cand("r2", turns=("t2",)), 0.9)
-    other = fused(cand("o", turns=("t9",)), 0.8)
-    window = fused(cand("w", kind="window", turns=("t2", "t3")), 0.7)
-    chosen = [first, second, other, window]
+    chosen = [record("r1"), record("r2"), other("o"), window("w", ("t2", "t3"))]
     assert ids(turns_over_records(chosen, 4)) == ["w", "o", "r1", "r2"]
 
 
 @pytest.mark.parametrize(
-    ("record", "window"),
+    ("kept", "below"),
     [
-        (cand("r", turns=("t2", "t5")), cand("w", kind="window", turns=("t1", "t2"))),  # t5 not
-        (cand("r", turns=("t2",)), cand("w", kind="window", session="s2", turns=("t2",))),
-        (cand("r", turns=()), cand("w", kind="window", turns=("t1", "t2"))),  # shows no turn
-        (cand("r", turns=("t2",)), cand("w", turns=("t1", "t2"))),  # a record does not stand in
+        (record("r", ("t2", "t5")), window("w", ("t1", "t2"))),  # t5 not shown
+        (record("r"), window("w", ("t2", "t3"), session="s2")),
+        (record("r", ()), window("w", ("t1", "t2"))),  # a record of no turn
+        (record("r"), fused(cand("w", text=WINDOW, turns=("t1", "t2")), 0.8)),  # a record
+        # the turn's other passage: a long reply's window need not hold what the record says
+        (record("r"), window("w", ("t2", "t3"), text="Assistant: ... pace the long runs")),
     ],
-    ids=["a turn it does not show", "another session", "no turn", "a record"],
+    ids=["a turn it does not show", "another session", "no turn", "a record", "other words"],
 )
-def test_a_record_stays_unless_an_item_shows_every_turn_of_it(
-    record: object, window: object
-) -> None:
-    chosen = [fused(record, 1.0), fused(cand("o", turns=("t9",)), 0.9), fused(window, 0.8)]
+def test_a_record_stays_unless_an_item_shows_its_turns_and_words(kept: Fused, below: Fused) -> None:
+    chosen = [kept, other("o"), below]
     assert ids(turns_over_records(chosen, 3)) == ["r", "o", "w"]
 
 
 def test_only_the_first_items_are_read() -> None:
-    record = fused(cand("r", turns=("t2",)), 1.0)
-    other = fused(cand("o", turns=("t9",)), 0.9)
-    window = fused(cand("w", kind="window", turns=("t1", "t2")), 0.8)
-    assert ids(turns_over_records([record, other, window], 2)) == ["r", "o", "w"]
-    late = fused(cand("l", turns=("t2",)), 0.7)  # past the first items: left where it is
-    chosen = [window, other, late]
+    chosen = [record("r"), other("o"), window("w", ("t1", "t2"))]
+    assert ids(turns_over_records(chosen, 2)) == ["r", "o", "w"]
+    chosen = [window("w", ("t1", "t2")), other("o"), record("l")]  # past the first items
     assert ids(turns_over_records(chosen, 2)) == ["w", "o", "l"]
     assert turns_over_records([], 30) == []
 
