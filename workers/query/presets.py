@@ -127,6 +127,7 @@ SERVED = QueryPreset(
     lead=Lead(items=1, log_odds=-3.0),
     # How much of selection's choice the lead and the locality read (selection picks this
     # many when k is smaller): 50 and 100 recall within noise of 30 at k = 10, and are slower.
+    # A record's place goes to the turn that shows it among as many (`workers.query.shown`).
     led_pool=30,
     # A user's standing instruction whose scope ("when I ask about file operations") is at
     # least this near the question (cosine) takes a place among the reply's first items.

@@ -50,7 +50,7 @@ from workers.query.selection import (
     with_head,
 )
 from workers.query.serialize import items_that_fit, serialize_context
-from workers.query.shown import turns_over_records
+from workers.query.shown import records_shown_last, turns_over_records
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
@@ -177,7 +177,7 @@ class QueryService:
                 _Second(second, req.query, when, prior),
                 picked,
                 0 if rerank else preset.head,  # a cross-encoder's order is not re-fused
-                _Turns(self.recall.store, req.namespace, near=near),
+                _Turns(self.recall.store, req.namespace, near=near, shown=not rerank),
                 [r.speaker for r in plan.routes],
                 partial(self._instruction, scoped, req.query, preset.instruction_cosine),
             )
@@ -186,6 +186,8 @@ class QueryService:
                 current_first, self.recall.store, req.namespace, req.query, evidence, self._alike
             )
             evidence, context, tokens = linked or (evidence, context, tokens)
+            if (last := records_shown_last(evidence)) is not None:  # one lifted again
+                evidence, (context, tokens) = last, serialize_context(last)
             telemetry.set_attributes(span, {"lychee.query.evidence": len(evidence)})
         answered = Answered()
         if req.answer:
@@ -334,8 +336,8 @@ def _selected(
     """Fusion, selection of `picked` items behind their head (or, without fusion, the cut of
     the raw scores), the other speaker's items demoted when the question is about a person,
     the second stage's lead, items that show nothing new last, items near the first ones up
-    (`turns.near`), a record's place to the turn or window below it that shows its turns, the
-    user's standing instruction the question falls under among the
+    (`turns.near`), a record's place to the turn or window below it that shows it
+    (`turns.shown`), the user's standing instruction the question falls under among the
     first items, the first k, then the evidence and its context."""
     reuse = Reuse()  # the head fuses and selects mostly the same items again
     with telemetry.span("query.fusion", attributes={"lychee.query.routes": len(routes)}):
@@ -367,7 +369,8 @@ def _selected(
             led = preset.led_pool
             seqs = turns.seqs(chosen[:led])  # all that near_first reads
             chosen = redundant_last(near_first(chosen, seqs, led, preset.near), dated=when)
-        chosen = redundant_last(turns_over_records(chosen, preset.led_pool), dated=when)
+        if turns.shown:
+            chosen = turns_over_records(chosen, preset.led_pool, dated=when)
     if second.temporal and preset.fusion:  # a record that names the event, then its date
         chosen = dated_siblings(chosen, fused[: preset.pool_factor * picked], min(k, preset.head))
     if (standing := instruction()) is not None:
@@ -381,11 +384,13 @@ def _selected(
 @dataclass(frozen=True)
 class _Turns:
     """The request's namespace in the turns table: where turns sit and who said them.
-    `near`: whether items near the first ones move up (not after a cross-encoder)."""
+    `near`: whether items near the first ones move up; `shown`: whether a turn or window that
+    shows a record takes its place (neither after a cross-encoder)."""
 
     store: EvidenceStore
     namespace: str
     near: bool
+    shown: bool
 
     def seqs(self, chosen: Sequence[Fused]) -> Seqs:
         """Where the turns of `chosen` sit in their sessions, for `near_first`."""

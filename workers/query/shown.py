@@ -5,54 +5,109 @@ up for the race!"), so a reply that holds the record and a raw turn or window sh
 same turns says one thing twice and spends a place and its tokens on it. Selection's
 likeness keeps the two apart only as much as their signatures differ, and a window also
 shows the turn's neighbours (the question it answers, the reply that confirms it), which the
-record leaves out: the window takes the record's place and the record goes last, as
-selection's items that show nothing new do (`workers.query.selection.redundant_last`, which
-moves a record behind a window above it; this is the case of the window below it).
+record leaves out: the window takes the record's place and the record goes last. Selection
+already sends a record last behind an item above it that shows its turns
+(`workers.query.selection.redundant_last`); this is the case of the item below it. In a reply
+of fewer items than selection chose (k = 10 of the 30 it reads), the record then leaves the
+reply, and with it the date it resolved: the window shows the turn as said, dated by its
+session.
 
-An item shows a record when it shows every turn the record cites and at least half the
+An item shows a record when it holds every turn the record cites and at least half the
 record's words (`SAYS`, its index terms): a window of a long reply holds the passage that
 matched, which may not be the one the record was made of, and an LLM's record may say what
-its turns only imply.
+its turns only imply. A record with no index terms (stop words only, or a script the index
+keeps as one long word) is never shown by another item.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
-from workers.query.selection import Candidate, Fused
+from workers.query.selection import Fused, redundant_last
 from workers.store.fulltext import analyze
 
 SAYS = 0.5  # share of a record's index terms an item's text must hold to show it
 
 
-def turns_over_records(chosen: Sequence[Fused], among: int) -> list[Fused]:
+class Shown(Protocol):
+    """What `shows` reads of an item: a candidate of selection or a reply's evidence item."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def turn_ids(self) -> Sequence[str]: ...
+    @property
+    def text(self) -> str: ...
+
+
+Item = TypeVar("Item", bound=Shown)
+
+
+def turns_over_records(chosen: Sequence[Fused], among: int, dated: bool = False) -> list[Fused]:
     """`chosen` with each record among its first `among` items that a raw turn or window
-    among them shows (`shows`) replaced there by that item, if it comes later, and moved to
-    the end; the rest in their order."""
+    below it among them shows replaced there by that item and moved to the end, then the
+    items that show nothing new last (`redundant_last`: one the moved item now shows)."""
     head, rest = list(chosen[:among]), list(chosen[among:])
-    showing = [(i, f.candidate) for i, f in enumerate(head) if f.candidate.kind != "record"]
+    terms = Terms()
     out: list[Fused] = []
     late: list[Fused] = []
-    taken: set[int] = set()  # items moved up to a record's place (shown there already)
+    taken: set[int] = set()  # items moved up to a record's place
     for i, f in enumerate(head):
         if i in taken:
             continue
-        if f.candidate.kind == "record" and f.candidate.turn_ids:
-            j = next((j for j, c in showing if shows(c, f.candidate)), None)
+        if f.candidate.kind == "record":
+            below = range(i + 1, len(head))
+            j = next((j for j in below if shows(head[j].candidate, f.candidate, terms)), None)
             if j is not None:
-                late.append(f)
-                if j > i and j not in taken:
+                if j not in taken:  # else moved up already, for a record of the same turn
                     out.append(head[j])
                     taken.add(j)
+                late.append(f)
                 continue
         out.append(f)
-    return [*out, *rest, *late]
+    if not late:
+        return list(chosen)
+    return redundant_last([*out, *rest, *late], dated=dated)
 
 
-def shows(item: Candidate, record: Candidate) -> bool:
-    """Whether `item` shows what `record` says: every turn it cites, in the same session, and
-    at least `SAYS` of its index terms (a record of none: its turns alone)."""
+def records_shown_last(items: Sequence[Item]) -> list[Item] | None:
+    """`items` with each record an item above it shows moved to the end, in their order;
+    None when none is. For a reply reordered after selection (`workers.query.currency`
+    lifts a later statement, which may be the record of a turn already shown)."""
+    terms = Terms()
+    late = {
+        i
+        for i, item in enumerate(items)
+        if item.kind == "record" and any(shows(above, item, terms) for above in items[:i])
+    }
+    if not late:
+        return None
+    return [x for i, x in enumerate(items) if i not in late] + [items[i] for i in sorted(late)]
+
+
+class Terms:
+    """Each text's index terms, read once a request."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, set[str]] = {}
+
+    def __call__(self, text: str) -> set[str]:
+        found = self._of.get(text)
+        if found is None:
+            found = self._of[text] = set(analyze(text))
+        return found
+
+
+def shows(item: Shown, record: Shown, terms: Terms | None = None) -> bool:
+    """Whether `item`, a raw turn or window, shows what `record` says: every turn it cites,
+    in the same session, and at least `SAYS` of its index terms."""
+    if item.kind == "record" or record.kind != "record" or not record.turn_ids:
+        return False
     if item.session_id != record.session_id or not set(record.turn_ids) <= set(item.turn_ids):
         return False
-    says = set(analyze(record.text))
-    return not says or len(says & set(analyze(item.text))) >= SAYS * len(says)
+    terms = terms or Terms()
+    says = terms(record.text)
+    return bool(says) and len(says & terms(item.text)) >= SAYS * len(says)

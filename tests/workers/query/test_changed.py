@@ -11,7 +11,7 @@ import pytest
 
 from schemas import EvidenceItem
 from tests.workers.builders import said_in_turns
-from tests.workers.query.test_currency import request, shows
+from tests.workers.query.test_currency import first_saying, request
 from workers.embedding import Embedder
 from workers.indexer.service import IndexerService
 from workers.query.changed import asks_a_state, change_first
@@ -103,7 +103,7 @@ async def test_where_one_lives_now_reads_the_move_first(
 ) -> None:
     svc = await served(tmp_path, embedder, move)
     now = (await svc.search(request("Where do I live now?"))).evidence
-    assert shows(now, move.text) < shows(now, HOME.text) < shows(now, EDITOR.text)
+    assert first_saying(now, move.text) < first_saying(now, HOME.text) < first_saying(now, EDITOR.text)
 
 
 @pytest.mark.asyncio
@@ -112,7 +112,7 @@ async def test_where_one_lived_before_keeps_retrievals_order(
 ) -> None:
     svc = await served(tmp_path, embedder, MOVE)
     before = (await svc.search(request("Where did I live before?"))).evidence
-    assert shows(before, HOME.text) < shows(before, MOVE.text)
+    assert first_saying(before, HOME.text) < first_saying(before, MOVE.text)
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,7 @@ def texts(evidence: list[EvidenceItem]) -> list[str]:
     return [e.text for e in evidence]
 
 
-def shows(evidence: list[EvidenceItem], statement: str) -> int:
+def first_saying(evidence: list[EvidenceItem], statement: str) -> int:
     """Where the first item saying `statement` is: its record, or its raw turn, which takes a
     record's place among a reply's first items (`workers.query.shown`)."""
     return next(i for i, e in enumerate(evidence) if statement in e.text)
@@ -247,8 +247,8 @@ async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path:
 
     reply = await svc.search(q)
     items, rid_of = reply.evidence, record_ids(store)
-    again, was = (items[shows(items, SAID[i][3])] for i in (0, 2))
-    assert shows(items, SAID[0][3]) < shows(items, SAID[2][3])
+    again, was = (items[first_saying(items, SAID[i][3])] for i in (0, 2))
+    assert first_saying(items, SAID[0][3]) < first_saying(items, SAID[2][3])
     assert again.supersedes == [rid_of[SAID[2][3]]]
     assert again.valid_from == "2024-05-10" and not again.superseded_by
     assert was.superseded_by == [rid_of[SAID[0][3]]] and was.valid_to == "2024-05-10"
@@ -257,8 +257,8 @@ async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path:
 
     await indexer.forget("a", "s3", {})
     items = (await svc.search(q)).evidence
-    assert shows(items, SAID[2][3]) < shows(items, SAID[0][3])
-    assert items[shows(items, SAID[0][3])].valid_to == "2024-04-02"
+    assert first_saying(items, SAID[2][3]) < first_saying(items, SAID[0][3])
+    assert items[first_saying(items, SAID[0][3])].valid_to == "2024-04-02"
 
 
 async def test_a_value_after_one_said_again_replaces_it(tmp_path: Path) -> None:
@@ -281,7 +281,7 @@ async def test_a_value_after_one_said_again_replaces_it(tmp_path: Path) -> None:
         request("How many watts does the greenhouse heater draw?")
     )
     items, rid_of = reply.evidence, record_ids(store)
-    now, nine = items[shows(items, last)], items[shows(items, SAID[0][3])]
-    assert shows(items, last) < shows(items, SAID[0][3]) < shows(items, SAID[2][3])
+    now, nine = items[first_saying(items, last)], items[first_saying(items, SAID[0][3])]
+    assert first_saying(items, last) < first_saying(items, SAID[0][3]) < first_saying(items, SAID[2][3])
     assert not now.superseded_by and rid_of[SAID[0][3]] in now.supersedes
     assert nine.superseded_by == [rid_of[last]] and nine.valid_to == "2024-06-10"

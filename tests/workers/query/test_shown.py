@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
+from schemas import EvidenceItem
 from tests.workers.builders import HASH_DIM, HashEmbedder, said_in_turns
+from tests.workers.query.test_currency import SAID
+from tests.workers.query.test_currency import request as watts
 from tests.workers.query.test_selection import cand, fused, ids
 from tests.workers.query.test_service import request
 from workers.indexer.service import IndexerService
-from workers.query.selection import Fused
+from workers.query.selection import Fused, redundant_last
 from workers.query.service import QueryDeps, QueryService
-from workers.query.shown import turns_over_records
+from workers.query.shown import records_shown_last, shows, turns_over_records
 from workers.store import EvidenceStore
 
 SIGNED = "Ann signed up for the spring race"
@@ -37,16 +41,27 @@ def test_the_window_below_a_record_of_its_turn_takes_the_records_place() -> None
     assert ids(turns_over_records(chosen, 4)) == ["w", "o", "x", "r"]
 
 
-def test_a_record_behind_the_turn_that_shows_it_goes_last_and_nothing_moves_up() -> None:
+def test_a_record_behind_the_turn_that_shows_it_is_selections_case() -> None:
+    """`redundant_last` sends it last; this step leaves the order as it is."""
     turn = fused(
         cand("t", kind="turn", text="Ann: I signed up for the spring race!", turns=("t2",)), 1.0
     )
-    assert ids(turns_over_records([turn, record("r"), other("o")], 3)) == ["t", "o", "r"]
+    chosen = [turn, record("r"), other("o")]
+    assert ids(turns_over_records(chosen, 3)) == ["t", "r", "o"]
+    assert ids(redundant_last(chosen)) == ["t", "o", "r"]
 
 
 def test_two_records_of_one_turn_give_their_places_to_one_window() -> None:
     chosen = [record("r1"), record("r2"), other("o"), window("w", ("t2", "t3"))]
     assert ids(turns_over_records(chosen, 4)) == ["w", "o", "r1", "r2"]
+
+
+def test_an_item_the_moved_window_shows_goes_last_too() -> None:
+    turn = fused(
+        cand("t", kind="turn", text="Bo: Good luck with the training", turns=("t3",)), 0.95
+    )
+    chosen = [record("r"), turn, other("o"), window("w", ("t2", "t3"))]
+    assert ids(turns_over_records(chosen, 4)) == ["w", "o", "t", "r"]
 
 
 @pytest.mark.parametrize(
@@ -58,20 +73,50 @@ def test_two_records_of_one_turn_give_their_places_to_one_window() -> None:
         (record("r"), fused(cand("w", text=WINDOW, turns=("t1", "t2")), 0.8)),  # a record
         # the turn's other passage: a long reply's window need not hold what the record says
         (record("r"), window("w", ("t2", "t3"), text="Assistant: ... pace the long runs")),
+        (record("r", text="She did it all again"), window("w", ("t2", "t3"))),  # no terms
     ],
-    ids=["a turn it does not show", "another session", "no turn", "a record", "other words"],
+    ids=[
+        "a turn it does not show",
+        "another session",
+        "no turn",
+        "a record",
+        "other words",
+        "no index terms",
+    ],
 )
 def test_a_record_stays_unless_an_item_shows_its_turns_and_words(kept: Fused, below: Fused) -> None:
     chosen = [kept, other("o"), below]
     assert ids(turns_over_records(chosen, 3)) == ["r", "o", "w"]
 
 
+@pytest.mark.parametrize(
+    ("said", "moved"),
+    [("Ann: Ann packed the tent", True), ("Bo: we packed the tent", False)],
+    ids=["half the words", "less than half"],
+)
+def test_an_item_shows_a_record_holding_half_its_words(said: str, moved: bool) -> None:
+    """ "Ann packed the tent, the stove and two maps": six index terms (ann, pack, tent,
+    stove, two, map); the first window holds three, the second two."""
+    kept = record("r", text="Ann packed the tent, the stove and two maps")
+    chosen = [kept, other("o"), window("w", ("t2", "t3"), text=said)]
+    assert ids(turns_over_records(chosen, 3)) == (["w", "o", "r"] if moved else ["r", "o", "w"])
+
+
 def test_only_the_first_items_are_read() -> None:
     chosen = [record("r"), other("o"), window("w", ("t1", "t2"))]
     assert ids(turns_over_records(chosen, 2)) == ["r", "o", "w"]
-    chosen = [window("w", ("t1", "t2")), other("o"), record("l")]  # past the first items
-    assert ids(turns_over_records(chosen, 2)) == ["w", "o", "l"]
     assert turns_over_records([], 30) == []
+
+
+def test_after_a_reorder_a_record_an_item_above_shows_goes_last() -> None:
+    def item(kind: Literal["window", "record"], turn_ids: list[str], text: str) -> EvidenceItem:
+        return EvidenceItem(kind=kind, item_id=text, text=text, turn_ids=turn_ids, session_id="s1")
+
+    shown = item("window", ["t1", "t2"], WINDOW)
+    said = item("record", ["t1"], SIGNED)
+    elsewhere = item("record", ["t9"], "Bo fixed the old bike")
+    assert records_shown_last([shown, said, elsewhere]) == [shown, elsewhere, said]
+    assert records_shown_last([said, shown, elsewhere]) is None  # below it: selection's case
 
 
 @pytest.mark.asyncio
@@ -106,3 +151,21 @@ async def test_a_reply_does_not_show_a_turn_twice_as_its_record_and_its_window(
     ]
     assert "s1t0" in {t for e in reply.evidence[:2] for t in e.turn_ids}
     assert any(again) and again == sorted(again)  # a record another item shows: after the rest
+
+
+@pytest.mark.asyncio
+async def test_a_reply_its_links_reorder_still_shows_a_turn_once(tmp_path: Path) -> None:
+    """900 watts, then 650, then 900 again, its saying forgotten: the link-free reorder lifts
+    the later statement's record right behind its own raw turn, which shows it; it goes back
+    to the end."""
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    indexer = IndexerService(store, HashEmbedder())
+    again = ("s3", datetime(2024, 5, 10), "s3t1", SAID[0][3])
+    await said_in_turns(indexer, HashEmbedder(), [SAID[0], SAID[2], again])
+    await indexer.forget("a", "s3", {})
+    svc = QueryService(QueryDeps(store, HashEmbedder()))
+
+    found = (await svc.search(watts("How many watts does the greenhouse heater draw?"))).evidence
+
+    again = [any(shows(a, e) for a in found[:i]) for i, e in enumerate(found)]
+    assert any(again) and again == sorted(again)  # a record an item above shows: at the end
