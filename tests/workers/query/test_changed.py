@@ -103,7 +103,9 @@ async def test_where_one_lives_now_reads_the_move_first(
 ) -> None:
     svc = await served(tmp_path, embedder, move)
     now = (await svc.search(request("Where do I live now?"))).evidence
-    assert first_saying(now, move.text) < first_saying(now, HOME.text) < first_saying(now, EDITOR.text)
+    assert (
+        first_saying(now, move.text) < first_saying(now, HOME.text) < first_saying(now, EDITOR.text)
+    )
 
 
 @pytest.mark.asyncio

@@ -282,6 +282,10 @@ async def test_a_value_after_one_said_again_replaces_it(tmp_path: Path) -> None:
     )
     items, rid_of = reply.evidence, record_ids(store)
     now, nine = items[first_saying(items, last)], items[first_saying(items, SAID[0][3])]
-    assert first_saying(items, last) < first_saying(items, SAID[0][3]) < first_saying(items, SAID[2][3])
+    assert (
+        first_saying(items, last)
+        < first_saying(items, SAID[0][3])
+        < first_saying(items, SAID[2][3])
+    )
     assert not now.superseded_by and rid_of[SAID[0][3]] in now.supersedes
     assert nine.superseded_by == [rid_of[last]] and nine.valid_to == "2024-06-10"
