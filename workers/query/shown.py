@@ -78,11 +78,13 @@ def records_shown_last(items: Sequence[Item]) -> list[Item] | None:
     None when none is. For a reply reordered after selection (`workers.query.currency`
     lifts a later statement, which may be the record of a turn already shown)."""
     terms = Terms()
-    late = {
-        i
-        for i, item in enumerate(items)
-        if item.kind == "record" and any(shows(above, item, terms) for above in items[:i])
-    }
+    late: set[int] = set()
+    above: list[Item] = []  # the raw turns and windows above: a record shows no record
+    for i, item in enumerate(items):
+        if item.kind != "record":
+            above.append(item)
+        elif any(shows(a, item, terms) for a in above):
+            late.add(i)
     if not late:
         return None
     return [x for i, x in enumerate(items) if i not in late] + [items[i] for i in sorted(late)]
