@@ -50,7 +50,7 @@ from workers.query.selection import (
     with_head,
 )
 from workers.query.serialize import items_that_fit, serialize_context
-from workers.query.shown import records_shown_last, turns_over_records
+from workers.query.shown import turns_over_records
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
@@ -186,8 +186,6 @@ class QueryService:
                 current_first, self.recall.store, req.namespace, req.query, evidence, self._alike
             )
             evidence, context, tokens = linked or (evidence, context, tokens)
-            if (last := records_shown_last(evidence)) is not None:  # one lifted again
-                evidence, (context, tokens) = last, serialize_context(last)
             telemetry.set_attributes(span, {"lychee.query.evidence": len(evidence)})
         answered = Answered()
         if req.answer:

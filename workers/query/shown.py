@@ -22,7 +22,7 @@ keeps as one long word) is never shown by another item.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from workers.query.selection import Fused, redundant_last
 from workers.store.fulltext import analyze
@@ -31,7 +31,7 @@ SAYS = 0.5  # share of a record's index terms an item's text must hold to show i
 
 
 class Shown(Protocol):
-    """What `shows` reads of an item: a candidate of selection or a reply's evidence item."""
+    """What `shows` reads of an item (`workers.query.selection.Candidate`)."""
 
     @property
     def kind(self) -> str: ...
@@ -43,13 +43,15 @@ class Shown(Protocol):
     def text(self) -> str: ...
 
 
-Item = TypeVar("Item", bound=Shown)
-
-
 def turns_over_records(chosen: Sequence[Fused], among: int, dated: bool = False) -> list[Fused]:
     """`chosen` with each record among its first `among` items that a raw turn or window
     below it among them shows replaced there by that item and moved to the end, then the
-    items that show nothing new last (`redundant_last`: one the moved item now shows)."""
+    items that show nothing new last (`redundant_last`: one the moved item now shows).
+
+    The words decide which item moves up; once it is up, selection's own rule reads turns
+    only, so another record of its turns goes last behind it whatever its words, as it would
+    behind any item above it. `chosen` is selection's, which `redundant_last` has read
+    already: past the first `among`, items keep their order."""
     head, rest = list(chosen[:among]), list(chosen[among:])
     terms = Terms()
     out: list[Fused] = []
@@ -62,7 +64,7 @@ def turns_over_records(chosen: Sequence[Fused], among: int, dated: bool = False)
             below = range(i + 1, len(head))
             j = next((j for j in below if shows(head[j].candidate, f.candidate, terms)), None)
             if j is not None:
-                if j not in taken:  # else moved up already, for a record of the same turn
+                if j not in taken:  # else it moved up already, to an earlier record's place
                     out.append(head[j])
                     taken.add(j)
                 late.append(f)
@@ -71,23 +73,6 @@ def turns_over_records(chosen: Sequence[Fused], among: int, dated: bool = False)
     if not late:
         return list(chosen)
     return redundant_last([*out, *rest, *late], dated=dated)
-
-
-def records_shown_last(items: Sequence[Item]) -> list[Item] | None:
-    """`items` with each record an item above it shows moved to the end, in their order;
-    None when none is. For a reply reordered after selection (`workers.query.currency`
-    lifts a later statement, which may be the record of a turn already shown)."""
-    terms = Terms()
-    late: set[int] = set()
-    above: list[Item] = []  # the raw turns and windows above: a record shows no record
-    for i, item in enumerate(items):
-        if item.kind != "record":
-            above.append(item)
-        elif any(shows(a, item, terms) for a in above):
-            late.add(i)
-    if not late:
-        return None
-    return [x for i, x in enumerate(items) if i not in late] + [items[i] for i in sorted(late)]
 
 
 class Terms:

@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 import pytest
 
-from schemas import EvidenceItem
 from tests.workers.builders import HASH_DIM, HashEmbedder, said_in_turns
-from tests.workers.query.test_currency import SAID
-from tests.workers.query.test_currency import request as watts
 from tests.workers.query.test_selection import cand, fused, ids
 from tests.workers.query.test_service import request
 from workers.indexer.service import IndexerService
 from workers.query.selection import Fused, redundant_last
 from workers.query.service import QueryDeps, QueryService
-from workers.query.shown import records_shown_last, shows, turns_over_records
+from workers.query.shown import turns_over_records
 from workers.store import EvidenceStore
 
 SIGNED = "Ann signed up for the spring race"
@@ -30,6 +27,10 @@ def record(item_id: str, turns: tuple[str, ...] = ("t2",), text: str = SIGNED) -
 
 def window(item_id: str, turns: tuple[str, ...], text: str = WINDOW, session: str = "s1") -> Fused:
     return fused(cand(item_id, kind="window", text=text, turns=turns, session=session), 0.8)
+
+
+def no_turn(f: Fused) -> Fused:
+    return replace(f, candidate=replace(f.candidate, turn_ids=()))
 
 
 def other(item_id: str) -> Fused:
@@ -69,7 +70,7 @@ def test_an_item_the_moved_window_shows_goes_last_too() -> None:
     [
         (record("r", ("t2", "t5")), window("w", ("t1", "t2"))),  # t5 not shown
         (record("r"), window("w", ("t2", "t3"), session="s2")),
-        (record("r", ()), window("w", ("t1", "t2"))),  # a record of no turn
+        (no_turn(record("r")), window("w", ("t1", "t2"))),
         (record("r"), fused(cand("w", text=WINDOW, turns=("t1", "t2")), 0.8)),  # a record
         # the turn's other passage: a long reply's window need not hold what the record says
         (record("r"), window("w", ("t2", "t3"), text="Assistant: ... pace the long runs")),
@@ -108,17 +109,6 @@ def test_only_the_first_items_are_read() -> None:
     assert turns_over_records([], 30) == []
 
 
-def test_after_a_reorder_a_record_an_item_above_shows_goes_last() -> None:
-    def item(kind: Literal["window", "record"], turn_ids: list[str], text: str) -> EvidenceItem:
-        return EvidenceItem(kind=kind, item_id=text, text=text, turn_ids=turn_ids, session_id="s1")
-
-    shown = item("window", ["t1", "t2"], WINDOW)
-    said = item("record", ["t1"], SIGNED)
-    elsewhere = item("record", ["t9"], "Bo fixed the old bike")
-    assert records_shown_last([shown, said, elsewhere]) == [shown, elsewhere, said]
-    assert records_shown_last([said, shown, elsewhere]) is None  # below it: selection's case
-
-
 @pytest.mark.asyncio
 async def test_a_reply_does_not_show_a_turn_twice_as_its_record_and_its_window(
     tmp_path: Path,
@@ -151,21 +141,3 @@ async def test_a_reply_does_not_show_a_turn_twice_as_its_record_and_its_window(
     ]
     assert "s1t0" in {t for e in reply.evidence[:2] for t in e.turn_ids}
     assert any(again) and again == sorted(again)  # a record another item shows: after the rest
-
-
-@pytest.mark.asyncio
-async def test_a_reply_its_links_reorder_still_shows_a_turn_once(tmp_path: Path) -> None:
-    """900 watts, then 650, then 900 again, its saying forgotten: the link-free reorder lifts
-    the later statement's record right behind its own raw turn, which shows it; it goes back
-    to the end."""
-    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
-    indexer = IndexerService(store, HashEmbedder())
-    again = ("s3", datetime(2024, 5, 10), "s3t1", SAID[0][3])
-    await said_in_turns(indexer, HashEmbedder(), [SAID[0], SAID[2], again])
-    await indexer.forget("a", "s3", {})
-    svc = QueryService(QueryDeps(store, HashEmbedder()))
-
-    found = (await svc.search(watts("How many watts does the greenhouse heater draw?"))).evidence
-
-    again = [any(shows(a, e) for a in found[:i]) for i, e in enumerate(found)]
-    assert any(again) and again == sorted(again)  # a record an item above shows: at the end
