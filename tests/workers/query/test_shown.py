@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -141,3 +142,37 @@ async def test_a_reply_does_not_show_a_turn_twice_as_its_record_and_its_window(
     ]
     assert "s1t0" in {t for e in reply.evidence[:2] for t in e.turn_ids}
     assert any(again) and again == sorted(again)  # a record another item shows: after the rest
+
+
+class RecordsFirst:
+    """A cross-encoder's scores where one sentence beats a window of lines."""
+
+    name = "records-first"
+
+    def score(self, query: str, passages: Sequence[str]) -> list[float]:
+        return [0.0 if "\n" in p else 1.0 for p in passages]
+
+
+@pytest.mark.asyncio
+async def test_after_a_cross_encoder_a_record_keeps_its_place(tmp_path: Path) -> None:
+    """Nothing moves past a cross-encoder's order: its record stays above the window of its
+    turn."""
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    said = ["Ann adopted a puppy named Biscuit", "Biscuit chewed the new sofa cushions"]
+    await said_in_turns(
+        IndexerService(store, HashEmbedder()),
+        HashEmbedder(),
+        [("s1", datetime(2024, 3, 2), f"s1t{n}", text) for n, text in enumerate(said)],
+    )
+    svc = QueryService(QueryDeps(store, HashEmbedder(), reranker=RecordsFirst()))
+    found = (await svc.search(request("a", "What is the name of the puppy Ann adopted?"))).evidence
+
+    assert "rerank" in found[0].scores
+    kept = [
+        (r.turn_ids, w.turn_ids)
+        for i, r in enumerate(found)
+        if r.kind == "record"
+        for w in found[i + 1 :]
+        if w.kind != "record" and set(r.turn_ids) <= set(w.turn_ids)
+    ]
+    assert kept
