@@ -22,25 +22,12 @@ keeps as one long word) is never shown by another item.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from functools import lru_cache
 
-from workers.query.selection import Fused, redundant_last
+from workers.query.selection import Candidate, Fused, redundant_last
 from workers.store.fulltext import analyze
 
 SAYS = 0.5  # share of a record's index terms an item's text must hold to show it
-
-
-class Shown(Protocol):
-    """What `shows` reads of an item (`workers.query.selection.Candidate`)."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def session_id(self) -> str: ...
-    @property
-    def turn_ids(self) -> Sequence[str]: ...
-    @property
-    def text(self) -> str: ...
 
 
 def turns_over_records(chosen: Sequence[Fused], among: int, dated: bool = False) -> list[Fused]:
@@ -53,7 +40,6 @@ def turns_over_records(chosen: Sequence[Fused], among: int, dated: bool = False)
     behind any item above it. `chosen` is selection's, which `redundant_last` has read
     already: past the first `among`, items keep their order."""
     head, rest = list(chosen[:among]), list(chosen[among:])
-    terms = Terms()
     out: list[Fused] = []
     late: list[Fused] = []
     taken: set[int] = set()  # items moved up to a record's place
@@ -62,7 +48,7 @@ def turns_over_records(chosen: Sequence[Fused], among: int, dated: bool = False)
             continue
         if f.candidate.kind == "record":
             below = range(i + 1, len(head))
-            j = next((j for j in below if shows(head[j].candidate, f.candidate, terms)), None)
+            j = next((j for j in below if shows(head[j].candidate, f.candidate)), None)
             if j is not None:
                 if j not in taken:  # else it moved up already, to an earlier record's place
                     out.append(head[j])
@@ -75,26 +61,17 @@ def turns_over_records(chosen: Sequence[Fused], among: int, dated: bool = False)
     return redundant_last([*out, *rest, *late], dated=dated)
 
 
-class Terms:
-    """Each text's index terms, read once a request."""
-
-    def __init__(self) -> None:
-        self._of: dict[str, set[str]] = {}
-
-    def __call__(self, text: str) -> set[str]:
-        found = self._of.get(text)
-        if found is None:
-            found = self._of[text] = set(analyze(text))
-        return found
+@lru_cache(maxsize=16384)  # the same records and windows come back request after request
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(analyze(text))
 
 
-def shows(item: Shown, record: Shown, terms: Terms | None = None) -> bool:
+def shows(item: Candidate, record: Candidate) -> bool:
     """Whether `item`, a raw turn or window, shows what `record` says: every turn it cites,
     in the same session, and at least `SAYS` of its index terms."""
     if item.kind == "record" or record.kind != "record" or not record.turn_ids:
         return False
     if item.session_id != record.session_id or not set(record.turn_ids) <= set(item.turn_ids):
         return False
-    terms = terms or Terms()
-    says = terms(record.text)
-    return bool(says) and len(says & terms(item.text)) >= SAYS * len(says)
+    says = _terms(record.text)
+    return bool(says) and len(says & _terms(item.text)) >= SAYS * len(says)
