@@ -141,11 +141,13 @@ class QueryService:
         # items near the first ones move up, but not past a cross-encoder's order, nor in a
         # history question, where the first items' neighbours would crowd out other sessions
         near = not (rerank or history)
-        picked = selection_size(req.k, preset.led_pool, second is not None or near)
+        # a history question needs every session's best: it reads the led pool and recall
+        # searches as deep for it, however few items are asked for
+        picked = selection_size(req.k, preset.led_pool, second is not None or near or history)
         recall = partial(
             self.recall.recall,
             namespace=req.namespace,
-            k=req.k,
+            k=picked if history else req.k,
             session_id=req.session_id,
             preset=preset,
             timings=watch.timings,
@@ -241,8 +243,8 @@ class QueryService:
 
 def selection_size(k: int, led_pool: int, read: bool) -> int:
     """How many items selection picks for a request of `k` (the reply keeps the first k):
-    `led_pool` however few are asked for when the second stage's lead or the locality
-    (`near_first`) `read` them."""
+    `led_pool` however few are asked for when the second stage's lead, the locality
+    (`near_first`) or a history question's sessions `read` them."""
     return max(k, led_pool) if read else k
 
 
