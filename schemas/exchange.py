@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import unicodedata
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
 
@@ -106,6 +107,11 @@ def render_turn(speaker: str | None, role: Role, content: str, caption: str | No
     return f"{speaker or role.value}: {turn_text(content, caption)}"
 
 
+def turn_ids_of(exchange_id: str, turns: Sequence[Turn]) -> list[str]:
+    """Deterministic turn ids: the caller's, else `exchange_id#index`."""
+    return [t.turn_id or f"{exchange_id}#{i}" for i, t in enumerate(turns)]
+
+
 class Exchange(Contract):
     """One step of a conversation: a speaker turn, or a user message with its reply.
 
@@ -136,8 +142,7 @@ class Exchange(Contract):
         return session_key(self.namespace, self.session_id)
 
     def turn_ids(self) -> list[str]:
-        """Deterministic ids: the caller's, else `exchange_id#index`."""
-        return [t.turn_id or f"{self.exchange_id}#{i}" for i, t in enumerate(self.turns)]
+        return turn_ids_of(self.exchange_id, self.turns)
 
     def named_turns(self) -> list[tuple[str, str]]:
         """Each turn's id (`turn_ids`) with the digest of its words."""

@@ -106,8 +106,9 @@ class SeqRejected(SeqError, ValueError):
     def describe(self) -> str:
         if self.reason == "turn":
             return (
-                f"turns.{self.turn}.turn_id names a turn of this session with other words; "
-                "a new turn needs a new turn_id"
+                f"turns.{self.turn}.turn_id (the caller's, else made of the exchange_id and "
+                "the turn's position) names a turn of this session with other words; a new "
+                "turn needs a new turn_id"
             )
         if self.reason == "conflict":
             return f"this exchange_id was accepted with seq {self.seq}"

@@ -117,7 +117,7 @@ async def _add_numbered(
             e.exchange_id,
             None if e.exchange_id in session.unnumbered else e.seq,
             content_digest(e),  # type: ignore[arg-type]  # the same turns as an ExchangeIn
-            named_turns(e.turns),
+            named_turns(e.exchange_id, e.turns),
         )
         for e in part
     ]

@@ -46,6 +46,7 @@ from redis.asyncio import Redis
 
 from schemas import Turn, session_key
 from schemas.base import MAX_SEQ
+from schemas.exchange import turn_ids_of
 from streams.errors import SeqRejected, SessionBusy
 from streams.progress import PREFIX, accepted_key
 
@@ -181,10 +182,12 @@ class Wanted:
     turns: tuple[tuple[str, str], ...] = ()  # the caller's turn ids, each with its digest
 
 
-def named_turns(turns: Sequence[Turn]) -> tuple[tuple[str, str], ...]:
-    """The turns that carry the caller's id, each with a digest of its words (who said
-    what): the same id must name the same words throughout the session."""
-    return tuple((t.turn_id, t.digest()) for t in turns if t.turn_id is not None)
+def named_turns(exchange_id: str, turns: Sequence[Turn]) -> tuple[tuple[str, str], ...]:
+    """Every turn's id (the caller's, else the one made of `exchange_id`), each with a
+    digest of its words (who said what): an id must name the same words throughout the
+    session, a caller's `e7#0` the turn exchange `e7` made as well."""
+    ids = turn_ids_of(exchange_id, turns)
+    return tuple((tid, t.digest()) for tid, t in zip(ids, turns, strict=True))
 
 
 @dataclass(frozen=True)

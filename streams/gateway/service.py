@@ -157,7 +157,7 @@ class MemoryService:
                             eid,
                             exchanges[i].seq,
                             content_digest(exchanges[i]),
-                            named_turns(exchanges[i].turns),
+                            named_turns(eid, exchanges[i].turns),
                         )
                         for i, eid in groups[sid]
                     ]

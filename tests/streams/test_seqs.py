@@ -80,26 +80,41 @@ def turn(tid: str, text: str) -> Turn:
 
 async def test_seqs_a_turn_id_names_the_same_words_throughout_the_session(redis) -> None:  # type: ignore[no-untyped-def]
     alloc = allocator(redis)
-    first = named_turns([turn("msg", "my passport is X1"), turn("reply", "noted")])
+    first = named_turns("e1", [turn("msg", "my passport is X1"), turn("reply", "noted")])
     await allocate(alloc, [Wanted("e1", None, "d1", first)])
     # the same words under a new exchange id: a retry, accepted
-    again = named_turns([turn("msg", "my passport is X1")])
+    again = named_turns("e2", [turn("msg", "my passport is X1")])
     assert [a.seq for a in await allocate(alloc, [Wanted("e2", None, "d2", again)])] == [1]
     # other words under a used id: refused, naming the turn, nothing written
-    reused = named_turns([turn("new", "hello"), turn("msg", "my flight is at 9")])
+    reused = named_turns("e3", [turn("new", "hello"), turn("msg", "my flight is at 9")])
     with pytest.raises(SeqRejected) as err:
         await allocate(alloc, [Wanted("e3", None, "d3", reused)])
     assert (err.value.index, err.value.turn, err.value.field) == (0, 1, "turns.1.turn_id")
     assert "other words" in str(err.value)
     assert [a.seq for a in await allocate(alloc, [Wanted("e4", None, "d4")])] == [2]
     # two exchanges of one request that give one id other words: the second refused
-    clash = [Wanted("e5", None, "d5", named_turns([turn("t9", "a")]))]
-    clash.append(Wanted("e6", None, "d6", named_turns([turn("t9", "b")])))
+    clash = [Wanted("e5", None, "d5", named_turns("e5", [turn("t9", "a")]))]
+    clash.append(Wanted("e6", None, "d6", named_turns("e6", [turn("t9", "b")])))
     with pytest.raises(SeqRejected) as err:
         await allocate(alloc, clash)
     assert (err.value.index, err.value.turn) == (1, 0)
     # another session may use the same ids
     assert [a.seq for a in await allocate(alloc, [Wanted("e7", None, "d7", reused)], "s2")] == [0]
+
+
+async def test_seqs_a_callers_turn_id_may_not_name_a_turn_an_exchange_id_made(redis) -> None:  # type: ignore[no-untyped-def]
+    alloc = allocator(redis)
+    plain = Turn(role=Role.user, content="my passport is X1")
+    assert named_turns("e7", [plain]) == (("e7#0", plain.digest()),)
+    await allocate(alloc, [Wanted("e7", None, "d7", named_turns("e7", [plain]))])
+    impostor = named_turns("e8", [turn("e7#0", "my passport is Z9")])
+    with pytest.raises(SeqRejected) as err:
+        await allocate(alloc, [Wanted("e8", None, "d8", impostor)])
+    assert (err.value.reason, err.value.field) == ("turn", "turns.0.turn_id")
+    # and the other way round: a caller's id first, then the exchange whose turn it names
+    await allocate(alloc, [Wanted("e9", None, "d9", named_turns("e9", [turn("x#0", "hi")]))])
+    with pytest.raises(SeqRejected):
+        await allocate(alloc, [Wanted("x", None, "dx", named_turns("x", [plain]))])
 
 
 async def test_seqs_callers_seq_must_pass_everything_acked_or_applied(redis) -> None:  # type: ignore[no-untyped-def]

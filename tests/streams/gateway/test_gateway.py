@@ -210,6 +210,11 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         r = await c.post(url, headers=h, json={"exchanges": [reused]})
         await check(r, 409, "exchanges.0.turns.0.turn_id")
         assert "new turn_id" in r.json()["detail"]
+        # ... also the id an exchange id made for a turn that named none ("q3#0")
+        impostor = ex("p2", "q8", "my flight leaves at 10")
+        impostor["turns"][0]["turn_id"] = "q3#0"
+        r = await c.post(url, headers=h, json={"exchanges": [impostor]})
+        await check(r, 409, "exchanges.0.turns.0.turn_id")
         timeout = await c.post(
             "/v1/namespaces/gw-a/search",
             headers=h,
