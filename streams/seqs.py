@@ -9,7 +9,9 @@ seq (and receipt) it had. Here:
 - `allocate` is one Lua script per session: an exchange id already acked keeps its seq and
   broker offset (a duplicate, not produced again); a caller's own seq is checked (it must be
   above everything acked or applied, and increase within the request); otherwise the next seq
-  after the largest of the counter, the last acked seq and the segmenter's applied `last_seq`.
+  after the largest of the counter, the last acked seq, the segmenter's applied `last_seq`
+  and the highest seq given before a forget of the session (exchanges numbered then may
+  still be unread: a number given again would be dropped as a replay of theirs).
 - Order: allocating and enqueueing happen under a per-session lock of this process (aiokafka
   keeps the order of sends to one partition), and a Redis lease makes one process at a time
   the producer of a session while any of its sends for it are unacknowledged, so that two
@@ -49,6 +51,7 @@ from schemas.base import MAX_SEQ
 from schemas.exchange import turn_ids_of
 from streams.errors import SeqRejected, SessionBusy
 from streams.progress import PREFIX, accepted_key
+from workers.forget import seq_floor_key
 
 # KEYS: lease, want. ARGV: token, lease ms, want ms. 1: the lease is ours.
 _ACQUIRE = """
@@ -65,7 +68,8 @@ return 0
 """
 
 # An id's value is `seq:partition:offset:digest` (partition and offset -1 until acked).
-# KEYS: ids, meta, lease, segmenter state, want, turns. ARGV: lease token, lease ms, ttl s,
+# KEYS: ids, meta, lease, segmenter state, want, turns, the seq floor a forget left
+# (`workers.forget.seq_floor_key`). ARGV: lease token, lease ms, ttl s,
 # then per exchange its id, wanted seq (-1: assign), content digest and its named turns as
 # JSON ([[turn id, digest], ...]).
 # Returns {'ok', last, {seq, duplicate, partition, offset}..., wanted by another} or, writing
@@ -86,7 +90,8 @@ if raw then
   end
 end
 local floor = math.max(acked, applied)
-local last = math.max(alloc, floor)
+local forgot = tonumber(redis.call('GET', KEYS[7]) or '-1')
+local last = math.max(alloc, floor, forgot)
 local prev = floor
 local out, writes, named, seen = {}, {}, {}, {}
 for i = 1, (#ARGV - 3) / 4 do
@@ -321,7 +326,9 @@ class SessionSeqs:
         self._deadline = deadline
         keys = allocator.keys(namespace, session_id)
         self._ids, self._meta, self._lease_key, self._want, self._turns = keys
-        self._state = segmenter_state_key(session_key(namespace, session_id), allocator.prefix)
+        key = session_key(namespace, session_id)
+        self._state = segmenter_state_key(key, allocator.prefix)
+        self._forgotten = seq_floor_key(key, allocator.prefix)
 
     @contextlib.asynccontextmanager
     async def ordered(self) -> AsyncIterator[None]:
@@ -356,7 +363,15 @@ class SessionSeqs:
         for w in wanted:
             turns = orjson.dumps([list(t) for t in w.turns]).decode()  # [] when none is named
             args += [w.exchange_id, -1 if w.seq is None else w.seq, w.digest, turns]
-        keys = [self._ids, self._meta, self._lease_key, self._state, self._want, self._turns]
+        keys = [
+            self._ids,
+            self._meta,
+            self._lease_key,
+            self._state,
+            self._want,
+            self._turns,
+            self._forgotten,
+        ]
         for _ in range(2):
             reply = await a._allocate(keys=keys, args=args)
             status = reply[0].decode() if isinstance(reply[0], bytes) else reply[0]

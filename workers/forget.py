@@ -92,6 +92,14 @@ def fence_key(namespace: str, session_id: str | None = None, prefix: str = PREFI
     return f"{prefix}:fence:{digest}"
 
 
+def seq_floor_key(session: str, prefix: str = PREFIX) -> str:
+    """Where the highest seq the gateway gave a forgotten session is kept, keyed by a hash
+    (no key names a forgotten namespace): exchanges it numbered before the forget may still
+    be on their way, so it numbers on above them."""
+    digest = hashlib.sha256(f"{session}\x1fseqs".encode()).hexdigest()[:32]
+    return f"{prefix}:gw:forgotten:{digest}"
+
+
 def glob_escape(name: str) -> str:
     """Names are validated (no glob characters), but a pattern must never widen by input."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in name)

@@ -46,7 +46,6 @@ from workers.embedding import Embedder, Matrix
 from workers.errors import Unprocessable
 from workers.forget import (
     Source,
-    delete_matching,
     exchange_sources,
     glob_escape,
     segment_lineage,
@@ -159,13 +158,15 @@ class SegmenterService:
             removed += await self._cut_at_fence(key)
         await self.drain(sorted(kept))
         head = f"{glob_escape(namespace)}/{glob_escape(session_id) if session_id else '*'}"
-        gateway: list[str] = []
+        gateway: dict[str, list[str]] = {}
         prefix = self.store.prefix
         async for raw in self.store.redis.scan_iter(match=f"{prefix}:gw:{{{head}}}:*", count=1000):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            if name[name.index("{") + 1 : name.rindex("}")] not in kept:
-                gateway.append(name)
-        removed += await delete_matching(self.store.redis, (), gateway) if gateway else 0
+            key = name[name.index("{") + 1 : name.rindex("}")]
+            if key not in kept:
+                gateway.setdefault(key, []).append(name)
+        for key, names in sorted(gateway.items()):
+            removed += await self.store.forget_gateway(key, names)
         if kept:
             log.info(
                 "forget.sessions_kept",

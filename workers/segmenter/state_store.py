@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from workers.forget import Fences, fence_key, glob_escape
+from workers.forget import Fences, fence_key, glob_escape, seq_floor_key
 from workers.ports import OutMessage
 from workers.segmenter.policy import Position, SessionState
 
@@ -125,6 +125,24 @@ return false
 """
 
 
+# KEYS: a forgotten session's seq floor (`seq_floor_key`), the gateway's meta hash of it,
+# then its other gateway keys. Raises the floor to the highest seq the gateway gave (its
+# counter or accepted watermark), for as long as the meta would have lived, then deletes
+# the gateway's keys; returns how many existed.
+_GATEWAY = """
+local top = -1
+for _, field in ipairs({'alloc', 'accepted'}) do
+  local v = tonumber(redis.call('HGET', KEYS[2], field) or '-1')
+  if v > top then top = v end
+end
+if top > tonumber(redis.call('GET', KEYS[1]) or '-1') then
+  local ttl = redis.call('TTL', KEYS[2])
+  if ttl > 0 then redis.call('SET', KEYS[1], top, 'EX', ttl) else redis.call('SET', KEYS[1], top) end
+end
+return redis.call('DEL', unpack(KEYS, 2))
+"""
+
+
 # KEYS: the session's turns. ARGV: per turn its id and digest. Deletes each id that still
 # names that digest (what one message claimed), nothing another claim changed.
 _RELEASE = """
@@ -178,6 +196,7 @@ class SessionStore:
         self._forget = redis.register_script(_FORGET)
         self._turns = redis.register_script(_TURNS)
         self._release = redis.register_script(_RELEASE)
+        self._gateway = redis.register_script(_GATEWAY)
 
     def _state_key(self, key: str) -> str:
         return f"{self.prefix}:seg:{{{key}}}:state"
@@ -302,6 +321,15 @@ class SessionStore:
             self._turns_key(key),
         ]
         return int(await self._forget(keys=keys, args=[key]))
+
+    async def forget_gateway(self, key: str, names: Sequence[str]) -> int:
+        """Delete the gateway's keys `names` of a forgotten session, keeping the highest seq
+        it gave on the session's seq floor (`seq_floor_key`): exchanges it numbered before
+        the forget may still be unread, and a number given again would be taken for a
+        replay of theirs. Returns the number of keys deleted."""
+        meta = f"{self.prefix}:gw:{{{key}}}:meta"
+        keys = [seq_floor_key(key, self.prefix), meta, *(n for n in names if n != meta)]
+        return int(await self._gateway(keys=keys, args=[]))
 
     async def pending(self, key: str) -> list[tuple[str, OutMessage]]:
         """The outbox of one session, oldest first, each entry with its id."""

@@ -176,6 +176,28 @@ async def test_segmenter_service_turn_id_reused_with_other_words_is_refused_by_n
     assert not await redis.exists("lychee:seg:{ns1/s1}:turns")
 
 
+async def test_segmenter_service_forget_keeps_the_gateways_seqs_rising(redis, embedder) -> None:
+    """Exchanges the gateway numbered before a forget may still be unread by the segmenter
+    (another topic than the forget's): after it the gateway numbers on above them, or the
+    exchanges added next would be dropped as their replays. No key names the namespace, and
+    a caller's own numbering may start again from 0."""
+    from streams.seqs import SeqAllocator, Wanted
+
+    alloc = SeqAllocator(redis, ttl_s=3600, lease_s=5.0)
+
+    async def allocate(wanted: list[Wanted]) -> list[int]:
+        deadline = asyncio.get_running_loop().time() + 5
+        async with alloc.session("forgotten-ns", "s1", deadline) as s, s.ordered():
+            return [a.seq for a in await s.allocate(wanted)]
+
+    assert await allocate([Wanted(f"e{i}") for i in range(6)]) == [0, 1, 2, 3, 4, 5]
+    svc = make(redis, embedder)
+    assert await svc.forget("forgotten-ns", None, {0: 0}) >= 2  # the gateway's ids and meta
+    assert [k async for k in redis.scan_iter(match="*forgotten-ns*")] == []
+    assert await allocate([Wanted("e6"), Wanted("e7")]) == [6, 7]
+    assert await allocate([Wanted("again-0", 0)]) == [0]
+
+
 async def test_segmenter_service_crash_between_commit_and_publish_republishes(
     redis, embedder
 ) -> None:
