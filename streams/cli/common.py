@@ -22,6 +22,17 @@ PORT = click.IntRange(0, 65535)
 SECONDS = click.FloatRange(0, min_open=True)  # a wait: more than none
 
 
+# control characters but line breaks and tabs: a terminal reads ESC, BEL or CSI in stored
+# text (a turn anyone may write) as commands (a new title, a hidden line, a false link)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """Stored text as a terminal shows it and does not obey it: each control character
+    written as its escape (`\x1b`)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
 def named(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A namespace or session id the service takes, refused as a usage error otherwise (a
     read of a name nothing can hold would only say "0 records")."""

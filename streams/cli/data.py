@@ -11,7 +11,7 @@ import click
 import orjson
 
 from schemas.records import MemoryType
-from streams.cli.common import SECONDS, TimedOut, client_settings, named
+from streams.cli.common import SECONDS, TimedOut, client_settings, named, printable
 
 
 @click.command()
@@ -274,11 +274,12 @@ def print_page(result: Any, turns: bool, where: str, as_json: bool) -> None:
     for item in result.items:
         if turns:
             when = item["session_date"].strftime("%Y-%m-%d") if item["session_date"] else "?"
-            click.echo(f"[{when}] {item['session_id']} #{item['seq']} {item['text']}")
+            text = printable(item["text"])
+            click.echo(f"[{when}] {item['session_id']} #{item['seq']} {text}")
         else:
             when = item["created_at"].strftime("%Y-%m-%d") if item["created_at"] else "?"
             click.echo(
-                f"[{when}] {item['memory_type']:<11} {item['semantic_text']}  ({item['id']})"
+                f"[{when}] {item['memory_type']:<11} {printable(item['semantic_text'])}  ({item['id']})"
             )
     kind = "turn" if turns else "record"
     click.echo(f"page {result.page}/{result.pages}, {counted(result.total, kind)}")
@@ -297,7 +298,7 @@ def print_history(found: Any, as_json: bool) -> None:
 
     def said(x: Any) -> str:
         when = x.said_at.strftime("%Y-%m-%d") if x.said_at else "?"
-        return f"[{when}] {x.text}  ({x.record_id}; {', '.join(x.turn_ids)})"
+        return f"[{when}] {printable(x.text)}  ({x.record_id}; {', '.join(x.turn_ids)})"
 
     for c in found.supersessions:
         when = c.changed_at.strftime("%Y-%m-%d") if c.changed_at else "?"
@@ -338,7 +339,7 @@ def format_evidence(reply: Any) -> str:
         )
     timing = ", ".join(f"{k} {v:.1f}ms" for k, v in reply.timings_ms.items())
     lines.append(f"   timings: {timing}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))
 
 
 @click.command()

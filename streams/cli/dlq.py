@@ -8,7 +8,7 @@ from typing import Any
 import click
 import orjson
 
-from streams.cli.common import client_settings
+from streams.cli.common import client_settings, printable
 
 
 def _dump(value: Any) -> str:
@@ -44,7 +44,7 @@ def dlq_list(topic: str | None, error_type: str | None, as_json: bool) -> None:
             f"{row['topic']}  {row['error_type']}: {row['count']} "
             f"(oldest {row['oldest']}, newest {row['newest']})"
         )
-        click.echo(f"    e.g. {sample['id']}: {sample['error'][:200]}")
+        click.echo(f"    e.g. {sample['id']}: {printable(sample['error'][:200])}")
         if again := row["after_replay"]:
             click.echo(
                 f"    {again} of them failed again after a replay: the same bytes fail the same "

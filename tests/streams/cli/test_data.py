@@ -242,3 +242,21 @@ def test_cli_a_name_the_contract_refuses_is_named_once(stack: Stack) -> None:
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     [line] = [x for x in out.stderr.splitlines() if x.startswith("Error:")]
     assert line.count("(got '../bad')") == 1, line
+
+
+def test_cli_prints_stored_control_characters_as_escapes(stack: Stack, tmp_path: Path) -> None:
+    """A turn anyone may write holds terminal commands (a title, a link): the listing shows
+    them and the operator's terminal does not obey them; JSON keeps the text as stored."""
+    ns = "cli-escapes"
+    said = "Ivo keeps bees \x1b]0;owned\x07 on the roof \x1b[2J\x9b1m"
+    line = {"namespace": ns, "session_id": "a", "turns": [{"role": "user", "content": said}]}
+    path = tmp_path / "escapes.jsonl"
+    path.write_text(json.dumps(line) + "\n")
+    out = lychee(stack, "ingest", str(path), "--format", "jsonl", "--wait")
+    assert out.returncode == 0, out.stderr
+    listed = lychee(stack, "records", ns, "--turns")
+    assert listed.returncode == 0, listed.stderr
+    assert not {"\x1b", "\x07", "\x9b"} & set(listed.stdout), listed.stdout
+    assert "bees \\x1b]0;owned\\x07 on the roof \\x1b[2J\\x9b1m" in listed.stdout
+    raw = json.loads(lychee(stack, "records", ns, "--turns", "--json").stdout)
+    assert said in raw["items"][0]["text"]
