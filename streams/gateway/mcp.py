@@ -83,6 +83,21 @@ ResolvePrincipal = Callable[[Context[Any, Any]], Principal]
 ServiceOf = Callable[[], Awaitable[MemoryService]]
 
 
+class _Server(MCPServer[Any]):
+    """The SDK's server, with a call's arguments that fail its schema named field by field,
+    as the REST routes name them, not in the validation library's words."""
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(f"{name}: {_fields(exc.__cause__)}") from exc.__cause__
+            raise
+
+
 def build_mcp(
     service: ServiceOf,
     principal_of: ResolvePrincipal,
@@ -94,7 +109,7 @@ def build_mcp(
     """The tools, bound to a service and to how a call's caller is known. `confined`: the
     default namespace is the only one served, as `lychee mcp --namespace` promises its
     operator (no key stands between the agent and the store there to refuse another)."""
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         DISTRIBUTION,
         version=version(DISTRIBUTION),
         instructions=INSTRUCTIONS,
@@ -317,7 +332,9 @@ def _memory_admin_tools(
     )
     async def memory_history(
         ctx: Context[Any, Any],
-        record_id: Annotated[str | None, Field(description="one record's history only")] = None,
+        record_id: Annotated[
+            str | None, Field(max_length=200, description="one record's history only")
+        ] = None,
         namespace: Annotated[
             str | None, Field(description="whose memory; default: the server's")
         ] = None,

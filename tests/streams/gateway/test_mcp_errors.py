@@ -9,7 +9,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from streams.errors import StoreMissing
 from streams.gateway.errors import Unavailable
-from streams.gateway.mcp import _call
+from streams.gateway.mcp import _call, build_mcp
 
 
 async def _service() -> Any:
@@ -43,3 +43,23 @@ async def test_an_unexpected_error_is_named_as_the_rest_routes_name_it() -> None
     with pytest.raises(ToolError) as raised:
         await _call(_service, use)
     assert str(raised.value) == "Internal error: OverflowError"
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "named"),
+    [
+        ("search_memory", {"query": "x", "k": 0}, "k: Input should be greater than or equal to 1"),
+        ("memory_history", {"record_id": "r" * 300}, "record_id: String should have at most 200"),
+    ],
+)
+async def test_arguments_the_schema_refuses_are_named_field_by_field(
+    tool: str, arguments: dict[str, Any], named: str
+) -> None:
+    """As the REST routes name them: the tool and the field, not the validation library's
+    report with its links."""
+    server = build_mcp(_service, lambda ctx: None, default_namespace="me")  # type: ignore[arg-type,return-value]
+    with pytest.raises(ToolError) as raised:
+        await server.call_tool(tool, arguments)
+    text = str(raised.value)
+    assert text.startswith(f"{tool}: {named}"), text
+    assert "pydantic" not in text and "\n" not in text
