@@ -36,6 +36,7 @@ class ExchangeIn(_In):
     )
     seq: Count | None = Field(
         default=None,
+        strict=True,  # a number: "3" or true is the caller's mistake, named, not read as one
         description="the caller's per-session order; omit it to let the gateway number the "
         "session's exchanges in arrival order",
     )
@@ -100,7 +101,7 @@ class WaitFor(BaseModel):
 
 class SearchIn(_In):
     query: Question
-    k: int = Field(default=10, ge=1, le=200)
+    k: int = Field(default=10, ge=1, le=200, strict=True)
     session_id: Name | None = None
     answer: bool = False
     ablation: Ablation | None = None
@@ -115,6 +116,7 @@ class SearchIn(_In):
 class ControlIn(_In):
     after_seq: int | None = Field(
         default=None,
+        strict=True,
         ge=-1,
         le=MAX_SEQ,
         description="seq of the last exchange this control follows; default: the session's "

@@ -169,6 +169,13 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         assert "LYCHEE_MAX_MESSAGE_BYTES" in r.json()["detail"]
         r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": "x", "k": 0})
         await check(r, 422, "k")
+        # a number in other clothes is the caller's mistake, named, not read as the number
+        for k in ("5", 2.0, True):
+            r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": "x", "k": k})
+            await check(r, 422, "k")
+        for seq in ("3", True):
+            r = await c.post(url, headers=h, json={"exchanges": [ex("p1", "x", "hi", seq=seq)]})
+            await check(r, 422, "exchanges.0.seq")
         r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": " \n "})
         await check(r, 422, "query")  # the query service's 502 before
         r = await c.post(
