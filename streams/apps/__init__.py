@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -57,6 +58,8 @@ def run_worker(stage: str, settings: Settings) -> None:
         override_logging=False,
         quiet=True,
     )
+    if not sys.stdout.isatty():  # its progress spinner writes escapes into a log file's lines
+        worker.spinner = None
     try:
         worker.execute_from_commandline()
     finally:

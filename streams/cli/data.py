@@ -368,6 +368,8 @@ def status(as_json: bool, data_dir: Path | None) -> None:
     sup = report["supervision"]
     if sup is not None:
         state = sup.get("state", "?") if sup["launcher_alive"] else "not running"
+        if sup["launcher_alive"] and sup.get("ready") is False:
+            state += ", workers loading their models (questions wait for `workers ready`)"
         click.echo(f"lychee up (pid {sup.get('pid')}, {sup.get('preset')}): {state}")
         for w in sup["stages"]:
             click.echo(

@@ -36,7 +36,7 @@ async def run(stack: Stack, settings: Settings) -> None:
     from workers.datasets import load_jsonl
 
     started = time.perf_counter()
-    await wait_ready(stack, settings, timeout_s=120)
+    await wait_ready(stack, settings, timeout_s=600)  # `lychee up`'s: a busy host loads slowly
     print(f"workers ready in {time.perf_counter() - started:.1f}s\n")
 
     conversations = load_jsonl(CONVERSATION)

@@ -64,18 +64,18 @@ async def wait_workers(
     """
     deadline = time.monotonic() + timeout_s
 
-    def left() -> float:
+    def left(waiting: str) -> float:
         check()
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError(f"workers not ready after {timeout_s:.0f}s\n{tails()}")
+            raise TimeoutError(f"workers not ready after {timeout_s:.0f}s: {waiting}\n{tails()}")
         return remaining
 
     async with MemoryClient(settings) as client:
         await client.end_session(READY_NAMESPACE, "ready")  # no state: a no-op that gets committed
         async with LagReader(settings.kafka.bootstrap) as lag:
             while (await lag.stage("segmenter")).lag:
-                left()
+                left("the segmenter has not read a probe on memory.exchanges (its model loads)")
                 await asyncio.sleep(0.25)
         while True:
             try:
@@ -84,7 +84,9 @@ async def wait_workers(
                     READY_NAMESPACE,
                     "ready?",
                     k=1,
-                    timeout_s=min(3.0, left()),
+                    timeout_s=min(
+                        3.0, left("the query service answers no probe (its model loads)")
+                    ),
                     ablation="no-planner",
                 )
                 return
