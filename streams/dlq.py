@@ -22,6 +22,7 @@ from typing import Any
 import orjson
 
 from schemas import topics as t
+from schemas.base import is_name
 from streams import metrics
 from streams.errors import DeadLetterError
 from streams.kafka.guard import ORIGINAL, REPLAY_HEADER
@@ -57,6 +58,15 @@ def dlq_topic(name: str) -> str:
         known = ", ".join(DLQ_SOURCES)
         raise DeadLetterError(f"no dead-letter topic for {name!r}: the sources are {known}")
     return t.dlq(source)
+
+
+def _keyed_owner(key: bytes | None) -> tuple[str, str | None] | None:
+    """The namespace (and session) a message key names: `namespace/session` or a namespace,
+    each a name by the contract's rule; None otherwise."""
+    namespace, slash, session = (key or b"").decode(errors="replace").partition("/")
+    if not is_name(namespace) or (slash and not is_name(session)):
+        return None
+    return namespace, session or None
 
 
 @dataclass(frozen=True)
@@ -98,17 +108,18 @@ class DeadLetter:
         return named is not None and named != self.source_topic
 
     def owner(self) -> tuple[str, str | None] | None:
-        """The namespace and session its value belongs to; None when the value is not a
-        JSON object naming a namespace (it cannot be ingested as it is either)."""
+        """The namespace and session its value belongs to, else those its key names (a
+        value that is no JSON object still came keyed `namespace/session`, or by namespace,
+        and a forget of that namespace hides it too); None when neither names one."""
         try:
             data = orjson.loads(self.value or b"")
         except orjson.JSONDecodeError:
-            return None
+            data = None
         namespace = data.get("namespace") if isinstance(data, dict) else None
-        if not isinstance(namespace, str):
-            return None
-        session = data.get("session_id")
-        return namespace, session if isinstance(session, str) else None
+        if isinstance(namespace, str):
+            session = data.get("session_id") if isinstance(data, dict) else None
+            return namespace, session if isinstance(session, str) else None
+        return _keyed_owner(self.key)
 
     def lineage(self) -> Source | None:
         """Where in `memory.exchanges` the message came from, which a forget fences by: an

@@ -256,6 +256,7 @@ def records(
         return await client.list_records(namespace, session_id, memory_type, day, page, page_size)
 
     where = f"namespace {namespace}" + (f", session {session_id}" if session_id else "")
+    where += " with these filters" if memory_type or since else ""
     print_page(asyncio.run(run()), turns, where, as_json)
 
 
@@ -282,11 +283,15 @@ def print_page(result: Any, turns: bool, where: str, as_json: bool) -> None:
                 f"[{when}] {item['memory_type']:<11} {printable(item['semantic_text'])}  ({item['id']})"
             )
     kind = "turn" if turns else "record"
-    click.echo(f"page {result.page}/{result.pages}, {counted(result.total, kind)}")
     if not result.total:
-        click.echo(f"no {kind}s in {where} (with these filters)", err=True)
+        click.echo(f"no {kind}s in {where}", err=True)
     elif not result.items:
-        click.echo(f"page {result.page} is past the last ({result.pages})", err=True)
+        click.echo(
+            f"page {result.page} is past the last ({result.pages}): {counted(result.total, kind)}",
+            err=True,
+        )
+    else:
+        click.echo(f"page {result.page}/{result.pages}, {counted(result.total, kind)}")
 
 
 def print_history(found: Any, as_json: bool) -> None:

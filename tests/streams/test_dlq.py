@@ -235,6 +235,27 @@ def test_dlq_letter_restores_the_original_headers_and_reads_ours() -> None:
     assert letter.as_dict(full=True)["value"] == {"a": 1}
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "owner"),
+    [
+        (b"ns/s1", b'{"namespace": "other", "session_id": "s9"}', ("other", "s9")),
+        (b"ns/s1", b'{"namespace": "ns", "this is": not json', ("ns", "s1")),
+        (b"ns", b"\xff\xfe raw bytes", ("ns", None)),  # keyed by namespace (queries, control)
+        (b"bad name!/s1", b"not json", None),
+        (None, b"not json", None),
+    ],
+)
+def test_dlq_a_letter_belongs_to_its_values_namespace_else_to_its_keys(
+    key: bytes | None, value: bytes, owner: tuple[str, str | None] | None
+) -> None:
+    """So a forget of the namespace hides a letter whose value is no JSON object too."""
+    from streams.dlq import DeadLetter
+    from streams.kafka.reader import Stored
+
+    letter = DeadLetter.of("memory.exchanges.dlq", Stored(0, 1, key, value, (), 0))
+    assert letter.owner() == owner
+
+
 def test_dlq_letter_shows_the_start_of_a_large_value_unless_asked_for_all() -> None:
     from streams.dlq import DeadLetter
     from streams.kafka.reader import Stored
