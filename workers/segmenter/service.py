@@ -150,7 +150,8 @@ class SegmenterService:
     ) -> int:
         """Fence the namespace (or session) at `exchanges_end`, then delete every Redis key
         of its sessions holding nothing from after the fence (state, outbox, replay counter
-        and the gateway's sequence keys) and cut the others at it (`_cut_at_fence`).
+        and the gateway's sequence keys, whose highest seq stays on a floor keyed by a hash:
+        `SessionStore.forget_gateway`) and cut the others at it (`_cut_at_fence`).
         Returns the number of keys deleted."""
         await self.store.fences.raise_to(namespace, session_id, exchanges_end)
         removed, kept = await self.store.forget(namespace, session_id)
