@@ -112,6 +112,14 @@ def turn_ids_of(exchange_id: str, turns: Sequence[Turn]) -> list[str]:
     return [t.turn_id or f"{exchange_id}#{i}" for i, t in enumerate(turns)]
 
 
+def named_turns(exchange_id: str, turns: Sequence[Turn]) -> tuple[tuple[str, str], ...]:
+    """Each turn's id (`turn_ids_of`) with the digest of its words (who said what): an id
+    names the same words throughout its session, a caller's `e7#0` the turn exchange `e7`
+    made as well."""
+    ids = turn_ids_of(exchange_id, turns)
+    return tuple((tid, t.digest()) for tid, t in zip(ids, turns, strict=True))
+
+
 class Exchange(Contract):
     """One step of a conversation: a speaker turn, or a user message with its reply.
 
@@ -144,9 +152,8 @@ class Exchange(Contract):
     def turn_ids(self) -> list[str]:
         return turn_ids_of(self.exchange_id, self.turns)
 
-    def named_turns(self) -> list[tuple[str, str]]:
-        """Each turn's id (`turn_ids`) with the digest of its words."""
-        return [(tid, t.digest()) for tid, t in zip(self.turn_ids(), self.turns, strict=True)]
+    def named_turns(self) -> tuple[tuple[str, str], ...]:
+        return named_turns(self.exchange_id, self.turns)
 
     def rendered(self) -> str:
         return "\n".join(t.rendered() for t in self.turns)

@@ -17,7 +17,7 @@ from streams.client.memory import fitting
 from streams.errors import IngestError, MessageTooLarge, SeqRejected
 from streams.gateway.accepted import content_digest
 from streams.kafka.lag import LagReader
-from streams.seqs import Ack, SeqAllocator, Wanted, named_turns
+from streams.seqs import Ack, SeqAllocator, Wanted
 from streams.settings import Settings
 from workers.datasets import Conversation, Session, Skipped, load
 from workers.segmenter.state_store import SessionStore
@@ -117,7 +117,7 @@ async def _add_numbered(
             e.exchange_id,
             None if e.exchange_id in session.unnumbered else e.seq,
             content_digest(e),  # type: ignore[arg-type]  # the same turns as an ExchangeIn
-            named_turns(e.exchange_id, e.turns),
+            e.named_turns(),
         )
         for e in part
     ]

@@ -46,12 +46,11 @@ from dataclasses import dataclass, field
 import orjson
 from redis.asyncio import Redis
 
-from schemas import Turn, session_key
+from schemas import session_key
 from schemas.base import MAX_SEQ
-from schemas.exchange import turn_ids_of
 from streams.errors import SeqRejected, SessionBusy
 from streams.progress import PREFIX, accepted_key
-from workers.forget import seq_floor_key
+from workers.forget import gateway_key, seq_floor_key
 
 # KEYS: lease, want. ARGV: token, lease ms, want ms. 1: the lease is ours.
 _ACQUIRE = """
@@ -187,14 +186,6 @@ class Wanted:
     turns: tuple[tuple[str, str], ...] = ()  # the caller's turn ids, each with its digest
 
 
-def named_turns(exchange_id: str, turns: Sequence[Turn]) -> tuple[tuple[str, str], ...]:
-    """Every turn's id (the caller's, else the one made of `exchange_id`), each with a
-    digest of its words (who said what): an id must name the same words throughout the
-    session, a caller's `e7#0` the turn exchange `e7` made as well."""
-    ids = turn_ids_of(exchange_id, turns)
-    return tuple((tid, t.digest()) for tid, t in zip(ids, turns, strict=True))
-
-
 @dataclass(frozen=True)
 class Allocation:
     exchange_id: str
@@ -258,7 +249,7 @@ class SeqAllocator:
         segmenter state)."""
         k = session_key(namespace, session_id)
         parts = ("ids", "meta", "lease", "want", "turns")
-        return [f"{self.prefix}:gw:{{{k}}}:{part}" for part in parts]
+        return [gateway_key(k, part, self.prefix) for part in parts]
 
     @contextlib.asynccontextmanager
     async def session(

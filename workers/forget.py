@@ -92,6 +92,12 @@ def fence_key(namespace: str, session_id: str | None = None, prefix: str = PREFI
     return f"{prefix}:fence:{digest}"
 
 
+def gateway_key(session: str, part: str, prefix: str = PREFIX) -> str:
+    """One of the gateway's keys of a session (`streams.seqs`: ids, meta, lease, want,
+    turns), in the hash slot of the session's segmenter state."""
+    return f"{prefix}:gw:{{{session}}}:{part}"
+
+
 def seq_floor_key(session: str, prefix: str = PREFIX) -> str:
     """Where the highest seq the gateway gave a forgotten session is kept, keyed by a hash
     (no key names a forgotten namespace): exchanges it numbered before the forget may still

@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 
 from schemas import ControlKind, Exchange, QueryReply, SessionControl
 from schemas.base import MAX_SEQ
+from schemas.exchange import named_turns
 from schemas.gateway import (
     ControlReceipt,
     ExchangeIn,
@@ -64,7 +65,7 @@ from streams.gateway.errors import (
     redis_at,
 )
 from streams.progress import Progress
-from streams.seqs import Ack, Allocation, SeqAllocator, Wanted, named_turns
+from streams.seqs import Ack, Allocation, SeqAllocator, Wanted
 from streams.settings import Settings
 
 log = structlog.get_logger("lychee.gateway")

@@ -8,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from schemas import RawTurn, Role, Turn, session_key
+from schemas.exchange import named_turns
 from streams.errors import SeqRejected, SessionBusy
 from streams.progress import Progress
-from streams.seqs import Ack, SeqAllocator, Wanted, named_turns, segmenter_state_key
+from streams.seqs import Ack, SeqAllocator, Wanted, segmenter_state_key
 from workers.segmenter.policy import SessionState
 from workers.segmenter.state_store import SessionStore
 

@@ -47,6 +47,7 @@ from workers.errors import Unprocessable
 from workers.forget import (
     Source,
     exchange_sources,
+    gateway_key,
     glob_escape,
     segment_lineage,
     source_of,
@@ -160,8 +161,8 @@ class SegmenterService:
         await self.drain(sorted(kept))
         head = f"{glob_escape(namespace)}/{glob_escape(session_id) if session_id else '*'}"
         gateway: dict[str, list[str]] = {}
-        prefix = self.store.prefix
-        async for raw in self.store.redis.scan_iter(match=f"{prefix}:gw:{{{head}}}:*", count=1000):
+        pattern = gateway_key(head, "*", self.store.prefix)
+        async for raw in self.store.redis.scan_iter(match=pattern, count=1000):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
             key = name[name.index("{") + 1 : name.rindex("}")]
             if key not in kept:

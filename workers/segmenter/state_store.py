@@ -23,7 +23,7 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from workers.forget import Fences, fence_key, glob_escape, seq_floor_key
+from workers.forget import Fences, fence_key, gateway_key, glob_escape, seq_floor_key
 from workers.ports import OutMessage
 from workers.segmenter.policy import Position, SessionState
 
@@ -327,7 +327,7 @@ class SessionStore:
         it gave on the session's seq floor (`seq_floor_key`): exchanges it numbered before
         the forget may still be unread, and a number given again would be taken for a
         replay of theirs. Returns the number of keys deleted."""
-        meta = f"{self.prefix}:gw:{{{key}}}:meta"
+        meta = gateway_key(key, "meta", self.prefix)
         keys = [seq_floor_key(key, self.prefix), meta, *(n for n in names if n != meta)]
         return int(await self._gateway(keys=keys, args=[]))
 
