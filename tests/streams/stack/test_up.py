@@ -335,7 +335,11 @@ def test_up_killed_then_interrupted_mid_ingest_resumes_with_every_turn_once_and_
         else:
             assert up.interrupt() == 0
             assert "stopping: draining the stages upstream first" in up.output()
-            assert "  segmenter stopped, its input drained" in up.output()
+            # a loaded machine may not drain in 5 s: then the rest waits for the next start
+            assert "  segmenter stopped, its input drained" in up.output() or (
+                "grace period over (5s), still lagging" in up.output()
+                and "the rest is processed at the next start" in up.output()
+            ), up.output()
             left = [int(s) for s in re.findall(r"draining \w+ \((\d+)s left\)", up.output())]
             assert left and max(left) <= 5, up.output()  # not the default 60 s
         assert up.wait_gone(10) == [], f"a process survived {stop}"
