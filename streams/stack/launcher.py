@@ -362,22 +362,39 @@ class Launcher:
         self.supervisor.mark(stage, "stopped")
 
     def _stop_workers(self, grace_s: float) -> None:
-        for stage, _ in DRAIN_ORDER:
-            state = self.supervisor.stages.get(stage)
-            if state is not None and state.state not in ("stopped", "failed"):
-                self._stop_stage(stage, grace_s)
-        for child in self.stack.workers:  # anything not supervised (never the case today)
-            self._stop_child(child, grace_s)
+        """All at once: each stage's shutdown (seconds of leaving its consumer group) overlaps
+        the others' instead of adding up; what the drain left is read at the next start."""
+        stages = [
+            stage
+            for stage, _ in DRAIN_ORDER
+            if (state := self.supervisor.stages.get(stage)) is not None
+            and state.state not in ("stopped", "failed")
+        ]
+        for stage in stages:
+            self.supervisor.mark(stage, "stopping")
+        supervised = [self.supervisor.stages[stage].child for stage in stages]
+        unsupervised = [c for c in self.stack.workers if c not in supervised]  # never today
+        self._stop_children([*supervised, *unsupervised], grace_s)
+        for stage in stages:
+            self.supervisor.mark(stage, "stopped")
 
     def _stop_child(self, child: Child, grace_s: float) -> None:
+        self._stop_children([child], grace_s)
+
+    def _stop_children(self, children: list[Child], grace_s: float) -> None:
         """SIGTERM, then SIGKILL after the grace or at a second Ctrl-C."""
-        if not child.alive:
-            return
-        child.kill(signal.SIGTERM if grace_s > 0 else signal.SIGKILL)
+        live = [child for child in children if child.alive]
+        for child in live:
+            child.kill(signal.SIGTERM if grace_s > 0 else signal.SIGKILL)
         deadline = time.monotonic() + grace_s
-        while child.alive and time.monotonic() < deadline and not self.signals.now:
+        while (
+            any(child.alive for child in live)
+            and time.monotonic() < deadline
+            and not self.signals.now
+        ):
             time.sleep(0.05)
-        child.stop(grace_s=0.0)
+        for child in live:
+            child.stop(grace_s=0.0)
 
     # -- helpers -----------------------------------------------------------------------------
 

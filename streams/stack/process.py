@@ -173,10 +173,14 @@ class Child:
                 os.killpg(self.proc.pid, sig)
 
     def stop(self, grace_s: float = 10.0) -> None:
+        self.kill(signal.SIGTERM)
+        self.reap(grace_s)
+
+    def reap(self, grace_s: float) -> None:
+        """Wait up to `grace_s` for the process to exit (after a SIGTERM), then SIGKILL it."""
         if self.proc is None:
             return
         if self.alive:
-            self.kill(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=grace_s)
             except subprocess.TimeoutExpired:

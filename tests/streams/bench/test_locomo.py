@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from streams.bench.errors import BenchError
+from streams.bench.judging import judge_target
 from streams.bench.locomo import run_locomo
+from streams.settings import Settings
+from streams.stack.embedded import Stack
+from streams.stack.ready import launch, wait_ready
 from tests.evals.compare import load, paired
+from tests.fakes.openai_server import Action, FakeOpenAI, valid
 from tests.streams.bench.files import OVERSIZED, typed, write_locomo
+from tests.streams.bench.test_llm import is_sanity_pair, respond
+from workers.evaluation.judge import LOCOMO_JUDGE_SYSTEM
 from workers.evaluation.plot import plot_recall_vs_budget
 from workers.evaluation.report import format_table, validate_report
+from workers.query.answer import ANSWER_SYSTEM_PROMPT
 
 pytestmark = pytest.mark.integration
 
@@ -79,26 +90,38 @@ def test_bench_locomo_worker_variant_on_a_configured_stack_is_refused(
         run_locomo(settings, data, conversation_ids=["nope"], progress=False)
 
 
-def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from streams.bench.judging import judge_target
-    from streams.settings import Settings
-    from tests.fakes.openai_server import FakeOpenAI
-    from tests.streams.bench.test_llm import is_sanity_pair, respond
+@pytest.fixture(scope="module")
+def llm_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[FakeOpenAI, Settings]]:
+    """One embedded stack whose workers call a fake LLM (the encoder, the planner and the
+    answerer) and client settings that name it too (the judge), for the answer tests: each
+    test sets how the fake answers and reads only the requests of its own run."""
+    with FakeOpenAI(respond=respond) as server, pytest.MonkeyPatch.context() as env:
+        env.setenv("LYCHEE_LLM_BASE_URL", server.url)
+        env.setenv("LYCHEE_LLM_MODEL", "fake-llm")
+        env.delenv("LYCHEE_KAFKA_BOOTSTRAP", raising=False)
+        # a loaded machine's fake can answer after the planner's 5 s, which then plans
+        # without it: the tests count the plans
+        env.setenv("LYCHEE_QUERY_PLAN_TIMEOUT_S", "120")
+        stack = Stack(tmp_path_factory.mktemp("llm-stack"))
+        try:
+            settings = launch(stack)
+            asyncio.run(wait_ready(stack, settings, timeout_s=300))
+            yield server, settings
+        finally:
+            stack.stop()
 
+
+def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
+    tmp_path: Path, llm_stack: tuple[FakeOpenAI, Settings]
+) -> None:
+    server, s = llm_stack
+    server.respond = respond
     data = tmp_path / "tiny.json"
     write_locomo(data)
-    with FakeOpenAI(respond=respond) as server:
-        # the embedded stack's workers inherit these: the encoder and the query service
-        # (planner, answerer) call the fake, and so does the judge
-        monkeypatch.setenv("LYCHEE_LLM_BASE_URL", server.url)
-        monkeypatch.setenv("LYCHEE_LLM_MODEL", "fake-llm")
-        monkeypatch.delenv("LYCHEE_KAFKA_BOOTSTRAP", raising=False)
-        s = Settings.load(None)
-        report = run_locomo(s, data, progress=False, judge=judge_target(s, None, None))
-        judged = [b for b in server.requests if "Generated answer: " in str(b["messages"])]
-        answered = [b for b in judged if not is_sanity_pair(b)]
+    before = len(server.requests)
+    report = run_locomo(s, data, progress=False, judge=judge_target(s, None, None))
+    judged = [b for b in server.requests[before:] if "Generated answer: " in str(b["messages"])]
+    answered = [b for b in judged if not is_sanity_pair(b)]
     assert report.judge == "fake-llm" and report.llm == "fake-llm"
     accuracy = report.systems["lychee"].accuracy
     assert accuracy is not None
@@ -120,31 +143,20 @@ def test_bench_locomo_answer_generates_answers_in_the_stack_and_judges_them(
 
 
 def test_bench_locomo_answer_with_a_judge_that_fails_its_check_reports_no_accuracy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, llm_stack: tuple[FakeOpenAI, Settings]
 ) -> None:
-    from typing import Any
-
-    from streams.bench.judging import judge_target
-    from streams.settings import Settings
-    from tests.fakes.openai_server import Action, FakeOpenAI, valid
-    from tests.streams.bench.test_llm import respond
-    from workers.evaluation.judge import LOCOMO_JUDGE_SYSTEM
-    from workers.query.answer import ANSWER_SYSTEM_PROMPT
-
     def lenient(body: dict[str, Any]) -> Action:
         if body["messages"][0]["content"] == LOCOMO_JUDGE_SYSTEM:
             return valid({"reasoning": "about the same thing", "label": "CORRECT"})
         return respond(body)
 
+    server, s = llm_stack
+    server.respond = lenient
     data = tmp_path / "tiny.json"
     write_locomo(data)
-    with FakeOpenAI(respond=lenient) as server:
-        monkeypatch.setenv("LYCHEE_LLM_BASE_URL", server.url)
-        monkeypatch.setenv("LYCHEE_LLM_MODEL", "fake-llm")
-        monkeypatch.delenv("LYCHEE_KAFKA_BOOTSTRAP", raising=False)
-        s = Settings.load(None)
-        report = run_locomo(s, data, progress=False, judge=judge_target(s, None, None))
-        systems = [b["messages"][0]["content"] for b in server.requests]
+    before = len(server.requests)
+    report = run_locomo(s, data, progress=False, judge=judge_target(s, None, None))
+    systems = [b["messages"][0]["content"] for b in server.requests[before:]]
     assert report.systems["lychee"].accuracy is None
     assert report.judge_check is not None and not report.judge_check["passed"]
     assert ANSWER_SYSTEM_PROMPT not in systems  # no answers generated for a judge not trusted

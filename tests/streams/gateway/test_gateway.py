@@ -289,7 +289,10 @@ async def test_gateway_1000_concurrent_adds_lose_nothing_and_keep_session_order(
     the indexer ends up with exactly seqs 0..99 of every session."""
     ns, sessions, per = "gw-load", 10, 100
     h = gateways.headers("all")
-    limits = httpx.Limits(max_connections=500, max_keepalive_connections=500)
+    # a connection per request: a pooled one the server closes as idle (uvicorn's 5 s
+    # keep-alive) while a retry after Retry-After picks it is reset, and an add without a
+    # seq cannot be sent again blindly
+    limits = httpx.Limits(max_connections=500, max_keepalive_connections=0)
     clients = [httpx.AsyncClient(base_url=u, timeout=180, limits=limits) for u in gateways.urls]
     try:
 
