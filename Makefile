@@ -48,8 +48,9 @@ demo: $(STAMP)  ## start the embedded stack, ingest a sample conversation, ask q
 	$(BIN)/python -m streams.stack.demo
 
 # Two workers, each test file on one of them (its fixtures started once): most integration
-# tests wait on brokers and servers, so two halve the suite's time on two cores.
-XDIST := -n 2 --dist loadfile
+# tests wait on brokers and servers, so two halve the suite's time on two cores. Files go
+# out in the order tests/conftest.py gives them (the longest kinds first), not xdist's.
+XDIST := -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP) $(CHROMIUM)  ## run the whole test suite (unit and integration)
 	$(BIN)/python -m pytest -q $(XDIST)
