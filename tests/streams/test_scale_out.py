@@ -26,7 +26,7 @@ from workers.store import NODES, RECORDS, TURNS, EvidenceStore, lineage, namespa
 
 # Six worker processes start and load their models: on a busy 2-core machine that alone can
 # take minutes, hence the longer time limit.
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.integration, pytest.mark.soak, pytest.mark.timeout(900)]
 
 STAGES = ("segmenter", "encoder", "indexer")
 ENV = {

@@ -7,14 +7,14 @@ import pytest
 
 from streams.bench.chaos import format_report, jaccard, run_chaos, synthetic
 
-pytestmark = pytest.mark.integration
-
 
 def test_jaccard() -> None:
     assert jaccard({"a", "b"}, {"b", "c"}) == pytest.approx(1 / 3)
     assert jaccard(set(), set()) == 1.0
 
 
+@pytest.mark.integration
+@pytest.mark.soak
 def test_chaos_kills_workers_redis_and_the_broker_and_loses_nothing() -> None:
     exchanges = synthetic("chaos-t", sessions=3, per_session=8)
     report = run_chaos(exchanges, kills=3, processes=1, interval_s=3.0, seed=3, undisturbed=1)

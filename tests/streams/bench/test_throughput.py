@@ -10,9 +10,9 @@ import pytest
 from streams.bench.throughput import file_exchanges, file_probe, throughput
 from tests.streams.bench.files import write_locomo
 
-pytestmark = pytest.mark.integration
 
-
+@pytest.mark.integration
+@pytest.mark.soak
 def test_bench_throughput_reports_rates_and_embeddings_per_exchange() -> None:
     (r,) = throughput(n=40, sessions=4, probes=2)
     assert r["stack"] == "ephemeral" and r["exchanges"] == 40
@@ -26,6 +26,8 @@ def test_bench_throughput_reports_rates_and_embeddings_per_exchange() -> None:
     assert r["probes_missing"] == 0 and 0 < r["searchable_p50_ms"] <= r["searchable_p95_ms"]
 
 
+@pytest.mark.integration
+@pytest.mark.soak
 def test_bench_throughput_on_a_file_ingests_its_exchanges_and_probes_with_them(
     tmp_path: Path,
 ) -> None:
