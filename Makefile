@@ -49,7 +49,7 @@ demo: $(STAMP)  ## start the embedded stack, ingest a sample conversation, ask q
 
 # Two workers, each test file on one of them (its fixtures started once): most integration
 # tests wait on brokers and servers, so two halve the suite's time on two cores. Files go
-# out in the order tests/conftest.py gives them (the longest kinds first), not xdist's.
+# out in collection order: xdist's own (most tests first) left a file of one long test last.
 XDIST := -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP) $(CHROMIUM)  ## the test suite (unit and integration), without the soak tests

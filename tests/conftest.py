@@ -12,23 +12,6 @@ from streams.stack.embedded import Child, Stack, free_port, redis_binary, wait_p
 from tests.waiting import wait_until
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Files that start processes of their own first, then those on the session's stack,
-    then the rest (stable within each): with `--dist loadfile --no-loadscope-reorder` the
-    longest files start early and the many short ones even out the two workers' ends.
-    (xdist's own order, most tests first, left a file of one four-minute test to the end.)"""
-    cost: dict[str, int] = {}
-    for item in items:
-        path = str(item.path)
-        if item.get_closest_marker("integration") is not None:
-            cost[path] = 0
-        elif "stack" in getattr(item, "fixturenames", ()):
-            cost[path] = min(cost.get(path, 1), 1)
-        else:
-            cost.setdefault(path, 2)
-    items.sort(key=lambda item: cost[str(item.path)])
-
-
 @pytest.fixture(scope="session")
 def embedder():  # type: ignore[no-untyped-def]
     from workers.embedding.local import LocalEmbedder
