@@ -30,8 +30,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from schemas.base import TURN_CHARS
-from schemas.exchange import turn_text, visible
+from schemas.base import TURN_CHARS, visible
+from schemas.exchange import turn_text
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
