@@ -8,63 +8,19 @@ import asyncio
 import re
 import socket
 from collections.abc import Iterator
-from datetime import datetime
 from pathlib import Path
 
 import pytest
 
-from schemas import Exchange, Role, Turn
+from schemas import Exchange
 from streams.client import MemoryClient
 from streams.kafka.lag import PIPELINE, LagReader
 from streams.settings import Settings
 from streams.stack.up_process import UpProcess
 from tests.streams.stack.up_helpers import ready, turn_ids
+from tests.streams.test_pipeline import conversation
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
-
-WORDS = (
-    "kayak",
-    "lantern",
-    "orchard",
-    "violin",
-    "glacier",
-    "pepper",
-    "compass",
-    "harbor",
-    "meadow",
-    "quilt",
-    "saddle",
-    "tundra",
-    "walnut",
-    "yarrow",
-    "ember",
-    "falcon",
-)
-
-
-def conversation(ns: str, sessions: int, per_session: int) -> list[Exchange]:
-    out = []
-    for s in range(sessions):
-        for i in range(per_session):
-            words = " ".join(WORDS[(s * 7 + i * 3 + k) % len(WORDS)] for k in range(12))
-            out.append(
-                Exchange(
-                    namespace=ns,
-                    session_id=f"s{s}",
-                    seq=i,
-                    exchange_id=f"s{s}:{i}",
-                    session_date=datetime(2024, 5, 1 + s, 9, 0),
-                    turns=[
-                        Turn(
-                            role=Role.user,
-                            speaker=("Ines", "Omar")[i % 2],
-                            content=f"Note {s}.{i}: {words}.",
-                            turn_id=f"T{s}:{i}",
-                        )
-                    ],
-                )
-            )
-    return out
 
 
 async def produce(settings: Settings, exchanges: list[Exchange], end: bool) -> None:
