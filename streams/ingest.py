@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from redis.asyncio import Redis
@@ -12,6 +13,7 @@ from tqdm import tqdm
 
 from schemas import Exchange, session_key
 from schemas.base import MAX_SEQ
+from streams import dlq
 from streams.client import MemoryClient
 from streams.client.memory import fitting
 from streams.errors import IngestError, MessageTooLarge, SeqRejected
@@ -33,6 +35,8 @@ class IngestStats:
     duplicates: int = 0  # exchange ids accepted before: not produced again
     replays: int | None = None  # fenced by the segmenter as already applied (with --wait)
     skipped: list[Skipped] = field(default_factory=list)  # refused by the contract: not sent
+    # refused by a stage after the broker took them (with --wait): not indexed
+    dead_letters: list[dlq.DeadLetter] = field(default_factory=list)
 
 
 def _bar(total: int, progress: bool) -> tqdm[None]:
@@ -168,17 +172,34 @@ def oversized(conversations: list[Conversation], limit: int, file: str) -> list[
     return over
 
 
+async def dead_lettered(
+    settings: Settings, conversations: list[Conversation], since: datetime
+) -> list[dlq.DeadLetter]:
+    """The dead letters written since `since` for the sessions of `conversations` (or for
+    one of their namespaces, by a message that names no session): what a stage refused of
+    them after the broker took them, which the producer's acks cannot tell."""
+    sessions = {(c.namespace, s.session_id) for c in conversations for s in c.sessions}
+    namespaces = {ns for ns, _ in sessions}
+    return [
+        letter
+        for letter in await dlq.read(settings, since=since)
+        if (owner := letter.owner()) in sessions
+        or (owner is not None and owner[1] is None and owner[0] in namespaces)
+    ]
+
+
 async def ingest_file(
     settings: Settings, path: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: float
 ) -> IngestStats:
     """Produce FILE; JSON lines are numbered per session through Redis (`produce_numbered`).
 
     With `wait`, returns once everything is indexed, with the exchanges the segmenter fenced
-    as replays meanwhile (already applied: nothing of them was indexed again). A message the
-    contract refuses is left out alone and listed in `skipped`; when nothing else is left,
-    nothing is sent.
+    as replays meanwhile (already applied: nothing of them was indexed again) and the dead
+    letters a stage wrote meanwhile for the file's sessions. A message the contract refuses
+    is left out alone and listed in `skipped`; when nothing else is left, nothing is sent.
     """
     started = time.perf_counter()
+    since = datetime.now(UTC)
     skipped: list[Skipped] = []
     conversations = load(path, fmt, namespace, skipped)
     skipped += oversized(conversations, settings.kafka.max_message_bytes, str(path))
@@ -204,6 +225,7 @@ async def ingest_file(
                 await lag.wait_drained(timeout_s=timeout_s)
             after = await sessions.replays(keys)
             stats.replays = sum(after[k] - replays_before.get(k, 0) for k in keys)
+            stats.dead_letters = await dead_lettered(settings, conversations, since)
             stats.seconds = time.perf_counter() - started
     finally:
         await redis.aclose()

@@ -59,14 +59,33 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
         f"produced {counted(stats.exchanges - stats.duplicates, 'exchange')} "
         f"({counted(stats.turns, 'turn')}) in {counted(stats.namespaces, 'namespace')}, "
         f"{counted(stats.sessions, 'session')}{dups}{refused}, "
-        f"{stats.seconds:.1f}s" + (" - indexed" if wait and not stats.replays else "")
+        f"{stats.seconds:.1f}s"
+        + (" - indexed" if wait and not stats.replays and not stats.dead_letters else "")
     )
+    for letter in stats.dead_letters:
+        click.echo(printable(_dead_letter_line(letter)), err=True)
     if stats.replays:
         raise click.ClickException(
             f"{counted(stats.replays, 'exchange')} fenced as replays: their sessions had already "
             "applied those seqs, so they were NOT indexed (give them higher seqs, or leave seq "
             "out of the file to continue each session)"
         )
+    if stats.dead_letters:
+        raise click.ClickException(
+            f"{counted(len(stats.dead_letters), 'message')} of {file}'s sessions dead-lettered "
+            "by a stage while it was ingested: what they carried is NOT indexed (`lychee dlq "
+            "show TOPIC ID` shows one, `lychee dlq replay TOPIC` sends them again once mended)"
+        )
+
+
+def _dead_letter_line(letter: Any) -> str:
+    """A dead letter of an ingest in one line: where it is, who refused it and why."""
+    owner = "/".join(x for x in letter.owner() or () if x)
+    error = letter.headers.get("error", "")[:300]
+    return (
+        f"dead-lettered: {letter.topic} {letter.id} ({owner}) by the "
+        f"{letter.headers.get('stage', '?')}: {letter.error_type}: {error}"
+    )
 
 
 def failed_stages(s: Any) -> str:

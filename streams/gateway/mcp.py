@@ -19,7 +19,7 @@ import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 
 from schemas import Role, Turn
@@ -58,6 +58,8 @@ _NAME = TypeAdapter(Name)
 
 
 class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # as the REST routes: a misspelled field is named
+
     role: Role = Role.user
     content: str = Field(min_length=1, max_length=TURN_CHARS)
     speaker: str | None = Field(default=None, max_length=200)
@@ -85,11 +87,22 @@ ServiceOf = Callable[[], Awaitable[MemoryService]]
 
 class _Server(MCPServer[Any]):
     """The SDK's server, with a call's arguments that fail its schema named field by field,
-    as the REST routes name them, not in the validation library's words."""
+    as the REST routes name them, not in the validation library's words; an argument the
+    tool does not take is refused, as the REST routes refuse a field they do not know (the
+    SDK drops it, and `top_k` for `k` would be a silent default)."""
 
     async def call_tool(
         self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
     ) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        if tool is not None:
+            taken = tool.parameters.get("properties", {})
+            unknown = [key for key in arguments if key not in taken]
+            if unknown:
+                raise ToolError(
+                    f"{name}: {', '.join(unknown)}: not an argument of this tool "
+                    f"(it takes {', '.join(taken)})"
+                )
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -46,7 +47,8 @@ def encoder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Stack, F
     try:
         stack.start_infra()
         asyncio.run(ensure_topics(stack.bootstrap, 4))
-        stack.start_worker("encoder", encoder_env(server.url, FAST))
+        for stage in ("segmenter", "encoder", "indexer"):  # the indexer: `ingest --wait` drains
+            stack.start_worker(stage, encoder_env(server.url, FAST))
         yield stack, server
     finally:
         stack.stop()
@@ -340,3 +342,37 @@ def test_dlq_a_letter_of_a_replay_that_failed_again_counts_as_replayed_before() 
     assert replayed_before(letter(), b'{"replay_id": "r0"}') == {"replay_id": "r0"}
     again = letter(("original.lychee-replay", b"r1"))
     assert replayed_before(again, None) == {"replay_id": "r1", "failed_again": True}
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_ingest_wait_names_what_a_stage_dead_lettered_of_the_file(
+    encoder: tuple[Stack, FakeOpenAI], tmp_path: Path
+) -> None:
+    """The broker took every exchange, and the encoder dead-lettered the segment they made
+    (the LLM's reply unusable): `--wait` names the letter and fails instead of "indexed"."""
+    stack, server = encoder
+    server.default_reply = text("Sure! Here are the records you asked for.")  # broken again
+    ns = f"wait-{uuid.uuid4().hex[:6]}"
+    lines = [
+        {
+            "namespace": ns,
+            "session_id": "s1",
+            "session_date": "2024-03-02T18:00:00",
+            "turns": [{"role": "user", "content": f"I moved to Lisbon in {year}."}],
+        }
+        for year in (2019, 2021)
+    ]
+    path = tmp_path / "talk.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    out = lychee(stack, "ingest", str(path), "--format", "jsonl", "--wait", "--timeout", "240")
+
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "indexed" not in out.stdout, out.stdout
+    assert "dead-lettered: memory.segments.dlq " in out.stderr, out.stderr
+    assert f"({ns}/s1) by the encoder: unprocessable: " in out.stderr, out.stderr
+    assert re.search(r"\d+ messages? of \S+ sessions dead-lettered", out.stderr), out.stderr
+    assert "NOT indexed" in out.stderr, out.stderr
+    # a letter of another namespace, written before, is not this file's
+    assert "dlq-" not in out.stderr and "calm-" not in out.stderr, out.stderr
