@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from schemas import Turn
 from schemas.base import MAX_SEQ, Count, Metadata, Moment, Name, Question
 from schemas.exchange import plain_id
-from schemas.query import Ablation
+from schemas.query import TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN, Ablation
 
 
 class _In(BaseModel):
@@ -105,6 +105,13 @@ class SearchIn(_In):
     session_id: Name | None = None
     answer: bool = False
     ablation: Ablation | None = None
+    token_budget: int | None = Field(
+        default=None,
+        strict=True,
+        ge=TOKEN_BUDGET_MIN,
+        le=TOKEN_BUDGET_MAX,
+        description="the most tokens the evidence may take in a prompt (QueryRequest's)",
+    )
     timeout_s: float | None = Field(
         default=None, gt=0, description="the whole request's budget, waiting included"
     )

@@ -11,6 +11,8 @@ from schemas.base import MAX_INT64, Contract, Name, Question
 from schemas.exchange import Role
 
 CORRELATION_ID_MAX_CHARS = 100
+TOKEN_BUDGET_MIN = 64  # below it the context's two headings leave no room for an item
+TOKEN_BUDGET_MAX = 1_000_000
 
 # retrieval ablations, per request or as the service's default: the paper's (Table 5), then
 # one per evidence-node type (what that type's rows add to recall, and so whether they earn
@@ -30,6 +32,8 @@ Ablation = Literal[
 class QueryRequest(Contract):
     """A retrieval request. The client reads replies on its own `reply_partition`."""
 
+    latest_version: ClassVar[int] = 2  # 2: `token_budget`
+    schema_version: int = 2
     kind: Literal["query"] = "query"
     correlation_id: str = Field(min_length=1, max_length=CORRELATION_ID_MAX_CHARS)
     namespace: Name
@@ -48,6 +52,14 @@ class QueryRequest(Contract):
     answer: bool = False
     ablation: Ablation | None = Field(
         default=None, description="switch off a retrieval stage for this request (paper ablations)"
+    )
+    token_budget: int | None = Field(
+        default=None,
+        ge=TOKEN_BUDGET_MIN,
+        le=TOKEN_BUDGET_MAX,
+        description="the most tokens the reply's evidence may take in a prompt: it keeps its "
+        "leading items whose `context` fits (`context_tokens`, the two headings included), "
+        "stopping at the first that would not; at most `k` items either way",
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import click
 import orjson
 
+from schemas.query import TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN
 from schemas.records import MemoryType
 from streams.cli.common import SECONDS, TimedOut, client_settings, named, printable
 
@@ -116,6 +117,12 @@ def counted(n: int, noun: str) -> str:
 @click.option("--json", "as_json", is_flag=True, help="print the whole reply as JSON")
 @click.option("--timeout", "timeout_s", type=SECONDS, default=15.0, show_default=True)
 @click.option("--answer", is_flag=True, help="an answer from the evidence too (needs an LLM)")
+@click.option(
+    "--token-budget",
+    type=click.IntRange(TOKEN_BUDGET_MIN, TOKEN_BUDGET_MAX),
+    default=None,
+    help="the most prompt tokens the evidence may take: its best items that fit, in order",
+)
 def ask(
     namespace: str,
     question: str,
@@ -124,6 +131,7 @@ def ask(
     as_json: bool,
     timeout_s: float,
     answer: bool,
+    token_budget: int | None,
 ) -> None:
     """Retrieve evidence for QUESTION through the request/reply topics (and, with --answer,
     an answer written from it by the configured LLM)."""
@@ -137,7 +145,13 @@ def ask(
     async def run() -> Any:
         async with MemoryClient(s) as client:
             return await client.search(
-                namespace, question, k=k, session_id=session_id, timeout_s=timeout_s, answer=answer
+                namespace,
+                question,
+                k=k,
+                session_id=session_id,
+                timeout_s=timeout_s,
+                answer=answer,
+                token_budget=token_budget,
             )
 
     try:

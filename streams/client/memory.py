@@ -302,8 +302,10 @@ class MemoryClient:
         timeout_s: float | None = None,
         ablation: str | None = None,
         answer: bool = False,
+        token_budget: int | None = None,
     ) -> QueryReply:
-        """Ask the query service; raises ReplyTimeout, or QueryFailed on an error reply."""
+        """Ask the query service; raises ReplyTimeout, or QueryFailed on an error reply.
+        `token_budget`: the reply's evidence cut to what fits a prompt of that many tokens."""
         budget = timeout_s or self.settings.query.default_timeout_s
         cid = uuid.uuid4().hex
         req = QueryRequest(
@@ -316,6 +318,7 @@ class MemoryClient:
             deadline_ms=int((time.time() + budget) * 1000),
             ablation=ablation,  # type: ignore[arg-type]
             answer=answer,
+            token_budget=token_budget,
         )
         fut: asyncio.Future[QueryReply] = asyncio.get_running_loop().create_future()
         self._pending[cid] = fut

@@ -56,9 +56,12 @@ class SyncMemoryClient:
         timeout_s: float | None = None,
         ablation: str | None = None,
         answer: bool = False,
+        token_budget: int | None = None,
     ) -> QueryReply:
         return self._run(
-            self._client.search(namespace, query, k, session_id, timeout_s, ablation, answer)
+            self._client.search(
+                namespace, query, k, session_id, timeout_s, ablation, answer, token_budget
+            )
         )
 
     def wait_indexed(

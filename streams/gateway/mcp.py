@@ -37,6 +37,7 @@ from schemas.gateway import (
     SearchIn,
     WaitFor,
 )
+from schemas.query import TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN
 from schemas.records import MemoryType
 from streams.gateway.auth import Principal
 from streams.gateway.connection import StackConnection
@@ -245,6 +246,15 @@ def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: Name
         session_id: Annotated[
             str | None, Field(description="only this conversation (default: all)")
         ] = None,
+        token_budget: Annotated[
+            int | None,
+            Field(
+                ge=TOKEN_BUDGET_MIN,
+                le=TOKEN_BUDGET_MAX,
+                description="the most prompt tokens the memories may take: the best ones "
+                "that fit, in order (default: no limit but k)",
+            ),
+        ] = None,
         wait_for: Annotated[
             dict[str, Any] | None,
             Field(description="a receipt from add_memory: wait until it is searchable"),
@@ -258,6 +268,7 @@ def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: Name
                 query=query,
                 k=k,
                 session_id=session_id,
+                token_budget=token_budget,
                 wait_for=WaitFor.model_validate(wait_for) if wait_for is not None else None,
             )
         except ValidationError as exc:

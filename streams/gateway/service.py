@@ -253,6 +253,7 @@ class MemoryService:
                 timeout_s=remaining,
                 ablation=req.ablation,
                 answer=req.answer,
+                token_budget=req.token_budget,
             )
         except ReplyTimeout as exc:
             raise Timeout(f"the query service did not answer within {budget:g}s") from exc

@@ -206,6 +206,12 @@ def test_a_memory_tool_with_a_k_the_service_refuses_is_not_built(k: int) -> None
         search_memory_tool(client, k=k)
 
 
+def test_a_memory_tool_with_a_budget_the_service_refuses_is_not_built() -> None:
+    client = AsyncLycheeClient("http://127.0.0.1:9", "ns")
+    with pytest.raises(ValueError, match="token_budget"):
+        search_memory_tool(client, token_budget=10)
+
+
 class TimesOutAfterForget(httpx.AsyncHTTPTransport):
     """The gateway as a slow one looks at the HTTP boundary: once armed, the first add after
     a forget (the pop's add back) is sent and gets no answer in time."""

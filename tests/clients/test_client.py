@@ -85,6 +85,15 @@ async def test_async_client_reads_its_writes(gateway: Gateway) -> None:
         assert (await client.forget_namespace()).session_id is None
 
 
+def test_client_search_sends_its_token_budget() -> None:
+    """A prompt's budget for the evidence goes with the search (the gateway and the query
+    service honour it: tests/streams/gateway/test_gateway.py)."""
+    assert calls.search("ns", "q", token_budget=500).json()["token_budget"] == 500
+    assert calls.search("ns", "q").json().get("token_budget") is None
+    with pytest.raises(ValidationError, match="token_budget"):
+        calls.search("ns", "q", token_budget=3)
+
+
 def test_client_add_sent_again_is_answered_with_the_first_receipt(gateway: Gateway) -> None:
     """What a retried add does: the client named the exchange before the first try, so the
     same request again adds nothing."""

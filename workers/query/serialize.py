@@ -96,3 +96,12 @@ def items_that_fit(items: Sequence[EvidenceItem], budget_tokens: int) -> int:
     while n and serialize_context(items[:n])[1] > budget_tokens:
         n -= 1
     return n
+
+
+def within_budget(
+    items: Sequence[EvidenceItem], budget_tokens: int
+) -> tuple[list[EvidenceItem], str, int]:
+    """The leading `items` whose context fits in `budget_tokens` (`items_that_fit`), with
+    that context and its tokens: a request's `token_budget`."""
+    kept = list(items[: items_that_fit(items, budget_tokens)])
+    return (kept, *serialize_context(kept))

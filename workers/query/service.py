@@ -49,7 +49,7 @@ from workers.query.selection import (
     sort_only,
     with_head,
 )
-from workers.query.serialize import items_that_fit, serialize_context
+from workers.query.serialize import items_that_fit, serialize_context, within_budget
 from workers.query.shown import turns_over_records
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
@@ -188,6 +188,10 @@ class QueryService:
                 current_first, self.recall.store, req.namespace, req.query, evidence, self._alike
             )
             evidence, context, tokens = linked or (evidence, context, tokens)
+            if req.token_budget is not None and tokens > req.token_budget:
+                evidence, context, tokens = await asyncio.to_thread(
+                    within_budget, evidence, req.token_budget
+                )
             telemetry.set_attributes(span, {"lychee.query.evidence": len(evidence)})
         answered = Answered()
         if req.answer:

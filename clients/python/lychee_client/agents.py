@@ -179,13 +179,17 @@ class LycheeSession:
 
 
 def search_memory_tool(
-    client: AsyncLycheeClient, *, k: int = 8, timeout_s: float | None = None
+    client: AsyncLycheeClient,
+    *,
+    k: int = 8,
+    timeout_s: float | None = None,
+    token_budget: int | None = None,
 ) -> FunctionTool:
     """A `search_memory(query)` tool: the service's evidence for the query, as the text an
-    agent reads (the serialized context the service builds for answering). `k` is checked
-    here: a bad one would fail every call, and the model would see only the SDK's generic
-    tool error."""
-    SearchIn(query="k", k=k)  # raises pydantic's error naming k
+    agent reads (the serialized context the service builds for answering), at most
+    `token_budget` tokens of it when given. `k` and the budget are checked here: a bad one
+    would fail every call, and the model would see only the SDK's generic tool error."""
+    SearchIn(query="k", k=k, token_budget=token_budget)  # raises pydantic's error naming it
 
     async def search_memory(query: str) -> str:
         """Search the user's long-term memory of earlier conversations.
@@ -193,7 +197,7 @@ def search_memory_tool(
         Args:
             query: what to look for, as a question or keywords.
         """
-        found = await client.search(query, k=k, timeout_s=timeout_s)
+        found = await client.search(query, k=k, timeout_s=timeout_s, token_budget=token_budget)
         if found.reply.context:
             return found.reply.context
         return "\n".join(f"- {e.text}" for e in found.evidence) or "nothing remembered"

@@ -119,6 +119,7 @@ class AsyncLycheeClient:
         answer: bool = False,
         wait_for: Receipt | None = None,
         timeout_s: float | None = None,
+        token_budget: int | None = None,
     ) -> SearchResult:
         return await self.send(
             calls.search(
@@ -129,6 +130,7 @@ class AsyncLycheeClient:
                 answer=answer,
                 wait_for=wait_for,
                 timeout_s=timeout_s,
+                token_budget=token_budget,
             )
         )
 

@@ -260,6 +260,7 @@ def search(
     answer: bool = False,
     wait_for: Receipt | None = None,
     timeout_s: float | None = None,
+    token_budget: int | None = None,
 ) -> Call[SearchResult]:
     waited = (
         WaitFor.model_validate(wait_for.model_dump(mode="json")) if wait_for is not None else None
@@ -271,6 +272,7 @@ def search(
         answer=answer,
         wait_for=waited,
         timeout_s=timeout_s,
+        token_budget=token_budget,
     )
     return Call("POST", f"{_ns(namespace)}/search", search_result, body=body)
 

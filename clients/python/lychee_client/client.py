@@ -148,9 +148,11 @@ class LycheeClient:
         answer: bool = False,
         wait_for: Receipt | None = None,
         timeout_s: float | None = None,
+        token_budget: int | None = None,
     ) -> SearchResult:
         """Evidence for `query` (and its plan); with `wait_for`, once that receipt is
-        searchable."""
+        searchable; with `token_budget`, only its best items that fit a prompt of that many
+        tokens (`reply.context_tokens` counts them)."""
         return self.send(
             calls.search(
                 self.namespace,
@@ -160,6 +162,7 @@ class LycheeClient:
                 answer=answer,
                 wait_for=wait_for,
                 timeout_s=timeout_s,
+                token_budget=token_budget,
             )
         )
 

@@ -48,6 +48,17 @@ def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
     assert (
         reply["context"].startswith("Episodic/Semantic Memories:") and reply["context_tokens"] > 0
     )
+    small = lychee(
+        stack,
+        *("ask", "--namespace", "cli-demo", "sourdough starter name", "-k", "3", "--json"),
+        *("--token-budget", str(reply["context_tokens"] - 1)),
+    )
+    assert small.returncode == 0, small.stderr
+    cut = json.loads(small.stdout)
+    assert cut["context_tokens"] < reply["context_tokens"]
+    assert cut["evidence"] == reply["evidence"][: len(cut["evidence"])] != reply["evidence"]
+    refused = lychee(stack, "ask", "--namespace", "cli-demo", "x", "--token-budget", "5")
+    assert refused.returncode == 2 and "--token-budget" in refused.stderr, refused.stderr
     # the README's question: the record naming the race, then the one saying when it is
     when = lychee(stack, "ask", "--namespace", "cli-demo", "When is the half marathon?", "-k", "3")
     assert when.returncode == 0, when.stderr

@@ -60,7 +60,12 @@ async def test_gateway_routes_add_search_status_flush_end(gateways: Gateways) ->
         body = {
             "exchanges": [
                 ex("s1", "e1", "I moved to Tallinn in March for a job at a ferry company."),
-                ex("s1", "e2", "My brother Ilmar visits every second weekend."),
+                ex(
+                    "s1",
+                    "e2",
+                    "My brother Ilmar visits every second weekend, on the early ferry from "
+                    "Helsinki, and brings rye bread from the market hall near his flat.",
+                ),
             ]
         }
         r = await c.post("/v1/namespaces/gw-a/exchanges", json=body, headers=h)
@@ -88,6 +93,16 @@ async def test_gateway_routes_add_search_status_flush_end(gateways: Gateways) ->
         reply = r.json()
         assert reply["status"] == "ok" and reply["namespace"] == "gw-a"
         assert any("Tallinn" in e["text"] for e in reply["evidence"])
+        # the evidence an agent gives 64 tokens of its prompt: the leading items that fit
+        r = await c.post(
+            "/v1/namespaces/gw-a/search",
+            headers=h,
+            json={"query": "Which city did Noor move to?", "k": 3, "token_budget": 64},
+        )
+        assert r.status_code == 200, r.text
+        small = r.json()
+        assert small["context_tokens"] <= 64 < reply["context_tokens"], (small, reply)
+        assert small["evidence"] == reply["evidence"][: len(small["evidence"])]
 
         r = await c.get("/v1/namespaces/gw-a/status", headers=h)
         (st,) = r.json()["sessions"]
@@ -169,6 +184,10 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         assert "LYCHEE_MAX_MESSAGE_BYTES" in r.json()["detail"]
         r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": "x", "k": 0})
         await check(r, 422, "k")
+        for budget in (10, "500"):
+            body = {"query": "x", "token_budget": budget}
+            r = await c.post("/v1/namespaces/gw-a/search", headers=h, json=body)
+            await check(r, 422, "token_budget")
         # a number in other clothes is the caller's mistake, named, not read as the number
         for k in ("5", 2.0, True):
             r = await c.post("/v1/namespaces/gw-a/search", headers=h, json={"query": "x", "k": k})

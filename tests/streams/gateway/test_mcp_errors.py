@@ -7,7 +7,9 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
+from schemas import QueryReply
 from streams.errors import StoreMissing
+from streams.gateway.auth import Principal
 from streams.gateway.errors import Unavailable
 from streams.gateway.mcp import _call, build_mcp
 
@@ -88,3 +90,23 @@ async def test_an_argument_the_tool_does_not_take_is_named(
     assert text.startswith(f"{tool}: {named}"), text
     if "top_k" in arguments:
         assert "query" in text and "k," in text  # what it takes instead
+
+
+async def test_search_memory_hands_its_token_budget_to_the_search() -> None:
+    """The budget reaches the service's search as the REST route's `token_budget` (what the
+    service does with it: tests/workers/query/test_token_budget.py)."""
+    asked: list[Any] = []
+
+    class Service:
+        async def search(self, namespace: str, req: Any) -> QueryReply:
+            asked.append(req)
+            return QueryReply(correlation_id="c", namespace=namespace, status="ok")
+
+    async def service() -> Any:
+        return Service()
+
+    server = build_mcp(service, lambda ctx: Principal.local(), default_namespace="me")
+    await server.call_tool("search_memory", {"query": "x", "token_budget": 300})
+    assert [r.token_budget for r in asked] == [300]
+    with pytest.raises(ToolError, match="token_budget"):
+        await server.call_tool("search_memory", {"query": "x", "token_budget": 10})

@@ -1,0 +1,67 @@
+"""A request's `token_budget`: the reply keeps the leading items whose context fits, in the
+order they had, and says how many tokens they take."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from schemas import QueryRequest
+from schemas.query import TOKEN_BUDGET_MIN
+from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
+from workers.query.serialize import serialize_context
+from workers.query.service import QueryDeps, QueryService
+from workers.store import EvidenceStore
+
+FILLER = "the trail, the weather, the crowded ferry and the small bakery near the harbour"
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> QueryService:
+    """Twelve records of about forty tokens each about one trip."""
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    texts = [
+        f"Ann hiked on the island on day {i} of the trip and described {FILLER}" for i in range(12)
+    ]
+    index_batches(store, [batch("a", i, [t]) for i, t in enumerate(texts)], HashEmbedder())
+    return QueryService(QueryDeps(store, HashEmbedder()))
+
+
+def request(k: int, token_budget: int | None) -> QueryRequest:
+    return QueryRequest(
+        correlation_id="c",
+        namespace="a",
+        query="Where did Ann hike?",
+        k=k,
+        reply_partition=0,
+        deadline_ms=int((time.time() + 30) * 1000),
+        token_budget=token_budget,
+    )
+
+
+async def test_a_budget_keeps_the_leading_items_that_fit(service: QueryService) -> None:
+    whole = await service.search(request(12, None))
+    assert len(whole.evidence) == 12 and whole.context_tokens > 200
+    cut = await service.search(request(12, 200))
+    n = len(cut.evidence)
+    assert 0 < n < 12
+    assert cut.evidence == whole.evidence[:n]  # the same items, in the same order
+    assert cut.context_tokens <= 200 and (cut.context, cut.context_tokens) == serialize_context(
+        cut.evidence
+    )
+    assert serialize_context(whole.evidence[: n + 1])[1] > 200  # the next would not fit
+
+
+async def test_a_budget_the_items_fit_in_changes_nothing(service: QueryService) -> None:
+    whole = await service.search(request(3, None))
+    roomy = await service.search(request(3, 100_000))
+    assert roomy.evidence == whole.evidence and roomy.context == whole.context
+
+
+@pytest.mark.parametrize("budget", [0, TOKEN_BUDGET_MIN - 1, 10**9])
+def test_a_budget_out_of_range_is_refused_naming_it(budget: int) -> None:
+    with pytest.raises(ValidationError, match="token_budget"):
+        request(10, budget)
