@@ -164,7 +164,7 @@ def ask(
     if as_json:
         click.echo(orjson.dumps(reply.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
         return
-    click.echo(format_evidence(reply))
+    click.echo(format_evidence(reply, token_budget))
 
 
 def format_marks(item: Any) -> str:
@@ -350,9 +350,10 @@ def print_history(found: Any, as_json: bool) -> None:
     click.echo(f"{len(found.supersessions)} supersessions, {len(found.conflicts)} open conflicts")
 
 
-def format_evidence(reply: Any) -> str:
+def format_evidence(reply: Any, token_budget: int | None = None) -> str:
     """The evidence in the reply's order (selection's: relevance, diversity, what the first
-    items show), each with its fusion score, which that order does not follow."""
+    items show), each with its fusion score, which that order does not follow; with the
+    request's `token_budget`, an empty reply says that the budget may be why."""
     lines = [f"Q: {reply.query}"]
     for i, item in enumerate(reply.evidence, 1):
         when = item.resolved_date or (item.date.strftime("%Y-%m-%d") if item.date else "?")
@@ -364,7 +365,12 @@ def format_evidence(reply: Any) -> str:
         marks = format_marks(item)
         if marks:
             lines.append(f"    [{marks}]")
-    if not reply.evidence:
+    if not reply.evidence and token_budget is not None:
+        lines.append(
+            f"   no evidence within {token_budget} tokens: the best item found takes more, or "
+            f"nothing in namespace {reply.namespace} matches (ask without --token-budget)"
+        )
+    elif not reply.evidence:
         lines.append(f"   no evidence: nothing in namespace {reply.namespace} matches")
     if reply.answer:
         lines.append(f"   answer: {reply.answer}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from schemas import QueryReply
 from streams.cli.data import format_evidence
 from tests.workers.query.test_currency_chain import chain_reply
 
@@ -35,3 +36,10 @@ async def test_ask_text_marks_what_replaced_what_per_item(tmp_path: Path) -> Non
     assert marks_of("The flight to Lisbon now leaves on April 20.") == (
         f"[current since 2024-02-20, replaced {middle}]"
     )
+
+
+async def test_an_empty_reply_under_a_budget_says_the_budget_may_be_why() -> None:
+    empty = QueryReply(correlation_id="c", namespace="me", status="ok", query="q")
+    assert "nothing in namespace me matches" in format_evidence(empty)
+    told = format_evidence(empty, token_budget=64)
+    assert "no evidence within 64 tokens" in told and "without --token-budget" in told
