@@ -1,11 +1,10 @@
 """Query processes: a query worker's requests answered by child processes, one per core.
 
-A question's work is mostly Python under the GIL, so one process answers no more questions a
-second with eight in flight than with one (docs/notes/issue47.md, tenth round), and fewer:
-the requests' threads contend for the GIL. The worker keeps the consumer, the replies and the
-offsets; each child holds its own model and snapshots and answers the requests it is given
-one at a time, in the order they came (`AT_ONCE`), the wait counted in the reply's `total`,
-sending back with each reply what its metrics were told and carrying on the request's trace. A child reads its requests
+A question's work is mostly Python under the GIL, so one process answers about as many
+questions a second with eight in flight as with one (docs/notes/issue47.md, tenth round). The
+worker keeps the consumer, the replies and the offsets; each child holds its own model and
+snapshots and answers the requests it is given, several at once, sending back with each reply
+what its metrics were told and carrying on the request's trace. A child reads its requests
 from a pipe and leaves when the worker's end closes, so a worker killed with -9 leaves none
 behind; a child that dies fails only the requests it held and is started again.
 """
@@ -44,7 +43,6 @@ START_TIMEOUT_S = 600.0  # a cold model export on a busy machine takes minutes
 GRACE_S = 2.0  # past a request's deadline, how long the worker waits for its process's word
 EXIT_WAIT_S = 5.0  # how long a closing worker waits for its processes to flush and leave
 RESTART_PAUSE_S = 5.0  # between attempts to start a process that failed to start
-AT_ONCE = 1  # requests a process works on together (module docstring)
 
 
 def cores() -> int:
@@ -91,9 +89,8 @@ async def _serve(
 
     service = await build_service(settings, threads)
     loop = asyncio.get_running_loop()
-    asked: asyncio.Queue[tuple[int, QueryRequest, tuple[tuple[str, bytes], ...], float]]
+    asked: asyncio.Queue[tuple[int, QueryRequest, tuple[tuple[str, bytes], ...]]]
     asked = asyncio.Queue()
-    turn = asyncio.Semaphore(AT_ONCE)
 
     def read() -> None:
         while True:
@@ -102,36 +99,16 @@ async def _serve(
             except (EOFError, OSError):
                 tracing.shutdown()  # the spans still buffered, then out: nobody is left to answer
                 os._exit(0)
-            loop.call_soon_threadsafe(asked.put_nowait, (*message, time.perf_counter()))
+            loop.call_soon_threadsafe(asked.put_nowait, message)
 
     outbox.send(service.recall.embedder.model_name)  # its first word: ready
     threading.Thread(target=read, name="query-inbox", daemon=True).start()
     running: set[asyncio.Task[None]] = set()
     while True:
-        rid, req, headers, received = await asked.get()
-        search = _in_turn(service.search, turn, received)
-        task = asyncio.create_task(_answer(outbox, search, rid, req, headers, taken))
+        rid, req, headers = await asked.get()
+        task = asyncio.create_task(_answer(outbox, service.search, rid, req, headers, taken))
         running.add(task)
         task.add_done_callback(running.discard)
-
-
-def _in_turn(
-    search: Callable[[QueryRequest], Any], turn: asyncio.Semaphore, received: float
-) -> Callable[[QueryRequest], Any]:
-    """`search` once `turn` lets it run, its reply's timings with the wait (`queued`) counted
-    in `total`: the process's whole time for the request, as when it answered several at
-    once and each took longer."""
-
-    async def searched(req: QueryRequest) -> QueryReply:
-        async with turn:
-            queued_ms = (time.perf_counter() - received) * 1e3
-            reply: QueryReply = await search(req)
-        timings = dict(reply.timings_ms)
-        timings["queued"] = round(queued_ms, 3)
-        timings["total"] = round(timings.get("total", 0.0) + queued_ms, 3)
-        return reply.model_copy(update={"timings_ms": timings})
-
-    return searched
 
 
 async def _answer(

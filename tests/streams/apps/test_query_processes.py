@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,14 +18,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from schemas import QueryReply
-from streams.apps.query_processes import (
-    AT_ONCE,
-    QueryFailed,
-    QueryProcesses,
-    _in_turn,
-    cores,
-    process_count,
-)
+from streams.apps.query_processes import QueryFailed, QueryProcesses, cores, process_count
 from streams.apps.query_service import build_service
 from streams.bench.harness import load_reported
 from streams.factories import make_embedder, open_store
@@ -172,28 +164,3 @@ def test_a_worker_runs_the_processes_it_is_told_else_one_per_core() -> None:
     assert process_count(Settings.load(None, query={"processes": 3})) == 3
     assert process_count(Settings.load(None, query={"processes": 1})) == 1
     assert process_count(Settings.load(None)) == min(8, cores())
-
-
-async def test_a_process_answers_one_request_at_a_time_and_counts_the_wait() -> None:
-    """Requests a process is given together run one after the other, in the order they
-    came; each reply's `total` holds its wait (`queued`) beside its own time."""
-    running: list[int] = []
-    most = 0
-
-    async def search(req: Any) -> QueryReply:
-        nonlocal most
-        running.append(1)
-        most = max(most, len(running))
-        await asyncio.sleep(0.2)
-        running.pop()
-        return QueryReply(correlation_id=req, namespace="n", status="ok", timings_ms={"total": 200})
-
-    turn = asyncio.Semaphore(AT_ONCE)
-    now = time.perf_counter()
-    replies = await asyncio.gather(*(_in_turn(search, turn, now)(str(i)) for i in range(3)))
-    assert most == 1
-    assert [r.correlation_id for r in replies] == ["0", "1", "2"]
-    queued = [r.timings_ms["queued"] for r in replies]
-    # each waits for the ones before it: at least their 200 ms each (lower bounds only)
-    assert queued[0] < queued[1] and queued[1] >= 195 and queued[2] >= queued[1] + 195, queued
-    assert all(r.timings_ms["total"] == round(200 + r.timings_ms["queued"], 3) for r in replies)
