@@ -22,7 +22,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 
-from schemas import Role, Turn
+from schemas import EvidenceItem, Role, Turn
 from schemas.base import TURN_CHARS, Name
 from schemas.errors import LycheeError
 from schemas.exchange import ControlKind
@@ -75,6 +75,20 @@ class Memory(BaseModel):
     memory_type: str | None = None
     turn_ids: list[str]
     score: float
+
+    @classmethod
+    def of(cls, e: EvidenceItem) -> Memory:
+        """An evidence item as a tool's caller reads it: its resolved date, else its own."""
+        return cls(
+            text=e.text,
+            kind=e.kind,
+            date=e.resolved_date or (e.date.isoformat() if e.date else None),
+            session_id=e.session_id,
+            speaker=e.speaker,
+            memory_type=e.memory_type,
+            turn_ids=e.turn_ids,
+            score=round(e.scores.get("final", e.scores.get("rrf", 0.0)), 4),
+        )
 
 
 class SearchResult(BaseModel):
@@ -276,20 +290,7 @@ def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: Name
             raise ToolError(_fields(exc)) from exc
         ns = namespace_of(ctx, namespace)
         reply = await _call(service, lambda svc: svc.search(ns, req))
-        memories = [
-            Memory(
-                text=e.text,
-                kind=e.kind,
-                date=e.resolved_date or (e.date.isoformat() if e.date else None),
-                session_id=e.session_id,
-                speaker=e.speaker,
-                memory_type=e.memory_type,
-                turn_ids=e.turn_ids,
-                score=round(e.scores.get("final", e.scores.get("rrf", 0.0)), 4),
-            )
-            for e in reply.evidence
-        ]
-        return SearchResult(query=query, memories=memories)
+        return SearchResult(query=query, memories=[Memory.of(e) for e in reply.evidence])
 
     @server.tool(
         name="get_status",
