@@ -11,7 +11,7 @@ from schemas.base import MAX_INT64, Contract, Name, Question
 from schemas.exchange import Role
 
 CORRELATION_ID_MAX_CHARS = 100
-TOKEN_BUDGET_MIN = 64  # below it the context's two headings leave no room for an item
+TOKEN_BUDGET_MIN = 64  # a smaller share of a prompt holds the two headings (18) and little else
 TOKEN_BUDGET_MAX = 1_000_000
 
 # retrieval ablations, per request or as the service's default: the paper's (Table 5), then
