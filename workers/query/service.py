@@ -49,7 +49,7 @@ from workers.query.selection import (
     sort_only,
     with_head,
 )
-from workers.query.serialize import items_that_fit, serialize_context, within_budget
+from workers.query.serialize import serialize_context, within_budget
 from workers.query.shown import turns_over_records
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
@@ -235,9 +235,8 @@ class QueryService:
         budget = await self.answerer.evidence_budget(question)
         n = len(evidence)
         if budget is not None:  # the tokenizer is CPU-bound: off the loop, as selection
-            n = await asyncio.to_thread(items_that_fit, evidence, budget)
-        if n < len(evidence):
-            context = serialize_context(evidence[:n])[0]
+            given, context, _ = await asyncio.to_thread(within_budget, evidence, budget)
+            n = len(given)
         try:
             text, usage = await self.answerer.answer(question, context)
         except AnswerUnavailable as exc:
