@@ -174,6 +174,14 @@ def index_batches(
     return store.upsert_batches(batches, updates_of(batches), embedder)
 
 
+def store_of(path: str, texts: Sequence[str], ns: str = "a") -> EvidenceStore:
+    """A store at `path` holding one record per text of namespace `ns`, each its own
+    segment, written with the `HashEmbedder`."""
+    store = EvidenceStore(path, HashEmbedder.model_name, HASH_DIM)
+    index_batches(store, [batch(ns, i, [t]) for i, t in enumerate(texts)], HashEmbedder())
+    return store
+
+
 async def said_in_turns(
     indexer: IndexerService, embedder: Embedder, said: Sequence[tuple[str, datetime, str, str]]
 ) -> None:

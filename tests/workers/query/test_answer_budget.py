@@ -10,7 +10,7 @@ import pytest
 
 from schemas import EvidenceItem, QueryRequest
 from tests.fakes.openai_server import FakeOpenAI, model_tokens, text
-from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
+from tests.workers.builders import HashEmbedder, store_of
 from workers.llm.calls import make_client
 from workers.query.answer import LLMAnswerer, build_answer_messages
 from workers.query.serialize import items_that_fit, serialize_context
@@ -27,12 +27,10 @@ FILLER = (
 @pytest.fixture
 def store(tmp_path: Path) -> EvidenceStore:
     """Twenty long records about one trip: far more evidence than a small window holds."""
-    s = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     texts = [
         f"Ann hiked on the island on day {i} of the trip, {FILLER}; {FILLER}" for i in range(20)
     ]
-    index_batches(s, [batch("a", i, [t]) for i, t in enumerate(texts)], HashEmbedder())
-    return s
+    return store_of(str(tmp_path / "db"), texts)
 
 
 def request(query: str, k: int) -> QueryRequest:

@@ -11,10 +11,9 @@ from pydantic import ValidationError
 
 from schemas import QueryRequest
 from schemas.query import TOKEN_BUDGET_MIN
-from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
+from tests.workers.builders import HashEmbedder, store_of
 from workers.query.serialize import serialize_context
 from workers.query.service import QueryDeps, QueryService
-from workers.store import EvidenceStore
 
 FILLER = "the trail, the weather, the crowded ferry and the small bakery near the harbour"
 
@@ -22,12 +21,10 @@ FILLER = "the trail, the weather, the crowded ferry and the small bakery near th
 @pytest.fixture
 def service(tmp_path: Path) -> QueryService:
     """Twelve records of about forty tokens each about one trip."""
-    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
     texts = [
         f"Ann hiked on the island on day {i} of the trip and described {FILLER}" for i in range(12)
     ]
-    index_batches(store, [batch("a", i, [t]) for i, t in enumerate(texts)], HashEmbedder())
-    return QueryService(QueryDeps(store, HashEmbedder()))
+    return QueryService(QueryDeps(store_of(str(tmp_path / "db"), texts), HashEmbedder()))
 
 
 def request(k: int, token_budget: int | None) -> QueryRequest:
