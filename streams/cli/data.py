@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import orjson
@@ -13,6 +13,9 @@ import orjson
 from schemas.query import TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN
 from schemas.records import MemoryType
 from streams.cli.common import SECONDS, TimedOut, client_settings, named, printable
+
+if TYPE_CHECKING:
+    from streams.dlq import DeadLetter
 
 
 @click.command()
@@ -79,7 +82,7 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
         )
 
 
-def _dead_letter_line(letter: Any) -> str:
+def _dead_letter_line(letter: DeadLetter) -> str:
     """A dead letter of an ingest in one line: where it is, who refused it and why."""
     owner = "/".join(x for x in letter.owner() or () if x)
     error = letter.headers.get("error", "")[:300]
