@@ -155,7 +155,7 @@ def role_of(speaker: Any) -> Role:
 
 
 def parse_date(text: str | None) -> datetime | None:
-    """LoCoMo writes `1:56 pm on 8 May, 2023`; dateutil reads it (and ISO) fuzzily."""
+    """LoCoMo writes `2:14 pm on 8 May, 2023`; dateutil reads it (and ISO) fuzzily."""
     if not text:
         return None
     if not isinstance(text, str):

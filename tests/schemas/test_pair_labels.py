@@ -8,7 +8,7 @@ from schemas.records import pair_label, pair_parts
 
 
 @pytest.mark.parametrize(
-    ("entity", "topic"), [("Ann", "travel"), ("Flask 2.3.1", "HTTP routes"), ("x", "y / z")]
+    ("entity", "topic"), [("Ann", "travel"), ("Falcon 3.1.2", "HTTP routes"), ("x", "y / z")]
 )
 def test_a_pair_label_splits_back_into_its_entity_and_topic(entity: str, topic: str) -> None:
     assert pair_parts(pair_label(entity, topic)) == (entity, topic)

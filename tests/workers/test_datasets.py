@@ -39,7 +39,7 @@ def _locomo_samples() -> list[dict[str, Any]]:
             "speaker_b": "Bob",
             "session_10_date_time": "9:00 am on 1 July, 2023",
             "session_10": [_turn("Ann", "D10:1", "Back again after a while.")],
-            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1_date_time": "2:14 pm on 8 May, 2023",
             "session_1": [
                 _turn("Ann", "D1:1", "Hi Bob, how was the trip?"),
                 _turn(
@@ -52,7 +52,7 @@ def _locomo_samples() -> list[dict[str, Any]]:
                 ),
                 _turn("Ann", "D1:3", "Lovely!"),
             ],
-            "session_2_date_time": "7:55 pm on 9 June, 2023",
+            "session_2_date_time": "6:40 pm on 9 June, 2023",
             "session_2": [
                 _turn("Bob", "D2:1", "I started painting."),
                 _turn("Ann", "D2:2", "What do you paint?"),
@@ -89,11 +89,11 @@ def _write(tmp_path: Path, data: Any, name: str = "locomo.json") -> Path:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("1:56 pm on 8 May, 2023", datetime(2023, 5, 8, 13, 56)),
-        ("7:55 pm on 9 June, 2023", datetime(2023, 6, 9, 19, 55)),
+        ("2:14 pm on 8 May, 2023", datetime(2023, 5, 8, 14, 14)),
+        ("6:40 pm on 9 June, 2023", datetime(2023, 6, 9, 18, 40)),
         ("9:00 am on 1 July, 2023", datetime(2023, 7, 1, 9, 0)),
         ("12:10 am on 2 January, 2024", datetime(2024, 1, 2, 0, 10)),
-        ("2023-05-08T13:56:00", datetime(2023, 5, 8, 13, 56)),
+        ("2023-05-08T14:14:00", datetime(2023, 5, 8, 14, 14)),
         (None, None),
         ("", None),
     ],
@@ -113,8 +113,8 @@ def test_load_locomo_layout(tmp_path: Path) -> None:
     # sessions in numeric order: session_10 after session_2
     assert [s.session_id for s in a.sessions] == ["session_1", "session_2", "session_10"]
     assert [s.date for s in a.sessions] == [
-        datetime(2023, 5, 8, 13, 56),
-        datetime(2023, 6, 9, 19, 55),
+        datetime(2023, 5, 8, 14, 14),
+        datetime(2023, 6, 9, 18, 40),
         datetime(2023, 7, 1, 9, 0),
     ]
     assert a.speakers == ("Ann", "Bob")
@@ -129,7 +129,7 @@ def test_load_locomo_layout(tmp_path: Path) -> None:
     ]
     for e in s1.exchanges:
         assert e.namespace == "sample-a" and e.session_id == "session_1"
-        assert e.session_date == datetime(2023, 5, 8, 13, 56)
+        assert e.session_date == datetime(2023, 5, 8, 14, 14)
         assert len(e.turns) == 1 and e.turns[0].role is Role.user
     assert [e.turns[0].turn_id for e in s1.exchanges] == ["D1:1", "D1:2", "D1:3"]
     assert [e.turn_ids() for e in s1.exchanges] == [["D1:1"], ["D1:2"], ["D1:3"]]
@@ -536,7 +536,7 @@ def test_a_file_that_is_not_json_is_a_dataset_error_naming_it(
 
 
 def test_locomo_layout_speaker_named_for_a_role_has_that_role() -> None:
-    assert [role_of(s) for s in ("User", "assistant", " Assistant ", "Caroline", "System")] == [
+    assert [role_of(s) for s in ("User", "assistant", " Assistant ", "Mirela", "System")] == [
         Role.user,
         Role.assistant,
         Role.assistant,

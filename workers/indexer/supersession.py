@@ -233,7 +233,7 @@ def _changed(
     if not same_thing(ov, nv):
         return False
     if ov.stale or nv.stale or ov.delta or nv.delta:
-        return False  # replaced in its own sentence ("from 78% to"); a change's size ("by 25%")
+        return False  # replaced in its own sentence ("from 64% to"); a change's size ("by 25%")
     if ov.goal != nv.goal and nv.kind != "date":
         return False  # a goal against a reading
     if nv.was is not None and nv.was != ov.amount:

@@ -73,7 +73,7 @@ _GOAL = re.compile(
 _CORRECTION = re.compile(r"\W*(?:corrections?|correcting|oops|sorry|actually)\b", re.IGNORECASE)
 # "reduced it by 25%": the value that follows is how much it changed
 _BY = re.compile(r"\bby\s*$", re.IGNORECASE)
-# "from 78% to 88%": the first value is what it was
+# "from 64% to 71%": the first value is what it was
 _TO_NEXT = re.compile(r"\s?(?:%|[a-z]+)?\s*(?:to|->|→)\s+[$€£]?\d", re.IGNORECASE)
 CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|and i|which)\b", re.IGNORECASE)
 # "Ana's sister Eva's rent": whose it is; capitalized words that tell one thing from another
@@ -97,7 +97,7 @@ class Value:
     shown: str
     changed: bool  # the words just before it say it changed ("now draws 650")
     goal: bool = False  # a value meant to be reached ("trying to get it to 200 ms")
-    was: float | None = None  # "from 78% to 88%": 88's earlier value, 78
+    was: float | None = None  # "from 64% to 71%": 71's earlier value, 64
     stale: bool = False  # ... and 78 itself, no longer what holds
     delta: bool = False  # the size of a change ("reduced by 25%"), not a state
     whole: frozenset[str] = frozenset()  # the words naming it, common ones too

@@ -207,8 +207,8 @@ def test_a_question_that_states_no_preference_first_makes_no_record(text: str) -
         ),
         ("I work as a nurse, so how should I plan my shifts?", "Ana is a nurse."),
         (
-            "How can I balance my career as a film producer with night classes?",
-            "Ana is a film producer.",
+            "How do I fit evening choir practice around my career as a ferry pilot?",
+            "Ana is a ferry pilot.",
         ),
     ],
 )
@@ -240,7 +240,7 @@ def test_who_a_long_statement_says_its_speaker_is_is_kept_alone_too() -> None:
     [
         "Should I save my work as a PDF?",  # a thing kept as a kind, not who Ana is
         "I'm using it as a cache, is that ok?",
-        "Can you explain my understanding of probability as a ratio?",
+        "Can you explain my reading of interest as a fee?",
         "As a result, what should I do next?",
     ],
 )

@@ -42,7 +42,7 @@ _YEAR_CUE = re.compile(
 _UNIT_DAYS = {"day": 1, "night": 1, "morning": 1, "evening": 1, "afternoon": 1, "week": 7}
 _UNIT_DAYS |= {"weekend": 7, "fortnight": 14, "month": 31, "year": 366}
 _UNIT_DAYS |= dict.fromkeys(WEEKDAYS, 7)
-# "the week before August 3, 2023", "two days after 5 May 2023": a span on one side of a day
+# "the week before 16 August 2023", "two days after 5 May 2023": a span on one side of a day
 _SPAN_CUE = re.compile(
     rf"\b(?:(?P<n>\d{{1,2}}|{'|'.join(NUMBER_WORDS)})\s+)?(?:the\s+|last\s+|next\s+)?"
     rf"(?P<unit>{'|'.join(_UNIT_DAYS)})s?\s+(?P<side>before|after|prior\s+to)\s+(?:the\s+)?$",

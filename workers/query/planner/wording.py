@@ -76,9 +76,9 @@ def about_the_history(question: str) -> bool:
     return bool(_HISTORY.search(question))
 
 
-# the request around the topic of a question about the history ("can you list the order in
-# which I brought up different aspects of X throughout our conversations? mention only three
-# items"): words of the frame, which would otherwise become queries of their own
+# the request around the topic of a question about the history ("in what order did I bring up
+# the different aspects of X across our chats? only three items"): words of the frame, which
+# would otherwise become queries of their own
 _HISTORY_FRAME = wordset(
     """can could would will you me give list walk through order which brought bring up raised
     mention mentioned aspects different various comprehensive clear complete detailed brief
@@ -267,7 +267,7 @@ def noun_phrases(question: str, limit: int | None = 3) -> list[str]:
 
 def _whole_number(toks: Sequence[Token], i: int) -> bool:
     """Whether token `i` is a number of its own: digits not followed by a separator and more
-    digits ("3,600", "5.3.0" are not cut to their first part)."""
+    digits ("2,500", "3.4.1" are not cut to their first part)."""
     after = toks[i + 1 : i + 3]
     split = len(after) == 2 and after[0].text in ",." and after[1].text[:1].isdigit()
     return toks[i].text.isdigit() and not split

@@ -23,9 +23,9 @@ from workers.query.planner.dates import temporal_filter_of
         ("What did Bruno buy before 2023-05-08?", "", "2023-05-08"),
         ("What has Ana painted since June 2023?", "2023-06", ""),
         # a span before or after a day: that day included (where "last week" was said)
-        ("What did Ana do the week before August 3, 2023?", "2023-07-27", "2023-08-03"),
+        ("What did Ana do the week before August 16, 2023?", "2023-08-09", "2023-08-16"),
         ("What did Bruno get two weeks before 11 Aug 2023?", "2023-07-28", "2023-08-11"),
-        ("What did Ana see on the Sunday before October 25, 2022?", "2022-10-18", "2022-10-25"),
+        ("What did Ana see on the Sunday before November 16, 2022?", "2022-11-09", "2022-11-16"),
         ("Where did Bruno go two days after 5 May 2023?", "2023-05-05", "2023-05-07"),
         ("What did Ana do on the weekend of 1 May 2023?", "2023-05-01", "2023-05-01"),
     ],

@@ -181,13 +181,12 @@ def test_a_trailing_question_word_is_not_a_question_of_its_own() -> None:
     ("question", "topic"),
     [
         (
-            "Can you list the order in which I brought up different aspects of planning my "
-            "garden shed throughout our conversations? Mention only three items.",
+            "In what order did I bring up the different aspects of planning my garden shed "
+            "across our chats? Only three items.",
             "planning garden shed",
         ),
         (
-            "Could you give me a short summary of how I handled the wiring and the roof of "
-            "the shed?",
+            "Summarize how I handled the wiring and the roof of the shed, please.",
             "handled wiring roof shed",
         ),
     ],
@@ -197,21 +196,21 @@ def test_a_history_question_is_searched_by_its_topic_not_its_frame(
 ) -> None:
     plan = heuristic_plan(question)
     assert plan.semantic_queries[:2] == [question, topic]
-    frame = {"list", "order", "summary", "items", "conversations"}
+    frame = {"order", "aspects", "summarize", "items", "chats"}
     assert not frame & {q.lower() for q in plan.semantic_queries}
     assert all(q.lower() not in frame for r in plan.routes for q in r.queries)
 
 
 def test_a_history_questions_compared_items_leave_its_frame_out() -> None:
-    """ "my garden and shed plans throughout our conversations" compares the garden and the
-    shed; "plans throughout" is the request's frame, searched with neither."""
+    """ "my garden and shed progress across our chats" compares the garden and the
+    shed; "progress across" is the request's frame, searched with neither."""
     question = (
-        "Can you walk me through the order in which I brought up different aspects of my "
-        "garden and shed progress throughout our conversations? Mention only three items."
+        "In what order did I mention different aspects of my garden and shed progress across "
+        "our chats? Only three items."
     )
     plan = heuristic_plan(question)
     assert [r.queries for r in plan.routes] == [["garden", "garden shed"], ["shed", "garden shed"]]
-    assert not {"throughout", "progress", "my"} & {
+    assert not {"across", "progress", "my"} & {
         w.lower() for q in plan.semantic_queries[1:] for w in q.split()
     }
 
@@ -229,13 +228,13 @@ def test_the_key_phrase_is_a_query_when_it_says_more_than_the_noun_phrases() -> 
 def test_a_number_right_after_a_phrase_is_its_last_word() -> None:
     """ "locker code 17" names one locker code: the number tells it from its neighbours, so
     the full-text search of the phrase finds that one first; a number cut by a separator
-    ("3,600", "5.3.0") or after a stop word is left out as before."""
+    ("2,500", "3.4.1") or after a stop word is left out as before."""
     from workers.query.planner.wording import noun_phrases
 
     assert noun_phrases("What is locker code 17?") == ["locker code 17"]
     assert noun_phrases("Is room 204, on the left?", None) == ["room 204", "left"]
     assert noun_phrases("Which locker code is 1031?") == ["locker code"]
-    assert noun_phrases("the gallery using Bootstrap 5.3.0") == ["gallery using Bootstrap"]
-    assert noun_phrases("when I logged 3,600 words", None) == ["logged", "words"]
+    assert noun_phrases("the site using Tailwind 3.4.1") == ["site using Tailwind"]
+    assert noun_phrases("when I wrote 2,500 lines", None) == ["wrote", "lines"]
     plan = heuristic_plan("What is locker code 17?")
     assert "locker code 17" in plan.routes[0].queries
