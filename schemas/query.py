@@ -57,9 +57,9 @@ class QueryRequest(Contract):
         default=None,
         ge=TOKEN_BUDGET_MIN,
         le=TOKEN_BUDGET_MAX,
-        description="the most tokens the reply's evidence may take in a prompt: it keeps its "
-        "leading items whose `context` fits (`context_tokens`, the two headings included), "
-        "stopping at the first that would not; at most `k` items either way",
+        description="the most tokens the reply's evidence may take in a prompt: it keeps, in "
+        "order, each item whose `context` still fits (`context_tokens`, the two headings "
+        "included), passing over one that would not; at most `k` items either way",
     )
 
 

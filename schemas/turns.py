@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from schemas.base import TURN_CHARS, Contract, Count, Moment, Name
 from schemas.exchange import Role, render_turn
+
+# An embedding's component: finite, and small enough that its vector's norm is finite in
+# float32 (the store's type), or every search of its namespace would score NaN.
+EMBEDDING_BOUND = 1e6
+Component = Annotated[float, Field(ge=-EMBEDDING_BOUND, le=EMBEDDING_BOUND, allow_inf_nan=False)]
 
 
 class RawTurn(Contract):
@@ -34,9 +39,16 @@ class RawTurn(Contract):
     image_caption: str | None = Field(default=None, max_length=10_000)
     session_date: Moment | None = None  # years the store can read back (schemas.base)
     created_at: Moment | None = None
-    embedding: list[float] = Field(min_length=1, max_length=8_192)
+    embedding: list[Component] = Field(min_length=1, max_length=8_192)
     embedding_model: str = Field(min_length=1, max_length=200)
     memory: bool = Field(default=True, description="false: listed, never searched (Turn.memory)")
+
+    @field_validator("embedding")
+    @classmethod
+    def _has_a_direction(cls, v: list[float]) -> list[float]:
+        if not any(v):
+            raise ValueError("all zeros: a vector without a direction matches nothing")
+        return v
 
     def rendered(self) -> str:
         return render_turn(self.speaker, self.role, self.text, self.image_caption)

@@ -69,6 +69,11 @@ class QueryFailed(ClientError):
         self.reply = reply
 
 
+class UnreadableReply(ClientError):
+    """A reply that came back and fails its contract: the query service's fault, not the
+    caller's (a gateway answers 502, naming what in it is wrong)."""
+
+
 class ForgetFailed(ClientError):
     def __init__(self, forget_id: str, errors: dict[str, str]) -> None:
         super().__init__(

@@ -94,13 +94,13 @@ async def produce_numbered(
                 last = -1
                 for i in range(0, len(session.exchanges), chunk):
                     part = session.exchanges[i : i + chunk]
-                    top, dups = await _add_numbered(client, allocator, session, part, timeout_s)
-                    last, duplicates = max(last, top), duplicates + dups
+                    top, sent = await _add_numbered(client, allocator, session, part, timeout_s)
+                    last, duplicates = max(last, top), duplicates + len(part) - len(sent)
+                    turns += sum(len(e.turns) for e in sent)
                     bar.update(len(part))
                 if session.exchanges:
                     await client.end_session(conv.namespace, session.session_id, after_seq=last)
                 sessions += 1
-                turns += sum(len(e.turns) for e in session.exchanges)
     stats = IngestStats(len(conversations), sessions, total, turns, time.perf_counter() - started)
     stats.duplicates = duplicates
     return stats
@@ -112,8 +112,9 @@ async def _add_numbered(
     session: Session,
     part: list[Exchange],
     timeout_s: float,
-) -> tuple[int, int]:
-    """Allocate, produce and confirm one chunk of a session; (highest seq, duplicates)."""
+) -> tuple[int, list[Exchange]]:
+    """Allocate, produce and confirm one chunk of a session; (its highest seq, the exchanges
+    produced: those not accepted before)."""
     ns, sid = part[0].namespace, session.session_id
     deadline = asyncio.get_running_loop().time() + timeout_s
     wanted = [
@@ -135,10 +136,11 @@ async def _add_numbered(
                     f"namespace {ns!r}, session {sid!r}, exchange {ex.exchange_id!r}: "
                     f"{exc.describe()}"
                 ) from exc
+            new = [
+                (e, w, a.seq) for e, w, a in zip(part, wanted, got, strict=True) if not a.duplicate
+            ]
             sends = [
-                (w, a.seq, await client.send(e.model_copy(update={"seq": a.seq})))
-                for e, w, a in zip(part, wanted, got, strict=True)
-                if not a.duplicate
+                (w, seq, await client.send(e.model_copy(update={"seq": seq}))) for e, w, seq in new
             ]
         async with asyncio.timeout(timeout_s):
             acked = await asyncio.gather(*(f for _, _, f in sends))
@@ -148,7 +150,7 @@ async def _add_numbered(
                 for (w, seq, _), m in zip(sends, acked, strict=True)
             ]
         )
-    return max(a.seq for a in got), len(part) - len(sends)
+    return max(a.seq for a in got), [e for e, _, _ in new]
 
 
 def oversized(conversations: list[Conversation], limit: int, file: str) -> list[Skipped]:

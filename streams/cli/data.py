@@ -370,7 +370,7 @@ def format_evidence(reply: Any, token_budget: int | None = None) -> str:
             lines.append(f"    [{marks}]")
     if not reply.evidence and token_budget is not None:
         lines.append(
-            f"   no evidence within {token_budget} tokens: the best item found takes more, or "
+            f"   no evidence within {token_budget} tokens: every item found takes more, or "
             f"nothing in namespace {reply.namespace} matches (ask without --token-budget)"
         )
     elif not reply.evidence:
@@ -425,6 +425,11 @@ def status(as_json: bool, data_dir: Path | None) -> None:
             )
         if sup["failed"]:
             click.echo(f"  failed stages: {', '.join(sup['failed'])} (see their logs)")
+    else:
+        click.echo(
+            f"workers: no lychee up of this broker ({s.kafka.bootstrap}) is known here; "
+            "--data-dir DIR shows that of the lychee up on DIR"
+        )
     click.echo(f"{'stage':<16} {'group':<18} {'topic':<18} {'end':>8} {'committed':>9} {'lag':>6}")
     for row in report["stages"]:
         click.echo(

@@ -38,13 +38,13 @@ from schemas.control import FORGET_STAGES
 from streams.client.receipts import ForgetWait, Receipt, receipt_part
 from streams.errors import (
     BrokerUnreachable,
-    ClientError,
     ForgetFailed,
     MessageTooLarge,
     QueryFailed,
     RecordMissing,
     ReplyTimeout,
     StoreMissing,
+    UnreadableReply,
 )
 from streams.kafka import fetch
 from streams.kafka.errors import SerdeError
@@ -379,7 +379,7 @@ class MemoryClient:
         try:
             fut.set_result(decode(value, QueryReply))
         except SerdeError as exc:
-            fut.set_exception(ClientError(f"unreadable reply: {exc}"))
+            fut.set_exception(UnreadableReply(f"unreadable reply: {exc}"))
 
 
 def fitting(message: ExchangeTopicMessage, limit: int) -> bytes:

@@ -251,7 +251,7 @@ def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: Name
             "specific question in natural language (e.g. 'Where does the user work?', 'What "
             "did we decide about the trip in May?'). Returns the best memories with their "
             "dates and sources; an empty list means nothing relevant is stored (with "
-            "`token_budget`: or that the best memory takes more than the budget)."
+            "`token_budget`: or that every memory found takes more than the budget)."
         ),
     )
     async def search_memory(

@@ -51,6 +51,7 @@ from streams.errors import (
     ReplyTimeout,
     SeqRejected,
     SessionBusy,
+    UnreadableReply,
 )
 from streams.gateway.accepted import content_digest, dated
 from streams.gateway.errors import (
@@ -257,7 +258,7 @@ class MemoryService:
             )
         except ReplyTimeout as exc:
             raise Timeout(f"the query service did not answer within {budget:g}s") from exc
-        except QueryFailed as exc:
+        except (QueryFailed, UnreadableReply) as exc:
             raise UpstreamFailed(str(exc)) from exc
         except KafkaError as exc:
             raise self.down(exc) from exc

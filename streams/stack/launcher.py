@@ -199,6 +199,7 @@ class Launcher:
                     if stack.lancedb_options
                     else ""
                 )
+                + f"; `lychee status --data-dir {stack.data_dir}` shows its workers"
             )
         if stack.gateway_port is not None:
             self.echo(f"  console {stack.gateway_url}/")

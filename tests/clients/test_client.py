@@ -60,6 +60,7 @@ def test_client_add_search_list_status_forget(gateway: Gateway) -> None:
         assert isinstance(found.plan, Plan) and found.plan.semantic_queries
         assert all(isinstance(e, EvidenceItem) for e in found.evidence)
         assert any("Vespa" in e.text for e in found.evidence)
+        assert "Vespa" in found.context and found.context_tokens == found.reply.context_tokens > 0
         turns = client.turns(session_id="trip")
         assert turns.kind == "turns" and [t["content"] for t in turns.items] == [
             "I am restoring a 1967 Vespa scooter in my garage.",

@@ -80,26 +80,45 @@ def test_a_record_naming_more_entities_or_tags_than_a_record_holds_is_refused() 
             MemoryRecord.model_validate(record(**{field: ["x" * 10_000]}))
 
 
+RAW_TURN = {
+    "namespace": "ko",
+    "session_id": "s",
+    "turn_id": "t",
+    "exchange_id": "e",
+    "seq": 0,
+    "index": 0,
+    "role": "user",
+    "text": "hi",
+    "embedding": [0.1],
+    "embedding_model": "m",
+}
+
+
 @pytest.mark.parametrize("when", ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:00"])
 def test_a_raw_turn_dated_where_the_store_cannot_read_it_back_is_refused(when: str) -> None:
-    turn = {
-        "namespace": "ko",
-        "session_id": "s",
-        "turn_id": "t",
-        "exchange_id": "e",
-        "seq": 0,
-        "index": 0,
-        "role": "user",
-        "text": "hi",
-        "embedding": [0.1],
-        "embedding_model": "m",
-    }
+    turn = RAW_TURN
     RawTurn.model_validate(turn)
     for field in ("created_at", "session_date"):
         with pytest.raises(ValidationError, match=field):
             RawTurn.model_validate(turn | {field: when})
     with pytest.raises(ValidationError, match="kind"):
         RawTurn.model_validate(turn | {"kind": "DROP TABLE"})
+
+
+@pytest.mark.parametrize(
+    ("vector", "why"),
+    [
+        ([1e308, 0.1], "less than or equal to 1000000"),  # its norm overflows float32
+        ([-1e7, 0.1], "greater than or equal to -1000000"),
+        ([0.0, 0.0], "all zeros"),
+    ],
+)
+def test_a_raw_turns_vector_that_would_score_nan_is_refused(vector: list[float], why: str) -> None:
+    """A vector whose norm is not a finite positive float32 makes every score of its
+    namespace NaN, and each reply unreadable: it is refused at the contract."""
+    with pytest.raises(ValidationError, match=f"embedding(?s:.*){why}"):
+        RawTurn.model_validate(RAW_TURN | {"embedding": vector})
+    RawTurn.model_validate(RAW_TURN | {"embedding": [1e5, -0.1]})
 
 
 def test_a_year_zero_is_no_date() -> None:

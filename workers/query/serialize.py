@@ -98,10 +98,31 @@ def items_that_fit(items: Sequence[EvidenceItem], budget_tokens: int) -> int:
     return n
 
 
+_NEAR = 8  # tokens over a budget where a line's count alone may be wrong: count in place
+
+
 def within_budget(
     items: Sequence[EvidenceItem], budget_tokens: int
 ) -> tuple[list[EvidenceItem], str, int]:
-    """The leading `items` whose context fits in `budget_tokens` (`items_that_fit`), with
-    that context and its tokens: a request's `token_budget`."""
-    kept = list(items[: items_that_fit(items, budget_tokens)])
-    return (kept, *serialize_context(kept))
+    """The `items` whose context fits in `budget_tokens`, in their order, with that context
+    and its tokens: a request's `token_budget`. An item that would overflow is left out and
+    the next ones are still tried, so a long window ranked first does not leave an agent with
+    nothing when shorter items below it fit (the answer's evidence budget stops there
+    instead, as recall at a budget counts, DESIGN §11.2)."""
+    sep = count_tokens("\n")
+    used = serialize_context([])[1]
+    kept: list[EvidenceItem] = []
+    for item in items:
+        # a line counted alone is close to its count in place, not exact (as in
+        # `items_that_fit`): near the budget the written context is counted
+        after = used + count_tokens(item_line(item)) + sep
+        if budget_tokens < after <= budget_tokens + _NEAR:
+            after = serialize_context([*kept, item])[1]
+        if after <= budget_tokens:
+            kept.append(item)
+            used = after
+    context, tokens = serialize_context(kept)
+    while kept and tokens > budget_tokens:
+        kept.pop()
+        context, tokens = serialize_context(kept)
+    return kept, context, tokens

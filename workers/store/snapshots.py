@@ -88,8 +88,11 @@ class Snapshot:
         dim = data.schema.field("vector").type.list_size
         flat = data.column("vector").combine_chunks().flatten().to_numpy(zero_copy_only=False)
         vecs = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
-        norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-        unit = vecs / np.where(norms > 0, norms, 1.0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            norms = np.linalg.norm(vecs, axis=1, keepdims=True)
+            # a row without a direction (all zeros, or beyond float32) matches nothing
+            usable = np.isfinite(norms) & (norms > 0)
+            unit = np.where(usable, vecs / np.where(usable, norms, 1.0), 0.0).astype(np.float32)
         data = data.drop_columns(["vector"])
         ids = data.column("id").to_pylist()
         snap = cls(version, data, unit, {rid: i for i, rid in enumerate(ids)})

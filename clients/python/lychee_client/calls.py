@@ -72,6 +72,15 @@ class SearchResult:
     def answer(self) -> str | None:
         return self.reply.answer
 
+    @property
+    def context(self) -> str:
+        """The evidence as the answer prompt reads it: what an agent puts in its own prompt."""
+        return self.reply.context
+
+    @property
+    def context_tokens(self) -> int:
+        return self.reply.context_tokens
+
 
 @dataclass(frozen=True)
 class Call(Generic[T]):

@@ -93,7 +93,7 @@ async def test_gateway_routes_add_search_status_flush_end(gateways: Gateways) ->
         reply = r.json()
         assert reply["status"] == "ok" and reply["namespace"] == "gw-a"
         assert any("Tallinn" in e["text"] for e in reply["evidence"])
-        # the evidence an agent gives 64 tokens of its prompt: the leading items that fit
+        # the evidence an agent gives 64 tokens of its prompt: the items that fit, in order
         r = await c.post(
             "/v1/namespaces/gw-a/search",
             headers=h,
@@ -102,7 +102,7 @@ async def test_gateway_routes_add_search_status_flush_end(gateways: Gateways) ->
         assert r.status_code == 200, r.text
         small = r.json()
         assert small["context_tokens"] <= 64 < reply["context_tokens"], (small, reply)
-        assert small["evidence"] == reply["evidence"][: len(small["evidence"])]
+        assert small["evidence"] == [e for e in reply["evidence"] if e in small["evidence"]]
 
         r = await c.get("/v1/namespaces/gw-a/status", headers=h)
         (st,) = r.json()["sessions"]

@@ -1,5 +1,5 @@
-"""A request's `token_budget`: the reply keeps the leading items whose context fits, in the
-order they had, and says how many tokens they take."""
+"""A request's `token_budget`: the reply keeps, in the order they had, the items whose context
+still fits, passing over one that would not, and says how many tokens they take."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from schemas import QueryRequest
+from schemas import EvidenceItem, QueryRequest
 from schemas.query import TOKEN_BUDGET_MIN
 from tests.workers.builders import HashEmbedder, store_of
-from workers.query.serialize import serialize_context
+from workers.query.serialize import serialize_context, within_budget
 from workers.query.service import QueryDeps, QueryService
 
 FILLER = "the trail, the weather, the crowded ferry and the small bakery near the harbour"
@@ -25,6 +25,10 @@ def service(tmp_path: Path) -> QueryService:
         f"Ann hiked on the island on day {i} of the trip and described {FILLER}" for i in range(12)
     ]
     return QueryService(QueryDeps(store_of(str(tmp_path / "db"), texts), HashEmbedder()))
+
+
+def item(item_id: str, text: str, kind: str = "record") -> EvidenceItem:
+    return EvidenceItem(kind=kind, item_id=item_id, text=text, turn_ids=[item_id], session_id="s")
 
 
 def request(k: int, token_budget: int | None) -> QueryRequest:
@@ -45,11 +49,22 @@ async def test_a_budget_keeps_the_leading_items_that_fit(service: QueryService) 
     cut = await service.search(request(12, 200))
     n = len(cut.evidence)
     assert 0 < n < 12
-    assert cut.evidence == whole.evidence[:n]  # the same items, in the same order
+    assert cut.evidence == whole.evidence[:n]  # items of one size: the leading ones, in order
     assert cut.context_tokens <= 200 and (cut.context, cut.context_tokens) == serialize_context(
         cut.evidence
     )
     assert serialize_context(whole.evidence[: n + 1])[1] > 200  # the next would not fit
+
+
+def test_an_item_that_would_overflow_is_passed_over_for_the_next_that_fits() -> None:
+    """A long window ranked first leaves the budget to the short items below it."""
+    short = [item(f"r{i}", f"Ann hiked on day {i}.") for i in range(3)]
+    long = item("w", " ".join([FILLER] * 10), kind="window")
+    budget = serialize_context(short)[1]
+    kept, context, tokens = within_budget([long, *short], budget)
+    assert kept == short and (context, tokens) == serialize_context(short)
+    assert within_budget([short[0], long, short[1]], budget)[0] == short[:2]  # order kept
+    assert within_budget([long], budget)[0] == []  # nothing fits: nothing
 
 
 async def test_a_budget_the_items_fit_in_changes_nothing(service: QueryService) -> None:

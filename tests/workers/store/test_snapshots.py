@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from tests.waiting import wait_until
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from tests.workers.store.test_forget import raw
 from workers.store import NODES, RECORDS, TURNS, EvidenceStore, consistent_reads, fulltext
-from workers.store.snapshots import EVERY, Written, _best
+from workers.store.snapshots import EVERY, Snapshot, Written, _best
 
 TEXTS = [
     "Ann booked a trip to Lisbon",
@@ -470,3 +471,16 @@ def test_column_names_are_read_once_per_consistent_reads_block(
     assert "extra" in column_names(reader, TURNS)  # outside a block: read at each call
     with consistent_reads():
         assert "extra" in column_names(reader, TURNS)
+
+
+def test_a_row_without_a_finite_direction_matches_nothing_and_spoils_no_other() -> None:
+    """A vector the contract would refuse (written before it did, or by hand) scores 0
+    instead of NaN, which would make every reply of its namespace unreadable."""
+    rows = [[3.0, 4.0], [np.inf, 1.0], [0.0, 0.0], [3e38, 3e38]]
+    data = pa.table(
+        {"id": ["a", "b", "c", "d"], "vector": pa.array(rows, type=pa.list_(pa.float32(), 2))}
+    )
+    with np.errstate(all="raise"):  # no warning either
+        unit = Snapshot.of(1, data).unit
+    assert unit.dtype == np.float32 and np.isfinite(unit).all()
+    assert np.allclose(unit, [[0.6, 0.8], [0, 0], [0, 0], [0, 0]])
