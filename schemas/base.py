@@ -24,10 +24,15 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@+-]{0,127}$")
 def shown(value: object, limit: int = 60) -> str:
     """`repr(value)` cut to `limit` characters: an error must name a bad value, not echo 10 kB."""
     text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+    if len(text) <= limit:
+        return text
+    size = len(value) if isinstance(value, str | bytes) else len(text)  # not repr's quotes
+    return f"{text[:limit]}... ({size} {'bytes' if isinstance(value, bytes) else 'characters'})"
 
 
-NAME_RULE = "1-128 characters of letters, digits and . _ : @ + -, starting with a letter or digit"
+NAME_RULE = (
+    "1-128 characters of ASCII letters, digits and . _ : @ + -, starting with a letter or digit"
+)
 
 
 def is_name(value: str) -> bool:

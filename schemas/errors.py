@@ -7,6 +7,8 @@ reply timeout a `TimeoutError`), so code that knows only the built-ins still wor
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import ValidationError
 
 
@@ -25,5 +27,14 @@ class ContractError(LycheeError, ValueError):
 
     @classmethod
     def from_validation(cls, contract: str, exc: ValidationError) -> ContractError:
-        fields = [(".".join(str(p) for p in err["loc"]), err["msg"]) for err in exc.errors()]
+        fields = [(".".join(str(p) for p in err["loc"]), reason(err)) for err in exc.errors()]
         return cls(contract, fields)
+
+
+def reason(err: Any) -> str:
+    """A validation error's message in the project's words: the validation library's own
+    prefix dropped ("Value error, ..."), and a number too large for it to read said so."""
+    if err["type"] == "int_parsing_size":
+        return "a number far larger than any this field takes"
+    msg = str(err["msg"])
+    return msg.removeprefix("Value error, ")

@@ -87,7 +87,7 @@ class SessionSeq(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     session_id: Name
-    last_seq: int = Field(ge=0)
+    last_seq: Count
 
 
 class WaitFor(BaseModel):

@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["locomo", "jsonl"]), required=True)
 @click.option(
-    "--namespace", default=None, help="override the namespace (one sample/namespace only)"
+    "--namespace",
+    default=None,
+    callback=named,
+    help="override the namespace (one sample/namespace only)",
 )
 @click.option("--wait/--no-wait", default=False, help="return when everything produced is indexed")
 @click.option("--timeout", "timeout_s", type=SECONDS, default=900.0, show_default=True)
@@ -113,10 +116,10 @@ def counted(n: int, noun: str) -> str:
 
 
 @click.command()
-@click.option("--namespace", required=True)
+@click.option("--namespace", required=True, callback=named)
 @click.argument("question")
-@click.option("-k", "k", type=int, default=10, show_default=True)
-@click.option("--session", "session_id", default=None)
+@click.option("-k", "k", type=click.IntRange(1, 200), default=10, show_default=True)
+@click.option("--session", "session_id", default=None, callback=named)
 @click.option("--json", "as_json", is_flag=True, help="print the whole reply as JSON")
 @click.option("--timeout", "timeout_s", type=SECONDS, default=15.0, show_default=True)
 @click.option("--answer", is_flag=True, help="an answer from the evidence too (needs an LLM)")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from streams.cli.common import PORT, served_settings, settings
+from streams.cli.common import PORT, printable, served_settings, settings
 
 
 @click.group(invoke_without_command=True)
@@ -105,7 +105,8 @@ def keys_list(path: Path | None) -> None:
 
     try:
         for entry in list_keys(_keys_file(path)):
-            click.echo(f"{entry['name']}: {', '.join(entry['namespaces'] or [])}")
+            line = f"{entry['name']}: {', '.join(entry['namespaces'] or [])}"
+            click.echo(printable(line))  # a name written into the file by hand, too
     except KeyFileError as exc:
         raise click.ClickException(str(exc)) from exc
 

@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import orjson
 import structlog
 
-from schemas.base import NAME_RULE, is_name
+from schemas.base import NAME_RULE, is_name, shown
 from streams.gateway.errors import KeyFileError
 
 log = structlog.get_logger("lychee.gateway")
@@ -275,8 +275,8 @@ def _write(path: Path, entries: list[dict[str, Any]]) -> None:
 def add_key(path: Path, name: str, namespaces: list[str]) -> str:
     """Create a key for `namespaces`, store its digest under `name`, return the key."""
     entries = _read(path) if path.exists() else []
-    if not name.strip():
-        raise KeyFileError("a key needs a name (what `keys list` and `keys revoke` call it)")
+    if not is_name(name):  # what `keys list` prints and `keys revoke` takes: no line breaks
+        raise KeyFileError(f"a key's name must be {NAME_RULE} (got {shown(name)})")
     if any(e.get("name") == name for e in entries):
         raise KeyFileError(f"{path}: a key named {name!r} exists; revoke it first")
     if not namespaces:

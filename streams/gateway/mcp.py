@@ -22,9 +22,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 
-from schemas import EvidenceItem, Role, Turn
+from schemas import EvidenceItem, Role
 from schemas.base import TURN_CHARS, Name
-from schemas.errors import LycheeError
+from schemas.errors import LycheeError, reason
 from schemas.exchange import ControlKind
 from schemas.gateway import (
     ControlReceipt,
@@ -123,6 +123,8 @@ class _Server(MCPServer[Any]):
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(f"{name}: {_fields(exc.__cause__)}") from exc.__cause__
+            if isinstance(exc.__cause__, ToolError):  # ours, which the SDK wraps in its words
+                raise ToolError(f"{name}: {exc.__cause__}") from exc.__cause__
             raise
 
 
@@ -157,7 +159,7 @@ def build_mcp(
         try:
             _NAME.validate_python(ns)
         except ValidationError as exc:
-            raise ToolError(f"namespace: {exc.errors()[0]['msg']}") from exc
+            raise ToolError(f"namespace: {reason(exc.errors()[0])}") from exc
         if not principal.allows(ns):
             raise ToolError(f"forbidden: this API key may not use namespace {ns!r}")
         return ns
@@ -413,17 +415,26 @@ def _exchange_in(
 ) -> ExchangeIn:
     if (content is None) == (messages is None):
         raise ToolError("give either `content` or `messages`")
-    try:
-        turns = (
-            [Turn(role=role, content=content or "", speaker=speaker)]
-            if messages is None
-            else [Turn(role=m.role, content=m.content, speaker=m.speaker) for m in messages]
-        )
-        return ExchangeIn(
-            session_id=session_id, exchange_id=exchange_id, turns=turns, session_date=session_date
+    said = [(role, content or "", speaker)]
+    if messages is not None:
+        said = [(m.role, m.content, m.speaker) for m in messages]
+    try:  # one validation, so that each error says which turn
+        return ExchangeIn.model_validate(
+            {
+                "session_id": session_id,
+                "exchange_id": exchange_id,
+                "turns": [{"role": r, "content": c, "speaker": s} for r, c, s in said],
+                "session_date": session_date,
+            }
         )
     except ValidationError as exc:
-        raise ToolError(_fields(exc)) from exc
+        # the exchange's `turns` are the tool's `messages`, or its `content` and `speaker`
+        def as_argument(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+            if loc[:1] != ("turns",):
+                return loc
+            return ("messages", *loc[1:]) if messages is not None else loc[2:] or ("content",)
+
+        raise ToolError(_fields(exc, as_argument)) from exc
 
 
 async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]) -> T:
@@ -443,9 +454,13 @@ async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]
         raise ToolError(f"Internal error: {type(exc).__name__}") from exc
 
 
-def _fields(exc: ValidationError) -> str:
+def _fields(
+    exc: ValidationError, as_argument: Callable[[tuple[Any, ...]], tuple[Any, ...]] = tuple
+) -> str:
+    """Each field in error by the tool's argument it came from (`as_argument`), and why."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or '<input>'}: {e['msg']}" for e in exc.errors()
+        f"{'.'.join(str(p) for p in as_argument(tuple(e['loc']))) or '<input>'}: {reason(e)}"
+        for e in exc.errors()
     )
 
 

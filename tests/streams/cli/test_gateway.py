@@ -26,7 +26,9 @@ def test_keys_add_refuses_a_star_without_a_separator_and_says_why(tmp_path: Path
 @pytest.mark.parametrize(
     ("name", "pattern", "said"),
     [
-        ("", "acme", "a key needs a name"),
+        ("", "acme", "a key's name must be 1-128 characters"),
+        ("x: hw\nroot", "acme", "a key's name must be 1-128 characters"),  # a forged list line
+        ("bad name/../x", "acme", "(got 'bad name/../x')"),
         ("k", "a b", "'a b' matches no namespace"),
         ("k", "x/*", "'x/*' matches no namespace"),
         ("k", "-*", "'-*' matches no namespace"),

@@ -57,6 +57,7 @@ def test_main_a_port_out_of_range_or_a_wait_of_nothing_is_refused_before_anythin
         ("up", "--data-dir", str(tmp_path), "--gateway-port", "-7"): "'--gateway-port': -7",
         ("gateway", "--port", "99999"): "'--port': 99999",
         ("ask", "--namespace", "ns", "q", "--timeout", "0"): "'--timeout': 0.0",
+        ("ask", "--namespace", "ns", "q", "-k", "0"): "'-k': 0",
         ("forget", "ns", "--yes", "--timeout", "-1"): "'--timeout': -1.0",
         ("ingest", str(data), "--format", "jsonl", "--timeout", "0"): "'--timeout': 0.0",
     }
@@ -67,6 +68,20 @@ def test_main_a_port_out_of_range_or_a_wait_of_nothing_is_refused_before_anythin
         assert out.exit_code == 2, (args, out.output)
         assert f"Invalid value for {named} is not in the range" in out.output, out.output
     assert [p.name for p in tmp_path.iterdir()] == ["x.jsonl"]  # nothing started, nothing made
+
+
+def test_main_a_name_the_service_cannot_hold_is_a_usage_error(tmp_path: Path) -> None:
+    """Before anything is read or sent: not one "skipped" line per message of the file."""
+    data = tmp_path / "x.jsonl"
+    data.write_text('{"session_id": "s", "turns": [{"role": "user", "content": "hi"}]}\n')
+    for args in (
+        ("ingest", str(data), "--format", "jsonl", "--namespace", "../x"),
+        ("ask", "--namespace", "../x", "q"),
+        ("ask", "--namespace", "ns", "--session", "a b", "q"),
+    ):
+        out = CliRunner().invoke(main, list(args))
+        assert out.exit_code == 2, (args, out.output)
+        assert "must be 1-128 characters of ASCII letters" in out.output, out.output
 
 
 def test_main_an_error_of_ours_is_its_message_without_its_class_name(tmp_path: Path) -> None:

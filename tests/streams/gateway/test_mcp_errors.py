@@ -52,6 +52,10 @@ async def test_an_unexpected_error_is_named_as_the_rest_routes_name_it() -> None
     [
         ("search_memory", {"query": "x", "k": 0}, "k: Input should be greater than or equal to 1"),
         ("memory_history", {"record_id": "r" * 300}, "record_id: String should have at most 200"),
+        # the exchange's turns by the tool's arguments they came from, in our words
+        ("add_memory", {"messages": [{"role": "user", "content": "hi"}] * 65}, "messages: List"),
+        ("add_memory", {"content": " "}, "content: a turn needs content or an image caption"),
+        ("search_memory", {"query": "x", "namespace": "../x"}, "namespace: must be 1-128"),
     ],
 )
 async def test_arguments_the_schema_refuses_are_named_field_by_field(
