@@ -33,8 +33,8 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
     """Produce the conversations of FILE to memory.exchanges.
 
     A message the contract refuses (a turn over its length limit, say) is named on stderr and
-    left out; the rest of the file is produced, and the exit status is 0 (1 when nothing was
-    left). A file not in its format (a line that is not JSON, a sample without its
+    left out; the rest of the file is produced, and the exit status is 0 (1 when it held
+    messages and none was left; an empty file says so and is 0). A file not in its format (a line that is not JSON, a sample without its
     conversation) is refused whole: nothing is produced."""
     from streams import tracing
     from streams.ingest import ingest_file
@@ -54,6 +54,7 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
         raise click.ClickException(f"nothing ingested: every message of {file} was refused")
     if not stats.exchanges:
         click.echo(f"{file} holds no exchanges", err=True)
+        return
     if stats.exchanges and stats.duplicates == stats.exchanges:
         click.echo(
             f"nothing new: all {counted(stats.exchanges, 'exchange')} of {file} were accepted "

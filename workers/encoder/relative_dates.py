@@ -53,6 +53,19 @@ _FUTURE = re.compile(
     rf"|\b(?:is|are|['’]s)\s+(?:\w+\s+)?on\s+(?:{'|'.join(WEEKDAYS)})\b",
     re.IGNORECASE,
 )
+# A sentence that tells what was done: "in one week" there is how long it took ("I ate six
+# in one week"), not a day ahead of when it is said. A verb in the past tense right after
+# its subject, or one of the common irregular past forms.
+_IRREGULAR_PAST = (
+    "ate|was|were|did|had|went|took|made|ran|saw|came|gave|found|bought|brought|wrote|spent|"
+    "told|said|thought|felt|met|paid|sent|slept|spoke|drove|flew|drank|began|broke|chose|"
+    "forgot|knew|rode|sang|sold|threw|woke|wore|built|caught|fought|heard|won|swam|taught"
+)
+_PAST = re.compile(
+    rf"\b(?:i|we|he|she|they|you|it)\s+(?:\w+ly\s+|just\s+|also\s+|only\s+)?\w+ed\b"
+    rf"|\b(?:{_IRREGULAR_PAST})\b",
+    re.IGNORECASE,
+)
 # A word before the phrase that already says how the date relates ("since last week").
 _PREPOSITIONS = wordset("since until till by before after from on in during of for around")
 
@@ -69,10 +82,17 @@ def _dated_weekday(m: re.Match[str], sentence: str) -> bool:
     return bool(weekday) and bool(_DAY_AFTER.match(sentence, m.end()))
 
 
+def _phrases(sentence: str) -> list[re.Match[str]]:
+    """The relative phrases that date something: "in N days" only in a sentence that does
+    not tell what was done (there it is how long something took)."""
+    past = not _FUTURE.search(sentence) and _PAST.search(sentence)
+    return [m for m in _RELATIVE.finditer(sentence) if not (past and m.group("inn"))]
+
+
 def says_when(sentence: str) -> bool:
     """Whether the sentence dates something relative to when it is said ("next Friday"); the
     day it is said ("today") is every sentence's date, no news of its own."""
-    return any(m.group().lower() not in ("today", "tonight") for m in _RELATIVE.finditer(sentence))
+    return any(m.group().lower() not in ("today", "tonight") for m in _phrases(sentence))
 
 
 def resolve_dates(sentence: str, base: datetime | None) -> tuple[str, str]:
@@ -81,7 +101,7 @@ def resolve_dates(sentence: str, base: datetime | None) -> tuple[str, str]:
     future = bool(_FUTURE.search(sentence))
     found = [
         (m, r)
-        for m in _RELATIVE.finditer(sentence)
+        for m in _phrases(sentence)
         if base and not _dated_weekday(m, sentence) and (r := _relative(m, base, future))
     ]
     for m, (prefix, absolute, iso) in found:

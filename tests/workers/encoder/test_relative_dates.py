@@ -41,6 +41,11 @@ from workers.encoder.extractive import encode_extractive
         ),
         ("I saw a comet last night.", "Ana saw a comet on the night of 7 May 2023.", "2023-05-07"),
         ("The package arrives in five days.", "The package arrives on 13 May 2023.", "2023-05-13"),
+        (
+            "We fly home in two weeks.",
+            "Ana and others fly home during the week of 22 May 2023.",
+            "2023-05-22",
+        ),
     ],
 )
 def test_relative_dates_become_absolute_in_text_and_temporal(
@@ -123,3 +128,18 @@ def test_weekday_followed_by_its_own_date_is_not_rewritten() -> None:
     # the plain weekday still resolves against the session date (a Monday)
     out = encode_extractive(segment(("Ana", "I ran twelve kilometres on Sunday with Bruno.")))
     assert "on 7 May 2023" in out.records[0].semantic_text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I ate six custard tarts in one week.",
+        "I finally finished the whole draft in two days.",
+        "Last spring we walked the coast path in three days.",
+    ],
+)
+def test_in_n_days_in_a_sentence_about_what_was_done_is_how_long_it_took(text: str) -> None:
+    """Not a day ahead of when it is said: the record keeps the words and no date."""
+    rec = one("Ana", text)
+    assert "in " in rec.semantic_text and "May 2023" not in rec.semantic_text, rec.semantic_text
+    assert rec.temporal.t_ref == ""
