@@ -71,6 +71,9 @@ def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
     stages = {row["stage"]: row for row in report["stages"]}
     assert stages["segmenter"]["lag"] == 0 and stages["indexer"]["lag"] == 0
     assert report["rows"]["turns"] >= 28
+    plain = lychee(stack, "status")  # the test's stack is no `lychee up`: said, not left out
+    assert plain.returncode == 0, plain.stderr
+    assert "workers: no lychee up of this broker" in plain.stdout, plain.stdout
 
 
 def test_cli_bad_input_file_is_a_clear_error(stack: Stack, tmp_path: Path) -> None:
