@@ -19,16 +19,14 @@ import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import Field, ValidationError
 from starlette.applications import Starlette
 
-from schemas import EvidenceItem, Role
-from schemas.base import TURN_CHARS, Name
-from schemas.errors import LycheeError, reason
+from schemas import Role
+from schemas.errors import LycheeError
 from schemas.exchange import ControlKind
 from schemas.gateway import (
     ControlReceipt,
-    ExchangeIn,
     ForgetOut,
     HistoryOut,
     NamespaceStatus,
@@ -42,6 +40,14 @@ from schemas.records import MemoryType
 from streams.gateway.auth import Principal
 from streams.gateway.connection import StackConnection
 from streams.gateway.errors import GatewayError
+from streams.gateway.mcp_arguments import (
+    Memory,
+    Message,
+    SearchResult,
+    check_name,
+    exchange_in,
+    fields,
+)
 from streams.gateway.service import MemoryService
 from streams.settings import Settings
 
@@ -54,47 +60,6 @@ INSTRUCTIONS = (
     "later with add_memory (it returns at once; memory is searchable within seconds), and "
     "call search_memory before answering anything that may depend on earlier conversations."
 )
-
-_NAME = TypeAdapter(Name)
-
-
-class Message(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # as the REST routes: a misspelled field is named
-
-    role: Role = Role.user
-    content: str = Field(min_length=1, max_length=TURN_CHARS)
-    speaker: str | None = Field(default=None, max_length=200)
-
-
-class Memory(BaseModel):
-    text: str
-    kind: str = Field(description="record (a consolidated fact), turn or window (raw words)")
-    date: str | None = Field(description="when it was said or happened (ISO)")
-    session_id: str
-    speaker: str | None = None
-    memory_type: str | None = None
-    turn_ids: list[str]
-    score: float
-
-    @classmethod
-    def of(cls, e: EvidenceItem) -> Memory:
-        """An evidence item as a tool's caller reads it: its resolved date, else its own."""
-        return cls(
-            text=e.text,
-            kind=e.kind,
-            date=e.resolved_date or (e.date.isoformat() if e.date else None),
-            session_id=e.session_id,
-            speaker=e.speaker,
-            memory_type=e.memory_type,
-            turn_ids=e.turn_ids,
-            score=round(e.scores.get("final", e.scores.get("rrf", 0.0)), 4),
-        )
-
-
-class SearchResult(BaseModel):
-    query: str
-    memories: list[Memory]
-
 
 ResolvePrincipal = Callable[[Context[Any, Any]], Principal]
 ServiceOf = Callable[[], Awaitable[MemoryService]]
@@ -122,7 +87,7 @@ class _Server(MCPServer[Any]):
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             if isinstance(exc.__cause__, ValidationError):
-                raise ToolError(f"{name}: {_fields(exc.__cause__)}") from exc.__cause__
+                raise ToolError(f"{name}: {fields(exc.__cause__)}") from exc.__cause__
             if isinstance(exc.__cause__, ToolError):  # ours, which the SDK wraps in its words
                 raise ToolError(f"{name}: {exc.__cause__}") from exc.__cause__
             raise
@@ -156,10 +121,7 @@ def build_mcp(
         ns = namespace or default_namespace or principal.default_namespace()
         if ns is None:
             raise ToolError("name the namespace: this server has no default namespace")
-        try:
-            _NAME.validate_python(ns)
-        except ValidationError as exc:
-            raise ToolError(f"namespace: {reason(exc.errors()[0])}") from exc
+        check_name("namespace", ns)
         if not principal.allows(ns):
             raise ToolError(f"forbidden: this API key may not use namespace {ns!r}")
         return ns
@@ -214,7 +176,7 @@ def _add_tool(server: MCPServer[Any], service: ServiceOf, namespace_of: Namespac
         ] = None,
     ) -> Receipt:
         # without a date the service dates it when it accepts it, as it does a REST add
-        ex = _exchange_in(content, messages, role, speaker, session_id, exchange_id, session_date)
+        ex = exchange_in(content, messages, role, speaker, session_id, exchange_id, session_date)
         ns = namespace_of(ctx, namespace)
         return await _call(service, lambda svc: svc.add(ns, [ex]))
 
@@ -236,7 +198,7 @@ def _add_tool(server: MCPServer[Any], service: ServiceOf, namespace_of: Namespac
         ] = None,
     ) -> ControlReceipt:
         ns = namespace_of(ctx, namespace)
-        _check_name("session_id", session_id)
+        check_name("session_id", session_id)
         kind = ControlKind.end_session
         return await _call(service, lambda svc: svc.control(kind, ns, session_id, None))
 
@@ -289,7 +251,7 @@ def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: Name
                 wait_for=WaitFor.model_validate(wait_for) if wait_for is not None else None,
             )
         except ValidationError as exc:
-            raise ToolError(_fields(exc)) from exc
+            raise ToolError(fields(exc)) from exc
         ns = namespace_of(ctx, namespace)
         reply = await _call(service, lambda svc: svc.search(ns, req))
         return SearchResult(query=query, memories=[Memory.of(e) for e in reply.evidence])
@@ -311,7 +273,7 @@ def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: Name
     ) -> NamespaceStatus:
         ns = namespace_of(ctx, namespace)
         if session_id is not None:
-            _check_name("session_id", session_id)
+            check_name("session_id", session_id)
         return await _call(service, lambda svc: svc.status(ns, session_id))
 
 
@@ -343,7 +305,7 @@ def _memory_admin_tools(
     ) -> RecordsPage:
         ns = namespace_of(ctx, namespace)
         if session_id is not None:
-            _check_name("session_id", session_id)
+            check_name("session_id", session_id)
         kind = memory_type.value if memory_type else None
         return await _call(
             service, lambda svc: svc.records(ns, session_id, kind, None, turns, page, page_size)
@@ -393,48 +355,8 @@ def _memory_admin_tools(
         if confirm != ns:
             raise ToolError(f"not deleted: `confirm` must be the namespace {ns!r}")
         if session_id is not None:
-            _check_name("session_id", session_id)
+            check_name("session_id", session_id)
         return await _call(service, lambda svc: svc.forget(ns, session_id))
-
-
-def _check_name(field: str, value: str) -> None:
-    try:
-        _NAME.validate_python(value)
-    except ValidationError as exc:
-        raise ToolError(f"{field}: {exc.errors()[0]['msg']}") from exc
-
-
-def _exchange_in(
-    content: str | None,
-    messages: list[Message] | None,
-    role: Role,
-    speaker: str | None,
-    session_id: str,
-    exchange_id: str | None,
-    session_date: datetime | None,
-) -> ExchangeIn:
-    if (content is None) == (messages is None):
-        raise ToolError("give either `content` or `messages`")
-    said = [(role, content or "", speaker)]
-    if messages is not None:
-        said = [(m.role, m.content, m.speaker) for m in messages]
-    try:  # one validation, so that each error says which turn
-        return ExchangeIn.model_validate(
-            {
-                "session_id": session_id,
-                "exchange_id": exchange_id,
-                "turns": [{"role": r, "content": c, "speaker": s} for r, c, s in said],
-                "session_date": session_date,
-            }
-        )
-    except ValidationError as exc:
-        # the exchange's `turns` are the tool's `messages`, or its `content` and `speaker`
-        def as_argument(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-            if loc[:1] != ("turns",):
-                return loc
-            return ("messages", *loc[1:]) if messages is not None else loc[2:] or ("content",)
-
-        raise ToolError(_fields(exc, as_argument)) from exc
 
 
 async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]) -> T:
@@ -446,22 +368,12 @@ async def _call(service: ServiceOf, use: Callable[[MemoryService], Awaitable[T]]
     except LycheeError as exc:  # the store, Kafka or Redis as the service met them
         raise ToolError(str(exc)) from exc
     except ValidationError as exc:  # a model built from the arguments: its fields named
-        raise ToolError(_fields(exc)) from exc
+        raise ToolError(fields(exc)) from exc
     except (ToolError, ValueError):  # the caller's arguments, named by who raised it
         raise
     except Exception as exc:  # noqa: BLE001 - named as the REST routes' 500 names it
         log.error("mcp.unhandled", error=repr(exc))
         raise ToolError(f"Internal error: {type(exc).__name__}") from exc
-
-
-def _fields(
-    exc: ValidationError, as_argument: Callable[[tuple[Any, ...]], tuple[Any, ...]] = tuple
-) -> str:
-    """Each field in error by the tool's argument it came from (`as_argument`), and why."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in as_argument(tuple(e['loc']))) or '<input>'}: {reason(e)}"
-        for e in exc.errors()
-    )
 
 
 def http_app(server: MCPServer[Any], max_body_bytes: int) -> Starlette:

@@ -110,13 +110,19 @@ def within_budget(
     nothing when shorter items below it fit (the answer's evidence budget stops there
     instead, as recall at a budget counts, DESIGN §11.2)."""
     sep = count_tokens("\n")
-    used = serialize_context([])[1]
+    used, exact = serialize_context([])[1], False
     kept: list[EvidenceItem] = []
     for item in items:
         # a line counted alone is close to its count in place, not exact (as in
-        # `items_that_fit`): near the budget the written context is counted
-        after = used + count_tokens(item_line(item)) + sep
-        if budget_tokens < after <= budget_tokens + _NEAR:
+        # `items_that_fit`), and the sum drifts: near the budget the written context is
+        # counted, once, and then for each item that may still fit
+        cost = count_tokens(item_line(item)) + sep
+        if used + cost > budget_tokens - _NEAR and not exact:
+            used, exact = serialize_context(kept)[1], True
+        after = used + cost
+        if after > budget_tokens + _NEAR:
+            continue
+        if exact:
             after = serialize_context([*kept, item])[1]
         if after <= budget_tokens:
             kept.append(item)

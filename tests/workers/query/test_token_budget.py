@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from schemas import EvidenceItem, QueryRequest
 from schemas.query import TOKEN_BUDGET_MIN
 from tests.workers.builders import HashEmbedder, store_of
-from workers.query.serialize import serialize_context, within_budget
+from workers.query.serialize import items_that_fit, serialize_context, within_budget
 from workers.query.service import QueryDeps, QueryService
 
 FILLER = "the trail, the weather, the crowded ferry and the small bakery near the harbour"
@@ -77,3 +77,18 @@ async def test_a_budget_the_items_fit_in_changes_nothing(service: QueryService) 
 def test_a_budget_out_of_range_is_refused_naming_it(budget: int) -> None:
     with pytest.raises(ValidationError, match="token_budget"):
         request(10, budget)
+
+
+def test_what_fits_holds_the_leading_items_that_fit_and_never_overflows() -> None:
+    """Whatever the budget: the prefix the evidence budget keeps, then what else fits."""
+    items = [
+        item(f"r{i}", " ".join([f"Ann hiked to cove {i}."] * (1 + i * 7 % 5)), kind="record")
+        if i % 3
+        else item(f"t{i}", f"Ann: {FILLER} {i}", kind="turn")
+        for i in range(30)
+    ]
+    for budget in range(TOKEN_BUDGET_MIN, 700, 9):
+        kept, context, tokens = within_budget(items, budget)
+        assert (context, tokens) == serialize_context(kept) and tokens <= budget
+        assert kept[: items_that_fit(items, budget)] == items[: items_that_fit(items, budget)]
+        assert kept == [i for i in items if i in kept]

@@ -1,0 +1,107 @@
+"""What an MCP tool takes and gives back, and how a refused argument is named: the tool's
+own argument (`messages`, `content`), not the field of the exchange it fills, in the
+project's words, not the validation library's."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from schemas import EvidenceItem, Role
+from schemas.base import TURN_CHARS, Name
+from schemas.errors import reason
+from schemas.gateway import ExchangeIn
+
+_NAME = TypeAdapter(Name)
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # as the REST routes: a misspelled field is named
+
+    role: Role = Role.user
+    content: str = Field(min_length=1, max_length=TURN_CHARS)
+    speaker: str | None = Field(default=None, max_length=200)
+
+
+class Memory(BaseModel):
+    text: str
+    kind: str = Field(description="record (a consolidated fact), turn or window (raw words)")
+    date: str | None = Field(description="when it was said or happened (ISO)")
+    session_id: str
+    speaker: str | None = None
+    memory_type: str | None = None
+    turn_ids: list[str]
+    score: float
+
+    @classmethod
+    def of(cls, e: EvidenceItem) -> Memory:
+        """An evidence item as a tool's caller reads it: its resolved date, else its own."""
+        return cls(
+            text=e.text,
+            kind=e.kind,
+            date=e.resolved_date or (e.date.isoformat() if e.date else None),
+            session_id=e.session_id,
+            speaker=e.speaker,
+            memory_type=e.memory_type,
+            turn_ids=e.turn_ids,
+            score=round(e.scores.get("final", e.scores.get("rrf", 0.0)), 4),
+        )
+
+
+class SearchResult(BaseModel):
+    query: str
+    memories: list[Memory]
+
+
+def check_name(field: str, value: str) -> None:
+    try:
+        _NAME.validate_python(value)
+    except ValidationError as exc:
+        raise ToolError(f"{field}: {reason(exc.errors()[0])}") from exc
+
+
+def exchange_in(
+    content: str | None,
+    messages: list[Message] | None,
+    role: Role,
+    speaker: str | None,
+    session_id: str,
+    exchange_id: str | None,
+    session_date: datetime | None,
+) -> ExchangeIn:
+    if (content is None) == (messages is None):
+        raise ToolError("give either `content` or `messages`")
+    said = [(role, content or "", speaker)]
+    if messages is not None:
+        said = [(m.role, m.content, m.speaker) for m in messages]
+    try:  # one validation, so that each error says which turn
+        return ExchangeIn.model_validate(
+            {
+                "session_id": session_id,
+                "exchange_id": exchange_id,
+                "turns": [{"role": r, "content": c, "speaker": s} for r, c, s in said],
+                "session_date": session_date,
+            }
+        )
+    except ValidationError as exc:
+        # the exchange's `turns` are the tool's `messages`, or its `content` and `speaker`
+        def as_argument(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+            if loc[:1] != ("turns",):
+                return loc
+            return ("messages", *loc[1:]) if messages is not None else loc[2:] or ("content",)
+
+        raise ToolError(fields(exc, as_argument)) from exc
+
+
+def fields(
+    exc: ValidationError, as_argument: Callable[[tuple[Any, ...]], tuple[Any, ...]] = tuple
+) -> str:
+    """Each field in error by the tool's argument it came from (`as_argument`), and why."""
+    return "; ".join(
+        f"{'.'.join(str(p) for p in as_argument(tuple(e['loc']))) or '<input>'}: {reason(e)}"
+        for e in exc.errors()
+    )
