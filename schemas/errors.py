@@ -27,11 +27,13 @@ class ContractError(LycheeError, ValueError):
 
     @classmethod
     def from_validation(cls, contract: str, exc: ValidationError) -> ContractError:
-        fields = [(".".join(str(p) for p in err["loc"]), reason(err)) for err in exc.errors()]
+        fields = [
+            (".".join(str(p) for p in err["loc"]), validation_reason(err)) for err in exc.errors()
+        ]
         return cls(contract, fields)
 
 
-def reason(err: Any) -> str:
+def validation_reason(err: Any) -> str:
     """A validation error's message in the project's words: the validation library's own
     prefix dropped ("Value error, ..."), and a number too large for it to read said so."""
     if err["type"] == "int_parsing_size":

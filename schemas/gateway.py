@@ -15,7 +15,7 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validato
 from schemas import Turn
 from schemas.base import MAX_SEQ, Count, Metadata, Moment, Name, Question
 from schemas.exchange import plain_id
-from schemas.query import TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN, Ablation
+from schemas.query import K_MAX, TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN, Ablation
 
 
 class _In(BaseModel):
@@ -101,7 +101,7 @@ class WaitFor(BaseModel):
 
 class SearchIn(_In):
     query: Question
-    k: int = Field(default=10, ge=1, le=200, strict=True)
+    k: int = Field(default=10, ge=1, le=K_MAX, strict=True)
     session_id: Name | None = None
     answer: bool = False
     ablation: Ablation | None = None

@@ -13,6 +13,7 @@ from schemas.exchange import Role
 CORRELATION_ID_MAX_CHARS = 100
 TOKEN_BUDGET_MIN = 64  # a smaller share of a prompt holds the two headings (18) and little else
 TOKEN_BUDGET_MAX = 1_000_000
+K_MAX = 200  # evidence items a request may ask for
 
 # retrieval ablations, per request or as the service's default: the paper's (Table 5), then
 # one per evidence-node type (what that type's rows add to recall, and so whether they earn
@@ -38,7 +39,7 @@ class QueryRequest(Contract):
     correlation_id: str = Field(min_length=1, max_length=CORRELATION_ID_MAX_CHARS)
     namespace: Name
     query: Question
-    k: int = Field(default=10, ge=1, le=200)
+    k: int = Field(default=10, ge=1, le=K_MAX)
     session_id: Name | None = None
     reply_partition: int = Field(
         ge=0, le=1_000_000, description="checked against the reply topic by the query service"

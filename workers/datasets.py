@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from schemas import Exchange, Role, Turn
 from schemas.base import shown
+from schemas.errors import validation_reason
 from workers.errors import DatasetError
 
 _SESSION_RE = re.compile(r"^session_(\d+)$")
@@ -135,7 +136,7 @@ def refusal(exc: ValidationError) -> str:
         if err["type"] == "string_too_long" and isinstance(text, str):
             msg = f"{len(text):,} characters, at most {err['ctx']['max_length']:,}"
         else:
-            msg = err["msg"].removeprefix("Value error, ")
+            msg = validation_reason(err)
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
 

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from schemas.base import check_name
+from schemas.errors import validation_reason
 from streams.logs import configure
 from streams.settings import Settings
 
@@ -114,7 +115,7 @@ def _invalid(exc: ValidationError) -> str:
         given = e.get("input")
         named = isinstance(given, str | int | float) and repr(given) not in e["msg"]
         shown = f" (got {_clipped(repr(given))})" if named else ""
-        parts.append(f"{where}: {e['msg'].removeprefix('Value error, ')}{shown}")
+        parts.append(f"{where}: {validation_reason(e)}{shown}")
     return _one_line("; ".join(parts))
 
 

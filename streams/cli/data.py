@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import orjson
 
-from schemas.query import TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN
+from schemas.query import K_MAX, TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN
 from schemas.records import MemoryType
 from streams.cli.common import SECONDS, TimedOut, client_settings, named, printable
 
@@ -34,8 +34,9 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
 
     A message the contract refuses (a turn over its length limit, say) is named on stderr and
     left out; the rest of the file is produced, and the exit status is 0 (1 when it held
-    messages and none was left; an empty file says so and is 0). A file not in its format (a line that is not JSON, a sample without its
-    conversation) is refused whole: nothing is produced."""
+    messages and none was left; an empty file says so and is 0). A file not in its format (a
+    line that is not JSON, a sample without its conversation) is refused whole: nothing is
+    produced."""
     from streams import tracing
     from streams.ingest import ingest_file
     from workers.datasets import skipped_lines
@@ -119,7 +120,7 @@ def counted(n: int, noun: str) -> str:
 @click.command()
 @click.option("--namespace", required=True, callback=named)
 @click.argument("question")
-@click.option("-k", "k", type=click.IntRange(1, 200), default=10, show_default=True)
+@click.option("-k", "k", type=click.IntRange(1, K_MAX), default=10, show_default=True)
 @click.option("--session", "session_id", default=None, callback=named)
 @click.option("--json", "as_json", is_flag=True, help="print the whole reply as JSON")
 @click.option("--timeout", "timeout_s", type=SECONDS, default=15.0, show_default=True)

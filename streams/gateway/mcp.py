@@ -86,6 +86,8 @@ class _Server(MCPServer[Any]):
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
+            if type(exc) is not ToolError:  # the SDK's UnexpectedToolError: a crash, kept
+                raise
             if isinstance(exc.__cause__, ValidationError):
                 raise ToolError(f"{name}: {fields(exc.__cause__)}") from exc.__cause__
             if isinstance(exc.__cause__, ToolError):  # ours, which the SDK wraps in its words

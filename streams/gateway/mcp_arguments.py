@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from schemas import EvidenceItem, Role
 from schemas.base import TURN_CHARS, Name
-from schemas.errors import reason
+from schemas.errors import validation_reason
 from schemas.gateway import ExchangeIn
 
 _NAME = TypeAdapter(Name)
@@ -61,7 +61,7 @@ def check_name(field: str, value: str) -> None:
     try:
         _NAME.validate_python(value)
     except ValidationError as exc:
-        raise ToolError(f"{field}: {reason(exc.errors()[0])}") from exc
+        raise ToolError(f"{field}: {validation_reason(exc.errors()[0])}") from exc
 
 
 def exchange_in(
@@ -102,6 +102,6 @@ def fields(
 ) -> str:
     """Each field in error by the tool's argument it came from (`as_argument`), and why."""
     return "; ".join(
-        f"{'.'.join(str(p) for p in as_argument(tuple(e['loc']))) or '<input>'}: {reason(e)}"
+        f"{'.'.join(str(p) for p in as_argument(tuple(e['loc']))) or '<input>'}: {validation_reason(e)}"
         for e in exc.errors()
     )

@@ -16,6 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from schemas.errors import validation_reason
 from schemas.gateway import FieldError, Problem
 from streams.gateway.errors import GatewayError
 
@@ -51,7 +52,7 @@ def _field_error(e: dict[str, Any]) -> FieldError:
         return FieldError(
             field="body", message=f"not valid JSON at character {e['loc'][-1]}: {reason}"
         )
-    return FieldError(field=_field(tuple(e["loc"])), message=e["msg"])
+    return FieldError(field=_field(tuple(e["loc"])), message=validation_reason(e))
 
 
 async def invalid_request(request: Request, exc: Exception) -> JSONResponse:

@@ -53,19 +53,28 @@ _FUTURE = re.compile(
     rf"|\b(?:is|are|['’]s)\s+(?:\w+\s+)?on\s+(?:{'|'.join(WEEKDAYS)})\b",
     re.IGNORECASE,
 )
-# A sentence that tells what was done: "in one week" there is how long it took ("I ate six
-# in one week"), not a day ahead of when it is said. A verb in the past tense right after
-# its subject, or one of the common irregular past forms.
+# A clause that tells what someone did: "in one week" there is how long it took ("I ate six
+# in one week"), not a day ahead of when it is said. A pronoun and a verb in the past tense
+# (auxiliaries and reporting verbs left out: "I was told it ships in 3 days" looks ahead),
+# unless the words before the phrase say what is set for then ("the race I entered is in
+# two weeks", "the parcel I ordered arrives in five days").
 _IRREGULAR_PAST = (
-    "ate|was|were|did|had|went|took|made|ran|saw|came|gave|found|bought|brought|wrote|spent|"
-    "told|said|thought|felt|met|paid|sent|slept|spoke|drove|flew|drank|began|broke|chose|"
-    "forgot|knew|rode|sang|sold|threw|woke|wore|built|caught|fought|heard|won|swam|taught"
+    "ate|went|took|made|ran|saw|gave|found|bought|brought|wrote|spent|met|paid|sent|slept|"
+    "spoke|drove|flew|drank|broke|chose|forgot|rode|sang|sold|threw|woke|wore|built|caught|"
+    "fought|won(?!['’])|swam|taught"
 )
+_NOT_PAST = "need|feed|seed|speed|proceed|exceed|succeed|bleed|breed|embed"
 _PAST = re.compile(
-    rf"\b(?:i|we|he|she|they|you|it)\s+(?:\w+ly\s+|just\s+|also\s+|only\s+)?\w+ed\b"
-    rf"|\b(?:{_IRREGULAR_PAST})\b",
+    r"\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+|just\s+|also\s+|only\s+)?"
+    rf"(?:(?!(?:{_NOT_PAST})\b)\w+ed|{_IRREGULAR_PAST})\b",
     re.IGNORECASE,
 )
+_SET_FOR = re.compile(
+    r"(?:\b(?:is|are|am|be)|['’](?:s|re|m)|\b(?:arrive|ship|start|begin|leave|open|end|"
+    r"close|launch|expire|depart|return|land|happen|come)s?)\s+$",
+    re.IGNORECASE,
+)
+_CLAUSE = re.compile(r"[,;:]|\b(?:and|but|so|because|while|although)\b", re.IGNORECASE)
 # A word before the phrase that already says how the date relates ("since last week").
 _PREPOSITIONS = wordset("since until till by before after from on in during of for around")
 
@@ -83,10 +92,20 @@ def _dated_weekday(m: re.Match[str], sentence: str) -> bool:
 
 
 def _phrases(sentence: str) -> list[re.Match[str]]:
-    """The relative phrases that date something: "in N days" only in a sentence that does
-    not tell what was done (there it is how long something took)."""
-    past = not _FUTURE.search(sentence) and _PAST.search(sentence)
-    return [m for m in _RELATIVE.finditer(sentence) if not (past and m.group("inn"))]
+    """The relative phrases that date something: "in N days" not in a clause that tells what
+    someone did (there it is how long it took)."""
+    return [m for m in _RELATIVE.finditer(sentence) if not (m.group("inn") and _took(m, sentence))]
+
+
+def _took(m: re.Match[str], sentence: str) -> bool:
+    """Whether "in N days" says how long something took: its clause tells what someone did
+    and says nothing set for then."""
+    if _FUTURE.search(sentence):
+        return False
+    start = max((c.end() for c in _CLAUSE.finditer(sentence, 0, m.start())), default=0)
+    end = next((c.start() for c in _CLAUSE.finditer(sentence, m.end())), len(sentence))
+    before = sentence[start : m.start()]
+    return bool(_PAST.search(sentence[start:end])) and not _SET_FOR.search(before)
 
 
 def says_when(sentence: str) -> bool:

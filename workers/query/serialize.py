@@ -98,7 +98,15 @@ def items_that_fit(items: Sequence[EvidenceItem], budget_tokens: int) -> int:
     return n
 
 
+def leading_within_budget(items: Sequence[EvidenceItem], budget_tokens: int) -> tuple[int, str]:
+    """How many leading items fit (`items_that_fit`) and their context: the evidence an
+    answer reads, the first items whole, as recall at a budget counts them."""
+    n = items_that_fit(items, budget_tokens)
+    return n, serialize_context(items[:n])[0]
+
+
 _NEAR = 8  # tokens over a budget where a line's count alone may be wrong: count in place
+_RECOUNTS = 16  # counts in place per call at most: the items that may still fit, near the end
 
 
 def within_budget(
@@ -107,23 +115,24 @@ def within_budget(
     """The `items` whose context fits in `budget_tokens`, in their order, with that context
     and its tokens: a request's `token_budget`. An item that would overflow is left out and
     the next ones are still tried, so a long window ranked first does not leave an agent with
-    nothing when shorter items below it fit (the answer's evidence budget stops there
-    instead, as recall at a budget counts, DESIGN §11.2)."""
+    nothing when shorter items below it fit (the answer reads the leading items that fit
+    instead, `leading_within_budget`, as recall at a budget counts them, DESIGN §11.2)."""
     sep = count_tokens("\n")
-    used, exact = serialize_context([])[1], False
+    used, exact, recounts = serialize_context([])[1], False, _RECOUNTS
     kept: list[EvidenceItem] = []
     for item in items:
         # a line counted alone is close to its count in place, not exact (as in
         # `items_that_fit`), and the sum drifts: near the budget the written context is
-        # counted, once, and then for each item that may still fit
+        # counted, once, and then for each item that may still fit, a few times at most
+        # (a long context counted again for each of many small items would cost seconds)
         cost = count_tokens(item_line(item)) + sep
         if used + cost > budget_tokens - _NEAR and not exact:
             used, exact = serialize_context(kept)[1], True
         after = used + cost
-        if after > budget_tokens + _NEAR:
+        if after > budget_tokens + _NEAR or (exact and not recounts and after > budget_tokens):
             continue
-        if exact:
-            after = serialize_context([*kept, item])[1]
+        if exact and recounts:
+            after, recounts = serialize_context([*kept, item])[1], recounts - 1
         if after <= budget_tokens:
             kept.append(item)
             used = after

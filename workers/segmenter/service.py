@@ -420,7 +420,10 @@ def placeholder(ex: Exchange, dim: int) -> Matrix:
 
 
 def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[RawTurn]:
-    """The exchange's turns as `memory.turns` carries them, with their embeddings."""
+    """The exchange's turns as `memory.turns` carries them, with their embeddings (an
+    embedding endpoint's all-zero vector, which the contract refuses as having no
+    direction, replaced by the exchange's `placeholder`: the turn is kept, found by its
+    words)."""
     return [
         RawTurn(
             namespace=ex.namespace,
@@ -437,7 +440,9 @@ def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[Ra
             memory=turn.memory,
             session_date=ex.session_date,
             created_at=turn.created_at,
-            embedding=np.asarray(tvec, dtype=np.float32).tolist(),
+            embedding=np.asarray(
+                tvec if np.any(tvec) else placeholder(ex, len(tvec)), dtype=np.float32
+            ).tolist(),
             embedding_model=model_name,
         )
         for i, (tid, turn, tvec) in enumerate(zip(ex.turn_ids(), ex.turns, turn_vecs, strict=True))

@@ -72,7 +72,7 @@ class Snapshot:
 
     version: int
     data: pa.Table  # the read columns, in table order
-    unit: np.ndarray  # (rows, dim) float32, each row L2-normalized
+    unit: np.ndarray  # (rows, dim) float32, each row L2-normalized (0 without a direction)
     row_of: dict[str, int]  # id -> row
     _columns: dict[str, np.ndarray] = field(default_factory=dict, compare=False)
     _text: dict[str, TextIndex] = field(default_factory=dict, compare=False)
@@ -90,9 +90,10 @@ class Snapshot:
         vecs = np.asarray(flat, dtype=np.float32).reshape(-1, dim)
         with np.errstate(over="ignore", invalid="ignore"):
             norms = np.linalg.norm(vecs, axis=1, keepdims=True)
-            # a row without a direction (all zeros, or beyond float32) matches nothing
-            usable = np.isfinite(norms) & (norms > 0)
-            unit = np.where(usable, vecs / np.where(usable, norms, 1.0), 0.0).astype(np.float32)
+        # a row without a direction (all zeros, or beyond float32) scores 0 against every
+        # question instead of NaN, which would make each reply of its namespace unreadable
+        usable = np.isfinite(norms) & (norms > 0)
+        unit = np.divide(vecs, norms, out=np.zeros_like(vecs), where=usable)
         data = data.drop_columns(["vector"])
         ids = data.column("id").to_pylist()
         snap = cls(version, data, unit, {rid: i for i, rid in enumerate(ids)})

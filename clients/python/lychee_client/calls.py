@@ -24,6 +24,7 @@ from lychee_client.errors import (
 from lychee_client.retry import retry_after_s
 from schemas import EvidenceItem, QueryReply
 from schemas.base import Name
+from schemas.errors import validation_reason
 from schemas.gateway import (
     AddExchanges,
     ControlIn,
@@ -153,7 +154,7 @@ def name(value: str, what: str) -> str:
     try:
         _NAME.validate_python(value)
     except ValidationError as exc:
-        message = exc.errors()[0]["msg"].removeprefix("Value error, ")
+        message = validation_reason(exc.errors()[0])
         raise ValueError(f"{what}: {message}") from None
     return value
 

@@ -138,8 +138,23 @@ def test_weekday_followed_by_its_own_date_is_not_rewritten() -> None:
         "Last spring we walked the coast path in three days.",
     ],
 )
-def test_in_n_days_in_a_sentence_about_what_was_done_is_how_long_it_took(text: str) -> None:
+def test_in_n_days_in_a_clause_about_what_was_done_is_how_long_it_took(text: str) -> None:
     """Not a day ahead of when it is said: the record keeps the words and no date."""
     rec = one("Ana", text)
     assert "in " in rec.semantic_text and "May 2023" not in rec.semantic_text, rec.semantic_text
     assert rec.temporal.t_ref == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "t_ref"),
+    [
+        ("The parcel I ordered arrives in five days.", "2023-05-13"),  # set for then
+        ("I was told it ships in 3 days.", "2023-05-11"),  # a report, not a deed
+        ("The interview I scheduled is in 2 days.", "2023-05-10"),
+        ("My exam is in two days and I studied all night.", "2023-05-10"),  # another clause
+        ("I need to pack, we leave in two days.", "2023-05-10"),  # "need" is no past tense
+        ("I won't be around, the move is in 3 weeks.", "2023-05-29"),
+    ],
+)
+def test_in_n_days_said_of_what_is_set_for_then_is_a_day_ahead(text: str, t_ref: str) -> None:
+    assert one("Ana", text).temporal.t_ref == t_ref

@@ -583,3 +583,19 @@ async def test_segmenter_service_keeps_tool_items_as_turns_and_out_of_segments(r
     await svc.handle([SessionControl(kind=ControlKind.flush, namespace="ns", session_id="s")])
     [segment] = segments_of(pub)
     assert [x.turn_ids for x in segment.exchanges] == [["u0"], ["u2", "u4"]]
+
+
+def test_a_turn_an_endpoint_gave_an_all_zero_vector_is_kept_with_the_placeholder() -> None:
+    """The contract refuses a vector without a direction; the turn is still written (found
+    by its words), not its exchange dead-lettered."""
+    from workers.segmenter.service import placeholder, raw_turns
+
+    ex = Exchange(
+        namespace="a",
+        session_id="s1",
+        seq=0,
+        exchange_id="s1:0",
+        turns=[Turn(role=Role.user, content="I bought a red kayak.")],
+    )
+    (turn,) = raw_turns(ex, [np.zeros(8, dtype=np.float32)], "m")
+    assert turn.embedding == placeholder(ex, 8).tolist()

@@ -48,7 +48,8 @@ def _restated(key: str, phrases: Sequence[str], topic: str = "") -> list[str]:
 
 def _within(items: list[str], topic: str) -> list[str]:
     """A history question's compared items in its topic's words: the request's frame around
-    them ("progress across" in "my garden and shed progress across our chats") is no part of either item, and would be searched with each."""
+    them ("progress across" in "my garden and shed progress across our chats") is no part of
+    either item, and would be searched with each."""
     words = {w.casefold() for w in topic.split()}
     kept = [" ".join(w for w in item.split() if w.casefold() in words) for item in items]
     kept = [k for k in dict.fromkeys(kept) if k]
