@@ -54,27 +54,38 @@ _FUTURE = re.compile(
     re.IGNORECASE,
 )
 # A clause that tells what someone did: "in one week" there is how long it took ("I ate six
-# in one week"), not a day ahead of when it is said. A pronoun and a verb in the past tense
+# in one week"), not a day ahead of when it is said. A verb in the past tense after a
+# pronoun, or an irregular past form after anyone ("my sister ate"), or a deed said done
 # (auxiliaries and reporting verbs left out: "I was told it ships in 3 days" looks ahead),
-# unless the words before the phrase say what is set for then ("the race I entered is in
-# two weeks", "the parcel I ordered arrives in five days").
+# unless the words before the phrase say what is set for then ("the race I entered is due
+# in two weeks", "the parcel I ordered arrives in five days", "I booked a trip in two
+# weeks", "I decided to quit in two weeks").
 _IRREGULAR_PAST = (
     "ate|went|took|made|ran|saw|gave|found|bought|brought|wrote|spent|met|paid|sent|slept|"
     "spoke|drove|flew|drank|broke|chose|forgot|rode|sang|sold|threw|woke|wore|built|caught|"
-    "fought|won(?!['’])|swam|taught"
+    "fought|won(?!['’])|swam|taught|lost|did(?!n['’]t)"
 )
 _NOT_PAST = "need|feed|seed|speed|proceed|exceed|succeed|bleed|breed|embed"
 _PAST = re.compile(
-    r"\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+|just\s+|also\s+|only\s+)?"
-    rf"(?:(?!(?:{_NOT_PAST})\b)\w+ed|{_IRREGULAR_PAST})\b",
+    r"\b(?:i|we|he|she|they|you)\s+(?:\w+ly\s+|just\s+|also\s+|only\s+|still\s+)?"
+    rf"(?:(?!(?:{_NOT_PAST})\b)\w+ed)\b|\b(?:{_IRREGULAR_PAST})\b"
+    r"|\b(?:was|were)\s+(?:done|finished|over)\b",
     re.IGNORECASE,
 )
 _SET_FOR = re.compile(
-    r"(?:\b(?:is|are|am|be)|['’](?:s|re|m)|\b(?:arrive|ship|start|begin|leave|open|end|"
-    r"close|launch|expire|depart|return|land|happen|come)s?)\s+$",
+    r"(?:\b(?:is|are|am|be)|['’](?:s|re|m))\s+(?:\w+\s+){0,2}$"
+    r"|\b(?:arrive|ship|start|begin|leave|open|end|close|launch|expire|depart|return|land|"
+    r"happen|come)s?\s+(?:\w+\s+)?$"
+    r"|\bto\s+\w+\s+(?:\w+\s+){0,3}$"
+    r"|\b(?:booked|scheduled|reserved|registered|signed\s+up|planned|arranged|set\s+up)\b",
     re.IGNORECASE,
 )
-_CLAUSE = re.compile(r"[,;:]|\b(?:and|but|so|because|while|although)\b", re.IGNORECASE)
+# where a clause ends: a mark (not a number's comma), or a conjunction before a new subject
+_CLAUSE = re.compile(
+    r"[;:]|(?<!\d),(?!\d)|\b(?:and|but|so|because|while|although)\b"
+    r"(?=\s+(?:i|we|he|she|they|you|it|the|my|our|his|her|their)\b)",
+    re.IGNORECASE,
+)
 # A word before the phrase that already says how the date relates ("since last week").
 _PREPOSITIONS = wordset("since until till by before after from on in during of for around")
 

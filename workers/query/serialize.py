@@ -105,8 +105,10 @@ def leading_within_budget(items: Sequence[EvidenceItem], budget_tokens: int) -> 
     return n, serialize_context(items[:n])[0]
 
 
-_NEAR = 8  # tokens over a budget where a line's count alone may be wrong: count in place
-_RECOUNTS = 16  # counts in place per call at most: the items that may still fit, near the end
+# a line counted alone is within a few tokens of what it adds in place (a block's "(none)"
+# goes with its first item; a line break may join the piece before it)
+_NEAR = 8
+_RECOUNTS = 16  # items past the leading ones counted in place, per call at most
 
 
 def within_budget(
@@ -117,27 +119,19 @@ def within_budget(
     the next ones are still tried, so a long window ranked first does not leave an agent with
     nothing when shorter items below it fit (the answer reads the leading items that fit
     instead, `leading_within_budget`, as recall at a budget counts them, DESIGN §11.2)."""
-    sep = count_tokens("\n")
-    used, exact, recounts = serialize_context([])[1], False, _RECOUNTS
-    kept: list[EvidenceItem] = []
-    for item in items:
-        # a line counted alone is close to its count in place, not exact (as in
-        # `items_that_fit`), and the sum drifts: near the budget the written context is
-        # counted, once, and then for each item that may still fit, a few times at most
-        # (a long context counted again for each of many small items would cost seconds)
-        cost = count_tokens(item_line(item)) + sep
-        if used + cost > budget_tokens - _NEAR and not exact:
-            used, exact = serialize_context(kept)[1], True
-        after = used + cost
-        if after > budget_tokens + _NEAR or (exact and not recounts and after > budget_tokens):
+    # the leading items that fit, exactly as the answer's evidence counts them; then each
+    # later item a line's count alone says may fit, counted in place, a few at most (a long
+    # context counted again for each of many short items would cost seconds)
+    n = items_that_fit(items, budget_tokens)
+    kept = list(items[:n])
+    used, recounts = serialize_context(kept)[1], _RECOUNTS
+    for item in items[n + 1 :]:
+        if not recounts:
+            break
+        if used + count_tokens(item_line(item)) > budget_tokens + _NEAR:
             continue
-        if exact and recounts:
-            after, recounts = serialize_context([*kept, item])[1], recounts - 1
+        after, recounts = serialize_context([*kept, item])[1], recounts - 1
         if after <= budget_tokens:
             kept.append(item)
             used = after
-    context, tokens = serialize_context(kept)
-    while kept and tokens > budget_tokens:
-        kept.pop()
-        context, tokens = serialize_context(kept)
-    return kept, context, tokens
+    return (kept, *serialize_context(kept))

@@ -136,6 +136,10 @@ def test_weekday_followed_by_its_own_date_is_not_rewritten() -> None:
         "I ate six custard tarts in one week.",
         "I finally finished the whole draft in two days.",
         "Last spring we walked the coast path in three days.",
+        "We packed and moved in two days.",  # one subject, two verbs
+        "I saved 1,000 dollars in 3 months.",  # a number's comma ends no clause
+        "My sister ate six in one week.",
+        "The new roof was done in three days.",
     ],
 )
 def test_in_n_days_in_a_clause_about_what_was_done_is_how_long_it_took(text: str) -> None:
@@ -154,6 +158,9 @@ def test_in_n_days_in_a_clause_about_what_was_done_is_how_long_it_took(text: str
         ("My exam is in two days and I studied all night.", "2023-05-10"),  # another clause
         ("I need to pack, we leave in two days.", "2023-05-10"),  # "need" is no past tense
         ("I won't be around, the move is in 3 weeks.", "2023-05-29"),
+        ("The essay I started is due in 3 days.", "2023-05-11"),
+        ("I decided to quit in two weeks.", "2023-05-22"),
+        ("I booked a trip to Japan in two weeks.", "2023-05-22"),
     ],
 )
 def test_in_n_days_said_of_what_is_set_for_then_is_a_day_ahead(text: str, t_ref: str) -> None:

@@ -87,8 +87,11 @@ def test_what_fits_holds_the_leading_items_that_fit_and_never_overflows() -> Non
         else item(f"t{i}", f"Ann: {FILLER} {i}", kind="turn")
         for i in range(30)
     ]
-    for budget in range(TOKEN_BUDGET_MIN, 700, 9):
-        kept, context, tokens = within_budget(items, budget)
+    many = [item(f"m{i}", f"Ann ate {i}.") for i in range(200)]  # the sum of lines drifts
+    for budget, given in [(b, items) for b in range(TOKEN_BUDGET_MIN, 700, 9)] + [
+        (b, many) for b in range(600, 1300, 37)
+    ]:
+        kept, context, tokens = within_budget(given, budget)
         assert (context, tokens) == serialize_context(kept) and tokens <= budget
-        assert kept[: items_that_fit(items, budget)] == items[: items_that_fit(items, budget)]
-        assert kept == [i for i in items if i in kept]
+        n = items_that_fit(given, budget)
+        assert kept[:n] == given[:n] and kept == [i for i in given if i in kept]
