@@ -98,13 +98,6 @@ def items_that_fit(items: Sequence[EvidenceItem], budget_tokens: int) -> int:
     return n
 
 
-def leading_within_budget(items: Sequence[EvidenceItem], budget_tokens: int) -> tuple[int, str]:
-    """How many leading items fit (`items_that_fit`) and their context: the evidence an
-    answer reads, the first items whole, as recall at a budget counts them."""
-    n = items_that_fit(items, budget_tokens)
-    return n, serialize_context(items[:n])[0]
-
-
 # a line counted alone is within a few tokens of what it adds in place (a block's "(none)"
 # goes with its first item; a line break may join the piece before it)
 _NEAR = 8
@@ -118,20 +111,22 @@ def within_budget(
     and its tokens: a request's `token_budget`. An item that would overflow is left out and
     the next ones are still tried, so a long window ranked first does not leave an agent with
     nothing when shorter items below it fit (the answer reads the leading items that fit
-    instead, `leading_within_budget`, as recall at a budget counts them, DESIGN §11.2)."""
+    instead, `items_that_fit`, as recall at a budget counts them, DESIGN §11.2)."""
     # the leading items that fit, exactly as the answer's evidence counts them; then each
     # later item a line's count alone says may fit, counted in place, a few at most (a long
     # context counted again for each of many short items would cost seconds)
     n = items_that_fit(items, budget_tokens)
     kept = list(items[:n])
-    used, recounts = serialize_context(kept)[1], _RECOUNTS
+    context, used = serialize_context(kept)
+    recounts = _RECOUNTS
     for item in items[n + 1 :]:
         if not recounts:
             break
         if used + count_tokens(item_line(item)) > budget_tokens + _NEAR:
             continue
-        after, recounts = serialize_context([*kept, item])[1], recounts - 1
+        recounts -= 1
+        written, after = serialize_context([*kept, item])
         if after <= budget_tokens:
             kept.append(item)
-            used = after
-    return (kept, *serialize_context(kept))
+            context, used = written, after
+    return kept, context, used

@@ -49,7 +49,7 @@ from workers.query.selection import (
     sort_only,
     with_head,
 )
-from workers.query.serialize import leading_within_budget, serialize_context, within_budget
+from workers.query.serialize import items_that_fit, serialize_context, within_budget
 from workers.query.shown import turns_over_records
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
@@ -229,14 +229,16 @@ class QueryService:
 
     async def _answer(self, question: str, evidence: list[EvidenceItem], context: str) -> Answered:
         """A short answer under the paper's answer rules from the leading evidence items
-        that fit the model's context window (whole, in order: `leading_within_budget`),
-        or why there is none."""
+        that fit the model's context window (whole, in order: `items_that_fit`), or why
+        there is none."""
         if self.answerer is None:
             return Answered(error="no answer model is configured")
         budget = await self.answerer.evidence_budget(question)
         n = len(evidence)
         if budget is not None:  # the tokenizer is CPU-bound: off the loop, as selection
-            n, context = await asyncio.to_thread(leading_within_budget, evidence, budget)
+            n = await asyncio.to_thread(items_that_fit, evidence, budget)
+            if n < len(evidence):
+                context = (await asyncio.to_thread(serialize_context, evidence[:n]))[0]
         try:
             text, usage = await self.answerer.answer(question, context)
         except AnswerUnavailable as exc:
