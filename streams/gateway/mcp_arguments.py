@@ -9,14 +9,13 @@ from datetime import datetime
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from schemas import EvidenceItem, Role
-from schemas.base import TURN_CHARS, Name
+from schemas.base import TURN_CHARS
+from schemas.base import check_name as a_name
 from schemas.errors import validation_reason
 from schemas.gateway import ExchangeIn
-
-_NAME = TypeAdapter(Name)
 
 
 class Message(BaseModel):
@@ -59,9 +58,9 @@ class SearchResult(BaseModel):
 
 def check_name(field: str, value: str) -> None:
     try:
-        _NAME.validate_python(value)
-    except ValidationError as exc:
-        raise ToolError(f"{field}: {validation_reason(exc.errors()[0])}") from exc
+        a_name(value)
+    except ValueError as exc:
+        raise ToolError(f"{field}: {exc}") from exc
 
 
 def exchange_in(
@@ -75,15 +74,17 @@ def exchange_in(
 ) -> ExchangeIn:
     if (content is None) == (messages is None):
         raise ToolError("give either `content` or `messages`")
-    said = [(role, content or "", speaker)]
-    if messages is not None:
-        said = [(m.role, m.content, m.speaker) for m in messages]
+    turns = (
+        [{"role": role, "content": content or "", "speaker": speaker}]
+        if messages is None
+        else [m.model_dump() for m in messages]
+    )
     try:  # one validation, so that each error says which turn
         return ExchangeIn.model_validate(
             {
                 "session_id": session_id,
                 "exchange_id": exchange_id,
-                "turns": [{"role": r, "content": c, "speaker": s} for r, c, s in said],
+                "turns": turns,
                 "session_date": session_date,
             }
         )
@@ -101,7 +102,5 @@ def fields(
     exc: ValidationError, as_argument: Callable[[tuple[Any, ...]], tuple[Any, ...]] = tuple
 ) -> str:
     """Each field in error by the tool's argument it came from (`as_argument`), and why."""
-    return "; ".join(
-        f"{'.'.join(str(p) for p in as_argument(tuple(e['loc']))) or '<input>'}: {validation_reason(e)}"
-        for e in exc.errors()
-    )
+    named = [(".".join(str(p) for p in as_argument(tuple(e["loc"]))), e) for e in exc.errors()]
+    return "; ".join(f"{where or '<input>'}: {validation_reason(e)}" for where, e in named)

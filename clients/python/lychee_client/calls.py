@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from lychee_client.errors import (
     ClientClosed,
@@ -23,8 +23,7 @@ from lychee_client.errors import (
 )
 from lychee_client.retry import retry_after_s
 from schemas import EvidenceItem, QueryReply
-from schemas.base import Name
-from schemas.errors import validation_reason
+from schemas.base import check_name
 from schemas.gateway import (
     AddExchanges,
     ControlIn,
@@ -46,7 +45,6 @@ from schemas.plan import Plan
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
-_NAME = TypeAdapter(Name)
 
 # What the gateway takes in one add, at its defaults (LYCHEE_GATEWAY_MAX_EXCHANGES and
 # LYCHEE_GATEWAY_MAX_BODY_BYTES: server settings, which the client cannot read); `add_many`
@@ -152,11 +150,9 @@ def name(value: str, what: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{what} must be a string, got {type(value).__name__}")
     try:
-        _NAME.validate_python(value)
-    except ValidationError as exc:
-        message = validation_reason(exc.errors()[0])
-        raise ValueError(f"{what}: {message}") from None
-    return value
+        return check_name(value)
+    except ValueError as exc:
+        raise ValueError(f"{what}: {exc}") from None
 
 
 def segment(value: str, what: str) -> str:
