@@ -7,6 +7,7 @@ reply timeout a `TimeoutError`), so code that knows only the built-ins still wor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -33,7 +34,7 @@ class ContractError(LycheeError, ValueError):
         return cls(contract, fields)
 
 
-def validation_reason(err: Any) -> str:
+def validation_reason(err: Mapping[str, Any]) -> str:
     """A validation error's message in the project's words: the validation library's own
     prefix dropped ("Value error, ..."), and a number too large for it to read said so."""
     if err["type"] == "int_parsing_size":

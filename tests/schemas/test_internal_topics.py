@@ -96,13 +96,12 @@ RAW_TURN = {
 
 @pytest.mark.parametrize("when", ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:00"])
 def test_a_raw_turn_dated_where_the_store_cannot_read_it_back_is_refused(when: str) -> None:
-    turn = RAW_TURN
-    RawTurn.model_validate(turn)
+    RawTurn.model_validate(RAW_TURN)
     for field in ("created_at", "session_date"):
         with pytest.raises(ValidationError, match=field):
-            RawTurn.model_validate(turn | {field: when})
+            RawTurn.model_validate(RAW_TURN | {field: when})
     with pytest.raises(ValidationError, match="kind"):
-        RawTurn.model_validate(turn | {"kind": "DROP TABLE"})
+        RawTurn.model_validate(RAW_TURN | {"kind": "DROP TABLE"})
 
 
 @pytest.mark.parametrize(

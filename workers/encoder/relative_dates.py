@@ -104,15 +104,18 @@ def _dated_weekday(m: re.Match[str], sentence: str) -> bool:
 
 def _phrases(sentence: str) -> list[re.Match[str]]:
     """The relative phrases that date something: "in N days" not in a clause that tells what
-    someone did (there it is how long it took)."""
-    return [m for m in _RELATIVE.finditer(sentence) if not (m.group("inn") and _took(m, sentence))]
+    someone did (there it is how long it took), unless the sentence looks ahead."""
+    ahead = bool(_FUTURE.search(sentence))
+    return [
+        m
+        for m in _RELATIVE.finditer(sentence)
+        if ahead or not (m.group("inn") and _took(m, sentence))
+    ]
 
 
 def _took(m: re.Match[str], sentence: str) -> bool:
     """Whether "in N days" says how long something took: its clause tells what someone did
     and says nothing set for then."""
-    if _FUTURE.search(sentence):
-        return False
     start = max((c.end() for c in _CLAUSE.finditer(sentence, 0, m.start())), default=0)
     end = next((c.start() for c in _CLAUSE.finditer(sentence, m.end())), len(sentence))
     before = sentence[start : m.start()]

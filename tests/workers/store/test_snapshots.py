@@ -473,7 +473,7 @@ def test_column_names_are_read_once_per_consistent_reads_block(
         assert "extra" in column_names(reader, TURNS)
 
 
-def test_a_row_without_a_finite_direction_matches_nothing_and_spoils_no_other() -> None:
+def test_a_row_without_a_finite_direction_scores_0_and_spoils_no_other() -> None:
     """A vector the contract would refuse (written before it did, or by hand) scores 0
     instead of NaN, which would make every reply of its namespace unreadable."""
     rows = [[3.0, 4.0], [np.inf, 1.0], [0.0, 0.0], [3e38, 3e38]]
