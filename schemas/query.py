@@ -93,6 +93,10 @@ class EvidenceItem(BaseModel):
         description="a passage of a long turn: where it is in the turn's text (start, end); "
         "the whole turn is one `lychee records --turns` away",
     )
+    span_turn_id: str | None = Field(
+        default=None,
+        description="the turn `span` is in: the item's own, or the long turn of a window",
+    )
     routes: list[str] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
     # what the item's records say about time and each other (`schemas.supersession`): empty

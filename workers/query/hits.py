@@ -97,6 +97,8 @@ def candidate_fields(row: dict[str, Any]) -> dict[str, Any]:
             session_id=session_id,
             turn_ids=turn_ids,
             date=_iso(row.get("session_date")),
+            span=row.get("span"),
+            span_turn_id=row.get("span_turn_id"),
         )
     return dict(
         kind="turn",
@@ -107,6 +109,7 @@ def candidate_fields(row: dict[str, Any]) -> dict[str, Any]:
         speaker=row.get("speaker"),
         role=row.get("role"),
         span=row.get("span"),
+        span_turn_id=row.get("span_turn_id"),
     )
 
 

@@ -1,14 +1,19 @@
 """Which passage of a long turn a request is shown (`workers.text.passages` cut it at index).
 
-A turn that is one passage shows whole. A longer one shows the passage that holds most of
-the request's content words (the question's and its plan's queries'), the first on a tie:
-the opening of a reply usually says what the rest is about. The row keeps its turn id, so
-provenance is the turn; `span` says where in the turn's text the passage is.
+A turn that is one passage shows whole. A longer one shows the passage whose words match
+the request's content words (the question's and its plan's queries') best, each word
+weighed by how few of the turn's passages hold it: a reply about backups says "backup" in
+every passage, and the one that also says "restore" and "test" is the answer to how to test
+a restore. The first wins a tie: the opening of a reply usually says what the rest is
+about. The row keeps its turn id, so provenance is the turn; `span` says where in the turn's
+text the passage is, and `span_turn_id` which turn that is.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
@@ -45,21 +50,34 @@ def shown(row: Row, terms: frozenset[str]) -> Row:
     cut = _cut(stored, text[head:])
     if not cut:
         return row
-    best = max(range(len(cut)), key=lambda i: (len(terms & cut[i][1]), -i))
-    p = cut[best][0]
-    return {**row, "text": text[:head] + p.shown(text[head:]), "span": (p.start, p.end)}
+    found, weight = cut
+    best = max(range(len(found)), key=lambda i: (sum(weight[w] for w in terms & found[i][1]), -i))
+    p = found[best][0]
+    return {
+        **row,
+        "text": text[:head] + p.shown(text[head:]),
+        "span": (p.start, p.end),
+        "span_turn_id": row["turn_id"],
+    }
+
+
+Cut = tuple[tuple[tuple[Passage, frozenset[str]], ...], dict[str, float]]
 
 
 @lru_cache(maxsize=8192)
-def _cut(stored: str, body: str) -> tuple[tuple[Passage, frozenset[str]], ...]:
-    """A turn's passages, each with the words it shows (a turn recurs in request after
-    request): its heading's, its lead-in's and its own, which no word crosses."""
+def _cut(stored: str, body: str) -> Cut | None:
+    """A turn's passages, each with the words it shows (its heading's, its lead-in's and its
+    own, which no word crosses), and each word's weight, the log of the passages over those
+    that show it (a turn recurs in request after request)."""
     found = from_json(stored)
     if len(found) <= 1:
-        return ()
-    return tuple(
+        return None
+    shows = tuple(
         (p, _stemmed(body[p.start : p.end]) | stems(p.heading) | stems(p.lead)) for p in found
     )
+    held = Counter(w for _, words in shows for w in words)
+    n = len(shows) + 1  # a word every passage shows still tells a passage that has it
+    return shows, {w: math.log(n / k) for w, k in held.items()}
 
 
 class Shown:
@@ -78,7 +96,9 @@ class Shown:
             out = shown(row, self.terms)
             self._chosen[rid] = (out["text"], out["span"]) if out is not row else None
         chosen = self._chosen[rid]
-        return row if chosen is None else {**row, "text": chosen[0], "span": chosen[1]}
+        if chosen is None:
+            return row
+        return {**row, "text": chosen[0], "span": chosen[1], "span_turn_id": row["turn_id"]}
 
 
 def show_passages(got: dict[tuple[str, str, str], Any], show: Shown) -> list[Any]:

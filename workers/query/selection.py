@@ -60,6 +60,7 @@ class Candidate:
     mentioned: str | None = None  # conversation date of a record's source (ISO)
     context: str | None = None  # a record's context (schemas.records.MemoryRecord.context)
     span: tuple[int, int] | None = None  # a long turn's passage: where it is in the turn
+    span_turn_id: str | None = None  # the turn `span` is in
 
 
 Demote = Callable[[Sequence[Candidate]], np.ndarray]

@@ -436,6 +436,7 @@ def _evidence(f: Fused) -> EvidenceItem:
         role=Role(c.role) if c.role else None,
         date=_day(c.date),
         span=c.span,
+        span_turn_id=c.span_turn_id,
         routes=list(f.routes),
         scores=f.scores(),
     )

@@ -93,8 +93,19 @@ def windows(
             "turn_ids": [r["turn_id"] for r in rows],
             "text": "\n".join(r["text"] for r in rows),
             "hit_turn_id": hit["turn_id"],
+            **_passage_of(rows, hit),
         }
     return out
+
+
+def _passage_of(rows: Sequence[Row], hit: Row) -> Row:
+    """Where a window's long turn shows a passage: `span` in that turn's text and the turn,
+    the hit's when it is one, else the first such turn's."""
+    cut = [r for r in rows if r.get("span") is not None]
+    if not cut:
+        return {}
+    row = next((r for r in cut if r["id"] == hit["id"]), cut[0])
+    return {"span": row["span"], "span_turn_id": row["turn_id"]}
 
 
 def _exchange(rows: Sequence[Row], i: int) -> tuple[int, int]:

@@ -33,7 +33,9 @@ class Block:
         return message[self.start : self.end]
 
 
-_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+# the rule under a table's header row: |---|:--:|
+RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)*\|?[ \t]*$")
 _HEADING = re.compile(r"^[ \t]{0,3}(?:#{1,6}[ \t]+\S|\*\*[^*\n]{1,120}\*\*:?[ \t]*$)")
 _ITEM = re.compile(r"^[ \t]{0,3}(?:[-*+]|\d{1,3}[.)])[ \t]+\S")
 _TABLE = re.compile(r"^[ \t]*\|")
@@ -60,7 +62,7 @@ def blocks(message: str) -> list[Block]:
 def _block_at(lines: list[tuple[int, str]], i: int) -> tuple[Kind, int]:
     """The kind of the block that starts at line `i`, and the line after it."""
     line = lines[i][1]
-    if fence := _FENCE.match(line):
+    if fence := FENCE.match(line):
         marker = fence.group(1)
         j = i + 1
         while j < len(lines) and not lines[j][1].lstrip().startswith(marker):
@@ -78,7 +80,7 @@ def _block_at(lines: list[tuple[int, str]], i: int) -> tuple[Kind, int]:
 
 def _continues(line: str) -> bool:
     return bool(line.strip()) and not (
-        _FENCE.match(line) or _HEADING.match(line) or _TABLE.match(line) or _ITEM.match(line)
+        FENCE.match(line) or _HEADING.match(line) or _TABLE.match(line) or _ITEM.match(line)
     )
 
 

@@ -5,9 +5,12 @@ item or one code block; shown whole, it fills the context an agent gives its mem
 longer than `max_tokens` is cut at its markdown blocks (`workers.text.markdown`) into passages of
 at most that many tokens, in order, each with its character span in the turn: consecutive
 blocks share a passage while they fit, a heading starts a new one and is shown above the
-passages under it, a code block or a table starts a new one and takes the sentence that
-introduces it ("Add this to app.py:"), and a block larger than a passage is cut at its lines
-(code, tables) or sentences (prose). A turn that fits is one passage: itself.
+passages under it (never a passage alone), a code block or a table starts a new one and
+takes the sentence that introduces it ("Add this to app.py:"), and a block larger than a
+passage is cut: code where its blank lines part it (a comment stays with the lines it
+explains), then at lines, its fences kept by its first and last pieces; a table at its rows,
+each later piece shown under the table's header; prose at its sentences. A turn that fits is
+one passage: itself.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from workers.text.markdown import Block, Kind, blocks, heading_text
+from workers.text.markdown import FENCE, RULE, Block, Kind, blocks, heading_text
 
 Count = Callable[[str], int]
 # A few sentences (about fifty words), a list item or a short code block. Chosen from 150,
@@ -53,9 +56,10 @@ def passages(content: str, max_tokens: int, count: Count) -> list[Passage]:
     previous: Block | None = None
 
     def close() -> None:
-        if group:
+        # a heading alone says nothing: it is shown above the passages under it
+        if group and not (len(group) == 1 and group[0].kind is Kind.heading):
             out.append(Passage(group[0].start, group[-1].end, shown_heading, lead))
-            group.clear()
+        group.clear()
 
     for block in blocks(content):
         text = block.text(content)
@@ -74,9 +78,16 @@ def passages(content: str, max_tokens: int, count: Count) -> list[Passage]:
             if n <= budget:
                 group.append(block)
                 size = n + count(lead)
+            elif block.kind is Kind.code:
+                out += _code(content, block, shown_heading, lead, budget, count)
+                size, lead = 0, ""
+            elif block.kind is Kind.table:
+                out += _table(content, block, shown_heading, lead, budget, count)
+                size, lead = 0, ""
             else:
-                cut = _lines if starts_code else _sentences
-                out += _pack(content, cut(content, block), shown_heading, lead, budget, count)
+                out += _pack(
+                    content, _sentences(content, block), shown_heading, lead, budget, count
+                )
                 size, lead = 0, ""
         if block.kind is Kind.heading:
             heading = heading_text(text)[:MAX_HEADING_CHARS]
@@ -97,6 +108,64 @@ def _lead(content: str, previous: Block | None) -> str:
     if not text.endswith(":"):
         return ""
     return _SENTENCE.split(text)[-1].strip()[:MAX_HEADING_CHARS]
+
+
+def _code(
+    content: str, block: Block, heading: str, lead: str, max_tokens: int, count: Count
+) -> list[Passage]:
+    """A code block too large for a passage, cut where its blank lines part it and, a part
+    still too large, at its lines; its opening fence shown by the first piece and its
+    closing one by the last, their tokens kept aside for them."""
+    lines = _lines(content, block)
+    opening = lines.pop(0) if lines and _is_fence(content, lines[0]) else None
+    closing = lines.pop() if lines and _is_fence(content, lines[-1]) else None
+    fences = [f for f in (opening, closing) if f is not None]
+    room = max(max_tokens - sum(count(content[s:e]) + SEPARATOR for s, e in fences), 1)
+    spans: list[tuple[int, int]] = []
+    for part in _parts(lines, content):
+        if count(content[part[0][0] : part[-1][1]]) <= room:
+            spans.append((part[0][0], part[-1][1]))
+        else:
+            spans += part
+    found = _pack(content, spans, heading, lead, room, count) if spans else []
+    if not found:
+        return [Passage(block.start, block.end, heading, lead)]
+    if opening is not None:
+        found[0] = found[0]._replace(start=opening[0])
+    if closing is not None:
+        found[-1] = found[-1]._replace(end=closing[1])
+    return found
+
+
+def _is_fence(content: str, span: tuple[int, int]) -> bool:
+    return bool(FENCE.match(content[span[0] : span[1]]))
+
+
+def _parts(lines: list[tuple[int, int]], content: str) -> list[list[tuple[int, int]]]:
+    """Runs of non-blank lines: the parts a blank line separates."""
+    parts: list[list[tuple[int, int]]] = [[]]
+    for s, e in lines:
+        if content[s:e].strip():
+            parts[-1].append((s, e))
+        elif parts[-1]:
+            parts.append([])
+    return [p for p in parts if p]
+
+
+def _table(
+    content: str, block: Block, heading: str, lead: str, max_tokens: int, count: Count
+) -> list[Passage]:
+    """A table too large for a passage, cut at its rows; a piece after the first is shown
+    under the table's header row and its rule, which say what its columns are."""
+    rows = _lines(content, block)
+    header = rows[:2] if len(rows) > 2 and RULE.match(content[rows[1][0] : rows[1][1]]) else []
+    if not header:  # no header row to repeat
+        return _pack(content, rows, heading, lead, max_tokens, count)
+    shown_header = content[header[0][0] : header[-1][1]]
+    under = "\n".join(p for p in (lead, shown_header) if p)
+    room = max(max_tokens - count(shown_header) - SEPARATOR, 1)
+    first, *rest = _pack(content, rows[2:], heading, lead, room, count)
+    return [first._replace(start=block.start), *(p._replace(lead=under) for p in rest)]
 
 
 def _sentences(content: str, block: Block) -> list[tuple[int, int]]:

@@ -29,6 +29,7 @@ REPLY = "\n\n".join(
 def row_of(text: str) -> dict[str, object]:
     return {
         "id": "a/s1/t2",
+        "turn_id": "t2",
         "speaker": "Assistant",
         "role": "assistant",
         "text": f"Assistant: {text}",
@@ -45,6 +46,25 @@ def test_shown_is_the_passage_with_most_of_the_request_words() -> None:
     # no word in common: the opening passage
     first = shown(row, request_terms(["What colour is the sky?"]))
     assert first["text"].startswith("Assistant: Here is how") and first["span"][0] == 0
+
+
+def test_shown_weighs_a_word_by_how_few_passages_hold_it() -> None:
+    reply = "\n\n".join(
+        [
+            "Your nightly backup runs from cron and writes a dump to the backup disk. " * 3,
+            "## Restore test",
+            "Once a week, restore the newest dump into a scratch database and check it "
+            "with a count query before you trust it: that is the test. " * 2,
+            "## Retention",
+            "Keep fourteen nightly dumps on the backup disk, then delete the oldest. " * 3,
+        ]
+    )
+    row = row_of(reply)
+    # two of the question's words in the opening ("nightly", "backup"), two in the restore
+    # section ("restore", "test"), which says them alone: the opening's are in two passages
+    out = shown(row, request_terms(["How do I test a restore of the nightly backup?"]))
+    assert "Restore test" in out["text"]
+    assert out["span_turn_id"] == "t2"
 
 
 def test_shown_leaves_a_turn_of_one_passage_as_it_is() -> None:
@@ -80,6 +100,11 @@ async def test_a_long_turn_is_served_as_its_passage_with_the_turn_as_provenance(
     (whole,) = store.turns.near("a", [("s1", 2, 2)])
     assert whole["text"] == f"assistant: {REPLY.strip()}"
 
+    assert item.span_turn_id == "t2"
     windowed = QueryService(QueryDeps(store, HashEmbedder()))  # bounded: the question + passage
     reply = await windowed.search(request("a", "flash PlatformIO serial port tripod", k=5))
     assert all(count_tokens(e.text) <= 320 for e in reply.evidence)
+    # a window that shows the reply's passage says where it is and in which of its turns
+    (window,) = [e for e in reply.evidence if e.kind == "window"]
+    assert window.turn_ids == ["t1", "t2"] and window.span_turn_id == "t2"
+    assert window.span is not None and REPLY[window.span[0] : window.span[1]] in window.text

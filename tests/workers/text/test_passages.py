@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from workers.text.passages import Passage, from_json, passages, to_json
 from workers.tokens import count_tokens
 
@@ -54,12 +52,53 @@ def test_passages_oversized_code_is_cut_at_lines_and_a_line_at_characters() -> N
     assert len(cut) > 10 and "".join(blob[p.start : p.end] for p in cut) == blob
 
 
-def test_passages_of_a_huge_message_cost_one_pass() -> None:
+def test_passages_code_is_cut_where_blank_lines_part_it_with_its_fences_kept() -> None:
+    parts = [
+        f"# step {i}: explain what the next command does\nrun_step --number {i} --verbose"
+        for i in range(12)
+    ]
+    code = "```bash\n" + "\n\n".join(parts) + "\n```"
+    found = passages(code, 60, count_tokens)
+    shown = [p.shown(code) for p in found]
+    assert len(found) > 2 and all(count_tokens(s) <= 60 for s in shown)
+    # each comment stays with the command it explains; no piece is a fence alone
+    for i in range(12):
+        assert any(f"# step {i}:" in s and f"--number {i} " in s for s in shown)
+    assert shown[0].startswith("```bash\n# step 0") and shown[-1].endswith("--verbose\n```")
+    assert all(s.strip("`\n ") for s in shown)
+
+
+def test_passages_a_table_piece_is_shown_under_the_header_row() -> None:
+    rows = [f"| option {i} | what it does in a few words | default {i} |" for i in range(30)]
+    table = "| option | meaning | default |\n|---|:---:|---|\n" + "\n".join(rows)
+    found = passages(table, 80, count_tokens)
+    assert len(found) > 2
+    for p in found:
+        shown = p.shown(table)
+        assert shown.count("| option | meaning | default |\n|---|:---:|---|") == 1
+        assert "| option 0 |" in shown or p.start > 0  # the first piece holds the header
+        assert count_tokens(shown) <= 80
+    assert all(any(f"| option {i} |" in p.shown(table) for p in found) for i in range(30))
+
+
+def test_passages_a_heading_is_never_a_passage_alone() -> None:
+    text = words(60, "intro") + ".\n\n## Which method?\n\n```\n" + "x = 1\n" * 40 + "```"
+    found = passages(text, 70, count_tokens)
+    assert all(p.shown(text).strip() != "## Which method?" for p in found)
+    assert all(p.heading == "Which method?" for p in found if "x = 1" in p.shown(text))
+
+
+def test_passages_of_a_huge_message_count_each_piece_once() -> None:
     text = ("A sentence of some words here. " * 20 + "\n\n") * 800  # ~350,000 characters
-    t0 = time.perf_counter()
-    found = passages(text, 150, count_tokens)
-    assert time.perf_counter() - t0 < 20  # linear: a quadratic cut takes minutes here
+    counted: list[int] = []
+
+    def count(piece: str) -> int:
+        counted.append(len(piece))
+        return count_tokens(piece)
+
+    found = passages(text, 150, count)
     assert len(found) > 100
+    assert sum(counted) < 3 * len(text)  # linear: a quadratic cut counts it thousands of times
 
 
 def test_passages_round_trip_through_their_stored_form() -> None:
