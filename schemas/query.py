@@ -98,7 +98,12 @@ class EvidenceItem(BaseModel):
         description="the turn `span` is in: the item's own, or the long turn of a window",
     )
     routes: list[str] = Field(default_factory=list)
-    scores: dict[str, float] = Field(default_factory=dict)
+    scores: dict[str, float] = Field(
+        default_factory=dict,
+        description="what ranked it: each channel's score and selection's `final`; the "
+        "reply's order is the ranking (today's value or a standing instruction may come above "
+        "an item selection scored higher)",
+    )
     # what the item's records say about time and each other (`schemas.supersession`): empty
     # in replies of services that predate them
     superseded_by: list[str] = Field(

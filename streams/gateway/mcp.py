@@ -41,7 +41,6 @@ from streams.gateway.auth import Principal
 from streams.gateway.connection import StackConnection
 from streams.gateway.errors import GatewayError
 from streams.gateway.mcp_arguments import (
-    Memory,
     Message,
     SearchResult,
     check_name,
@@ -256,7 +255,7 @@ def _search_tools(server: MCPServer[Any], service: ServiceOf, namespace_of: Name
             raise ToolError(fields(exc)) from exc
         ns = namespace_of(ctx, namespace)
         reply = await _call(service, lambda svc: svc.search(ns, req))
-        return SearchResult(query=query, memories=[Memory.of(e) for e in reply.evidence])
+        return SearchResult.of(query, reply.evidence)
 
     @server.tool(
         name="get_status",

@@ -34,11 +34,14 @@ class Memory(BaseModel):
     speaker: str | None = None
     memory_type: str | None = None
     turn_ids: list[str]
-    score: float
+    score: float = Field(description="relevance as ranked: never above the memory before it")
 
     @classmethod
-    def of(cls, e: EvidenceItem) -> Memory:
-        """An evidence item as a tool's caller reads it: its resolved date, else its own."""
+    def of(cls, e: EvidenceItem, above: float | None = None) -> Memory:
+        """An evidence item as a tool's caller reads it: its resolved date, else its own; its
+        selection score, at most the one `above` it (the reply's order puts today's value
+        or an instruction above an item selection scored higher)."""
+        score = round(e.scores.get("final", e.scores.get("rrf", 0.0)), 4)
         return cls(
             text=e.text,
             kind=e.kind,
@@ -47,13 +50,20 @@ class Memory(BaseModel):
             speaker=e.speaker,
             memory_type=e.memory_type,
             turn_ids=e.turn_ids,
-            score=round(e.scores.get("final", e.scores.get("rrf", 0.0)), 4),
+            score=score if above is None else min(score, above),
         )
 
 
 class SearchResult(BaseModel):
     query: str
     memories: list[Memory]
+
+    @classmethod
+    def of(cls, query: str, evidence: list[EvidenceItem]) -> SearchResult:
+        memories: list[Memory] = []
+        for e in evidence:
+            memories.append(Memory.of(e, memories[-1].score if memories else None))
+        return cls(query=query, memories=memories)
 
 
 def check_name(field: str, value: str) -> None:

@@ -152,7 +152,8 @@ class LycheeClient:
     ) -> SearchResult:
         """Evidence for `query` (and its plan); with `wait_for`, once that receipt is
         searchable; with `token_budget`, only its best items that fit a prompt of that many
-        tokens (`reply.context_tokens` counts them)."""
+        tokens (`reply.context_tokens` counts them); `timeout_s`, how long the service may
+        take before the gateway answers 504 (the client's own wait is the constructor's)."""
         return self.send(
             calls.search(
                 self.namespace,
