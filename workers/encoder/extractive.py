@@ -168,6 +168,7 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
         if t.memory  # as `segment_turns` reads them
     ]
     speakers = list(dict.fromkeys(t.speaker for _, t in turns if t.speaker))
+    assistants = {t.speaker for _, t in turns if t.speaker and t.role is Role.assistant}
     bodies = [_prose(t.content) for _, t in turns]
     mid = {w for body in bodies for s in _sentences(body) for w in _mid_words(s)}
     words = [w for body in bodies for w in _words(body, set(speakers))]
@@ -181,7 +182,7 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
         role = _SOURCE_ROLES.get(turn.role, "")
         who, caption = turn.speaker or turn.role.value, (turn.image_caption or "").strip()
         before = turns[i - 1][1].speaker if i > 0 else None
-        persons = persons_of(who, bool(turn.speaker), body, speakers, before, _CAP_STOP)
+        persons = persons_of(who, bool(turn.speaker), body, speakers, before, _CAP_STOP, assistants)
         around = (bodies[i - 1] if i > 0 else "", bodies[i + 1] if i + 1 < len(bodies) else "")
         drafts = _drafts(persons, bool(turn.speaker), body, caption, scope)
         if turn.role is Role.assistant:

@@ -38,10 +38,12 @@ PRONOUN = re.compile(
     r"|(?P<you>[Yy]ou)"
     r"|(?P<plural>[Ww]e|us))\b"
 )
-# "Kai and me", "me and Kai": whom the speaker's "we" means in that turn
+# "Kai and me", "me and Kai": whom the speaker's "we" means in that turn; not a place that
+# ends a clause before the next one ("I live in Porto and I work ...")
 _COMPANION = re.compile(
     r"\b(?P<a>[A-Z][\w’'-]+) and (?:me|I|myself)\b|\b(?:me|I) and (?P<b>[A-Z][\w’'-]+)\b"
 )
+_PLACE_BEFORE = re.compile(r"\b(?:in|at|from|to|near|into|around|of|for)\s+$")
 _I_CONTRACTED = {"m": "is", "re": "is", "ve": "has", "ll": "will", "d": "would"}
 _WE_CONTRACTED = {"re": "are", "ve": "have", "ll": "will", "d": "would"}
 _IRREGULAR = {"am": "is", "are": "is", "were": "was", "have": "has", "do": "does"}
@@ -76,20 +78,26 @@ def persons_of(
     speakers: Sequence[str],
     before: str | None,
     not_names: Set[str],
+    assistants: Set[str] = frozenset(),
 ) -> Persons:
     """The speaker; the addressee (the other speaker of a two-person segment, else the
     previous turn's speaker); "we" as the speaker and the companion the turn names ("Kai
-    and me"), else both speakers of a two-person segment."""
+    and me"), else both speakers of a two-person segment, but for a user speaking with an
+    assistant (`assistants`: their names): the user's "we" is their team or household ("we
+    run Postgres", "our partner API"), not the assistant."""
     me = who if named else f"the {who}"
     others = [s for s in speakers if s != who]
     you = others[0] if len(others) == 1 else (before if before and before != who else None)
     yall = _joined(others) if len(others) > 1 else f"{you} and others" if you else None
-    companion = _COMPANION.search(body)
+    companion = next(
+        (m for m in _COMPANION.finditer(body) if not _PLACE_BEFORE.search(body[: m.start()])),
+        None,
+    )
     mate = (companion.group("a") or companion.group("b")) if companion else None
     if mate and mate not in not_names and mate != who:
         return Persons(me, you, f"{me} and {mate}", yall)
-    we = f"{me} and {others[0]}" if named and len(others) == 1 else None
-    return Persons(me, you, we, yall)
+    both = named and len(others) == 1 and (who in assistants or others[0] not in assistants)
+    return Persons(me, you, f"{me} and {others[0]}" if both else None, yall)
 
 
 def _joined(names: Sequence[str]) -> str:

@@ -11,11 +11,14 @@ assistant), in the order they were said:
   sister's rent") or two names ("flight to Berlin", "to Tokyo") make two attributes. The
   later value must also read as a change: a word such as "now", "new", "updated",
   "slipped" just before it, in its clause, or a statement that opens as a correction
-  ("Sorry, ..."); anything less sure links nothing. A goal ("trying to reach 100 %") is not a measured value, so the two
-  never replace each other (dates excepted: a deadline is a plan either way). In "from X
-  to Y" only Y holds; a later "from X to Y" replaces an earlier value only when X is that
-  value, else it is the change of another thing worded alike. An assistant's numbers are
-  worked examples and suggestions, not the state of things: only the other side's count.
+  ("Sorry, ..."); anything less sure links nothing. A goal ("trying to reach 100 %") is
+  not a measured value, so the two never replace each other (dates excepted: a deadline is
+  a plan either way). In "from X to Y" (and "Y instead of X") only Y holds; a later "from X
+  to Y" replaces an earlier value only when X is that value, else it is the change of
+  another thing worded alike, and names the older value so surely that one shared word
+  suffices ("from Postgres 15 to Postgres 16"), or a count's unit ("5 replicas instead of
+  3" after "3 replicas"). An assistant's numbers are worked examples and suggestions, not
+  the state of things: only the other side's count.
 - `never-but-did`: a statement that something was never done ("I've never written any
   routes") against one that says it was. When the account of doing it is later, it
   settles the question (it supersedes the denial); when only earlier ones exist, the two
@@ -228,7 +231,7 @@ def _changed(
     never gave, the same attribute, and a later statement that reads as a change. Both
     measured or both meant (a date is either), and when the newer one says what it was,
     it was the older value."""
-    if not comparable(ov, nv) or same_amount(ov, nv) or shared < MIN_SHARED:
+    if not comparable(ov, nv) or same_amount(ov, nv) or not _named_alike(ov, nv, shared):
         return False
     if not same_thing(ov, nv):
         return False
@@ -241,6 +244,15 @@ def _changed(
     if any(same_amount(v, nv) and comparable(v, nv) for v in old_values):
         return False  # the older one already knew this value: a restatement, not a change
     return nv.changed or nv.was is not None
+
+
+def _named_alike(ov: Value, nv: Value, shared: int) -> bool:
+    """Whether two values name one attribute: `MIN_SHARED` words in common, or, when the
+    newer statement names the older value as what it was ("from 15 to 16", "5 instead of
+    3"), one, a count's unit counted ("3 replicas", "5 replicas instead of 3")."""
+    if nv.was is None or nv.was != ov.amount:
+        return shared >= MIN_SHARED
+    return shared + int(ov.kind == nv.kind and ov.kind.startswith("count:")) >= 1
 
 
 # -- never-but-did --------------------------------------------------------------------------

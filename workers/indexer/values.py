@@ -52,6 +52,12 @@ _DAY = re.compile(
     rf"|(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({MONTH_PATTERN})\b(?:,?\s+(\d{{4}}))?)",
     re.IGNORECASE,
 )
+# a time of day ("9:30", "10:00 am", "7 pm"): one value, in minutes after midnight
+_TIME = re.compile(
+    r"\b([01]?\d|2[0-3]):([0-5]\d)(?:\s?([ap])(?:\.m\.|m\b))?(?![\d:])"
+    r"|\b(1[0-2]|0?\d)\s?([ap])(?:\.m\.|m\b)",
+    re.IGNORECASE,
+)
 _VERSION = re.compile(r"\bv?\d+\.\d+\.\d+|\bv\d+(?:\.\d+)?\b", re.IGNORECASE)
 WORD = re.compile(r"[a-z][a-z0-9'’-]*")
 # a later statement that reads as a change of what an earlier one said
@@ -59,7 +65,8 @@ _CHANGE = re.compile(
     r"\b(?:now|new|newly|updated?|changed?|increased?|decreased?|reduced|improved|grown|grew"
     r"|reached|raised|lowered|dropped|moved|switched|extended|revised|instead"
     r"|latest|rose|fell|up to|down to|bumped|adjusted|no longer|recently|updates"
-    r"|slipped|postponed|pushed|rescheduled|delayed|brought forward|meant|corrections?)\b",
+    r"|slipped|postponed|pushed|rescheduled|delayed|brought forward|meant|corrections?"
+    r"|upgraded|downgraded|ended up)\b",
     re.IGNORECASE,
 )
 # a value someone means to reach, not one measured: "trying to get it to 200 ms"
@@ -73,8 +80,14 @@ _GOAL = re.compile(
 _CORRECTION = re.compile(r"\W*(?:corrections?|correcting|oops|sorry|actually)\b", re.IGNORECASE)
 # "reduced it by 25%": the value that follows is how much it changed
 _BY = re.compile(r"\bby\s*$", re.IGNORECASE)
-# "from 64% to 71%": the first value is what it was
-_TO_NEXT = re.compile(r"\s?(?:%|[a-z]+)?\s*(?:to|->|→)\s+[$€£]?\d", re.IGNORECASE)
+# "from 64% to 71%", "from Postgres 15 to Postgres 16": the first value is what it was
+_TO_NEXT = r"\s?(?:%|[a-z]+)?\s*(?:to|->|→)\s+(?:{name}\s+)?[$€£]?\d"
+# "5 replicas instead of 3": the second value is what it was
+_INSTEAD_OF = re.compile(
+    r"\s?(?:%|[a-z]+)?,?\s*(?:instead of|rather than|in place of|up from|down from)\s+[$€£]?$",
+    re.IGNORECASE,
+)
+_LAST_WORD = re.compile(r"([A-Za-z][\w-]*)\s+[$€£]?$")
 CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|and i|which)\b", re.IGNORECASE)
 # "Ana's sister Eva's rent": whose it is; capitalized words that tell one thing from another
 _OWNER = re.compile(r"\b([\w-]+)['’]s\b")
@@ -115,6 +128,14 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
         out.append(Value("date", day, shown=shown, changed=changed, **_naming(plain, m, common)))
     for m, _ in reversed(days):
         plain = f"{plain[: m.start()]} {plain[m.end() :]}"
+    times = list(_TIME.finditer(plain))
+    for m in times:
+        shown, changed = m.group(0).strip(), _changed_at(plain, m)
+        out.append(
+            Value("time", _minutes(m), shown=shown, changed=changed, **_naming(plain, m, common))
+        )
+    for m in reversed(times):
+        plain = f"{plain[: m.start()]} {plain[m.end() :]}"
     previous: tuple[re.Match[str], Value] | None = None
     for m in _VALUE.finditer(plain):
         currency, number, unit = m.group(1), m.group(2), (m.group(3) or "").lower()
@@ -131,14 +152,39 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
             delta=bool(_BY.search(plain[: m.start()])),
             **_naming(plain, m, common),
         )
-        if previous is not None and _TO_NEXT.match(plain, previous[0].end(2)):
+        if previous is not None and _to_next(plain, previous[0]):
             was = previous[1]  # "from <was> to <value>": one change of one thing
             if comparable(was, value) or was.kind == "count":
                 out[-1] = replace(was, stale=True)
                 value = replace(value, was=was.amount)
+        elif previous is not None and _INSTEAD_OF.match(plain[previous[0].end(2) : m.start()]):
+            now = previous[1]  # "<now> instead of <value>": the same change, the other way round
+            if comparable(now, value) or value.kind == "count":
+                out[-1] = replace(now, was=value.amount)
+                value = replace(value, stale=True)
         out.append(value)
         previous = (m, value)
     return out
+
+
+def _to_next(text: str, m: re.Match[str]) -> bool:
+    """Whether the value at `m` is what the next one replaced ("from 64% to 71%"), the
+    same name before both ("from Postgres 15 to Postgres 16")."""
+    named = _LAST_WORD.search(text[: m.start()])
+    name = re.escape(named.group(1)) if named else "(?!)"
+    return bool(re.compile(_TO_NEXT.format(name=name), re.IGNORECASE).match(text, m.end(2)))
+
+
+def _minutes(m: re.Match[str]) -> float:
+    """A time of day in minutes after midnight ("7 pm": 1140, "9:30": 570)."""
+    hour = int(m.group(1) or m.group(4))
+    minute = int(m.group(2) or 0)
+    half = (m.group(3) or m.group(5) or "").lower()
+    if half == "p" and hour < 12:
+        hour += 12
+    elif half == "a" and hour == 12:
+        hour = 0
+    return float(hour * 60 + minute)
 
 
 def _day(m: re.Match[str]) -> float | None:

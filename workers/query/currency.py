@@ -12,8 +12,10 @@ shows a turn the record cites (its evidence), so raw turns follow their records'
 - Two records in conflict, nothing later settling which holds: shown side by side, the
   second right after the first, both marked.
 
-Only links whose other record shares a word with the question move anything, and at most
-`MAX_MOVES` items move: an unrelated update does not push the question's evidence down. A
+Only links one of whose records shares a word with the question move anything (the later
+value is often worded apart from the question, the earlier one it replaced is what the
+question found), and at most `MAX_MOVES` items move: an unrelated update does not push the
+question's evidence down. A
 question about the whole history (an order, a summary) keeps its order: it needs every
 session's part, not the latest value first.
 """
@@ -39,7 +41,7 @@ from workers.store.segments import When, said_after
 from workers.vocabulary import QUESTION_STOPWORDS
 
 MAX_MOVES = 4  # items moved or added per request
-MIN_ASKED = 1  # words of the question the record moved must share
+MIN_ASKED = 1  # words of the question one of the link's records must share
 HEAD = 10  # the items a link-free reorder works among: what an answer reads first
 SAME_SUBJECT = 0.35  # share of the shorter item's words two items must have in common
 SUBJECT_WORDS = 60  # the words of an item read for its subject: what it opens with
@@ -336,7 +338,10 @@ def _newer_above(
     at_new = _first(items, graph, link.newer_id)
     if at_new is not None and at_new < at_old:
         return 0
-    if not _answers(asked, graph.records[link.newer_id]["semantic_text"]):
+    # the newer record, or the older one it replaced, speaks of what the question asks
+    # ("How much can I spend?" finds "my budget is 1,500"; "it is now 2,000" replaced it)
+    texts = [graph.records[rid]["semantic_text"] for rid in (link.newer_id, link.older_id)]
+    if not any(_answers(asked, t) for t in texts):
         return 0
     moved = items.pop(at_new) if at_new is not None else _item(graph.records[link.newer_id])
     items.insert(at_old, moved)

@@ -341,6 +341,27 @@ def test_we_is_the_companion_the_turn_names() -> None:
     ]
 
 
+def test_a_users_we_with_an_assistant_is_their_own_side() -> None:
+    recs = records(
+        ("Ana", "We run the ferry timetable service on two servers.", Role.user),
+        ("Helper", "Two servers are plenty for a timetable service.", Role.assistant),
+        ("Ana", "Our booking API allows 5 requests per second.", Role.user),
+    )
+    assert [r.semantic_text for r in recs] == [
+        "Ana and others run the ferry timetable service on two servers.",
+        "Ana's booking API allows 5 requests per second.",
+    ]
+
+
+def test_a_place_before_and_i_is_no_companion() -> None:
+    recs = records(
+        ("Ana", "I live in Bergen and I work at the harbour office. We bought a boat."),
+        ("Bruno", "Nice."),
+    )
+    assert recs[0].semantic_text.startswith("Ana lives in Bergen and Ana works")
+    assert recs[-1].semantic_text == "Ana and Bruno bought a boat."
+
+
 def test_you_is_the_other_speaker() -> None:
     recs = records(
         ("Ana", "You should try the rye loaf at Hollis Bakery."),

@@ -159,6 +159,20 @@ async def test_current_first_moves_the_newer_turn_up_and_adds_a_missing_record(
     assert past is not None and [i.item_id for i in past[0]] == [i.item_id for i in items]
 
 
+async def test_current_first_moves_a_newer_value_worded_apart_from_the_question(
+    tmp_path: Path,
+) -> None:
+    store = await indexed(tmp_path)
+    q = "How much power on cold days?"  # "cold": the older statement's word only
+    items = [filler(0), said_as_turn(0), filler(1), said_as_turn(2)]
+    moved = current_first(store, "a", q, items)
+    assert moved is not None
+    assert [i.item_id for i in moved[0]] == ["a/s9/x0", "a/s2/s2t1", "a/s1/s1t1", "a/s9/x1"]
+    # a question neither statement speaks of moves nothing
+    aside = current_first(store, "a", "How many jars are on the shelf?", items)
+    assert aside is not None and [i.item_id for i in aside[0]] == [i.item_id for i in items]
+
+
 async def test_current_first_puts_a_conflict_next_to_its_other_side(tmp_path: Path) -> None:
     store = await indexed(tmp_path)
     q = "Have I written a serial driver for the compass module?"
