@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schemas.errors import LycheeError
-from workers.errors import TemporarilyUnavailable
+from workers.errors import TemporarilyUnavailable, Unprocessable
 
 
 class StoreError(LycheeError, RuntimeError):
@@ -12,6 +12,11 @@ class StoreError(LycheeError, RuntimeError):
 
 class EmbeddingMismatch(StoreError):
     """A table was built with another embedding model or dimension."""
+
+
+class TurnReplaced(StoreError, Unprocessable):
+    """A raw turn whose id is stored with other words: the turn the records cite is never
+    replaced (only a forget removes it)."""
 
 
 class CommitConflict(StoreError, TemporarilyUnavailable):

@@ -17,7 +17,7 @@ from workers.forget import Source
 from workers.store import lineage
 from workers.store.arrow import ID, naive
 from workers.store.database import DIM_KEY, MODEL_KEY, Database, Table
-from workers.store.errors import EmbeddingMismatch
+from workers.store.errors import EmbeddingMismatch, TurnReplaced
 from workers.store.snapshots import column_names
 from workers.store.sql import ID_CHUNK, chunks, id_in, namespace_filter, sql_quote
 from workers.store.writes import upsert_rows
@@ -132,6 +132,7 @@ class TurnsTable(Table):
         self.migrate()
         tbl = self.table(create=True)
         assert tbl is not None
+        _check_unchanged(tbl, {rid: t for rid, (t, _) in rows.items()})
         data = pa.Table.from_pylist(
             [_turn_row(rid, t, src, self.passage_tokens) for rid, (t, src) in rows.items()],
             schema=tbl.schema,
@@ -261,6 +262,32 @@ class TurnsTable(Table):
             .to_list()
         )
         return {r["turn_id"] for r in rows}
+
+
+_SAYING = ["id", "exchange_id", "role", "speaker", "content"]  # what a turn says, and where
+
+
+def _check_unchanged(tbl: Any, turns: dict[str, RawTurn]) -> None:
+    """Refuse a turn stored already with other words, speaker or exchange: a redelivery
+    writes the same row again, while another message under its id (a producer of our topic
+    that is not the segmenter) would change what the records citing it stand on."""
+    for chunk in chunks(list(turns), ID_CHUNK):
+        found = tbl.search().where(id_in(chunk)).select(_SAYING).limit(None).to_arrow()
+        for row in found.to_pylist():
+            t = turns[row["id"]]
+            said = {
+                "exchange_id": t.exchange_id,
+                "role": t.role.value,
+                "speaker": t.speaker,
+                "content": t.text,
+            }
+            # a column an older table left empty tells nothing
+            if any(row[k] is not None and row[k] != v for k, v in said.items()):
+                raise TurnReplaced(
+                    f"turn {t.turn_id!r} of {t.namespace}/{t.session_id} is stored with other "
+                    f"words, speaker or exchange ({row['exchange_id']!r}): a stored turn is "
+                    "never replaced; forget it first"
+                )
 
 
 def _session(session_id: str | None) -> dict[str, set[str]]:

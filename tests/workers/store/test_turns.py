@@ -12,6 +12,7 @@ import pytest
 from tests.processes import run_together
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import TURNS, EmbeddingMismatch, EvidenceStore
+from workers.store.errors import TurnReplaced
 from workers.store.arrow import ID
 from workers.store.listing import list_turns
 from workers.store.turns import _turn_row, turn_row_id, turns_schema
@@ -26,10 +27,21 @@ def test_store_upsert_is_idempotent_on_turn_ids(store: EvidenceStore) -> None:
     batch = [turn("a", "t1", "sourdough starter doubled", 0), turn("a", "t2", "half marathon", 1)]
     store.turns.upsert(batch)
     store.turns.upsert(batch)
-    store.turns.upsert([turn("a", "t2", "half marathon training", 1)])
     assert store.count("turns") == 2
-    hits = store.turns.search_text("a", "training", 5)
+    hits = store.turns.search_text("a", "marathon", 5)
     assert [h["turn_id"] for h in hits] == ["t2"]
+
+
+def test_store_refuses_other_words_under_a_stored_turn_id(store: EvidenceStore) -> None:
+    store.turns.upsert([turn("a", "t2", "half marathon", 1)])
+    forged = turn("a", "t2", "the marathon was cancelled", 1)
+    with pytest.raises(TurnReplaced, match="'t2' of a/s1 is stored with other words"):
+        store.turns.upsert([turn("a", "t3", "a new turn", 2), forged])
+    assert store.turns.search_text("a", "cancelled", 5) == []  # nothing of the batch written
+    assert store.count("turns") == 1
+    other_speaker = turn("a", "t2", "half marathon", 1).model_copy(update={"speaker": None})
+    with pytest.raises(TurnReplaced):
+        store.turns.upsert([other_speaker])
 
 
 def test_store_same_turn_id_in_two_namespaces_is_two_rows(store: EvidenceStore) -> None:
@@ -139,7 +151,7 @@ def test_a_table_from_before_the_primary_key_takes_writes_and_gets_it_at_its_rew
     assert not schema.field("id").nullable
     assert ID.metadata.items() <= (schema.field("id").metadata or {}).items()
     store = EvidenceStore(path, "toy", TOY_DIM)
-    store.turns.upsert([turn("b", "t2", "marathon training", 1), turn("b", "t3", "bread", 2)])
+    store.turns.upsert([turn("b", "t2", "marathon", 1), turn("b", "t3", "bread", 2)])
     assert store.count("turns") == 2
 
 
