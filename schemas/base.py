@@ -84,6 +84,8 @@ Moment = Annotated[datetime, AfterValidator(_representable)]
 
 # Sequence numbers and positions: never negative, and exact wherever they are read.
 Count = Annotated[int, Field(ge=0, le=MAX_SEQ)]
+# ... and given by a producer we did not write: a number, "3" or true its mistake, named
+Seq = Annotated[int, Field(ge=0, le=MAX_SEQ, strict=True)]
 
 
 def json_depth(value: Any) -> int:

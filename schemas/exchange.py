@@ -22,10 +22,10 @@ from schemas.base import (
     MAX_SEQ,
     TURN_CHARS,
     Contract,
-    Count,
     Metadata,
     Moment,
     Name,
+    Seq,
     shown,
     visible,
 )
@@ -58,6 +58,7 @@ class Turn(BaseModel):
     image_caption: str | None = Field(default=None, max_length=10_000)
     memory: bool = Field(
         default=True,
+        strict=True,  # "no" or 0 would take a turn out of memory without a word
         description=(
             "false: kept with its session (listed, forgotten with it) but not memory: no "
             "record is made of it and no search or window shows it (an agent's tool calls "
@@ -132,7 +133,7 @@ class Exchange(Contract):
     kind: Literal["exchange"] = "exchange"
     namespace: Name
     session_id: Name
-    seq: Count
+    seq: Seq
     exchange_id: str = Field(min_length=1, max_length=200)
     turns: list[Turn] = Field(min_length=1, max_length=64)
     session_date: Moment | None = None

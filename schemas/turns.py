@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from schemas.base import TURN_CHARS, Contract, Count, Moment, Name
+from schemas.base import TURN_CHARS, Contract, Moment, Name, Seq
 from schemas.exchange import Role, render_turn
 
 # An embedding's component: finite, and small enough that its vector's norm is finite in
@@ -25,8 +25,10 @@ class RawTurn(Contract):
     session_id: Name
     turn_id: str = Field(min_length=1, max_length=200)
     exchange_id: str = Field(min_length=1, max_length=200)
-    seq: Count
-    index: int = Field(ge=0, le=1_000, description="position of the turn inside its exchange")
+    seq: Seq
+    index: int = Field(
+        ge=0, le=1_000, strict=True, description="position of the turn inside its exchange"
+    )
     exchange_turns: int | None = Field(
         default=None,
         ge=1,
@@ -41,7 +43,9 @@ class RawTurn(Contract):
     created_at: Moment | None = None
     embedding: list[Component] = Field(min_length=1, max_length=8_192)
     embedding_model: str = Field(min_length=1, max_length=200)
-    memory: bool = Field(default=True, description="false: listed, never searched (Turn.memory)")
+    memory: bool = Field(
+        default=True, strict=True, description="false: listed, never searched (Turn.memory)"
+    )
 
     @field_validator("embedding")
     @classmethod

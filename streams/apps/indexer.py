@@ -25,6 +25,7 @@ from workers.encoder.service import drop_expired
 from workers.forget import Fences, Source, rewrite_aof, source_of
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import EvidenceStore
+from workers.store.errors import CommitConflict
 from workers.telemetry import Consumed
 
 log = structlog.get_logger("lychee.indexer")
@@ -114,6 +115,8 @@ async def maintain(service: IndexerService, settings: Settings, redis: Redis) ->
                 tables=report.deferred,
                 budget_s=settings.store.optimize_budget_s,
             )
+    except CommitConflict as exc:  # writes kept winning the table: the next tick does it
+        log.warning("optimize.deferred", error=str(exc), effect="the next tick does it")
     except Exception as exc:  # noqa: BLE001 - next tick retries
         log.error("optimize.failed", error=repr(exc))
 

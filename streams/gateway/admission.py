@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from schemas.base import shown
 from streams.gateway.auth import Keys, Principal, presented_key
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -57,7 +58,8 @@ def authenticate(headers: Headers, keys: Keys) -> Principal | Refusal:
 
 
 def body_problem(headers: Headers, limit: int) -> Refusal | None:
-    """A body that is not JSON (415) or declares a length over `limit` (413).
+    """A body that is not JSON or not sent as it is (415), or declares a length over
+    `limit` (413).
 
     A page elsewhere can make a browser send a form (urlencoded, multipart, text/plain), a
     no-cors fetch or a beacon without a CORS preflight; a JSON body needs a preflight, which
@@ -72,6 +74,13 @@ def body_problem(headers: Headers, limit: int) -> Refusal | None:
             415,
             "Unsupported media type",
             f"send the body as application/json (got {media or 'none'!r})",
+        )
+    coding = (headers.get("content-encoding") or "identity").strip().lower()
+    if has_body and coding != "identity":
+        return Refusal(
+            415,
+            "Unsupported media type",
+            f"send the body uncompressed: Content-Encoding {shown(coding)} is not read",
         )
     return None
 

@@ -52,10 +52,20 @@ def decode_json(value: bytes | None, max_bytes: int | None = None) -> Any:
     except orjson.JSONDecodeError as exc:
         text = str(exc)
         if "UTF-8" in text or "surrogate" in text:
-            raise SerdeError(f"not valid UTF-8 text: {text}", ENCODING) from exc
+            raise SerdeError(_utf8_fault(raw, text), ENCODING) from exc
         if "depth" in text or "recursion" in text.lower():
             raise SerdeError(f"JSON nested too deep: {text}", TOO_DEEP) from exc
         raise SerdeError(f"not valid JSON: {text}", JSON) from exc
+
+
+def _utf8_fault(raw: bytes, parser_said: str) -> str:
+    """Where bytes stop being UTF-8 (the parser says "surrogates not allowed" of any bad
+    byte); what the parser said when the bytes are UTF-8 (an escaped lone surrogate)."""
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"not valid UTF-8 text: {exc.reason} at byte {exc.start}"
+    return f"not valid text: {parser_said}"
 
 
 def contract_error(err: ContractError) -> SerdeError:

@@ -134,3 +134,16 @@ def test_the_gateways_input_refuses_what_the_topics_would_naming_the_field() -> 
         SearchIn(query=" \u200b ")
     with pytest.raises(ContractError, match="turn_id holds"):
         parse_exchange_message(exchange(turns=[{**turns[0], "turn_id": "t\u20291"}]))
+
+
+@pytest.mark.parametrize("seq", ["3", True, 3.0])
+def test_exchange_seq_of_another_type_is_refused_not_read_as_a_number(seq: Any) -> None:
+    with pytest.raises(ContractError, match="seq"):
+        parse_exchange_message(exchange(seq=seq))
+
+
+@pytest.mark.parametrize("memory", ["no", "false", 0, "off"])
+def test_a_turns_memory_flag_is_a_boolean_only(memory: Any) -> None:
+    turn = {"role": "user", "content": "hello", "memory": memory}
+    with pytest.raises(ContractError, match="memory"):
+        parse_exchange_message(exchange(turns=[turn]))

@@ -66,6 +66,11 @@ class SegmenterParams(BaseModel):
     target_tokens: int = Field(default=600, ge=1)
     max_tokens: int = Field(default=900, ge=1)
     max_exchanges: int = Field(default=10, ge=1)
+    # An exchange larger than `max_tokens` is encoded as segments of its own, this many at
+    # most: a pasted log or a runaway reply of 200,000 characters would otherwise make a
+    # hundred (each an LLM call); its raw turns keep all of it, searched by their passages.
+    # 16 (about 14,000 tokens) leaves every turn of both dev sets whole.
+    max_fragments: int = Field(default=16, ge=1)
     # absolute surprise; None picks the calibration of the embedding model
     calibration: SurpriseCalibration | None = None
     calibrations: dict[str, SurpriseCalibration] = Field(

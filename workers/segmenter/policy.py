@@ -94,6 +94,7 @@ class Decision:
     action: str  # start | append | aside | cut | capacity | split | replay | redelivery
     signals: BoundarySignals | None
     finalized: list[Segment]
+    left_out: int = 0  # an oversized exchange's fragments past `max_fragments`: not encoded
 
 
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
@@ -260,7 +261,9 @@ class SegmentPolicy:
             bare = turn.model_copy(update={"content": text, "image_caption": None})
             for piece in self._split_text(bare.rendered(), text):
                 pieces.append((tid, bare.model_copy(update={"content": piece})))
-        for n, group in enumerate(self._pack(pieces)):
+        groups = self._pack(pieces)
+        kept = groups[: self.p.max_fragments]
+        for n, group in enumerate(kept):
             frag = SegmentExchange(
                 exchange_id=item.exchange_id,
                 seq=item.seq,
@@ -275,7 +278,7 @@ class SegmentPolicy:
             state.tokens = frag.tokens
             out += self._finalize(state, FinalizeReason.oversized_exchange, None)
         state.last_vector = [float(x) for x in e]
-        return Decision("split", None, out)
+        return Decision("split", None, out, left_out=len(groups) - len(kept))
 
     def _split_text(self, rendered: str, content: str) -> list[str]:
         """A turn's content in pieces under the cap: sentences, then word runs if needed."""

@@ -23,19 +23,16 @@ replays are counted per session so that `lychee ingest --wait` can report them.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 import structlog
 
 from schemas import (
     ControlKind,
     Exchange,
     ExchangeTopicMessage,
-    RawTurn,
     Segment,
     SessionControl,
     session_key,
@@ -56,6 +53,7 @@ from workers.ports import OutMessage, Publisher
 from workers.segmenter.errors import StateConflict
 from workers.segmenter.policy import Decision, Position, SegmentPolicy, SessionState
 from workers.segmenter.state_store import SessionStore
+from workers.segmenter.vectors import embed_exchanges, raw_turns
 
 log = structlog.get_logger("lychee.segmenter")
 
@@ -126,6 +124,16 @@ class SegmenterService:
                 else:
                     decision = await self._apply_control(msg, pos)
             result.decisions.append(decision)
+            if decision.left_out:
+                log.warning(
+                    "exchange.oversized",
+                    namespace=msg.namespace,
+                    session_id=msg.session_id,
+                    seq=getattr(msg, "seq", None),
+                    encoded=len(decision.finalized),
+                    left_out=decision.left_out,
+                    effect="the rest is kept in its raw turns, searched by their passages",
+                )
             result.segments += len(decision.finalized)
             result.replays += decision.action == "replay"
             result.redeliveries += decision.action == "redelivery"
@@ -379,74 +387,6 @@ class SegmenterService:
             OutMessage(t.TURNS, ex.key, raw.model_dump_json().encode(), headers)
             for raw in raw_turns(ex, turn_vecs, self.embedder.model_name)
         ]
-
-
-def embed_exchanges(
-    embedder: Embedder, exchanges: Sequence[Exchange]
-) -> list[tuple[Matrix, list[Matrix]]]:
-    """One embedding call for the batch: per exchange, in order, its vector and one vector
-    per turn (an exchange of one memory turn shares its vector with it). Matched by
-    position: exchange ids repeat across sessions and namespaces. A turn that is not memory
-    (`Turn.memory`: an agent's tool call or output) is left out of its exchange's text
-    (`Exchange.remembered`), is never searched and costs the model nothing: its vector is
-    the exchange's `placeholder`, as is the vector of an exchange of such turns only."""
-    kept = [[turn for turn in ex.turns if turn.memory] for ex in exchanges]
-    texts = [ex.remembered() for ex, mine in zip(exchanges, kept, strict=True) if mine]
-    texts += [turn.rendered() for mine in kept if len(mine) > 1 for turn in mine]
-    matrix = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), dtype=np.float32)
-    said = sum(1 for mine in kept if mine)
-    whole, own = iter(matrix[:said]), iter(matrix[said:])  # the exchanges', their turns'
-    out = []
-    for ex, mine in zip(exchanges, kept, strict=True):
-        if mine:
-            vector = next(whole)
-            aside = placeholder(ex, embedder.dim) if len(mine) < len(ex.turns) else vector
-        else:
-            vector = aside = placeholder(ex, embedder.dim)
-        turns = [(next(own) if len(mine) > 1 else vector) if t.memory else aside for t in ex.turns]
-        out.append((vector, turns))
-    return out
-
-
-def placeholder(ex: Exchange, dim: int) -> Matrix:
-    """The vector of what is never searched, an exchange's turns that are not memory (and the
-    exchange, when they are all it holds): a unit vector drawn from a digest of its place
-    (the same on a replay), spread like a text's rather than one shared by all, which would
-    crowd one point of the turns' vector index."""
-    key = f"{ex.namespace}\0{ex.session_id}\0{ex.seq}".encode("utf-8", "surrogatepass")
-    seed = int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "big")
-    v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-    return v / np.float32(np.linalg.norm(v))
-
-
-def raw_turns(ex: Exchange, turn_vecs: list[Matrix], model_name: str) -> list[RawTurn]:
-    """The exchange's turns as `memory.turns` carries them, with their embeddings (an
-    embedding endpoint's all-zero vector, which the contract refuses as having no
-    direction, replaced by the exchange's `placeholder`: the turn is kept, found by its
-    words)."""
-    return [
-        RawTurn(
-            namespace=ex.namespace,
-            session_id=ex.session_id,
-            turn_id=tid,
-            exchange_id=ex.exchange_id,
-            seq=ex.seq,
-            index=i,
-            exchange_turns=len(ex.turns),
-            role=turn.role,
-            speaker=turn.speaker,
-            text=turn.content,
-            image_caption=turn.image_caption,
-            memory=turn.memory,
-            session_date=ex.session_date,
-            created_at=turn.created_at,
-            embedding=np.asarray(
-                tvec if np.any(tvec) else placeholder(ex, len(tvec)), dtype=np.float32
-            ).tolist(),
-            embedding_model=model_name,
-        )
-        for i, (tid, turn, tvec) in enumerate(zip(ex.turn_ids(), ex.turns, turn_vecs, strict=True))
-    ]
 
 
 def _segment_messages(segments: Sequence[Segment]) -> list[OutMessage]:

@@ -24,7 +24,12 @@ _CONFLICT_RETRIES = 6
 
 def is_commit_conflict(exc: BaseException) -> bool:
     # lance raises a bare RuntimeError("lance error: Retryable commit conflict for version ...")
-    return isinstance(exc, RuntimeError) and "commit conflict" in str(exc).lower()
+    # or, for an index build that a forget's rewrite overtook, "... CreateIndex transaction is
+    # incompatible with concurrent transaction Overwrite": done again on the new version
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and (
+        "commit conflict" in text or "incompatible with concurrent transaction" in text
+    )
 
 
 def retry_conflicts(action: Callable[[], None]) -> None:

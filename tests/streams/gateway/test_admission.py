@@ -65,6 +65,7 @@ def test_admission_without_keys_takes_json_from_loopback_and_its_own_pages(
         ("POST", b"{}", {"Content-Type": "text/plain"}, 415, "application/json"),
         ("POST", b"{}", {"Content-Type": "application/x-www-form-urlencoded"}, 415, "json"),
         ("POST", b"{}", {}, 415, "got 'none'"),  # a beacon of an untyped blob
+        ("POST", b"{}", {**JSON, "Content-Encoding": "gzip"}, 415, "'gzip' is not read"),
         ("POST", b"{}", {**JSON, "Origin": "http://127.0.0.1:9"}, 403, "127.0.0.1:9"),
         ("POST", b"{}", {**JSON, "Origin": "null"}, 403, "'null'"),  # a sandboxed frame
         ("POST", b"", {"Origin": "https://evil.example"}, 403, "evil.example"),  # flush, end

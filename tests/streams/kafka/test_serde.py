@@ -41,6 +41,13 @@ def test_decode_invalid_utf8_and_lone_surrogates_are_encoding_errors(raw: bytes)
     assert code_of(raw) == "encoding"
 
 
+def test_an_encoding_error_says_where_the_bytes_stop_being_utf8() -> None:
+    with pytest.raises(SerdeError, match="not valid UTF-8 text: invalid start byte at byte 1"):
+        decode_json(b"\x00\xff\xfegarbage")
+    with pytest.raises(SerdeError, match="not valid text: .*surrogate"):
+        decode_json(b'{"query": "\\ud800"}')
+
+
 def test_decode_nesting_past_orjson_limit_is_too_deep() -> None:
     assert code_of(b"[" * 2000 + b"]" * 2000) == "too_deep"
 

@@ -15,7 +15,7 @@ from tests.workers.builders import TOY_DIM, turn
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import ALL_TABLES, EvidenceStore
 from workers.store.errors import CommitConflict
-from workers.store.writes import upsert_rows
+from workers.store.writes import is_commit_conflict, upsert_rows
 
 
 @pytest.fixture
@@ -121,6 +121,15 @@ def test_store_upsert_retries_a_lost_commit_then_reports_it_as_transient() -> No
         upsert_rows(_Raising(), data)
 
 
+def test_an_index_build_overtaken_by_a_rewrite_is_a_conflict_done_again() -> None:
+    overtaken = RuntimeError(
+        "lance error: CreateIndex transaction is incompatible with concurrent transaction "
+        "Overwrite at version 12"
+    )
+    assert is_commit_conflict(overtaken)
+    assert not is_commit_conflict(RuntimeError("disk on fire"))
+
+
 class _Raising(_Conflicting):
     def __init__(self) -> None:
         super().__init__(0)
@@ -156,7 +165,7 @@ async def test_indexer_writes_raw_turns_with_the_segmenters_vectors_and_no_model
     from datetime import datetime
 
     from schemas import Exchange, Role, Turn
-    from workers.segmenter.service import embed_exchanges, raw_turns
+    from workers.segmenter.vectors import embed_exchanges, raw_turns
 
     exchanges = [
         Exchange(

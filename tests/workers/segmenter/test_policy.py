@@ -457,6 +457,19 @@ def test_oversized_exchange_is_split_into_fragments() -> None:
     assert [s.segment_id for s in r.segments][-1] == "ns/s1/3"
 
 
+def test_an_oversized_exchange_is_encoded_in_its_first_fragments_only() -> None:
+    r = Runner(make_policy(max_fragments=2))
+    content = " ".join(f"Sentence {i} has some words here." for i in range(400))  # 3 pieces
+    d = r.step(E0, content=content)
+    assert d.action == "split" and len(d.finalized) == 2 and d.left_out == 1
+    assert [s.segment_id for s in d.finalized] == ["ns/s1/0", "ns/s1/1"]
+    kept = " ".join(t.content for s in d.finalized for t in s.exchanges[0].turns)
+    assert content.startswith(kept) and len(kept.split()) == 2 * 888
+    r.step(E0, 10)
+    r.flush()
+    assert [s.segment_id for s in r.segments][-1] == "ns/s1/2"  # the numbering goes on
+
+
 def test_oversized_sentence_without_punctuation_splits_on_words() -> None:
     r = Runner(make_policy())
     content = " ".join(f"w{i}" for i in range(2000))  # one 2000-word "sentence"

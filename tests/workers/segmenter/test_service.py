@@ -515,7 +515,7 @@ def test_a_turn_that_is_not_memory_is_left_out_of_its_exchanges_text_and_costs_n
     None
 ):
     from tests.workers.builders import HashEmbedder
-    from workers.segmenter.service import embed_exchanges, placeholder
+    from workers.segmenter.vectors import embed_exchanges, placeholder
 
     said = Turn(role=Role.user, content="I bought a red kayak.")
     reply = Turn(role=Role.assistant, content="A fine boat.")
@@ -588,7 +588,7 @@ async def test_segmenter_service_keeps_tool_items_as_turns_and_out_of_segments(r
 def test_a_turn_an_endpoint_gave_an_all_zero_vector_is_kept_with_the_placeholder() -> None:
     """The contract refuses a vector without a direction; the turn is still written (found
     by its words), not its exchange dead-lettered."""
-    from workers.segmenter.service import placeholder, raw_turns
+    from workers.segmenter.vectors import placeholder, raw_turns
 
     ex = Exchange(
         namespace="a",
