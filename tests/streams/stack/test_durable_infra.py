@@ -101,10 +101,11 @@ def test_evidence_store_on_s3_writes_reads_and_searches(s3_store: S3Store) -> No
     store.turns.upsert(
         [turn("a", "t1", "sourdough starter doubled", 0), turn("a", "t2", "half marathon", 1)]
     )
-    store.turns.upsert([turn("a", "t2", "half marathon training", 1)])
+    # a redelivered turn merges on its id, a new one is added
+    store.turns.upsert([turn("a", "t2", "half marathon", 1), turn("a", "t3", "training plan", 2)])
     fresh = EvidenceStore(uri, "toy", TOY_DIM, storage_options=s3_store.options())
-    assert fresh.count("turns", "a") == 2
-    assert [h["turn_id"] for h in fresh.turns.search_text("a", "training", 5)] == ["t2"]
+    assert fresh.count("turns", "a") == 3
+    assert [h["turn_id"] for h in fresh.turns.search_text("a", "training", 5)] == ["t3"]
     listed = s3_store.client().list_objects_v2(Bucket=seaweed.BUCKET, Prefix="lancedb-store-test/")
     assert listed["KeyCount"] > 0  # the rows live in the bucket, not on a local disk
 
