@@ -25,7 +25,7 @@ from workers.encoder.service import drop_expired
 from workers.forget import Fences, Source, rewrite_aof, source_of
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import EvidenceStore
-from workers.store.errors import CommitConflict
+from workers.store.writes import overtaken
 from workers.telemetry import Consumed
 
 log = structlog.get_logger("lychee.indexer")
@@ -115,10 +115,11 @@ async def maintain(service: IndexerService, settings: Settings, redis: Redis) ->
                 tables=report.deferred,
                 budget_s=settings.store.optimize_budget_s,
             )
-    except CommitConflict as exc:  # writes kept winning the table: the next tick does it
-        log.warning("optimize.deferred", error=str(exc), effect="the next tick does it")
     except Exception as exc:  # noqa: BLE001 - next tick retries
-        log.error("optimize.failed", error=repr(exc))
+        if overtaken(exc):  # a write won the table: expected beside a forget
+            log.warning("optimize.deferred", error=str(exc)[:300], effect="the next tick")
+        else:
+            log.error("optimize.failed", error=repr(exc))
 
 
 def build(settings: Settings) -> faust.App:

@@ -68,7 +68,7 @@ from workers.query.answer import LLMAnswerer
 from workers.query.planner.llm_planner import LLMPlanner
 from workers.query.service import QueryDeps, QueryService
 from workers.segmenter.policy import SegmentPolicy, SessionState
-from workers.segmenter.service import embed_exchanges, raw_turns
+from workers.segmenter.vectors import embed_exchanges, raw_turns
 from workers.tokens import count_tokens, prompt_tokens
 
 Echo = Callable[[str], None]

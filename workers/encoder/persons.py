@@ -43,7 +43,7 @@ PRONOUN = re.compile(
 _COMPANION = re.compile(
     r"\b(?P<a>[A-Z][\w’'-]+) and (?:me|I|myself)\b|\b(?:me|I) and (?P<b>[A-Z][\w’'-]+)\b"
 )
-_PLACE_BEFORE = re.compile(r"\b(?:in|at|from|to|near|into|around|of|for)\s+$")
+_PLACE_BEFORE = re.compile(r"\b(?:in|at|from|near|around)\s+$")
 _I_CONTRACTED = {"m": "is", "re": "is", "ve": "has", "ll": "will", "d": "would"}
 _WE_CONTRACTED = {"re": "are", "ve": "have", "ll": "will", "d": "would"}
 _IRREGULAR = {"am": "is", "are": "is", "were": "was", "have": "has", "do": "does"}
@@ -89,15 +89,20 @@ def persons_of(
     others = [s for s in speakers if s != who]
     you = others[0] if len(others) == 1 else (before if before and before != who else None)
     yall = _joined(others) if len(others) > 1 else f"{you} and others" if you else None
-    companion = next(
-        (m for m in _COMPANION.finditer(body) if not _PLACE_BEFORE.search(body[: m.start()])),
-        None,
-    )
+    companion = next((m for m in _COMPANION.finditer(body) if not _a_place(body, m)), None)
     mate = (companion.group("a") or companion.group("b")) if companion else None
     if mate and mate not in not_names and mate != who:
         return Persons(me, you, f"{me} and {mate}", yall)
     both = named and len(others) == 1 and (who in assistants or others[0] not in assistants)
     return Persons(me, you, f"{me} and {others[0]}" if both else None, yall)
+
+
+def _a_place(body: str, m: re.Match[str]) -> bool:
+    """A place that ends one clause before the next ("in Porto and I work"): no companion
+    ("say hi to Kai and me" names one)."""
+    return m.group(0).endswith(" I") and bool(
+        _PLACE_BEFORE.search(body[max(0, m.start() - 8) : m.start()])
+    )
 
 
 def _joined(names: Sequence[str]) -> str:

@@ -13,12 +13,12 @@ assistant), in the order they were said:
   "slipped" just before it, in its clause, or a statement that opens as a correction
   ("Sorry, ..."); anything less sure links nothing. A goal ("trying to reach 100 %") is
   not a measured value, so the two never replace each other (dates excepted: a deadline is
-  a plan either way). In "from X to Y" (and "Y instead of X") only Y holds; a later "from X
-  to Y" replaces an earlier value only when X is that value, else it is the change of
-  another thing worded alike, and names the older value so surely that one shared word
-  suffices ("from Postgres 15 to Postgres 16"), or a count's unit ("5 replicas instead of
-  3" after "3 replicas"). An assistant's numbers are worked examples and suggestions, not
-  the state of things: only the other side's count.
+  a plan either way). In "from X to Y" (and "Y instead of X", "Y, up from X") only Y holds;
+  a later "from X to Y" replaces an earlier value only when X is that value, else it is the
+  change of another thing worded alike; when the same name stands before all three ("runs
+  Postgres 15", then "from Postgres 15 to Postgres 16"), the name is the one shared word it
+  needs. An assistant's numbers are worked examples and suggestions, not the state of
+  things: only the other side's count.
 - `never-but-did`: a statement that something was never done ("I've never written any
   routes") against one that says it was. When the account of doing it is later, it
   settles the question (it supersedes the denial); when only earlier ones exist, the two
@@ -247,12 +247,13 @@ def _changed(
 
 
 def _named_alike(ov: Value, nv: Value, shared: int) -> bool:
-    """Whether two values name one attribute: `MIN_SHARED` words in common, or, when the
-    newer statement names the older value as what it was ("from 15 to 16", "5 instead of
-    3"), one, a count's unit counted ("3 replicas", "5 replicas instead of 3")."""
-    if nv.was is None or nv.was != ov.amount:
-        return shared >= MIN_SHARED
-    return shared + int(ov.kind == nv.kind and ov.kind.startswith("count:")) >= 1
+    """Whether two values name one attribute: `MIN_SHARED` words in common, or one when
+    both follow the same name and the newer statement gives the older value as what it was
+    ("runs Postgres 15", then "from Postgres 15 to Postgres 16"). An old amount alone is
+    weak evidence: small counts recur ("3 kids", then a neighbour's "5 kids instead of 3")."""
+    if ov.label and ov.label == nv.label and nv.was == ov.amount:
+        return shared >= 1
+    return shared >= MIN_SHARED
 
 
 # -- never-but-did --------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """What a statement's values are and the words that name each (the value-change rule's
-reading, `workers.indexer.supersession`): a number with its unit, an amount of money or a day
-of a month; the attribute's words around it, whose it is and the names among them; whether
-the words before it say it changed, is a goal or the size of a change.
+reading, `workers.indexer.supersession`): a number with its unit, an amount of money, a day
+of a month or a time of day; the attribute's words around it, whose it is and the names
+among them; whether the words before it say it changed, is a goal or the size of a change.
 
 English function words only: no names, projects or topics.
 """
@@ -54,10 +54,12 @@ _DAY = re.compile(
 )
 # a time of day ("9:30", "10:00 am", "7 pm"): one value, in minutes after midnight
 _TIME = re.compile(
-    r"\b([01]?\d|2[0-3]):([0-5]\d)(?:\s?([ap])(?:\.m\.|m\b))?(?![\d:])"
+    r"(?<![\d:])\b([01]?\d|2[0-3]):([0-5]\d)(?:\s?([ap])(?:\.m\.|m\b))?(?![\d:])"
     r"|\b(1[0-2]|0?\d)\s?([ap])(?:\.m\.|m\b)",
     re.IGNORECASE,
 )
+# ... and "3:16" is a time only said as one ("at 3:16", "3:16 pm"): a verse, a ratio else
+_AT = re.compile(r"\b(?:at|by|until|till|from|to|around|before|after|since)\s+$", re.IGNORECASE)
 _VERSION = re.compile(r"\bv?\d+\.\d+\.\d+|\bv\d+(?:\.\d+)?\b", re.IGNORECASE)
 WORD = re.compile(r"[a-z][a-z0-9'’-]*")
 # a later statement that reads as a change of what an earlier one said
@@ -97,7 +99,7 @@ _FUNCTION = TAG_STOPWORDS | wordset(
     "any all each every one two per around about after before since over under into onto "
     "my me we us it is be to of in on at by an a or as so if do did done get got make made "
     "want need trying try help sure currently recently now new updated update actually "
-    "already still yet never not no ever just able using use used"
+    "already still yet never not no ever just able using use used instead rather"
 )
 _NOT_NAMES = _FUNCTION | frozenset(WEEKDAYS) | wordset("he she that what there here who let")
 
@@ -105,7 +107,9 @@ _NOT_NAMES = _FUNCTION | frozenset(WEEKDAYS) | wordset("he she that what there h
 @dataclass(frozen=True)
 class Value:
     kind: str
-    amount: float  # a date: month * 100 + day, plus year * 10,000 when it says its year
+    # a date: month * 100 + day, plus year * 10,000 when it says its year; a time of day:
+    # minutes after midnight
+    amount: float
     attribute: frozenset[str]  # the words naming it, the namespace's common words left out
     shown: str
     changed: bool  # the words just before it say it changed ("now draws 650")
@@ -116,6 +120,7 @@ class Value:
     whole: frozenset[str] = frozenset()  # the words naming it, common ones too
     whose: str = ""  # the last owner before it: "eva" in "Ana's sister Eva's rent"
     names: frozenset[str] = frozenset()  # capitalized words naming it ("flight to Berlin")
+    label: str = ""  # the name just before it ("Postgres 15"), lowercased
 
 
 def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
@@ -128,7 +133,7 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
         out.append(Value("date", day, shown=shown, changed=changed, **_naming(plain, m, common)))
     for m, _ in reversed(days):
         plain = f"{plain[: m.start()]} {plain[m.end() :]}"
-    times = list(_TIME.finditer(plain))
+    times = [m for m in _TIME.finditer(plain) if _said_as_time(plain, m)]
     for m in times:
         shown, changed = m.group(0).strip(), _changed_at(plain, m)
         out.append(
@@ -150,9 +155,10 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
             changed=_changed_at(plain, m),
             goal=bool(_GOAL.search(clause_before(plain, m))),
             delta=bool(_BY.search(plain[: m.start()])),
+            label=_label(plain, m),
             **_naming(plain, m, common),
         )
-        if previous is not None and _to_next(plain, previous[0]):
+        if previous is not None and _to_next(plain, previous[0], previous[1].label):
             was = previous[1]  # "from <was> to <value>": one change of one thing
             if comparable(was, value) or was.kind == "count":
                 out[-1] = replace(was, stale=True)
@@ -167,11 +173,30 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
     return out
 
 
-def _to_next(text: str, m: re.Match[str]) -> bool:
+def _said_as_time(text: str, m: re.Match[str]) -> bool:
+    """A clock time: two hour digits, "am"/"pm", or a word before it that says when."""
+    if m.group(4) or m.group(3) or len(m.group(1)) == 2:
+        return True
+    return bool(_AT.search(text[max(0, m.start() - NEAR) : m.start()]))
+
+
+NEAR = 40  # characters before a value read for the word just before it
+
+
+def _label(text: str, m: re.Match[str]) -> str:
+    """The name just before a value, lowercased ("Postgres 15": "postgres"); "" when the
+    word there is not a name."""
+    found = _LAST_WORD.search(text[max(0, m.start() - NEAR) : m.start()])
+    if found is None or not found.group(1)[0].isupper():
+        return ""
+    word = found.group(1).lower()
+    return "" if word in _NOT_NAMES or month_number(word) else word
+
+
+def _to_next(text: str, m: re.Match[str], label: str) -> bool:
     """Whether the value at `m` is what the next one replaced ("from 64% to 71%"), the
     same name before both ("from Postgres 15 to Postgres 16")."""
-    named = _LAST_WORD.search(text[: m.start()])
-    name = re.escape(named.group(1)) if named else "(?!)"
+    name = re.escape(label) if label else "(?!)"
     return bool(re.compile(_TO_NEXT.format(name=name), re.IGNORECASE).match(text, m.end(2)))
 
 

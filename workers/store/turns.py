@@ -264,29 +264,29 @@ class TurnsTable(Table):
         return {r["turn_id"] for r in rows}
 
 
-_SAYING = ["id", "exchange_id", "role", "speaker", "content"]  # what a turn says, and where
+_SAYING = ["id", "role", "speaker", "content", "image_caption", MEMORY_COLUMN]  # a turn's digest
 
 
 def _check_unchanged(tbl: Any, turns: dict[str, RawTurn]) -> None:
-    """Refuse a turn stored already with other words, speaker or exchange: a redelivery
-    writes the same row again, while another message under its id (a producer of our topic
-    that is not the segmenter) would change what the records citing it stand on."""
+    """Refuse a turn stored already with other words: what its digest covers (role,
+    speaker, content, caption, whether it is memory; `schemas.exchange.Turn.digest`). A
+    redelivery, or the same words under another exchange (which the gateway and the
+    segmenter take as the same turn), writes the row again; another message under its id (a
+    producer of our topic that is not the segmenter) would change what the records citing
+    it stand on."""
     for chunk in chunks(list(turns), ID_CHUNK):
         found = tbl.search().where(id_in(chunk)).select(_SAYING).limit(None).to_arrow()
         for row in found.to_pylist():
             t = turns[row["id"]]
-            said = {
-                "exchange_id": t.exchange_id,
-                "role": t.role.value,
-                "speaker": t.speaker,
-                "content": t.text,
-            }
-            # a column an older table left empty tells nothing
-            if any(row[k] is not None and row[k] != v for k, v in said.items()):
+            if row["content"] is None:  # a row of a table from before `content`
+                continue
+            stored = (row["role"], row["speaker"], row["content"], row["image_caption"])
+            said = (t.role.value, t.speaker, t.text, t.image_caption)
+            if stored != said or (row[MEMORY_COLUMN] is not False) != t.memory:
                 raise TurnReplaced(
                     f"turn {t.turn_id!r} of {t.namespace}/{t.session_id} is stored with other "
-                    f"words, speaker or exchange ({row['exchange_id']!r}): a stored turn is "
-                    "never replaced; forget it first"
+                    "words, speaker, caption or memory flag: a stored turn is never replaced; "
+                    "forget it first"
                 )
 
 

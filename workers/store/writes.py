@@ -24,11 +24,16 @@ _CONFLICT_RETRIES = 6
 
 def is_commit_conflict(exc: BaseException) -> bool:
     # lance raises a bare RuntimeError("lance error: Retryable commit conflict for version ...")
-    # or, for an index build that a forget's rewrite overtook, "... CreateIndex transaction is
-    # incompatible with concurrent transaction Overwrite": done again on the new version
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and (
-        "commit conflict" in text or "incompatible with concurrent transaction" in text
+    return isinstance(exc, RuntimeError) and "commit conflict" in str(exc).lower()
+
+
+def overtaken(exc: BaseException) -> bool:
+    """Whether maintenance lost its table to a write: a conflict its retries did not win, or
+    an index build a forget's rewrite overtook ("CreateIndex transaction is incompatible
+    with concurrent transaction Overwrite"). The next maintenance tick does it again."""
+    return isinstance(exc, CommitConflict) or (
+        isinstance(exc, RuntimeError)
+        and "incompatible with concurrent transaction" in str(exc).lower()
     )
 
 

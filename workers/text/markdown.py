@@ -34,8 +34,7 @@ class Block:
 
 
 FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
-# the rule under a table's header row: |---|:--:|
-RULE = re.compile(r"^[ \t]*\|?[ \t]*:?-{2,}:?[ \t]*(?:\|[ \t]*:?-{2,}:?[ \t]*)*\|?[ \t]*$")
+_RULE_CELL = re.compile(r":?-{2,}:?")
 _HEADING = re.compile(r"^[ \t]{0,3}(?:#{1,6}[ \t]+\S|\*\*[^*\n]{1,120}\*\*:?[ \t]*$)")
 _ITEM = re.compile(r"^[ \t]{0,3}(?:[-*+]|\d{1,3}[.)])[ \t]+\S")
 _TABLE = re.compile(r"^[ \t]*\|")
@@ -88,6 +87,13 @@ def _while(lines: list[tuple[int, str]], j: int, keep: Callable[[str], bool]) ->
     while j < len(lines) and keep(lines[j][1]):
         j += 1
     return j
+
+
+def is_rule(line: str) -> bool:
+    """Whether `line` is the rule under a table's header row (`|---|:--:|`): cells of dashes
+    with an optional colon either side (read cell by cell, no backtracking over blanks)."""
+    cells = line.strip().strip("|").split("|")
+    return all(_RULE_CELL.fullmatch(c.strip()) for c in cells)
 
 
 def heading_text(block: str) -> str:

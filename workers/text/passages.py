@@ -5,7 +5,7 @@ item or one code block; shown whole, it fills the context an agent gives its mem
 longer than `max_tokens` is cut at its markdown blocks (`workers.text.markdown`) into passages of
 at most that many tokens, in order, each with its character span in the turn: consecutive
 blocks share a passage while they fit, a heading starts a new one and is shown above the
-passages under it (never a passage alone), a code block or a table starts a new one and
+passages under it (a passage alone only at the end), a code block or a table starts a new one and
 takes the sentence that introduces it ("Add this to app.py:"), and a block larger than a
 passage is cut: code where its blank lines part it (a comment stays with the lines it
 explains), then at lines, its fences kept by its first and last pieces; a table at its rows,
@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
-from workers.text.markdown import FENCE, RULE, Block, Kind, blocks, heading_text
+from workers.text.markdown import FENCE, Block, Kind, blocks, heading_text, is_rule
 
 Count = Callable[[str], int]
 # A few sentences (about fifty words), a list item or a short code block. Chosen from 150,
@@ -46,8 +46,9 @@ class Passage(NamedTuple):  # a tuple: cheap to build for each passage a request
 def passages(content: str, max_tokens: int, count: Count) -> list[Passage]:
     """`content` as passages of at most `max_tokens` (see the module); one when it fits.
 
-    Sizes are the sums of the blocks' (lines', sentences') own counts, each counted once,
-    so a message of any length costs one pass of the tokenizer."""
+    Sizes are the sums of the blocks' (lines', sentences') own counts, so a message of any
+    length costs a pass or two of the tokenizer (a code part too large is counted again by
+    its lines)."""
     if count(content) <= max_tokens:
         return [Passage(0, len(content))]
     out: list[Passage] = []
@@ -55,9 +56,9 @@ def passages(content: str, max_tokens: int, count: Count) -> list[Passage]:
     size, heading, shown_heading, lead = 0, "", "", ""
     previous: Block | None = None
 
-    def close() -> None:
-        # a heading alone says nothing: it is shown above the passages under it
-        if group and not (len(group) == 1 and group[0].kind is Kind.heading):
+    def close(last: bool = False) -> None:
+        # headings alone are shown above the passages under them; at the end, they are all
+        if group and (last or any(b.kind is not Kind.heading for b in group)):
             out.append(Passage(group[0].start, group[-1].end, shown_heading, lead))
         group.clear()
 
@@ -92,7 +93,7 @@ def passages(content: str, max_tokens: int, count: Count) -> list[Passage]:
         if block.kind is Kind.heading:
             heading = heading_text(text)[:MAX_HEADING_CHARS]
         previous = block
-    close()
+    close(last=True)
     return out
 
 
@@ -120,7 +121,10 @@ def _code(
     opening = lines.pop(0) if lines and _is_fence(content, lines[0]) else None
     closing = lines.pop() if lines and _is_fence(content, lines[-1]) else None
     fences = [f for f in (opening, closing) if f is not None]
-    room = max(max_tokens - sum(count(content[s:e]) + SEPARATOR for s, e in fences), 1)
+    room = max_tokens - sum(count(content[s:e]) + SEPARATOR for s, e in fences)
+    if room < max_tokens // 2:  # fences too long to keep (a long info string): cut as lines
+        opening = closing = None
+        lines, room = _lines(content, block), max_tokens
     spans: list[tuple[int, int]] = []
     for part in _parts(lines, content):
         if count(content[part[0][0] : part[-1][1]]) <= room:
@@ -158,12 +162,12 @@ def _table(
     """A table too large for a passage, cut at its rows; a piece after the first is shown
     under the table's header row and its rule, which say what its columns are."""
     rows = _lines(content, block)
-    header = rows[:2] if len(rows) > 2 and RULE.match(content[rows[1][0] : rows[1][1]]) else []
-    if not header:  # no header row to repeat
+    header = rows[:2] if len(rows) > 2 and is_rule(content[rows[1][0] : rows[1][1]]) else []
+    shown_header = content[header[0][0] : header[-1][1]] if header else ""
+    room = max_tokens - count(shown_header) - SEPARATOR
+    if not header or room < max_tokens // 2:  # no header, or one too large to repeat
         return _pack(content, rows, heading, lead, max_tokens, count)
-    shown_header = content[header[0][0] : header[-1][1]]
     under = "\n".join(p for p in (lead, shown_header) if p)
-    room = max(max_tokens - count(shown_header) - SEPARATOR, 1)
     first, *rest = _pack(content, rows[2:], heading, lead, room, count)
     return [first._replace(start=block.start), *(p._replace(lead=under) for p in rest)]
 

@@ -360,6 +360,10 @@ def test_a_place_before_and_i_is_no_companion() -> None:
     )
     assert recs[0].semantic_text.startswith("Ana lives in Bergen and Ana works")
     assert recs[-1].semantic_text == "Ana and Bruno bought a boat."
+    (rec,) = records(
+        ("Ana", "This boat is for Kai and me. We sail it on Sundays."), ("Bruno", "Nice.")
+    )[1:2]
+    assert rec.semantic_text == "Ana and Kai sail it on Sundays."
 
 
 def test_you_is_the_other_speaker() -> None:

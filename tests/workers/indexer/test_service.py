@@ -16,6 +16,7 @@ from workers.indexer.service import IndexBatch, IndexerService
 from workers.store import ALL_TABLES, EvidenceStore
 from workers.store.errors import CommitConflict
 from workers.store.writes import is_commit_conflict, upsert_rows
+from workers.store.writes import overtaken as overtaken_by_a_write
 
 
 @pytest.fixture
@@ -121,13 +122,14 @@ def test_store_upsert_retries_a_lost_commit_then_reports_it_as_transient() -> No
         upsert_rows(_Raising(), data)
 
 
-def test_an_index_build_overtaken_by_a_rewrite_is_a_conflict_done_again() -> None:
+def test_maintenance_overtaken_by_a_write_is_told_from_a_failure() -> None:
     overtaken = RuntimeError(
         "lance error: CreateIndex transaction is incompatible with concurrent transaction "
         "Overwrite at version 12"
     )
-    assert is_commit_conflict(overtaken)
-    assert not is_commit_conflict(RuntimeError("disk on fire"))
+    assert overtaken_by_a_write(overtaken) and not is_commit_conflict(overtaken)
+    assert overtaken_by_a_write(CommitConflict("lost", retry_after_s=1.0))
+    assert not overtaken_by_a_write(RuntimeError("disk on fire"))
 
 
 class _Raising(_Conflicting):

@@ -12,8 +12,8 @@ import pytest
 from tests.processes import run_together
 from tests.workers.builders import TOY_DIM, turn
 from workers.store import TURNS, EmbeddingMismatch, EvidenceStore
-from workers.store.errors import TurnReplaced
 from workers.store.arrow import ID
+from workers.store.errors import TurnReplaced
 from workers.store.listing import list_turns
 from workers.store.turns import _turn_row, turn_row_id, turns_schema
 
@@ -39,9 +39,13 @@ def test_store_refuses_other_words_under_a_stored_turn_id(store: EvidenceStore) 
         store.turns.upsert([turn("a", "t3", "a new turn", 2), forged])
     assert store.turns.search_text("a", "cancelled", 5) == []  # nothing of the batch written
     assert store.count("turns") == 1
-    other_speaker = turn("a", "t2", "half marathon", 1).model_copy(update={"speaker": None})
-    with pytest.raises(TurnReplaced):
-        store.turns.upsert([other_speaker])
+    for change in ({"speaker": None}, {"image_caption": "a photo"}, {"memory": False}):
+        with pytest.raises(TurnReplaced):
+            store.turns.upsert([turn("a", "t2", "half marathon", 1).model_copy(update=change)])
+    # the same words under another exchange: the same turn, as the gateway takes it
+    moved = turn("a", "t2", "half marathon", 1).model_copy(update={"exchange_id": "s1:other"})
+    store.turns.upsert([moved])
+    assert store.count("turns") == 1
 
 
 def test_store_same_turn_id_in_two_namespaces_is_two_rows(store: EvidenceStore) -> None:

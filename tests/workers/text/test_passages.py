@@ -105,3 +105,26 @@ def test_passages_round_trip_through_their_stored_form() -> None:
     found = [Passage(0, 10, "Setup", ""), Passage(12, 40, "Setup", "Run:")]
     assert from_json(to_json(found)) == found
     assert from_json("") == [] and from_json(None) == []
+
+
+def test_passages_a_header_too_large_to_repeat_is_not_repeated() -> None:
+    header = "| " + " | ".join(f"column {i} of the report" for i in range(12)) + " |"
+    rule = "|" + "---|" * 12
+    rows = [f"| row {i} | " + " | ".join("x" for _ in range(11)) + " |" for i in range(30)]
+    table = "\n".join([header, rule, *rows])
+    found = passages(table, 70, count_tokens)
+    assert sum(p.shown(table).count("column 0 of the report") for p in found) == 1
+    assert len(found) < 30 and all(p.lead == "" for p in found)
+
+
+def test_passages_keep_a_closing_heading_line() -> None:
+    text = "A paragraph of words here. " * 12 + "\n\n**Total: 4,500 a month**"
+    found = passages(text, 30, count_tokens)
+    assert "**Total: 4,500 a month**" in found[-1].shown(text)
+
+
+def test_a_rule_row_is_told_from_a_long_line_of_blanks() -> None:
+    from workers.text.markdown import is_rule
+
+    assert is_rule("|---|:--:|---:|") and is_rule("--- | ---") and is_rule("|---|\r")
+    assert not is_rule("|--" + " " * 60_000 + "x") and not is_rule("| a | b |")
