@@ -86,7 +86,7 @@ class Shown:
 
     def __init__(self, terms: frozenset[str]) -> None:
         self.terms = terms
-        self._chosen: dict[str, tuple[str, tuple[int, int]] | None] = {}
+        self._chosen: dict[str, Row] = {}  # a row id -> what `shown` changed of it
 
     def __call__(self, row: Row) -> Row:
         if not row.get("passages"):
@@ -94,11 +94,8 @@ class Shown:
         rid = row["id"]
         if rid not in self._chosen:
             out = shown(row, self.terms)
-            self._chosen[rid] = (out["text"], out["span"]) if out is not row else None
-        chosen = self._chosen[rid]
-        if chosen is None:
-            return row
-        return {**row, "text": chosen[0], "span": chosen[1], "span_turn_id": row["turn_id"]}
+            self._chosen[rid] = {k: v for k, v in out.items() if k not in row or row[k] != v}
+        return {**row, **self._chosen[rid]} if self._chosen[rid] else row
 
 
 def show_passages(got: dict[tuple[str, str, str], Any], show: Shown) -> list[Any]:
