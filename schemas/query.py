@@ -130,8 +130,9 @@ class EvidenceItem(BaseModel):
 class QueryReply(Contract):
     """`status` is `error` with a reason for a bad request; never silence."""
 
-    latest_version: ClassVar[int] = 2  # 2: evidence carries supersession and conflict
-    schema_version: int = 2
+    # 2: evidence carries supersession and conflict; 3: a window names its passage's turn
+    latest_version: ClassVar[int] = 3
+    schema_version: int = 3
     kind: Literal["reply"] = "reply"
     correlation_id: str
     namespace: str

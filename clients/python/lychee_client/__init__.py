@@ -15,6 +15,7 @@ from lychee_client.errors import (
     GatewayUnreachable,
     ListingChanged,
     LycheeHTTPError,
+    UnreadableReply,
 )
 from lychee_client.retry import NO_RETRY, RetryPolicy
 from schemas import EvidenceItem, Turn
@@ -36,4 +37,5 @@ __all__ = [
     "RetryPolicy",
     "SearchResult",
     "Turn",
+    "UnreadableReply",
 ]

@@ -83,7 +83,7 @@ class AsyncLycheeClient:
                 await asyncio.sleep(self.retry.wait_s(attempt, None))
                 continue
             if response.is_success:
-                return call.read(response.json())
+                return calls.read(call, response, self._http.base_url)
             if last or not retried(response):
                 raise calls.failure(call, response, self._http.base_url, attempt)
             await asyncio.sleep(self.retry.wait_s(attempt, response))

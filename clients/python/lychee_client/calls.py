@@ -20,10 +20,12 @@ from lychee_client.errors import (
     GatewayTimedOut,
     GatewayUnreachable,
     LycheeHTTPError,
+    UnreadableReply,
 )
 from lychee_client.retry import retry_after_s
 from schemas import EvidenceItem, QueryReply
 from schemas.base import check_name
+from schemas.errors import ContractError
 from schemas.gateway import (
     AddExchanges,
     ControlIn,
@@ -124,6 +126,24 @@ def failure(
         attempts,
         url=_where(url, call),
     )
+
+
+def read(call: Call[T], response: httpx.Response, url: httpx.URL) -> T:
+    """A success's body read into the call's model, or an error naming what could not be
+    read (pydantic's own would not say which request, nor that the gateway may be newer)."""
+    try:
+        return call.read(response.json())
+    except ValueError as exc:  # not JSON, or not the model (a ValidationError)
+        why = (
+            str(ContractError.from_validation("reply", exc))
+            if isinstance(exc, ValidationError)
+            else f"not JSON: {exc}"
+        )
+        raise UnreadableReply(
+            f"{call.method} {_where(url, call)}: {response.status_code}, but this client "
+            f"cannot read its body ({why[:300]}); a gateway newer than the client may answer "
+            "so: upgrade lychee-memory-client"
+        ) from exc
 
 
 def unreachable(call: Call[Any], url: httpx.URL, exc: httpx.TransportError) -> GatewayUnreachable:

@@ -100,7 +100,7 @@ class LycheeClient:
                 time.sleep(self.retry.wait_s(attempt, None))
                 continue
             if response.is_success:
-                return call.read(response.json())
+                return calls.read(call, response, self._http.base_url)
             if last or not retried(response):
                 raise calls.failure(call, response, self._http.base_url, attempt)
             time.sleep(self.retry.wait_s(attempt, response))

@@ -52,6 +52,11 @@ class ListingChanged(ClientError):
         super().__init__(f"the listing changed between its pages on each of {reads} reads")
 
 
+class UnreadableReply(ClientError, ValueError):
+    """The gateway answered with a success this client cannot read: a gateway newer than the
+    client (a reply of a contract version it does not know), or not a gateway at all."""
+
+
 class GatewayUnreachable(ClientError, ConnectionError):
     """No answer at all (refused, reset, timed out) after the client's retries."""
 
