@@ -91,6 +91,9 @@ class Progress:
             await self.redis.hdel(key, session_id)
         return 0
 
+    async def accepted(self, namespace: str, session_ids: Sequence[str]) -> dict[str, int]:
+        return await self._read(accepted_key(namespace, self.prefix), session_ids)
+
     async def indexed(self, namespace: str, session_ids: Sequence[str]) -> dict[str, int]:
         return await self._read(indexed_key(namespace, self.prefix), session_ids)
 

@@ -273,6 +273,11 @@ class MemoryService:
         wanted: dict[str, int] = {}
         for s in wait.sessions:
             wanted[s.session_id] = max(wanted.get(s.session_id, -1), s.last_seq)
+        try:
+            accepted = await self.progress.accepted(namespace, list(wanted))
+        except RedisError as exc:
+            raise self.down(exc) from exc
+        self._never_accepted(wait, accepted)
         delay = 0.01
         while True:
             try:
@@ -290,6 +295,20 @@ class MemoryService:
                 raise Timeout(f"the receipt was not searchable in time: {where}", field="wait_for")
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.2)
+
+    @staticmethod
+    def _never_accepted(wait: WaitFor, accepted: dict[str, int]) -> None:
+        """A seq past what the gateway accepted for its session would be waited for to the
+        deadline: a receipt is written after its seqs are accepted, so it is not one. A session
+        the gateway never accepted for (produced through Kafka) is waited for."""
+        for i, s in enumerate(wait.sessions):
+            top = accepted.get(s.session_id)
+            if top is not None and s.last_seq > top:
+                raise Invalid(
+                    f"session {s.session_id!r} was accepted up to seq {top}, not "
+                    f"{s.last_seq}: this is not a receipt of this namespace's adds",
+                    field=f"wait_for.sessions.{i}.last_seq",
+                )
 
     async def status(self, namespace: str, session_id: str | None = None) -> NamespaceStatus:
         try:

@@ -241,15 +241,20 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         impostor["turns"][0]["turn_id"] = "q3#0"
         r = await c.post(url, headers=h, json={"exchanges": [impostor]})
         await check(r, 409, "exchanges.0.turns.0.turn_id")
-        timeout = await c.post(
-            "/v1/namespaces/gw-a/search",
-            headers=h,
-            json={
-                "query": "x",
-                "timeout_s": 0.5,
-                "wait_for": {"sessions": [{"session_id": "p2", "last_seq": 99}]},
-            },
-        )
+
+        # a seq past what the gateway accepted is no receipt: said at once, not waited for; a
+        # session it never accepted for (a Kafka producer's) is waited for to the deadline
+        def waiting(session: str, seq: int) -> dict[str, object]:
+            sessions = [
+                {"session_id": "p2", "last_seq": 0},
+                {"session_id": session, "last_seq": seq},
+            ]
+            return {"query": "x", "timeout_s": 0.5, "wait_for": {"sessions": sessions}}
+
+        made_up = await c.post("/v1/namespaces/gw-a/search", headers=h, json=waiting("p2", 99))
+        await check(made_up, 422, "wait_for.sessions.1.last_seq")
+        assert "accepted up to seq" in made_up.json()["detail"]
+        timeout = await c.post("/v1/namespaces/gw-a/search", headers=h, json=waiting("p9", 0))
         await check(timeout, 504, "wait_for")
 
         # the largest seq is taken once, then the session's seqs are used up; its status reads
