@@ -23,12 +23,13 @@ from redis.exceptions import RedisError
 from schemas.gateway import DeadLettersOut, Problem, ReplayIn, ReplayOut
 from streams import dlq
 from streams.errors import DeadLetterError
-from streams.gateway.deps import Service, StackWide
+from streams.gateway.deps import KnownQuery, Service, StackWide
 from streams.gateway.errors import Conflict, Invalid
 from streams.gateway.service import MemoryService
 
 router = APIRouter(
     prefix="/v1/dead-letters",
+    dependencies=[KnownQuery],
     responses={code: {"model": Problem} for code in (401, 403, 422, 503)},
 )
 

@@ -12,13 +12,15 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Path, Request, Security
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 
 from schemas.base import Name
 from streams.gateway.admission import PRINCIPAL
 from streams.gateway.auth import Keys, Principal
 from streams.gateway.connection import StackConnection
-from streams.gateway.errors import Forbidden, Unauthorized
+from streams.gateway.errors import Forbidden, Invalid, Unauthorized
 from streams.gateway.service import MemoryService
 
 _bearer = HTTPBearer(auto_error=False, description="an API key as a bearer token")
@@ -77,3 +79,29 @@ def stack_wide(principal: Caller) -> Principal:
 
 
 StackWide = Annotated[Principal, Depends(stack_wide)]
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    names = {f.alias for f in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def known_query(request: Request) -> None:
+    """Refuses a query parameter the route does not read, as an unknown body field is: a
+    misspelt `page_sise=5` would be served the default page without a word."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    known = _query_names(route.dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        reads = ", ".join(sorted(known)) or "none"
+        raise Invalid(
+            f"unknown query parameter {unknown[0]!r} (this route reads: {reads})",
+            field=unknown[0],
+        )
+
+
+KnownQuery = Depends(known_query)

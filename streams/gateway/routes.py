@@ -30,13 +30,15 @@ from schemas.gateway import (
     SearchIn,
 )
 from schemas.records import MemoryType
-from streams.gateway.deps import AuthorizedNamespace, Service, SessionId
+from streams.gateway.deps import AuthorizedNamespace, KnownQuery, Service, SessionId
 from streams.gateway.problems import PROBLEM
 
 _PROBLEMS: dict[int | str, dict[str, Any]] = {
     code: {"model": Problem, "content": {PROBLEM: {}}} for code in (401, 403, 422, 503)
 }
-router = APIRouter(prefix="/v1/namespaces/{namespace}", responses=_PROBLEMS)
+router = APIRouter(
+    prefix="/v1/namespaces/{namespace}", responses=_PROBLEMS, dependencies=[KnownQuery]
+)
 
 
 @router.post(

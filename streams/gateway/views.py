@@ -17,10 +17,11 @@ from schemas.gateway import (
     WhoAmI,
 )
 from streams.gateway import browse
-from streams.gateway.deps import AuthorizedNamespace, Caller, Service, SessionId
+from streams.gateway.deps import AuthorizedNamespace, Caller, KnownQuery, Service, SessionId
 
 router = APIRouter(
     prefix="/v1",
+    dependencies=[KnownQuery],
     responses={code: {"model": Problem} for code in (401, 403, 422, 503)},
 )
 

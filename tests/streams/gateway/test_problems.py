@@ -48,6 +48,34 @@ def test_problems_a_body_that_cannot_be_decoded_says_why(
     assert r.json()["detail"] == detail
 
 
+@pytest.mark.parametrize(
+    ("path", "unknown", "reads"),
+    [
+        ("/v1/namespaces/ns1/records?page_sise=5", "page_sise", "memory_type, page, page_size"),
+        ("/v1/namespaces/ns1/sessions/s1/timeline?turn=t1", "turn", "page, page_size, turn_id"),
+        ("/v1/dead-letters?topic=memory.turns&reason=x", "reason", "error_type, since, topic"),
+        ("/v1/namespaces/ns1/search?k=3", "k", "none"),
+    ],
+)
+def test_problems_a_query_parameter_no_route_reads_is_named(
+    client: TestClient, path: str, unknown: str, reads: str
+) -> None:
+    """A misspelt parameter is refused as an unknown body field is, not served the default."""
+    r = client.request("POST" if path.endswith("k=3") else "GET", path, json={"query": "x"})
+    assert r.status_code == 422 and r.headers["content-type"] == PROBLEM, r.text
+    [error] = r.json()["errors"]
+    assert error["field"] == unknown
+    assert f"unknown query parameter {unknown!r}" in r.json()["detail"]
+    assert reads in r.json()["detail"]
+
+
+def test_problems_the_parameters_a_route_reads_pass() -> None:
+    """Past the check, a route's own parameters reach the service: 503, the stack is down."""
+    with TestClient(create_app(unreachable(), KeyRing()), base_url="http://127.0.0.1:8080") as c:
+        r = c.get("/v1/namespaces/ns1/records?page=2&page_size=5&turns=true")
+    assert r.status_code == 503, r.text
+
+
 def test_problems_a_500_closes_its_connection_so_the_next_request_is_answered() -> None:
     """uvicorn drops a connection whose handler raised; a client that kept it met a reset."""
     import threading
