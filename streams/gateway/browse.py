@@ -21,9 +21,11 @@ from schemas.gateway import (
     TimelineSegment,
 )
 from streams.gateway.auth import Principal
+from streams.gateway.errors import NotFound
 from streams.gateway.service import MemoryService
 from streams.status import collect, launcher_dir
 from workers.encoder.service import read_usage
+from workers.store.errors import TurnMissing
 from workers.store.timeline import namespace_rows, session_rows, session_timeline
 
 _NO_ROWS = {"sessions": 0, "turns": 0, "records": 0, "nodes": 0, "segments": 0}
@@ -87,9 +89,12 @@ async def timeline(
     """A page of the session's turns, each with the segment it fell in, and those segments
     with their records; with `turn_id`, the page holding that turn."""
     db = (await svc.client.store()).db
-    got = await asyncio.to_thread(
-        session_timeline, db, namespace, session_id, page, page_size, turn_id
-    )
+    try:
+        got = await asyncio.to_thread(
+            session_timeline, db, namespace, session_id, page, page_size, turn_id
+        )
+    except TurnMissing as exc:
+        raise NotFound(str(exc), field="turn_id") from exc
     turns = [{k: v for k, v in t.items() if k != "namespace"} for t in got.turns]
     placed(turns, got.segments)
     status = (await svc.status(namespace, session_id)).sessions

@@ -19,6 +19,11 @@ class TurnReplaced(StoreError, Unprocessable):
     replaced (only a forget removes it)."""
 
 
+class TurnMissing(StoreError, LookupError):
+    """A page was asked for by a turn the session does not hold: a mistyped or forgotten
+    turn id must not read as the session's first page."""
+
+
 class CommitConflict(StoreError, TemporarilyUnavailable):
     """A write kept losing LanceDB's optimistic commit to concurrent ones (a compaction, an
     index build, another process): transient, the stage retries the batch."""

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from workers.store.arrow import read_columns
 from workers.store.database import Database
+from workers.store.errors import TurnMissing
 from workers.store.forget import segment_session
 from workers.store.listing import list_turns
 from workers.store.nodes import NODES
@@ -49,9 +50,10 @@ def session_timeline(
     page_size: int = 100,
     turn_id: str | None = None,
 ) -> Timeline:
-    """One page of the session's timeline; with `turn_id`, the page holding that turn."""
+    """One page of the session's timeline; with `turn_id`, the page holding that turn
+    (`TurnMissing` when the session holds no such turn)."""
     if turn_id is not None:
-        page = _page_of(db, namespace, session_id, turn_id, page_size) or page
+        page = _page_of(db, namespace, session_id, turn_id, page_size)
     turns = list_turns(db, namespace, session_id, page, page_size)
     segments: list[dict[str, Any]] = []
     if turns.items:
@@ -64,12 +66,10 @@ def session_timeline(
     return Timeline(turns.items, segments, turns.total, turns.page, turns.page_size)
 
 
-def _page_of(
-    db: Database, namespace: str, session_id: str, turn_id: str, page_size: int
-) -> int | None:
+def _page_of(db: Database, namespace: str, session_id: str, turn_id: str, page_size: int) -> int:
     tbl = db.table(TURNS)
     if tbl is None:
-        return None
+        raise TurnMissing(f"no turn {turn_id} in session {session_id} of namespace {namespace}")
     data = (
         tbl.search()
         .where(namespace_filter(namespace, session_id), prefilter=True)
@@ -78,8 +78,10 @@ def _page_of(
         .to_arrow()
         .sort_by([("seq", "ascending"), ("idx", "ascending")])
     )
-    ids = data.column("turn_id").to_pylist()
-    return ids.index(turn_id) // page_size + 1 if turn_id in ids else None
+    ids: list[str] = data.column("turn_id").to_pylist()
+    if turn_id not in ids:
+        raise TurnMissing(f"no turn {turn_id} in session {session_id} of namespace {namespace}")
+    return ids.index(turn_id) // page_size + 1
 
 
 def _records(db: Database, namespace: str, ids: list[str]) -> dict[str, dict[str, Any]]:

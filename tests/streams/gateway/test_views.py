@@ -105,6 +105,10 @@ async def test_views_sessions_and_timeline_link_turns_segments_records(gateways:
         )
         assert r.json()["page"] == 2  # the page holding that turn
         r = await c.get(
+            f"/v1/namespaces/{ns}/sessions/s1/timeline", headers=h, params={"turn_id": "nope"}
+        )
+        assert r.status_code == 404 and r.json()["errors"][0]["field"] == "turn_id", r.text
+        r = await c.get(
             f"/v1/namespaces/{ns}/sessions/s1/timeline", headers=h, params={"page_size": 501}
         )
         assert r.status_code == 422

@@ -11,6 +11,7 @@ from schemas import FinalizeReason, RawTurn, Role
 from schemas.records import RecordBatch
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
 from workers.store import EvidenceStore
+from workers.store.errors import TurnMissing
 from workers.store.timeline import namespace_rows, session_rows, session_timeline
 
 PER_SEGMENT = 6  # turns (one exchange each) per segment
@@ -92,8 +93,11 @@ def test_timeline_page_of_a_turn_is_the_page_holding_it(store: EvidenceStore) ->
     fill(store, "a", "s1", 300)
     got = session_timeline(store.db, "a", "s1", page_size=50, turn_id="s1-T123")
     assert got.page == 3 and "s1-T123" in [t["turn_id"] for t in got.turns]
-    unknown = session_timeline(store.db, "a", "s1", page=2, page_size=50, turn_id="nope")
-    assert unknown.page == 2
+    # a turn the session does not hold is said so, not read as the page asked for
+    with pytest.raises(TurnMissing, match="no turn nope in session s1 of namespace a"):
+        session_timeline(store.db, "a", "s1", page=2, page_size=50, turn_id="nope")
+    with pytest.raises(TurnMissing):  # another session's turn
+        session_timeline(store.db, "a", "s2", page_size=50, turn_id="s1-T123")
 
 
 def test_timeline_turns_not_yet_in_a_segment_come_without_one(store: EvidenceStore) -> None:
