@@ -43,6 +43,7 @@ from workers.vocabulary import QUESTION_STOPWORDS
 MAX_MOVES = 4  # items moved or added per request
 MIN_ASKED = 1  # words of the question one of the link's records must share
 HEAD = 10  # the items a link-free reorder works among: what an answer reads first
+SHOWN_SHARE = 0.5  # of a record's words a passage shows when it shows the record
 SAME_SUBJECT = 0.35  # share of the shorter item's words two items must have in common
 SUBJECT_WORDS = 60  # the words of an item read for its subject: what it opens with
 MAX_LATER = 4  # link-free moves per request
@@ -109,11 +110,29 @@ class _Graph:
                 self.by_turn.setdefault(t, set()).add(rid)
 
     def stands_for(self, item: EvidenceItem) -> set[str]:
+        """The records an item stands for in the order: itself, or its turns' records."""
         rid = item.item_id.rsplit("/", 1)[-1]
         found = {rid} if item.kind == "record" and rid in self.records else set()
         for t in item.turn_ids:
             found |= self.by_turn.get(t, set())
         return found
+
+    def said_by(self, item: EvidenceItem) -> set[str]:
+        """The records whose marks an item carries: those it stands for, but of a long turn
+        shown as a passage (`span`) only those whose words the passage shows: a record of
+        another part of the reply (a budget, where the passage shown is a launch date) would
+        mark it replaced by what replaced the budget."""
+        mine = self.stands_for(item)
+        cut = item.span_turn_id if item.kind != "record" and item.span is not None else None
+        if cut is None:
+            return mine
+        whole = set(item.turn_ids) - {cut}  # a window's other turns are shown whole
+        shown = _content(item.text)
+        return {
+            r
+            for r in mine
+            if self.turns(r) & whole or _shows(shown, self.records[r]["semantic_text"])
+        }
 
     def turns(self, rid: str) -> set[str]:
         return set(self.records.get(rid, {}).get("evidence") or ())
@@ -371,7 +390,7 @@ def _side_by_side(
 def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
     """The item with what its records' links say: what replaced it and when, what it
     replaced and since when, what contradicts it."""
-    mine = graph.stands_for(item)
+    mine = graph.said_by(item)
     if not mine:
         return item
     by: list[str] = []
@@ -443,6 +462,13 @@ def _answers(asked: set[str], text: str) -> bool:
     """The record speaks of what the question asks: it shares `MIN_ASKED` of its words
     (more would leave out updates worded apart from the question)."""
     return len(asked & _content(text)) >= min(MIN_ASKED, len(asked))
+
+
+def _shows(shown: set[str], record: str) -> bool:
+    """Whether an item's words hold a record's: `SHOWN_SHARE` of its content words (a record
+    rewrites its turn's sentence: names for "I", a date resolved, a few words of context)."""
+    words = _content(record)
+    return len(words & shown) >= SHOWN_SHARE * len(words)
 
 
 def _content(text: str) -> set[str]:

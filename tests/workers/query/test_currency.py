@@ -121,7 +121,7 @@ async def test_a_namespace_without_links_replies_as_before(tmp_path: Path) -> No
             update={"namespace": "b"}
         )
     )
-    assert reply.evidence == [] and reply.schema_version == 2
+    assert reply.evidence == [] and reply.schema_version == 3
 
 
 def filler(n: int) -> EvidenceItem:
@@ -157,6 +157,32 @@ async def test_current_first_moves_the_newer_turn_up_and_adds_a_missing_record(
     # the past: nothing moves
     past = current_first(store, "a", "How many watts did the heater draw before?", items)
     assert past is not None and [i.item_id for i in past[0]] == [i.item_id for i in items]
+
+
+async def test_a_passage_of_a_turn_is_marked_only_by_the_records_it_shows(
+    tmp_path: Path,
+) -> None:
+    """A long turn shown as a passage (`span`) is marked by what replaced a record of its turn
+    only when the passage says that record: another part of the reply is not replaced."""
+    store = await indexed(tmp_path)
+    q = "How many watts does the greenhouse heater draw?"
+
+    def passage(text: str) -> EvidenceItem:
+        return said_as_turn(0).model_copy(
+            update={"text": text, "span": (400, 400 + len(text)), "span_turn_id": "s1t1"}
+        )
+
+    elsewhere = passage("Step 3: solder the header to the board before flashing it.")
+    moved = current_first(store, "a", q, [elsewhere, filler(0)])
+    assert moved is not None
+    shown = next(i for i in moved[0] if i.item_id == elsewhere.item_id)
+    assert not shown.superseded_by and shown.valid_to is None
+    assert "replaced" not in next(x for x in moved[1].splitlines() if elsewhere.text in x)
+    says_it = passage(f"### Heating\n{SAID[0][3]}")
+    moved = current_first(store, "a", q, [says_it, filler(0)])
+    assert moved is not None
+    marked = next(i for i in moved[0] if i.item_id == says_it.item_id)
+    assert marked.superseded_by == [record_ids(store)[SAID[2][3]]]
 
 
 async def test_current_first_moves_a_newer_value_worded_apart_from_the_question(
