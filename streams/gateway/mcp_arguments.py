@@ -16,6 +16,7 @@ from schemas.base import TURN_CHARS
 from schemas.base import check_name as a_name
 from schemas.errors import validation_reason
 from schemas.gateway import ExchangeIn
+from workers.query.serialize import currency_notes
 
 
 class Message(BaseModel):
@@ -35,6 +36,21 @@ class Memory(BaseModel):
     memory_type: str | None = None
     turn_ids: list[str]
     score: float = Field(description="relevance as ranked: never above the memory before it")
+    id: str = Field(
+        description="the memory's id; `replaced_by`, `replaces` and `conflicts_with` name records"
+    )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="what later statements say of it, in words: replaced (and when), "
+        "current since, contradicted; empty when nothing does",
+    )
+    replaced_by: list[str] = Field(default_factory=list, description="ids of later records")
+    replaces: list[str] = Field(default_factory=list, description="ids of earlier records")
+    conflicts_with: list[str] = Field(default_factory=list, description="ids of records")
+    span: tuple[int, int] | None = Field(
+        default=None, description="where the passage shown is in its turn's text (`span_turn_id`)"
+    )
+    span_turn_id: str | None = None
 
     @classmethod
     def of(cls, e: EvidenceItem, above: float | None = None) -> Memory:
@@ -51,6 +67,13 @@ class Memory(BaseModel):
             memory_type=e.memory_type,
             turn_ids=e.turn_ids,
             score=score if above is None else min(score, above),
+            id=e.item_id.rsplit("/", 1)[-1] if e.kind == "record" else e.item_id,
+            notes=currency_notes(e),
+            replaced_by=e.superseded_by,
+            replaces=e.supersedes,
+            conflicts_with=e.conflict,
+            span=e.span,
+            span_turn_id=e.span_turn_id,
         )
 
 

@@ -39,7 +39,12 @@ def item_line(item: EvidenceItem) -> str:
 
 
 def currency_note(item: EvidenceItem) -> str:
-    """What the item's links say, in words (empty for an item without links): whether a
+    """`currency_notes` as the context shows them, each in brackets after the item."""
+    return "".join(f" [{n}]" for n in currency_notes(item))
+
+
+def currency_notes(item: EvidenceItem) -> list[str]:
+    """What the item's links say, in words (none for an item without links): whether a
     later statement replaced it and when, whether it replaced an earlier one, and whether
     another statement contradicts it. Only an item nothing replaced is called current: the
     middle of a chain says it was replaced, and that it had replaced an earlier statement."""
@@ -58,7 +63,7 @@ def currency_note(item: EvidenceItem) -> str:
         )
     if item.conflict:
         notes.append("contradicted by another statement; nothing later settles it")
-    return "".join(f" [{n}]" for n in notes)
+    return notes
 
 
 def serialize_context(items: Sequence[EvidenceItem]) -> tuple[str, int]:
