@@ -120,7 +120,8 @@ async def test_a_sessions_tool_items_are_kept_and_replayed_but_never_found(
         shown = [e.text for e in found.evidence]
         assert any("Where does my kayak club meet?" in t for t in shown)
         assert not any("harbour pier" in t or "function_call" in t for t in shown)
-        await client.flush("s")  # the segment is encoded: its records are written
+        ended = await session.end()  # the segment is encoded: its records are written
+        assert (ended.session_id, ended.kind) == ("s", "end_session")
         records = await eventually(
             lambda: client.records(page_size=200),
             what="the session's records",

@@ -32,7 +32,7 @@ from agents import FunctionTool, function_tool
 from lychee_client.agent_items import ITEM_SPEAKER, from_turn, to_turn
 from lychee_client.aio import AsyncLycheeClient
 from lychee_client.calls import name
-from schemas.gateway import ExchangeIn, SearchIn
+from schemas.gateway import ControlReceipt, ExchangeIn, SearchIn
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -140,6 +140,12 @@ class LycheeSession:
         the history back."""
         await self.client.forget(self.backup_id)
         await self.client.forget(self.session_id)
+
+    async def end(self) -> ControlReceipt:
+        """The conversation is over: its records are made now, not after the service's idle
+        timeout (until then a value the user changed in it is a raw turn beside the record
+        of the old one). A later `add_items` goes on in a new segment."""
+        return await self.client.end_session(self.session_id)
 
     async def _settle(self) -> None:
         """Finish or undo a pop that stopped midway. The copy is complete and indexed before
