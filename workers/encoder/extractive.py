@@ -102,13 +102,28 @@ _CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORE
 _ITEM_MARK = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+", re.MULTILINE)
 # What an assistant says that matters later for its user: a recommendation for them, a
 # promise, a decision or an agreement, not the lines of a general explanation.
+# A tutorial's pacing ("let's move on", "let's try another one") is no agreement.
+_PACING = (
+    r"dive|take|break|get|start|walk|go|look|explore|begin|move|try|see|review|recap|practice"
+    r"|work|tackle|continue|consider|summarize|check|calculate|solve|apply|analyze|think|put"
+)
 _COMMITMENT = re.compile(
     r"\b(?:i(?:'d| would)? (?:recommend|suggest|advise)|my (?:recommendation|suggestion)"
-    r"|you should|you'll want to|you might want to|i(?:'ll| will) (?!be\b)\w+|let's (?!dive|take"
-    r"|break|get started|start|walk|go|look|explore|begin)\w+|we(?:'ve| have)? (?:agreed|decided)"
+    r"|you should|you'll want to|you might want to|i(?:'ll| will) (?!be\b)\w+"
+    rf"|let's (?!{_PACING})\w+|we(?:'ve| have)? (?:agreed|decided)"
     r"|as (?:we )?(?:agreed|discussed)|(?:is|are) (?:agreed|decided))\b",
     re.IGNORECASE,
 )
+
+# ... but not one that only points at what follows it ("Here's what I recommend.", "Below is
+# the plan I'd suggest.") or hands the turn back ("Let me know which you want first.")
+_ANNOUNCES = re.compile(
+    r"^\W*(?:here(?:'s|’s| is| are)|below (?:is|are)|the following|let me know|feel free"
+    r"|(?:do not|don't) hesitate|if you (?:have|need) (?:any|more))\b",
+    re.IGNORECASE,
+)
+# markdown's strong emphasis around words ("**start with SQLite**"): the words are the record
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
 
 _PAST = (
     r"\w{3,}ed|went|got|took|made|saw|met|bought|ran|won|came|gave|found|began|left|had|did|ate"
@@ -186,7 +201,11 @@ def encode_extractive(segment: Segment, reference_context: str = "") -> EncodedS
         around = (bodies[i - 1] if i > 0 else "", bodies[i + 1] if i + 1 < len(bodies) else "")
         drafts = _drafts(persons, bool(turn.speaker), body, caption, scope)
         if turn.role is Role.assistant:
-            drafts = [d for d in drafts if _COMMITMENT.search(d.source)][:MAX_ASSISTANT_RECORDS]
+            drafts = [
+                d
+                for d in drafts
+                if _COMMITMENT.search(d.source) and not _ANNOUNCES.search(d.source)
+            ][:MAX_ASSISTANT_RECORDS]
         for d in drafts:
             rec = build_record(
                 segment,
@@ -283,7 +302,8 @@ def subject_context(
 def _prose(content: str) -> str:
     """What of a turn holds sentences: its prose and list items, without code blocks, tables
     and headings (a plain message is all prose)."""
-    return "\n".join(_ITEM_MARK.sub("", content[a:b]) for a, b in prose_spans(content))
+    prose = (_ITEM_MARK.sub("", content[a:b]) for a, b in prose_spans(content))
+    return "\n".join(_STRONG.sub(r"\2", p) for p in prose)
 
 
 def _sentences(text: str) -> list[str]:

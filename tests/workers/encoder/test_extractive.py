@@ -497,6 +497,22 @@ def test_an_assistant_turn_keeps_what_it_recommends_or_promises_not_its_explanat
     ]
 
 
+def test_an_assistant_sentence_that_points_at_what_follows_or_hands_back_is_no_record() -> None:
+    """"Here's what I recommend." says nothing the list after it does not; "Let me know ..."
+    asks the user; a recommendation in strong emphasis is kept without the markdown."""
+    reply = (
+        "Here's what I recommend.\n\n"
+        "- **I recommend starting with SQLite** for the first release.\n"
+        "- Keep the schema in one migration file.\n\n"
+        "Below is the retry scheme I would suggest.\n\n"
+        "| error | retry |\n|---|---|\n| 5xx | yes |\n\n"
+        "Let me know which channel you want first, and I'll draft it."
+    )
+    recs = records(("Ana", "I keep bees in the garden."), (None, reply, Role.assistant))
+    said = [r.semantic_text for r in recs if r.source_role == "assistant"]
+    assert said == ["The assistant recommends starting with SQLite for the first release."]
+
+
 def test_code_tables_and_headings_are_never_records() -> None:
     message = (
         "## My setup\n"
