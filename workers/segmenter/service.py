@@ -160,7 +160,8 @@ class SegmenterService:
         """Fence the namespace (or session) at `exchanges_end`, then delete every Redis key
         of its sessions holding nothing from after the fence (state, outbox, replay counter
         and the gateway's sequence keys, whose highest seq stays on a floor keyed by a hash:
-        `SessionStore.forget_gateway`) and cut the others at it (`_cut_at_fence`).
+        `SessionStore.forget_gateway`) and cut the others at it (`_cut_at_fence`; the
+        gateway's ids of what is forgotten freed, `SessionStore.trim_gateway`).
         Returns the number of keys deleted."""
         await self.store.fences.raise_to(namespace, session_id, exchanges_end)
         removed, kept = await self.store.forget(namespace, session_id)
@@ -172,11 +173,11 @@ class SegmenterService:
         pattern = gateway_key(head, "*", self.store.prefix)
         async for raw in self.store.redis.scan_iter(match=pattern, count=1000):
             name = raw.decode() if isinstance(raw, bytes) else str(raw)
-            key = name[name.index("{") + 1 : name.rindex("}")]
-            if key not in kept:
-                gateway.setdefault(key, []).append(name)
+            gateway.setdefault(name[name.index("{") + 1 : name.rindex("}")], []).append(name)
         for key, names in sorted(gateway.items()):
-            removed += await self.store.forget_gateway(key, names)
+            removed += await self.store.forget_gateway_below(
+                key, exchanges_end, names, kept=key in kept
+            )
         if kept:
             log.info(
                 "forget.sessions_kept",

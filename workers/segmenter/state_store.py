@@ -17,7 +17,8 @@ without waiting for the session's next message.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
@@ -181,6 +182,7 @@ return turns + redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 )
 
 _TRIM_CHUNK = 1000
+_ID_VALUE = re.compile(r"^\d+:(-?\d+):(-?\d+):")  # the gateway's `seq:partition:offset:digest`
 
 
 class SessionStore:
@@ -330,6 +332,41 @@ class SessionStore:
         meta = gateway_key(key, "meta", self.prefix)
         keys = [seq_floor_key(key, self.prefix), meta, *(n for n in names if n != meta)]
         return int(await self._gateway(keys=keys, args=[]))
+
+    async def forget_gateway_below(
+        self, key: str, fence: Mapping[int, int], names: Sequence[str], kept: bool
+    ) -> int:
+        """The gateway's part of a forget of a session: its keys `names` deleted
+        (`forget_gateway`) when it holds nothing from after the `fence` and the segmenter
+        did not keep the session; else only the ids of its exchanges below the fence (their
+        broker offset is in each id's value; an id not acked yet goes too, its ack writes it
+        again) and the turn ids those made are freed: a re-add of a forgotten exchange is new,
+        not a duplicate, and a retry of one from after the fence is still a duplicate.
+        Returns the number of keys deleted."""
+        ids, turns = gateway_key(key, "ids", self.prefix), gateway_key(key, "turns", self.prefix)
+        gone: dict[str, str] = {}
+        left = 0
+        async for field, value in self.redis.hscan_iter(ids, count=1000):
+            said = _text(value)
+            acked = _ID_VALUE.match(said)  # a value the gateway does not write is left alone
+            part, offset = (int(acked[1]), int(acked[2])) if acked else (0, -1)
+            if acked and (part < 0 or offset < fence.get(part, -1)):
+                gone[_text(field)] = said
+            else:
+                left += 1
+        if not kept and not left:
+            return await self.forget_gateway(key, names)
+        made: dict[str, str] = {}
+        async for field, value in self.redis.hscan_iter(turns, count=1000):
+            tid = _text(field)
+            eid, sep, index = tid.rpartition("#")
+            if sep and index.isdigit() and eid in gone:
+                made[tid] = _text(value)
+        for name, entries in ((ids, gone), (turns, made)):
+            pairs = [x for item in entries.items() for x in item]
+            for start in range(0, len(pairs), 2 * _TRIM_CHUNK):  # Lua's unpack() is bounded
+                await self._release(keys=[name], args=pairs[start : start + 2 * _TRIM_CHUNK])
+        return 0
 
     async def pending(self, key: str) -> list[tuple[str, OutMessage]]:
         """The outbox of one session, oldest first, each entry with its id."""
