@@ -315,7 +315,8 @@ def print_page(result: Any, turns: bool, where: str, as_json: bool) -> None:
         return
     for item in result.items:
         if turns:
-            when = item["session_date"].strftime("%Y-%m-%d") if item["session_date"] else "?"
+            said = item["session_date"] or item.get("created_at")  # a turn dated on its own
+            when = said.strftime("%Y-%m-%d") if said else "?"
             text = printable(item["text"])
             click.echo(f"[{when}] {item['session_id']} #{item['seq']} {text}")
         else:
