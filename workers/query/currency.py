@@ -57,6 +57,9 @@ _PAST = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[a-z0-9][a-z0-9'’-]*")
+_WHEN_NOW = frozenset(
+    ["now", "currently", "current", "today", "still", "anymore", "nowadays", "lately"]
+)
 # a question asking for a value: what it is, how many, when
 _VALUE_ASKED = re.compile(r"^\W*(?:what|which|when|how many|how much|where|who)\b", re.IGNORECASE)
 # ... of a span between two things said, not of a state
@@ -194,7 +197,7 @@ def _by_links(
         return None
     links = as_they_stand(links, sayings_of(store.segments, namespace, rows))
     graph.links = links  # which items stand for which records needed the records only
-    asked = _content(question)
+    asked = _subject(question, store.turns.names(namespace))
     moves = 0 if not about_the_history(question) else MAX_MOVES  # its own order: by session
     for link in links:
         if moves >= MAX_MOVES:
@@ -462,6 +465,15 @@ def _answers(asked: set[str], text: str) -> bool:
     """The record speaks of what the question asks: it shares `MIN_ASKED` of its words
     (more would leave out updates worded apart from the question)."""
     return len(asked & _content(text)) >= min(MIN_ASKED, len(asked))
+
+
+def _subject(question: str, speakers: Sequence[str]) -> set[str]:
+    """The question's words that say what it asks about: not when ("now", "currently": every
+    update says "now") nor who of the namespace's speakers (every record of theirs names
+    them), which would tie the question to any change of theirs."""
+    names = {w for s in speakers for w in _content(s)}
+    names |= {f"{w}{mark}s" for w in names for mark in "'’"}
+    return _content(question) - _WHEN_NOW - names
 
 
 def _shows(shown: set[str], record: str) -> bool:

@@ -13,6 +13,7 @@ from schemas import EvidenceItem, QueryRequest
 from tests.workers.builders import HASH_DIM, HashEmbedder, said_in_turns, statement
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.currency import (
+    _subject,
     about_the_past,
     account_beside_denial,
     current_first,
@@ -197,6 +198,24 @@ async def test_current_first_moves_a_newer_value_worded_apart_from_the_question(
     # a question neither statement speaks of moves nothing
     aside = current_first(store, "a", "How many jars are on the shelf?", items)
     assert aside is not None and [i.item_id for i in aside[0]] == [i.item_id for i in items]
+
+
+async def test_a_question_sharing_only_now_with_a_change_moves_nothing(tmp_path: Path) -> None:
+    """ "now" is in every update ("now draws 650 watts"): a question about something else
+    that asks what holds now is not about the heater, and the heater's change stays put."""
+    store = await indexed(tmp_path)
+    items = [filler(0), said_as_turn(0), filler(1)]
+    moved = current_first(store, "a", "Where is the compass module now?", items)
+    assert moved is not None and [i.item_id for i in moved[0]] == [i.item_id for i in items]
+    # the same question about the heater does bring today's value
+    heater = current_first(store, "a", "How much does the heater draw now?", items)
+    assert heater is not None and heater[0][1].text == SAID[2][3]
+
+
+async def test_a_questions_subject_is_neither_when_nor_who_of_the_speakers() -> None:
+    assert _subject("Where does Marta live now?", ["Marta", "assistant"]) == {"live"}
+    assert _subject("What is Marta’s budget currently?", ["Marta"]) == {"budget"}
+    assert _subject("Where does Marta live?", ["Ana"]) == {"marta", "live"}
 
 
 async def test_current_first_puts_a_conflict_next_to_its_other_side(tmp_path: Path) -> None:
