@@ -96,6 +96,8 @@ def _unreadable(exc: StarletteHTTPException) -> str | None:
         return f"the body is not UTF-8: {cause.reason} at byte {cause.start}"
     if isinstance(cause, RecursionError):
         return "the body's JSON nests too deeply to be read"
+    if isinstance(cause, ValueError) and "digits" in str(cause):  # Python's int size limit
+        return "the body holds a number far larger than any field takes (over 4,300 digits)"
     return None
 
 

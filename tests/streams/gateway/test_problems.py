@@ -38,6 +38,10 @@ def test_problems_a_body_that_is_not_json_names_the_body_and_where_it_breaks(
     [
         (b'{"query": "\xff"}', "the body is not UTF-8: invalid start byte at byte 11"),
         (b"[" * 100_000 + b"]" * 100_000, "the body's JSON nests too deeply to be read"),
+        (
+            b'{"query": "x", "k": ' + b"9" * 5000 + b"}",
+            "the body holds a number far larger than any field takes (over 4,300 digits)",
+        ),
     ],
 )
 def test_problems_a_body_that_cannot_be_decoded_says_why(
