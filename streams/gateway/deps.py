@@ -81,6 +81,10 @@ def stack_wide(principal: Caller) -> Principal:
 StackWide = Annotated[Principal, Depends(stack_wide)]
 
 
+def _calls(dependant: Dependant, call: object) -> bool:
+    return dependant.call is call or any(_calls(d, call) for d in dependant.dependencies)
+
+
 def _query_names(dependant: Dependant) -> set[str]:
     names = {f.alias for f in dependant.query_params}
     for sub in dependant.dependencies:
@@ -88,11 +92,17 @@ def _query_names(dependant: Dependant) -> set[str]:
     return names
 
 
-def known_query(request: Request) -> None:
+def known_query(request: Request, principal: Annotated[Principal, Depends(caller)]) -> None:
     """Refuses a query parameter the route does not read, as an unknown body field is: a
-    misspelt `page_sise=5` would be served the default page without a word."""
+    misspelt `page_sise=5` would be served the default page without a word. A caller the
+    route will refuse (another namespace, a stack-wide route) hears that first, from it."""
     route = request.scope.get("route")
     if not isinstance(route, APIRoute):
+        return
+    namespace = request.path_params.get("namespace")
+    if namespace is not None and not principal.allows(namespace):
+        return
+    if not principal.sees_all() and _calls(route.dependant, stack_wide):
         return
     known = _query_names(route.dependant)
     unknown = sorted(set(request.query_params) - known)

@@ -7,6 +7,7 @@ which answer before FastAPI sees the request, write the same shape themselves.
 
 from __future__ import annotations
 
+import sys
 from http import HTTPStatus
 from typing import Any
 
@@ -97,7 +98,8 @@ def _unreadable(exc: StarletteHTTPException) -> str | None:
     if isinstance(cause, RecursionError):
         return "the body's JSON nests too deeply to be read"
     if isinstance(cause, ValueError) and "digits" in str(cause):  # Python's int size limit
-        return "the body holds a number far larger than any field takes (over 4,300 digits)"
+        limit = sys.get_int_max_str_digits()
+        return f"the body holds a number far larger than any field takes (over {limit:,} digits)"
     return None
 
 

@@ -102,10 +102,12 @@ _CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORE
 _ITEM_MARK = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+", re.MULTILINE)
 # What an assistant says that matters later for its user: a recommendation for them, a
 # promise, a decision or an agreement, not the lines of a general explanation.
-# A tutorial's pacing ("let's move on", "let's try another one") is no agreement.
+# A tutorial's pacing ("let's move on", "let's try another one") is no agreement; "let's try
+# the Thursday slot" is.
 _PACING = (
-    r"dive|take|break|get|start|walk|go|look|explore|begin|move|try|see|review|recap|practice"
-    r"|work|tackle|continue|consider|summarize|check|calculate|solve|apply|analyze|think|put"
+    r"(?:dive|take|break|get started|start|walk|go|look|explore|begin|move on|recap|summarize"
+    r"|practice|continue|work through|try (?:another|one more|a few|some more)"
+    r"|see (?:how|what|if|whether|why))\b"
 )
 _COMMITMENT = re.compile(
     r"\b(?:i(?:'d| would)? (?:recommend|suggest|advise)|my (?:recommendation|suggestion)"
@@ -116,14 +118,15 @@ _COMMITMENT = re.compile(
 )
 
 # ... but not one that only points at what follows it ("Here's what I recommend.", "Below is
-# the plan I'd suggest.") or hands the turn back ("Let me know which you want first.")
+# the plan I'd suggest.") or hands the turn back ("Let me know which you want first."); one
+# that goes on after a colon ("Here is the plan we agreed on: ...") says it
 _ANNOUNCES = re.compile(
-    r"^\W*(?:here(?:'s|’s| is| are)|below (?:is|are)|the following|let me know|feel free"
-    r"|(?:do not|don't) hesitate|if you (?:have|need) (?:any|more))\b",
+    r"^\W*(?:here(?:'s|’s| is| are)|below (?:is|are)|the following (?:is|are)|let me know"
+    r"|feel free|(?:do not|don't) hesitate|if you (?:have|need) (?:any|more))\b(?![^:]*:\s*\S)",
     re.IGNORECASE,
 )
-# markdown's strong emphasis around words ("**start with SQLite**"): the words are the record
-_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+# markdown's strong emphasis around words ("**start with SQLite**"), not a power ("2**64")
+_STRONG = re.compile(r"(?<![\w*])\*\*(?=\S)(.+?)(?<=\S)\*\*(?![\w*])")
 
 _PAST = (
     r"\w{3,}ed|went|got|took|made|saw|met|bought|ran|won|came|gave|found|began|left|had|did|ate"
@@ -303,7 +306,7 @@ def _prose(content: str) -> str:
     """What of a turn holds sentences: its prose and list items, without code blocks, tables
     and headings (a plain message is all prose)."""
     prose = (_ITEM_MARK.sub("", content[a:b]) for a, b in prose_spans(content))
-    return "\n".join(_STRONG.sub(r"\2", p) for p in prose)
+    return "\n".join(_STRONG.sub(r"\1", p) for p in prose)
 
 
 def _sentences(text: str) -> list[str]:

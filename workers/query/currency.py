@@ -121,21 +121,15 @@ class _Graph:
         return found
 
     def said_by(self, item: EvidenceItem) -> set[str]:
-        """The records whose marks an item carries: those it stands for, but of a long turn
-        shown as a passage (`span`) only those whose words the passage shows: a record of
-        another part of the reply (a budget, where the passage shown is a launch date) would
-        mark it replaced by what replaced the budget."""
+        """The records whose marks an item carries: those it stands for, but of an item that
+        shows a long turn as a passage (`span`; a window may cut more than one) only those
+        whose words it shows: a record of another part of the reply (a budget, where the
+        passage shown is a launch date) would mark it replaced by what replaced the budget."""
         mine = self.stands_for(item)
-        cut = item.span_turn_id if item.kind != "record" and item.span is not None else None
-        if cut is None:
+        if item.kind == "record" or item.span is None:
             return mine
-        whole = set(item.turn_ids) - {cut}  # a window's other turns are shown whole
         shown = _content(item.text)
-        return {
-            r
-            for r in mine
-            if self.turns(r) & whole or _shows(shown, self.records[r]["semantic_text"])
-        }
+        return {r for r in mine if _shows(shown, self.records[r]["semantic_text"])}
 
     def turns(self, rid: str) -> set[str]:
         return set(self.records.get(rid, {}).get("evidence") or ())
@@ -463,8 +457,9 @@ def _item(row: dict[str, Any]) -> EvidenceItem:
 
 def _answers(asked: set[str], text: str) -> bool:
     """The record speaks of what the question asks: it shares `MIN_ASKED` of its words
-    (more would leave out updates worded apart from the question)."""
-    return len(asked & _content(text)) >= min(MIN_ASKED, len(asked))
+    (more would leave out updates worded apart from the question); a question whose words
+    name no subject ("What about Ana now?") speaks of no record's."""
+    return len(asked & _content(text)) >= MIN_ASKED
 
 
 def _subject(question: str, speakers: Sequence[str]) -> set[str]:
@@ -480,7 +475,7 @@ def _shows(shown: set[str], record: str) -> bool:
     """Whether an item's words hold a record's: `SHOWN_SHARE` of its content words (a record
     rewrites its turn's sentence: names for "I", a date resolved, a few words of context)."""
     words = _content(record)
-    return len(words & shown) >= SHOWN_SHARE * len(words)
+    return bool(words) and len(words & shown) >= SHOWN_SHARE * len(words)
 
 
 def _content(text: str) -> set[str]:

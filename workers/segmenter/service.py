@@ -161,7 +161,7 @@ class SegmenterService:
         of its sessions holding nothing from after the fence (state, outbox, replay counter
         and the gateway's sequence keys, whose highest seq stays on a floor keyed by a hash:
         `SessionStore.forget_gateway`) and cut the others at it (`_cut_at_fence`; the
-        gateway's ids of what is forgotten freed, `SessionStore.trim_gateway`).
+        gateway's ids of what is forgotten freed: `SessionStore.forget_gateway_below`).
         Returns the number of keys deleted."""
         await self.store.fences.raise_to(namespace, session_id, exchanges_end)
         removed, kept = await self.store.forget(namespace, session_id)

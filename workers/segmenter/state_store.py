@@ -182,7 +182,8 @@ return turns + redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 )
 
 _TRIM_CHUNK = 1000
-_ID_VALUE = re.compile(r"^\d+:(-?\d+):(-?\d+):")  # the gateway's `seq:partition:offset:digest`
+# an id's value as the gateway writes it (`streams.seqs`' _ALLOCATE, _CONFIRM)
+_ID_VALUE = re.compile(r"^\d+:(-?\d+):(-?\d+):")  # seq:partition:offset:digest
 
 
 class SessionStore:
@@ -337,20 +338,22 @@ class SessionStore:
         self, key: str, fence: Mapping[int, int], names: Sequence[str], kept: bool
     ) -> int:
         """The gateway's part of a forget of a session: its keys `names` deleted
-        (`forget_gateway`) when it holds nothing from after the `fence` and the segmenter
-        did not keep the session; else only the ids of its exchanges below the fence (their
-        broker offset is in each id's value; an id not acked yet goes too, its ack writes it
-        again) and the turn ids those made are freed: a re-add of a forgotten exchange is new,
-        not a duplicate, and a retry of one from after the fence is still a duplicate.
-        Returns the number of keys deleted."""
+        (`forget_gateway`) when it holds no id acked after the `fence` and the segmenter did
+        not keep the session; else only the ids of its exchanges acked below the fence (their
+        broker offset is in each id's value) and the turn ids those made by default
+        (`exchange_id#i`) are freed: a re-add of a forgotten exchange is new, not a duplicate,
+        and a retry of one from after the fence is still a duplicate. An id not acked yet is
+        left as it is (a retry keeps its seq). Returns the number of keys deleted."""
         ids, turns = gateway_key(key, "ids", self.prefix), gateway_key(key, "turns", self.prefix)
         gone: dict[str, str] = {}
         left = 0
         async for field, value in self.redis.hscan_iter(ids, count=1000):
             said = _text(value)
             acked = _ID_VALUE.match(said)  # a value the gateway does not write is left alone
-            part, offset = (int(acked[1]), int(acked[2])) if acked else (0, -1)
-            if acked and (part < 0 or offset < fence.get(part, -1)):
+            part, offset = (int(acked[1]), int(acked[2])) if acked else (-1, -1)
+            if part < 0:
+                continue  # in flight (or not the gateway's): kept, but holds nothing acked
+            if offset < fence.get(part, -1):
                 gone[_text(field)] = said
             else:
                 left += 1

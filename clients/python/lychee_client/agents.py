@@ -145,6 +145,7 @@ class LycheeSession:
         """The conversation is over: its records are made now, not after the service's idle
         timeout (until then a value the user changed in it is a raw turn beside the record
         of the old one). A later `add_items` goes on in a new segment."""
+        await self._settle()  # a pop that stopped midway: its turns back first
         return await self.client.end_session(self.session_id)
 
     async def _settle(self) -> None:

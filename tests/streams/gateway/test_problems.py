@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from streams.gateway.app import create_app
-from streams.gateway.auth import KeyRing
+from streams.gateway.auth import ApiKey, KeyRing, digest
 from streams.gateway.problems import PROBLEM
 from tests.streams.gateway.conftest import unreachable
 
@@ -71,6 +71,23 @@ def test_problems_a_query_parameter_no_route_reads_is_named(
     assert error["field"] == unknown
     assert f"unknown query parameter {unknown!r}" in r.json()["detail"]
     assert reads in r.json()["detail"]
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/v1/namespaces/other/records?page_sise=5", 403),  # another namespace's: 403 first
+        ("/v1/dead-letters?reason=x", 403),  # a stack-wide route: 403 first
+        ("/v1/namespaces/ns1/records?page_sise=5", 422),
+    ],
+)
+def test_problems_a_caller_the_route_refuses_hears_that_before_its_parameters(
+    path: str, status: int
+) -> None:
+    ring = KeyRing((ApiKey("k", bytes.fromhex(digest("lyk_ns1")), ("ns1",)),))
+    with TestClient(create_app(unreachable(), ring), base_url="http://memory.example.com") as c:
+        r = c.get(path, headers={"Authorization": "Bearer lyk_ns1"})
+    assert r.status_code == status, r.text
 
 
 def test_problems_the_parameters_a_route_reads_pass() -> None:

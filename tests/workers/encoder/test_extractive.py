@@ -498,7 +498,7 @@ def test_an_assistant_turn_keeps_what_it_recommends_or_promises_not_its_explanat
 
 
 def test_an_assistant_sentence_that_points_at_what_follows_or_hands_back_is_no_record() -> None:
-    """"Here's what I recommend." says nothing the list after it does not; "Let me know ..."
+    """ "Here's what I recommend." says nothing the list after it does not; "Let me know ..."
     asks the user; a recommendation in strong emphasis is kept without the markdown."""
     reply = (
         "Here's what I recommend.\n\n"
@@ -511,6 +511,28 @@ def test_an_assistant_sentence_that_points_at_what_follows_or_hands_back_is_no_r
     recs = records(("Ana", "I keep bees in the garden."), (None, reply, Role.assistant))
     said = [r.semantic_text for r in recs if r.source_role == "assistant"]
     assert said == ["The assistant recommends starting with SQLite for the first release."]
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Let's put the launch on March 3.",
+        "Let's try the Thursday slot instead.",
+        "Here is the plan we agreed on: the launch moves to March 3.",
+        "The following week I'll send you the draft.",
+    ],
+)
+def test_an_assistant_decision_that_begins_like_pacing_or_an_announcement_is_kept(
+    said: str,
+) -> None:
+    recs = records(("Ana", "I keep bees in the garden."), (None, said, Role.assistant))
+    assert [r.source_role for r in recs] == ["user", "assistant"]
+
+
+def test_a_power_or_a_dunder_name_is_not_emphasis() -> None:
+    said = "My key space is 2**64 and the config lives in __init__.py for now."
+    (rec,) = records(("Ana", said))
+    assert "2**64" in rec.semantic_text and "__init__.py" in rec.semantic_text
 
 
 def test_code_tables_and_headings_are_never_records() -> None:

@@ -179,6 +179,13 @@ async def test_a_passage_of_a_turn_is_marked_only_by_the_records_it_shows(
     shown = next(i for i in moved[0] if i.item_id == elsewhere.item_id)
     assert not shown.superseded_by and shown.valid_to is None
     assert "replaced" not in next(x for x in moved[1].splitlines() if elsewhere.text in x)
+    # a window may cut more than the turn its `span` names: its words decide for every turn
+    window = elsewhere.model_copy(
+        update={"kind": "window", "turn_ids": ["s1t1", "s1t2"], "span_turn_id": "s1t2"}
+    )
+    moved = current_first(store, "a", q, [window, filler(0)])
+    assert moved is not None
+    assert not next(i for i in moved[0] if i.item_id == window.item_id).superseded_by
     says_it = passage(f"### Heating\n{SAID[0][3]}")
     moved = current_first(store, "a", q, [says_it, filler(0)])
     assert moved is not None
@@ -207,6 +214,9 @@ async def test_a_question_sharing_only_now_with_a_change_moves_nothing(tmp_path:
     items = [filler(0), said_as_turn(0), filler(1)]
     moved = current_first(store, "a", "Where is the compass module now?", items)
     assert moved is not None and [i.item_id for i in moved[0]] == [i.item_id for i in items]
+    # nor one that names no subject at all
+    aside = current_first(store, "a", "What about it now?", items)
+    assert aside is not None and [i.item_id for i in aside[0]] == [i.item_id for i in items]
     # the same question about the heater does bring today's value
     heater = current_first(store, "a", "How much does the heater draw now?", items)
     assert heater is not None and heater[0][1].text == SAID[2][3]

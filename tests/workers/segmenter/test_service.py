@@ -208,26 +208,29 @@ async def test_segmenter_service_forget_frees_the_gateways_ids_below_the_fence_o
 
     alloc = SeqAllocator(redis, ttl_s=3600, lease_s=5.0)
 
-    async def add(eids: list[str], offsets: list[int], words: str = "w") -> list[tuple[int, bool]]:
+    async def add(
+        eids: list[str], offsets: list[int | None], words: str = "w"
+    ) -> list[tuple[int, bool]]:
+        """Allocated, then acked at `offsets` (None: still in flight)."""
         deadline = asyncio.get_running_loop().time() + 5
         async with alloc.session("ns-f", "s1", deadline) as s:
             async with s.ordered():
                 wanted = [Wanted(e, digest=words, turns=((f"{e}#0", words),)) for e in eids]
                 got = await s.allocate(wanted)
-            new = [(a, o) for a, o in zip(got, offsets, strict=True) if not a.duplicate]
-            await s.confirm([Ack(a.exchange_id, a.seq, 0, o, words) for a, o in new])
+            acked = [(a, o) for a, o in zip(got, offsets, strict=True) if o is not None]
+            await s.confirm([Ack(a.exchange_id, a.seq, 0, o, words) for a, o in acked if o])
         return [(a.seq, a.duplicate) for a in got]
 
-    assert await add(["e0", "e1", "e2", "e3"], [10, 11, 20, 21]) == [
+    assert await add(["e0", "e1", "e2", "e3"], [10, 11, 20, None]) == [
         (0, False),
         (1, False),
         (2, False),
         (3, False),
     ]
     svc = make(redis, embedder)
-    await svc.forget("ns-f", "s1", {0: 15})  # e0 and e1 before the fence, e2 and e3 after it
-    assert await add(["e0", "e2"], [30, 31]) == [(4, False), (2, True)]
-    assert await add(["e1"], [32], words="other words") == [(5, False)]  # its turn id is free
+    await svc.forget("ns-f", "s1", {0: 15})  # e0 and e1 before the fence, e2 after, e3 in flight
+    assert await add(["e3", "e0", "e2"], [30, 31, 32]) == [(3, False), (4, False), (2, True)]
+    assert await add(["e1"], [33], words="other words") == [(5, False)]  # its turn id is free
 
 
 async def test_segmenter_service_crash_between_commit_and_publish_republishes(
