@@ -16,6 +16,7 @@ from schemas.base import TURN_CHARS
 from schemas.base import check_name as a_name
 from schemas.errors import validation_reason
 from schemas.gateway import ExchangeIn
+from workers.query.hits import record_id_of
 from workers.query.serialize import currency_notes
 
 
@@ -67,7 +68,7 @@ class Memory(BaseModel):
             memory_type=e.memory_type,
             turn_ids=e.turn_ids,
             score=score if above is None else min(score, above),
-            id=e.item_id.rsplit("/", 1)[-1] if e.kind == "record" else e.item_id,
+            id=record_id_of(e.item_id) if e.kind == "record" else e.item_id,
             notes=currency_notes(e),
             replaced_by=e.superseded_by,
             replaces=e.supersedes,

@@ -100,8 +100,6 @@ _FIRST_PERSON = re.compile(r"(?:i|i'm|i've|i'd|i'll|my|we|we're|we've|our)\b", r
 _THIRD_PERSON = re.compile(r"\b(?:he|him|his|she|her|it|its|they|them|their)\b", re.IGNORECASE)
 _CAPTION_LEAD = re.compile(r"^(?:a |an )?(?:photo|picture|image) of ", re.IGNORECASE)
 _ITEM_MARK = re.compile(r"^[ \t]*(?:[-*+]|\d{1,3}[.)])[ \t]+", re.MULTILINE)
-# What an assistant says that matters later for its user: a recommendation for them, a
-# promise, a decision or an agreement, not the lines of a general explanation.
 # A tutorial's pacing ("let's move on", "let's try another one") is no agreement; "let's try
 # the Thursday slot" is.
 _PACING = (
@@ -109,6 +107,8 @@ _PACING = (
     r"|practice|continue|work through|try (?:another|one more|a few|some more)"
     r"|see (?:how|what|if|whether|why))\b"
 )
+# What an assistant says that matters later for its user: a recommendation for them, a
+# promise, a decision or an agreement, not the lines of a general explanation.
 _COMMITMENT = re.compile(
     r"\b(?:i(?:'d| would)? (?:recommend|suggest|advise)|my (?:recommendation|suggestion)"
     r"|you should|you'll want to|you might want to|i(?:'ll| will) (?!be\b)\w+"

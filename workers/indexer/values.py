@@ -173,14 +173,14 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
     return out
 
 
+NEAR = 40  # characters before a value read for the word just before it
+
+
 def _said_as_time(text: str, m: re.Match[str]) -> bool:
     """A clock time: two hour digits, "am"/"pm", or a word before it that says when."""
     if m.group(4) or m.group(3) or len(m.group(1)) == 2:
         return True
     return bool(_AT.search(text[max(0, m.start() - NEAR) : m.start()]))
-
-
-NEAR = 40  # characters before a value read for the word just before it
 
 
 def _label(text: str, m: re.Match[str]) -> str:

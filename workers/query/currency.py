@@ -31,7 +31,7 @@ from typing import Any
 from schemas import EvidenceItem, Role
 from schemas.supersession import LinkKind, Supersession
 from workers.query.changed import Alike, asks_a_state, change_first
-from workers.query.hits import record_item_id
+from workers.query.hits import record_id_of, record_item_id
 from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
@@ -114,7 +114,7 @@ class _Graph:
 
     def stands_for(self, item: EvidenceItem) -> set[str]:
         """The records an item stands for in the order: itself, or its turns' records."""
-        rid = item.item_id.rsplit("/", 1)[-1]
+        rid = record_id_of(item.item_id)
         found = {rid} if item.kind == "record" and rid in self.records else set()
         for t in item.turn_ids:
             found |= self.by_turn.get(t, set())

@@ -29,6 +29,11 @@ def record_item_id(row: dict[str, Any]) -> str:
     return f"{row['namespace']}/record/{row['id']}"
 
 
+def record_id_of(item_id: str) -> str:
+    """The record id in a record item's id (`record_item_id`): what links name."""
+    return item_id.rsplit("/", 1)[-1]
+
+
 def record_hits(
     rows: Sequence[dict[str, Any]], session_id: str | None, score_key: str
 ) -> list[Hit]:

@@ -228,9 +228,14 @@ class SessionStore:
         """Undo `claim_turns` for a message that turned out to be forgotten: a forget between
         its claim and its commit deleted the session's ids, and its claim would otherwise
         refuse the session's next words under those ids."""
-        if turns:
-            args = [v for pair in turns for v in pair]
-            await self._release(keys=[self._turns_key(key)], args=args)
+        await self._release_all(self._turns_key(key), turns)
+
+    async def _release_all(self, name: str, entries: Sequence[tuple[str, str]]) -> None:
+        """Delete each field of hash `name` that still holds its value (`_RELEASE`), in
+        chunks: Lua's unpack() is bounded."""
+        for start in range(0, len(entries), _TRIM_CHUNK):
+            args = [v for pair in entries[start : start + _TRIM_CHUNK] for v in pair]
+            await self._release(keys=[name], args=args)
 
     async def load(self, key: str) -> tuple[str, SessionState | None]:
         version, raw = await self.redis.hmget(self._state_key(key), ["v", "state"])
@@ -365,10 +370,8 @@ class SessionStore:
             eid, sep, index = tid.rpartition("#")
             if sep and index.isdigit() and eid in gone:
                 made[tid] = _text(value)
-        for name, entries in ((ids, gone), (turns, made)):
-            pairs = [x for item in entries.items() for x in item]
-            for start in range(0, len(pairs), 2 * _TRIM_CHUNK):  # Lua's unpack() is bounded
-                await self._release(keys=[name], args=pairs[start : start + 2 * _TRIM_CHUNK])
+        await self._release_all(ids, list(gone.items()))
+        await self._release_all(turns, list(made.items()))
         return 0
 
     async def pending(self, key: str) -> list[tuple[str, OutMessage]]:

@@ -68,17 +68,18 @@ def session_timeline(
 
 def _page_of(db: Database, namespace: str, session_id: str, turn_id: str, page_size: int) -> int:
     tbl = db.table(TURNS)
-    if tbl is None:
-        raise TurnMissing(f"no turn {turn_id} in session {session_id} of namespace {namespace}")
-    data = (
-        tbl.search()
-        .where(namespace_filter(namespace, session_id), prefilter=True)
-        .select(["turn_id", "seq", "idx"])
-        .limit(None)
-        .to_arrow()
-        .sort_by([("seq", "ascending"), ("idx", "ascending")])
-    )
-    ids: list[str] = data.column("turn_id").to_pylist()
+    ids: list[str] = []
+    if tbl is not None:
+        ids = (
+            tbl.search()
+            .where(namespace_filter(namespace, session_id), prefilter=True)
+            .select(["turn_id", "seq", "idx"])
+            .limit(None)
+            .to_arrow()
+            .sort_by([("seq", "ascending"), ("idx", "ascending")])
+            .column("turn_id")
+            .to_pylist()
+        )
     if turn_id not in ids:
         raise TurnMissing(f"no turn {turn_id} in session {session_id} of namespace {namespace}")
     return ids.index(turn_id) // page_size + 1
