@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from schemas.supersession import LinkKind, Supersession
+from workers.indexer.renamed import names, renamings, stated
 from workers.indexer.values import (
     CLAUSE_END,
     WORD,
@@ -101,6 +102,7 @@ def link_statements(
         *(_value_link(namespace, LinkKind.supersedes, p) for p in _value_changes(valued, by_word)),
         *(_value_link(namespace, LinkKind.conflict, p) for p in _value_conflicts(valued, by_word)),
         *_denials(namespace, statements, common),
+        *_name_changes(namespace, statements),
     ]
     for link in found:
         links.setdefault((link.kind, link.older_id, link.newer_id), link)
@@ -249,9 +251,14 @@ def _changed(
 def _named_alike(ov: Value, nv: Value, shared: int) -> bool:
     """Whether two values name one attribute: `MIN_SHARED` words in common, or one when
     both follow the same name and the newer statement gives the older value as what it was
-    ("runs Postgres 15", then "from Postgres 15 to Postgres 16"). An old amount alone is
-    weak evidence: small counts recur ("3 kids", then a neighbour's "5 kids instead of 3")."""
+    ("runs Postgres 15", then "from Postgres 15 to Postgres 16"), or when a day said to
+    have changed names nothing the older day's words do not ("the launch is planned for
+    June 3", then "the launch slipped to July 15": a plan's one-word subject). An old
+    amount alone is weak evidence: small counts recur ("3 kids", then a neighbour's "5 kids
+    instead of 3")."""
     if ov.label and ov.label == nv.label and nv.was == ov.amount:
+        return shared >= 1
+    if nv.kind == "date" and nv.changed and nv.attribute and nv.attribute <= ov.attribute:
         return shared >= 1
     return shared >= MIN_SHARED
 
@@ -325,3 +332,40 @@ def _denial_link(
         )[:300],
         found_by="rule:never-but-did",
     )
+
+
+# -- name-change ----------------------------------------------------------------------------
+
+
+def _name_changes(namespace: str, statements: Sequence[Statement]) -> list[Supersession]:
+    """Each statement that says a named thing gave way to another, with the latest earlier
+    statement of its side that said the old one held (`workers.indexer.renamed`)."""
+    out = []
+    for newer in statements:
+        for change in renamings(newer.text):
+            olders = [
+                s
+                for s in statements
+                if s.role == newer.role
+                and earlier(s, newer) is True
+                and names(s.text, change.old)
+                and not (change.new and names(s.text, change.new))
+                and stated(s.text)
+                and all(r.old != change.old for r in renamings(s.text))
+            ]
+            if not olders:
+                continue
+            older = max(olders, key=_order)
+            then = f"{change.old} then {change.new}" if change.new else f"{change.old} left"
+            out.append(
+                Supersession(
+                    namespace=namespace,
+                    kind=LinkKind.supersedes,
+                    older_id=older.record_id,
+                    newer_id=newer.record_id,
+                    changed_at=newer.said_at,
+                    reason=then[:300],
+                    found_by="rule:name-change",
+                )
+            )
+    return out

@@ -101,7 +101,7 @@ _FUNCTION = TAG_STOPWORDS | wordset(
     "want need trying try help sure currently recently now new updated update actually "
     "already still yet never not no ever just able using use used instead rather"
 )
-_NOT_NAMES = _FUNCTION | frozenset(WEEKDAYS) | wordset("he she that what there here who let")
+NOT_NAMES = _FUNCTION | frozenset(WEEKDAYS) | wordset("he she that what there here who let")
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ def _label(text: str, m: re.Match[str]) -> str:
     if found is None or not found.group(1)[0].isupper():
         return ""
     word = found.group(1).lower()
-    return "" if word in _NOT_NAMES or month_number(word) else word
+    return "" if word in NOT_NAMES or month_number(word) else word
 
 
 def _to_next(text: str, m: re.Match[str], label: str) -> bool:
@@ -231,10 +231,10 @@ def _naming(text: str, m: re.Match[str], common: frozenset[str]) -> dict[str, An
     whole = _attribute(text[: m.start()], after)
     before = clause_before(text, m).split()
     near = " ".join(before[-WINDOW_BEFORE - 2 :])
-    owners = [o for o in _OWNER.findall(near) if o.lower() not in _NOT_NAMES]
+    owners = [o for o in _OWNER.findall(near) if o.lower() not in NOT_NAMES]
     shown = _NAME.findall(" ".join([*before[-WINDOW_BEFORE:], after]))
     # the speaker's name and the project, common in the namespace, tell nothing apart
-    names = {stem(n.lower()) for n in shown if n.lower() not in _NOT_NAMES} - common
+    names = {stem(n.lower()) for n in shown if n.lower() not in NOT_NAMES} - common
     names -= {n for n in names if month_number(n)}
     return {
         "attribute": whole - common,

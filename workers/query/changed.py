@@ -7,11 +7,14 @@ The offline rules link values only (numbers, amounts, days), so a move, a job or
 changes reaches the reply as two statements in retrieval's order, and the earlier one often
 leads: it names what the question asks about ("where do I live" finds "I live in Porto"
 before "we moved to Lisbon"). Word overlap cannot tell that the two speak of one thing, so
-their vectors do: the model's cosine of the two texts at least `MIN_ALIKE` (unrelated
+their vectors do: the model's cosine of the two clauses at least `MIN_ALIKE` (unrelated
 statements of one person, "I work at a bank" beside "I switched editors", read 0.2-0.35;
-a move beside where one lived, a new job beside the old one, 0.45-0.6, with MiniLM). A
-reorder inside the first items: what the reply holds does not change, only which comes
-first.
+a move beside where one lived, a new job beside the old one, 0.45-0.6, with MiniLM). The
+clauses, not the items: a window or a message says several things ("I live in Porto and I
+work as a data engineer", a reply below it), and its whole text is like no one change. The
+earlier item's clause is the one most like the question (what it answers), the change's the
+one that states it. A reorder inside the first items: what the reply holds does not change,
+only which comes first.
 """
 
 from __future__ import annotations
@@ -24,6 +27,14 @@ from workers.store.segments import When, said_after
 
 CHANGE_HEAD = 3  # the first items a stated change can move above: what an answer reads first
 MIN_ALIKE = 0.4  # cosine of two statements about one thing (module docstring)
+OPENING_WORDS = 60  # the words of an item read for its clauses: what it opens with
+MIN_CLAUSE_WORDS = 3  # shorter pieces ("Hi", "Big news") state nothing
+
+# where a text's clauses end: a sentence, a line, a comma, or "and"/"but" before a new subject
+_CLAUSE_BREAK = re.compile(
+    r"(?<=[.!?;:])\s+|\n+|,\s+|\s+(?i:and|but|so|while)\s+(?=(?:I|we|he|she|they|my|our)\b)"
+)
+_ROLE = re.compile(r"^\s*(?:User|Assistant|System|Tool)\s*:\s*")  # a window's line opens so
 
 # who is said to stand somewhere now: I, we, he, she, they, or a name (an encoder's record
 # names the speaker), never a thing ("it's now in your cart", "this is now at version 2")
@@ -83,16 +94,18 @@ Alike = Callable[[str, Sequence[str]], Sequence[float]]  # a text's cosine to ea
 
 
 def change_first(
+    question: str,
     items: Sequence[EvidenceItem],
     when: Callable[[EvidenceItem], When | None],
     alike: Alike,
     head: int,
     replaces: Callable[[EvidenceItem, EvidenceItem], bool] | None = None,
 ) -> list[EvidenceItem]:
-    """`items` with the first stated change among the first `head` said after one of the
-    first `CHANGE_HEAD` items and like it moved right above it (one move a request), unless
-    a link says that item replaced the change (`replaces`: a value said again carries the
-    date of its first saying). For a question about the present only: the caller asks."""
+    """`items` with the stated change among the first `head` most like one of the first
+    `CHANGE_HEAD` items, said after it, moved right above it (one move a request), unless a
+    link says that item replaced the change (`replaces`: a value said again carries the date
+    of its first saying). Like: the change's clause and the item's clause that answers
+    `question`. For a question about the present only: the caller asks."""
     out = list(items)
     n = min(head, len(out))
     at = [when(i) for i in out[:n]]
@@ -101,16 +114,42 @@ def change_first(
         if mine is None:
             continue
         later = [
-            q
+            (q, told)
             for q in range(p + 1, n)
-            if (t := at[q]) is not None and said_after(t, mine) and _CHANGED.search(out[q].text)
+            if (t := at[q]) is not None and said_after(t, mine)
+            if (told := stated_change(out[q].text)) is not None
             if replaces is None or not replaces(out[p], out[q])
         ]
         if not later:
             continue
-        cosines = alike(out[p].text, [out[q].text for q in later])
-        q = next((q for q, c in zip(later, cosines, strict=True) if c >= MIN_ALIKE), None)
-        if q is not None:
-            out.insert(p, out.pop(q))
+        own = clauses(out[p].text)
+        if not own:
+            continue
+        answer = own[0] if len(own) == 1 else own[_argmax(alike(question, own))]
+        cosines = alike(answer, [told for _, told in later])
+        best = _argmax(cosines)
+        if cosines[best] >= MIN_ALIKE:
+            out.insert(p, out.pop(later[best][0]))
             return out
     return out
+
+
+def clauses(text: str) -> list[str]:
+    """The clauses an item opens with (`OPENING_WORDS`), each line's speaker label off."""
+    opening = " ".join(text.split(" ")[:OPENING_WORDS])
+    pieces = (_ROLE.sub("", c).strip() for c in _CLAUSE_BREAK.split(opening))
+    return [c for c in pieces if len(c.split()) >= MIN_CLAUSE_WORDS]
+
+
+def stated_change(text: str) -> str | None:
+    """The clause of `text` that states a change (`_CHANGED`), or None when none does."""
+    m = _CHANGED.search(text)
+    if m is None:
+        return None
+    start = max((b.end() for b in _CLAUSE_BREAK.finditer(text, 0, m.start())), default=0)
+    end = next((b.start() for b in _CLAUSE_BREAK.finditer(text, m.end())), len(text))
+    return _ROLE.sub("", text[start:end]).strip()
+
+
+def _argmax(values: Sequence[float]) -> int:
+    return max(range(len(values)), key=values.__getitem__)

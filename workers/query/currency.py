@@ -167,7 +167,7 @@ def current_first(
     replaces = graph.replaces if graph is not None else None  # a link's order beats dates
     ordered = later_first(question, items, when, replaces=replaces)
     if alike is not None and about_the_present(question) and asks_a_state(question):
-        ordered = change_first(ordered, when, alike, HEAD, replaces)
+        ordered = change_first(question, ordered, when, alike, HEAD, replaces)
     ordered = account_beside_denial(question, ordered)
     if not linked and [i.item_id for i in ordered] == [i.item_id for i in evidence]:
         return None

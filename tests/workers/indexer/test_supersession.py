@@ -202,3 +202,57 @@ def test_two_sessions_of_one_date_that_change_a_value_to_two_others_conflict() -
     }
     same = said("c", "The gym membership now costs $50 a month.", DAY2, session="z")
     assert all(x.kind is LinkKind.supersedes for x in link_statements("ns", [fee, one, same]))
+
+
+def test_a_day_said_to_have_slipped_replaces_the_plan_it_names() -> None:
+    """One word of subject ("the launch") is enough when the later day says it changed and
+    names nothing the earlier day's words do not."""
+    plan = said("r1", "Bo handles the deploys, and the launch is planned for June 3.", DAY1)
+    slip = said("r2", "The launch slipped to July 15 because of the supplier.", DAY2)
+    party = said("r3", "The launch party is now on July 20.", DAY2, session="s3")
+    links = link_statements("ns", [plan, slip])
+    assert [(k.older_id, k.newer_id, k.reason) for k in links] == [
+        ("r1", "r2", "launch: June 3 then July 15")
+    ]
+    # another thing worded alike (a party), or a later day not said to change: no link
+    assert link_statements("ns", [plan, party]) == []
+    again = said("r4", "The launch is on July 15.", DAY2)
+    assert link_statements("ns", [plan, again]) == []
+
+
+def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -> None:
+    stack = said("r1", "Our kiln app is written in Flask and runs on Heroku.", DAY1)
+    asked = said("r2", "Can you help me add a route to the Flask app?", DAY1, seq=1)
+    switch = said("r3", "We switched from Flask to FastAPI for the kiln app.", DAY2)
+    links = link_statements("ns", [stack, asked, switch])
+    assert [(k.older_id, k.newer_id, k.reason, k.found_by) for k in links] == [
+        ("r1", "r3", "Flask then FastAPI", "rule:name-change")
+    ]
+    off = said("r4", "We moved off Heroku last month.", DAY2)
+    (link,) = link_statements("ns", [stack, off])
+    assert (link.older_id, link.reason) == ("r1", "Heroku left")
+    # the same side only, the latest statement only, never one that names the new thing
+    theirs = said("r5", "Your app runs on Flask.", DAY1, role="assistant")
+    later = said("r6", "The kiln app's admin pages are in Flask too.", DAY1, seq=2)
+    both = said("r7", "We tried FastAPI once, but Flask stayed.", DAY1, seq=3)
+    found = link_statements("ns", [stack, theirs, later, both, switch])
+    assert [(k.older_id, k.newer_id) for k in found] == [("r6", "r3")]
+    # a chain: the switch to Flask is what the switch away from it replaces
+    first = said("r8", "We moved the kiln app from Django to Flask.", DAY1, seq=4)
+    found = link_statements("ns", [first, switch])
+    assert [(k.older_id, k.newer_id) for k in found] == [("r8", "r3")]
+
+
+def test_what_reads_as_a_named_change() -> None:
+    from workers.indexer.renamed import Renaming, renamings
+
+    assert renamings("Ana replaced Jenkins with GitHub Actions.") == [
+        Renaming("Jenkins", "GitHub Actions")
+    ]
+    assert renamings("We host it on Fly.io instead of Heroku now.") == [
+        Renaming("Heroku", "Fly.io")
+    ]
+    assert renamings("We no longer use Trello.") == [Renaming("Trello", None)]
+    assert renamings("I moved from the Porto office to the Lisbon one.") == []  # no name there
+    assert renamings("The price moved from 10 to 12.") == []  # a value: the value rule's
+    assert renamings("Switched from Flask to flask-restx.") == []  # lower case: not a name

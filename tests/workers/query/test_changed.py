@@ -19,6 +19,7 @@ from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
 
 JAN, MAR = datetime(2024, 1, 10), datetime(2024, 3, 12)
+Q = "Where do I live?"
 
 
 def said(n: int, text: str, day: datetime) -> EvidenceItem:
@@ -52,27 +53,27 @@ OTHER = said(4, "The dog loves the beach.", MAR)
 def test_a_later_change_like_a_first_item_goes_right_above_it() -> None:
     alike = cosines({(HOME.text, MOVE.text): 0.59, (HOME.text, EDITOR.text): 0.19})
     items = [HOME, OTHER, EDITOR, MOVE]
-    assert change_first(items, when, alike, 10) == [MOVE, HOME, OTHER, EDITOR]
+    assert change_first(Q, items, when, alike, 10) == [MOVE, HOME, OTHER, EDITOR]
 
 
 def test_a_change_that_a_link_says_was_replaced_stays_below() -> None:
     """A value said again carries its first saying's date: the link, not the date, orders it."""
     alike = cosines({(HOME.text, MOVE.text): 0.59})
-    assert change_first([HOME, MOVE], when, alike, 10, lambda a, b: a is HOME) == [HOME, MOVE]
+    assert change_first(Q, [HOME, MOVE], when, alike, 10, lambda a, b: a is HOME) == [HOME, MOVE]
 
 
 def test_nothing_moves_for_an_unlike_change_an_earlier_one_or_an_undated_one() -> None:
     alike = cosines({(HOME.text, EDITOR.text): 0.19, (MOVE.text, HOME.text): 0.59})
-    assert change_first([HOME, EDITOR], when, alike, 10) == [HOME, EDITOR]
-    assert change_first([MOVE, HOME], when, alike, 10) == [MOVE, HOME]  # already first
+    assert change_first(Q, [HOME, EDITOR], when, alike, 10) == [HOME, EDITOR]
+    assert change_first(Q, [MOVE, HOME], when, alike, 10) == [MOVE, HOME]  # already first
     undated = MOVE.model_copy(update={"date": None})
-    assert change_first([HOME, undated], when, cosines({(HOME.text, MOVE.text): 0.9}), 10) == [
+    assert change_first(Q, [HOME, undated], when, cosines({(HOME.text, MOVE.text): 0.9}), 10) == [
         HOME,
         undated,
     ]
     # past the head: not read
     far = [HOME, OTHER, OTHER, MOVE]
-    assert change_first(far, when, cosines({(HOME.text, MOVE.text): 0.9}), 3) == far
+    assert change_first(Q, far, when, cosines({(HOME.text, MOVE.text): 0.9}), 3) == far
 
 
 async def served(tmp_path: Path, embedder: Embedder, move: EvidenceItem) -> QueryService:
@@ -170,5 +171,5 @@ def test_a_state_is_asked_for_as_it_stands_not_what_has_come_about(
 def test_a_change_is_stated_in_several_forms(later: str, moves: bool) -> None:
     change = said(7, later, MAR)
     items = [HOME, OTHER, change]
-    moved = change_first(items, when, cosines({(HOME.text, later): 0.6}), 10)
+    moved = change_first(Q, items, when, cosines({(HOME.text, later): 0.6}), 10)
     assert (moved[0] is change) is moves
