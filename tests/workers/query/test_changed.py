@@ -14,7 +14,7 @@ from tests.workers.builders import said_in_turns
 from tests.workers.query.test_currency import first_saying, request
 from workers.embedding import Embedder
 from workers.indexer.service import IndexerService
-from workers.query.changed import asks_a_state, change_first
+from workers.query.changed import asks_a_state, change_first, clauses, stated_change
 from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
 
@@ -76,12 +76,14 @@ def test_nothing_moves_for_an_unlike_change_an_earlier_one_or_an_undated_one() -
     assert change_first(Q, far, when, cosines({(HOME.text, MOVE.text): 0.9}), 3) == far
 
 
-async def served(tmp_path: Path, embedder: Embedder, move: EvidenceItem) -> QueryService:
+async def served(
+    tmp_path: Path, embedder: Embedder, move: EvidenceItem, home: EvidenceItem = HOME
+) -> QueryService:
     """A store of where one lived, a move and an unrelated change, written by the indexer."""
     store = EvidenceStore(str(tmp_path / "db"), embedder.model_name, embedder.dim)
     indexer = IndexerService(store, embedder)
     said = []
-    for item in (HOME, move, EDITOR):
+    for item in (home, move, EDITOR):
         assert item.date is not None
         said.append((item.session_id, item.date, item.turn_ids[0], item.text))
     await said_in_turns(indexer, embedder, said)
@@ -107,6 +109,19 @@ async def test_where_one_lives_now_reads_the_move_first(
     assert (
         first_saying(now, move.text) < first_saying(now, HOME.text) < first_saying(now, EDITOR.text)
     )
+
+
+@pytest.mark.asyncio
+async def test_a_move_is_read_against_the_clause_that_says_where_one_lives(
+    tmp_path: Path, embedder: Embedder
+) -> None:
+    """Whole, the two messages are not alike (each says more than where one lives); their
+    clauses are."""
+    home = said(8, "Hi, I'm Ann. I live in Porto and I work as a data engineer at a bakery.", JAN)
+    move = said(9, "Big news: I moved to Lisbon last week, the new flat is near the river.", MAR)
+    svc = await served(tmp_path, embedder, move, home)
+    now = (await svc.search(request("Where do I live?"))).evidence
+    assert first_saying(now, move.text) < first_saying(now, home.text)
 
 
 @pytest.mark.asyncio
@@ -136,6 +151,21 @@ def test_a_state_is_asked_for_as_it_stands_not_what_has_come_about(
     question: str, state: bool
 ) -> None:
     assert asks_a_state(question) is state
+
+
+def test_an_item_is_read_by_its_clauses_and_a_change_by_the_clause_that_states_it() -> None:
+    window = "User: Hi, I'm Ann. I live in Porto and I work at a bakery.\nAssistant: Welcome!"
+    assert clauses(window) == ["I live in Porto", "I work at a bakery."]
+    assert stated_change("User: Big news: we moved to Lisbon, the flat is new.") == (
+        "we moved to Lisbon"
+    )
+    assert stated_change("Now, I live in Lisbon.") == "Now, I live in Lisbon."  # one clause
+    assert stated_change("The flat is near the river.") is None
+
+
+def test_the_most_alike_change_moves() -> None:
+    alike = cosines({(HOME.text, EDITOR.text): 0.45, (HOME.text, MOVE.text): 0.6})
+    assert change_first(Q, [HOME, EDITOR, MOVE], when, alike, 10) == [MOVE, HOME, EDITOR]
 
 
 @pytest.mark.parametrize(
