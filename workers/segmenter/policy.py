@@ -127,8 +127,6 @@ class SegmentPolicy:
         state.last_seq = ex.seq
         state.updated_at = now
         state.ended = False
-        if ex.session_date is not None:
-            state.session_date = ex.session_date
         # an agent's tool calls and their outputs are kept as raw turns and never encoded:
         # they are in no segment and have no say in where one ends (their JSON is no change
         # of subject, nor length), and an exchange of them only is set aside whole
@@ -147,15 +145,18 @@ class SegmentPolicy:
             source=position.log() if position is not None else None,
             trace=trace,
         )
+        # the exchange's date is its segment's from here on, not the one it closes: a
+        # segment is dated by what it holds ("today" in it is read against that date)
+        date = ex.session_date
         if item.tokens > self.p.max_tokens:
-            return self._split_oversized(state, item, e)
+            return self._split_oversized(state, item, e, date)
         if self.p.mode is SegmentMode.eager:
             out = self.flush(state)  # a segment left open under another mode is kept
-            self._append(state, item, e)
+            self._append(state, item, e, date)
             out += self._finalize(state, FinalizeReason.per_exchange, None)
             return Decision("start", None, out)
         if not state.is_open:
-            return Decision("start", None, self._start(state, item, e))
+            return Decision("start", None, self._start(state, item, e, date))
 
         signals = self._signals(state, e) if self.p.mode is SegmentMode.semantic else None
         if signals is not None:
@@ -163,11 +164,11 @@ class SegmentPolicy:
 
         if state.tokens + item.tokens > self.p.max_tokens:
             out = self._finalize(state, FinalizeReason.capacity_limit, signals)
-            return Decision("capacity", signals, out + self._start(state, item, e))
+            return Decision("capacity", signals, out + self._start(state, item, e, date))
         if signals is not None and signals.p_cut >= self.p.delta:
             out = self._finalize(state, FinalizeReason.semantic_boundary, signals)
-            return Decision("cut", signals, out + self._start(state, item, e))
-        self._append(state, item, e)
+            return Decision("cut", signals, out + self._start(state, item, e, date))
+        self._append(state, item, e, date)
         return Decision("append", signals, self._close_if_full(state, signals))
 
     def flush(self, state: SessionState) -> list[Segment]:
@@ -203,12 +204,18 @@ class SegmentPolicy:
             p_cut=sig.p_cut(score, self.p),
         )
 
-    def _start(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> list[Segment]:
+    def _start(
+        self, state: SessionState, item: SegmentExchange, e: sig.Vector, date: datetime | None
+    ) -> list[Segment]:
         """A new segment; only ever called with none open (`_finalize` resets the state)."""
-        self._append(state, item, e)
+        self._append(state, item, e, date)
         return self._close_if_full(state, None)
 
-    def _append(self, state: SessionState, item: SegmentExchange, e: sig.Vector) -> None:
+    def _append(
+        self, state: SessionState, item: SegmentExchange, e: sig.Vector, date: datetime | None
+    ) -> None:
+        if date is not None:
+            state.session_date = date
         state.exchanges.append(item)
         state.tokens += item.tokens
         total = e if state.vector_sum is None else np.asarray(state.vector_sum) + e
@@ -248,9 +255,11 @@ class SegmentPolicy:
         return [seg]
 
     def _split_oversized(
-        self, state: SessionState, item: SegmentExchange, e: sig.Vector
+        self, state: SessionState, item: SegmentExchange, e: sig.Vector, date: datetime | None
     ) -> Decision:
         out = self._finalize(state, FinalizeReason.capacity_limit, None) if state.is_open else []
+        if date is not None:
+            state.session_date = date
         pieces: list[tuple[str, Turn]] = []
         for tid, turn in zip(item.turn_ids, item.turns, strict=True):
             if self.count(turn.rendered()) <= self.p.max_tokens:

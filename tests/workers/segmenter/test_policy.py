@@ -790,3 +790,20 @@ def test_a_segment_holds_an_exchanges_memory_turns_only() -> None:
     [held] = seg.exchanges
     assert (held.turn_ids, held.turns) == (["D1:0", "D1:2"], [asked, reply])
     assert (seg.first_turn_id, seg.last_turn_id, seg.tokens) == ("D1:0", "D1:2", 9)
+
+
+@pytest.mark.parametrize("tokens", [10, 5_000], ids=["a-cut", "an-oversized-exchange"])
+def test_a_segment_is_dated_by_its_own_exchanges_not_the_one_that_closes_it(tokens: int) -> None:
+    """The exchange that closes a segment starts the next: its date is that one's, so what
+    "today" means in the closed segment is read against the day it was said."""
+    may1, may20 = datetime(2025, 5, 1, 9), datetime(2025, 5, 20, 18)
+    r = Runner(make_policy())
+    for _ in range(3):
+        r.step(E0, 100, date=may1)
+    d = r.step(E1, tokens, date=may20)  # another subject, weeks later
+    assert d.action in ("cut", "split")
+    assert d.finalized[0].session_date == may1
+    assert all(s.session_date == may20 for s in d.finalized[1:])
+    assert r.state.session_date == may20
+    r.step(E1, 10)  # an undated exchange keeps the session's last date
+    assert [s.session_date for s in r.flush()] in ([may20], [])
