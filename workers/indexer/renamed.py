@@ -1,7 +1,7 @@
 """The `name-change` rule: a later statement that one named thing gave way to another ("we
 switched from Flask to FastAPI", "moved off Heroku", "replaced Jenkins with GitHub Actions",
-"FastAPI instead of Flask", "we no longer use Trello") supersedes the latest earlier
-statement of the same side that names the old thing and not the new one.
+"FastAPI instead of Flask", "we no longer use Trello") supersedes the earlier statement
+of the same side that names the old thing and not the new one (`_name_changes` says which).
 
 Values (`workers.indexer.values`) are numbers, amounts and days; a tool, a host, a place
 or a provider that changes is a name, and without this rule its old statement comes back
@@ -9,8 +9,8 @@ unmarked ("Our API is written in Flask" beside the switch). A name is what the w
 is one: capitalized ("Flask", "GitHub Actions", "Fly.io") and not a function word or a
 month; the change is said by its verb ("switched", "migrated", "moved off", "replaced ...
 with") or "instead of". The earlier statement must state how things stood, not ask, plan
-or weigh (`told`: "can you help me set up Flask" is not having set it up), and only the
-latest one is linked: the statement the change replaces, not every mention of the name.
+or weigh ("can you help me set up Flask" is not having set it up), and only one is linked: the
+statement the change replaces, not every mention of the name.
 
 English function words only: no names, projects or topics.
 """
@@ -33,7 +33,9 @@ _CHANGE_VERB = (
 _FROM = rf"\b{_CHANGE_VERB}\s+(?:[\w'’-]+\s+){{0,4}}?(?i:from)\s+{_OLD}"
 _CHANGES = [
     re.compile(_FROM + rf"\s+(?i:(?:over\s+)?to)\s+{_NEW}"),
-    re.compile(rf"\b(?i:replaced|swapped)\s+{_OLD}\s+(?i:with|for)\s+{_NEW}"),
+    re.compile(
+        rf"\b(?i:replac(?:ed|ing)|swap(?:ped|ping)|trad(?:ed|ing))\s+{_OLD}\s+(?i:with|for)\s+{_NEW}"
+    ),
     re.compile(rf"\b{_NEW},?\s+(?i:instead of|rather than|in place of)\s+{_OLD}"),
     re.compile(rf"\b(?i:moved|migrated|switched)\s+(?i:away\s+from|off(?:\s+of)?)\s+{_OLD}"),
     re.compile(rf"\b(?i:no longer|stopped)\s+(?i:use|using|uses|on|with)\s+{_OLD}"),

@@ -52,6 +52,7 @@ from workers.indexer.values import (
 )
 
 MIN_SHARED = 2  # attribute words two values must share to name the same thing
+_WHEN = ("date", "time")  # values of when, named by the words around them, never by one
 MAX_DENIAL_CHARS = 600  # a longer record is a pasted request: no denial or account read in it
 MAX_LINKS_PER_STATEMENT = 2  # denials: the best-matching accounts only
 COMMON_SHARE = 0.1  # a word in more of the namespace's statements than this names no attribute
@@ -102,7 +103,7 @@ def link_statements(
         *(_value_link(namespace, LinkKind.supersedes, p) for p in _value_changes(valued, by_word)),
         *(_value_link(namespace, LinkKind.conflict, p) for p in _value_conflicts(valued, by_word)),
         *_denials(namespace, statements, common),
-        *_name_changes(namespace, statements),
+        *_name_changes(namespace, statements, common),
     ]
     for link in found:
         links.setdefault((link.kind, link.older_id, link.newer_id), link)
@@ -215,6 +216,12 @@ def _value_link(namespace: str, kind: LinkKind, pair: _Pair) -> Supersession:
     )
 
 
+def _first(s: Statement) -> tuple[int, int]:
+    """The reverse of `_order`: the earlier said, the larger."""
+    day, at = _order(s)
+    return (-day, -at)
+
+
 def _order(s: Statement) -> tuple[int, int]:
     """A sortable reading of when `s` was said, for picking the latest of several olders."""
     day = int(s.said_at.timestamp()) if s.said_at is not None else 0
@@ -253,14 +260,27 @@ def _named_alike(ov: Value, nv: Value, shared: int) -> bool:
     both follow the same name and the newer statement gives the older value as what it was
     ("runs Postgres 15", then "from Postgres 15 to Postgres 16"), or when a day said to
     have changed names nothing the older day's words do not ("the launch is planned for
-    June 3", then "the launch slipped to July 15": a plan's one-word subject). An old
+    June 3", then "the launch slipped to July 15": a plan's one-word subject), or when a
+    value said to have changed is of the same word right before both ("Ana's budget is
+    $40,000", then "finance cut Ana's budget to $32,000"), not qualified apart ("the travel
+    budget", "the marketing budget"; "costs $50 for the hosting", "$20 for the domain"),
+    and that word is not common in the namespace. An old
     amount alone is weak evidence: small counts recur ("3 kids", then a neighbour's "5 kids
     instead of 3")."""
     if ov.label and ov.label == nv.label and nv.was == ov.amount:
         return shared >= 1
     if nv.kind == "date" and nv.changed and nv.attribute and nv.attribute <= ov.attribute:
         return shared >= 1
-    return shared >= MIN_SHARED
+    return shared >= MIN_SHARED or _same_head(ov, nv)
+
+
+def _same_head(ov: Value, nv: Value) -> bool:
+    """A changed value of the word right before both, not qualified apart (`_named_alike`)."""
+    if nv.kind in _WHEN or not nv.changed or nv.head != ov.head or ov.head not in ov.attribute:
+        return False
+    if ov.modifier and nv.modifier and ov.modifier != nv.modifier:
+        return False
+    return not (ov.following and nv.following and not ov.following & nv.following)
 
 
 # -- never-but-did --------------------------------------------------------------------------
@@ -337,12 +357,18 @@ def _denial_link(
 # -- name-change ----------------------------------------------------------------------------
 
 
-def _name_changes(namespace: str, statements: Sequence[Statement]) -> list[Supersession]:
-    """Each statement that says a named thing gave way to another, with the latest earlier
-    statement of its side that said the old one held (`workers.indexer.renamed`)."""
+def _name_changes(
+    namespace: str, statements: Sequence[Statement], common: frozenset[str]
+) -> list[Supersession]:
+    """Each statement that says a named thing gave way to another, with the earlier
+    statement of its side that said the old one held (`workers.indexer.renamed`): the one
+    that shares the most words with the change besides the two names ("Our API is written
+    in Flask" for "switched from Flask to FastAPI for the API"), else the first that named
+    it, which introduced it (later mentions are in passing)."""
     out = []
     for newer in statements:
         for change in renamings(newer.text):
+            around = _words(f"{newer.text}") - _words(f"{change.old} {change.new}") - common
             olders = [
                 s
                 for s in statements
@@ -355,7 +381,7 @@ def _name_changes(namespace: str, statements: Sequence[Statement]) -> list[Super
             ]
             if not olders:
                 continue
-            older = max(olders, key=_order)
+            older = max(olders, key=lambda s: (len(_words(s.text) & around), _first(s)))
             then = f"{change.old} then {change.new}" if change.new else f"{change.old} left"
             out.append(
                 Supersession(
@@ -369,3 +395,7 @@ def _name_changes(namespace: str, statements: Sequence[Statement]) -> list[Super
                 )
             )
     return out
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(content(WORD.findall(text.lower())))

@@ -68,7 +68,8 @@ _CHANGE = re.compile(
     r"|reached|raised|lowered|dropped|moved|switched|extended|revised|instead"
     r"|latest|rose|fell|up to|down to|bumped|adjusted|no longer|recently|updates"
     r"|slipped|postponed|pushed|rescheduled|delayed|brought forward|meant|corrections?"
-    r"|upgraded|downgraded|ended up)\b",
+    r"|upgraded|downgraded|ended up|cut|trimmed|slashed|halved|doubled|tripled|went up"
+    r"|went down|back up|back down|shrank|shrunk)\b",
     re.IGNORECASE,
 )
 # a value someone means to reach, not one measured: "trying to get it to 200 ms"
@@ -99,7 +100,8 @@ _FUNCTION = TAG_STOPWORDS | wordset(
     "any all each every one two per around about after before since over under into onto "
     "my me we us it is be to of in on at by an a or as so if do did done get got make made "
     "want need trying try help sure currently recently now new updated update actually "
-    "already still yet never not no ever just able using use used instead rather"
+    "already still yet never not no ever just able using use used instead rather went goes "
+    "gone back"
 )
 NOT_NAMES = _FUNCTION | frozenset(WEEKDAYS) | wordset("he she that what there here who let")
 
@@ -121,6 +123,9 @@ class Value:
     whose: str = ""  # the last owner before it: "eva" in "Ana's sister Eva's rent"
     names: frozenset[str] = frozenset()  # capitalized words naming it ("flight to Berlin")
     label: str = ""  # the name just before it ("Postgres 15"), lowercased
+    head: str = ""  # the word it is the value of, right before it ("the budget is $40")
+    modifier: str = ""  # ... and the word that qualifies that one ("travel budget")
+    following: frozenset[str] = frozenset()  # the words after it ("$50 for the hosting")
 
 
 def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
@@ -241,7 +246,21 @@ def _naming(text: str, m: re.Match[str], common: frozenset[str]) -> dict[str, An
         "whole": whole,
         "whose": owners[-1].lower() if owners else "",
         "names": frozenset(names),
+        "following": frozenset(_following(after)),
+        **_head(" ".join(before)),
     }
+
+
+def _head(clause: str) -> dict[str, str]:
+    """The last content word of the clause before a value, and the content word right
+    before that one unless it says whose it is ("Ana's budget"): what the value is of."""
+    words = WORD.findall(_CHANGE.sub(" ", clause).lower())
+    at = next((i for i in range(len(words) - 1, -1, -1) if content(words[i : i + 1])), None)
+    if at is None:
+        return {}
+    before = words[at - 1] if at > 0 else ""
+    owner = before.endswith(("'s", "’s"))
+    return {"head": stem(words[at]), "modifier": "" if owner else "".join(content([before]))}
 
 
 def clause_before(text: str, m: re.Match[str]) -> str:
@@ -272,8 +291,11 @@ def _attribute(before: str, after: str) -> frozenset[str]:
     """The content words just before a value and those after it up to its clause's end
     (`_after`); change words ("improved to") say that it changed, not what."""
     words = content(WORD.findall(_CHANGE.sub(" ", before).lower()))[-WINDOW_BEFORE:]
-    following = content(WORD.findall(_CHANGE.sub(" ", after).lower()))[:WINDOW_AFTER]
-    return frozenset([*words, *following])
+    return frozenset([*words, *_following(after)])
+
+
+def _following(after: str) -> list[str]:
+    return content(WORD.findall(_CHANGE.sub(" ", after).lower()))[:WINDOW_AFTER]
 
 
 def _after(text: str, end: int) -> str:

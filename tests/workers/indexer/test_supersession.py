@@ -231,12 +231,16 @@ def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -
     off = said("r4", "We moved off Heroku last month.", DAY2)
     (link,) = link_statements("ns", [stack, off])
     assert (link.older_id, link.reason) == ("r1", "Heroku left")
-    # the same side only, the latest statement only, never one that names the new thing
+    # the same side only, one statement only (the one most like the change, else the
+    # first to name it), never one that names the new thing
     theirs = said("r5", "Your app runs on Flask.", DAY1, role="assistant")
-    later = said("r6", "The kiln app's admin pages are in Flask too.", DAY1, seq=2)
+    later = said("r6", "The glaze shop's pages are in Flask too.", DAY1, seq=2)
     both = said("r7", "We tried FastAPI once, but Flask stayed.", DAY1, seq=3)
     found = link_statements("ns", [stack, theirs, later, both, switch])
-    assert [(k.older_id, k.newer_id) for k in found] == [("r6", "r3")]
+    assert [(k.older_id, k.newer_id) for k in found] == [("r1", "r3")]
+    moved = said("r9", "We moved the site from Flask to Django.", DAY2)
+    found = link_statements("ns", [later, stack, moved])
+    assert [(k.older_id, k.newer_id) for k in found] == [("r1", "r9")]  # the first to name it
     # a chain: the switch to Flask is what the switch away from it replaces
     first = said("r8", "We moved the kiln app from Django to Flask.", DAY1, seq=4)
     found = link_statements("ns", [first, switch])
@@ -256,3 +260,20 @@ def test_what_reads_as_a_named_change() -> None:
     assert renamings("I moved from the Porto office to the Lisbon one.") == []  # no name there
     assert renamings("The price moved from 10 to 12.") == []  # a value: the value rule's
     assert renamings("Switched from Flask to flask-restx.") == []  # lower case: not a name
+
+
+def test_a_value_said_to_change_replaces_the_value_of_the_same_word_before_it() -> None:
+    """One shared word is enough when it is what both values are of, right before each."""
+    days = [datetime(2025, 1, d) for d in (6, 20, 27)]
+    first = said("b1", "The kiln deadline is March 14 and Ana's budget is $40,000.", days[0])
+    cut = said("b2", "Update: finance cut Ana's budget to $32,000.", days[1])
+    up = said("b3", "Good news: the budget went back up to $45,000 after the review.", days[2])
+    links = link_statements("ns", [first, cut, up])
+    assert {(k.older_id, k.newer_id) for k in links} == {("b1", "b2"), ("b2", "b3")}
+    # qualified apart, or of another thing after it: two budgets, two costs
+    travel = said("t1", "The travel budget is $3,000.", days[0])
+    events = said("t2", "The events budget is now $5,000.", days[1])
+    assert link_statements("ns", [travel, events]) == []
+    hosting = said("h1", "It costs $50 for the hosting.", days[0])
+    domain = said("h2", "It now costs $20 for the domain.", days[1])
+    assert link_statements("ns", [hosting, domain]) == []
