@@ -129,6 +129,11 @@ class SeqRejected(SeqError, ValueError):
             )
         if self.reason == "stale":
             return f"seq must be above {self.seq}, the session's last accepted or applied seq"
+        if self.reason == "given":
+            return (
+                f"seq must be above {self.seq}, the highest seq given in this session (to an "
+                "exchange that may still be on its way): send a session's exchanges in order"
+            )
         return f"seq must increase within a session; the one before it is {self.seq}"
 
 

@@ -8,7 +8,9 @@ seq (and receipt) it had. Here:
 
 - `allocate` is one Lua script per session: an exchange id already acked keeps its seq and
   broker offset (a duplicate, not produced again); a caller's own seq is checked (it must be
-  above everything acked or applied, and increase within the request); otherwise the next seq
+  above everything acked or applied, above every seq given to another exchange id, which may
+  be on its way to the partition still, and increase within the request: a lower seq
+  produced behind a higher one would be dropped as a replay); otherwise the next seq
   after the largest of the counter, the last acked seq, the segmenter's applied `last_seq`
   and the highest seq given before a forget of the session (exchanges numbered then may
   still be unread: a number given again would be dropped as a replay of theirs).
@@ -110,6 +112,7 @@ for i = 1, (#ARGV - 3) / 4 do
     if wanted >= 0 then
       if wanted <= floor then return {'stale', i, floor} end
       if wanted <= prev then return {'order', i, prev} end
+      if wanted <= alloc and wanted ~= known then return {'given', i, alloc} end
       seq = wanted
     elseif known and known > prev then
       seq = known

@@ -135,6 +135,22 @@ async def test_seqs_callers_seq_must_pass_everything_acked_or_applied(redis) -> 
     assert c.seq == 10
 
 
+async def test_seqs_callers_seq_must_pass_every_seq_given_even_unacked(redis) -> None:  # type: ignore[no-untyped-def]
+    """Seq 5 given and still on its way: a 4 sent now would reach the partition behind it
+    and be dropped as a replay, after its 202. Refused instead; a retry of 5 itself is not."""
+    alloc = allocator(redis)
+    (five,) = await allocate(alloc, [Wanted("e5", 5)])
+    with pytest.raises(SeqRejected) as given:
+        await allocate(alloc, [Wanted("e4", 4)])
+    assert (given.value.reason, given.value.seq, given.value.field) == ("given", 5, "seq")
+    assert "in order" in str(given.value)
+    with pytest.raises(SeqRejected):
+        await allocate(alloc, [Wanted("other", 5)])
+    (again,) = await allocate(alloc, [Wanted("e5", 5)])
+    assert (again.seq, again.duplicate) == (5, False)  # unacked: sent again
+    assert [a.seq for a in await allocate(alloc, [Wanted("e6", 6)])] == [6]
+
+
 async def test_seqs_unacked_id_sent_again_keeps_its_seq(redis) -> None:  # type: ignore[no-untyped-def]
     alloc = allocator(redis)
     (first,) = await allocate(alloc, [Wanted("e1")])
