@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from redis.asyncio import Redis
 
 from schemas import RawTurn, session_key
-from workers.forget import RAISE_FIELDS
+from workers.forget import RAISE_FIELDS, acked_at, gateway_key
 from workers.segmenter.state_store import SessionStore
 
 PREFIX = "lychee"
@@ -81,15 +81,31 @@ class Progress:
             args = [0, *(x for sid, seq in seqs.items() for x in (sid, seq))]
             await self._raise(keys=[accepted_key(namespace, self.prefix)], args=args)
 
-    async def forget(self, namespace: str, session_id: str | None) -> int:
-        """Drop the watermarks of a namespace (its keys) or of one session (its fields);
-        returns the number of keys deleted."""
+    async def forget(self, namespace: str, session_id: str | None, fence: Mapping[int, int]) -> int:
+        """Drop the watermarks of a namespace's sessions (or of one session), except those
+        of a session the gateway holds an exchange of acked at or after the forget's `fence`
+        (the offsets of memory.exchanges before it): written after the forget, that one may
+        be indexed already, and its receipt waits on them. Returns the keys deleted."""
         keys = [accepted_key(namespace, self.prefix), indexed_key(namespace, self.prefix)]
-        if session_id is None:
+        if session_id is not None:
+            sessions = [session_id]
+        else:
+            sessions = sorted({*await self._all(keys[0]), *await self._all(keys[1])})
+        gone = [s for s in sessions if not await self._acked_after(namespace, s, fence)]
+        if session_id is None and len(gone) == len(sessions):
             return int(await self.redis.delete(*keys, written_key(namespace, self.prefix)))
         for key in keys:
-            await self.redis.hdel(key, session_id)
+            if gone:
+                await self.redis.hdel(key, *gone)
         return 0
+
+    async def _acked_after(self, namespace: str, session_id: str, fence: Mapping[int, int]) -> bool:
+        ids = gateway_key(session_key(namespace, session_id), "ids", self.prefix)
+        async for _, value in self.redis.hscan_iter(ids, count=1000):
+            at = acked_at(_text(value))
+            if at is not None and at[1] >= fence.get(at[0], -1):
+                return True
+        return False
 
     async def accepted(self, namespace: str, session_ids: Sequence[str]) -> dict[str, int]:
         return await self._read(accepted_key(namespace, self.prefix), session_ids)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -96,6 +97,19 @@ def gateway_key(session: str, part: str, prefix: str = PREFIX) -> str:
     """One of the gateway's keys of a session (`streams.seqs`: ids, meta, lease, want,
     turns), in the hash slot of the session's segmenter state."""
     return f"{prefix}:gw:{{{session}}}:{part}"
+
+
+_ID_VALUE = re.compile(r"^\d+:(-?\d+):(-?\d+):")  # seq:partition:offset:digest
+
+
+def acked_at(value: str) -> tuple[int, int] | None:
+    """Where the broker stored the exchange of a gateway id's value (`streams.seqs`):
+    (partition, offset); None while it is in flight, or for a value the gateway does not
+    write."""
+    m = _ID_VALUE.match(value)
+    if m is None or int(m[1]) < 0:
+        return None
+    return int(m[1]), int(m[2])
 
 
 def seq_floor_key(session: str, prefix: str = PREFIX) -> str:

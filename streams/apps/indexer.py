@@ -75,7 +75,7 @@ def forgetter(
     async def forget(req: ForgetRequest) -> Applied:
         await with_embedder(service, settings)  # nodes that keep some links are re-embedded
         done = await service.forget(req.namespace, req.session_id, req.exchanges_end)
-        keys = await progress.forget(req.namespace, req.session_id)
+        keys = await progress.forget(req.namespace, req.session_id, req.exchanges_end)
         return Applied(keys, done.rows_removed, done.rows_updated, done.versions_pruned)
 
     return forget

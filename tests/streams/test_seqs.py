@@ -253,7 +253,7 @@ async def test_progress_overview_lists_namespaces_and_when_they_were_last_writte
     assert await progress.overview("ns-a") == (False, None)
     searchable, written = await progress.overview("ns-b")
     assert searchable and written is not None and written >= before
-    await progress.forget("ns-b", None)
+    await progress.forget("ns-b", None, {0: 0})
     assert await progress.namespaces() == {"ns-a"}
     assert await progress.overview("ns-b") == (True, None)
 
@@ -280,3 +280,20 @@ async def test_seqs_hot_session_on_two_processes_is_served_by_both_in_seq_order(
     assert [seq for _, seq in order] == list(range(300))
     turns = sum(1 for x, y in zip(order, order[1:], strict=False) if x[0] != y[0])
     assert turns >= 2, "one process kept the session to itself"
+
+
+async def test_progress_forget_keeps_the_watermarks_of_what_was_acked_after_the_fence(redis) -> None:  # type: ignore[no-untyped-def]
+    """A session written after the forget (acked at or past the fence's offset) may be indexed
+    before the indexer reads the forget: its receipts wait on these watermarks."""
+    alloc, progress = allocator(redis), Progress(redis)
+    for sid, offset in (("old", 3), ("new", 12)):
+        async with alloc.session("ns", sid, deadline()) as s:
+            async with s.ordered():
+                (a,) = await s.allocate([Wanted(f"{sid}-0", None, "d")])
+            await s.confirm([Ack(a.exchange_id, a.seq, 0, offset, "d")])
+    await progress.record_indexed([raw_turn("old", 0), raw_turn("new", 0)])
+    await progress.forget("ns", None, {0: 10})
+    assert await progress.accepted("ns", ["old", "new"]) == {"new": 0}
+    assert await progress.indexed("ns", ["old", "new"]) == {"new": 0}
+    await progress.forget("ns", "new", {0: 20})  # a later forget of that session: gone too
+    assert await progress.namespaces() == set()

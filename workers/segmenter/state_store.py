@@ -17,14 +17,13 @@ without waiting for the session's next message.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 
-from workers.forget import Fences, fence_key, gateway_key, glob_escape, seq_floor_key
+from workers.forget import Fences, acked_at, fence_key, gateway_key, glob_escape, seq_floor_key
 from workers.ports import OutMessage
 from workers.segmenter.policy import Position, SessionState
 
@@ -183,7 +182,6 @@ return turns + redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 
 _TRIM_CHUNK = 1000
 # an id's value as the gateway writes it (`streams.seqs`' _ALLOCATE, _CONFIRM)
-_ID_VALUE = re.compile(r"^\d+:(-?\d+):(-?\d+):")  # seq:partition:offset:digest
 
 
 class SessionStore:
@@ -354,10 +352,10 @@ class SessionStore:
         left = 0
         async for field, value in self.redis.hscan_iter(ids, count=1000):
             said = _text(value)
-            acked = _ID_VALUE.match(said)  # a value the gateway does not write is left alone
-            part, offset = (int(acked[1]), int(acked[2])) if acked else (-1, -1)
-            if part < 0:
+            at = acked_at(said)
+            if at is None:
                 continue  # in flight (or not the gateway's): kept, but holds nothing acked
+            part, offset = at
             if offset < fence.get(part, -1):
                 gone[_text(field)] = said
             else:

@@ -181,6 +181,7 @@ async def test_segmenter_service_forget_keeps_the_gateways_seqs_rising(redis, em
     (another topic than the forget's): after it the gateway numbers on above them, or the
     exchanges added next would be dropped as their replays. No key names the namespace, and
     a caller's own numbering may start again from 0."""
+    from streams.errors import SeqRejected
     from streams.seqs import SeqAllocator, Wanted
 
     alloc = SeqAllocator(redis, ttl_s=3600, lease_s=5.0)
@@ -194,8 +195,10 @@ async def test_segmenter_service_forget_keeps_the_gateways_seqs_rising(redis, em
     svc = make(redis, embedder)
     assert await svc.forget("forgotten-ns", None, {0: 0}) >= 2  # the gateway's ids and meta
     assert [k async for k in redis.scan_iter(match="*forgotten-ns*")] == []
-    assert await allocate([Wanted("e6"), Wanted("e7")]) == [6, 7]
     assert await allocate([Wanted("again-0", 0)]) == [0]
+    assert await allocate([Wanted("e6"), Wanted("e7")]) == [6, 7]
+    with pytest.raises(SeqRejected):  # now below seqs given and still on their way
+        await allocate([Wanted("again-1", 1)])
 
 
 async def test_segmenter_service_forget_frees_the_gateways_ids_below_the_fence_only(
