@@ -113,7 +113,7 @@ class TurnsTable(Table):
     def upsert(
         self, turns: Sequence[RawTurn], sources: Sequence[Source | None] | None = None
     ) -> int:
-        """One merge_insert for the batch; the last version of a repeated id wins.
+        """One merge_insert for the batch (a repeated id, its redelivery, once).
         `sources[i]` is the exchange turn i was read from (its lineage)."""
         if not turns:
             return 0
@@ -125,10 +125,12 @@ class TurnsTable(Table):
                     f"({len(tr.embedding)}-d); the store holds {self.db.model} ({self.db.dim}-d): "
                     "every stage embeds with the same LYCHEE_EMBEDDING_BACKEND"
                 )
-        rows = {
-            turn_row_id(t.namespace, t.session_id, t.turn_id): (t, src)
-            for t, src in zip(turns, srcs, strict=True)
-        }
+        rows: dict[str, tuple[RawTurn, Source | None]] = {}
+        for t, src in zip(turns, srcs, strict=True):
+            rid = turn_row_id(t.namespace, t.session_id, t.turn_id)
+            if rid in rows and _saying(rows[rid][0]) != _saying(t):
+                raise _replaced(t)  # one batch, one id, two sayings: the later would win
+            rows[rid] = (t, src)
         self.migrate()
         tbl = self.table(create=True)
         assert tbl is not None
@@ -268,7 +270,7 @@ _SAYING = ["id", "role", "speaker", "content", "image_caption", MEMORY_COLUMN]  
 
 
 def _check_unchanged(tbl: Any, turns: dict[str, RawTurn]) -> None:
-    """Refuse a turn stored already with other words: what its digest covers (role,
+    """Refuse a turn stored already (or earlier in its batch) with other words: what its digest covers (role,
     speaker, content, caption, whether it is memory; `schemas.exchange.Turn.digest`). A
     redelivery, or the same words under another exchange (which the gateway and the
     segmenter take as the same turn), writes the row again; another message under its id (a
@@ -281,13 +283,19 @@ def _check_unchanged(tbl: Any, turns: dict[str, RawTurn]) -> None:
             if row["content"] is None:  # a row of a table from before `content`
                 continue
             stored = (row["role"], row["speaker"], row["content"], row["image_caption"])
-            said = (t.role.value, t.speaker, t.text, t.image_caption)
-            if stored != said or (row[MEMORY_COLUMN] is not False) != t.memory:
-                raise TurnReplaced(
-                    f"turn {t.turn_id!r} of {t.namespace}/{t.session_id} is stored with other "
-                    "words, speaker, caption or memory flag: a stored turn is never replaced; "
-                    "forget it first"
-                )
+            if (*stored, row[MEMORY_COLUMN] is not False) != _saying(t):
+                raise _replaced(t)
+
+
+def _saying(t: RawTurn) -> tuple[str, str | None, str, str | None, bool]:
+    return (t.role.value, t.speaker, t.text, t.image_caption, t.memory)
+
+
+def _replaced(t: RawTurn) -> TurnReplaced:
+    return TurnReplaced(
+        f"turn {t.turn_id!r} of {t.namespace}/{t.session_id} is stored with other words, "
+        "speaker, caption or memory flag: a stored turn is never replaced; forget it first"
+    )
 
 
 def _session(session_id: str | None) -> dict[str, set[str]]:

@@ -48,6 +48,16 @@ def test_store_refuses_other_words_under_a_stored_turn_id(store: EvidenceStore) 
     assert store.count("turns") == 1
 
 
+def test_store_refuses_two_sayings_of_one_turn_id_in_one_batch(store: EvidenceStore) -> None:
+    """Two messages of one batch under one id: the later would replace the first unseen."""
+    first, forged = turn("a", "t0", "raw turn zero", 0), turn("a", "t0", "other words", 0)
+    with pytest.raises(TurnReplaced, match="'t0' of a/s1"):
+        store.turns.upsert([first, forged])
+    assert store.count("turns") == 0  # nothing of the batch written
+    store.turns.upsert([first, first])  # a redelivery in the same batch: one row
+    assert store.count("turns") == 1
+
+
 def test_store_same_turn_id_in_two_namespaces_is_two_rows(store: EvidenceStore) -> None:
     store.turns.upsert([turn("a", "t1", "x one", 0), turn("b", "t1", "x two", 0)])
     assert store.count("turns") == 2
