@@ -40,10 +40,29 @@ CACHED = 4096  # scope vectors a process keeps, then starts again
 CHANNEL = "instruction"  # the cosine of its scope to the request, in the item's scores
 
 
+# where a scope said first ends: "Whenever I ask about X, give me Y" applies to X
+_FRONTED = re.compile(r"(?:^|[.!?:;]\s+|,\s+(?:and|so)\s+)$", re.IGNORECASE)
+_CLAUSE_AFTER = re.compile(
+    r"\s*[,;:]\s*(?=(?:(?:and|then|but|so)\s+)?(?:please\s+)?(?:give|use|show|include|answer|reply|respond|start|begin|lead"
+    r"|put|provide|write|format|always|never|don['’]t|do not|make|keep|list|add|mention|explain"
+    r"|suggest|remind|tell|offer|ask|send|cite|stick|avoid|limit)\b)",
+    re.IGNORECASE,
+)
+
+
 def scope_of(text: str) -> str | None:
-    """What an instruction applies to, as its own words say; None when they do not say."""
-    found = _SCOPE.search(text.strip())
-    return found.group("scope") if found else None
+    """What an instruction applies to, as its own words say; None when they do not say. A
+    scope said first ends before the clause that follows it ("Whenever I ask about X, Y or
+    Z, give me W"); said last, it runs to the end ("Give me W when I ask about X, Y or Z")
+    unless a clause that tells what to do follows it (", and keep it short")."""
+    said = text.strip()
+    found = _SCOPE.search(said)
+    if found is None:
+        return None
+    scope = found.group("scope")
+    if _FRONTED.search(said[: found.start()]):
+        scope = re.split(r"\s*[,;:]\s*(?!.*[,;:])", scope, maxsplit=1)[0]  # to its last comma
+    return _CLAUSE_AFTER.split(scope, maxsplit=1)[0].rstrip(" .!") or None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,18 @@ from workers.store import EvidenceStore
         ("Never use tables whenever the user asks for a summary!", "a summary"),
         ("Use bullet points when asking about release notes.", "release notes"),
         ("Always use metric units.", None),
+        (
+            "Whenever Ann asks about a database migration, give Ann the rollback first.",
+            ("a database migration"),
+        ),
+        (
+            "Be brief. When I ask about dates, times or places, answer in one line.",
+            "dates, times or places",
+        ),
+        ("When I ask about dates, times or places, I want one line.", "dates, times or places"),
+        ("Show code when I ask about React, Vue or Svelte.", "React, Vue or Svelte"),
+        ("Cite sources when I ask about history, and keep it short.", "history"),
+        ("Use tables when I ask about prices; never guess.", "prices"),
         ("I asked about the deadline when we met.", None),
     ],
 )
