@@ -54,11 +54,8 @@ class Memory(BaseModel):
     span_turn_id: str | None = None
 
     @classmethod
-    def of(cls, e: EvidenceItem, above: float | None = None) -> Memory:
-        """An evidence item as a tool's caller reads it: its resolved date, else its own; its
-        selection score, at most the one `above` it (the reply's order puts today's value
-        or an instruction above an item selection scored higher)."""
-        score = round(e.scores.get("final", e.scores.get("rrf", 0.0)), 4)
+    def of(cls, e: EvidenceItem, score: float) -> Memory:
+        """An evidence item as a tool's caller reads it: its resolved date, else its own."""
         return cls(
             text=e.text,
             kind=e.kind,
@@ -67,7 +64,7 @@ class Memory(BaseModel):
             speaker=e.speaker,
             memory_type=e.memory_type,
             turn_ids=e.turn_ids,
-            score=score if above is None else min(score, above),
+            score=score,
             id=record_id_of(e.item_id) if e.kind == "record" else e.item_id,
             notes=currency_notes(e),
             replaced_by=e.superseded_by,
@@ -84,10 +81,25 @@ class SearchResult(BaseModel):
 
     @classmethod
     def of(cls, query: str, evidence: list[EvidenceItem]) -> SearchResult:
-        memories: list[Memory] = []
-        for e in evidence:
-            memories.append(Memory.of(e, memories[-1].score if memories else None))
-        return cls(query=query, memories=memories)
+        return cls(
+            query=query,
+            memories=[Memory.of(e, s) for e, s in zip(evidence, ranked(evidence), strict=True)],
+        )
+
+
+def ranked(evidence: list[EvidenceItem]) -> list[float]:
+    """Each item's selection score, at most the one above it: the reply's order puts today's
+    value or an instruction above an item selection scored higher. An item selection did not
+    score (today's value added from the store) takes the score of the item it went above."""
+    own = [e.scores.get("final", e.scores.get("rrf")) for e in evidence]
+    below: float | None = None
+    for i in range(len(own) - 1, -1, -1):
+        below = own[i] = own[i] if own[i] is not None else below
+    out: list[float] = []
+    for s in own:
+        score = round(s if s is not None else 0.0, 4)
+        out.append(min(score, out[-1]) if out else score)
+    return out
 
 
 def check_name(field: str, value: str) -> None:

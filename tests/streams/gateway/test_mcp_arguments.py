@@ -22,6 +22,10 @@ def test_a_memorys_score_never_rises_above_the_one_before_it() -> None:
     found = SearchResult.of("q", [item(1, 0.97), item(2, 1.0), item(3, 0.5), item(4, None)])
     assert [m.score for m in found.memories] == [0.97, 0.97, 0.5, 0.0]
     assert [m.text for m in found.memories] == [f"statement {n}" for n in (1, 2, 3, 4)]
+    # today's value added from the store above what it replaced: not a 0 for all below it
+    added = SearchResult.of("q", [item(1, None), item(2, 0.9), item(3, 0.7)])
+    assert [m.score for m in added.memories] == [0.9, 0.9, 0.7]
+    assert [m.score for m in SearchResult.of("q", [item(1, None)]).memories] == [0.0]
 
 
 def test_a_memory_says_what_replaced_it_and_what_it_replaced() -> None:
