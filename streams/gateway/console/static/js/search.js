@@ -80,12 +80,17 @@ function plan(p) {
     table(["", "goal", "queries", "date filter", "speaker"], routes, { class: "routes" }));
 }
 
+// a raw turn's text names its speaker already ("Ann: ..."); a record's does not
+function speaker(e) {
+  return e.speaker && !e.text.startsWith(`${e.speaker}: `) ? h("strong", null, `${e.speaker}: `) : null;
+}
+
 function evidence(items, namespace) {
   return table(["#", "kind", "text", "scores", "provenance", "date"],
     items.map((e, i) => h("tr", { class: "evidence" },
       h("td", { class: "num" }, i + 1),
       h("td", null, badge(e.memory_type || e.kind, e.kind)),
-      h("td", { class: "text" }, e.speaker ? h("strong", null, `${e.speaker}: `) : null, e.text,
+      h("td", { class: "text" }, speaker(e), e.text,
         e.context ? h("div", { class: "record-context" }, `context: ${e.context}`) : null),
       h("td", null, h("ul", { class: "scores" }, Object.entries(e.scores).map(([k, v]) =>
         h("li", null, `${k} ${fmtNum(v)}`))), e.routes.length ? `routes: ${e.routes.join(", ")}` : null),
