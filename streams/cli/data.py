@@ -33,8 +33,8 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
     """Produce the conversations of FILE to memory.exchanges.
 
     A message the contract refuses (a turn over its length limit, say) is named on stderr and
-    left out; the rest of the file is produced, and the exit status is 0 (1 when it held
-    messages and none was left; an empty file says so and is 0). A file not in its format (a
+    left out; the rest of the file is produced, and the exit status is 1, so that a script
+    sees what was not taken (an empty file says so and is 0). A file not in its format (a
     line that is not JSON, a sample without its conversation) is refused whole: nothing is
     produced."""
     from streams import tracing
@@ -84,6 +84,11 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
             f"{counted(len(stats.dead_letters), 'message')} of {file}'s sessions dead-lettered "
             "by a stage while it was ingested: what they carried is NOT indexed (`lychee dlq "
             "show TOPIC ID` shows one, `lychee dlq replay TOPIC` sends them again once mended)"
+        )
+    if stats.skipped:
+        raise click.ClickException(
+            f"{counted(len(stats.skipped), 'message')} of {file} refused (named above) and NOT "
+            "produced; the rest was"
         )
 
 

@@ -93,8 +93,9 @@ def test_cli_ingest_names_a_message_over_the_contract_and_ingests_the_rest(
     texts = ["I planted tulips.", "x" * 200_001, "The tulips are red."]
     path = _lines_file(tmp_path / "long.jsonl", texts)
     out = lychee(stack, "ingest", str(path), "--format", "jsonl", "--namespace", ns, "--wait")
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 1, out.stderr  # a script sees that not everything was taken
     assert "produced 2 exchanges (2 turns)" in out.stdout and "1 skipped" in out.stdout
+    assert "1 message of" in out.stderr and "refused (named above) and NOT produced" in out.stderr
     assert (
         f"skipped {path}:2: namespace {ns}, session s: "
         "turns.0.content: 200,001 characters, at most 200,000"
