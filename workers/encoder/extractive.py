@@ -139,9 +139,11 @@ _PREFERENCE = re.compile(
     r"|dislike[sd]?|can't stand|likes|(?:i|we|you|they|really|also|still|do|don't|would|'d) like)\b"
 )
 # An instruction that holds from now on ("Always answer with a shell one-liner first when I
-# ask about file operations"): a constraint on every later answer, whatever else it mentions.
+# ask about file operations"): a constraint on every later answer, whatever else it mentions;
+# after a label too ("Some standing instructions: always answer in British English").
 _STANDING = re.compile(
-    r"^(?:please\s+)?(?:always|never|from now on|whenever|(?:do not|don't) ever"
+    r"^(?:[a-z][\w' -]{0,40}:\s+)?(?:please\s+)?(?:always|never|from now on|whenever"
+    r"|(?:do not|don't) ever"
     r"|(?:make sure|remember) to always)\b"
 )
 # Checked in order on the lowercased sentence, after the preference and dated-event rules.

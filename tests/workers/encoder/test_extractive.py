@@ -551,10 +551,14 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         ("Ana", "Always answer with a shell one-liner first when I ask about file operations."),
         ("Ana", "Never use tabs in my code."),
         ("Ana", "I always walk the dog at seven."),
+        ("Ana", "Some standing instructions: always answer in British English."),
+        ("Ana", "My rule at home: the dog never sleeps upstairs."),
     )
     assert [r.memory_type for r in recs] == [
         MemoryType.constraint,
         MemoryType.constraint,
+        MemoryType.fact,
+        MemoryType.constraint,  # after a label
         MemoryType.fact,
     ]
 
