@@ -31,8 +31,9 @@ class ExchangeIn(_In):
         min_length=1,
         max_length=200,
         description="the caller's id: re-sending it with the same turns returns the first "
-        "receipt instead of adding it twice (other turns: 409); generated when omitted (then a "
-        "re-send is a new exchange)",
+        "receipt instead of adding it twice (other turns: 409); when omitted, made of the "
+        "caller's seq and turns if it gives a seq (a re-send is the same exchange), else "
+        "generated (a re-send is a new exchange)",
     )
     seq: Count | None = Field(
         default=None,

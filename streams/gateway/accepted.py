@@ -4,6 +4,7 @@ must carry again to be the same exchange."""
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -35,3 +36,13 @@ def content_digest(ex: ExchangeIn) -> str:
     Dates and metadata may differ, so that a retry stamped anew is still the same exchange."""
     words = [(*t.said(), t.turn_id) for t in ex.turns]
     return hashlib.sha256(orjson.dumps(words)).hexdigest()[:16]
+
+
+def default_exchange_id(ex: ExchangeIn) -> str:
+    """The id of an exchange sent without one. With the caller's own `seq`, its seq and
+    content: a re-send after a 503 is the same exchange (a receipt, not a 409 for a seq
+    already given). Without, a new one each time: the gateway numbers it, and a re-send is
+    a new exchange."""
+    if ex.seq is None:
+        return uuid.uuid4().hex
+    return f"seq{ex.seq}-{content_digest(ex)}"

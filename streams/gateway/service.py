@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -53,7 +52,7 @@ from streams.errors import (
     SessionBusy,
     UnreadableReply,
 )
-from streams.gateway.accepted import content_digest, dated
+from streams.gateway.accepted import content_digest, dated, default_exchange_id
 from streams.gateway.errors import (
     Conflict,
     Invalid,
@@ -431,7 +430,7 @@ def _by_session(
                 f"exchanges.{i}.namespace is {ex.namespace!r}, the path says {namespace!r}",
                 field=f"exchanges.{i}.namespace",
             )
-        eid = ex.exchange_id or uuid.uuid4().hex
+        eid = ex.exchange_id or default_exchange_id(ex)
         if (ex.session_id, eid) in seen:
             raise Invalid(
                 f"exchanges.{i}.exchange_id repeats exchanges.{seen[ex.session_id, eid]}",

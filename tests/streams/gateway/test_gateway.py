@@ -227,6 +227,14 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         )
         nxt = await c.post(url, headers=h, json={"exchanges": [ex("p2", "q3", "next")]})
         assert nxt.json()["exchanges"][0]["seq"] == 6
+        # a caller's seq without an id: sent again (after a 503, say), the same exchange
+        bare = {"session_id": "p2", "seq": 7, "turns": [turn("no id of mine")]}
+        first = (await c.post(url, headers=h, json={"exchanges": [bare]})).json()["exchanges"][0]
+        again = await c.post(url, headers=h, json={"exchanges": [bare]})
+        assert again.status_code == 202, again.text
+        (resent,) = again.json()["exchanges"]
+        assert (resent["exchange_id"], resent["seq"]) == (first["exchange_id"], 7)
+        assert not first["duplicate"] and resent["duplicate"]
         # a turn id names one turn of the session: other words under it would replace it
         said = ex("p2", "q6", "my passport is X1")
         said["turns"][0]["turn_id"] = "msg"
