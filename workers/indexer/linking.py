@@ -79,9 +79,12 @@ def _touching(
     """The rules' links among the records `read` and those about the same subjects that
     touch one of `touching`."""
     said = _statements(store, namespace, read)
+    # who may change a name: read only when a statement says one changed (rare)
+    named = any(renamings(s.text) for s in said)
+    speakers = frozenset(n.lower() for n in store.turns.names(namespace)) if named else frozenset()
     return [
         link
-        for link in link_statements(namespace, said, common)
+        for link in link_statements(namespace, said, common, speakers)
         if link.older_id in touching or link.newer_id in touching
     ]
 

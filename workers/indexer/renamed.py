@@ -1,16 +1,19 @@
-"""The `name-change` rule: a later statement that one named thing gave way to another ("we
-switched from Flask to FastAPI", "moved off Heroku", "replaced Jenkins with GitHub Actions",
-"FastAPI instead of Flask", "we no longer use Trello") supersedes the earlier statement
-of the same side that names the old thing and not the new one (`_name_changes` says which).
+"""The `name-change` rule's reading: which named thing a statement says gave way to another
+("we switched from Flask to FastAPI", "moved off Heroku", "replaced Jenkins with GitHub
+Actions", "we host it on Fly.io instead of Heroku", "we no longer use Trello"); the link
+itself is `workers.indexer.supersession`'s.
 
 Values (`workers.indexer.values`) are numbers, amounts and days; a tool, a host, a place
 or a provider that changes is a name, and without this rule its old statement comes back
 unmarked ("Our API is written in Flask" beside the switch). A name is what the words say
-is one: capitalized ("Flask", "GitHub Actions", "Fly.io") and not a function word or a
-month; the change is said by its verb ("switched", "migrated", "moved off", "replaced ...
-with") or "instead of". The earlier statement must state how things stood, not ask, plan
-or weigh ("can you help me set up Flask" is not having set it up), and only one is linked: the
-statement the change replaces, not every mention of the name.
+is one: capitalized ("Flask", "GitHub Actions", "Fly.io", "New York City"), not a
+determiner or a month. The change is said by its verb, done by the speaker: nothing but
+"I", "we", the speaker's name (an encoder writes it for "I") and a few adverbs may stand
+before the verb in its clause, so a plan ("thinking about switching"), a denial ("we never
+switched"), a condition ("if we moved off") or someone else's change ("my brother
+switched") says nothing of how things stand for the speaker. A name followed by what it
+owns or qualifies ("Heroku's free tier", "Slack notifications") is a part of it that went,
+not the thing.
 
 English function words only: no names, projects or topics.
 """
@@ -20,35 +23,60 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from workers.indexer.values import NOT_NAMES
-from workers.vocabulary import month_number
+from workers.indexer.values import NOT_NAMES, WORD
+from workers.vocabulary import month_number, wordset
 
 # a name: one to three capitalized words or tokens ("Fly.io", "GitHub Actions", "C#")
 _NAME = r"[A-Z][\w.+#-]*[\w+#](?:\s+[A-Z][\w.+#-]*[\w+#]){0,2}|[A-Z]"
 _OLD, _NEW = rf"(?P<old>{_NAME})", rf"(?P<new>{_NAME})"
-_CHANGE_VERB = (
-    r"(?i:switched|switching|moved|moving|migrated|migrating|changed|transitioned|ported"
-    r"|upgraded|downgraded|went)"
+_VERB = (
+    r"(?P<verb>(?i:switched|switching|moved|moving|migrated|migrating|changed|transitioned"
+    r"|ported|upgraded|downgraded))"
 )
-_FROM = rf"\b{_CHANGE_VERB}\s+(?:[\w'’-]+\s+){{0,4}}?(?i:from)\s+{_OLD}"
+# ... and the verbs of using something, before "Y instead of X"
+_USING = (
+    r"(?P<verb>(?i:use|uses|used|using|run|runs|running|host|hosts|hosted|hosting|chose"
+    r"|picked|rely on|relies on|built on|build on|went with|go with))"
+)
 _CHANGES = [
-    re.compile(_FROM + rf"\s+(?i:(?:over\s+)?to)\s+{_NEW}"),
     re.compile(
-        rf"\b(?i:replac(?:ed|ing)|swap(?:ped|ping)|trad(?:ed|ing))\s+{_OLD}\s+(?i:with|for)\s+{_NEW}"
+        rf"\b{_VERB}\s+(?:[\w'’-]+\s+){{0,4}}?(?i:from)\s+{_OLD}\s+(?i:(?:over\s+)?to)\s+{_NEW}"
     ),
-    re.compile(rf"\b{_NEW},?\s+(?i:instead of|rather than|in place of)\s+{_OLD}"),
-    re.compile(rf"\b(?i:moved|migrated|switched)\s+(?i:away\s+from|off(?:\s+of)?)\s+{_OLD}"),
-    re.compile(rf"\b(?i:no longer|stopped)\s+(?i:use|using|uses|on|with)\s+{_OLD}"),
-    re.compile(rf"\b(?i:dropped|ditched|abandoned|retired|left)\s+{_OLD}\s+(?i:for)\s+{_NEW}"),
+    re.compile(
+        r"\b(?P<verb>(?i:replac(?:ed|ing)|swap(?:ped|ping)|trad(?:ed|ing)))"
+        rf"\s+{_OLD}\s+(?i:with|for)\s+{_NEW}"
+    ),
+    re.compile(
+        rf"\b{_USING}\s+(?:[\w'’-]+\s+){{0,3}}?{_NEW},?\s+(?i:instead of|in place of)\s+{_OLD}"
+    ),
+    re.compile(
+        r"\b(?P<verb>(?i:moved|migrated|switched))\s+(?i:away\s+from|off(?:\s+of)?)"
+        rf"\s+{_OLD}"
+    ),
+    re.compile(
+        r"\b(?P<verb>(?i:no longer\s+(?:use|using|uses|on|with)|stopped\s+(?:using|use)))"
+        rf"\s+{_OLD}"
+    ),
+    re.compile(rf"\b(?P<verb>(?i:dropped|ditched|abandoned|retired))\s+{_OLD}\s+(?i:for)\s+{_NEW}"),
 ]
-# a statement that asks, tries, plans or weighs: it does not say how things stand
+# what may stand before the verb in its clause: the speaker, and how or when
+_SELF = wordset(
+    "i we i've we've i'm we're i'd we'd us our ours and others also just finally recently "
+    "already then now have has had 've 're am are is was were been officially completely "
+    "fully eventually last this week month year today yesterday ago the user"
+)
+_CLAUSE = re.compile(r"[.!?;:,\n]")
+# what may follow the name that ends the change: no part of it, no owner's 's
+_AFTER = NOT_NAMES | wordset("last this next month week year ago entirely altogether")
+_DETERMINERS = wordset("the a an our my your their his her its this that")
+MAX_CHARS = 600  # a longer record is a pasted request: read by neither side
+# a statement that asks, tries, plans or weighs: it does not say how things stood
 _NOT_STATED = re.compile(
     r"\?|\b(?:try|trying|help|can you|could you|would|wondering|want|wants|not sure|trouble"
     r"|struggling|considering|thinking about|should|whether|if|how|plan|planning|going to"
     r"|will|compare|comparing|versus|vs)\b",
     re.IGNORECASE,
 )
-MAX_CHARS = 600  # a longer record is a pasted request: read by neither side
 
 
 @dataclass(frozen=True)
@@ -57,8 +85,10 @@ class Renaming:
     new: str | None  # None: only what was left is said ("moved off Heroku")
 
 
-def renamings(text: str) -> list[Renaming]:
-    """The named things a statement says gave way to others."""
+def renamings(text: str, speakers: frozenset[str] | None = None) -> list[Renaming]:
+    """The named things a statement says its speaker's side gave way to others; `speakers`:
+    the namespace's speaker names, lowercased (an encoder writes one for "I"); None: whoever
+    it says made the change (whether a record is worth linking at all)."""
     if len(text) > MAX_CHARS:
         return []
     out = []
@@ -66,7 +96,10 @@ def renamings(text: str) -> list[Renaming]:
         for m in pattern.finditer(text):
             groups = m.groupdict()
             old, new = _name(groups["old"]), _name(groups.get("new"))
-            if old is not None and old != new and (new is not None or "new" not in groups):
+            if old is None or old == new or ("new" in groups and new is None):
+                continue
+            by = speakers is None or _by_the_speaker(text[: m.start("verb")], speakers)
+            if by and _whole(text[m.end() :]):
                 out.append(Renaming(old, new))
     return out
 
@@ -81,11 +114,28 @@ def stated(text: str) -> bool:
     return len(text) <= MAX_CHARS and not _NOT_STATED.search(text)
 
 
+def _by_the_speaker(before: str, speakers: frozenset[str]) -> bool:
+    """Nothing but the speaker and how or when stands before the verb in its clause."""
+    clause = _CLAUSE.split(before)[-1].lower().replace("’", "'")
+    return all(w in _SELF or w.removesuffix("'s") in speakers for w in WORD.findall(clause))
+
+
+def _whole(after: str) -> bool:
+    """The name that ends the change is the whole thing: not "Heroku's free tier"."""
+    if re.match(r"['’]s\b", after):
+        return False
+    word = re.match(r"\s+([a-z][\w'’-]*)", after)
+    return word is None or word.group(1) in _AFTER
+
+
 def _name(found: str | None) -> str | None:
-    """The name as said, without a leading function word ("The"); None when none is left."""
+    """The name as said, without a leading determiner ("The"); None when none is left, or
+    when it is a month."""
     if found is None:
         return None
     words = found.split()
-    while words and (words[0].lower() in NOT_NAMES or month_number(words[0].lower())):
+    while words and words[0].lower() in _DETERMINERS:
         words = words[1:]
+    if len(words) == 1 and month_number(words[0].lower()):
+        return None
     return " ".join(words) or None

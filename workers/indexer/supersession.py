@@ -91,10 +91,14 @@ _Pair = tuple[Statement, Statement, Value, Value]  # older, newer and their two 
 
 
 def link_statements(
-    namespace: str, statements: Sequence[Statement], common: frozenset[str] | None = None
+    namespace: str,
+    statements: Sequence[Statement],
+    common: frozenset[str] | None = None,
+    speakers: frozenset[str] | None = frozenset(),
 ) -> list[Supersession]:
     """Every link the rules are sure of among `statements` (one namespace); `common`: the
-    namespace's words too frequent to name an attribute (else read from `statements`)."""
+    namespace's words too frequent to name an attribute (else read from `statements`);
+    `speakers`: its speaker names, lowercased (who may make a name change; None: anyone)."""
     if common is None:
         common = common_words([s.text for s in statements])
     links: dict[tuple[LinkKind, str, str], Supersession] = {}
@@ -103,7 +107,7 @@ def link_statements(
         *(_value_link(namespace, LinkKind.supersedes, p) for p in _value_changes(valued, by_word)),
         *(_value_link(namespace, LinkKind.conflict, p) for p in _value_conflicts(valued, by_word)),
         *_denials(namespace, statements, common),
-        *_name_changes(namespace, statements, common),
+        *_name_changes(namespace, statements, common, speakers),
     ]
     for link in found:
         links.setdefault((link.kind, link.older_id, link.newer_id), link)
@@ -358,30 +362,39 @@ def _denial_link(
 
 
 def _name_changes(
-    namespace: str, statements: Sequence[Statement], common: frozenset[str]
+    namespace: str,
+    statements: Sequence[Statement],
+    common: frozenset[str],
+    speakers: frozenset[str] | None,
 ) -> list[Supersession]:
-    """Each statement that says a named thing gave way to another, with the earlier
-    statement of its side that said the old one held (`workers.indexer.renamed`): the one
-    that shares the most words with the change besides the two names ("Our API is written
-    in Flask" for "switched from Flask to FastAPI for the API"), else the first that named
-    it, which introduced it (later mentions are in passing)."""
+    """Each statement that says its side's named thing gave way to another, with the
+    earlier statement of that side that said the old one held (`workers.indexer.renamed`):
+    the one that shares the most words with the change besides the two names ("Our API is
+    written in Flask" for "switched from Flask to FastAPI for the API"), else the first that
+    named it, which introduced it (later mentions are in passing)."""
+    changes = [renamings(s.text, speakers) for s in statements]
+    if not any(changes):
+        return []
+    # read once, not once per change and statement
+    holds = [stated(s.text) for s in statements]
+    words = [_words(s.text) for s in statements]
     out = []
-    for newer in statements:
-        for change in renamings(newer.text):
-            around = _words(f"{newer.text}") - _words(f"{change.old} {change.new}") - common
+    for newer, found, said in zip(statements, changes, words, strict=True):
+        for change in found:
+            around = said - _words(f"{change.old} {change.new or ''}") - common
             olders = [
-                s
-                for s in statements
-                if s.role == newer.role
+                (len(words[i] & around), _first(s), i)
+                for i, s in enumerate(statements)
+                if holds[i]
+                and s.role == newer.role
                 and earlier(s, newer) is True
                 and names(s.text, change.old)
                 and not (change.new and names(s.text, change.new))
-                and stated(s.text)
-                and all(r.old != change.old for r in renamings(s.text))
+                and all(r.old != change.old for r in changes[i])
             ]
             if not olders:
                 continue
-            older = max(olders, key=lambda s: (len(_words(s.text) & around), _first(s)))
+            older = statements[max(olders)[2]]
             then = f"{change.old} then {change.new}" if change.new else f"{change.old} left"
             out.append(
                 Supersession(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 from schemas.supersession import LinkKind
 from workers.indexer.supersession import Statement, denied, earlier, link_statements
 from workers.indexer.values import values_of
@@ -245,6 +247,43 @@ def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -
     first = said("r8", "We moved the kiln app from Django to Flask.", DAY1, seq=4)
     found = link_statements("ns", [first, switch])
     assert [(k.older_id, k.newer_id) for k in found] == [("r8", "r3")]
+    # the statement most like the change before the first to name it; never a question
+    school = said("r10", "I learned Flask at school.", DAY1, seq=0)
+    pages = said("r11", "The kiln app renders its pages with Flask.", DAY1, seq=5)
+    found = link_statements("ns", [school, pages, switch])
+    assert [(k.older_id, k.newer_id) for k in found] == [("r11", "r3")]
+    assert link_statements("ns", [asked, switch]) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Noor moved from Acme to Globex.", [("Acme", "Globex")]),  # the speaker, by name
+        ("We host it on Fly.io instead of Heroku now.", [("Heroku", "Fly.io")]),
+        ("We moved from New York City to Boston.", [("New York City", "Boston")]),
+        ("We're no longer on Heroku.", [("Heroku", None)]),
+        # someone else's change, a plan, a denial, a condition, a preference
+        ("Ana moved from Acme to Globex.", []),
+        ("My brother switched from Toyota to Honda.", []),
+        ("I'm thinking about switching from Flask to FastAPI.", []),
+        ("We never switched from Flask to FastAPI.", []),
+        ("If we moved off AWS, costs would drop.", []),
+        ("I'd rather use Postgres instead of MySQL.", []),
+        ("Bob instead of Ana presented the talk.", []),
+        # a trip, a bus, a part of the thing: nothing replaced
+        ("On day two we went from Paris to Rome.", []),
+        ("We left Boston for Denver for a ski weekend.", []),
+        ("The bus stopped on Main Street.", []),
+        ("I stopped using Slack notifications.", []),
+        ("We moved off Heroku's free tier.", []),
+    ],
+)
+def test_a_name_change_is_the_speakers_own_and_of_the_whole_thing(
+    text: str, found: list[tuple[str, str | None]]
+) -> None:
+    from workers.indexer.renamed import renamings
+
+    assert [(r.old, r.new) for r in renamings(text, frozenset({"noor"}))] == found
 
 
 def test_what_reads_as_a_named_change() -> None:
