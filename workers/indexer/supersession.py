@@ -52,6 +52,7 @@ from workers.indexer.values import (
 )
 
 MIN_SHARED = 2  # attribute words two values must share to name the same thing
+_SELF_OWNERS = frozenset({"my", "our"})
 _WHEN = ("date", "time")  # values of when, named by the words around them, never by one
 MAX_DENIAL_CHARS = 600  # a longer record is a pasted request: no denial or account read in it
 MAX_LINKS_PER_STATEMENT = 2  # denials: the best-matching accounts only
@@ -104,8 +105,14 @@ def link_statements(
     links: dict[tuple[LinkKind, str, str], Supersession] = {}
     valued, by_word = _valued(statements, common)
     found = [
-        *(_value_link(namespace, LinkKind.supersedes, p) for p in _value_changes(valued, by_word)),
-        *(_value_link(namespace, LinkKind.conflict, p) for p in _value_conflicts(valued, by_word)),
+        *(
+            _value_link(namespace, LinkKind.supersedes, p)
+            for p in _value_changes(valued, by_word, common)
+        ),
+        *(
+            _value_link(namespace, LinkKind.conflict, p)
+            for p in _value_conflicts(valued, by_word, common)
+        ),
         *_denials(namespace, statements, common),
         *_name_changes(namespace, statements, common, speakers),
     ]
@@ -158,29 +165,43 @@ def _valued(
     return valued, by_word
 
 
-def _value_changes(valued: _Valued, by_word: dict[tuple[str, str], list[int]]) -> list[_Pair]:
-    """Each statement that changes a value, with the latest earlier one it changes."""
+def _value_changes(
+    valued: _Valued, by_word: dict[tuple[str, str], list[int]], common: frozenset[str]
+) -> list[_Pair]:
+    """Each statement that changes a value, with the earlier one it changes: the one whose
+    attribute shares the most words with it, then has the fewest others ("the review is on
+    June 10" before "I start prepping for the review on June 3", for "the review slipped to
+    June 20"), then the latest."""
     out = []
     for j, (newer, new_values) in enumerate(valued):
-        best: tuple[int, tuple[int, int], Statement, Value, Value] | None = None
+        best: tuple[tuple[int, int, tuple[int, int]], Statement, Value, Value] | None = None
         candidates = {i for v in new_values for w in v.whole for i in by_word[(newer.role, w)]}
         for i in candidates - {j}:
             older, old_values = valued[i]
             if earlier(older, newer) is not True:
                 continue
-            for nv in new_values:
-                for ov in old_values:
-                    shared = attribute_overlap(ov, nv)
-                    if not _changed(older, newer, ov, nv, shared, old_values):
-                        continue
-                    if best is None or (shared, _order(older)) > (best[0], best[1]):
-                        best = (shared, _order(older), older, ov, nv)
+            pairs = [
+                (shared, ov, nv)
+                for nv in new_values
+                for ov in old_values
+                if _changed(
+                    older, newer, ov, nv, shared := attribute_overlap(ov, nv), old_values, common
+                )
+            ]
+            if not pairs:
+                continue
+            shared, ov, nv = max(pairs, key=lambda p: p[0])  # the first of the statement's best
+            rank = (shared, -len(ov.attribute - nv.attribute), _order(older))
+            if best is None or rank > best[0]:
+                best = (rank, older, ov, nv)
         if best is not None:
-            out.append((best[2], newer, best[3], best[4]))
+            out.append((best[1], newer, best[2], best[3]))
     return out
 
 
-def _value_conflicts(valued: _Valued, by_word: dict[tuple[str, str], list[int]]) -> list[_Pair]:
+def _value_conflicts(
+    valued: _Valued, by_word: dict[tuple[str, str], list[int]], common: frozenset[str]
+) -> list[_Pair]:
     """Two sessions of one date that each change a value to another: which is later is not
     known, so neither is current; both are shown as a conflict."""
     out = []
@@ -195,8 +216,8 @@ def _value_conflicts(valued: _Valued, by_word: dict[tuple[str, str], list[int]])
                     (a, av, bv)
                     for av in a_values
                     for bv in b_values
-                    if _changed(a, b, av, bv, attribute_overlap(av, bv), a_values)
-                    and _changed(b, a, bv, av, attribute_overlap(av, bv), b_values)
+                    if _changed(a, b, av, bv, attribute_overlap(av, bv), a_values, common)
+                    and _changed(b, a, bv, av, attribute_overlap(av, bv), b_values, common)
                 ),
                 None,
             )
@@ -239,12 +260,13 @@ def _changed(
     nv: Value,
     shared: int,
     old_values: Sequence[Value],
+    common: frozenset[str],
 ) -> bool:
     """The newer value replaces the older one: same kind, another amount the older statement
     never gave, the same attribute, and a later statement that reads as a change. Both
     measured or both meant (a date is either), and when the newer one says what it was,
     it was the older value."""
-    if not comparable(ov, nv) or same_amount(ov, nv) or not _named_alike(ov, nv, shared):
+    if not comparable(ov, nv) or same_amount(ov, nv) or not _named_alike(ov, nv, shared, common):
         return False
     if not same_thing(ov, nv):
         return False
@@ -259,32 +281,44 @@ def _changed(
     return nv.changed or nv.was is not None
 
 
-def _named_alike(ov: Value, nv: Value, shared: int) -> bool:
+def _named_alike(ov: Value, nv: Value, shared: int, common: frozenset[str]) -> bool:
     """Whether two values name one attribute: `MIN_SHARED` words in common, or one when
     both follow the same name and the newer statement gives the older value as what it was
     ("runs Postgres 15", then "from Postgres 15 to Postgres 16"), or when a day said to
-    have changed names nothing the older day's words do not ("the launch is planned for
-    June 3", then "the launch slipped to July 15": a plan's one-word subject), or when a
-    value said to have changed is of the same word right before both ("Ana's budget is
-    $40,000", then "finance cut Ana's budget to $32,000"), not qualified apart ("the travel
-    budget", "the marketing budget"; "costs $50 for the hosting", "$20 for the domain"),
-    and that word is not common in the namespace. An old
+    have changed is of the same word as the older day and names nothing its words do not
+    ("the launch is planned for June 3", then "the launch slipped to July 15": a plan's
+    one-word subject), or when a value said to have changed is of the same word right
+    before both ("Ana's budget is $40,000", then "finance cut Ana's budget to $32,000"),
+    qualified alike (not "the travel budget" beside "our budget", nor "costs $50 for the
+    hosting" beside "$20 for the domain"), of one owner (not "my salary" beside "my wife's
+    salary"), and that word is not common in the namespace. An old
     amount alone is weak evidence: small counts recur ("3 kids", then a neighbour's "5 kids
     instead of 3")."""
     if ov.label and ov.label == nv.label and nv.was == ov.amount:
         return shared >= 1
     if nv.kind == "date" and nv.changed and nv.attribute and nv.attribute <= ov.attribute:
-        return shared >= 1
-    return shared >= MIN_SHARED or _same_head(ov, nv)
+        return shared >= 1 and nv.head == ov.head
+    return shared >= MIN_SHARED or _same_head(ov, nv, common)
 
 
-def _same_head(ov: Value, nv: Value) -> bool:
-    """A changed value of the word right before both, not qualified apart (`_named_alike`)."""
+def _same_head(ov: Value, nv: Value, common: frozenset[str]) -> bool:
+    """A changed value of the word right before both, qualified alike, of one owner
+    (`_named_alike`)."""
     if nv.kind in _WHEN or not nv.changed or nv.head != ov.head or ov.head not in ov.attribute:
         return False
-    if ov.modifier and nv.modifier and ov.modifier != nv.modifier:
+    if ov.modifier != nv.modifier or not _one_owner(ov.owner, nv.owner, common):
         return False
     return not (ov.following and nv.following and not ov.following & nv.following)
+
+
+def _one_owner(a: str, b: str, common: frozenset[str]) -> bool:
+    """The same owner, or one unsaid beside the speaker's own ("my", "our", or the name an
+    encoder writes for "I", common in the namespace): "the budget" is Ana's when Ana speaks,
+    not her sister's."""
+    if a == b:
+        return True
+    said = a or b
+    return not (a and b) and (said in _SELF_OWNERS or said in common)
 
 
 # -- never-but-did --------------------------------------------------------------------------

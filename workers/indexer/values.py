@@ -103,6 +103,9 @@ _FUNCTION = TAG_STOPWORDS | wordset(
     "already still yet never not no ever just able using use used instead rather went goes "
     "gone back"
 )
+_POSSESSIVE = wordset("my our your his her their its")
+# a plan's verb before a day: "the launch is planned for June 3" is the launch's day
+_PLANNED = wordset("planned scheduled set due expected slated booked supposed")
 NOT_NAMES = _FUNCTION | frozenset(WEEKDAYS) | wordset("he she that what there here who let")
 
 
@@ -125,6 +128,7 @@ class Value:
     label: str = ""  # the name just before it ("Postgres 15"), lowercased
     head: str = ""  # the word it is the value of, right before it ("the budget is $40")
     modifier: str = ""  # ... and the word that qualifies that one ("travel budget")
+    owner: str = ""  # ... and whose it is, as said ("ana" of "Ana's", "my", "her")
     following: frozenset[str] = frozenset()  # the words after it ("$50 for the hosting")
 
 
@@ -252,15 +256,20 @@ def _naming(text: str, m: re.Match[str], common: frozenset[str]) -> dict[str, An
 
 
 def _head(clause: str) -> dict[str, str]:
-    """The last content word of the clause before a value, and the content word right
-    before that one unless it says whose it is ("Ana's budget"): what the value is of."""
-    words = WORD.findall(_CHANGE.sub(" ", clause).lower())
-    at = next((i for i in range(len(words) - 1, -1, -1) if content(words[i : i + 1])), None)
-    if at is None:
+    """What the value is of: the last content word of the clause before it (a plan's verb
+    aside: "the launch is planned for"), the content word right before that one ("travel
+    budget"), and whose it is ("Ana's budget", "my budget", "her score")."""
+    words = WORD.findall(_CHANGE.sub(" ", clause).lower().replace("’", "'"))
+    kept = [i for i, w in enumerate(words) if content([w]) and w not in _PLANNED]
+    if not kept:
         return {}
+    at = kept[-1]
     before = words[at - 1] if at > 0 else ""
-    owner = before.endswith(("'s", "’s"))
-    return {"head": stem(words[at]), "modifier": "" if owner else "".join(content([before]))}
+    owned = before.endswith("'s") or before in _POSSESSIVE
+    modifier = "" if owned else "".join(content([before]))
+    whose = words[at - 2] if modifier and at > 1 else before
+    owner = whose.removesuffix("'s") if whose.endswith("'s") or whose in _POSSESSIVE else ""
+    return {"head": stem(words[at]), "modifier": modifier, "owner": owner}
 
 
 def clause_before(text: str, m: re.Match[str]) -> str:

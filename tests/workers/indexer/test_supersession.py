@@ -220,6 +220,16 @@ def test_a_day_said_to_have_slipped_replaces_the_plan_it_names() -> None:
     assert link_statements("ns", [plan, party]) == []
     again = said("r4", "The launch is on July 15.", DAY2)
     assert link_statements("ns", [plan, again]) == []
+    # the day of the same thing, and of it alone, before a plan that mentions it
+    review = said("v1", "The review is on June 10.", DAY1)
+    prep = said("v2", "I start prepping for the review on June 3.", DAY1, seq=1)
+    moved = said("v3", "The review slipped to June 20.", DAY2)
+    (link,) = link_statements("ns", [review, prep, moved])
+    assert (link.older_id, link.reason) == ("v1", "review: June 10 then June 20")
+    both = said("w1", "My trip starts June 3 and my review is June 10.", DAY1)
+    later = said("w2", "My review was moved to June 20.", DAY2)
+    (link,) = link_statements("ns", [both, later])
+    assert link.reason.endswith("June 10 then June 20")
 
 
 def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -> None:
@@ -307,8 +317,22 @@ def test_a_value_said_to_change_replaces_the_value_of_the_same_word_before_it() 
     first = said("b1", "The kiln deadline is March 14 and Ana's budget is $40,000.", days[0])
     cut = said("b2", "Update: finance cut Ana's budget to $32,000.", days[1])
     up = said("b3", "Good news: the budget went back up to $45,000 after the review.", days[2])
-    links = link_statements("ns", [first, cut, up])
+    # Ana speaks: an encoder writes her name for "I", common in her namespace
+    links = link_statements("ns", [first, cut, up], frozenset({"ana"}))
     assert {(k.older_id, k.newer_id) for k in links} == {("b1", "b2"), ("b2", "b3")}
+    assert {(k.older_id, k.newer_id) for k in link_statements("ns", [first, cut, up])} == {
+        ("b1", "b2")  # "the budget" beside someone else's: whose is not known
+    }
+    # another owner, or qualified on one side: not the same value
+    for old, new in [
+        ("My salary is $90,000.", "My wife's salary went up to $70,000."),
+        ("Our budget is $40,000.", "Their budget was cut to $30,000."),
+        ("My score was 85.", "Her score went up to 92."),
+        ("Our budget is $40,000.", "The travel budget was cut to $3,000."),
+        ("I earn $5,000 a month.", "My brother now earns $7,000 a month."),
+    ]:
+        pair = [said("o", old, days[0]), said("n", new, days[1])]
+        assert link_statements("ns", pair) == [], (old, new)
     # qualified apart, or of another thing after it: two budgets, two costs
     travel = said("t1", "The travel budget is $3,000.", days[0])
     events = said("t2", "The events budget is now $5,000.", days[1])
