@@ -15,7 +15,10 @@ from schemas.records import MemoryType
 from streams.cli.common import SECONDS, TimedOut, client_settings, named, printable
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from streams.dlq import DeadLetter
+    from workers.datasets import Skipped
 
 
 @click.command()
@@ -61,6 +64,7 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
             f"nothing new: all {counted(stats.exchanges, 'exchange')} of {file} were accepted "
             "before (not sent again)"
         )
+        _refused(file, stats.skipped)
         return
     dups = f", {stats.duplicates} already accepted (not sent again)" if stats.duplicates else ""
     refused = f", {len(stats.skipped)} skipped (refused)" if stats.skipped else ""
@@ -85,9 +89,14 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
             "by a stage while it was ingested: what they carried is NOT indexed (`lychee dlq "
             "show TOPIC ID` shows one, `lychee dlq replay TOPIC` sends them again once mended)"
         )
-    if stats.skipped:
+    _refused(file, stats.skipped)
+
+
+def _refused(file: Path, skipped: Sequence[Skipped]) -> None:
+    """Exit 1 when messages of the file were refused: the rest was taken, not everything."""
+    if skipped:
         raise click.ClickException(
-            f"{counted(len(stats.skipped), 'message')} of {file} refused (named above) and NOT "
+            f"{counted(len(skipped), 'message')} of {file} refused (named above) and NOT "
             "produced; the rest was"
         )
 

@@ -102,6 +102,10 @@ def test_cli_ingest_names_a_message_over_the_contract_and_ingests_the_rest(
     ) in out.stderr.splitlines()
     assert "1 message skipped" in out.stderr and "Traceback" not in out.stderr
     assert store(stack).count("turns", ns) == 2
+    # again: the rest is all taken before, the refused line still not: 1 all the same
+    again = lychee(stack, "ingest", str(path), "--format", "jsonl", "--namespace", ns)
+    assert again.returncode == 1 and "nothing new" in again.stdout, again.stderr
+    assert "refused (named above) and NOT produced" in again.stderr
     # each turn within the contract, the exchange over the stages' message limit: skipped
     # and named before anything is sent, not dead-lettered after "indexed"
     wide = tmp_path / "wide.jsonl"
