@@ -140,9 +140,11 @@ _PREFERENCE = re.compile(
 )
 # An instruction that holds from now on ("Always answer with a shell one-liner first when I
 # ask about file operations"): a constraint on every later answer, whatever else it mentions;
-# after a label too ("Some standing instructions: always answer in British English").
+# after a label that says it is one too ("Some standing instructions: always answer in
+# British English"), not after any ("Update: never mind", "Ps: always forget my keys").
 _STANDING = re.compile(
-    r"^(?:[a-z][\w' -]{0,40}:\s+)?(?:please\s+)?(?:always|never|from now on|whenever"
+    r"^(?:(?:[a-z]+\s+){0,2}(?:instructions?|rules?|reminders?|notes?|guidelines?"
+    r"|preferences?)\s*:\s+)?(?:please\s+)?(?:always|never(?! mind)|from now on|whenever"
     r"|(?:do not|don't) ever"
     r"|(?:make sure|remember) to always)\b"
 )

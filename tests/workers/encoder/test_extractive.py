@@ -553,12 +553,18 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         ("Ana", "I always walk the dog at seven."),
         ("Ana", "Some standing instructions: always answer in British English."),
         ("Ana", "My rule at home: the dog never sleeps upstairs."),
+        ("Ana", "Update: never had a cavity in my life."),
+        ("Ana", "Ps: always forget my keys on Mondays."),
+        ("Ana", "Never mind, the build works now."),
     )
     assert [r.memory_type for r in recs] == [
         MemoryType.constraint,
         MemoryType.constraint,
         MemoryType.fact,
         MemoryType.constraint,  # after a label
+        MemoryType.fact,
+        MemoryType.fact,  # a label that says no instruction
+        MemoryType.fact,
         MemoryType.fact,
     ]
 
