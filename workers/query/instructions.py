@@ -33,36 +33,41 @@ from workers.store import EvidenceStore
 _SCOPE = re.compile(
     r"\bwhen(?:ever)?\s+(?:[\w'’-]+\s+){0,3}?"
     r"(?:ask|asks|asked|asking|inquire|inquires|inquiring|request|requests|requesting)\s+"
-    r"(?:(?:me|you|the assistant)\s+)?(?:about|for|on|regarding)\s+(?P<scope>\S.*?)[\s.!]*$",
-    re.IGNORECASE,
+    r"(?:(?:me|you|the assistant)\s+)?(?:about|for|on|regarding)\s+(?P<scope>\S.*)",
+    re.IGNORECASE | re.DOTALL,
 )
 CACHED = 4096  # scope vectors a process keeps, then starts again
 CHANNEL = "instruction"  # the cosine of its scope to the request, in the item's scores
 
-
-# where a scope said first ends: "Whenever I ask about X, give me Y" applies to X
-_FRONTED = re.compile(r"(?:^|[.!?:;]\s+|,\s+(?:and|so)\s+)$", re.IGNORECASE)
+# a scope said first: what comes before it ends a clause ("From now on, whenever ...")
+_LEAD_END = re.compile(r"[.!?:;,](?:\s*(?:and|so|then|also))?$", re.IGNORECASE)
+# a clause after the scope that tells what to do: "... when I ask about X, and keep it short"
+_TO_DO = (
+    r"(?:give|use|show|include|answer|reply|respond|start|begin|lead|put|provide|write|format"
+    r"|always|never|don['’]t|do not|make|keep|list|add|mention|explain|suggest|remind|tell"
+    r"|offer|ask|send|cite|stick|avoid|limit|quote)"
+)
 _CLAUSE_AFTER = re.compile(
-    r"\s*[,;:]\s*(?=(?:(?:and|then|but|so)\s+)?(?:please\s+)?(?:give|use|show|include|answer|reply|respond|start|begin|lead"
-    r"|put|provide|write|format|always|never|don['’]t|do not|make|keep|list|add|mention|explain"
-    r"|suggest|remind|tell|offer|ask|send|cite|stick|avoid|limit)\b)",
-    re.IGNORECASE,
+    rf"[,;:]\s*(?=(?:(?:and|then|but|so)\s+)?(?:please\s+)?{_TO_DO}\b)", re.IGNORECASE
 )
 
 
 def scope_of(text: str) -> str | None:
     """What an instruction applies to, as its own words say; None when they do not say. A
-    scope said first ends before the clause that follows it ("Whenever I ask about X, Y or
-    Z, give me W"); said last, it runs to the end ("Give me W when I ask about X, Y or Z")
-    unless a clause that tells what to do follows it (", and keep it short")."""
+    scope said first ends before the clause that follows it, at its last comma ("Whenever I
+    ask about X, Y or Z, give me W"); said last, it runs to the end ("Give me W when I ask
+    about X, Y or Z") unless a clause that tells what to do follows it (", and keep it
+    short")."""
     said = text.strip()
     found = _SCOPE.search(said)
     if found is None:
         return None
     scope = found.group("scope")
-    if _FRONTED.search(said[: found.start()]):
-        scope = re.split(r"\s*[,;:]\s*(?!.*[,;:])", scope, maxsplit=1)[0]  # to its last comma
-    return _CLAUSE_AFTER.split(scope, maxsplit=1)[0].rstrip(" .!") or None
+    before = said[: found.start()].rstrip()
+    if not before or _LEAD_END.search(before):
+        cut = max(scope.rfind(c) for c in ",;:")
+        scope = scope[:cut] if cut > 0 else scope
+    return _CLAUSE_AFTER.split(scope, maxsplit=1)[0].rstrip(" \t\n.!") or None
 
 
 @dataclass(frozen=True)

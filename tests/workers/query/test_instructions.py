@@ -39,6 +39,8 @@ from workers.store import EvidenceStore
         ("Show code when I ask about React, Vue or Svelte.", "React, Vue or Svelte"),
         ("Cite sources when I ask about history, and keep it short.", "history"),
         ("Use tables when I ask about prices; never guess.", "prices"),
+        ("From now on, whenever I ask about hotels, quote prices in euros.", "hotels"),
+        ("Also, when I ask about trains, list the times.", "trains"),
         ("I asked about the deadline when we met.", None),
     ],
 )
