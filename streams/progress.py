@@ -83,9 +83,10 @@ class Progress:
 
     async def forget(self, namespace: str, session_id: str | None, fence: Mapping[int, int]) -> int:
         """Drop the watermarks of a namespace's sessions (or of one session), except those
-        of a session the gateway holds an exchange of acked at or after the forget's `fence`
-        (the offsets of memory.exchanges before it): written after the forget, that one may
-        be indexed already, and its receipt waits on them. Returns the keys deleted."""
+        of a session the gateway holds an exchange of in flight, or acked at or after the
+        forget's `fence` (the offsets of memory.exchanges before it): written after the
+        forget, that one may be indexed already, and its receipt waits on them. Returns the
+        keys deleted."""
         keys = [accepted_key(namespace, self.prefix), indexed_key(namespace, self.prefix)]
         if session_id is not None:
             sessions = [session_id]
@@ -102,8 +103,8 @@ class Progress:
     async def _acked_after(self, namespace: str, session_id: str, fence: Mapping[int, int]) -> bool:
         ids = gateway_key(session_key(namespace, session_id), "ids", self.prefix)
         async for _, value in self.redis.hscan_iter(ids, count=1000):
-            at = acked_at(_text(value))
-            if at is not None and at[1] >= fence.get(at[0], -1):
+            at = acked_at(_text(value))  # None: still in flight, so maybe after: kept
+            if at is None or at[1] >= fence.get(at[0], -1):
                 return True
         return False
 

@@ -129,7 +129,7 @@ class TurnsTable(Table):
         for t, src in zip(turns, srcs, strict=True):
             rid = turn_row_id(t.namespace, t.session_id, t.turn_id)
             if rid in rows and _saying(rows[rid][0]) != _saying(t):
-                raise _replaced(t)  # one batch, one id, two sayings: the later would win
+                raise _replaced(t, "comes twice in one batch with other")
             rows[rid] = (t, src)
         self.migrate()
         tbl = self.table(create=True)
@@ -270,7 +270,7 @@ _SAYING = ["id", "role", "speaker", "content", "image_caption", MEMORY_COLUMN]  
 
 
 def _check_unchanged(tbl: Any, turns: dict[str, RawTurn]) -> None:
-    """Refuse a turn stored already (or earlier in its batch) with other words: what its digest covers (role,
+    """Refuse a turn stored already with other words: what its digest covers (role,
     speaker, content, caption, whether it is memory; `schemas.exchange.Turn.digest`). A
     redelivery, or the same words under another exchange (which the gateway and the
     segmenter take as the same turn), writes the row again; another message under its id (a
@@ -284,17 +284,17 @@ def _check_unchanged(tbl: Any, turns: dict[str, RawTurn]) -> None:
                 continue
             stored = (row["role"], row["speaker"], row["content"], row["image_caption"])
             if (*stored, row[MEMORY_COLUMN] is not False) != _saying(t):
-                raise _replaced(t)
+                raise _replaced(t, "is stored with other")
 
 
 def _saying(t: RawTurn) -> tuple[str, str | None, str, str | None, bool]:
     return (t.role.value, t.speaker, t.text, t.image_caption, t.memory)
 
 
-def _replaced(t: RawTurn) -> TurnReplaced:
+def _replaced(t: RawTurn, how: str) -> TurnReplaced:
     return TurnReplaced(
-        f"turn {t.turn_id!r} of {t.namespace}/{t.session_id} is stored with other words, "
-        "speaker, caption or memory flag: a stored turn is never replaced; forget it first"
+        f"turn {t.turn_id!r} of {t.namespace}/{t.session_id} {how} words, speaker, caption "
+        "or memory flag: a stored turn is never replaced; forget it first"
     )
 
 

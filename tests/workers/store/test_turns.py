@@ -51,7 +51,7 @@ def test_store_refuses_other_words_under_a_stored_turn_id(store: EvidenceStore) 
 def test_store_refuses_two_sayings_of_one_turn_id_in_one_batch(store: EvidenceStore) -> None:
     """Two messages of one batch under one id: the later would replace the first unseen."""
     first, forged = turn("a", "t0", "raw turn zero", 0), turn("a", "t0", "other words", 0)
-    with pytest.raises(TurnReplaced, match="'t0' of a/s1"):
+    with pytest.raises(TurnReplaced, match="'t0' of a/s1 comes twice in one batch with other"):
         store.turns.upsert([first, forged])
     assert store.count("turns") == 0  # nothing of the batch written
     store.turns.upsert([first, first])  # a redelivery in the same batch: one row
