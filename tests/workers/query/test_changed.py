@@ -163,6 +163,29 @@ def test_an_item_is_read_by_its_clauses_and_a_change_by_the_clause_that_states_i
     assert stated_change("The flat is near the river.") is None
 
 
+def test_the_item_is_read_by_its_clause_that_answers_the_question() -> None:
+    """Where one lives and where one works, in one message: the move answers the first
+    question, the new job the second."""
+    home = said(10, "I live in Porto and I work at a bakery.", JAN)
+    job = said(11, "I started a new job at a bank.", MAR)
+    live, work = "Where do I live now?", "Where do I work now?"
+    alike = cosines(
+        {
+            (live, "I live in Porto"): 0.6,
+            (live, "I work at a bakery."): 0.1,
+            (work, "I live in Porto"): 0.1,
+            (work, "I work at a bakery."): 0.6,
+            ("I live in Porto", MOVE.text): 0.6,
+            ("I live in Porto", job.text): 0.2,
+            ("I work at a bakery.", MOVE.text): 0.1,
+            ("I work at a bakery.", job.text): 0.6,
+        }
+    )
+    items = [home, OTHER, job, MOVE]
+    assert change_first(live, items, when, alike, 10) == [MOVE, home, OTHER, job]
+    assert change_first(work, items, when, alike, 10) == [job, home, OTHER, MOVE]
+
+
 def test_the_most_alike_change_moves() -> None:
     alike = cosines({(HOME.text, EDITOR.text): 0.45, (HOME.text, MOVE.text): 0.6})
     assert change_first(Q, [HOME, EDITOR, MOVE], when, alike, 10) == [MOVE, HOME, EDITOR]
