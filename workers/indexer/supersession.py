@@ -306,7 +306,7 @@ def _same_head(ov: Value, nv: Value, common: frozenset[str]) -> bool:
     (`_named_alike`)."""
     if nv.kind in _WHEN or not nv.changed or nv.head != ov.head or ov.head not in ov.attribute:
         return False
-    if ov.modifier != nv.modifier or not _one_owner(ov.owner, nv.owner, common):
+    if ov.modifier != nv.modifier or not _one_owner(ov.whose, nv.whose, common):
         return False
     return not (ov.following and nv.following and not ov.following & nv.following)
 

@@ -93,7 +93,7 @@ _INSTEAD_OF = re.compile(
 _LAST_WORD = re.compile(r"([A-Za-z][\w-]*)\s+[$€£]?$")
 CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|and i|which)\b", re.IGNORECASE)
 # "Ana's sister Eva's rent": whose it is; capitalized words that tell one thing from another
-_OWNER = re.compile(r"\b([\w-]+)['’]s\b")
+_OWNER = re.compile(r"\b(?:([\w-]+)['’]s|(my|our|your|his|her|their))\b", re.IGNORECASE)
 _NAME = re.compile(r"\b[A-Z][\w-]+")
 _FUNCTION = TAG_STOPWORDS | wordset(
     "the and for are was has had its our you i'm i've i'd we're we've can may might must "
@@ -123,12 +123,11 @@ class Value:
     stale: bool = False  # ... and 78 itself, no longer what holds
     delta: bool = False  # the size of a change ("reduced by 25%"), not a state
     whole: frozenset[str] = frozenset()  # the words naming it, common ones too
-    whose: str = ""  # the last owner before it: "eva" in "Ana's sister Eva's rent"
+    whose: str = ""  # the last owner before it: "eva" in "Ana's sister Eva's rent", "my"
     names: frozenset[str] = frozenset()  # capitalized words naming it ("flight to Berlin")
     label: str = ""  # the name just before it ("Postgres 15"), lowercased
     head: str = ""  # the word it is the value of, right before it ("the budget is $40")
     modifier: str = ""  # ... and the word that qualifies that one ("travel budget")
-    owner: str = ""  # ... and whose it is, as said ("ana" of "Ana's", "my", "her")
     following: frozenset[str] = frozenset()  # the words after it ("$50 for the hosting")
 
 
@@ -237,10 +236,11 @@ def _naming(text: str, m: re.Match[str], common: frozenset[str]) -> dict[str, An
     """What names the value at `m`: its attribute's words, without and with the namespace's
     common ones, the owner the words before it give, and the capitalized words among them."""
     after = _after(text, m.end())
-    whole = _attribute(text[: m.start()], after)
+    following = _following(after)
+    whole = _attribute(text[: m.start()], following)
     before = clause_before(text, m).split()
     near = " ".join(before[-WINDOW_BEFORE - 2 :])
-    owners = [o for o in _OWNER.findall(near) if o.lower() not in NOT_NAMES]
+    owners = [o or mine for o, mine in _OWNER.findall(near) if mine or o.lower() not in NOT_NAMES]
     shown = _NAME.findall(" ".join([*before[-WINDOW_BEFORE:], after]))
     # the speaker's name and the project, common in the namespace, tell nothing apart
     names = {stem(n.lower()) for n in shown if n.lower() not in NOT_NAMES} - common
@@ -250,15 +250,15 @@ def _naming(text: str, m: re.Match[str], common: frozenset[str]) -> dict[str, An
         "whole": whole,
         "whose": owners[-1].lower() if owners else "",
         "names": frozenset(names),
-        "following": frozenset(_following(after)),
+        "following": frozenset(following),
         **_head(" ".join(before)),
     }
 
 
 def _head(clause: str) -> dict[str, str]:
     """What the value is of: the last content word of the clause before it (a plan's verb
-    aside: "the launch is planned for"), the content word right before that one ("travel
-    budget"), and whose it is ("Ana's budget", "my budget", "her score")."""
+    aside: "the launch is planned for"), and the content word right before that one that
+    qualifies it ("travel budget"; not an owner's: "Ana's budget")."""
     words = WORD.findall(_CHANGE.sub(" ", clause).lower().replace("’", "'"))
     kept = [i for i, w in enumerate(words) if content([w]) and w not in _PLANNED]
     if not kept:
@@ -266,10 +266,7 @@ def _head(clause: str) -> dict[str, str]:
     at = kept[-1]
     before = words[at - 1] if at > 0 else ""
     owned = before.endswith("'s") or before in _POSSESSIVE
-    modifier = "" if owned else "".join(content([before]))
-    whose = words[at - 2] if modifier and at > 1 else before
-    owner = whose.removesuffix("'s") if whose.endswith("'s") or whose in _POSSESSIVE else ""
-    return {"head": stem(words[at]), "modifier": modifier, "owner": owner}
+    return {"head": stem(words[at]), "modifier": "" if owned else "".join(content([before]))}
 
 
 def clause_before(text: str, m: re.Match[str]) -> str:
@@ -296,14 +293,15 @@ def _kind(unit: str) -> str:
     return "count"
 
 
-def _attribute(before: str, after: str) -> frozenset[str]:
+def _attribute(before: str, following: list[str]) -> frozenset[str]:
     """The content words just before a value and those after it up to its clause's end
-    (`_after`); change words ("improved to") say that it changed, not what."""
+    (`_following`); change words ("improved to") say that it changed, not what."""
     words = content(WORD.findall(_CHANGE.sub(" ", before).lower()))[-WINDOW_BEFORE:]
-    return frozenset([*words, *_following(after)])
+    return frozenset([*words, *following])
 
 
 def _following(after: str) -> list[str]:
+    """The content words after a value, to its clause's end (`_after`)."""
     return content(WORD.findall(_CHANGE.sub(" ", after).lower()))[:WINDOW_AFTER]
 
 
