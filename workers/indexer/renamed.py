@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from workers.indexer.values import NOT_NAMES, WORD
+from workers.indexer.values import CLAUSE_END, NOT_NAMES, WORD
 from workers.vocabulary import month_number, wordset
 
 # a name: one to three capitalized words or tokens ("Fly.io", "GitHub Actions", "C#")
@@ -65,7 +65,6 @@ _SELF = wordset(
     "already then now have has had 've 're am are is was were been officially completely "
     "fully eventually last this week month year today yesterday ago the user"
 )
-_CLAUSE = re.compile(r"[.!?;:,\n]")
 # what may follow the name that ends the change: no part of it, no owner's 's
 _AFTER = NOT_NAMES | wordset("last this next month week year ago entirely altogether")
 _DETERMINERS = wordset("the a an our my your their his her its this that")
@@ -116,7 +115,7 @@ def stated(text: str) -> bool:
 
 def _by_the_speaker(before: str, speakers: frozenset[str]) -> bool:
     """Nothing but the speaker and how or when stands before the verb in its clause."""
-    clause = _CLAUSE.split(before)[-1].lower().replace("’", "'")
+    clause = CLAUSE_END.split(before)[-1].lower().replace("’", "'")
     return all(w in _SELF or w.removesuffix("'s") in speakers for w in WORD.findall(clause))
 
 

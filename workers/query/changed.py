@@ -30,11 +30,11 @@ MIN_ALIKE = 0.4  # cosine of two statements about one thing (module docstring)
 OPENING_WORDS = 60  # the words of an item read for its clauses: what it opens with
 MIN_CLAUSE_WORDS = 3  # shorter pieces ("Hi", "Big news") state nothing
 
-# where a text's clauses end: a sentence, a line, a comma, or "and"/"but" before a new subject
+# where a text's clauses end: a sentence, a line, a comma, or "and"/"but" before a new
+# subject; a window's "Ann:" before each turn is a clause of its own, too short to keep
 _CLAUSE_BREAK = re.compile(
     r"(?<=[.!?;:])\s+|\n+|,\s+|\s+(?i:and|but|so|while)\s+(?=(?:I|we|he|she|they|my|our)\b)"
 )
-_ROLE = re.compile(r"^\s*(?:User|Assistant|System|Tool)\s*:\s*")  # a window's line opens so
 
 # who is said to stand somewhere now: I, we, he, she, they, or a name (an encoder's record
 # names the speaker), never a thing ("it's now in your cart", "this is now at version 2")
@@ -135,9 +135,9 @@ def change_first(
 
 
 def clauses(text: str) -> list[str]:
-    """The clauses an item opens with (`OPENING_WORDS`), each line's speaker label off."""
+    """The clauses an item opens with (`OPENING_WORDS`)."""
     opening = " ".join(text.split(" ")[:OPENING_WORDS])
-    pieces = (_ROLE.sub("", c).strip() for c in _CLAUSE_BREAK.split(opening))
+    pieces = (c.strip() for c in _CLAUSE_BREAK.split(opening))
     return [c for c in pieces if len(c.split()) >= MIN_CLAUSE_WORDS]
 
 
@@ -148,7 +148,7 @@ def stated_change(text: str) -> str | None:
         return None
     start = max((b.end() for b in _CLAUSE_BREAK.finditer(text, 0, m.start())), default=0)
     end = next((b.start() for b in _CLAUSE_BREAK.finditer(text, m.end())), len(text))
-    return _ROLE.sub("", text[start:end]).strip()
+    return text[start:end].strip()
 
 
 def _argmax(values: Sequence[float]) -> int:

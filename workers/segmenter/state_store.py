@@ -181,7 +181,6 @@ return turns + redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 )
 
 _TRIM_CHUNK = 1000
-# an id's value as the gateway writes it (`streams.seqs`' _ALLOCATE, _CONFIRM)
 
 
 class SessionStore:
