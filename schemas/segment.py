@@ -17,6 +17,7 @@ class FinalizeReason(StrEnum):
     target_length = "target_length"  # reached the target token length after an append
     exchange_limit = "exchange_limit"  # reached the exchange-count cap after an append
     session_flush = "session_flush"  # flush / end_session / idle timeout
+    day_change = "day_change"  # the next exchange is dated another day
     oversized_exchange = "oversized_exchange"  # a fragment of an exchange longer than the cap
     per_exchange = "per_exchange"  # eager variant: every exchange is its own segment
 

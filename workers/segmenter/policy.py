@@ -91,7 +91,7 @@ class SessionState(BaseModel):
 class Decision:
     """What happened to one exchange, for logs and tests."""
 
-    action: str  # start | append | aside | cut | capacity | split | replay | redelivery
+    action: str  # start | append | aside | cut | day | capacity | split | replay | redelivery
     signals: BoundarySignals | None
     finalized: list[Segment]
     left_out: int = 0  # an oversized exchange's fragments past `max_fragments`: not encoded
@@ -157,6 +157,10 @@ class SegmentPolicy:
             return Decision("start", None, out)
         if not state.is_open:
             return Decision("start", None, self._start(state, item, e, date))
+        if _another_day(state.session_date, date):
+            # a segment is dated by one day: what was said the day before keeps its own
+            out = self._finalize(state, FinalizeReason.day_change, None)
+            return Decision("day", None, out + self._start(state, item, e, date))
 
         signals = self._signals(state, e) if self.p.mode is SegmentMode.semantic else None
         if signals is not None:
@@ -343,3 +347,9 @@ def _unit(v: sig.Vector) -> sig.Vector:
     arr = np.asarray(v, dtype=np.float32)
     norm = float(np.linalg.norm(arr))
     return arr / norm if norm > 0 else arr
+
+
+def _another_day(held: datetime | None, date: datetime | None) -> bool:
+    """Whether an exchange is dated on another calendar day than the open segment (a day
+    unknown on either side is none)."""
+    return held is not None and date is not None and held.date() != date.date()

@@ -801,9 +801,33 @@ def test_a_segment_is_dated_by_its_own_exchanges_not_the_one_that_closes_it(toke
     for _ in range(3):
         r.step(E0, 100, date=may1)
     d = r.step(E1, tokens, date=may20)  # another subject, weeks later
-    assert d.action in ("cut", "split")
+    assert d.action in ("day", "split")
     assert d.finalized[0].session_date == may1
     assert all(s.session_date == may20 for s in d.finalized[1:])
     assert r.state.session_date == may20
     r.step(E1, 10)  # an undated exchange keeps the session's last date
     assert [s.session_date for s in r.flush()] in ([may20], [])
+
+
+def test_an_exchange_of_another_day_closes_the_segment_whatever_its_subject() -> None:
+    """The same subject the next morning is a new segment, dated by its own day; hours apart
+    on one day, or a day not known, is no reason to close one."""
+    evening, late, morning = (
+        datetime(2025, 5, 1, 18),
+        datetime(2025, 5, 1, 23),
+        datetime(2025, 5, 2, 8),
+    )
+    r = Runner(make_policy())
+    assert r.step(E0, date=evening).action == "start"
+    assert r.step(E0, date=late).action == "append"
+    assert r.step(E0).action == "append"  # undated: the open segment's day holds
+    d = r.step(E0, date=morning)
+    assert d.action == "day"
+    [closed] = d.finalized
+    assert (closed.reason, closed.session_date, len(closed.exchanges)) == (
+        FinalizeReason.day_change,
+        late,
+        3,
+    )
+    [held] = r.flush()
+    assert (held.session_date, len(held.exchanges)) == (morning, 1)

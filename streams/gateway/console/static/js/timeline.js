@@ -103,6 +103,7 @@ function segmentCard(s, firstTurn, namespace, session, onPage) {
 
 function closedBy(reason) {
   if (reason === "session_flush") return "Closed by a flush, the end of the session or the idle timeout.";
+  if (reason === "day_change") return "Closed because the next exchange is dated another day.";
   if (reason === "oversized_exchange") return "A fragment of an exchange longer than the cap.";
   if (reason === "per_exchange") return "Eager construction: one segment per exchange.";
   return "No boundary signals for this decision.";
