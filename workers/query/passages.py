@@ -51,7 +51,10 @@ def shown(row: Row, terms: frozenset[str]) -> Row:
     if not cut:
         return row
     found, weight = cut
-    best = max(range(len(found)), key=lambda i: (sum(weight[w] for w in terms & found[i][1]), -i))
+    # fsum: the same total in any order of the set (its order is the process's string hashes)
+    best = max(
+        range(len(found)), key=lambda i: (math.fsum(weight[w] for w in terms & found[i][1]), -i)
+    )
     p = found[best][0]
     return {
         **row,

@@ -3,6 +3,10 @@ stays in the store."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,3 +112,30 @@ async def test_a_long_turn_is_served_as_its_passage_with_the_turn_as_provenance(
     (window,) = [e for e in reply.evidence if e.kind == "window"]
     assert window.turn_ids == ["t1", "t2"] and window.span_turn_id == "t2"
     assert window.span is not None and REPLY[window.span[0] : window.span[1]] in window.text
+
+
+def test_a_tie_between_passages_goes_to_the_first_whatever_the_process() -> None:
+    """Two passages whose matched words weigh the same show the first in every process: the
+    words are summed in the order of a set, which is the process's string hashes."""
+    filler = "then we can look at the rest of it together in the next step " * 5
+    reply = "\n\n".join(
+        f"{words} {filler}"
+        for words in ("alpha bravo charlie", "delta echo charlie", "bravo echo charlie")
+    )
+    script = (
+        "import json, sys\n"
+        "from workers.query.passages import request_terms, shown\n"
+        "print(shown(json.loads(sys.argv[1]), request_terms(['alpha bravo charlie delta echo']))"
+        "['span'][0])\n"
+    )
+    starts = {
+        subprocess.run(
+            [sys.executable, "-c", script, json.dumps(row_of(reply))],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in range(8)
+    }
+    assert starts == {"0"}
