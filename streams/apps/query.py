@@ -20,14 +20,14 @@ from schemas import topics as t
 from schemas.query import CORRELATION_ID_MAX_CHARS
 from streams import metrics
 from streams.apps.base import make_app, raw_topic, stage_outputs
-from streams.apps.query_processes import QueryFailed, QueryProcesses, process_count
+from streams.apps.query_processes import EncodedReply, QueryFailed, QueryProcesses, process_count
 from streams.kafka.errors import SerdeError
 from streams.kafka.fetch import COVERED, UNDECODABLE
 from streams.kafka.guard import DeadLetters, Incoming, TransientPolicy, retry_transient
 from streams.kafka.pauses import describe
 from streams.kafka.producer import KafkaPublisher
 from streams.kafka.rules import INTERNAL
-from streams.kafka.serde import TOO_LARGE, decode, encode
+from streams.kafka.serde import TOO_LARGE, decode
 from streams.settings import Settings
 from workers import telemetry
 
@@ -63,8 +63,9 @@ class InProcess:
         self.service = service
         self.model_name = service.recall.embedder.model_name
 
-    async def search(self, req: QueryRequest, timeout_s: float) -> QueryReply:
-        return await asyncio.wait_for(self.service.search(req), timeout=timeout_s)
+    async def search(self, req: QueryRequest, timeout_s: float) -> EncodedReply:
+        reply = await asyncio.wait_for(self.service.search(req), timeout=timeout_s)
+        return EncodedReply.of(reply)
 
 
 Searcher = InProcess | QueryProcesses
@@ -100,11 +101,11 @@ class QueryHandler:
                 log.info("query.ready", model=self._searcher.model_name, processes=count)
         return self._searcher
 
-    async def reply(self, msg: QueryReply, partition: int) -> None:
+    async def reply(self, msg: EncodedReply, partition: int) -> None:
         metrics.observe_reply(msg.status, msg.timings_ms)
         await retry_transient(
             lambda: self.publisher.send_raw(
-                t.REPLIES, encode(msg), msg.correlation_id.encode(), partition
+                t.REPLIES, msg.data, msg.correlation_id.encode(), partition
             ),
             what="reply",
             policy=self.policy,
@@ -130,7 +131,7 @@ class QueryHandler:
             problem = await self.partition_problem(part)
             if problem is None:
                 error = QueryReply(correlation_id=cid, namespace=ns, status="error", error=reason)
-                await self.reply(error, part)
+                await self.reply(EncodedReply.of(error), part)
                 return
             reason = f"{reason}; no reply possible: {problem}"
         await self.dead.send(rec, reason, error_type)
@@ -176,13 +177,15 @@ class QueryHandler:
         await self.reply(out, req.reply_partition)
 
     @staticmethod
-    def _error(req: QueryRequest, error: str) -> QueryReply:
-        return QueryReply(
-            correlation_id=req.correlation_id,
-            namespace=req.namespace,
-            query=req.query,
-            status="error",
-            error=error,
+    def _error(req: QueryRequest, error: str) -> EncodedReply:
+        return EncodedReply.of(
+            QueryReply(
+                correlation_id=req.correlation_id,
+                namespace=req.namespace,
+                query=req.query,
+                status="error",
+                error=error,
+            )
         )
 
 

@@ -18,7 +18,13 @@ import pytest
 from prometheus_client import REGISTRY
 
 from schemas import QueryReply
-from streams.apps.query_processes import QueryFailed, QueryProcesses, cores, process_count
+from streams.apps.query_processes import (
+    EncodedReply,
+    QueryFailed,
+    QueryProcesses,
+    cores,
+    process_count,
+)
 from streams.apps.query_service import build_service
 from streams.bench.harness import load_reported
 from streams.factories import make_embedder, open_store
@@ -50,6 +56,15 @@ def _same(reply: QueryReply) -> dict[str, Any]:
     return reply.model_dump(exclude={"correlation_id", "timings_ms", "served_at"})
 
 
+def _read(sent: EncodedReply) -> QueryReply:
+    """The reply as a client reads the bytes the worker sends, checked against what the
+    worker reads of it."""
+    reply = QueryReply.model_validate_json(sent.data)
+    assert (reply.correlation_id, reply.status) == (sent.correlation_id, sent.status)
+    assert reply.timings_ms == sent.timings_ms
+    return reply
+
+
 def _embedded(model: str) -> float:
     labels = {"stage": "query", "model": model}
     return REGISTRY.get_sample_value("lychee_embedding_seconds_count", labels) or 0.0
@@ -73,7 +88,7 @@ async def test_a_query_process_answers_as_the_worker_own_process_would(
     before = _embedded(processes.model_name)
     for namespace, question in questions:
         expected = await own.search(_request(namespace, question, 10))
-        got = await processes.search(_request(namespace, question, 10), 60)
+        got = _read(await processes.search(_request(namespace, question, 10), 60))
         assert got.status == "ok" and got.evidence
         assert _same(got) == _same(expected)
     # what the processes' model metrics were told is in this process's registry
@@ -92,12 +107,12 @@ async def test_a_query_process_killed_fails_what_it_held_and_comes_back(
     await asyncio.wait_for(_given_out(processes, len(asked)), 60)
     os.kill(victim.process.pid or 0, signal.SIGKILL)
     answers = await asyncio.gather(*asked, return_exceptions=True)
-    failed = [a for a in answers if not isinstance(a, QueryReply)]
+    failed = [a for a in answers if not isinstance(a, EncodedReply)]
     assert failed and all(isinstance(a, QueryFailed) and "code -9" in str(a) for a in failed)
     assert len(failed) < len(answers)  # the other process answered its share
     await asyncio.wait_for(_both_alive(processes, victim.process.pid), 300)
     for namespace, question in questions:  # on both again
-        reply = await processes.search(_request(namespace, question, 10), 60)
+        reply = _read(await processes.search(_request(namespace, question, 10), 60))
         assert reply.status == "ok" and reply.evidence
 
 
