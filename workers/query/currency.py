@@ -113,12 +113,13 @@ class _Graph:
                 self.by_turn.setdefault(t, set()).add(rid)
 
     def stands_for(self, item: EvidenceItem) -> set[str]:
-        """The records an item stands for in the order: itself, or its turns' records."""
-        rid = record_id_of(item.item_id)
-        found = {rid} if item.kind == "record" and rid in self.records else set()
-        for t in item.turn_ids:
-            found |= self.by_turn.get(t, set())
-        return found
+        """The records an item stands for in the order (`records`: those a link joins): a
+        record itself alone, whatever else its turn said (a standing rule said in the message
+        that gave the budget is not replaced with it); a turn or window its turns' records."""
+        if item.kind == "record":
+            rid = record_id_of(item.item_id)
+            return {rid} if rid in self.records else set()
+        return {r for t in item.turn_ids for r in self.by_turn.get(t, ())}
 
     def said_by(self, item: EvidenceItem) -> set[str]:
         """The records whose marks an item carries: those it stands for, but of an item that

@@ -9,8 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, QueryRequest
-from tests.workers.builders import HASH_DIM, HashEmbedder, said_in_turns, statement
+from schemas import EvidenceItem, QueryRequest, Role, SegmentExchange, Turn
+from schemas.records import MemoryType
+from tests.workers.builders import (
+    HASH_DIM,
+    HashEmbedder,
+    make_batch,
+    said_in_turns,
+    segment_of,
+    statement,
+)
+from workers.encoder.encoded import build_record
 from workers.indexer.service import IndexBatch, IndexerService
 from workers.query.currency import (
     _subject,
@@ -358,3 +367,42 @@ async def test_a_value_after_one_said_again_replaces_it(tmp_path: Path) -> None:
     )
     assert not now.superseded_by and rid_of[SAID[0][3]] in now.supersedes
     assert nine.superseded_by == [rid_of[last]] and nine.valid_to == "2024-06-10"
+
+
+async def test_a_record_carries_its_own_links_not_those_of_its_turns_other_records(
+    tmp_path: Path,
+) -> None:
+    """One message gave a value and a standing rule; a later message changed the value. The
+    value's record is marked replaced, the rule's record of the same turn is not (an agent
+    told "replaced" would drop the rule)."""
+    store = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM)
+    rule = "Ann always wants the wiring diagram before the parts list."
+    said = Turn(role=Role.user, content=f"{SAID[0][3]} {rule}", speaker="Ann")
+    ex = SegmentExchange(exchange_id="s1:e0", seq=0, turn_ids=["s1t1"], turns=[said], tokens=20)
+    seg = segment_of([ex], date=datetime(2024, 3, 1), ns="a", session="s1", index=0)
+    first = make_batch(
+        seg,
+        [
+            build_record(seg, MemoryType.fact, SAID[0][3], ["s1t1"], source_role="user"),
+            build_record(seg, MemoryType.constraint, rule, ["s1t1"], source_role="user"),
+        ],
+    )
+    later = statement("a", "s2", 1, datetime(2024, 4, 2), SAID[2][3], "s2t1")
+    await IndexerService(store, HashEmbedder()).write(IndexBatch(records=[first]))
+    await IndexerService(store, HashEmbedder()).write(IndexBatch(records=[later]))
+    ids = record_ids(store) | {rule: store.records.of_kind("a", "constraint", "user")[0]["id"]}
+    items = [
+        EvidenceItem(
+            kind="record", item_id=f"a/record/{ids[t]}", text=t, turn_ids=["s1t1"], session_id="s1"
+        )
+        for t in (rule, SAID[0][3])
+    ]
+    moved = current_first(store, "a", "How many watts does the greenhouse heater draw?", items)
+    assert moved is not None
+    marks = {i.text: i.superseded_by for i in moved[0]}
+    assert marks[rule] == [] and marks.get(SAID[0][3], [ids[SAID[2][3]]]) == [ids[SAID[2][3]]]
+    # the value's record, asked about alone, is marked by what replaced it
+    (value,) = (i for i in items if i.text == SAID[0][3])
+    moved = current_first(store, "a", "What did the heater draw in March?", [value, *items[:1]])
+    assert moved is not None
+    assert {i.text: i.superseded_by for i in moved[0]}[SAID[0][3]] == [ids[SAID[2][3]]]
