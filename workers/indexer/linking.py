@@ -12,7 +12,8 @@ table stores once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Container, Sequence, Set
+from functools import cached_property
 from typing import Any
 
 import structlog
@@ -79,14 +80,28 @@ def _touching(
     """The rules' links among the records `read` and those about the same subjects that
     touch one of `touching`."""
     said = _statements(store, namespace, read)
-    # who may change a name: read only when a statement says one changed (rare)
-    named = any(renamings(s.text) for s in said)
-    speakers = frozenset(n.lower() for n in store.turns.names(namespace)) if named else frozenset()
     return [
         link
-        for link in link_statements(namespace, said, common, speakers)
+        for link in link_statements(namespace, said, common, _Speakers(store, namespace))
         if link.older_id in touching or link.newer_id in touching
     ]
+
+
+class _Speakers(Container[str]):
+    """The namespace's speaker names, lowercased, read when a rule first asks (a name change,
+    or a value's owner that is neither "my" nor common): most batches never do, and the read
+    is of every turn's speaker."""
+
+    def __init__(self, store: EvidenceStore, namespace: str) -> None:
+        self.store = store
+        self.namespace = namespace
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(n.lower() for n in self.store.turns.names(self.namespace))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.names
 
 
 def sample_denials(sample: Sequence[str], common: frozenset[str]) -> list[frozenset[str]]:

@@ -21,6 +21,7 @@ English function words only: no names, projects or topics.
 from __future__ import annotations
 
 import re
+from collections.abc import Container
 from dataclasses import dataclass
 
 from workers.indexer.values import CLAUSE_END, NOT_NAMES, WORD
@@ -84,7 +85,7 @@ class Renaming:
     new: str | None  # None: only what was left is said ("moved off Heroku")
 
 
-def renamings(text: str, speakers: frozenset[str] | None = None) -> list[Renaming]:
+def renamings(text: str, speakers: Container[str] | None = None) -> list[Renaming]:
     """The named things a statement says its speaker's side gave way to others; `speakers`:
     the namespace's speaker names, lowercased (an encoder writes one for "I"); None: whoever
     it says made the change (whether a record is worth linking at all)."""
@@ -113,7 +114,7 @@ def stated(text: str) -> bool:
     return len(text) <= MAX_CHARS and not _NOT_STATED.search(text)
 
 
-def _by_the_speaker(before: str, speakers: frozenset[str]) -> bool:
+def _by_the_speaker(before: str, speakers: Container[str]) -> bool:
     """Nothing but the speaker and how or when stands before the verb in its clause."""
     clause = CLAUSE_END.split(before)[-1].lower().replace("’", "'")
     return all(w in _SELF or w.removesuffix("'s") in speakers for w in WORD.findall(clause))

@@ -33,7 +33,7 @@ The rules know English function words only: no names, projects or topics.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -95,11 +95,12 @@ def link_statements(
     namespace: str,
     statements: Sequence[Statement],
     common: frozenset[str] | None = None,
-    speakers: frozenset[str] | None = frozenset(),
+    speakers: Container[str] | None = frozenset(),
 ) -> list[Supersession]:
     """Every link the rules are sure of among `statements` (one namespace); `common`: the
     namespace's words too frequent to name an attribute (else read from `statements`);
-    `speakers`: its speaker names, lowercased (who may make a name change; None: anyone)."""
+    `speakers`: its speaker names, lowercased (who may make a name change, None: anyone;
+    whose value is the speaker's own), asked only of a name a statement gives."""
     if common is None:
         common = common_words([s.text for s in statements])
     links: dict[tuple[LinkKind, str, str], Supersession] = {}
@@ -107,11 +108,11 @@ def link_statements(
     found = [
         *(
             _value_link(namespace, LinkKind.supersedes, p)
-            for p in _value_changes(valued, by_word, common)
+            for p in _value_changes(valued, by_word, common, speakers or frozenset())
         ),
         *(
             _value_link(namespace, LinkKind.conflict, p)
-            for p in _value_conflicts(valued, by_word, common)
+            for p in _value_conflicts(valued, by_word, common, speakers or frozenset())
         ),
         *_denials(namespace, statements, common),
         *_name_changes(namespace, statements, common, speakers),
@@ -166,7 +167,10 @@ def _valued(
 
 
 def _value_changes(
-    valued: _Valued, by_word: dict[tuple[str, str], list[int]], common: frozenset[str]
+    valued: _Valued,
+    by_word: dict[tuple[str, str], list[int]],
+    common: frozenset[str],
+    speakers: Container[str],
 ) -> list[_Pair]:
     """Each statement that changes a value, with the earlier one it changes: the one whose
     attribute shares the most words with it, then has the fewest others ("the review is on
@@ -185,7 +189,7 @@ def _value_changes(
                 for nv in new_values
                 for ov in old_values
                 if _changed(
-                    older, newer, ov, nv, shared := attribute_overlap(ov, nv), old_values, common
+                    ov, nv, shared := attribute_overlap(ov, nv), old_values, common, speakers
                 )
             ]
             if not pairs:
@@ -200,7 +204,10 @@ def _value_changes(
 
 
 def _value_conflicts(
-    valued: _Valued, by_word: dict[tuple[str, str], list[int]], common: frozenset[str]
+    valued: _Valued,
+    by_word: dict[tuple[str, str], list[int]],
+    common: frozenset[str],
+    speakers: Container[str],
 ) -> list[_Pair]:
     """Two sessions of one date that each change a value to another: which is later is not
     known, so neither is current; both are shown as a conflict."""
@@ -216,8 +223,8 @@ def _value_conflicts(
                     (a, av, bv)
                     for av in a_values
                     for bv in b_values
-                    if _changed(a, b, av, bv, attribute_overlap(av, bv), a_values, common)
-                    and _changed(b, a, bv, av, attribute_overlap(av, bv), b_values, common)
+                    if _changed(av, bv, attribute_overlap(av, bv), a_values, common, speakers)
+                    and _changed(bv, av, attribute_overlap(av, bv), b_values, common, speakers)
                 ),
                 None,
             )
@@ -254,19 +261,20 @@ def _order(s: Statement) -> tuple[int, int]:
 
 
 def _changed(
-    older: Statement,
-    newer: Statement,
     ov: Value,
     nv: Value,
     shared: int,
     old_values: Sequence[Value],
     common: frozenset[str],
+    speakers: Container[str],
 ) -> bool:
     """The newer value replaces the older one: same kind, another amount the older statement
     never gave, the same attribute, and a later statement that reads as a change. Both
     measured or both meant (a date is either), and when the newer one says what it was,
     it was the older value."""
-    if not comparable(ov, nv) or same_amount(ov, nv) or not _named_alike(ov, nv, shared, common):
+    if not comparable(ov, nv) or same_amount(ov, nv):
+        return False
+    if not _named_alike(ov, nv, shared, common, speakers):
         return False
     if not same_thing(ov, nv):
         return False
@@ -281,7 +289,9 @@ def _changed(
     return nv.changed or nv.was is not None
 
 
-def _named_alike(ov: Value, nv: Value, shared: int, common: frozenset[str]) -> bool:
+def _named_alike(
+    ov: Value, nv: Value, shared: int, common: frozenset[str], speakers: Container[str]
+) -> bool:
     """Whether two values name one attribute: `MIN_SHARED` words in common, or one when
     both follow the same name and the newer statement gives the older value as what it was
     ("runs Postgres 15", then "from Postgres 15 to Postgres 16"), or when a day said to
@@ -298,27 +308,29 @@ def _named_alike(ov: Value, nv: Value, shared: int, common: frozenset[str]) -> b
         return shared >= 1
     if nv.kind == "date" and nv.changed and nv.attribute and nv.attribute <= ov.attribute:
         return shared >= 1 and nv.head == ov.head
-    return shared >= MIN_SHARED or _same_head(ov, nv, common)
+    return shared >= MIN_SHARED or _same_head(ov, nv, common, speakers)
 
 
-def _same_head(ov: Value, nv: Value, common: frozenset[str]) -> bool:
+def _same_head(ov: Value, nv: Value, common: frozenset[str], speakers: Container[str]) -> bool:
     """A changed value of the word right before both, qualified alike, of one owner
     (`_named_alike`)."""
     if nv.kind in _WHEN or not nv.changed or nv.head != ov.head or ov.head not in ov.attribute:
         return False
-    if ov.modifier != nv.modifier or not _one_owner(ov.whose, nv.whose, common):
+    if ov.modifier != nv.modifier or not _one_owner(ov.whose, nv.whose, common, speakers):
         return False
     return not (ov.following and nv.following and not ov.following & nv.following)
 
 
-def _one_owner(a: str, b: str, common: frozenset[str]) -> bool:
+def _one_owner(a: str, b: str, common: frozenset[str], speakers: Container[str]) -> bool:
     """The same owner, or one unsaid beside the speaker's own ("my", "our", or the name an
-    encoder writes for "I", common in the namespace): "the budget" is Ana's when Ana speaks,
-    not her sister's."""
+    encoder writes for "I": a speaker's, or common in the namespace): "the budget" is Ana's
+    when Ana speaks, not her sister's."""
     if a == b:
         return True
     said = a or b
-    return not (a and b) and (said in _SELF_OWNERS or said in common)
+    if a and b:
+        return False
+    return said in _SELF_OWNERS or said in common or said in speakers
 
 
 # -- never-but-did --------------------------------------------------------------------------
@@ -399,7 +411,7 @@ def _name_changes(
     namespace: str,
     statements: Sequence[Statement],
     common: frozenset[str],
-    speakers: frozenset[str] | None,
+    speakers: Container[str] | None,
 ) -> list[Supersession]:
     """Each statement that says its side's named thing gave way to another, with the
     earlier statement of that side that said the old one held (`workers.indexer.renamed`):

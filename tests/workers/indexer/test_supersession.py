@@ -323,6 +323,10 @@ def test_a_value_said_to_change_replaces_the_value_of_the_same_word_before_it() 
     assert {(k.older_id, k.newer_id) for k in link_statements("ns", [first, cut, up])} == {
         ("b1", "b2")  # "the budget" beside someone else's: whose is not known
     }
+    # or a speaker of the namespace, however few of its statements say her name
+    spoken = link_statements("ns", [first, cut, up], speakers=frozenset({"ana"}))
+    assert {(k.older_id, k.newer_id) for k in spoken} == {("b1", "b2"), ("b2", "b3")}
+    assert len(link_statements("ns", [first, cut, up], speakers=frozenset({"bo"}))) == 1
     # another owner, or qualified on one side: not the same value
     for old, new in [
         ("My salary is $90,000.", "My wife's salary went up to $70,000."),
