@@ -330,10 +330,11 @@ def attribute_overlap(a: Value, b: Value) -> int:
     the project) do not tell one attribute from another, so they count only when the rest
     of both attributes is the same: "Ana's body weight" stated ten times is one attribute
     however common its words have become, and "Ana's project costs ... for hosting" and
-    "... for the domain" are two."""
+    "... for the domain" are two. Nor does an owner's name name what is owned ("Ann's budget
+    for the kitchen", "Ann's budget for the shed": whose it is, `same_thing` reads)."""
     if a.attribute == b.attribute:
         return len(a.whole & b.whole)
-    return len(a.attribute & b.attribute)
+    return len(a.attribute & b.attribute - {a.whose, b.whose})
 
 
 def same_thing(a: Value, b: Value) -> bool:

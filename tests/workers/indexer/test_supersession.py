@@ -341,6 +341,9 @@ def test_a_value_said_to_change_replaces_the_value_of_the_same_word_before_it() 
     travel = said("t1", "The travel budget is $3,000.", days[0])
     events = said("t2", "The events budget is now $5,000.", days[1])
     assert link_statements("ns", [travel, events]) == []
+    kitchen = said("k1", "The budget for Ann's kitchen renovation is $500.", days[0])
+    shed = said("k2", "The budget for Ann's garden shed is now $650.", days[1])
+    assert link_statements("ns", [kitchen, shed]) == []  # whose they are names neither
     hosting = said("h1", "It costs $50 for the hosting.", days[0])
     domain = said("h2", "It now costs $20 for the domain.", days[1])
     assert link_statements("ns", [hosting, domain]) == []
