@@ -88,6 +88,27 @@ Count = Annotated[int, Field(ge=0, le=MAX_SEQ)]
 Seq = Annotated[int, Field(ge=0, le=MAX_SEQ, strict=True)]
 
 
+ID_CHARS = 200  # a caller's exchange or turn id
+
+
+def plain_id(text: str) -> bool:
+    """An id without control, formatting or line-breaking characters (a bidi override or a
+    line separator would show another id in the console and listings than the one stored)."""
+    return all(unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") for c in text)
+
+
+def _plain(value: str) -> str:
+    if not plain_id(value):
+        raise ValueError(f"holds control, formatting or line-breaking characters: {shown(value)}")
+    return value
+
+
+# A turn's id as the stages pass it on: the caller's, or `exchange_id#index` (`#` and at most
+# two digits past an exchange id, `schemas.exchange.turn_ids_of`).
+TurnId = Annotated[str, Field(min_length=1, max_length=ID_CHARS + 3), AfterValidator(_plain)]
+ExchangeId = Annotated[str, Field(min_length=1, max_length=ID_CHARS), AfterValidator(_plain)]
+
+
 def json_depth(value: Any) -> int:
     """Nesting depth of decoded JSON (a scalar is 0), without recursion."""
     deepest, stack = 0, [(value, 0)]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import unicodedata
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, ClassVar, Literal
@@ -26,6 +25,7 @@ from schemas.base import (
     Moment,
     Name,
     Seq,
+    plain_id,
     shown,
     visible,
 )
@@ -36,12 +36,6 @@ class Role(StrEnum):
     user = "user"
     assistant = "assistant"
     system = "system"
-
-
-def plain_id(text: str) -> bool:
-    """An id without control, formatting or line-breaking characters (a bidi override or a
-    line separator would show another id in the console and listings than the one stored)."""
-    return all(unicodedata.category(c) not in ("Cc", "Cf", "Zl", "Zp") for c in text)
 
 
 class Turn(BaseModel):

@@ -13,8 +13,7 @@ from typing import Any, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
 
 from schemas import Turn
-from schemas.base import MAX_SEQ, Count, Metadata, Moment, Name, Question
-from schemas.exchange import plain_id
+from schemas.base import MAX_SEQ, Count, Metadata, Moment, Name, Question, plain_id
 from schemas.query import K_MAX, TOKEN_BUDGET_MAX, TOKEN_BUDGET_MIN, Ablation
 
 

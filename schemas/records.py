@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from schemas.base import Contract, Count, Moment, Name
+from schemas.base import Contract, Count, Moment, Name, TurnId
 from schemas.segment import BoundarySignals, FinalizeReason, segment_id
 from schemas.supersession import Supersession
 
@@ -82,7 +82,7 @@ class MemoryRecord(BaseModel):
     entities: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
     tags: list[Label] = Field(default_factory=list, max_length=MAX_LABELS)
     temporal: Temporal = Temporal()
-    evidence: list[str] = Field(description="source turn ids")
+    evidence: list[TurnId] = Field(description="source turn ids")
     source_session: str
     segment_id: str
     source_role: SourceRole = ""
@@ -137,8 +137,8 @@ class RecordBatch(Contract):
     session_id: Name
     segment_id: str
     segment_index: Count
-    first_turn_id: str
-    last_turn_id: str
+    first_turn_id: TurnId
+    last_turn_id: TurnId
     session_date: Moment | None = None
     encoder: str = Field(description="`extractive` or `llm:<model>`")
     records: list[MemoryRecord] = Field(default_factory=list)

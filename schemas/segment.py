@@ -7,7 +7,7 @@ from typing import ClassVar, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schemas.base import Contract, Count, Moment, Name
+from schemas.base import Contract, Count, ExchangeId, Moment, Name, TurnId
 from schemas.exchange import Turn
 
 
@@ -56,12 +56,14 @@ class LogPosition(BaseModel):
 class SegmentExchange(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    exchange_id: str
+    exchange_id: ExchangeId
     seq: Count
-    turn_ids: list[str] = Field(description="one per turn (a split turn repeats its id)")
+    turn_ids: list[TurnId] = Field(description="one per turn (a split turn repeats its id)")
     turns: list[Turn]
-    tokens: int
-    fragment: int | None = Field(default=None, description="fragment number of a split exchange")
+    tokens: int = Field(ge=0)
+    fragment: int | None = Field(
+        default=None, ge=0, description="fragment number of a split exchange"
+    )
     source: LogPosition | None = Field(
         default=None, description="where the exchange was read (None: unknown)"
     )
@@ -94,8 +96,8 @@ class Segment(Contract):
     mode: SegmentMode
     reason: FinalizeReason
     exchanges: list[SegmentExchange] = Field(min_length=1)
-    first_turn_id: str
-    last_turn_id: str
+    first_turn_id: TurnId
+    last_turn_id: TurnId
     tokens: int = Field(ge=0)
     session_date: Moment | None = None
     signals: BoundarySignals | None = Field(

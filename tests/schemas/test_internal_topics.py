@@ -123,3 +123,34 @@ def test_a_raw_turns_vector_that_would_score_nan_is_refused(vector: list[float],
 def test_a_year_zero_is_no_date() -> None:
     with pytest.raises(ValidationError, match="no year 0"):
         Temporal(t_ref="0000")
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "field"),
+    [
+        (("exchanges", 0, "turn_ids", 0), "bad\x00id", "exchanges.0.turn_ids.0"),
+        (("exchanges", 0, "turn_ids", 0), "", "exchanges.0.turn_ids.0"),
+        (("exchanges", 0, "exchange_id"), "x" * 100_000, "exchanges.0.exchange_id"),
+        (("exchanges", 0, "tokens"), -5, "exchanges.0.tokens"),
+        (("exchanges", 0, "fragment"), -1, "exchanges.0.fragment"),
+        (("first_turn_id",), "", "first_turn_id"),
+        (("last_turn_id",), "t\u2028x", "last_turn_id"),
+    ],
+)
+def test_a_segment_with_ids_or_counts_no_exchange_could_give_is_refused(
+    where: tuple[Any, ...], value: Any, field: str
+) -> None:
+    """A segment says what its exchanges said: ids the exchange contract refuses, or counts
+    below zero, would become records whose evidence names no turn."""
+    data = segment()
+    held = data
+    for key in where[:-1]:
+        held = held[key]
+    held[where[-1]] = value
+    with pytest.raises(ValidationError, match=field.replace(".", r"\.")):
+        Segment.model_validate(data)
+
+
+def test_a_record_whose_evidence_no_turn_could_have_is_refused() -> None:
+    with pytest.raises(ValidationError, match=r"records\.0\.evidence\.0"):
+        RecordBatch.model_validate(batch([record(evidence=["bad\x00id"])]))
