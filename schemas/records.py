@@ -19,6 +19,9 @@ SEMANTIC_TEXT_MAX_CHARS = 4_000
 # uncapped list is one message that writes a table's worth of rows (a dev split's records
 # name at most 8 of either)
 MAX_LABELS = 32
+# ... and a pair node is made of each of its first PAIRED entities with each of its first
+# PAIRED tags: 32 of each would be 1,024 pairs a record, 100,000 rows a message
+PAIRED = 8
 LABEL_MAX_CHARS = 200
 CONTEXT_MAX_CHARS = 400  # a record's searchable context: the subject its neighbours name
 DISAMBIGUATION_MAX_CHARS = 1_200  # the note carried to the next segment (paper §3.3)

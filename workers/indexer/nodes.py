@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 
-from schemas.records import MemoryRecord, NodeType, RecordBatch, pair_label
+from schemas.records import PAIRED, MemoryRecord, NodeType, RecordBatch, pair_label
 from workers.store.arrow import naive
 from workers.store.nodes import NodeUpdate, combine_updates
 
@@ -99,7 +99,9 @@ def _record_nodes(rec: MemoryRecord) -> list[tuple[NodeType, str, str]]:
         NodeType.entity: entities,
         NodeType.topic: tags,
         NodeType.entity_topic: [
-            (f"{ek}|{tk}", pair_label(el, tl)) for ek, el in entities for tk, tl in tags
+            (f"{ek}|{tk}", pair_label(el, tl))
+            for ek, el in entities[:PAIRED]
+            for tk, tl in tags[:PAIRED]
         ],
         NodeType.temporal: _temporal_keys(rec.temporal.dates()),
     }

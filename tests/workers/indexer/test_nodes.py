@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
 import pytest
 
 from schemas import Segment
-from schemas.records import MemoryRecord, MemoryType, NodeType, Temporal
+from schemas.records import MAX_LABELS, PAIRED, MemoryRecord, MemoryType, NodeType, Temporal
 from tests.workers.builders import make_batch, make_segment
 from workers.encoder.encoded import build_record
 from workers.indexer.nodes import derive_nodes, normalize_key
@@ -64,6 +65,20 @@ def test_derive_nodes_entity_topic_and_pairs() -> None:
         assert u.record_ids == (r.record_id,)
         assert u.texts == (r.semantic_text,)
         assert u.namespace == "a"
+
+
+def test_a_record_of_many_labels_pairs_only_its_first_ones() -> None:
+    """Every label is a node, but pairs of 32 entities and 32 tags would be 1,024 rows a
+    record: the first `PAIRED` of each are paired."""
+    seg = make_segment()
+    many = [f"label {i}" for i in range(MAX_LABELS)]
+    nodes = derive_nodes(make_batch(seg, [rec(seg, "Ann lists her labels", many, many)]))
+    counts = Counter(u.node_type for u in nodes)
+    assert counts[NodeType.entity] == counts[NodeType.topic] == MAX_LABELS
+    assert counts[NodeType.entity_topic] == PAIRED * PAIRED
+    assert {u.key for u in nodes if u.node_type is NodeType.entity_topic} == {
+        f"label {e}|label {t}" for e in range(PAIRED) for t in range(PAIRED)
+    }
 
 
 @pytest.mark.parametrize("left_out", list(NodeType))
