@@ -66,6 +66,24 @@ _CHANGED = re.compile(
     re.IGNORECASE,
 )
 
+# a change and the state it changes, when their words say so whatever the model reads of
+# them: a move and where one lives, a new job and where one works ("I live in Lisbon" and "I
+# moved to Berlin last week" read 0.38 with MiniLM, the two cities apart)
+_OF_A_KIND = (
+    (
+        re.compile(r"\b(?:moved|relocated)\b", re.IGNORECASE),
+        re.compile(r"\b(?:live|lives|living|based|home)\b", re.IGNORECASE),
+    ),
+    (
+        re.compile(
+            r"\bnew (?:job|role|position)\b"
+            r"|\b(?:left|quit|changed) (?:my|our|his|her|their) (?:job|role|position)\b",
+            re.IGNORECASE,
+        ),
+        re.compile(r"\b(?:work|works|working|job|employed)\b", re.IGNORECASE),
+    ),
+)
+
 # a question for a state as it stands: where one lives, which one uses, what it is now
 # ("where do I live?", "what is my budget now?"); not what has come about ("what has she
 # done", "how many have I sent"), which a change does not answer
@@ -105,7 +123,8 @@ def change_first(
     `CHANGE_HEAD` items, said after it, moved right above it (one move a request), unless a
     link says that item replaced the change (`replaces`: a value said again carries the date
     of its first saying). Like: the change's clause and the item's clause that answers
-    `question`. For a question about the present only: the caller asks."""
+    `question`, by the model's cosine or by their words (a move and where one lives). For a
+    question about the present only: the caller asks."""
     out = list(items)
     n = min(head, len(out))
     at = [when(i) for i in out[:n]]
@@ -127,11 +146,21 @@ def change_first(
             continue
         answer = own[0] if len(own) == 1 else own[_argmax(alike(question, own))]
         cosines = alike(answer, [told for _, told in later])
-        best = _argmax(cosines)
-        if cosines[best] >= MIN_ALIKE:
+        like = [
+            i
+            for i, (_, told) in enumerate(later)
+            if cosines[i] >= MIN_ALIKE or _of_a_kind(answer, told)
+        ]
+        if like:
+            best = max(like, key=cosines.__getitem__)
             out.insert(p, out.pop(later[best][0]))
             return out
     return out
+
+
+def _of_a_kind(state: str, change: str) -> bool:
+    """Whether `change` is a change of the state `state` says by their words (`_OF_A_KIND`)."""
+    return any(c.search(change) and s.search(state) for c, s in _OF_A_KIND)
 
 
 def clauses(text: str) -> list[str]:

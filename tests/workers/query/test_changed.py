@@ -226,3 +226,18 @@ def test_a_change_is_stated_in_several_forms(later: str, moves: bool) -> None:
     items = [HOME, OTHER, change]
     moved = change_first(Q, items, when, cosines({(HOME.text, later): 0.6}), 10)
     assert (moved[0] is change) is moves
+
+
+def test_a_move_goes_above_where_one_lives_however_unlike_the_two_cities_read() -> None:
+    """The model reads "I live in Lisbon" and "I moved to Berlin last week" apart; their words
+    say a move changes where one lives (and a new job where one works), not what one does."""
+    lives = said(5, "I live in Lisbon.", JAN)
+    moved = said(6, "I moved to Berlin last week.", MAR)
+    works = said(7, "I work as a nurse at the city hospital.", JAN)
+    job = said(8, "I started a new job at the clinic.", MAR)
+    alike = cosines({})  # every pair reads 0.0
+    assert change_first(Q, [lives, OTHER, moved], when, alike, 10) == [moved, lives, OTHER]
+    assert change_first("Where do I work?", [works, job], when, alike, 10) == [job, works]
+    # a move is no change of one's job, nor a switch of editor one of where one lives
+    assert change_first("Where do I work?", [works, moved], when, alike, 10) == [works, moved]
+    assert change_first(Q, [lives, EDITOR], when, alike, 10) == [lives, EDITOR]
