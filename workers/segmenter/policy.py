@@ -7,8 +7,7 @@ and stores the state atomically, so the same inputs always give the same segment
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -29,8 +28,7 @@ from schemas import (
 from schemas.exchange import turn_text
 from workers.segmenter import signals as sig
 from workers.segmenter.params import SegmenterParams, SurpriseCalibration
-
-TokenCounter = Callable[[str], int]
+from workers.segmenter.pieces import TokenCounter, split_text
 
 
 @dataclass(frozen=True)
@@ -95,9 +93,6 @@ class Decision:
     signals: BoundarySignals | None
     finalized: list[Segment]
     left_out: int = 0  # an oversized exchange's fragments past `max_fragments`: not encoded
-
-
-_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
 
 
 class SegmentPolicy:
@@ -294,30 +289,11 @@ class SegmentPolicy:
         return Decision("split", None, out, left_out=len(groups) - len(kept))
 
     def _split_text(self, rendered: str, content: str) -> list[str]:
-        """A turn's content in pieces under the cap: sentences, then word runs if needed."""
+        """A turn's content in pieces under the cap (`workers.segmenter.pieces`)."""
         if self.count(rendered) <= self.p.max_tokens:
             return [content]
         budget = max(1, self.p.max_tokens - (self.count(rendered) - self.count(content)) - 8)
-        pieces: list[str] = []
-        for sentence in _SENTENCE_RE.split(content):
-            if self.count(sentence) <= budget:
-                pieces.append(sentence)
-                continue
-            # a sentence longer than the cap: word runs, counted as they grow (o200k splits
-            # before each space, so a run's count is the sum of its words' counts)
-            run: list[str] = []
-            used = 0
-            for w in sentence.split():
-                cost = self.count(f" {w}" if run else w)
-                if run and used + cost > budget:
-                    pieces.append(" ".join(run))
-                    run, cost = [], self.count(w)
-                    used = 0
-                run.append(w)
-                used += cost
-            if run:
-                pieces.append(" ".join(run))
-        return _merge_runs(pieces, budget, self.count)
+        return split_text(content, budget, self.count)
 
     def _pack(self, pieces: Sequence[tuple[str, Turn]]) -> list[list[tuple[str, Turn]]]:
         """Greedy packing of turn pieces into fragments of at most `max_tokens`."""
@@ -331,16 +307,6 @@ class SegmentPolicy:
             groups[-1].append((tid, turn))
             used += cost
         return groups
-
-
-def _merge_runs(pieces: list[str], budget: int, count: TokenCounter) -> list[str]:
-    merged: list[str] = []
-    for piece in pieces:
-        if merged and count(merged[-1] + " " + piece) <= budget:
-            merged[-1] = merged[-1] + " " + piece
-        else:
-            merged.append(piece)
-    return merged
 
 
 def _unit(v: sig.Vector) -> sig.Vector:
