@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from schemas.base import TURN_CHARS, Contract, Moment, Name, Seq
+from schemas.base import TURN_CHARS, Contract, ExchangeId, Moment, Name, Seq, TurnId
 from schemas.exchange import Role, render_turn
 
 # An embedding's component: finite, and small enough that its vector's norm is finite in
@@ -23,8 +23,8 @@ class RawTurn(Contract):
     kind: Literal["raw_turn"] = "raw_turn"
     namespace: Name
     session_id: Name
-    turn_id: str = Field(min_length=1, max_length=200)
-    exchange_id: str = Field(min_length=1, max_length=200)
+    turn_id: TurnId  # the caller's, or its exchange's id and its place (`#3`)
+    exchange_id: ExchangeId
     seq: Seq
     index: int = Field(
         ge=0, le=1_000, strict=True, description="position of the turn inside its exchange"

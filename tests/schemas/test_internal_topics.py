@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from schemas import RawTurn, Segment
+from schemas import Exchange, RawTurn, Role, Segment, Turn
 from schemas.records import MAX_LABELS, MemoryRecord, MemoryType, RecordBatch, Temporal
 from tests.workers.builders import make_batch, make_segment
 from workers.encoder.encoded import build_record
@@ -154,3 +154,31 @@ def test_a_segment_with_ids_or_counts_no_exchange_could_give_is_refused(
 def test_a_record_whose_evidence_no_turn_could_have_is_refused() -> None:
     with pytest.raises(ValidationError, match=r"records\.0\.evidence\.0"):
         RecordBatch.model_validate(batch([record(evidence=["bad\x00id"])]))
+
+
+def test_a_raw_turn_takes_the_id_made_for_a_turn_of_a_long_exchange_id() -> None:
+    """A turn without a caller's id is `exchange_id#index`: an exchange id of 200 characters
+    makes a turn id of 202, which the raw turn refused (the exchange was dead-lettered)."""
+    ex = Exchange(
+        namespace="kx",
+        session_id="good",
+        seq=0,
+        exchange_id="x" * 200,
+        turns=[Turn(role=Role.user, content="hi")],
+    )
+    (tid,) = ex.turn_ids()
+    raw = {
+        "namespace": "kx",
+        "session_id": "good",
+        "turn_id": tid,
+        "exchange_id": ex.exchange_id,
+        "seq": 0,
+        "index": 0,
+        "role": "user",
+        "text": "hi",
+        "embedding": [0.1],
+        "embedding_model": "m",
+    }
+    assert RawTurn.model_validate(raw).turn_id == "x" * 200 + "#0"
+    with pytest.raises(ValidationError, match="turn_id"):
+        RawTurn.model_validate(raw | {"turn_id": "t\x00"})
