@@ -158,7 +158,7 @@ def test_a_record_whose_evidence_no_turn_could_have_is_refused() -> None:
 
 def test_a_raw_turn_takes_the_id_made_for_a_turn_of_a_long_exchange_id() -> None:
     """A turn without a caller's id is `exchange_id#index`: an exchange id of 200 characters
-    makes a turn id of 202, which the raw turn refused (the exchange was dead-lettered)."""
+    makes a turn id of 202, which the raw turn refused."""
     ex = Exchange(
         namespace="kx",
         session_id="good",
