@@ -71,7 +71,13 @@ _CHANGED = re.compile(
 # moved to Berlin last week" read 0.38 with MiniLM, the two cities apart)
 _OF_A_KIND = (
     (
-        re.compile(r"\b(?:moved|relocated)\b", re.IGNORECASE),
+        # a move of oneself ("moved to", "moved back home"), not of a thing ("moved the
+        # meeting to Friday", "moved my files to a new folder")
+        re.compile(
+            r"\b(?:moved|relocated)\s+(?:back\s+|over\s+|out\s+)?"
+            r"(?:to|into|from|in|out|home|abroad|away|house|here|there)\b",
+            re.IGNORECASE,
+        ),
         re.compile(r"\b(?:live|lives|living|based|home)\b", re.IGNORECASE),
     ),
     (

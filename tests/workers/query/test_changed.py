@@ -241,3 +241,7 @@ def test_a_move_goes_above_where_one_lives_however_unlike_the_two_cities_read() 
     # a move is no change of one's job, nor a switch of editor one of where one lives
     assert change_first("Where do I work?", [works, moved], when, alike, 10) == [works, moved]
     assert change_first(Q, [lives, EDITOR], when, alike, 10) == [lives, EDITOR]
+    # a thing moved is no move of one's home
+    files = said(9, "I moved my files to the new folder.", MAR)
+    meeting = said(10, "We moved the standup to Friday.", MAR)
+    assert change_first(Q, [lives, files, meeting], when, alike, 10) == [lives, files, meeting]
