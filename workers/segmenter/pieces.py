@@ -13,14 +13,15 @@ from collections.abc import Callable
 TokenCounter = Callable[[str], int]
 
 _SENTENCE_RE = re.compile(r"(?<=[.!?])\s+")
-# a fence line: three backticks or tildes, a language after them (CommonMark)
-_FENCE_RE = re.compile(r"^[ \t]{0,3}(```|~~~)[^\n]*$", re.MULTILINE)
+# a fence line: three or more backticks or tildes, an info string after them (CommonMark: a
+# backtick fence's info string holds no backtick, else the line is prose)
+_FENCE_RE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})([^\n]*)$", re.MULTILINE)
 
 
 def split_text(content: str, budget: int, count: TokenCounter) -> list[str]:
     """`content` in pieces of at most `budget` tokens (as `count` counts them)."""
     found = blocks(content)
-    if len(found) == 1 and found[0][0] is None:  # prose alone, as it is
+    if not any(fence for fence, _ in found):  # prose alone (or blank code), as it is
         return _merge_runs(_prose(content, budget, count), budget, count)
     pieces: list[str] = []
     for fence, text in found:
@@ -36,12 +37,16 @@ def blocks(content: str) -> list[tuple[str | None, str]]:
     order; a fence left open runs to the end."""
     out: list[tuple[str | None, str]] = []
     opening: str | None = None
+    marker = ""
     at = 0
     for m in _FENCE_RE.finditer(content):
+        mark, info = m.group(1), m.group(2)
         if opening is None:
+            if mark[0] == "`" and "`" in info:
+                continue  # prose that starts with backticks
             out.append((None, content[at : m.start()]))
-            opening, at = m.group(0).strip(), m.end() + 1
-        elif m.group(1) == opening[:3] and not m.group(0).strip()[3:]:
+            opening, marker, at = m.group(0).strip(), mark, m.end() + 1
+        elif mark[0] == marker[0] and len(mark) >= len(marker) and not info.strip():
             out.append((opening, content[at : m.start()].rstrip("\n")))
             opening, at = None, m.end() + 1
     out.append((opening, content[at:].rstrip("\n") if opening else content[at:]))
@@ -62,7 +67,9 @@ def _prose(text: str, budget: int, count: TokenCounter) -> list[str]:
 def _code(fence: str, body: str, budget: int, count: TokenCounter) -> list[str]:
     """Runs of whole lines, each fenced as the block was (a line longer than the cap alone,
     at its words)."""
-    close = fence[:3]
+    close = fence.lstrip(" \t")[:3]
+    if count(f"{fence}\n\n{close}") > budget // 4:  # a long info string: the bare marker
+        fence = close
     room = max(1, budget - count(f"{fence}\n\n{close}"))
     lines: list[str] = []
     for line in body.split("\n"):

@@ -35,3 +35,20 @@ def test_prose_without_code_is_cut_as_before_at_sentences_then_word_runs() -> No
     assert pieces[0] == "First one. Second one."
     assert all(count_tokens(p) <= 100 for p in pieces)
     assert " ".join(pieces[1:]) == f"{long}."
+
+
+def test_a_blank_code_block_is_cut_as_text_and_never_to_nothing() -> None:
+    """Nothing but a fence of blank lines: no piece would leave the segmenter no turn."""
+    assert split_text("```\n" + " \n" * 3000 + "```", 800, count_tokens)
+
+
+def test_a_fence_closes_only_with_as_many_of_its_own_marks() -> None:
+    text = "````md\n```py\nprint(1)\n```\nmore\n````\nafter"
+    assert blocks(text) == [("````md", "```py\nprint(1)\n```\nmore"), (None, "after")]
+
+
+def test_a_long_info_string_is_not_repeated_over_the_cap() -> None:
+    text = "```text " + " ".join(["word"] * 950) + "\n" + LOG + "\n```"
+    pieces = split_text(text, 880, count_tokens)
+    assert all(count_tokens(p) <= 880 for p in pieces)
+    assert all(p.startswith("```\n") for p in pieces)
