@@ -73,6 +73,7 @@ def _fingerprint() -> str:
             root / "datasets.py",
             root / "vocabulary.py",
             root / "segmenter" / "policy.py",
+            root / "segmenter" / "pieces.py",
         ]
     )
     digest = hashlib.sha256()

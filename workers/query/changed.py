@@ -71,22 +71,27 @@ _CHANGED = re.compile(
 # moved to Berlin last week" read 0.38 with MiniLM, the two cities apart)
 _OF_A_KIND = (
     (
-        # a move of oneself ("moved to", "moved back home"), not of a thing ("moved the
-        # meeting to Friday", "moved my files to a new folder")
+        # one's own move ("we moved to", "I relocated back home"), not a thing's ("the
+        # standup moved to 10am", "moved my files to a new folder") nor a tool's ("moved
+        # from Slack to Teams")
         re.compile(
-            r"\b(?:moved|relocated)\s+(?:back\s+|over\s+|out\s+)?"
-            r"(?:to|into|from|in|out|home|abroad|away|house|here|there)\b",
+            r"\b(?:I|we)\s+(?:just\s+|recently\s+|finally\s+)?(?:moved|relocated)\s+"
+            r"(?:back\s+|over\s+)?(?:to|into|out|home|abroad|away|house)\b",
             re.IGNORECASE,
         ),
-        re.compile(r"\b(?:live|lives|living|based|home)\b", re.IGNORECASE),
+        re.compile(
+            r"\b(?:I|we)\s+(?:still\s+)?(?:live|am living|are living)\s+(?:in|at|near)\b"
+            r"|\b(?:I['’]m|I am|we['’]re|we are)\s+based in\b",
+            re.IGNORECASE,
+        ),
     ),
     (
         re.compile(
-            r"\bnew (?:job|role|position)\b"
-            r"|\b(?:left|quit|changed) (?:my|our|his|her|their) (?:job|role|position)\b",
+            r"\b(?:I|we)\b[^.!?;]{0,30}\bnew (?:job|role|position)\b"
+            r"|\b(?:I|we)\s+(?:left|quit|changed)\s+(?:my|our)\s+(?:job|role|position)\b",
             re.IGNORECASE,
         ),
-        re.compile(r"\b(?:work|works|working|job|employed)\b", re.IGNORECASE),
+        re.compile(rf"\b(?:I|we)\s+(?:still\s+)?{_JOB}\b", re.IGNORECASE),
     ),
 )
 

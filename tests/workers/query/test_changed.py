@@ -245,3 +245,8 @@ def test_a_move_goes_above_where_one_lives_however_unlike_the_two_cities_read() 
     files = said(9, "I moved my files to the new folder.", MAR)
     meeting = said(10, "We moved the standup to Friday.", MAR)
     assert change_first(Q, [lives, files, meeting], when, alike, 10) == [lives, files, meeting]
+    # nor a tool's move, nor another person's state or new job
+    tools = said(11, "We moved from Slack to Teams.", MAR)
+    ana = said(12, "Ana lives in Porto.", JAN)
+    assert change_first(Q, [lives, tools], when, alike, 10) == [lives, tools]
+    assert change_first(Q, [ana, moved], when, alike, 10) == [ana, moved]
