@@ -167,18 +167,7 @@ def test_a_raw_turn_takes_the_id_made_for_a_turn_of_a_long_exchange_id() -> None
         turns=[Turn(role=Role.user, content="hi")],
     )
     (tid,) = ex.turn_ids()
-    raw = {
-        "namespace": "kx",
-        "session_id": "good",
-        "turn_id": tid,
-        "exchange_id": ex.exchange_id,
-        "seq": 0,
-        "index": 0,
-        "role": "user",
-        "text": "hi",
-        "embedding": [0.1],
-        "embedding_model": "m",
-    }
+    raw = RAW_TURN | {"turn_id": tid, "exchange_id": ex.exchange_id}
     assert RawTurn.model_validate(raw).turn_id == "x" * 200 + "#0"
     with pytest.raises(ValidationError, match="turn_id"):
         RawTurn.model_validate(raw | {"turn_id": "t\x00"})
