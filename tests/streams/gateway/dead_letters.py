@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 from aiokafka import AIOKafkaProducer
 
@@ -49,10 +50,13 @@ def exchange(namespace: str, session_id: str, content: str) -> Exchange:
 
 
 async def failed_exchange(
-    bootstrap: str, ex: Exchange, partition: int = 0, offset: int = 0
+    bootstrap: str, ex: Exchange, partition: int = 0, offset: int | None = None
 ) -> None:
     """`ex` dead-lettered as the segmenter writes it, as read at `offset` of `partition`
-    (by default 0 and 0: it was never produced to the source topic)."""
+    (by default an offset of its own far past any message: it was never produced to the
+    source topic, and a letter naming a real position reads as that message's outcome)."""
+    if offset is None:
+        offset = (1 << 60) + uuid.uuid4().int % (1 << 30)
     publisher = KafkaPublisher(bootstrap, idempotence=False)
     await publisher.start()
     try:

@@ -133,7 +133,8 @@ async def publisher(stack):  # type: ignore[no-untyped-def]
 
 
 def incoming(value: bytes | None, key: bytes | None, topic: str = t.EXCHANGES) -> Incoming:
-    return Incoming(topic, 0, 10_000 + uuid.uuid4().int % 10_000, key, value)
+    # an offset of its own far past any message the shared stack holds
+    return Incoming(topic, 0, (1 << 60) + uuid.uuid4().int % (1 << 30), key, value)
 
 
 async def dlq_of(stack, offset: int, topic: str = t.EXCHANGES) -> list[tuple]:  # type: ignore[no-untyped-def, type-arg]
