@@ -46,6 +46,7 @@ from streams.settings import Settings
 from tests.evals.probe_figures import asked, baselines, figures, result_of, summary
 from workers.datasets import Conversation
 from workers.embedding import Embedder
+from workers.encoder.encoded import record_batch
 from workers.encoder.extractive import encode_extractive
 from workers.errors import DatasetError
 from workers.evaluation.metrics import CATEGORIES, QuestionResult, items_within_budget
@@ -122,20 +123,8 @@ def segments_of(
 
 
 def batch_of(segment: Segment) -> RecordBatch:
-    encoded = encode_extractive(segment)
-    return RecordBatch(
-        namespace=segment.namespace,
-        session_id=segment.session_id,
-        segment_id=segment.segment_id,
-        segment_index=segment.index,
-        first_turn_id=segment.first_turn_id,
-        last_turn_id=segment.last_turn_id,
-        session_date=segment.session_date,
-        encoder=encoded.encoder,
-        records=encoded.records,
-        disambiguation_context=encoded.disambiguation_context,
-        usage=encoded.usage,
-    )
+    """The segment's batch as the encoder stage writes it, with the extractive encoder."""
+    return record_batch(segment, encode_extractive(segment))
 
 
 async def ingest(
