@@ -103,6 +103,10 @@ def _plain(value: str) -> str:
     return value
 
 
+# Who said a turn, as listings, the console and an answer model's context show it: a name
+# with spaces, but no character that would show another name or break the line
+Speaker = Annotated[str, Field(max_length=200), AfterValidator(_plain)]
+
 # A turn's id as the stages pass it on: the caller's, or `exchange_id#index` (`#` and at most
 # two digits past an exchange id, `schemas.exchange.turn_ids_of`).
 TurnId = Annotated[str, Field(min_length=1, max_length=ID_CHARS + 3), AfterValidator(_plain)]
@@ -150,6 +154,14 @@ class Contract(BaseModel):
     # that predates the field refuses the message by its version, not by an unknown field.
     latest_version: ClassVar[int] = SCHEMA_VERSION
     schema_version: int = SCHEMA_VERSION
+
+    @field_validator("schema_version", mode="before")
+    @classmethod
+    def _a_whole_number(cls, v: Any) -> Any:
+        # "2" or true read as a version would take a foreign client's mistake for a choice
+        if type(v) is not int:
+            raise ValueError(f"must be a whole number (got {shown(v)})")
+        return v
 
     @field_validator("schema_version")
     @classmethod

@@ -25,6 +25,7 @@ from schemas.base import (
     Moment,
     Name,
     Seq,
+    Speaker,
     plain_id,
     shown,
     visible,
@@ -46,7 +47,7 @@ class Turn(BaseModel):
 
     role: Role
     content: str = Field(max_length=TURN_CHARS)
-    speaker: str | None = Field(default=None, max_length=200)
+    speaker: Speaker | None = None
     created_at: Moment | None = None
     turn_id: str | None = Field(default=None, min_length=1, max_length=200)
     image_caption: str | None = Field(default=None, max_length=10_000)
@@ -139,6 +140,24 @@ class Exchange(Contract):
         if not plain_id(v):
             raise ValueError("holds control, formatting or line-breaking characters")
         return v
+
+    @model_validator(mode="after")
+    def _an_id_names_one_turn(self) -> Exchange:
+        """Two turns of one exchange under one id with other words: one would be stored and
+        records would cite it for both (the gateway refuses it with a 409; a producer of its
+        own reaches the stages)."""
+        ids = self.turn_ids()
+        if len(set(ids)) == len(ids):
+            return self
+        first: dict[str, tuple[int, str]] = {}
+        for i, (tid, digest) in enumerate(self.named_turns()):
+            at, said = first.setdefault(tid, (i, digest))
+            if said != digest:
+                raise ValueError(
+                    f"turns.{i}.turn_id {shown(tid)} is the id of turns.{at}, which says other "
+                    "words: a turn id names one turn"
+                )
+        return self
 
     @property
     def key(self) -> str:

@@ -60,7 +60,7 @@ class SegmentExchange(BaseModel):
     seq: Count
     turn_ids: list[TurnId] = Field(description="one per turn (a split turn repeats its id)")
     turns: list[Turn]
-    tokens: int = Field(ge=0)
+    tokens: Count
     fragment: int | None = Field(
         default=None, ge=0, description="fragment number of a split exchange"
     )
@@ -98,7 +98,7 @@ class Segment(Contract):
     exchanges: list[SegmentExchange] = Field(min_length=1)
     first_turn_id: TurnId
     last_turn_id: TurnId
-    tokens: int = Field(ge=0)
+    tokens: Count
     session_date: Moment | None = None
     signals: BoundarySignals | None = Field(
         default=None, description="signals of the decision that closed the segment, if any"

@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from schemas.base import TURN_CHARS, Contract, ExchangeId, Moment, Name, Seq, TurnId
+from schemas.base import TURN_CHARS, Contract, ExchangeId, Moment, Name, Seq, Speaker, TurnId
 from schemas.exchange import Role, render_turn
 
 # An embedding's component: finite, and small enough that its vector's norm is finite in
@@ -36,7 +36,7 @@ class RawTurn(Contract):
         description="how many turns its exchange has; without it the turn closes its exchange",
     )
     role: Role
-    speaker: str | None = Field(default=None, max_length=200)
+    speaker: Speaker | None = None
     text: str = Field(max_length=TURN_CHARS)
     image_caption: str | None = Field(default=None, max_length=10_000)
     session_date: Moment | None = None  # years the store can read back (schemas.base)

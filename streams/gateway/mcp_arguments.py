@@ -12,7 +12,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from schemas import EvidenceItem, Role
-from schemas.base import TURN_CHARS
+from schemas.base import TURN_CHARS, Speaker
 from schemas.base import check_name as a_name
 from schemas.errors import validation_reason
 from schemas.gateway import ExchangeIn
@@ -25,7 +25,7 @@ class Message(BaseModel):
 
     role: Role = Role.user
     content: str = Field(min_length=1, max_length=TURN_CHARS)
-    speaker: str | None = Field(default=None, max_length=200)
+    speaker: Speaker | None = None
 
 
 class Memory(BaseModel):

@@ -132,6 +132,8 @@ def test_a_year_zero_is_no_date() -> None:
         (("exchanges", 0, "turn_ids", 0), "", "exchanges.0.turn_ids.0"),
         (("exchanges", 0, "exchange_id"), "x" * 100_000, "exchanges.0.exchange_id"),
         (("exchanges", 0, "tokens"), -5, "exchanges.0.tokens"),
+        (("exchanges", 0, "tokens"), 2**63 - 1, "exchanges.0.tokens"),
+        (("tokens",), 2**63 - 1, "tokens"),  # past what the segment's records may say
         (("exchanges", 0, "fragment"), -1, "exchanges.0.fragment"),
         (("first_turn_id",), "", "first_turn_id"),
         (("last_turn_id",), "t\u2028x", "last_turn_id"),
