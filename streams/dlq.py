@@ -69,6 +69,21 @@ def _keyed_owner(key: bytes | None) -> tuple[str, str | None] | None:
     return namespace, session or None
 
 
+# A value no JSON reader takes (a byte-order mark before it, bytes that are no UTF-8, a cut)
+# may still name its namespace in its words, which a forget of that namespace must hide.
+_NAMED = re.compile(rb'"namespace"\s*:\s*"([A-Za-z0-9][A-Za-z0-9._:@+-]{0,127})"')
+_SESSION = re.compile(rb'"session_id"\s*:\s*"([A-Za-z0-9][A-Za-z0-9._:@+-]{0,127})"')
+
+
+def _worded_owner(value: bytes) -> tuple[str, str | None] | None:
+    """The namespace (and session) the bytes of a value that is no JSON name first."""
+    named = _NAMED.search(value)
+    if named is None:
+        return None
+    session = _SESSION.search(value)
+    return named.group(1).decode(), session.group(1).decode() if session else None
+
+
 @dataclass(frozen=True)
 class DeadLetter:
     topic: str  # the dead-letter topic
@@ -110,7 +125,8 @@ class DeadLetter:
     def owner(self) -> tuple[str, str | None] | None:
         """The namespace and session its value belongs to, else those its key names (a
         value that is no JSON object still came keyed `namespace/session`, or by namespace,
-        and a forget of that namespace hides it too); None when neither names one."""
+        and a forget of that namespace hides it too), else those the words of a value no
+        JSON reader takes name; None when none names one."""
         try:
             data = orjson.loads(self.value or b"")
         except orjson.JSONDecodeError:
@@ -119,7 +135,7 @@ class DeadLetter:
         if isinstance(namespace, str):
             session = data.get("session_id") if isinstance(data, dict) else None
             return namespace, session if isinstance(session, str) else None
-        return _keyed_owner(self.key)
+        return _keyed_owner(self.key) or _worded_owner(self.value or b"")
 
     def lineage(self) -> Source | None:
         """Where in `memory.exchanges` the message came from, which a forget fences by: an

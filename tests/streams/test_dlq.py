@@ -245,6 +245,10 @@ def test_dlq_letter_restores_the_original_headers_and_reads_ours() -> None:
         (b"ns", b"\xff\xfe raw bytes", ("ns", None)),  # keyed by namespace (queries, control)
         (b"bad name!/s1", b"not json", None),
         (None, b"not json", None),
+        # no key, and no JSON reader takes the value: the namespace its words name
+        (None, b'\xef\xbb\xbf{"namespace": "fx", "session_id": "s3"}', ("fx", "s3")),
+        (None, b'{"namespace":"fx","turns":[{"content":"\xff"}]}', ("fx", None)),
+        (None, b'{"namespace": "bad name!"', None),
     ],
 )
 def test_dlq_a_letter_belongs_to_its_values_namespace_else_to_its_keys(
