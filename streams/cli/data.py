@@ -97,7 +97,7 @@ def _refused(file: Path, skipped: Sequence[Skipped]) -> None:
     if skipped:
         raise click.ClickException(
             f"{counted(len(skipped), 'message')} of {file} refused (named above) and NOT "
-            "produced; the rest was"
+            "produced; the rest of the file was produced"
         )
 
 
@@ -181,7 +181,10 @@ def ask(
     except ReplyTimeout as exc:
         hint = "is the query worker running? `lychee status` says"
         if s.llm.configured:
-            hint += f"; with an LLM ({s.llm.base_url}), is it answering?"
+            hint += (
+                f"; with an LLM ({s.llm.base_url}), is it answering? A slow one needs a longer "
+                "--timeout"
+            )
         raise TimedOut(f"{exc} ({hint})") from exc
     if as_json:
         click.echo(orjson.dumps(reply.model_dump(mode="json"), option=orjson.OPT_INDENT_2).decode())
