@@ -67,7 +67,9 @@ _SELF = wordset(
     "fully eventually last this week month year today yesterday ago the user"
 )
 # what may follow the name that ends the change: no part of it, no owner's 's
-_AFTER = NOT_NAMES | wordset("last this next month week year ago entirely altogether")
+_AFTER = NOT_NAMES | wordset(
+    "last this next month week year ago entirely altogether during earlier"
+)
 _DETERMINERS = wordset("the a an our my your their his her its this that")
 MAX_CHARS = 600  # a longer record is a pasted request: read by neither side
 # a statement that asks, tries, plans or weighs: it does not say how things stood

@@ -272,6 +272,12 @@ def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -
         ("We host it on Fly.io instead of Heroku now.", [("Heroku", "Fly.io")]),
         ("We moved from New York City to Boston.", [("New York City", "Boston")]),
         ("We're no longer on Heroku.", [("Heroku", None)]),
+        # dated as the extractive encoder writes "last week" and "earlier this year"
+        (
+            "We switched from Flask to FastAPI during the week of 13 June 2024.",
+            [("Flask", "FastAPI")],
+        ),
+        ("We moved from Heroku to Fly.io earlier this year.", [("Heroku", "Fly.io")]),
         # someone else's change, a plan, a denial, a condition, a preference
         ("Ana moved from Acme to Globex.", []),
         ("My brother switched from Toyota to Honda.", []),
