@@ -3,7 +3,8 @@
 Without API keys anyone who can reach the port can read and write every namespace, so the
 gateway then refuses any address but loopback. Whoever reaches the port can open
 connections: each must send its request's headers within `header_timeout_s`, and at most
-`CONNECTIONS_PER_SLOT` connections per in-flight slot are open at once.
+`CONNECTIONS_PER_SLOT` connections per in-flight slot are open at once, a new one taking the
+place of the one that has waited longest for its headers.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ class HeaderDeadline(H11Protocol):
     (its keep-alive timer ends at a request's first byte, and nothing times a connection
     before its first request): a connection that has not completed its headers
     `header_timeout_s` after it opened, or after its previous answer, is closed, whether it
-    sends nothing or one byte at a time. A connection over uvicorn's `limit_concurrency` is
-    closed at once rather than held until it sends a request to be refused."""
+    sends nothing or one byte at a time. A connection over uvicorn's `limit_concurrency`
+    takes the place of the one that has waited longest for its headers, or is closed at once
+    when every one is being answered: peers that open connections and send nothing (no key
+    is read before the headers) hold no place a prompt request needs."""
 
     header_timeout_s: ClassVar[float] = 10.0
     _header_timer: asyncio.TimerHandle | None = None
@@ -43,10 +46,27 @@ class HeaderDeadline(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         limit = self.config.limit_concurrency
-        if limit is not None and len(self.connections) > limit:
+        # uvicorn answers 503 while `limit` connections are open, this one among them
+        crowded = limit is not None and len(self.connections) >= limit
+        if crowded and not self._made_room() and len(self.connections) > (limit or 0):
             transport.close()
             return
         self._arm_header_timer()
+
+    def _made_room(self) -> bool:
+        """Close the connection that has waited longest for its headers; False when none
+        waits (a closed one leaves `connections` only when its loss is handled)."""
+        waiting = [
+            (c._header_timer.when(), c)
+            for c in self.connections
+            if isinstance(c, HeaderDeadline) and c._header_timer is not None
+        ]
+        if not waiting:
+            return False
+        _, oldest = min(waiting, key=lambda found: found[0])
+        oldest._disarm_header_timer()
+        oldest.transport.close()
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_header_timer()
