@@ -12,9 +12,10 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import structlog
 from pydantic import ValidationError
 
 from schemas import Segment
@@ -22,6 +23,8 @@ from schemas.records import DISAMBIGUATION_MAX_CHARS, MemoryRecord, Temporal
 from schemas.supersession import LinkKind, Supersession
 from workers.encoder.encoded import EncodedSegment, build_record, segment_turns
 from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavailable
+from workers.encoder.extractive import encode_extractive
+from workers.encoder.grounded import grounded, segment_terms, without_placeholders
 from workers.encoder.prompts import (
     EarlierRecord,
     EncoderReply,
@@ -39,6 +42,8 @@ from workers.llm.replies import json_object, schema_errors
 from workers.llm.usage import total_usage, usage_of
 
 MAX_EARLIER = 8  # earlier records a prompt shows
+
+log = structlog.get_logger("lychee.encoder")
 
 
 class EarlierRecords(Protocol):
@@ -91,6 +96,18 @@ class LLMEncoder(ChatCaller):
             usages.append(usage_of(completion, repair))
             reply = parse_completion(completion, n, call.max_tokens)
 
+        written = [r for r in reply.records if r.semantic_text.strip()]
+        said = segment_terms([text for _, _, text in turns])
+        kept = [r for r in written if grounded(r.semantic_text, said)]
+        if len(kept) < len(written):
+            log.warning(
+                "encoder.records_not_of_the_segment",
+                segment_id=segment.segment_id,
+                dropped=len(written) - len(kept),
+                written=len(written),
+            )
+        if written and not kept:  # nothing of it is of these turns: their own sentences
+            return replace(encode_extractive(segment, reference_context), usage=total_usage(usages))
         ids = [tid for tid, _, _ in turns]
         made = [
             (
@@ -100,14 +117,13 @@ class LLMEncoder(ChatCaller):
                     r.memory_type,
                     r.semantic_text,
                     [ids[i] for i in r.evidence_turns] or ids,
-                    entities=r.entities,
-                    tags=r.tags,
+                    entities=without_placeholders(r.entities),
+                    tags=without_placeholders(r.tags),
                     temporal=Temporal(**r.temporal.model_dump()),
                     source_role=r.source_role,
                 ),
             )
-            for r in reply.records
-            if r.semantic_text.strip()
+            for r in kept
         ]
         return EncodedSegment(
             records=[rec for _, rec in made],
