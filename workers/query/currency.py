@@ -31,11 +31,11 @@ from typing import Any
 from schemas import EvidenceItem, Role
 from schemas.supersession import LinkKind, Supersession
 from workers.query.changed import Alike, asks_a_state, change_first
+from workers.query.denials import account_beside_denial
 from workers.query.hits import record_id_of, record_item_id
 from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
-from workers.store.fulltext import analyze
 from workers.store.restated import as_they_stand, sayings_of
 from workers.store.segments import When, said_after
 from workers.vocabulary import QUESTION_STOPWORDS
@@ -48,7 +48,7 @@ SAME_SUBJECT = 0.35  # share of the shorter item's words two items must have in 
 SUBJECT_WORDS = 60  # the words of an item read for its subject: what it opens with
 MAX_LATER = 4  # link-free moves per request
 BOTH_ASKED = 3  # words of the question two items must both say to be about what it asks
-MIN_DENIED = 2  # words of a denial an account must share to tell the same act
+
 
 # the question asks what held before a change, not what holds now
 _PAST = re.compile(
@@ -68,18 +68,6 @@ _SPAN = re.compile(
 )
 # ... in the past tense: what was said or done then, not what holds now
 _PAST_TENSE = re.compile(r"\b(?:did|was|were|had)\b", re.IGNORECASE)
-
-
-# "have I ever ...?", "did I ...?": asks whether something was done
-_DONE_ASKED = re.compile(r"^\W*(?:have|has|did|do|does)\s+i\b", re.IGNORECASE)
-# "I've never done it", "User has never done it"
-_NEVER = re.compile(
-    r"\b(?:have|has|had|'ve|’ve)\s+(?:actually\s+|really\s+)?never\b|\bnever\s+(?:actually\s+)?"
-    r"(?:\w+ed|been|done|made|taken|written|seen|met|got|gotten)\b",
-    re.IGNORECASE,
-)
-_CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|which)\b", re.IGNORECASE)
-_HEDGES = frozenset(analyze("actually really ever even once"))  # "never actually obtained"
 
 
 def about_the_past(question: str) -> bool:
@@ -169,7 +157,7 @@ def current_first(
     ordered = later_first(question, items, when, replaces=replaces)
     if alike is not None and about_the_present(question) and asks_a_state(question):
         ordered = change_first(question, ordered, when, alike, HEAD, replaces)
-    ordered = account_beside_denial(question, ordered)
+    ordered = account_beside_denial(question, ordered, HEAD)
     if not linked and [i.item_id for i in ordered] == [i.item_id for i in evidence]:
         return None
     context, tokens = serialize_context(ordered)
@@ -263,48 +251,6 @@ def later_first(
         at.insert(p, at.pop(later))
         moves += 1
     return out
-
-
-def account_beside_denial(
-    question: str, items: Sequence[EvidenceItem], head: int = HEAD
-) -> list[EvidenceItem]:
-    """For a question whether something was done: when an item of the head says it never
-    was, the item below the head that tells of the same act comes right after it, so the
-    two statements are read side by side. The act is the denial's words to its clause's
-    end (stemmed as the full-text index stems them); the account shares the most of them,
-    at least `MIN_DENIED`, and denies nothing itself."""
-    out = list(items)
-    if not _DONE_ASKED.search(question) or len(out) <= head:
-        return out
-    asked = set(analyze(question))
-    for p, item in enumerate(out[:head]):
-        verb, act = _denied_act(item.text)
-        act &= asked
-        if verb is None or len(act) < MIN_DENIED:
-            continue
-        best: tuple[int, int] | None = None
-        for q in range(head, len(out)):
-            if _NEVER.search(out[q].text):
-                continue
-            told = set(analyze(out[q].text))
-            shared = len(act & told)
-            if verb in told and shared >= MIN_DENIED and (best is None or shared > best[0]):
-                best = (shared, q)
-        if best is not None:
-            out.insert(p + 1, out.pop(best[1]))
-        return out  # one denial a request: the first in the head
-    return out
-
-
-def _denied_act(text: str) -> tuple[str | None, set[str]]:
-    """What a statement says was never done: its verb (stemmed, the first word after
-    "never") and every word to the clause's end; (None, empty) when it denies nothing."""
-    m = _NEVER.search(text)
-    if m is None:
-        return None, set()
-    start = m.start() + m.group(0).lower().index("never") + len("never")
-    words = [w for w in analyze(_CLAUSE_END.split(text[start:], maxsplit=1)[0]) if w not in _HEDGES]
-    return (words[0] if words else None), set(words)
 
 
 def _latest_alike(

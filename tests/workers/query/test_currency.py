@@ -21,13 +21,8 @@ from tests.workers.builders import (
 )
 from workers.encoder.encoded import build_record
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.query.currency import (
-    _subject,
-    about_the_past,
-    account_beside_denial,
-    current_first,
-    later_first,
-)
+from workers.query.currency import HEAD, _subject, about_the_past, current_first, later_first
+from workers.query.denials import account_beside_denial
 from workers.query.serialize import item_line
 from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
@@ -301,14 +296,14 @@ async def test_an_account_comes_beside_a_head_item_that_denies_it() -> None:
     did = at(30, "I fired the big kiln on my own last Sunday and the glaze held.", d1)
     head = [never, *(filler(n) for n in range(9))]
     items = [*head, filler(20), did]
-    moved = account_beside_denial("Have I ever fired the big kiln on my own?", items)
+    moved = account_beside_denial("Have I ever fired the big kiln on my own?", items, HEAD)
     assert [i.item_id for i in moved[:3]] == [never.item_id, did.item_id, "a/s9/x0"]
     assert len(moved) == len(items)
     # a question that does not ask whether it was done keeps the order
-    assert account_beside_denial("What glaze did I use in the big kiln?", items) == items
+    assert account_beside_denial("What glaze did I use in the big kiln?", items, HEAD) == items
     # an account that only shares the subject's words is not the denied act
     talk = at(31, "The big kiln is in the shared studio.", d1)
-    assert account_beside_denial("Have I fired the big kiln?", [*head, talk]) == [*head, talk]
+    assert account_beside_denial("Have I fired the big kiln?", [*head, talk], HEAD) == [*head, talk]
 
 
 async def test_a_value_changed_back_in_the_same_words_is_current_again(tmp_path: Path) -> None:
