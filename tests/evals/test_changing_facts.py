@@ -30,6 +30,8 @@ SESSIONS = [
             _reply("the launch", ["Freeze features early.", "Agree a rollback plan."]),
             "Our cloud budget is $400 a month.",
             "With $400 a month you can run two small instances and a managed database.",
+            "My home server runs Ubuntu 22.04 and has 32 GB of RAM.",
+            "That is plenty for a few containers and a local database.",
         ],
     ),
     (
@@ -50,6 +52,8 @@ SESSIONS = [
             _reply("the new host", ["Define the app.", "Set the secrets."]),
             "Finance cut our cloud budget to $300 a month.",
             "With $300 a month, drop the staging database first.",
+            "I upgraded the home server: it now has 64 GB of RAM.",
+            "With 64 GB you can keep the test database in memory.",
         ],
     ),
 ]
@@ -57,6 +61,9 @@ QUESTIONS = {
     "Where do I live?": "D2:1",
     "When is the launch?": "D2:5",
     "What is our cloud budget?": "D3:3",
+    "How much RAM does my home server have?": "D3:5",
+    # one statement gave two values and a later one changed the other
+    "Which Ubuntu version is on my home server?": "D1:9",
 }
 
 
@@ -85,6 +92,7 @@ def test_what_changed_is_linked_and_comes_first(tmp_path: Path) -> None:
         "Flask then FastAPI",
         "Heroku left",
         "budget, cloud, noor: $400 then $300",
+        "home, noor, ram, server: 32 GB then 64 GB",
         "launch: June 3 then July 15",
     ]
     for asked in json.loads(dump.read_text()):

@@ -14,8 +14,9 @@ shows a turn the record cites (its evidence), so raw turns follow their records'
 
 Only links one of whose records shares a word with the question move anything (the later
 value is often worded apart from the question, the earlier one it replaced is what the
-question found), and at most `MAX_MOVES` items move: an unrelated update does not push the
-question's evidence down. A
+question found), but not one whose older record the question finds by another value than
+the one that changed (`workers.query.other_value`), and at most `MAX_MOVES` items move: an
+unrelated update does not push the question's evidence down. A
 question about the whole history (an order, a summary) keeps its order: it needs every
 session's part, not the latest value first.
 """
@@ -33,6 +34,7 @@ from schemas.supersession import LinkKind, Supersession
 from workers.query.changed import Alike, asks_a_state, change_first
 from workers.query.denials import account_beside_denial
 from workers.query.hits import record_id_of, record_item_id
+from workers.query.other_value import asks_another_value
 from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
@@ -306,6 +308,8 @@ def _newer_above(
     texts = [graph.records[rid]["semantic_text"] for rid in (link.newer_id, link.older_id)]
     if not any(_answers(asked, t) for t in texts):
         return 0
+    if asks_another_value(asked, texts[1], texts[0]):
+        return 0  # "Which Ubuntu version?" of "runs Ubuntu 22.04 and has 32 GB of RAM"
     moved = items.pop(at_new) if at_new is not None else _item(graph.records[link.newer_id])
     items.insert(at_old, moved)
     return 1

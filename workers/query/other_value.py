@@ -1,0 +1,42 @@
+"""Whether a question asks of another value of a statement than the one a later statement
+changed.
+
+One statement often gives two values ("My home server runs Ubuntu 22.04 and has 32 GB of
+RAM"), and a later one replaces one of them ("it now has 64 GB of RAM"): the link joins the
+two records whole. "Which Ubuntu version am I on?" names the label of the value that did not
+change ("Ubuntu" before "22.04"), and the later statement is not its answer. Values, their
+labels and which pairs are one attribute's are read as the indexer's value rule reads them
+(`workers.indexer.values`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from workers.indexer.values import Value, attribute_overlap, stem, values_of
+
+
+def asks_another_value(asked: Iterable[str], older: str, newer: str) -> bool:
+    """`asked` (the question's words, lowercased) names the label of a value of `older` that
+    no value of `newer` changed, and of none that one did."""
+    olds, news = values_of(older), values_of(newer)
+    changed = [o for o in olds if any(_one_attribute(o, n) for n in news)]
+    if not changed:
+        return False
+    words = {stem(w) for w in asked}
+
+    def named(v: Value) -> bool:
+        return bool(v.label) and stem(v.label) in words
+
+    kept = [o for o in olds if all(o is not c for c in changed)]
+    return any(named(v) for v in kept) and not any(named(v) for v in changed)
+
+
+def _one_attribute(a: Value, b: Value) -> bool:
+    """Values of one kind, of one label when both have one ("Postgres 15", "Postgres 16";
+    not "Redis 6"), else sharing words that name them."""
+    if a.kind != b.kind:
+        return False
+    if a.label and b.label:
+        return stem(a.label) == stem(b.label)
+    return attribute_overlap(a, b) > 0
