@@ -81,6 +81,11 @@ def pipeline(settings: Settings, chosen: Variant) -> Iterator[Settings]:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def data_format(data: Path | str, fmt: str | None) -> str:
+    """`fmt`, or by the file's name: JSON lines for a `.jsonl` file, else LoCoMo."""
+    return fmt or ("jsonl" if Path(data).suffix == ".jsonl" else "locomo")
+
+
 def load_reported(
     data: Path | str, fmt: str = "locomo"
 ) -> tuple[list[Conversation], list[Skipped]]:

@@ -29,7 +29,7 @@ import orjson
 from schemas import QueryRequest, Segment
 from schemas.records import RecordBatch
 from streams.bench.errors import BenchError
-from streams.bench.harness import load_reported, pick_conversation
+from streams.bench.harness import data_format, load_reported, pick_conversation
 from streams.bench.judging import JudgeTarget, answered, grade, judge_target, proven_judge
 from streams.bench.llm_report import (
     DEAD_LETTERED,
@@ -349,7 +349,7 @@ def bench_llm(
 ) -> LLMBenchReport:
     """The command: the run, its summary, and the JSON report when `out` is given. `fmt`
     None reads `.jsonl` files as JSON lines, anything else as LoCoMo."""
-    fmt = fmt or ("jsonl" if data.suffix == ".jsonl" else "locomo")
+    fmt = data_format(data, fmt)
     target = judge_target(settings, *judge) if fmt == "locomo" and not asks else None
     report = run_llm_bench(
         settings, data, fmt, conversation, segments_n, questions_n, asks, target, echo, redact

@@ -33,14 +33,17 @@ def _segment_figures(segments: list[Segment], seconds: float) -> dict[str, Any]:
     }
 
 
-def segmentation(settings: Settings, data_path: Path | str) -> dict[str, Any]:
-    """Semantic, fixed-window and eager segmentation of a LoCoMo file, one embedding pass."""
-    from streams.bench.harness import load_reported
+def segmentation(
+    settings: Settings, data_path: Path | str, fmt: str | None = None
+) -> dict[str, Any]:
+    """Semantic, fixed-window and eager segmentation of a conversation file (LoCoMo, or JSON
+    lines: `harness.data_format`), one embedding pass."""
+    from streams.bench.harness import data_format, load_reported
     from streams.factories import make_embedder
     from workers.segmenter.policy import SegmentPolicy, SessionState
     from workers.tokens import count_tokens
 
-    conversations, _ = load_reported(data_path)
+    conversations, _ = load_reported(data_path, data_format(data_path, fmt))
     exchanges = [ex for conv in conversations for ex in conv.exchanges]
     texts = [ex.remembered() for ex in exchanges]  # what the segmenter embeds
     embedder = make_embedder(settings)

@@ -221,8 +221,15 @@ def bench_judge(judge_base_url: str | None, judge_model: str | None) -> None:
 
 @click.command("segmentation")
 @data_file
-def bench_segmentation(data: Path) -> None:
-    """Segments and turns per segment on a LoCoMo file, for the configured segmenter."""
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["locomo", "jsonl"]),
+    default=None,
+    help="default: jsonl for a .jsonl file, else locomo",
+)
+def bench_segmentation(data: Path, fmt: str | None) -> None:
+    """Segments and turns per segment on a conversation file, for the configured segmenter."""
     from streams.bench.segmentation import segmentation
 
-    segmentation(settings(), data)
+    segmentation(settings(), data, fmt)

@@ -45,9 +45,13 @@ def respond(body: dict[str, Any]) -> Action:
     """A reply chosen by the call's system prompt, as a real model would differ by task."""
     system, user = body["messages"][0]["content"], body["messages"][-1]["content"]
     if system == SYSTEM_PROMPT:
+        # one record a segment, of its first turn's words (a record of other words is not
+        # the segment's, `workers.encoder.grounded`)
+        turns = body["messages"][1]["content"].split("<CURRENT_TURNS>\n", 1)[1]
+        first = turns.split("\n", 1)[0].split(": ", 1)[1]
         record = {
             "memory_type": "event",
-            "semantic_text": "Mara planted San Marzano and cherry tomatoes on her balcony.",
+            "semantic_text": f"Mara said: {first}",
             "entities": ["Mara"],
             "temporal": {"t_ref": "", "t_valid_from": "", "t_valid_to": ""},
             "tags": ["tomatoes"],

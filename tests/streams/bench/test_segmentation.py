@@ -56,3 +56,11 @@ def test_segmentation_names_a_turn_the_contract_refuses_and_goes_on(
         "content: 200,001 characters, at most 200,000",
         "1 message skipped: the contract refuses them (the rest was loaded)",
     ]
+
+
+def test_segmentation_reads_a_json_lines_file_as_ingest_does(tmp_path: Path) -> None:
+    """`.jsonl` is read as the JSON lines `lychee ingest` takes (the demo's conversation)."""
+    demo = Path(__file__).resolve().parents[3] / "deploy" / "demo" / "conversation.jsonl"
+    result = segmentation(Settings.load(None), demo)
+    assert result["conversations"] == 1 and result["exchanges"] > 0
+    assert segmentation(Settings.load(None), demo, "jsonl")["exchanges"] == result["exchanges"]
