@@ -103,9 +103,21 @@ def _plain(value: str) -> str:
     return value
 
 
+# the controls that reorder what follows them (embeddings, overrides, isolates)
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _a_speaker(value: str) -> str:
+    # the joiners of an emoji or a Persian name (ZWJ, ZWNJ) and the marks of right-to-left
+    # text are format characters a name holds; a control, a line break or a reordering is not
+    if any(c in _BIDI_CONTROLS or unicodedata.category(c) in ("Cc", "Zl", "Zp") for c in value):
+        raise ValueError(f"holds control, line-breaking or reordering characters: {shown(value)}")
+    return value
+
+
 # Who said a turn, as listings, the console and an answer model's context show it: a name
 # with spaces, but no character that would show another name or break the line
-Speaker = Annotated[str, Field(max_length=200), AfterValidator(_plain)]
+Speaker = Annotated[str, Field(max_length=200), AfterValidator(_a_speaker)]
 
 # A turn's id as the stages pass it on: the caller's, or `exchange_id#index` (`#` and at most
 # two digits past an exchange id, `schemas.exchange.turn_ids_of`).

@@ -171,7 +171,15 @@ def test_a_speaker_that_would_show_another_name_or_break_the_line_is_refused(
     turn = {"role": "user", "content": "I like tea.", "speaker": speaker}
     with pytest.raises(ContractError, match=r"turns\.0\.speaker: holds control"):
         parse_exchange_message(exchange(turns=[turn]))
-    assert parse_exchange_message(exchange(turns=[turn | {"speaker": "Ana María O'Neil"}]))
+    # names as people write them: accents, right-to-left scripts and their marks, the
+    # joiners of an emoji and of a Persian name
+    for name in (
+        "Ana María O'Neil",
+        "\u05d3\u05e0\u05d4\u200f",
+        "\U0001f469\u200d\U0001f4bb Ana",
+        "\u0645\u06cc\u200c\u0631",
+    ):
+        assert parse_exchange_message(exchange(turns=[turn | {"speaker": name}]))
 
 
 @pytest.mark.parametrize("version", ["2", True, 2.0])
