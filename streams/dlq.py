@@ -130,12 +130,12 @@ class DeadLetter:
         try:
             data = orjson.loads(self.value or b"")
         except orjson.JSONDecodeError:
-            data = None
+            return _keyed_owner(self.key) or _worded_owner(self.value or b"")
         namespace = data.get("namespace") if isinstance(data, dict) else None
         if isinstance(namespace, str):
             session = data.get("session_id") if isinstance(data, dict) else None
             return namespace, session if isinstance(session, str) else None
-        return _keyed_owner(self.key) or _worded_owner(self.value or b"")
+        return _keyed_owner(self.key)
 
     def lineage(self) -> Source | None:
         """Where in `memory.exchanges` the message came from, which a forget fences by: an

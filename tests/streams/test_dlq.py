@@ -249,6 +249,7 @@ def test_dlq_letter_restores_the_original_headers_and_reads_ours() -> None:
         (None, b'\xef\xbb\xbf{"namespace": "fx", "session_id": "s3"}', ("fx", "s3")),
         (None, b'{"namespace":"fx","turns":[{"content":"\xff"}]}', ("fx", None)),
         (None, b'{"namespace": "bad name!"', None),
+        (None, b'[{"namespace": "victim"}]', None),  # JSON: only its own namespace counts
     ],
 )
 def test_dlq_a_letter_belongs_to_its_values_namespace_else_to_its_keys(

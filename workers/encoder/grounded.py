@@ -1,18 +1,17 @@
 """Whether what an LLM wrote is of its segment.
 
-A small model copies a record of the earlier turns it is shown for reference onto a turn that
-says something else, or the output format's example values ("short keyword") into a record's
-fields. Such a record would cite a turn that does not say it, and a link to it would mark
-that turn replaced. A record shares at least one index term (a stemmed word that is no stop
-word, `workers.store.fulltext.analyze`) with the turns it was made from; the words of a
-paraphrase ("bulleted answers" for "answer in bullet points") share their stems.
+A small model copies a record of the earlier ones it is shown (`EARLIER_RECORDS`: what the
+segment may update) or of the earlier turns it is shown for reference onto a turn that says
+something else, or the output format's example
+values ("short keyword") into a record's fields. Such a record would cite a turn that does
+not say it: the copy gives the earlier record's id new evidence, and a link to it would mark
+that turn replaced. A copy is the shown text again, word for word (case and spacing aside):
+a restatement the segment makes in its own words, in any language, is kept.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-
-from workers.store.fulltext import analyze
+from collections.abc import Iterable
 
 # the example values of the reply format (`workers.encoder.prompts.SYSTEM_PROMPT`)
 PLACEHOLDERS = frozenset(
@@ -20,24 +19,20 @@ PLACEHOLDERS = frozenset(
 )
 
 
-def terms(text: str) -> set[str]:
-    return set(analyze(text))
+def as_compared(text: str) -> str:
+    """A text as a copy is compared: case and spacing aside."""
+    return " ".join(text.casefold().split())
 
 
-def grounded(text: str, turn_terms: set[str]) -> bool:
-    """A record's text says something of the turns whose terms are `turn_terms`: it shares
-    a term with them, or has none to share (nothing to judge it by)."""
-    if text.strip().casefold() in PLACEHOLDERS:
-        return False
-    mine = terms(text)
-    return not mine or bool(mine & turn_terms)
+def of_the_segment(text: str, shown: frozenset[str], reference: str, turns: str) -> bool:
+    """Not the format's example text, nor an earlier record shown (`shown`), nor words of the
+    reference context that the segment's turns do not say (`reference`, `turns`: all as
+    `as_compared` has them), written again."""
+    mine = as_compared(text)
+    copied = bool(mine) and mine in reference and mine not in turns
+    return mine not in PLACEHOLDERS and mine not in shown and not copied
 
 
 def without_placeholders(values: Iterable[str]) -> list[str]:
     """The entities or tags a model wrote, without the format's example values."""
-    return [v for v in values if v.strip().casefold() not in PLACEHOLDERS]
-
-
-def segment_terms(texts: Sequence[str]) -> set[str]:
-    """The terms of a segment's turns, which its records are judged by."""
-    return {t for text in texts for t in analyze(text)}
+    return [v for v in values if as_compared(v) not in PLACEHOLDERS]

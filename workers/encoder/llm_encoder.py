@@ -24,7 +24,7 @@ from schemas.supersession import LinkKind, Supersession
 from workers.encoder.encoded import EncodedSegment, build_record, segment_turns
 from workers.encoder.errors import EncoderError, InvalidEncoderOutput, LLMUnavailable
 from workers.encoder.extractive import encode_extractive
-from workers.encoder.grounded import grounded, segment_terms, without_placeholders
+from workers.encoder.grounded import as_compared, of_the_segment, without_placeholders
 from workers.encoder.prompts import (
     EarlierRecord,
     EncoderReply,
@@ -97,8 +97,9 @@ class LLMEncoder(ChatCaller):
             reply = parse_completion(completion, n, call.max_tokens)
 
         written = [r for r in reply.records if r.semantic_text.strip()]
-        said = segment_terms([text for _, _, text in turns])
-        kept = [r for r in written if grounded(r.semantic_text, said)]
+        shown = frozenset(as_compared(e.text) for e in earlier)
+        before, now = as_compared(reference_context), as_compared(" ".join(t for *_, t in turns))
+        kept = [r for r in written if of_the_segment(r.semantic_text, shown, before, now)]
         if len(kept) < len(written):
             log.warning(
                 "encoder.records_not_of_the_segment",
@@ -107,7 +108,8 @@ class LLMEncoder(ChatCaller):
                 written=len(written),
             )
         if written and not kept:  # nothing of it is of these turns: their own sentences
-            return replace(encode_extractive(segment, reference_context), usage=total_usage(usages))
+            own = await asyncio.to_thread(encode_extractive, segment, reference_context)
+            return replace(own, usage=total_usage(usages))
         ids = [tid for tid, _, _ in turns]
         made = [
             (

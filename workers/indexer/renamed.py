@@ -127,6 +127,8 @@ def _whole(after: str) -> bool:
     if re.match(r"['’]s\b", after):
         return False
     word = re.match(r"\s+([a-z][\w'’-]*)", after)
+    if word is not None and word.group(1) == "during":  # a date the encoder wrote, not a while
+        return re.match(r"\s+during the (?:week|month|year) of\b", after) is not None
     return word is None or word.group(1) in _AFTER
 
 

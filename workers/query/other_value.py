@@ -15,10 +15,14 @@ from collections.abc import Iterable
 
 from workers.indexer.values import Value, attribute_overlap, stem, values_of
 
+MAX_CHARS = 600  # a longer record is not read for its values (their parse grows fast with length)
+
 
 def asks_another_value(asked: Iterable[str], older: str, newer: str) -> bool:
     """`asked` (the question's words, lowercased) names the label of a value of `older` that
-    no value of `newer` changed, and of none that one did."""
+    no value of `newer` changed, and neither the label nor the words after one that did."""
+    if max(len(older), len(newer)) > MAX_CHARS:
+        return False
     olds, news = values_of(older), values_of(newer)
     changed = [o for o in olds if any(_one_attribute(o, n) for n in news)]
     if not changed:
@@ -28,8 +32,11 @@ def asks_another_value(asked: Iterable[str], older: str, newer: str) -> bool:
     def named(v: Value) -> bool:
         return bool(v.label) and stem(v.label) in words
 
+    def of_a_change(v: Value) -> bool:  # "Postgres 16" by its label, "64 GB of RAM" by what follows
+        return named(v) if v.label else any(stem(w) in words for w in v.following)
+
     kept = [o for o in olds if all(o is not c for c in changed)]
-    return any(named(v) for v in kept) and not any(named(v) for v in changed)
+    return any(named(v) for v in kept) and not any(of_a_change(v) for v in changed)
 
 
 def _one_attribute(a: Value, b: Value) -> bool:

@@ -278,6 +278,7 @@ def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -
             [("Flask", "FastAPI")],
         ),
         ("We moved from Heroku to Fly.io earlier this year.", [("Heroku", "Fly.io")]),
+        ("We switched from Postgres to SQLite during testing.", []),  # for a while
         # someone else's change, a plan, a denial, a condition, a preference
         ("Ana moved from Acme to Globex.", []),
         ("My brother switched from Toyota to Honda.", []),
