@@ -42,6 +42,14 @@ class Counts(click.ParamType):
 data_file = click.option(
     "--data", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True
 )
+# ... read as LoCoMo or as JSON lines (`streams.bench.harness.data_format`)
+data_format = click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["locomo", "jsonl"]),
+    default=None,
+    help="default: jsonl for a .jsonl file, else locomo",
+)
 
 
 def judge_options(f: F) -> F:

@@ -10,7 +10,7 @@ import click
 import orjson
 
 from streams.bench.harness import VARIANTS
-from streams.cli.bench.options import Counts, data_file, judge_options
+from streams.cli.bench.options import Counts, data_file, data_format, judge_options
 from streams.cli.common import settings
 
 if TYPE_CHECKING:
@@ -131,13 +131,7 @@ def bench_longmemeval(
 
 @click.command("llm")
 @data_file
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["locomo", "jsonl"]),
-    default=None,
-    help="default: jsonl for a .jsonl file, else locomo",
-)
+@data_format
 @click.option("--conversation", default=None, help="sample id or namespace (default: the first)")
 @click.option("--segments", "segments_n", type=click.IntRange(min=1), default=10, show_default=True)
 @click.option(
@@ -221,13 +215,7 @@ def bench_judge(judge_base_url: str | None, judge_model: str | None) -> None:
 
 @click.command("segmentation")
 @data_file
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["locomo", "jsonl"]),
-    default=None,
-    help="default: jsonl for a .jsonl file, else locomo",
-)
+@data_format
 def bench_segmentation(data: Path, fmt: str | None) -> None:
     """Segments and turns per segment on a conversation file, for the configured segmenter."""
     from streams.bench.segmentation import segmentation
