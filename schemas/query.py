@@ -112,6 +112,12 @@ class EvidenceItem(BaseModel):
     supersedes: list[str] = Field(
         default_factory=list, description="ids of earlier records this replaces"
     )
+    replaced_values: list[str] = Field(
+        default_factory=list,
+        description="of a statement that gave several values, those later records replaced, "
+        "as it says them, when the rest of it still holds (empty: `superseded_by` replaced "
+        "all of it, or nothing did)",
+    )
     valid_from: str | None = Field(
         default=None,
         description="when what it says became current (YYYY-MM-DD): the date of the change "
@@ -130,9 +136,10 @@ class EvidenceItem(BaseModel):
 class QueryReply(Contract):
     """`status` is `error` with a reason for a bad request; never silence."""
 
-    # 2: evidence carries supersession and conflict; 3: a window names its passage's turn
-    latest_version: ClassVar[int] = 3
-    schema_version: int = 3
+    # 2: evidence carries supersession and conflict; 3: a window names its passage's turn;
+    # 4: an item replaced in part names the values replaced
+    latest_version: ClassVar[int] = 4
+    schema_version: int = 4
     kind: Literal["reply"] = "reply"
     correlation_id: str
     namespace: str

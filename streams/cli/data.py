@@ -202,7 +202,11 @@ def format_marks(item: Any) -> str:
 
     marks = []
     if item.superseded_by:
-        marks.append(f"replaced {item.valid_to or 'later'} by {ids(item.superseded_by)}")
+        what = f"{', '.join(item.replaced_values)} " if item.replaced_values else ""
+        held = " (the rest holds)" if item.replaced_values else ""
+        marks.append(
+            f"{what}replaced {item.valid_to or 'later'} by {ids(item.superseded_by)}{held}"
+        )
         if item.supersedes:
             marks.append(f"had replaced {ids(item.supersedes)}")
     elif item.supersedes:

@@ -42,8 +42,9 @@ class Memory(BaseModel):
     )
     notes: list[str] = Field(
         default_factory=list,
-        description="what later statements say of it, in words: replaced (and when), "
-        "current since, contradicted; empty when nothing does",
+        description="what later statements say of it, in words: replaced (and when, and "
+        "which of its values when the rest still holds), current since, contradicted; empty "
+        "when nothing does",
     )
     replaced_by: list[str] = Field(default_factory=list, description="ids of later records")
     replaces: list[str] = Field(default_factory=list, description="ids of earlier records")

@@ -101,3 +101,8 @@ def test_what_changed_is_linked_and_comes_first(tmp_path: Path) -> None:
     launch = next(a for a in json.loads(dump.read_text()) if "launch" in a["question"])
     older = next(i for i in launch["items"] if "D1:5" in i["turn_ids"])
     assert older["superseded_by"] and older["valid_to"]  # marked, and kept
+    # the statement of two values, one of them changed since: named as replaced in part
+    ubuntu = next(a for a in json.loads(dump.read_text()) if "Ubuntu" in a["question"])
+    (compound,) = [i for i in ubuntu["items"][:1] if "D1:9" in i["turn_ids"]]
+    assert compound["superseded_by"] and compound["replaced_values"] == ["32 GB"]
+    assert launch["items"][0]["replaced_values"] == [] and not older["replaced_values"]

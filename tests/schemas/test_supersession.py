@@ -67,7 +67,7 @@ def test_a_reply_of_version_1_parses_and_its_evidence_has_no_marks() -> None:
     )
     (e,) = reply.evidence
     assert e.superseded_by == e.supersedes == e.conflict == [] and e.valid_to is None
-    assert QueryReply(correlation_id="c", namespace="a", status="ok").schema_version == 3
+    assert QueryReply(correlation_id="c", namespace="a", status="ok").schema_version == 4
     marked = EvidenceItem.model_validate(item | {"superseded_by": ["r2"], "valid_to": "2024-04-02"})
     assert marked.superseded_by == ["r2"]
 

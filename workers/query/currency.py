@@ -34,7 +34,7 @@ from schemas.supersession import LinkKind, Supersession
 from workers.query.changed import Alike, asks_a_state, change_first
 from workers.query.denials import account_beside_denial
 from workers.query.hits import record_id_of, record_item_id
-from workers.query.other_value import asks_another_value
+from workers.query.other_value import asks_another_value, replaced_part
 from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context
 from workers.store import EvidenceStore
@@ -342,6 +342,7 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
     if not mine:
         return item
     by: list[str] = []
+    parts: list[list[str]] = []  # per replacing link, the values it replaced of a compound one
     replaced: list[str] = []
     conflict: list[str] = []
     until: list[datetime] = []
@@ -356,6 +357,10 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
                 conflict.append(link.older_id)
         elif link.older_id in mine and link.newer_id not in mine:
             by.append(link.newer_id)
+            older, newer = (
+                graph.records[r]["semantic_text"] for r in (link.older_id, link.newer_id)
+            )
+            parts.append(replaced_part(older, newer))
             until += [link.changed_at] if link.changed_at else []
         elif link.newer_id in mine and link.older_id not in mine:
             replaced.append(link.older_id)
@@ -366,6 +371,8 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
     return item.model_copy(
         update={
             "superseded_by": _unique(by),
+            # one link that replaced all of it: nothing of it holds
+            "replaced_values": _unique(sum(parts, [])) if all(parts) else [],
             "supersedes": _unique(replaced),
             "conflict": _unique(conflict),
             "valid_from": _valid_from(item, since, valid_to),

@@ -11,6 +11,7 @@ labels and which pairs are one attribute's are read as the indexer's value rule 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from workers.indexer.values import Value, attribute_overlap, stem, values_of
@@ -18,13 +19,38 @@ from workers.indexer.values import Value, attribute_overlap, stem, values_of
 MAX_CHARS = 600  # a longer record is not read for its values (their parse grows fast with length)
 
 
+def changed_values(older: str, newer: str) -> tuple[list[Value], list[Value]]:
+    """The values of `older` a value of `newer` is of the same attribute as (what changed),
+    and its other values (what did not); none of either for a record too long to read."""
+    if max(len(older), len(newer)) > MAX_CHARS:
+        return [], []
+    olds, news = values_of(older), values_of(newer)
+    changed = [o for o in olds if any(_one_attribute(o, n) for n in news)]
+    return changed, [o for o in olds if all(o is not c for c in changed)]
+
+
+def replaced_part(older: str, newer: str) -> list[str]:
+    """The values of `older` that `newer` replaced, as `older` shows them, when it gives
+    others that still hold ("32 GB" of "runs Ubuntu 22.04 and has 32 GB of RAM", replaced
+    by "now has 64 GB of RAM"); empty when the change is of all of it, or the values cannot
+    tell."""
+    changed, kept = changed_values(older, newer)
+    if not any(v.label or v.head for v in kept):  # "as of March 3" is not a value that holds
+        return []
+    return list(dict.fromkeys(_as_said(older, v) for v in changed))
+
+
+def _as_said(text: str, v: Value) -> str:
+    """The value as the text says it, with its label: "Postgres 15", not "15"."""
+    if v.label and (m := re.search(rf"\b{re.escape(v.label)}\s+{re.escape(v.shown)}", text, re.I)):
+        return m.group(0)
+    return v.shown
+
+
 def asks_another_value(asked: Iterable[str], older: str, newer: str) -> bool:
     """`asked` (the question's words, lowercased) names the label of a value of `older` that
     no value of `newer` changed, and neither the label nor the words after one that did."""
-    if max(len(older), len(newer)) > MAX_CHARS:
-        return False
-    olds, news = values_of(older), values_of(newer)
-    changed = [o for o in olds if any(_one_attribute(o, n) for n in news)]
+    changed, kept = changed_values(older, newer)
     if not changed:
         return False
     words = {stem(w) for w in asked}
@@ -35,7 +61,6 @@ def asks_another_value(asked: Iterable[str], older: str, newer: str) -> bool:
     def of_a_change(v: Value) -> bool:  # "Postgres 16" by its label, "64 GB of RAM" by what follows
         return named(v) if v.label else any(stem(w) in words for w in v.following)
 
-    kept = [o for o in olds if all(o is not c for c in changed)]
     return any(named(v) for v in kept) and not any(of_a_change(v) for v in changed)
 
 

@@ -51,7 +51,12 @@ def currency_notes(item: EvidenceItem) -> list[str]:
     notes = []
     if item.superseded_by:
         when = _day(item.valid_to)
-        notes.append(f"replaced on {when} by a later statement" if when else "replaced later")
+        what = f"its {_listed(item.replaced_values)} " if item.replaced_values else ""
+        notes.append(
+            f"{what}replaced on {when} by a later statement" if when else f"{what}replaced later"
+        )
+        if item.replaced_values:
+            notes.append("the rest still holds")
         if item.supersedes:
             notes.append("it had replaced an earlier statement")
     elif item.supersedes:
@@ -64,6 +69,10 @@ def currency_notes(item: EvidenceItem) -> list[str]:
     if item.conflict:
         notes.append("contradicted by another statement; nothing later settles it")
     return notes
+
+
+def _listed(values: Sequence[str]) -> str:
+    return " and ".join([", ".join(values[:-1]), values[-1]] if len(values) > 1 else values)
 
 
 def serialize_context(items: Sequence[EvidenceItem]) -> tuple[str, int]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import QueryReply
+from schemas import EvidenceItem, QueryReply
 from streams.cli.data import format_evidence
 from tests.workers.query.test_currency_chain import chain_reply
 
@@ -43,3 +43,18 @@ async def test_an_empty_reply_under_a_budget_says_the_budget_may_be_why() -> Non
     assert "nothing in namespace me matches" in format_evidence(empty)
     told = format_evidence(empty, token_budget=64)
     assert "no evidence within 64 tokens" in told and "without --token-budget" in told
+
+
+def test_ask_text_names_the_values_of_a_statement_replaced_in_part() -> None:
+    item = EvidenceItem(
+        kind="record",
+        item_id="ns/record/0123456789ab",
+        text="The home server runs Ubuntu 22.04 and has 32 GB of RAM.",
+        turn_ids=["D1:9"],
+        session_id="s1",
+        superseded_by=["fedcba987654"],
+        replaced_values=["32 GB"],
+        valid_to="2024-08-02",
+    )
+    reply = QueryReply(correlation_id="c", namespace="me", status="ok", evidence=[item])
+    assert "[32 GB replaced 2024-08-02 by fedcba98 (the rest holds)]" in format_evidence(reply)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, QueryRequest, Role, SegmentExchange, Turn
+from schemas import EvidenceItem, QueryReply, QueryRequest, Role, SegmentExchange, Turn
 from schemas.records import MemoryType
 from tests.workers.builders import (
     HASH_DIM,
@@ -126,7 +126,7 @@ async def test_a_namespace_without_links_replies_as_before(tmp_path: Path) -> No
             update={"namespace": "b"}
         )
     )
-    assert reply.evidence == [] and reply.schema_version == 3
+    assert reply.evidence == [] and reply.schema_version == QueryReply.latest_version
 
 
 def filler(n: int) -> EvidenceItem:

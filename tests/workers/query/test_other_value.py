@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from workers.query.other_value import asks_another_value
+from schemas import EvidenceItem
+from workers.query.other_value import asks_another_value, replaced_part
+from workers.query.serialize import currency_notes
 
 OLDER = "Dana's home server runs Ubuntu 22.04 and has 32 GB of RAM."
 NEWER = "Dana upgraded the server: it now has 64 GB of RAM."
@@ -38,3 +40,43 @@ def test_statements_without_a_changed_value_say_nothing() -> None:
 
 def test_a_long_statement_is_not_read_for_its_values() -> None:
     assert not asks_another_value({"ubuntu"}, OLDER + " 1" * 400, NEWER)
+
+
+def test_the_part_a_later_statement_replaced_is_named_as_said() -> None:
+    assert replaced_part(OLDER, NEWER) == ["32 GB"]
+    older = "We run Postgres 15 and Redis 6 in production."
+    assert replaced_part(older, "We upgraded to Postgres 16 last week.") == ["Postgres 15"]
+    budget = "Our monthly budget is $1,500 and the deadline is March 3."
+    assert replaced_part(budget, "The budget is now $2,000.") == ["$1,500"]
+
+
+@pytest.mark.parametrize(
+    "older",
+    [
+        "The budget is $1,500.",  # one value, replaced whole
+        "Our budget is $1,500 as of March 3.",  # the date is of the value, not another value
+        "I live in Porto.",  # no value the rule reads
+        OLDER + " 1" * 400,  # too long to read
+    ],
+)
+def test_a_statement_replaced_whole_names_no_part(older: str) -> None:
+    assert replaced_part(older, "The budget is now $2,000.") == []
+
+
+def test_the_note_of_a_statement_replaced_in_part() -> None:
+    item = EvidenceItem(
+        kind="record",
+        item_id="ns/record/a",
+        text=OLDER,
+        turn_ids=["D1:9"],
+        session_id="s1",
+        superseded_by=["b"],
+        replaced_values=["32 GB"],
+        valid_to="2024-08-02",
+    )
+    assert currency_notes(item) == [
+        "its 32 GB replaced on 2 August 2024 by a later statement",
+        "the rest still holds",
+    ]
+    whole = item.model_copy(update={"replaced_values": []})
+    assert currency_notes(whole) == ["replaced on 2 August 2024 by a later statement"]
