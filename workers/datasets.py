@@ -41,6 +41,7 @@ from schemas.errors import validation_reason
 from workers.errors import DatasetError
 
 _SESSION_RE = re.compile(r"^session_(\d+)$")
+_DEFAULTS = (datetime(2001, 1, 1), datetime(2002, 2, 2))  # no part of a date is both
 
 
 @dataclass
@@ -161,11 +162,17 @@ def parse_date(text: str | None) -> datetime | None:
         return None
     if not isinstance(text, str):
         raise DatasetError(f"expected a date as text, got {shown(text, 40)}")
-    try:
-        parsed: datetime = dateparser.parse(text, fuzzy=True)
-        return parsed
+    try:  # read twice with two defaults: a part they fill differently is not in the text
+        parsed: datetime = dateparser.parse(text, fuzzy=True, default=_DEFAULTS[0])
+        other: datetime = dateparser.parse(text, fuzzy=True, default=_DEFAULTS[1])
     except (ValueError, OverflowError) as exc:
         raise DatasetError(f"unreadable date {text!r}") from exc
+    missing = [
+        part for part in ("year", "month", "day") if getattr(parsed, part) != getattr(other, part)
+    ]
+    if missing:  # "TBD 2" would read as the 2nd of this month
+        raise DatasetError(f"unreadable date {text!r}: it names no {' or '.join(missing)}")
+    return parsed
 
 
 def read_json(path: str | Path) -> Any:
@@ -204,10 +211,15 @@ def _locomo_sample(
             raise DatasetError(f"{path}: sample {i}: missing {key!r}")
     ns = namespace or str(sample["sample_id"])
     conv = _shaped(sample["conversation"], dict, f"{path}: sample {ns}: conversation")
-    numbers = sorted(int(m.group(1)) for k in conv if (m := _SESSION_RE.match(k)))
+    keys: dict[int, str] = {}
+    for key in conv:
+        if (m := _SESSION_RE.match(key)) and (seen := keys.setdefault(int(m.group(1)), key)) != key:
+            raise DatasetError(
+                f"{path}: sample {ns}: {seen} and {key} are both session {int(m.group(1))}"
+            )
     sessions = []
-    for n in numbers:
-        sid = f"session_{n}"
+    for n in sorted(keys):
+        sid = keys[n]
         where = f"{path}: sample {ns}, {sid}"
         try:
             date = parse_date(conv.get(f"{sid}_date_time"))

@@ -102,6 +102,29 @@ def test_parse_date(text: str | None, expected: datetime | None) -> None:
     assert parse_date(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "missing"),
+    [("TBD 2", "year or month"), ("session 3", "year or month"), ("May 2023", "day")],
+)
+def test_a_date_that_names_no_day_is_refused_not_filled_in_from_today(
+    text: str, missing: str
+) -> None:
+    with pytest.raises(DatasetError, match=f"unreadable date '{text}': it names no {missing}"):
+        parse_date(text)
+
+
+def test_two_keys_of_one_session_number_refuse_the_file(tmp_path: Path) -> None:
+    conv = {
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I live in Porto."}],
+        "session_01_date_time": "2:00 pm on 9 May, 2023",
+        "session_01": [{"speaker": "Bob", "dia_id": "D01:1", "text": "Eva is my sister."}],
+    }
+    path = _write(tmp_path, [{"sample_id": "a", "conversation": conv}])
+    with pytest.raises(DatasetError, match="sample a: session_1 and session_01 are both session 1"):
+        load_locomo(path)
+
+
 # -- LoCoMo ----------------------------------------------------------------------------
 
 

@@ -255,6 +255,8 @@ class SegmenterService:
             if decision.action == "replay" and _elsewhere(state, pos):
                 raise Unprocessable(_late_elsewhere(ex, state, pos))
             if decision.action == "replay":
+                if (new := await self.store.unapplied(ex.key, ex.named_turns())) is not None:
+                    raise Unprocessable(_never_applied(ex, state, new))
                 log.info("exchange.replayed", key=ex.key, seq=ex.seq, last_seq=state.last_seq)
                 await self.store.count_replay(ex.key, pos)
                 return decision
@@ -427,6 +429,19 @@ def _elsewhere(state: SessionState, pos: Position | None) -> bool:
     producer, or librdkafka's default partitioner beside murmur2), so the earlier seq was
     read late, not twice. Dropping it as a replay would lose it without a word."""
     return pos is not None and state.partition >= 0 and pos.partition != state.partition
+
+
+def _never_applied(ex: Exchange, state: SessionState, turn_id: str) -> str:
+    """Why an exchange behind the seq fence that is no replay (the session never had its
+    turn) is refused: dropped as one, it would be lost without a word."""
+    return (
+        f"exchange {ex.exchange_id!r} of session {ex.key} has seq {ex.seq}, at or below seq "
+        f"{state.last_seq} applied already, but the session never had its turn {turn_id!r} "
+        "(or had other words under it): a seq is given to one exchange, in order. Two "
+        "producers numbering one session (a gateway numbers after what is applied, not after "
+        "what another producer still has on its way) or a producer sending out of order; "
+        f"send it again with a seq above {state.last_seq}"
+    )
 
 
 def _late_elsewhere(ex: Exchange, state: SessionState, pos: Position | None) -> str:

@@ -221,6 +221,17 @@ class SessionStore:
         found = await self._turns(keys=[self._turns_key(key)], args=args)
         return None if found is None else _text(found)
 
+    async def unapplied(self, key: str, turns: Sequence[tuple[str, str]]) -> str | None:
+        """The first turn id the session does not hold with these words (`claim_turns`):
+        of a message the seq fence stops, a turn the session never had."""
+        if not turns:
+            return None
+        held = await self.redis.hmget(self._turns_key(key), [t for t, _ in turns])
+        for (tid, digest), got in zip(turns, held, strict=True):
+            if got is None or _text(got) != digest:
+                return tid
+        return None
+
     async def release_turns(self, key: str, turns: Sequence[tuple[str, str]]) -> None:
         """Undo `claim_turns` for a message that turned out to be forgotten: a forget between
         its claim and its commit deleted the session's ids, and its claim would otherwise

@@ -119,14 +119,36 @@ async def test_segmenter_service_replayed_seq_changes_nothing(redis, embedder) -
     assert len(pub.messages) == published
 
 
-async def test_segmenter_service_out_of_order_exchange_is_ignored(redis, embedder) -> None:
+async def test_segmenter_service_out_of_order_exchange_is_refused_by_name(redis, embedder) -> None:
+    """Seq 1 after seq 2: behind the fence, but the session never had it, so no replay: it
+    changes nothing and is refused with the reason (a dead letter), not dropped unseen."""
     pub = ListPublisher()
     svc = make(redis, embedder, pub)
     exs = exchanges()
     await svc.handle([exs[0], exs[2]])
-    result = await svc.handle([exs[1]])  # seq 1 after seq 2: already behind the session
-    assert result.replays == 1
+    with pytest.raises(Unprocessable, match="has seq 1, at or below seq 2 applied already"):
+        await svc.handle([exs[1]])
     assert "s1-t1" not in turn_ids_of(pub)
+    assert (await svc.handle([exs[2]])).replays == 1  # what it had: a replay, as before
+
+
+async def test_segmenter_service_other_words_under_an_applied_seq_are_refused_by_name(
+    redis, embedder
+) -> None:
+    """Two producers numbering one session alike (the gateway's seqs after what is applied,
+    beside a producer of its own): the second exchange at a seq is no replay of the first."""
+    svc = make(redis, embedder)
+    exs = exchanges()
+    await svc.handle(exs[:3])
+    turn = Turn(role=Role.user, content="A gateway's own words.")
+    other = exs[1].model_copy(update={"exchange_id": "gateway-7", "turns": [turn]})
+    with pytest.raises(Unprocessable, match="'gateway-7'.*never had its turn 'gateway-7#0'"):
+        await svc.handle([other])
+    reworded = exs[1].model_copy(
+        update={"turns": [exs[3].turns[0].model_copy(update={"turn_id": "s1-t1"})]}
+    )
+    with pytest.raises(Unprocessable, match="never had its turn 's1-t1' \\(or had other words"):
+        await svc.handle([reworded])
 
 
 async def test_segmenter_service_late_exchange_from_another_partition_is_refused_by_name(
@@ -134,7 +156,8 @@ async def test_segmenter_service_late_exchange_from_another_partition_is_refused
 ) -> None:
     """Two producers placing one session on two partitions: seq 1 read before seq 0. Seq 0
     is no replay (its log never held it before), so it is refused with the reason, for the
-    dead letters, not dropped; the same seq again on the session's own partition still is."""
+    dead letters, not dropped; on the session's own partition too (the session never had
+    it), while seq 1 again is a replay."""
     pub = ListPublisher()
     svc = make(redis, embedder, pub)
     exs = exchanges()
@@ -145,7 +168,9 @@ async def test_segmenter_service_late_exchange_from_another_partition_is_refused
         "seq 1 had come on partition 9.*murmur2",
     ):
         await svc.handle([exs[0]], [Position(6, 0)])
-    assert (await svc.handle([exs[0]], [Position(9, 1)])).replays == 1
+    with pytest.raises(Unprocessable, match="never had its turn"):  # on its own partition
+        await svc.handle([exs[0]], [Position(9, 1)])
+    assert (await svc.handle([exs[1]], [Position(9, 2)])).replays == 1
 
 
 async def test_segmenter_service_turn_id_reused_with_other_words_is_refused_by_name(
