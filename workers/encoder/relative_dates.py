@@ -47,10 +47,16 @@ _YEARLESS = re.compile(
     rf"\b(?:(?P<m>{_MONTH_NAME})\.? (?P<d>\d{{1,2}})(?:st|nd|rd|th)?"
     rf"|(?P<d2>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m2>{_MONTH_NAME}))\b(?!\.?,? \d{{4}})"
 )
+_ON_A_WEEKDAY = rf"on\s+(?:{'|'.join(WEEKDAYS)})\b"
 _FUTURE = re.compile(
     r"\b(?:will|going to|gonna|plan(?:ning)? to)\b|['’]ll\b"
     # "the standup is on Monday": a day something is set for, ahead of when it is said
-    rf"|\b(?:is|are|['’]s)\s+(?:\w+\s+)?on\s+(?:{'|'.join(WEEKDAYS)})\b",
+    rf"|\b(?:is|are|['’]s)\s+(?:\w+\s+)?{_ON_A_WEEKDAY}"
+    # "I am flying to Lisbon on Sunday": what is under way for a day, said in the present
+    rf"|\b(?:am|are|is|['’]m|['’]re)\s+\w+ing\b[^.!?;]*?\b{_ON_A_WEEKDAY}"
+    # "see you on Monday", "remind me on Friday", "let's meet on Saturday": asked for a day
+    r"|\b(?:see you|call me|text me|remind me|meet me|let['’]s|let us|don['’]t forget"
+    rf"|do not forget|remember to)\b[^.!?;]*?\b{_ON_A_WEEKDAY}",
     re.IGNORECASE,
 )
 # A clause that tells what someone did: "in one week" there is how long it took ("I ate six

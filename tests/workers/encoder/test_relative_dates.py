@@ -7,10 +7,13 @@ The session date is 2023-05-08 13:56, a Monday: yesterday = Sunday 7 May, last F
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 
 from tests.workers.encoder.test_extractive import one, segment
 from workers.encoder.extractive import encode_extractive
+from workers.encoder.relative_dates import resolve_dates
 
 
 @pytest.mark.parametrize(
@@ -165,3 +168,22 @@ def test_in_n_days_in_a_clause_about_what_was_done_is_how_long_it_took(text: str
 )
 def test_in_n_days_said_of_what_is_set_for_then_is_a_day_ahead(text: str, t_ref: str) -> None:
     assert one("Ana", text).temporal.t_ref == t_ref
+
+
+@pytest.mark.parametrize(
+    ("text", "t_ref"),
+    [
+        ("I am flying to Lisbon on Sunday.", "2023-05-14"),  # under way for a coming day
+        ("My sister is visiting on Saturday.", "2023-05-13"),
+        ("See you on Friday.", "2023-05-12"),  # asked for a day
+        ("Remind me on Tuesday about the rent.", "2023-05-09"),
+        ("Don't forget the meeting on Wednesday.", "2023-05-10"),
+        ("Let us meet on Saturday.", "2023-05-13"),
+        ("I was hiking on Sunday.", "2023-05-07"),  # in the past: the last one
+        ("We went hiking on Friday and I am exhausted.", "2023-05-05"),
+    ],
+)
+def test_a_weekday_said_of_what_is_planned_or_asked_for_is_the_coming_one(
+    text: str, t_ref: str
+) -> None:
+    assert resolve_dates(text, datetime(2023, 5, 8, 13, 56))[1] == t_ref
