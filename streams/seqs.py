@@ -94,6 +94,7 @@ local floor = math.max(acked, applied)
 local forgot = tonumber(redis.call('GET', KEYS[7]) or '-1')
 local last = math.max(alloc, floor, forgot)
 local prev = floor
+local given = alloc  -- the highest seq given to an exchange: a forget's floor is none
 local out, writes, named, seen = {}, {}, {}, {}
 for i = 1, (#ARGV - 3) / 4 do
   local eid, wanted, digest = ARGV[4 * i], tonumber(ARGV[1 + 4 * i]), ARGV[2 + 4 * i]
@@ -132,6 +133,7 @@ for i = 1, (#ARGV - 3) / 4 do
     end
     prev = seq
     if seq > last then last = seq end
+    if seq > given then given = seq end
     writes[#writes + 1] = eid
     writes[#writes + 1] = seq .. ':-1:-1:' .. digest
     out[i] = {seq, 0, -1, -1}
@@ -139,7 +141,7 @@ for i = 1, (#ARGV - 3) / 4 do
 end
 if #writes > 0 then
   redis.call('HSET', KEYS[1], unpack(writes))
-  redis.call('HSET', KEYS[2], 'alloc', last)
+  redis.call('HSET', KEYS[2], 'alloc', given)
 end
 if #named > 0 then
   redis.call('HSET', KEYS[6], unpack(named))

@@ -12,6 +12,7 @@ from schemas.exchange import named_turns
 from streams.errors import SeqRejected, SessionBusy
 from streams.progress import Progress
 from streams.seqs import Ack, SeqAllocator, Wanted, segmenter_state_key
+from workers.forget import seq_floor_key
 from workers.segmenter.policy import SessionState
 from workers.segmenter.state_store import SessionStore
 
@@ -49,6 +50,21 @@ async def test_seqs_continue_after_the_segmenters_applied_last_seq(redis) -> Non
     assert await store.commit(session_key("ns", "s1"), "0", state, [])
     got = await allocate(allocator(redis), [Wanted("x"), Wanted("y")])
     assert [a.seq for a in got] == [42, 43]
+
+
+async def test_seqs_after_a_forget_a_caller_numbers_from_zero_and_the_gateway_above_it(
+    redis,
+) -> None:  # type: ignore[no-untyped-def]
+    """A forget leaves the highest seq the gateway gave (4): its own numbers go on above it,
+    while a caller that numbers its exchanges starts again from 0 and goes on (before, the
+    floor became the highest seq given, and the caller's seq 1 was refused after its 0)."""
+    await redis.set(seq_floor_key(session_key("ns", "s1")), 4)
+    alloc = allocator(redis)
+    mine = await allocate(alloc, [Wanted("y0", 0)])
+    assert [a.seq for a in mine] == [0]
+    more = await allocate(alloc, [Wanted("y1", 1), Wanted("y2", 2)])
+    assert [a.seq for a in more] == [1, 2]
+    assert [a.seq for a in await allocate(alloc, [Wanted("gw")], sid="s1")] == [5]
 
 
 async def test_seqs_acked_id_is_a_duplicate_with_its_first_receipt(redis) -> None:  # type: ignore[no-untyped-def]
