@@ -119,7 +119,10 @@ def build_mcp(
             raise ToolError(
                 f"this MCP server serves namespace {default_namespace!r} only, not {namespace!r}"
             )
-        ns = namespace or default_namespace or principal.default_namespace()
+        # an empty name is a mistake, not a request for the default
+        ns = (
+            (default_namespace or principal.default_namespace()) if namespace is None else namespace
+        )
         if ns is None:
             raise ToolError("name the namespace: this server has no default namespace")
         check_name("namespace", ns)

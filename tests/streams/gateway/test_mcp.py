@@ -122,6 +122,9 @@ async def test_mcp_http_key_for_a_is_refused_b_on_every_tool(gateways: Gateways)
     async with http_client(gateways, "all") as client:  # a pattern key names its namespace
         out = await client.call_tool("get_status", {})
         assert out.is_error and "name the namespace" in out.content[0].text
+    async with http_client(gateways, "a") as client:  # an empty name is no call for the default
+        out = await client.call_tool("search_memory", {"query": "secret", "namespace": ""})
+        assert out.is_error and "namespace" in out.content[0].text, out.content
     # no key, or a wrong one: the HTTP endpoint refuses before any tool runs
     for headers in ({}, {"Authorization": "Bearer lyk_wrong"}):
         r = httpx.post(
