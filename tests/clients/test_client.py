@@ -183,6 +183,14 @@ def test_retry_rule_reads_retry_after_and_bounds_it() -> None:
     assert 1.0 <= policy.wait_s(3, answer(503)) <= 3.0
 
 
+@pytest.mark.parametrize("url", ["127.0.0.1:8080", "localhost:8080", "ftp://127.0.0.1", "http://"])
+def test_client_refuses_an_address_that_is_not_an_http_url_when_made(url: str) -> None:
+    """Without its scheme every call would fail with a transport error, the first one late."""
+    for client in (LycheeClient, AsyncLycheeClient):
+        with pytest.raises(ValueError, match="is not an http:// or https:// address"):
+            client(url, "ns")
+
+
 def test_client_refuses_names_a_url_would_resolve_away_before_sending() -> None:
     """`forget("..")` would go out as `DELETE /v1/namespaces/NS`: the whole namespace."""
     nowhere = f"http://127.0.0.1:{free_port()}"

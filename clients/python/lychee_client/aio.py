@@ -48,7 +48,7 @@ class AsyncLycheeClient:
         self.retry = retry or RetryPolicy()
         self._own = http is None
         self._http = http or httpx.AsyncClient(
-            base_url=url.rstrip("/"), headers=headers(api_key), timeout=timeout_s
+            base_url=calls.gateway_url(url), headers=headers(api_key), timeout=timeout_s
         )
 
     def with_namespace(self, namespace: str) -> AsyncLycheeClient:

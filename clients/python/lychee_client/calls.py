@@ -175,6 +175,21 @@ def name(value: str, what: str) -> str:
         raise ValueError(f"{what}: {exc}") from None
 
 
+def gateway_url(url: str) -> str:
+    """The gateway's address, refused now when it is not an http(s) URL with a host: without
+    its scheme ("127.0.0.1:8080") every call would fail, each with a transport error."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"url: {url!r} is not a URL ({exc})") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(
+            f"url: {url!r} is not an http:// or https:// address of the gateway "
+            "(e.g. http://127.0.0.1:8080)"
+        )
+    return url.rstrip("/")
+
+
 def segment(value: str, what: str) -> str:
     """`value` as one segment of a path, when it is a name: a "/" would change the route (a
     404 naming nothing), and every URL library resolves "." and ".." away, so `forget("..")`

@@ -65,7 +65,7 @@ class LycheeClient:
         self.retry = retry or RetryPolicy()
         self._own = http is None
         self._http = http or httpx.Client(
-            base_url=url.rstrip("/"), headers=headers(api_key), timeout=timeout_s
+            base_url=calls.gateway_url(url), headers=headers(api_key), timeout=timeout_s
         )
 
     def with_namespace(self, namespace: str) -> LycheeClient:
