@@ -180,7 +180,9 @@ def read_json(path: str | Path) -> Any:
     try:
         return orjson.loads(Path(path).read_bytes())
     except orjson.JSONDecodeError as exc:
-        raise DatasetError(f"{path}: not JSON ({exc})") from exc
+        many = "content after document" in str(exc)  # one value a line: JSON Lines
+        hint = "; one JSON value a line is --format jsonl" if many else ""
+        raise DatasetError(f"{path}: not JSON ({exc}){hint}") from exc
 
 
 def load_locomo(
@@ -190,6 +192,11 @@ def load_locomo(
     data = read_json(path)
     if not isinstance(data, list):
         raise DatasetError(f"{path}: expected a list of samples")
+    if data and isinstance(data[0], dict) and not {"conversation", "sample_id"} & data[0].keys():
+        raise DatasetError(
+            f"{path}: not the LoCoMo layout (a list of samples, each an object with "
+            f"'sample_id' and 'conversation'); its first entry is {shown(data[0], 60)}"
+        )
     if namespace and len(data) > 1:
         raise DatasetError(
             f"{path}: --namespace names one namespace but the file has {len(data)} samples"

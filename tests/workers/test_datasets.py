@@ -566,3 +566,13 @@ def test_locomo_layout_speaker_named_for_a_role_has_that_role() -> None:
         Role.user,
         Role.system,
     ]
+
+
+def test_a_file_of_another_layout_is_named_as_such(tmp_path: Path) -> None:
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    with pytest.raises(DatasetError, match="not the LoCoMo layout .* first entry is"):
+        load_locomo(_write(tmp_path, turns), namespace="errs")
+    lines = tmp_path / "lines.json"
+    lines.write_text('{"a": 1}\n{"b": 2}\n')
+    with pytest.raises(DatasetError, match="not JSON .*one JSON value a line is --format jsonl"):
+        load_locomo(lines)
