@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
-from schemas.plan import Route
-from workers.query.planner.wording import joined_questions, named_people, tokens
+from schemas.plan import MAX_ROUTE_QUERIES, Plan, Route
+from workers.query.planner.wording import joined_questions, named_people, tokens, unique_queries
+from workers.query.selection import RouteRanking, by_head
 from workers.store.fulltext import analyze
 
 READ = 3  # items of the earlier part read for its answer
@@ -88,3 +89,35 @@ def _names(sentence: str) -> list[str]:
             names.append(" ".join(run))
         run = []
     return names
+
+
+async def bridged(
+    question: str,
+    plan: Plan,
+    routes: list[RouteRanking],
+    recall: Callable[..., Awaitable[list[RouteRanking]]],
+) -> tuple[Plan, list[RouteRanking]]:
+    """A later part of a coordinated question that refers back ("who fed it") searched again
+    with the name the earlier part's best items give (`workers.query.bridge`), those items
+    ranked last: they answer the earlier part, and what they do not say about the later one
+    comes first, while their coverage of the question's routes stays whole. The plan in the
+    reply shows the part as searched."""
+    planned, ranked = list(plan.routes), list(routes)
+    for earlier, later in bridges(question, planned):
+        best = by_head(ranked[earlier].candidates)[:READ]
+        name = answer_name(planned[earlier].queries[0], [c.text for c in best])
+        if name is None:
+            continue
+        searched = [with_name(q, name) for q in planned[later].queries]
+        route = planned[later].model_copy(
+            update={"queries": unique_queries(searched, MAX_ROUTE_QUERIES)}
+        )
+        # every candidate kept, as for any route of several (its agreement counts)
+        alone = plan.model_copy(update={"routes": [route]})
+        (ranking,) = await recall(alone, route.queries[0], depth=None)
+        read = {c.item_id for c in best}
+        # those items last: the later part searches past them, and they still cover it
+        kept = [c for c in ranking.candidates if c.item_id not in read]
+        kept += [c for c in ranking.candidates if c.item_id in read]
+        planned[later], ranked[later] = route, RouteRanking(ranked[later].route_id, kept)
+    return plan.model_copy(update={"routes": planned}), ranked

@@ -36,7 +36,7 @@ from workers.query.denials import account_beside_denial
 from workers.query.hits import record_id_of, record_item_id
 from workers.query.other_value import asks_another_value, replaced_part
 from workers.query.planner.wording import about_the_history
-from workers.query.serialize import serialize_context
+from workers.query.serialize import serialize_context, within_budget
 from workers.store import EvidenceStore
 from workers.store.restated import as_they_stand, sayings_of
 from workers.store.segments import When, said_after
@@ -142,16 +142,18 @@ def current_first(
     question: str,
     evidence: Sequence[EvidenceItem],
     alike: Alike | None = None,
+    room: int | None = None,
 ) -> tuple[list[EvidenceItem], str, int] | None:
-    """The evidence reordered and marked, with its context; None when nothing moves and no
-    link touches it (the reply stays as selection made it).
+    """The evidence reordered and marked, with its context, at most `room` items (default:
+    as many as it has); None when nothing moves and no link touches it (the reply stays as
+    selection made it).
 
     The links' moves first, then the link-free ones inside the head: the later of two items
     about one subject above the earlier and a later statement of a change above an earlier
     statement like it (`alike`: texts' cosines; `workers.query.changed`) for a question
     about the present, an account of what a head item says was never done beside it (a
     question whether it was)."""
-    found = _by_links(store, namespace, question, evidence)
+    found = _by_links(store, namespace, question, evidence, room)
     linked = found is not None
     items, graph = found if found is not None else (list(evidence), None)
     when = _when_of(store, namespace, items[:HEAD])
@@ -166,11 +168,35 @@ def current_first(
     return ordered, context, tokens
 
 
+def current_within(
+    store: EvidenceStore,
+    namespace: str,
+    question: str,
+    evidence: Sequence[EvidenceItem],
+    budget: int,
+    alike: Alike | None = None,
+) -> tuple[list[EvidenceItem], str, int]:
+    """The evidence within a token budget (`within_budget`), today's truth first again among
+    what it kept: an item kept whose newer statement's item did not fit (a long window) gets
+    that statement's record, which is short, right above it. Else a small budget could give
+    an agent only the value that no longer holds."""
+    kept = within_budget(evidence, budget)
+    again = current_first(store, namespace, question, kept[0], alike, len(evidence))
+    if again is None:
+        return kept
+    return again if again[2] <= budget else within_budget(again[0], budget)
+
+
 def _by_links(
-    store: EvidenceStore, namespace: str, question: str, evidence: Sequence[EvidenceItem]
+    store: EvidenceStore,
+    namespace: str,
+    question: str,
+    evidence: Sequence[EvidenceItem],
+    room: int | None = None,
 ) -> tuple[list[EvidenceItem], _Graph] | None:
     """The evidence reordered and marked by the namespace's links as they stand
-    (`workers.store.restated`), and their graph; None when no link touches it."""
+    (`workers.store.restated`), at most `room` items (default: as many as it has), and
+    their graph; None when no link touches it."""
     links = store.links.of_namespace(namespace)
     if not links:
         return None
@@ -195,7 +221,7 @@ def _by_links(
             moves += _side_by_side(items, graph, link, asked)
         elif not about_the_past(question):
             moves += _newer_above(items, graph, link, asked)
-    return [_marked(i, graph) for i in items[: len(evidence)]], graph
+    return [_marked(i, graph) for i in items[: room or len(evidence)]], graph
 
 
 def _when_of(

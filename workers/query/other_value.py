@@ -35,7 +35,9 @@ def replaced_part(older: str, newer: str) -> list[str]:
     by "now has 64 GB of RAM"); empty when the change is of all of it, or the values cannot
     tell."""
     changed, kept = changed_values(older, newer)
-    if not any(v.label or v.head for v in kept):  # "as of March 3" is not a value that holds
+    # a value named by what it is of ("32 GB of RAM"), not a date: "on March 27" is mostly
+    # when the replaced value was said to hold, not another thing about it that still does
+    if not any((v.label or v.head) and v.kind != "date" for v in kept):
         return []
     return list(dict.fromkeys(_as_said(older, v) for v in changed))
 

@@ -17,15 +17,15 @@ from functools import partial
 import numpy as np
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
-from schemas.plan import MAX_ROUTE_QUERIES, Plan, QuestionType
+from schemas.plan import Plan, QuestionType
 from schemas.records import TokenUsage
 from workers import telemetry
 from workers.embedding import Embedder, embed_queries
 from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
-from workers.query.bridge import READ, answer_name, bridges, with_name
-from workers.query.currency import current_first
+from workers.query.bridge import bridged
+from workers.query.currency import current_first, current_within
 from workers.query.dated import dated_siblings
 from workers.query.distinct import without_common
 from workers.query.errors import AnswerUnavailable
@@ -33,7 +33,7 @@ from workers.query.instructions import Scoped, StandingInstructions, with_instru
 from workers.query.locality import Seqs, near_first
 from workers.query.multiroute import MultiRouteRecall, RecallConfig
 from workers.query.planner import HeuristicPlanner, Planner, single_route_plan
-from workers.query.planner.wording import about_the_history, unique_queries
+from workers.query.planner.wording import about_the_history
 from workers.query.presets import ABLATIONS, SERVED, QueryPreset
 from workers.query.rerank import RERANK_CANDIDATES, Reranker, rerank_pool, rerank_route
 from workers.query.scorer import Scorer, lead
@@ -43,13 +43,12 @@ from workers.query.selection import (
     FusedOrder,
     Reuse,
     RouteRanking,
-    by_head,
     redundant_last,
     select,
     sort_only,
     with_head,
 )
-from workers.query.serialize import items_that_fit, serialize_context, within_budget
+from workers.query.serialize import items_that_fit, serialize_context
 from workers.query.shown import turns_over_records
 from workers.query.speakers import Turn, aside_for, user_aside
 from workers.query.timing import Stopwatch
@@ -161,7 +160,7 @@ class QueryService:
             telemetry.set_attributes(span, recall_attributes(watch.timings, routes))
         if preset.bridge:
             with watch.stage("bridge"):
-                plan, routes = await _bridged(req.query, plan, routes, recall)
+                plan, routes = await bridged(req.query, plan, routes, recall)
         if history:
             routes = by_session(routes)
         if rerank:
@@ -190,7 +189,13 @@ class QueryService:
             evidence, context, tokens = linked or (evidence, context, tokens)
             if req.token_budget is not None and tokens > req.token_budget:
                 evidence, context, tokens = await asyncio.to_thread(
-                    within_budget, evidence, req.token_budget
+                    current_within,
+                    self.recall.store,
+                    req.namespace,
+                    req.query,
+                    evidence,
+                    req.token_budget,
+                    self._alike,
                 )
             telemetry.set_attributes(span, {"lychee.query.evidence": len(evidence)})
         answered = Answered()
@@ -262,38 +267,6 @@ class Answered:
     error: str | None = None
     items: int | None = None
     usage: TokenUsage = field(default_factory=TokenUsage)
-
-
-async def _bridged(
-    question: str,
-    plan: Plan,
-    routes: list[RouteRanking],
-    recall: Callable[..., Awaitable[list[RouteRanking]]],
-) -> tuple[Plan, list[RouteRanking]]:
-    """A later part of a coordinated question that refers back ("who fed it") searched again
-    with the name the earlier part's best items give (`workers.query.bridge`), those items
-    ranked last: they answer the earlier part, and what they do not say about the later one
-    comes first, while their coverage of the question's routes stays whole. The plan in the
-    reply shows the part as searched."""
-    planned, ranked = list(plan.routes), list(routes)
-    for earlier, later in bridges(question, planned):
-        best = by_head(ranked[earlier].candidates)[:READ]
-        name = answer_name(planned[earlier].queries[0], [c.text for c in best])
-        if name is None:
-            continue
-        searched = [with_name(q, name) for q in planned[later].queries]
-        route = planned[later].model_copy(
-            update={"queries": unique_queries(searched, MAX_ROUTE_QUERIES)}
-        )
-        # every candidate kept, as for any route of several (its agreement counts)
-        alone = plan.model_copy(update={"routes": [route]})
-        (ranking,) = await recall(alone, route.queries[0], depth=None)
-        read = {c.item_id for c in best}
-        # those items last: the later part searches past them, and they still cover it
-        kept = [c for c in ranking.candidates if c.item_id not in read]
-        kept += [c for c in ranking.candidates if c.item_id in read]
-        planned[later], ranked[later] = route, RouteRanking(ranked[later].route_id, kept)
-    return plan.model_copy(update={"routes": planned}), ranked
 
 
 MAX_SESSION_ROUTES = 8

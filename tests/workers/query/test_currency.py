@@ -21,9 +21,16 @@ from tests.workers.builders import (
 )
 from workers.encoder.encoded import build_record
 from workers.indexer.service import IndexBatch, IndexerService
-from workers.query.currency import HEAD, _subject, about_the_past, current_first, later_first
+from workers.query.currency import (
+    HEAD,
+    _subject,
+    about_the_past,
+    current_first,
+    current_within,
+    later_first,
+)
 from workers.query.denials import account_beside_denial
-from workers.query.serialize import item_line
+from workers.query.serialize import item_line, within_budget
 from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
 
@@ -401,3 +408,27 @@ async def test_a_record_carries_its_own_links_not_those_of_its_turns_other_recor
     moved = current_first(store, "a", "What did the heater draw in March?", [value, *items[:1]])
     assert moved is not None
     assert {i.text: i.superseded_by for i in moved[0]}[SAID[0][3]] == [ids[SAID[2][3]]]
+
+
+async def test_a_small_budget_keeps_the_newer_value_when_its_long_item_does_not_fit(
+    tmp_path: Path,
+) -> None:
+    """The newer value only in a long window, which a budget passes over, and the older value's
+    short record kept: the newer statement's record comes in right above it."""
+    store = await indexed(tmp_path)
+    question = "How many watts does the greenhouse heater draw now?"
+    reply = await QueryService(QueryDeps(store, HashEmbedder())).search(request(question))
+    older = reply.evidence[first_saying(reply.evidence, SAID[0][3])]
+    window = EvidenceItem(
+        kind="window",
+        item_id="a/s2/s2t1",
+        text=f"{SAID[2][3]} " + "The assistant explains wiring at length. " * 60,
+        turn_ids=["s2t1"],
+        session_id="s2",
+    )
+    kept, context, tokens = current_within(store, "a", question, [window, older], 150)
+    assert [e.text for e in kept] == [SAID[2][3], SAID[0][3]] and tokens <= 150
+    assert kept[0].supersedes == [rid(older)] and kept[1].superseded_by == [rid(kept[0])]
+    assert "[replaced on 2 April 2024 by a later statement]" in context
+    alone, _, _ = within_budget([window, older], 150)  # what the budget alone would keep
+    assert [e.text for e in alone] == [SAID[0][3]]
