@@ -177,6 +177,7 @@ def _value_changes(
     June 10" before "I start prepping for the review on June 3", for "the review slipped to
     June 20"), then the latest."""
     out = []
+    sole = _one_qualifier(valued)
     for j, (newer, new_values) in enumerate(valued):
         best: tuple[tuple[int, int, tuple[int, int]], Statement, Value, Value] | None = None
         candidates = {i for v in new_values for w in v.whole for i in by_word[(newer.role, w)]}
@@ -189,7 +190,7 @@ def _value_changes(
                 for nv in new_values
                 for ov in old_values
                 if _changed(
-                    ov, nv, shared := attribute_overlap(ov, nv), old_values, common, speakers
+                    ov, nv, shared := attribute_overlap(ov, nv), old_values, common, speakers, sole
                 )
             ]
             if not pairs:
@@ -201,6 +202,17 @@ def _value_changes(
         if best is not None:
             out.append((best[1], newer, best[2], best[3]))
     return out
+
+
+def _one_qualifier(valued: _Valued) -> frozenset[str]:
+    """The words values are of that only one qualifier ever comes with ("cloud budget"):
+    there "the budget" is that one, while beside "the travel budget" and "the cloud budget"
+    it could be either."""
+    qualifiers: dict[str, set[str]] = {}
+    for _, values in valued:
+        for v in values:
+            qualifiers.setdefault(v.head, set()).add(v.modifier)
+    return frozenset(h for h, q in qualifiers.items() if h and len(q - {""}) == 1)
 
 
 def _value_conflicts(
@@ -267,14 +279,16 @@ def _changed(
     old_values: Sequence[Value],
     common: frozenset[str],
     speakers: Container[str],
+    sole: Container[str] = frozenset(),
 ) -> bool:
     """The newer value replaces the older one: same kind, another amount the older statement
     never gave, the same attribute, and a later statement that reads as a change. Both
     measured or both meant (a date is either), and when the newer one says what it was,
-    it was the older value."""
+    it was the older value. `sole`: words whose one qualifier an unqualified value may
+    leave out (`_one_qualifier`)."""
     if not comparable(ov, nv) or same_amount(ov, nv):
         return False
-    if not _named_alike(ov, nv, shared, common, speakers):
+    if not _named_alike(ov, nv, shared, common, speakers, sole):
         return False
     if not same_thing(ov, nv):
         return False
@@ -290,7 +304,12 @@ def _changed(
 
 
 def _named_alike(
-    ov: Value, nv: Value, shared: int, common: frozenset[str], speakers: Container[str]
+    ov: Value,
+    nv: Value,
+    shared: int,
+    common: frozenset[str],
+    speakers: Container[str],
+    sole: Container[str] = frozenset(),
 ) -> bool:
     """Whether two values name one attribute: `MIN_SHARED` words in common, or one when
     both follow the same name and the newer statement gives the older value as what it was
@@ -300,7 +319,8 @@ def _named_alike(
     one-word subject), or when a value said to have changed is of the same word right
     before both ("Ana's budget is $40,000", then "finance cut Ana's budget to $32,000"),
     qualified alike (not "the travel budget" beside "our budget", nor "costs $50 for the
-    hosting" beside "$20 for the domain"), of one owner (not "my salary" beside "my wife's
+    hosting" beside "$20 for the domain"; "the budget" may leave out the one qualifier its
+    namespace gives budgets, `sole`), of one owner (not "my salary" beside "my wife's
     salary"), and that word is not common in the namespace. An old
     amount alone is weak evidence: small counts recur ("3 kids", then a neighbour's "5 kids
     instead of 3")."""
@@ -308,15 +328,18 @@ def _named_alike(
         return shared >= 1
     if nv.kind == "date" and nv.changed and nv.attribute and nv.attribute <= ov.attribute:
         return shared >= 1 and nv.head == ov.head
-    return shared >= MIN_SHARED or _same_head(ov, nv, common, speakers)
+    return shared >= MIN_SHARED or _same_head(ov, nv, common, speakers, sole)
 
 
-def _same_head(ov: Value, nv: Value, common: frozenset[str], speakers: Container[str]) -> bool:
-    """A changed value of the word right before both, qualified alike, of one owner
-    (`_named_alike`)."""
+def _same_head(
+    ov: Value, nv: Value, common: frozenset[str], speakers: Container[str], sole: Container[str]
+) -> bool:
+    """A changed value of the word right before both, qualified alike (or the newer one
+    unqualified, of a word `sole` names), of one owner (`_named_alike`)."""
     if nv.kind in _WHEN or not nv.changed or nv.head != ov.head or ov.head not in ov.attribute:
         return False
-    if ov.modifier != nv.modifier or not _one_owner(ov.whose, nv.whose, common, speakers):
+    alike = ov.modifier == nv.modifier or (not nv.modifier and nv.head in sole)
+    if not alike or not _one_owner(ov.whose, nv.whose, common, speakers):
         return False
     return not (ov.following and nv.following and not ov.following & nv.following)
 

@@ -354,3 +354,19 @@ def test_a_value_said_to_change_replaces_the_value_of_the_same_word_before_it() 
     hosting = said("h1", "It costs $50 for the hosting.", days[0])
     domain = said("h2", "It now costs $20 for the domain.", days[1])
     assert link_statements("ns", [hosting, domain]) == []
+
+
+def test_the_value_unqualified_is_the_one_qualified_value_of_its_word() -> None:
+    """ "The budget is now $2,500" after "our cloud budget is $4,000": the one budget the
+    namespace qualifies, while beside a travel budget it could be either."""
+    days = [datetime(2025, 1, d) for d in (6, 20, 27)]
+    cloud = said("c1", "Our cloud budget is $4,000 per month.", days[0])
+    now = said("c2", "The budget is now $2,500 per month.", days[2])
+    links = link_statements("ns", [cloud, now])
+    assert [(k.older_id, k.newer_id) for k in links] == [("c1", "c2")]
+    travel = said("c3", "The travel budget is $900.", days[1])
+    assert link_statements("ns", [cloud, travel, now]) == []
+    # the newer qualified and the older not: still two budgets (a travel budget is not ours)
+    ours = said("o1", "Our budget is $40,000.", days[0])
+    cut = said("o2", "The travel budget was cut to $3,000.", days[1])
+    assert link_statements("ns", [ours, cut]) == []
