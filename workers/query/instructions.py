@@ -33,7 +33,16 @@ from workers.store import EvidenceStore
 _SCOPE = re.compile(
     r"\bwhen(?:ever)?\s+(?:[\w'’-]+\s+){0,3}?"
     r"(?:ask|asks|asked|asking|inquire|inquires|inquiring|request|requests|requesting)\s+"
-    r"(?:(?:me|you|the assistant)\s+)?(?:about|for|on|regarding)\s+(?P<scope>\S.*)",
+    r"(?:(?:me|you|the assistant)\s+)?"
+    # "about X", or a kind of question: "when I ask you a data question"
+    r"(?:(?:about|for|on|regarding)\s+|(?=(?:a|an|any)\s+(?:[\w-]+\s+){1,3}questions?\b))"
+    r"(?P<scope>\S.*)",
+    re.IGNORECASE | re.DOTALL,
+)
+# "... for anything about X", "on any question about X"
+_FOR_ANY = re.compile(
+    r"\b(?:for|on|with)\s+(?:anything|everything|any\s+questions?|any\s+requests?|questions?)"
+    r"\s+(?:about|on|regarding|related\s+to|to\s+do\s+with)\s+(?P<scope>\S.*)",
     re.IGNORECASE | re.DOTALL,
 )
 CACHED = 4096  # scope vectors a process keeps, then starts again
@@ -59,7 +68,7 @@ def scope_of(text: str) -> str | None:
     about X, Y or Z") unless a clause that tells what to do follows it (", and keep it
     short")."""
     said = text.strip()
-    found = _SCOPE.search(said)
+    found = _SCOPE.search(said) or _FOR_ANY.search(said)
     if found is None:
         return None
     scope = found.group("scope")

@@ -556,6 +556,8 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         ("Ana", "Update: never had a cavity in my life."),
         ("Ana", "Ps: always forget my keys on Mondays."),
         ("Ana", "Never mind, the build works now."),
+        ("Ana", "When I ask you about file operations, always answer with a one-liner."),
+        ("Ana", "When I ask my landlord about repairs, he never answers."),
     )
     assert [r.memory_type for r in recs] == [
         MemoryType.constraint,
@@ -565,6 +567,8 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         MemoryType.fact,
         MemoryType.fact,  # a label that says no instruction
         MemoryType.fact,
+        MemoryType.fact,
+        MemoryType.constraint,  # its scope said first
         MemoryType.fact,
     ]
 

@@ -42,6 +42,20 @@ from workers.store import EvidenceStore
         ("From now on, whenever I ask about hotels, quote prices in euros.", "hotels"),
         ("Also, when I ask about trains, list the times.", "trains"),
         ("I asked about the deadline when we met.", None),
+        (
+            "When I ask you about file operations, always answer with a one-liner.",
+            "file operations",
+        ),
+        (
+            "When the user asks you about file operations, always answer in one line.",
+            "file operations",
+        ),
+        ("Always give me the SQL first when I ask you a data question.", "a data question"),
+        (
+            "From now on, for anything about file operations, give me a one-liner.",
+            "file operations",
+        ),
+        ("Use plain words on any question about taxes.", "taxes"),
     ],
 )
 def test_an_instruction_names_its_scope_in_its_own_words(text: str, scope: str | None) -> None:
