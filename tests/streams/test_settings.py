@@ -127,3 +127,21 @@ def test_settings_table_is_written_from_the_models() -> None:
     setting."""
     doc = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
     assert written_table(doc) == table()
+
+
+def test_settings_an_llm_half_configured_or_without_a_scheme_is_refused_by_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Either alone left the LLM path off without a word; a URL without its scheme failed at
+    the first call."""
+    monkeypatch.setenv("LYCHEE_LLM_BASE_URL", "http://127.0.0.1:8091/v1")
+    with pytest.raises(ValidationError, match="LYCHEE_LLM_BASE_URL is set but LYCHEE_LLM_MODEL"):
+        Settings()
+    monkeypatch.setenv("LYCHEE_LLM_MODEL", "qwen")
+    assert Settings().llm.configured
+    monkeypatch.delenv("LYCHEE_LLM_BASE_URL")
+    with pytest.raises(ValidationError, match="LYCHEE_LLM_MODEL is set but LYCHEE_LLM_BASE_URL"):
+        Settings()
+    monkeypatch.setenv("LYCHEE_LLM_BASE_URL", "127.0.0.1:8091")
+    with pytest.raises(ValidationError, match="must be an http:// or https:// URL"):
+        Settings()
