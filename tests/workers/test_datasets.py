@@ -576,3 +576,13 @@ def test_a_file_of_another_layout_is_named_as_such(tmp_path: Path) -> None:
     lines.write_text('{"a": 1}\n{"b": 2}\n')
     with pytest.raises(DatasetError, match="not JSON .*one JSON value a line is --format jsonl"):
         load_locomo(lines)
+
+
+def test_a_byte_order_mark_at_the_start_of_a_file_is_read_past(tmp_path: Path) -> None:
+    lines = _jsonl(tmp_path, [_line(session_id="s1", turns=_turns("one"))])
+    lines.write_bytes(b"\xef\xbb\xbf" + lines.read_bytes())
+    [conv] = load_jsonl(lines, namespace="ns")
+    assert [e.turns[0].content for e in conv.exchanges] == ["one"]
+    sample = _write(tmp_path, _locomo_samples())
+    sample.write_bytes(b"\xef\xbb\xbf" + sample.read_bytes())
+    assert [c.namespace for c in load_locomo(sample)] == ["sample-a", "sample-b"]
