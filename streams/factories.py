@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from streams.metrics import LLM_OBSERVER, ObservedEmbedder, observe_embedding_cache
 from streams.settings import Settings
 from workers.embedding.base import Embedder
@@ -23,6 +25,8 @@ if TYPE_CHECKING:
     from workers.query.adapter import QueryAdapter
     from workers.query.planner import Planner
     from workers.query.scorer import Scorer
+
+log = structlog.get_logger("lychee.factories")
 
 
 def make_embedder(settings: Settings, threads: int = 0) -> Embedder:
@@ -75,6 +79,8 @@ def make_llm_client(settings: Settings) -> tuple[openai.AsyncOpenAI, str] | None
     record calls, errors, latency and tokens through `streams.metrics.LLM_OBSERVER`.
     """
     if not settings.llm.configured:
+        if (why := settings.llm.half_said) is not None:
+            log.warning("llm.off", reason=why)
         return None
     from workers.llm.calls import make_client
 

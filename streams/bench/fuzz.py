@@ -4,8 +4,8 @@ without compression.
 
 Every bad message has an expected outcome: a dead letter whose `error_type` header names
 the problem, an error reply naming the field, a logged drop (a deadline in the past), or
-acceptance (a null key, a gap in `seq`) or fencing (a replayed `seq`), the last two checked
-in LanceDB. A message whose outcome is missing counts as lost, and so does a good exchange
+acceptance (a null key, a gap in `seq`, the first of two exchanges given one `seq`, whose
+second is dead-lettered), the last two checked in LanceDB. A message whose outcome is missing counts as lost, and so does a good exchange
 that is not indexed or a good query that is not answered.
 """
 
@@ -411,7 +411,7 @@ def format_report(r: FuzzReport) -> str:
     lines += [
         f"error replies:         {r.error_replies} (each naming the field)",
         f"dropped (deadline past, logged): {r.dropped}",
-        f"accepted/fenced as expected (null key, seq gap, replayed seq): {r.accepted_indexed} turns",
+        f"accepted as expected (null key, seq gap, the first of a seq given twice): {r.accepted_indexed} turns",
         f"good exchanges indexed: {r.good_indexed}/{r.good_exchanges}",
         f"good queries answered:  {r.good_answered}/{r.good_queries}",
         f"lost:                  {r.lost}",

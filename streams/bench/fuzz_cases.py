@@ -254,7 +254,8 @@ class Generator:
         return [self._bad_ex("negative_seq", "schema", dumps(data))]
 
     def duplicate_seq(self) -> list[Message]:
-        """The same seq twice in a session: the second is fenced, never applied."""
+        """The same seq twice in a session, the second another exchange: it is fenced, never
+        applied, and dead-lettered by name (the session never had its turns), not dropped."""
         self.i += 1
         sid, key = f"d{self.i}", f"{self.ns_dup}/d{self.i}".encode()
         self.expected_turns[self.ns_dup] += 1
@@ -262,7 +263,7 @@ class Generator:
         again = dumps(exchange(self.ns_dup, sid, 0, "a replayed seq", f"x{self.i}"))
         return [
             Message("duplicate_seq.first", t.EXCHANGES, key, first, INDEXED, namespace=self.ns_dup),
-            Message("duplicate_seq", t.EXCHANGES, key, again, INDEXED, namespace=self.ns_dup),
+            Message("duplicate_seq", t.EXCHANGES, key, again, DEAD_LETTER, "unprocessable"),
         ]
 
     def gapped_seq(self) -> list[Message]:

@@ -43,8 +43,8 @@ class Memory(BaseModel):
     notes: list[str] = Field(
         default_factory=list,
         description="what later statements say of it, in words: replaced (and when, and "
-        "which of its values when the rest still holds), current since, contradicted; empty "
-        "when nothing does",
+        "which of its values when the others were not said to change), current since, "
+        "contradicted; empty when nothing does",
     )
     replaced_by: list[str] = Field(default_factory=list, description="ids of later records")
     replaces: list[str] = Field(default_factory=list, description="ids of earlier records")

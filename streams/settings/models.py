@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 
 from streams.settings.group import Group, config
 
@@ -118,28 +118,30 @@ class LLMSettings(Group):
     @field_validator("base_url")
     @classmethod
     def _an_http_url(cls, v: str | None) -> str | None:
-        if v and not re.match(r"https?://[^/\s]", v):
+        if v and not re.match(r"https?://[^/\s]", v, re.IGNORECASE):
             raise ValueError(
                 f"LYCHEE_LLM_BASE_URL ({v!r}) must be an http:// or https:// URL, "
                 "e.g. http://127.0.0.1:8091/v1"
             )
         return v
 
-    @model_validator(mode="after")
-    def _both_or_neither(self) -> LLMSettings:
-        """One of the two alone would leave the LLM path off without a word."""
-        if bool(self.base_url) != bool(self.model):
-            given, missing = (
-                ("LYCHEE_LLM_BASE_URL", "LYCHEE_LLM_MODEL")
-                if self.base_url
-                else ("LYCHEE_LLM_MODEL", "LYCHEE_LLM_BASE_URL")
-            )
-            raise ValueError(
-                f"{given} is set but {missing} is not: set both for the LLM path (OpenAI: "
-                "https://api.openai.com/v1), or neither for the offline encoder and planner"
-            )
-        return self
-
     @property
     def configured(self) -> bool:
         return bool(self.base_url and self.model)
+
+    @property
+    def half_said(self) -> str | None:
+        """Why the LLM path is off though one of its two settings is given, or None. Either
+        alone has its uses (remote embeddings at the LLM's URL, a judge model given on the
+        command line), so it is said, not refused."""
+        if bool(self.base_url) == bool(self.model):
+            return None
+        given, missing = (
+            ("LYCHEE_LLM_BASE_URL", "LYCHEE_LLM_MODEL")
+            if self.base_url
+            else ("LYCHEE_LLM_MODEL", "LYCHEE_LLM_BASE_URL")
+        )
+        return (
+            f"{given} is set but {missing} is not: the encoder, planner and answers run "
+            "offline; set both for the LLM path"
+        )

@@ -148,8 +148,9 @@ _STANDING = re.compile(
     r"|(?:do not|don't) ever"
     r"|(?:make sure|remember) to always)\b"
     # its scope said first: "when I ask you about file operations, always answer with ..."
-    r"|^when(?:ever)? (?:i|we) (?:ask|request)\b[^,.;]{0,120}, (?:please )?"
-    r"(?:always|never|answer|reply|respond|give|show|start|use|include|provide|keep|format"
+    r"|^when(?:ever)? (?:i|we) (?:ask|request)(?: you| the assistant)? "
+    r"(?:about|for|on|regarding|a|an|any)\b[^,.;]{0,120}, (?:please )?"
+    r"(?:always|never|answer|reply|respond|give|show|start|use|include|provide|format"
     r"|write|list|put|lead)\b"
 )
 # Checked in order on the lowercased sentence, after the preference and dated-event rules.

@@ -48,15 +48,26 @@ _YEARLESS = re.compile(
     rf"|(?P<d2>\d{{1,2}})(?:st|nd|rd|th)? (?:of )?(?P<m2>{_MONTH_NAME}))\b(?!\.?,? \d{{4}})"
 )
 _ON_A_WEEKDAY = rf"on\s+(?:{'|'.join(WEEKDAYS)})\b"
+_PLANNED_ING = (
+    "flying|leaving|going|coming|visiting|meeting|moving|starting|heading|driving|travell?ing"
+    "|arriving|returning|hosting|presenting|seeing|playing"
+)
+# the words between: none that says what was done or since when
+_NOTHING_PAST = (
+    r"(?:(?!\b(?:since|after|from|ago|had|was|were|did|said|sent|told|happened)\b|\w+ed\b)"
+    r"[^.!?;])*?"
+)
 _FUTURE = re.compile(
     r"\b(?:will|going to|gonna|plan(?:ning)? to)\b|['’]ll\b"
     # "the standup is on Monday": a day something is set for, ahead of when it is said
     rf"|\b(?:is|are|['’]s)\s+(?:\w+\s+)?{_ON_A_WEEKDAY}"
-    # "I am flying to Lisbon on Sunday": what is under way for a day, said in the present
-    rf"|\b(?:am|are|is|['’]m|['’]re)\s+\w+ing\b[^.!?;]*?\b{_ON_A_WEEKDAY}"
-    # "see you on Monday", "remind me on Friday", "let's meet on Saturday": asked for a day
-    r"|\b(?:see you|call me|text me|remind me|meet me|let['’]s|let us|don['’]t forget"
-    rf"|do not forget|remember to)\b[^.!?;]*?\b{_ON_A_WEEKDAY}",
+    # "I am flying to Lisbon on Sunday": a trip or a meeting under way for a day, with
+    # nothing said done or of before on the way to it ("I'm having trouble since the crash
+    # on Sunday", "she is recovering from the surgery she had on Tuesday" stay past)
+    rf"|\b(?:am|are|is|['’]m|['’]re)\s+(?:{_PLANNED_ING})\b{_NOTHING_PAST}{_ON_A_WEEKDAY}"
+    # "see you on Monday", "remind me on Friday", "let's meet on Saturday": a day asked for
+    rf"|\b(?:see you|call me|text me|remind me|meet me|let['’]s meet|let us meet)"
+    rf"\s+(?:\w+\s+){{0,2}}?{_ON_A_WEEKDAY}",
     re.IGNORECASE,
 )
 # A clause that tells what someone did: "in one week" there is how long it took ("I ate six

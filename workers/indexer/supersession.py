@@ -52,6 +52,7 @@ from workers.indexer.values import (
 )
 
 MIN_SHARED = 2  # attribute words two values must share to name the same thing
+SOLE_RATIO = 3.0  # an unqualified value of a word with one qualifier: amounts this near
 _SELF_OWNERS = frozenset({"my", "our"})
 _WHEN = ("date", "time")  # values of when, named by the words around them, never by one
 MAX_DENIAL_CHARS = 600  # a longer record is a pasted request: no denial or account read in it
@@ -207,7 +208,8 @@ def _value_changes(
 def _one_qualifier(valued: _Valued) -> frozenset[str]:
     """The words values are of that only one qualifier ever comes with ("cloud budget"):
     there "the budget" is that one, while beside "the travel budget" and "the cloud budget"
-    it could be either."""
+    it could be either. Read among the statements linked together, so a second qualifier
+    said in a later batch does not undo a link made before it."""
     qualifiers: dict[str, set[str]] = {}
     for _, values in valued:
         for v in values:
@@ -338,10 +340,19 @@ def _same_head(
     unqualified, of a word `sole` names), of one owner (`_named_alike`)."""
     if nv.kind in _WHEN or not nv.changed or nv.head != ov.head or ov.head not in ov.attribute:
         return False
-    alike = ov.modifier == nv.modifier or (not nv.modifier and nv.head in sole)
+    alike = ov.modifier == nv.modifier or (
+        not nv.modifier and nv.head in sole and _near(ov, nv) and ov.following == nv.following
+    )
     if not alike or not _one_owner(ov.whose, nv.whose, common, speakers):
         return False
     return not (ov.following and nv.following and not ov.following & nv.following)
+
+
+def _near(ov: Value, nv: Value) -> bool:
+    """Amounts within `SOLE_RATIO` of each other: "the budget is now $2,500" of "our cloud
+    budget is $4,000", not "the rent went up to $1,350" of "the parking rent is $100"."""
+    low, high = sorted((abs(ov.amount), abs(nv.amount)))
+    return low > 0 and high <= SOLE_RATIO * low
 
 
 def _one_owner(a: str, b: str, common: frozenset[str], speakers: Container[str]) -> bool:

@@ -184,7 +184,9 @@ def current_within(
     again = current_first(store, namespace, question, kept[0], alike, len(evidence))
     if again is None:
         return kept
-    return again if again[2] <= budget else within_budget(again[0], budget)
+    fitted = again if again[2] <= budget else within_budget(again[0], budget)
+    # its marks' words may take the room of what the budget kept: then that stays
+    return fitted if len(fitted[0]) >= len(kept[0]) else kept
 
 
 def _by_links(
@@ -368,7 +370,7 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
     if not mine:
         return item
     by: list[str] = []
-    parts: list[list[str]] = []  # per replacing link, the values it replaced of a compound one
+    newer_of: dict[str, list[str]] = {}  # each replaced record's newer statements' words
     replaced: list[str] = []
     conflict: list[str] = []
     until: list[datetime] = []
@@ -383,10 +385,9 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
                 conflict.append(link.older_id)
         elif link.older_id in mine and link.newer_id not in mine:
             by.append(link.newer_id)
-            older, newer = (
-                graph.records[r]["semantic_text"] for r in (link.older_id, link.newer_id)
+            newer_of.setdefault(link.older_id, []).append(
+                graph.records[link.newer_id]["semantic_text"]
             )
-            parts.append(replaced_part(older, newer))
             until += [link.changed_at] if link.changed_at else []
         elif link.newer_id in mine and link.older_id not in mine:
             replaced.append(link.older_id)
@@ -397,14 +398,20 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
     return item.model_copy(
         update={
             "superseded_by": _unique(by),
-            # one link that replaced all of it: nothing of it holds
-            "replaced_values": _unique(sum(parts, [])) if all(parts) else [],
+            "replaced_values": _replaced_values(graph, newer_of),
             "supersedes": _unique(replaced),
             "conflict": _unique(conflict),
             "valid_from": _valid_from(item, since, valid_to),
             "valid_to": valid_to,
         }
     )
+
+
+def _replaced_values(graph: _Graph, newer_of: dict[str, list[str]]) -> list[str]:
+    """The values the item's replaced records gave that their newer statements, all of them
+    together, replaced, when each keeps another; none when one was replaced whole."""
+    parts = [replaced_part(graph.records[r]["semantic_text"], n) for r, n in newer_of.items()]
+    return _unique([v for part in parts for v in part]) if parts and all(parts) else []
 
 
 def _valid_from(item: EvidenceItem, since: list[datetime], valid_to: str | None) -> str | None:

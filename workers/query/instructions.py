@@ -35,13 +35,14 @@ _SCOPE = re.compile(
     r"(?:ask|asks|asked|asking|inquire|inquires|inquiring|request|requests|requesting)\s+"
     r"(?:(?:me|you|the assistant)\s+)?"
     # "about X", or a kind of question: "when I ask you a data question"
-    r"(?:(?:about|for|on|regarding)\s+|(?=(?:a|an|any)\s+(?:[\w-]+\s+){1,3}questions?\b))"
+    r"(?:(?:about|for|on|regarding)\s+"
+    r"|(?=(?:a|an|any)\s+(?!lot\b|few\b|couple\b|bunch\b|more\b)(?:[\w-]+\s+){1,2}questions?\b))"
     r"(?P<scope>\S.*)",
     re.IGNORECASE | re.DOTALL,
 )
 # "... for anything about X", "on any question about X"
 _FOR_ANY = re.compile(
-    r"\b(?:for|on|with)\s+(?:anything|everything|any\s+questions?|any\s+requests?|questions?)"
+    r"\b(?:for|on|with)\s+(?:anything|everything|any\s+questions?|any\s+requests?)"
     r"\s+(?:about|on|regarding|related\s+to|to\s+do\s+with)\s+(?P<scope>\S.*)",
     re.IGNORECASE | re.DOTALL,
 )
@@ -56,6 +57,8 @@ _TO_DO = (
     r"|always|never|don['’]t|do not|make|keep|list|add|mention|explain|suggest|remind|tell"
     r"|offer|ask|send|cite|stick|avoid|limit|quote)"
 )
+# a condition after the scope: "on any request about travel before asking me"
+_CONDITION = re.compile(r"\s+(?:before|after|unless|except|until)\b", re.IGNORECASE)
 _CLAUSE_AFTER = re.compile(
     rf"[,;:]\s*(?=(?:(?:and|then|but|so)\s+)?(?:please\s+)?{_TO_DO}\b)", re.IGNORECASE
 )
@@ -76,7 +79,8 @@ def scope_of(text: str) -> str | None:
     if not before or _LEAD_END.search(before):
         cut = max(scope.rfind(c) for c in ",;:")
         scope = scope[:cut] if cut > 0 else scope
-    return _CLAUSE_AFTER.split(scope, maxsplit=1)[0].rstrip(" \t\n.!") or None
+    scope = _CONDITION.split(_CLAUSE_AFTER.split(scope, maxsplit=1)[0], maxsplit=1)[0]
+    return scope.rstrip(" \t\n.!") or None
 
 
 @dataclass(frozen=True)

@@ -12,29 +12,31 @@ labels and which pairs are one attribute's are read as the indexer's value rule 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from workers.indexer.values import Value, attribute_overlap, stem, values_of
 
 MAX_CHARS = 600  # a longer record is not read for its values (their parse grows fast with length)
 
 
-def changed_values(older: str, newer: str) -> tuple[list[Value], list[Value]]:
-    """The values of `older` a value of `newer` is of the same attribute as (what changed),
-    and its other values (what did not); none of either for a record too long to read."""
-    if max(len(older), len(newer)) > MAX_CHARS:
+def changed_values(older: str, newer: str | Sequence[str]) -> tuple[list[Value], list[Value]]:
+    """The values of `older` a value of `newer` (one text, or several together) is of the
+    same attribute as (what changed), and its other values (what did not); none of either
+    for a record too long to read."""
+    newers = [newer] if isinstance(newer, str) else list(newer)
+    if max(len(older), *map(len, newers)) > MAX_CHARS:
         return [], []
-    olds, news = values_of(older), values_of(newer)
+    olds, news = values_of(older), [v for text in newers for v in values_of(text)]
     changed = [o for o in olds if any(_one_attribute(o, n) for n in news)]
     return changed, [o for o in olds if all(o is not c for c in changed)]
 
 
-def replaced_part(older: str, newer: str) -> list[str]:
-    """The values of `older` that `newer` replaced, as `older` shows them, when it gives
-    others that still hold ("32 GB" of "runs Ubuntu 22.04 and has 32 GB of RAM", replaced
-    by "now has 64 GB of RAM"); empty when the change is of all of it, or the values cannot
-    tell."""
-    changed, kept = changed_values(older, newer)
+def replaced_part(older: str, newers: Sequence[str]) -> list[str]:
+    """The values of `older` that the `newers` replaced, as `older` shows them, when it gives
+    another that none of them changed ("32 GB" of "runs Ubuntu 22.04 and has 32 GB of RAM",
+    replaced by "now has 64 GB of RAM"); empty when the change is of all of it, or the values
+    cannot tell."""
+    changed, kept = changed_values(older, newers)
     # a value named by what it is of ("32 GB of RAM"), not a date: "on March 27" is mostly
     # when the replaced value was said to hold, not another thing about it that still does
     if not any((v.label or v.head) and v.kind != "date" for v in kept):

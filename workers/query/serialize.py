@@ -56,7 +56,7 @@ def currency_notes(item: EvidenceItem) -> list[str]:
             f"{what}replaced on {when} by a later statement" if when else f"{what}replaced later"
         )
         if item.replaced_values:
-            notes.append("the rest still holds")
+            notes.append("its other values were not said to change")
         if item.supersedes:
             notes.append("it had replaced an earlier statement")
     elif item.supersedes:

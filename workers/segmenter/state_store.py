@@ -223,10 +223,13 @@ class SessionStore:
 
     async def unapplied(self, key: str, turns: Sequence[tuple[str, str]]) -> str | None:
         """The first turn id the session does not hold with these words (`claim_turns`):
-        of a message the seq fence stops, a turn the session never had."""
-        if not turns:
+        of a message the seq fence stops, a turn the session never had. None when the
+        session holds no turn ids at all (they expired, or a forget cut the session): then
+        it cannot tell, and the message is taken for the replay the fence says it is."""
+        name = self._turns_key(key)
+        if not turns or not await self.redis.exists(name):
             return None
-        held = await self.redis.hmget(self._turns_key(key), [t for t, _ in turns])
+        held = await self.redis.hmget(name, [t for t, _ in turns])
         for (tid, digest), got in zip(turns, held, strict=True):
             if got is None or _text(got) != digest:
                 return tid

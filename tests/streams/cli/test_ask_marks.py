@@ -57,4 +57,7 @@ def test_ask_text_names_the_values_of_a_statement_replaced_in_part() -> None:
         valid_to="2024-08-02",
     )
     reply = QueryReply(correlation_id="c", namespace="me", status="ok", evidence=[item])
-    assert "[32 GB replaced 2024-08-02 by fedcba98 (the rest holds)]" in format_evidence(reply)
+    assert (
+        "[32 GB replaced 2024-08-02 by fedcba98 (its other values not said to change)]"
+        in format_evidence(reply)
+    )

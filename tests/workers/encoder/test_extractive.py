@@ -558,6 +558,7 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         ("Ana", "Never mind, the build works now."),
         ("Ana", "When I ask you about file operations, always answer with a one-liner."),
         ("Ana", "When I ask my landlord about repairs, he never answers."),
+        ("Ana", "When I ask for a refund, keep getting transferred."),
     )
     assert [r.memory_type for r in recs] == [
         MemoryType.constraint,
@@ -569,6 +570,7 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         MemoryType.fact,
         MemoryType.fact,
         MemoryType.constraint,  # its scope said first
+        MemoryType.fact,
         MemoryType.fact,
     ]
 

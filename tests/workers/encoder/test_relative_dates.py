@@ -177,10 +177,17 @@ def test_in_n_days_said_of_what_is_set_for_then_is_a_day_ahead(text: str, t_ref:
         ("My sister is visiting on Saturday.", "2023-05-13"),
         ("See you on Friday.", "2023-05-12"),  # asked for a day
         ("Remind me on Tuesday about the rent.", "2023-05-09"),
-        ("Don't forget the meeting on Wednesday.", "2023-05-10"),
+        ("We are meeting the investors on Wednesday.", "2023-05-10"),
         ("Let us meet on Saturday.", "2023-05-13"),
         ("I was hiking on Sunday.", "2023-05-07"),  # in the past: the last one
         ("We went hiking on Friday and I am exhausted.", "2023-05-05"),
+        ("What is interesting is that the server crashed on Sunday.", "2023-05-07"),
+        ("My knee is aching since the fall on Saturday.", "2023-05-06"),
+        ("I'm reading the report you sent me on Friday.", "2023-05-05"),
+        ("She is recovering from the surgery she had on Tuesday.", "2023-05-02"),
+        ("I'm meeting Ana, who arrived on Friday.", "2023-05-05"),
+        ("Let's talk about what happened on Sunday.", "2023-05-07"),
+        ("Remind me what we decided on Thursday.", "2023-05-04"),
     ],
 )
 def test_a_weekday_said_of_what_is_planned_or_asked_for_is_the_coming_one(

@@ -56,6 +56,9 @@ from workers.store import EvidenceStore
             "file operations",
         ),
         ("Use plain words on any question about taxes.", "taxes"),
+        ("When I ask you a lot of questions, keep each answer short.", None),
+        ("Always reply in English, for questions about anything else too.", None),
+        ("Never book flights on any request about travel before asking me.", "travel"),
     ],
 )
 def test_an_instruction_names_its_scope_in_its_own_words(text: str, scope: str | None) -> None:

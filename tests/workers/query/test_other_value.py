@@ -43,11 +43,14 @@ def test_a_long_statement_is_not_read_for_its_values() -> None:
 
 
 def test_the_part_a_later_statement_replaced_is_named_as_said() -> None:
-    assert replaced_part(OLDER, NEWER) == ["32 GB"]
+    assert replaced_part(OLDER, [NEWER]) == ["32 GB"]
     older = "We run Postgres 15 and Redis 6 in production."
-    assert replaced_part(older, "We upgraded to Postgres 16 last week.") == ["Postgres 15"]
+    assert replaced_part(older, ["We upgraded to Postgres 16 last week."]) == ["Postgres 15"]
     sleep = "I run 3 miles a day and sleep 7 hours."
-    assert replaced_part(sleep, "I now run 5 miles a day.") == ["3 miles"]
+    assert replaced_part(sleep, ["I now run 5 miles a day."]) == ["3 miles"]
+    # two statements that together replace every value: replaced whole
+    both = ["I now run 5 miles a day.", "I now sleep 8 hours."]
+    assert replaced_part(sleep, both) == []
 
 
 @pytest.mark.parametrize(
@@ -61,7 +64,7 @@ def test_the_part_a_later_statement_replaced_is_named_as_said() -> None:
     ],
 )
 def test_a_statement_replaced_whole_names_no_part(older: str) -> None:
-    assert replaced_part(older, "The budget is now $2,000.") == []
+    assert replaced_part(older, ["The budget is now $2,000."]) == []
 
 
 def test_the_note_of_a_statement_replaced_in_part() -> None:
@@ -77,7 +80,7 @@ def test_the_note_of_a_statement_replaced_in_part() -> None:
     )
     assert currency_notes(item) == [
         "its 32 GB replaced on 2 August 2024 by a later statement",
-        "the rest still holds",
+        "its other values were not said to change",
     ]
     whole = item.model_copy(update={"replaced_values": []})
     assert currency_notes(whole) == ["replaced on 2 August 2024 by a later statement"]

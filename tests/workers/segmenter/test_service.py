@@ -151,6 +151,18 @@ async def test_segmenter_service_other_words_under_an_applied_seq_are_refused_by
         await svc.handle([reworded])
 
 
+async def test_segmenter_service_a_replay_stays_one_when_the_sessions_turn_ids_are_gone(
+    redis, embedder
+) -> None:
+    """The turn ids expire (30 days) while the seq state lives on, and a forget that cuts a
+    session deletes them: a seq behind the fence is then taken for the replay it was."""
+    svc = make(redis, embedder)
+    exs = exchanges()
+    await svc.handle(exs[:3])
+    await redis.delete("lychee:seg:{ns1/s1}:turns")
+    assert (await svc.handle([exs[1]], [Position(0, 99)])).replays == 1
+
+
 async def test_segmenter_service_late_exchange_from_another_partition_is_refused_by_name(
     redis, embedder
 ) -> None:
