@@ -182,21 +182,9 @@ class QueryService:
                 [r.speaker for r in plan.routes],
                 partial(self._instruction, scoped, req.query, preset.instruction_cosine),
             )
-            # today's truth first, the older value kept and marked; conflicts side by side
-            linked = await asyncio.to_thread(
-                current_first, self.recall.store, req.namespace, req.query, evidence, self._alike
+            evidence, context, tokens = await asyncio.to_thread(
+                self._current, req, evidence, context, tokens
             )
-            evidence, context, tokens = linked or (evidence, context, tokens)
-            if req.token_budget is not None and tokens > req.token_budget:
-                evidence, context, tokens = await asyncio.to_thread(
-                    current_within,
-                    self.recall.store,
-                    req.namespace,
-                    req.query,
-                    evidence,
-                    req.token_budget,
-                    self._alike,
-                )
             telemetry.set_attributes(span, {"lychee.query.evidence": len(evidence)})
         answered = Answered()
         if req.answer:
@@ -204,6 +192,18 @@ class QueryService:
                 answered = await self._answer(req.query, evidence, context)
             usage = total_usage([usage, answered.usage])
         return _reply(req, plan, (evidence, context, tokens), answered, usage, watch.total())
+
+    def _current(
+        self, req: QueryRequest, evidence: list[EvidenceItem], context: str, tokens: int
+    ) -> tuple[list[EvidenceItem], str, int]:
+        """Today's truth first, the older value kept and marked, conflicts side by side; then
+        the request's token budget, which keeps what replaced a statement it keeps."""
+        store, ns, question = self.recall.store, req.namespace, req.query
+        linked = current_first(store, ns, question, evidence, self._alike)
+        evidence, context, tokens = linked or (evidence, context, tokens)
+        if req.token_budget is None or tokens <= req.token_budget:
+            return evidence, context, tokens
+        return current_within(store, ns, question, evidence, req.token_budget, self._alike)
 
     async def _plan(self, req: QueryRequest, preset: QueryPreset) -> tuple[Plan, TokenUsage]:
         """The planner's plan, told the namespace's speakers; one route of the question
