@@ -179,7 +179,8 @@ async def test_a_control_message_every_stage_dead_lettered_is_replayed_once(
 
 
 async def test_a_forgotten_namespaces_dead_letters_are_not_shown(stack: Stack, settings) -> None:  # type: ignore[no-untyped-def]
-    from streams.dlq import read, remembered
+    from streams.dlq import read, remembered, show
+    from streams.errors import DeadLetterError
 
     ns, marker = f"gone-{uuid.uuid4().hex[:6]}", uuid.uuid4().hex
     bad = orjson.loads(foreign_exchange(ns, 0, "Ann", f"my card is {marker}"))
@@ -201,3 +202,6 @@ async def test_a_forgotten_namespaces_dead_letters_are_not_shown(stack: Stack, s
     async with MemoryClient(settings) as client:
         await client.forget(ns)
     assert await remembered(settings, await mine()) == []
+    (letter,) = await mine()
+    with pytest.raises(DeadLetterError, match="is of a forgotten namespace: it is not shown"):
+        await show(settings, t.EXCHANGES, f"{letter.partition}:{letter.offset}")
