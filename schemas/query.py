@@ -115,8 +115,8 @@ class EvidenceItem(BaseModel):
     replaced_values: list[str] = Field(
         default_factory=list,
         description="of a statement that gave several values, those later records replaced, "
-        "as it says them, when the rest of it still holds (empty: `superseded_by` replaced "
-        "all of it, or nothing did)",
+        "as it says them, when it gives another they did not say changed (empty: "
+        "`superseded_by` replaced all of it, or nothing did)",
     )
     valid_from: str | None = Field(
         default=None,

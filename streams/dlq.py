@@ -306,19 +306,18 @@ async def show(settings: Settings, topic: str, at: str) -> DeadLetter:
         for d in await read(settings, [topic])
         if d.offset == int(offset) and (not partition or d.partition == int(partition))
     ]
-    there = found
-    found = await remembered(settings, found)
-    if there and not found:  # said, so an operator does not look for it elsewhere
+    if not found:
+        raise DeadLetterError(f"no dead letter at {at} in {dlq_topic(topic)}")
+    shown = await remembered(settings, found)
+    if not shown:  # said, so an operator does not look for it elsewhere
         raise DeadLetterError(
             f"the dead letter at {at} in {dlq_topic(topic)} is of a forgotten namespace: it is "
             "not shown, and not replayed"
         )
-    if not found:
-        raise DeadLetterError(f"no dead letter at {at} in {dlq_topic(topic)}")
-    if len(found) > 1:
-        where = ", ".join(d.id for d in found)
+    if len(shown) > 1:
+        where = ", ".join(d.id for d in shown)
         raise DeadLetterError(f"offset {offset} is in several partitions ({where}): name one")
-    return found[0]
+    return shown[0]
 
 
 @dataclass

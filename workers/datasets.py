@@ -42,6 +42,7 @@ from workers.errors import DatasetError
 
 _SESSION_RE = re.compile(r"^session_(\d+)$")
 _DEFAULTS = (datetime(2001, 1, 1), datetime(2002, 2, 2))  # no part of a date is both
+_BOM = b"\xef\xbb\xbf"  # the byte-order mark some editors write, as the gateway takes it
 
 
 @dataclass
@@ -178,7 +179,7 @@ def parse_date(text: str | None) -> datetime | None:
 def read_json(path: str | Path) -> Any:
     """A JSON file's value; DatasetError naming the file when it is not JSON (or not UTF-8)."""
     try:
-        return orjson.loads(Path(path).read_bytes().removeprefix(b"\xef\xbb\xbf"))
+        return orjson.loads(Path(path).read_bytes().removeprefix(_BOM))
     except orjson.JSONDecodeError as exc:
         many = "content after document" in str(exc)  # one value a line: JSON Lines
         hint = "; one JSON value a line is --format jsonl" if many else ""
@@ -328,8 +329,8 @@ def load_jsonl(
     places: dict[tuple[str, str], int] = defaultdict(int)  # lines seen per session, skipped too
     with Path(path).open("rb") as fh:
         for lineno, line in enumerate(fh, 1):
-            if lineno == 1:  # a byte-order mark some editors write, as the gateway takes it
-                line = line.removeprefix(b"\xef\xbb\xbf")
+            if lineno == 1:
+                line = line.removeprefix(_BOM)
             if not line.strip():
                 continue
             obj = _jsonl_object(path, lineno, line, namespace)

@@ -3,10 +3,11 @@ with good exchanges and queries, through librdkafka (confluent-kafka) and aiokaf
 without compression.
 
 Every bad message has an expected outcome: a dead letter whose `error_type` header names
-the problem, an error reply naming the field, a logged drop (a deadline in the past), or
-acceptance (a null key, a gap in `seq`, the first of two exchanges given one `seq`, whose
-second is dead-lettered), the last two checked in LanceDB. A message whose outcome is missing counts as lost, and so does a good exchange
-that is not indexed or a good query that is not answered.
+the problem (the second of two exchanges given one `seq` among them), an error reply naming
+the field, a logged drop (a deadline in the past), or acceptance (a null key, a gap in
+`seq`, the first of two exchanges given one `seq`), the last checked in LanceDB. A message
+whose outcome is missing counts as lost, and so does a good exchange that is not indexed or
+a good query that is not answered.
 """
 
 from __future__ import annotations

@@ -208,8 +208,8 @@ def _value_changes(
 def _one_qualifier(valued: _Valued) -> frozenset[str]:
     """The words values are of that only one qualifier ever comes with ("cloud budget"):
     there "the budget" is that one, while beside "the travel budget" and "the cloud budget"
-    it could be either. Read among the statements linked together, so a second qualifier
-    said in a later batch does not undo a link made before it."""
+    it could be either. Read among the statements linked together: a link made before a
+    second qualifier was said (in a later batch) stays."""
     qualifiers: dict[str, set[str]] = {}
     for _, values in valued:
         for v in values:

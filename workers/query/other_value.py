@@ -19,11 +19,10 @@ from workers.indexer.values import Value, attribute_overlap, stem, values_of
 MAX_CHARS = 600  # a longer record is not read for its values (their parse grows fast with length)
 
 
-def changed_values(older: str, newer: str | Sequence[str]) -> tuple[list[Value], list[Value]]:
-    """The values of `older` a value of `newer` (one text, or several together) is of the
-    same attribute as (what changed), and its other values (what did not); none of either
-    for a record too long to read."""
-    newers = [newer] if isinstance(newer, str) else list(newer)
+def changed_values(older: str, newers: Sequence[str]) -> tuple[list[Value], list[Value]]:
+    """The values of `older` a value of the `newers` (read together) is of the same
+    attribute as (what changed), and its other values (what did not); none of either for a
+    record too long to read."""
     if max(len(older), *map(len, newers)) > MAX_CHARS:
         return [], []
     olds, news = values_of(older), [v for text in newers for v in values_of(text)]
@@ -54,7 +53,7 @@ def _as_said(text: str, v: Value) -> str:
 def asks_another_value(asked: Iterable[str], older: str, newer: str) -> bool:
     """`asked` (the question's words, lowercased) names the label of a value of `older` that
     no value of `newer` changed, and neither the label nor the words after one that did."""
-    changed, kept = changed_values(older, newer)
+    changed, kept = changed_values(older, [newer])
     if not changed:
         return False
     words = {stem(w) for w in asked}

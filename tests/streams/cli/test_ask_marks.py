@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from schemas import EvidenceItem, QueryReply
+from schemas import QueryReply
 from streams.cli.data import format_evidence
+from tests.streams.gateway.test_mcp_arguments import item
 from tests.workers.query.test_currency_chain import chain_reply
 
 pytestmark = pytest.mark.asyncio
@@ -46,18 +47,12 @@ async def test_an_empty_reply_under_a_budget_says_the_budget_may_be_why() -> Non
 
 
 def test_ask_text_names_the_values_of_a_statement_replaced_in_part() -> None:
-    item = EvidenceItem(
-        kind="record",
-        item_id="ns/record/0123456789ab",
-        text="The home server runs Ubuntu 22.04 and has 32 GB of RAM.",
-        turn_ids=["D1:9"],
-        session_id="s1",
-        superseded_by=["fedcba987654"],
-        replaced_values=["32 GB"],
-        valid_to="2024-08-02",
+    update = {"superseded_by": ["r2"], "replaced_values": ["32 GB"], "valid_to": "2024-08-02"}
+    reply = QueryReply(
+        correlation_id="c",
+        namespace="me",
+        status="ok",
+        evidence=[item(1, 0.9).model_copy(update=update)],
     )
-    reply = QueryReply(correlation_id="c", namespace="me", status="ok", evidence=[item])
-    assert (
-        "[32 GB replaced 2024-08-02 by fedcba98 (its other values not said to change)]"
-        in format_evidence(reply)
-    )
+    marks = format_evidence(reply)
+    assert "[32 GB replaced 2024-08-02 by r2 (its other values not said to change)]" in marks

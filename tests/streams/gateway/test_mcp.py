@@ -124,7 +124,10 @@ async def test_mcp_http_key_for_a_is_refused_b_on_every_tool(gateways: Gateways)
         assert out.is_error and "name the namespace" in out.content[0].text
     async with http_client(gateways, "a") as client:  # an empty name is no call for the default
         out = await client.call_tool("search_memory", {"query": "secret", "namespace": ""})
-        assert out.is_error and "namespace" in out.content[0].text, out.content
+        assert out.is_error and out.content[0].text.startswith(
+            "search_memory: namespace: must be 1-128 characters"
+        ), out.content[0].text
+        assert out.content[0].text.endswith("(got '')")
     # no key, or a wrong one: the HTTP endpoint refuses before any tool runs
     for headers in ({}, {"Authorization": "Bearer lyk_wrong"}):
         r = httpx.post(
