@@ -66,7 +66,9 @@ class OutageReport:
 
 
 def segment(ns: str, i: int) -> Segment:
-    turns = [Turn(role=Role.user, speaker="Noor", content=f"I keep bees on the roof ({i}).")]
+    # the words the fake model's record (VALID_REPLY) says, as a model would write them
+    said = f"({i}) Noor keeps bees on the roof of the library."
+    turns = [Turn(role=Role.user, speaker="Noor", content=said)]
     ex = SegmentExchange(exchange_id=f"e{i}", seq=i, turn_ids=[f"t{i}"], turns=turns, tokens=12)
     return Segment(
         segment_id=f"{ns}/s{i}/0",

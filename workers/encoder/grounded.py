@@ -25,12 +25,13 @@ def as_compared(text: str) -> str:
 
 
 def of_the_segment(text: str, shown: frozenset[str], reference: str, turns: str) -> bool:
-    """Not the format's example text, nor an earlier record shown (`shown`), nor words of the
-    reference context that the segment's turns do not say (`reference`, `turns`: all as
-    `as_compared` has them), written again."""
+    """Not the format's example text, nor an earlier record shown (`shown`) or words of the
+    reference context (`reference`) written again where the segment's turns (`turns`) do
+    not say them (all as `as_compared` has them): a turn that says the same sentence again
+    is a restatement, whatever was stored before it."""
     mine = as_compared(text)
-    copied = bool(mine) and mine in reference and mine not in turns
-    return mine not in PLACEHOLDERS and mine not in shown and not copied
+    copied = bool(mine) and (mine in shown or mine in reference) and mine not in turns
+    return mine not in PLACEHOLDERS and not copied
 
 
 def without_placeholders(values: Iterable[str]) -> list[str]:

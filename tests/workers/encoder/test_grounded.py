@@ -34,6 +34,9 @@ def test_a_copy_is_the_shown_text_again_and_a_restatement_in_any_words_is_not() 
     assert ok("Ines now keeps Rex in a house with a garden.")
     assert ok("Always answer in bullet points when I ask about databases.")  # its own turn
     assert ok("用户住在北京。")  # a restatement in any language
+    # an earlier record its own turn says again: a restatement, not a copy
+    again = as_compared(f"Ines said it again: {SHOWN}.")
+    assert of_the_segment(SHOWN, shown, before, again)
 
 
 async def encoded(server: FakeOpenAI, client: openai.AsyncOpenAI, tmp_path: Path, *records):  # type: ignore[no-untyped-def]
