@@ -37,6 +37,20 @@ class TemporarilyUnavailable(LycheeError):
         self.tokens_per_s = tokens_per_s
 
 
+def read_pruned(exc: BaseException) -> bool:
+    """Whether a read failed because a forget's rewrite pruned the table version it was
+    reading (lance: "Not found: .../records.lance/data/....lance"): another process's
+    forget does that to a reader mid-read, or to one whose view lags (`read_consistency_s`);
+    the same read at the table's latest version succeeds."""
+    text = str(exc)
+    return (
+        isinstance(exc, RuntimeError)
+        and text.startswith("lance error")
+        and "Not found: " in text
+        and ".lance/" in text
+    )
+
+
 class Refused(TemporarilyUnavailable):
     """A dependency refuses every request until someone fixes the configuration (a 401, 403 or
     404: key, permissions, model name). Nothing is wrong with the message, so the stage pauses

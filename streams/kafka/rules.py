@@ -23,7 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from streams.kafka.errors import PublisherStopped
 from streams.kafka.pauses import is_programming_error, tenant_of
-from workers.errors import TemporarilyUnavailable, Unprocessable
+from workers.errors import TemporarilyUnavailable, Unprocessable, read_pruned
 
 # Reason codes of the dead letters written here (streams.kafka.serde has the decoding ones).
 UNPROCESSABLE = "unprocessable"
@@ -52,7 +52,8 @@ def is_transient(exc: BaseException) -> bool:
       our configuration): the work waits for it, without limit.
     - Redis: connection errors, timeouts, out of memory, read-only replicas.
     - OSError (includes the builtin ConnectionError and TimeoutError, disk full, LanceDB I/O):
-      a message's bytes cannot cause one; pausing beats dead-lettering good data.
+      a message's bytes cannot cause one; pausing beats dead-lettering good data. So
+      is a LanceDB read of a version another process's forget pruned (`read_pruned`).
     """
     if isinstance(exc, KafkaTimeoutError | ProducerClosed | PublisherStopped):
         return True
@@ -60,7 +61,7 @@ def is_transient(exc: BaseException) -> bool:
         return bool(exc.retriable)
     if isinstance(exc, TemporarilyUnavailable | _REDIS_TRANSIENT):
         return True
-    return isinstance(exc, OSError)
+    return isinstance(exc, OSError) or read_pruned(exc)
 
 
 def reason_code(exc: BaseException) -> str:

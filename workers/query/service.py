@@ -15,12 +15,14 @@ from datetime import UTC, datetime
 from functools import partial
 
 import numpy as np
+import structlog
 
 from schemas import EvidenceItem, QueryReply, QueryRequest, Role
 from schemas.plan import Plan, QuestionType
 from schemas.records import TokenUsage
 from workers import telemetry
 from workers.embedding import Embedder, embed_queries
+from workers.errors import read_pruned
 from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
@@ -55,6 +57,10 @@ from workers.query.timing import Stopwatch
 from workers.store import EvidenceStore, consistent_reads
 from workers.store.snapshots import Written
 from workers.tokens import encoding
+
+log = structlog.get_logger("lychee.query")
+
+PRUNED_READ_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -103,9 +109,19 @@ class QueryService:
         encoding()  # the token counter's tables load here, not in a first request (half a second)
 
     async def search(self, req: QueryRequest) -> QueryReply:
-        written = None if self.written is None else await self.written(req.namespace)
-        with consistent_reads(written):  # one version check per table a request, at most
-            return await self._search(req)
+        """The reply to `req`; searched again at the tables' latest versions when another
+        process's forget pruned the version a read was on (a few times: forgets are rare)."""
+        for attempt in range(PRUNED_READ_ATTEMPTS):
+            written = None if self.written is None else await self.written(req.namespace)
+            try:
+                with consistent_reads(written):  # one version check per table a request
+                    return await self._search(req)
+            except RuntimeError as exc:
+                if not read_pruned(exc) or attempt == PRUNED_READ_ATTEMPTS - 1:
+                    raise
+                log.info("query.read_pruned", attempt=attempt + 1, error=str(exc)[:200])
+                await asyncio.to_thread(self.recall.store.latest)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _warming(self, namespace: str, preset: QueryPreset) -> asyncio.Future[list[Scoped | None]]:
         """The namespace's standing instructions read and their scopes embedded (its first

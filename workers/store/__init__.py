@@ -156,6 +156,14 @@ class EvidenceStore:
     def optimize(self, names: Sequence[str] | None = None) -> list[str]:
         return self.db.optimize(names)
 
+    def latest(self) -> None:
+        """Every table checked out at its latest version: after a read of a version a forget
+        pruned (`read_pruned`), also where reads may lag (`read_consistency_s`)."""
+        for name in ALL_TABLES:
+            tbl = self.db.table(name)
+            if tbl is not None:
+                tbl.checkout_latest()
+
     def forget(
         self,
         namespace: str,

@@ -222,8 +222,9 @@ class Database:
         when enough of it is deleted (10 %), so removed text would stay in the data files.
         The table is therefore rewritten with the rows it keeps, its indexes rebuilt from
         them, and every older version pruned with its data, deletion and index files.
-        Returns (rows removed, versions pruned). Readers in other processes holding an
-        older version fail until they reload; forgets are rare.
+        Returns (rows removed, versions pruned). A read in another process of an older
+        version fails (`workers.errors.read_pruned`): the query service searches again, the
+        stages retry it as transient; forgets are rare.
         """
         tbl = self.table(name)
         if tbl is None:

@@ -75,6 +75,20 @@ async def test_query_never_returns_another_namespace_whatever_the_wording(
         assert "Bo adopted" not in reply.context
 
 
+async def test_a_search_whose_version_a_forget_pruned_is_searched_again(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    """Another process forgets a namespace under a reader whose view of the tables lags:
+    the reads of the pruned version fail, and the search is run again at the latest one."""
+    lagging = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM, 3600.0)
+    svc = service(lagging)
+    first = await svc.search(request("a", "Who adopted a puppy named Biscuit?"))
+    store.forget("b", None, HashEmbedder())
+    again = await svc.search(request("a", "Who adopted a puppy named Biscuit?"))
+    assert again.status == "ok"
+    assert [e.item_id for e in again.evidence] == [e.item_id for e in first.evidence]
+
+
 @pytest.mark.parametrize(
     ("window", "expected"),
     [

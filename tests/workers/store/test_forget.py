@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 from schemas import RawTurn, Role
+from streams.kafka.rules import is_transient
 from tests.bytescan import files_holding
 from tests.workers.builders import HASH_DIM, HashEmbedder, batch, index_batches
+from workers.errors import read_pruned
 from workers.forget import Source
 from workers.indexer.nodes import updates_of
 from workers.store import LINKS, NODES, RECORDS, SEGMENTS, TURNS, EvidenceStore, lineage
@@ -124,6 +126,26 @@ def test_forget_namespace_absent_changes_nothing(store: EvidenceStore) -> None:
     done = store.forget("zz", None, emb)
     assert sum(done.rows_removed.values()) == 0 and done.versions_pruned == 0
     assert {n: rows(store, n, "b") for n in (TURNS, RECORDS, NODES)} == before
+
+
+def test_a_reader_whose_version_a_forget_pruned_reads_the_latest_after_latest(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    """Another process's forget prunes the versions a lagging reader still holds: its read
+    fails with an error `read_pruned` names (the stages wait it out, the query service
+    searches again), and after `latest()` it reads what the forget kept."""
+    emb = HashEmbedder()
+    fill(store, emb)
+    reader = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM, 3600.0)
+    before = {n: len(rows(reader, n, "b")) for n in (TURNS, RECORDS, NODES)}
+    store.forget("a", None, emb)
+    with pytest.raises(RuntimeError) as raised:
+        rows(reader, RECORDS, "b")
+    assert read_pruned(raised.value) and is_transient(raised.value)
+    assert not read_pruned(RuntimeError("lance error: Table 'records' was not found"))
+    reader.latest()
+    assert {n: len(rows(reader, n, "b")) for n in (TURNS, RECORDS, NODES)} == before
+    assert rows(reader, RECORDS, "a") == []
 
 
 def test_strike_session_record_only_in_session_is_dropped() -> None:
