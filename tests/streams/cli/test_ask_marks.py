@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from schemas import QueryReply
 from streams.cli.data import format_evidence
 from tests.streams.gateway.test_mcp_arguments import item
 from tests.workers.query.test_currency_chain import chain_reply
-
-pytestmark = pytest.mark.asyncio
 
 
 async def test_ask_text_marks_what_replaced_what_per_item(tmp_path: Path) -> None:
@@ -39,7 +35,7 @@ async def test_ask_text_marks_what_replaced_what_per_item(tmp_path: Path) -> Non
     )
 
 
-async def test_an_empty_reply_under_a_budget_says_the_budget_may_be_why() -> None:
+def test_an_empty_reply_under_a_budget_says_the_budget_may_be_why() -> None:
     empty = QueryReply(correlation_id="c", namespace="me", status="ok", query="q")
     assert "nothing in namespace me matches" in format_evidence(empty)
     told = format_evidence(empty, token_budget=64)
