@@ -114,9 +114,11 @@ class EvidenceItem(BaseModel):
     )
     replaced_values: list[str] = Field(
         default_factory=list,
-        description="of a statement that gave several values, those later records replaced, "
-        "as it says them, when it gives another they did not say changed (empty: "
-        "`superseded_by` replaced all of it, or nothing did)",
+        description="what of the item later records replaced when not all of it: of a "
+        "statement that gave several values, those replaced, as it says them, when it gives "
+        "another they did not say changed; of a turn or window that says more than its "
+        "replaced statements, each of those (its replaced values, else the statement) "
+        "(empty: `superseded_by` replaced all of it, or nothing did)",
     )
     valid_from: str | None = Field(
         default=None,

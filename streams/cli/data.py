@@ -203,7 +203,8 @@ def format_marks(item: Any) -> str:
     marks = []
     if item.superseded_by:
         what = f"{', '.join(item.replaced_values)} " if item.replaced_values else ""
-        held = " (its other values not said to change)" if item.replaced_values else ""
+        rest = "its other values" if item.kind == "record" else "the rest"
+        held = f" ({rest} not said to change)" if item.replaced_values else ""
         marks.append(
             f"{what}replaced {item.valid_to or 'later'} by {ids(item.superseded_by)}{held}"
         )

@@ -24,7 +24,7 @@ session's part, not the latest value first.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -34,7 +34,7 @@ from schemas.supersession import LinkKind, Supersession
 from workers.query.changed import Alike, asks_a_state, change_first
 from workers.query.denials import account_beside_denial
 from workers.query.hits import record_id_of, record_item_id
-from workers.query.other_value import asks_another_value, replaced_part
+from workers.query.other_value import asks_another_value, replaced_values
 from workers.query.planner.wording import about_the_history
 from workers.query.serialize import serialize_context, within_budget
 from workers.store import EvidenceStore
@@ -46,6 +46,7 @@ MAX_MOVES = 4  # items moved or added per request
 MIN_ASKED = 1  # words of the question one of the link's records must share
 HEAD = 10  # the items a link-free reorder works among: what an answer reads first
 SHOWN_SHARE = 0.5  # of a record's words a passage shows when it shows the record
+MORE_WORDS = 3  # content words beyond its replaced records' by which a turn says more
 SAME_SUBJECT = 0.35  # share of the shorter item's words two items must have in common
 SUBJECT_WORDS = 60  # the words of an item read for its subject: what it opens with
 MAX_LATER = 4  # link-free moves per request
@@ -398,7 +399,11 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
     return item.model_copy(
         update={
             "superseded_by": _unique(by),
-            "replaced_values": _replaced_values(graph, newer_of),
+            "replaced_values": replaced_values(
+                {r: graph.records[r]["semantic_text"] for r in newer_of},
+                newer_of,
+                says_more=item.kind != "record" and _says_more(item, graph, newer_of),
+            ),
             "supersedes": _unique(replaced),
             "conflict": _unique(conflict),
             "valid_from": _valid_from(item, since, valid_to),
@@ -407,11 +412,14 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
     )
 
 
-def _replaced_values(graph: _Graph, newer_of: dict[str, list[str]]) -> list[str]:
-    """The values the item's replaced records gave that their newer statements, all of them
-    together, replaced, when each keeps another; none when one was replaced whole."""
-    parts = [replaced_part(graph.records[r]["semantic_text"], n) for r, n in newer_of.items()]
-    return _unique([v for part in parts for v in part]) if parts and all(parts) else []
+def _says_more(item: EvidenceItem, graph: _Graph, replaced: Collection[str]) -> bool:
+    """Whether a turn or window says more than its `replaced` records: it shows a record no
+    link replaced, or `MORE_WORDS` content words beyond theirs (a rule said beside a changed
+    address, of which only linked records are read)."""
+    if any(r not in replaced for r in graph.said_by(item)):
+        return True
+    theirs = set().union(*(_content(graph.records[r]["semantic_text"]) for r in replaced))
+    return len(_content(item.text) - theirs) >= MORE_WORDS
 
 
 def _valid_from(item: EvidenceItem, since: list[datetime], valid_to: str | None) -> str | None:

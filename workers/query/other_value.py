@@ -12,7 +12,7 @@ labels and which pairs are one attribute's are read as the indexer's value rule 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from workers.indexer.values import Value, attribute_overlap, stem, values_of
 
@@ -41,6 +41,29 @@ def replaced_part(older: str, newers: Sequence[str]) -> list[str]:
     if not any((v.label or v.head) and v.kind != "date" for v in kept):
         return []
     return list(dict.fromkeys(_as_said(older, v) for v in changed))
+
+
+def replaced_values(
+    older: Mapping[str, str], newer_of: Mapping[str, Sequence[str]], says_more: bool
+) -> list[str]:
+    """What of an item later statements replaced, when not all of it: `older` the texts of
+    its replaced records, `newer_of` each one's newer statements. A statement of several
+    values names those replaced when it keeps another (`replaced_part`); an item that says
+    more than its replaced records (`says_more`: a turn or window with a record no link
+    replaced, such as a standing rule said beside a changed address) names each replaced
+    record by the values that changed, else whole. Empty: all of it was replaced."""
+    parts = {r: replaced_part(text, newer_of[r]) for r, text in older.items()}
+    if says_more:
+        named = [v for r, text in older.items() for v in parts[r] or _changed(text, newer_of[r])]
+    else:
+        named = [v for part in parts.values() for v in part] if all(parts.values()) else []
+    return list(dict.fromkeys(named))
+
+
+def _changed(older: str, newers: Sequence[str]) -> list[str]:
+    """The values of `older` the `newers` changed, as it says them; else `older` whole (a
+    name that gave way to another is no value)."""
+    return [_as_said(older, v) for v in changed_values(older, newers)[0]] or [older.rstrip(" .;,")]
 
 
 def _as_said(text: str, v: Value) -> str:

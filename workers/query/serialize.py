@@ -56,7 +56,7 @@ def currency_notes(item: EvidenceItem) -> list[str]:
             f"{what}replaced on {when} by a later statement" if when else f"{what}replaced later"
         )
         if item.replaced_values:
-            notes.append("its other values were not said to change")
+            notes.append(f"{_the_rest(item)} not said to change")
         if item.supersedes:
             notes.append("it had replaced an earlier statement")
     elif item.supersedes:
@@ -69,6 +69,12 @@ def currency_notes(item: EvidenceItem) -> list[str]:
     if item.conflict:
         notes.append("contradicted by another statement; nothing later settles it")
     return notes
+
+
+def _the_rest(item: EvidenceItem) -> str:
+    """What of an item replaced in part still holds: a record's other values, a turn's or
+    window's other statements too."""
+    return "its other values were" if item.kind == "record" else "the rest of it was"
 
 
 def _listed(values: Sequence[str]) -> str:

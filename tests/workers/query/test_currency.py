@@ -30,7 +30,7 @@ from workers.query.currency import (
     later_first,
 )
 from workers.query.denials import account_beside_denial
-from workers.query.serialize import item_line, within_budget
+from workers.query.serialize import currency_notes, item_line, within_budget
 from workers.query.service import QueryDeps, QueryService
 from workers.store import EvidenceStore
 
@@ -408,6 +408,22 @@ async def test_a_record_carries_its_own_links_not_those_of_its_turns_other_recor
     moved = current_first(store, "a", "What did the heater draw in March?", [value, *items[:1]])
     assert moved is not None
     assert {i.text: i.superseded_by for i in moved[0]}[SAID[0][3]] == [ids[SAID[2][3]]]
+    # the turn says both: it names the value replaced, and says the rest was not
+    turn = EvidenceItem(
+        kind="turn", item_id="a/turn/s1t1", text=said.content, turn_ids=["s1t1"], session_id="s1"
+    )
+    moved = current_first(store, "a", "What did the heater draw in March?", [turn], room=2)
+    assert moved is not None
+    (marked,) = (i for i in moved[0] if i.kind == "turn")
+    assert marked.superseded_by == [ids[SAID[2][3]]]
+    assert marked.replaced_values == ["900 watts"]
+    assert currency_notes(marked)[1:] == ["the rest of it was not said to change"]
+    # a turn that says nothing else is replaced whole
+    alone = turn.model_copy(update={"item_id": "a/turn/s1t9", "text": SAID[0][3]})
+    moved = current_first(store, "a", "What did the heater draw in March?", [alone], room=2)
+    assert moved is not None
+    (marked,) = (i for i in moved[0] if i.kind == "turn")
+    assert marked.superseded_by and marked.replaced_values == []
 
 
 async def test_a_small_budget_keeps_the_newer_value_when_its_long_item_does_not_fit(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from schemas import EvidenceItem
-from workers.query.other_value import asks_another_value, replaced_part
+from workers.query.other_value import asks_another_value, replaced_part, replaced_values
 from workers.query.serialize import currency_notes
 
 OLDER = "Dana's home server runs Ubuntu 22.04 and has 32 GB of RAM."
@@ -84,3 +84,13 @@ def test_the_note_of_a_statement_replaced_in_part() -> None:
     ]
     whole = item.model_copy(update={"replaced_values": []})
     assert currency_notes(whole) == ["replaced on 2 August 2024 by a later statement"]
+
+
+def test_an_item_that_says_more_names_each_replaced_statement() -> None:
+    """A window holding a changed address and a standing rule: the address is named (whole,
+    it keeps no other value), a compound statement by the values replaced."""
+    older = {"a": "Marta lives in Lyon.", "b": OLDER}
+    newer_of = {"a": ["Marta moved to Bergen."], "b": ["It now has 64 GB of RAM."]}
+    assert replaced_values(older, newer_of, says_more=True) == ["Marta lives in Lyon", "32 GB"]
+    assert replaced_values(older, newer_of, says_more=False) == []  # one replaced whole
+    assert replaced_values({"b": OLDER}, {"b": newer_of["b"]}, says_more=False) == ["32 GB"]
