@@ -337,10 +337,15 @@ class ReplayReport:
         selected dead letter was replayed before, and only `force` replays them again."""
         if not self.already or self.replayed:
             return None
-        first = self.already[0]["replayed"]["at"]
+        # a letter of a replayed message that failed again knows its replay, not when
+        times = sorted(a["replayed"]["at"] for a in self.already if "at" in a["replayed"])
+        when = (
+            f"first at {times[0]}"
+            if times
+            else f"by replay {self.already[0]['replayed']['replay_id']}, and failed again"
+        )
         return (
-            f"refused: the {len(self.already)} selected dead letters were replayed before "
-            f"(first at {first})"
+            f"refused: the {len(self.already)} selected dead letters were replayed before ({when})"
         )
 
 

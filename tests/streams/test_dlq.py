@@ -305,6 +305,15 @@ def test_dlq_replay_is_refused_only_when_every_selected_letter_was_replayed_befo
     )
     assert ReplayReport("r", False, 2, replayed=[{"id": "0:1"}], already=[before]).refusal() is None
     assert ReplayReport("r", False, 0).refusal() is None  # nothing selected: nothing refused
+    # the letter of a replay that failed again, read first, knows its replay but not when
+    again = {"id": "2:0", "replayed": {"replay_id": "r1", "failed_again": True}}
+    assert ReplayReport("r", False, 2, already=[again, before]).refusal() == (
+        "refused: the 2 selected dead letters were replayed before (first at "
+        "2026-11-25T10:00:00+00:00)"
+    )
+    assert ReplayReport("r", False, 1, already=[again]).refusal() == (
+        "refused: the 1 selected dead letters were replayed before (by replay r1, and failed again)"
+    )
 
 
 def test_dlq_a_letter_with_headers_no_datetime_holds_reads_as_unknown() -> None:
