@@ -378,9 +378,11 @@ def _jsonl_object(path: str | Path, lineno: int, line: bytes, namespace: str | N
 
 
 def _digest(obj: dict[str, Any]) -> str:
-    return hashlib.sha256(orjson.dumps(obj.get("turns"), option=orjson.OPT_SORT_KEYS)).hexdigest()[
-        :12
-    ]
+    """What tells a line's exchange from another at its place in the session: its turns and
+    its date (the same greeting on the next day is a new exchange, the same line of the
+    same file sent again is not)."""
+    said = {"turns": obj.get("turns"), "session_date": obj.get("session_date")}
+    return hashlib.sha256(orjson.dumps(said, option=orjson.OPT_SORT_KEYS)).hexdigest()[:12]
 
 
 def load(

@@ -325,6 +325,21 @@ def _turns(text: str) -> list[dict[str, Any]]:
     ]
 
 
+def test_load_jsonl_the_same_words_on_another_day_are_another_exchange(tmp_path: Path) -> None:
+    """Two files of one session, each opening with the same greeting: the second day's is a
+    new exchange (it was taken for a re-send and dropped); the same file again is not."""
+
+    def first_id(name: str, day: str) -> str:
+        (tmp_path / name).mkdir()
+        line = _line(session_id="s", turns=_turns("Good morning!"), session_date=day)
+        [conv] = load_jsonl(_jsonl(tmp_path / name, [line]), namespace="ns")
+        return conv.sessions[0].exchanges[0].exchange_id
+
+    monday = first_id("a", "2025-03-03T09:00:00")
+    assert first_id("b", "2025-03-04T09:00:00") != monday
+    assert first_id("c", "2025-03-03T09:00:00") == monday
+
+
 def test_load_jsonl_fills_seq_and_exchange_id(tmp_path: Path) -> None:
     path = _jsonl(
         tmp_path,
