@@ -152,6 +152,10 @@ _STANDING = re.compile(
     r"(?:about|for|on|regarding|a|an|any)\b[^,.;]{0,120}, (?:please )?"
     r"(?:always|never|answer|reply|respond|give|show|start|use|include|provide|format"
     r"|write|list|put|lead)\b"
+    # asked for from now on, said after what: "please answer in French from now on"
+    r"|^(?:(?:also|and|ok|okay),?\s+)?(?:please\s+)?(?:answer|reply|respond|write|use|give"
+    r"|show|format|include|call|address|talk|speak|keep)\b[^.;]{0,160}\b(?:from now on"
+    r"|going forward)\b"
 )
 # Checked in order on the lowercased sentence, after the preference and dated-event rules.
 _TYPE_RULES: list[tuple[MemoryType, str]] = [

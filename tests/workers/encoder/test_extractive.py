@@ -559,6 +559,8 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         ("Ana", "When I ask you about file operations, always answer with a one-liner."),
         ("Ana", "When I ask my landlord about repairs, he never answers."),
         ("Ana", "When I ask for a refund, keep getting transferred."),
+        ("Ana", "Please answer in Portuguese from now on when I ask about Porto."),
+        ("Ana", "I will use the bus from now on."),
     )
     assert [r.memory_type for r in recs] == [
         MemoryType.constraint,
@@ -572,6 +574,8 @@ def test_a_standing_instruction_is_a_constraint() -> None:
         MemoryType.constraint,  # its scope said first
         MemoryType.fact,
         MemoryType.fact,
+        MemoryType.constraint,  # asked for from now on, said after what
+        MemoryType.fact,  # the speaker's own plan
     ]
 
 
