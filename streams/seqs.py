@@ -42,8 +42,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import orjson
 from redis.asyncio import Redis
@@ -226,6 +227,7 @@ class _Local:
     leased: bool = False
     closed: bool = False
     released: asyncio.Event = field(default_factory=asyncio.Event)
+    sending: dict[str, asyncio.Future[Any]] = field(default_factory=dict)  # id -> its send
 
 
 class SeqAllocator:
@@ -392,6 +394,21 @@ class SessionSeqs:
             )
         return int(reply[1]), out
 
+    async def send_once(
+        self, exchange_id: str, send: Callable[[], Awaitable[asyncio.Future[Any]]]
+    ) -> tuple[asyncio.Future[Any], bool]:
+        """The send of `exchange_id` (call inside `ordered`): made by `send`, or, when another
+        request of this process sent it and is still waiting for its ack, that one's (True:
+        this request re-sent it, and is answered as a duplicate). Concurrent re-sends of an
+        id are otherwise all given its seq before the first confirms it, each produced (the
+        segmenter drops all but one as replays, but every caller was told it wrote it). A
+        send that failed is made again."""
+        other = self._local.sending.get(exchange_id)
+        if other is not None and not (other.done() and (other.cancelled() or other.exception())):
+            return other, True
+        sent = self._local.sending[exchange_id] = await send()
+        return sent, False
+
     async def confirm(self, acks: Sequence[Ack]) -> int:
         """Record acked sends; returns the session's accepted watermark."""
         if not acks:
@@ -401,4 +418,7 @@ class SessionSeqs:
         for ack in acks:
             args += [ack.exchange_id, ack.seq, ack.partition, ack.offset, ack.digest]
         keys = [self._ids, self._meta, accepted_key(self.namespace, a.prefix)]
-        return int(await a._confirm(keys=keys, args=args))
+        confirmed = int(await a._confirm(keys=keys, args=args))
+        for ack in acks:  # a re-send from now on reads it as acked
+            self._local.sending.pop(ack.exchange_id, None)
+        return confirmed

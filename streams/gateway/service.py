@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, date, datetime
+from functools import partial
 from typing import Any
 
 import structlog
@@ -142,6 +143,7 @@ class MemoryService:
         sessions = sorted(groups)  # one lock order for every request: no deadlock
         allocated: dict[int, Allocation] = {}
         sends: list[tuple[int, asyncio.Future[Any]]] = []
+        resent: list[tuple[int, asyncio.Future[Any]]] = []
         async with contextlib.AsyncExitStack() as held:
             handles = {
                 sid: await held.enter_async_context(
@@ -178,10 +180,18 @@ class MemoryService:
                         a = allocated[i]
                         if not a.duplicate:
                             ex = _exchange(namespace, exchanges[i], a)
-                            sends.append((i, await self.client.send(ex)))
+                            sent, again = await handles[sid].send_once(
+                                a.exchange_id, partial(self.client.send, ex)
+                            )
+                            (resent if again else sends).append((i, sent))
             try:
                 async with asyncio.timeout(self.settings.gateway.produce_timeout_s):
                     acked = await asyncio.gather(*(f for _, f in sends))
+                    for i, sent in resent:  # another request's send: its receipt
+                        meta, a = await sent, allocated[i]
+                        allocated[i] = Allocation(
+                            a.exchange_id, a.seq, True, meta.partition, meta.offset
+                        )
             except TimeoutError as exc:
                 raise Unavailable(
                     "the broker did not acknowledge in time; send the same request again "
