@@ -50,6 +50,10 @@ from workers.ports import OutMessage, Publisher
 
 log = structlog.get_logger("lychee.encoder")
 
+# a poll's records are published together, but not held longer than this for the rest of
+# the poll: a segment an LLM took minutes over is searchable without waiting for the others
+PUBLISH_WITHIN_S = 1.0
+
 
 class SegmentEncoder(Protocol):
     name: str
@@ -152,7 +156,11 @@ class EncoderService:
         carried = list(headers) if headers is not None else [None] * len(segments)
         out: list[OutMessage] = []
         batches: list[RecordBatch] = []
+        since = time.monotonic()
         for seg, header, hdrs in zip(segments, srcs, carried, strict=True):
+            if out and time.monotonic() - since > PUBLISH_WITHIN_S:
+                await self.publisher.publish(out)
+                out, since = [], time.monotonic()
             with telemetry.consumed(
                 t.SEGMENTS,
                 hdrs,

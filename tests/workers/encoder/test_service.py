@@ -161,3 +161,22 @@ async def test_retention_drops_the_expired_segments_batches_and_their_sessions_c
     assert await drop_expired(redis, ["a/s1/0", "a/s1/1"]) == 3
     assert [await redis.exists(k) for k in gone] == [0, 0, 0]
     assert [await redis.exists(k) for k in kept] == [1, 1]
+
+
+async def test_encoder_service_publishes_a_slow_segment_before_encoding_the_next(
+    redis,
+) -> None:  # type: ignore[no-untyped-def]
+    """A segment the model took long over is searchable while the rest of its poll is still
+    being encoded (it waited for every other segment of the poll, minutes on a small model)."""
+    with FakeOpenAI() as server:
+        later = reply(record(), note="Ines owns Rex.")
+        server.script(slow(1.5, valid(reply(record()))), slow(3.0, valid(later)))
+        client = make_client(server.url, None, timeout_s=10.0)
+        pub = ListPublisher()
+        svc = EncoderService(redis, GuardedLLMEncoder(LLMEncoder(client, "m")), pub)
+        running = asyncio.create_task(svc.handle([make_segment(2), second_segment()]))
+        await eventually(lambda: batches(pub), what="the first segment's records", timeout_s=10)
+        assert not running.done() and len(batches(pub)) == 1
+        await running
+        await client.close()
+    assert [b.segment_id for b in batches(pub)] == ["ns/s1/0", "ns/s1/1"]
