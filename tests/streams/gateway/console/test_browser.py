@@ -410,6 +410,12 @@ def test_console_history_shows_what_replaced_what(console: Console, tab: Watched
     change.locator(".said").nth(1).locator(".turns a").first.click()  # -> its session
     settle(page)
     expect(page.locator("h1")).to_have_text("Session c2")
+    # a search marks each item as its links say, as the context's notes do
+    q = "How many watts does the greenhouse heater draw?"
+    visit(page, f"{console.url}/#/search?ns={CHANGES_NS}&q={q.replace(' ', '+')}&k=5")
+    marks = page.locator("table.evidence .marks")
+    expect(marks.filter(has_text="current since 2024-04-02").first).to_be_visible()
+    expect(marks.filter(has_text=re.compile(r"replaced 2024-04-02")).first).to_be_visible()
     tab.clean()
 
 

@@ -91,11 +91,28 @@ function evidence(items, namespace) {
       h("td", { class: "num" }, i + 1),
       h("td", null, badge(e.memory_type || e.kind, e.kind)),
       h("td", { class: "text" }, speaker(e), e.text,
-        e.context ? h("div", { class: "record-context" }, `context: ${e.context}`) : null),
+        e.context ? h("div", { class: "record-context" }, `context: ${e.context}`) : null,
+        marks(e)),
       h("td", null, h("ul", { class: "scores" }, Object.entries(e.scores).map(([k, v]) =>
         h("li", null, `${k} ${fmtNum(v)}`))), e.routes.length ? `routes: ${e.routes.join(", ")}` : null),
       h("td", null, `session ${e.session_id}: `, e.turn_ids.map((tid) => [h("a",
         { class: "turnref", href: route(["ns", namespace, "s", e.session_id], { turn: tid }) }, tid), " "])),
       h("td", null, e.resolved_date || fmtDate(e.date)))),
     { class: "evidence" });
+}
+
+// what the item's links say, as the context's notes say it: replaced (in part: what of it),
+// current since a change, contradicted
+function marks(e) {
+  const part = (e.replaced_values || []).length ? `${e.replaced_values.join(", ")} ` : "";
+  const rest = e.kind === "record" ? "its other values" : "the rest";
+  const out = [];
+  if ((e.superseded_by || []).length) {
+    out.push(badge(`${part}replaced ${e.valid_to || "later"}`, "warn"));
+    if (part) out.push(" ", h("span", { class: "muted" }, `${rest} not said to change`));
+  } else if ((e.supersedes || []).length) {
+    out.push(badge(e.valid_from ? `current since ${e.valid_from}` : "current", "ok"));
+  }
+  if ((e.conflict || []).length) out.push(" ", badge("contradicted, unsettled", "warn"));
+  return out.length ? h("div", { class: "marks" }, out) : null;
 }
