@@ -221,6 +221,10 @@ def _locomo_sample(
     conv = _shaped(sample["conversation"], dict, f"{path}: sample {ns}: conversation")
     keys: dict[int, str] = {}
     for key in conv:
+        if not _SESSION_RE.match(key) and isinstance(conv[key], list) and key.startswith("session"):
+            raise DatasetError(
+                f"{path}: sample {ns}: {key} holds turns but is no session_N (N a whole number)"
+            )
         if (m := _SESSION_RE.match(key)) and (seen := keys.setdefault(int(m.group(1)), key)) != key:
             raise DatasetError(
                 f"{path}: sample {ns}: {seen} and {key} are both session {int(m.group(1))}"

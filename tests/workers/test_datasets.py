@@ -125,6 +125,18 @@ def test_two_keys_of_one_session_number_refuse_the_file(tmp_path: Path) -> None:
         load_locomo(path)
 
 
+@pytest.mark.parametrize("key", ["session_-1", "session_x", "sessions"])
+def test_turns_under_a_key_that_is_no_session_number_refuse_the_file(
+    tmp_path: Path, key: str
+) -> None:
+    """They were skipped without a word."""
+    turns = [{"speaker": "Ann", "dia_id": "D1:1", "text": "I live in Porto."}]
+    conv = {"session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": turns, key: turns}
+    path = _write(tmp_path, [{"sample_id": "a", "conversation": conv}])
+    with pytest.raises(DatasetError, match=f"sample a: {key} holds turns but is no session_N"):
+        load_locomo(path)
+
+
 # -- LoCoMo ----------------------------------------------------------------------------
 
 
