@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from workers.indexer.values import Value, attribute_overlap, stem, values_of
 
 MAX_CHARS = 600  # a longer record is not read for its values (their parse grows fast with length)
+NAMED_WORDS = 8  # of a statement replaced whole that a turn names: its opening words
 
 
 def changed_values(older: str, newers: Sequence[str]) -> tuple[list[Value], list[Value]]:
@@ -61,9 +62,13 @@ def replaced_values(
 
 
 def _changed(older: str, newers: Sequence[str]) -> list[str]:
-    """The values of `older` the `newers` changed, as it says them; else `older` whole (a
-    name that gave way to another is no value)."""
-    return [_as_said(older, v) for v in changed_values(older, newers)[0]] or [older.rstrip(" .;,")]
+    """The values of `older` the `newers` changed, as it says them; else `older` by its
+    first `NAMED_WORDS` words (a name that gave way to another is no value, and a long
+    statement named whole would take a budget's room from the evidence)."""
+    changed = [_as_said(older, v) for v in changed_values(older, newers)[0]]
+    words = older.rstrip(" .;,").split()
+    opening = " ".join(words[:NAMED_WORDS]) + (" ..." if len(words) > NAMED_WORDS else "")
+    return changed or [opening]
 
 
 def _as_said(text: str, v: Value) -> str:
