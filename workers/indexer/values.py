@@ -91,7 +91,12 @@ _INSTEAD_OF = re.compile(
     re.IGNORECASE,
 )
 _LAST_WORD = re.compile(r"([A-Za-z][\w-]*)\s+[$€£]?$")
-CLAUSE_END = re.compile(r"[,;:.!?]|\b(?:but|so|because|and i|which)\b", re.IGNORECASE)
+# ... and a reason given after it ("since the new employer pays half"; "since March" is when)
+CLAUSE_END = re.compile(
+    r"[,;:.!?]|\b(?:but|so|because|and i|which)\b"
+    r"|\bsince\s+(?=(?:the|a|an|my|our|their|his|her|its|we|i|he|she|they|it|you|there)\b)",
+    re.IGNORECASE,
+)
 # "Ana's sister Eva's rent": whose it is; capitalized words that tell one thing from another
 _OWNER = re.compile(r"\b(?:([\w-]+)['’]s|(my|our|your|his|her|their))\b", re.IGNORECASE)
 _NAME = re.compile(r"\b[A-Z][\w-]+")
@@ -164,7 +169,8 @@ def values_of(text: str, common: frozenset[str] = frozenset()) -> list[Value]:
             goal=bool(_GOAL.search(clause_before(plain, m))),
             delta=bool(_BY.search(plain[: m.start()])),
             label=_label(plain, m),
-            **_naming(plain, m, common),
+            # a function word after the number is no unit: the clause it opens follows
+            **_naming(plain, m, common, m.end() if unit not in _FUNCTION else m.end(2)),
         )
         if previous is not None and _to_next(plain, previous[0], previous[1].label):
             was = previous[1]  # "from <was> to <value>": one change of one thing
@@ -232,10 +238,13 @@ def _day(m: re.Match[str]) -> float | None:
     return float(int(year) * 10_000 + md if year else md)
 
 
-def _naming(text: str, m: re.Match[str], common: frozenset[str]) -> dict[str, Any]:
-    """What names the value at `m`: its attribute's words, without and with the namespace's
-    common ones, the owner the words before it give, and the capitalized words among them."""
-    after = _after(text, m.end())
+def _naming(
+    text: str, m: re.Match[str], common: frozenset[str], end: int | None = None
+) -> dict[str, Any]:
+    """What names the value at `m` (ending at `end`, default the match's): its attribute's
+    words, without and with the namespace's common ones, the owner the words before it
+    give, and the capitalized words among them."""
+    after = _after(text, m.end() if end is None else end)
     following = _following(after)
     whole = _attribute(text[: m.start()], following)
     before = clause_before(text, m).split()

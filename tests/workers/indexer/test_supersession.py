@@ -45,6 +45,22 @@ def test_a_later_value_of_the_same_attribute_supersedes_the_earlier() -> None:
     assert "900 watts then 650 watts" in link.reason
 
 
+def test_a_reason_after_a_value_is_not_what_it_is_of() -> None:
+    """ "... went up to $2,000 since the new employer pays half": the reason is no part of
+    the budget, so the next value of the budget replaces this one, not the first."""
+    (v,) = values_of("My laptop budget went up to $2,000 since the new employer pays half.")
+    assert v.following == frozenset() and v.shown == "$2,000"
+    (w,) = values_of("The pump has run at 40 watts since March.")  # since when: no clause
+    assert w.shown == "40 watts"
+    first = said("r1", "My laptop budget is $1,500.", DAY1)
+    middle = said(
+        "r2", "My laptop budget went up to $2,000 since the new employer pays half.", DAY2
+    )
+    last = said("r3", "Update: my laptop budget is now $2,400.", datetime(2024, 5, 6))
+    pairs = {(x.older_id, x.newer_id) for x in link_statements("ns", [first, middle, last])}
+    assert pairs == {("r1", "r2"), ("r2", "r3")}
+
+
 def test_no_link_when_unsure() -> None:
     old = said("r1", "The greenhouse heater draws 900 watts.", DAY1)
     same = said("r2", "The greenhouse heater draws 900 watts, as I said.", DAY2)
