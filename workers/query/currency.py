@@ -402,7 +402,7 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
             "replaced_values": replaced_values(
                 {r: graph.records[r]["semantic_text"] for r in newer_of},
                 newer_of,
-                says_more=item.kind != "record" and _says_more(item, graph, newer_of),
+                says_more=item.kind != "record" and _says_more(item, graph, mine, newer_of),
             ),
             "supersedes": _unique(replaced),
             "conflict": _unique(conflict),
@@ -412,11 +412,13 @@ def _marked(item: EvidenceItem, graph: _Graph) -> EvidenceItem:
     )
 
 
-def _says_more(item: EvidenceItem, graph: _Graph, replaced: Collection[str]) -> bool:
-    """Whether a turn or window says more than its `replaced` records: it shows a record no
-    link replaced, or `MORE_WORDS` content words beyond theirs (a rule said beside a changed
-    address, of which only linked records are read)."""
-    if any(r not in replaced for r in graph.said_by(item)):
+def _says_more(
+    item: EvidenceItem, graph: _Graph, mine: Collection[str], replaced: Collection[str]
+) -> bool:
+    """Whether a turn or window says more than its `replaced` records: it shows (`mine`) a
+    record no link replaced, or `MORE_WORDS` content words beyond theirs (a rule said beside
+    a changed address, of which only linked records are read)."""
+    if any(r not in replaced for r in mine):
         return True
     theirs = set().union(*(_content(graph.records[r]["semantic_text"]) for r in replaced))
     return len(_content(item.text) - theirs) >= MORE_WORDS

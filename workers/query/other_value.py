@@ -52,12 +52,13 @@ def replaced_values(
     values names those replaced when it keeps another (`replaced_part`); an item that says
     more than its replaced records (`says_more`: a turn or window with a record no link
     replaced, such as a standing rule said beside a changed address) names each replaced
-    record by the values that changed, else whole. Empty: all of it was replaced."""
-    parts = {r: replaced_part(text, newer_of[r]) for r, text in older.items()}
+    record by the values that changed, whatever it keeps, else by its opening words.
+    Empty: all of it was replaced."""
     if says_more:
-        named = [v for r, text in older.items() for v in parts[r] or _changed(text, newer_of[r])]
+        named = [v for r, text in older.items() for v in _changed(text, newer_of[r])]
     else:
-        named = [v for part in parts.values() for v in part] if all(parts.values()) else []
+        parts = [replaced_part(text, newer_of[r]) for r, text in older.items()]
+        named = [v for part in parts for v in part] if all(parts) else []
     return list(dict.fromkeys(named))
 
 
