@@ -40,7 +40,7 @@ def group_by_query(rows: list[dict[str, Any]], n: int) -> list[list[dict[str, An
     return out
 
 
-PLAIN = {"lance-encoding:compression": "none"}
+PLAIN = {"lance-encoding:compression": "none", "lance-encoding:dict-values-compression": "none"}
 
 
 def storage_schema(schema: pa.Schema) -> pa.Schema:
@@ -48,10 +48,11 @@ def storage_schema(schema: pa.Schema) -> pa.Schema:
     was declared, when a forget rewrites it), every string (and list-of-string item) stored
     uncompressed.
 
-    Lance compresses string pages (FSST, zstd) by default, so a removed sentence could sit in
-    a file without its bytes appearing there: a forget could not be verified by scanning the
-    files. Plain pages cost about three times the text's compressed size, small beside the
-    vectors (1.5 kB a row at 384 dimensions).
+    Lance compresses string pages (FSST, zstd) by default, and the dictionary of a column of
+    few distinct values too, so a removed sentence could sit in a file without its bytes
+    appearing there: a forget could not be verified by scanning the files. Plain pages cost
+    about three times the text's compressed size, small beside the vectors (1.5 kB a row at
+    384 dimensions); a dictionary stays a dictionary, its values plain.
     """
 
     def plain(f: pa.Field) -> pa.Field:

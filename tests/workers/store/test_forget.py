@@ -268,6 +268,22 @@ def test_text_is_stored_where_a_byte_scan_can_see_it(store: EvidenceStore, tmp_p
     assert seen(tmp_path / "db", needles) == len(needles)
 
 
+def test_repeated_text_is_stored_where_a_byte_scan_can_see_it(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    """A column of few distinct values is dictionary-encoded, and Lance compresses the
+    dictionary unless told not to: the shared test stack's tables, holding the same sentences
+    in many namespaces, hid a kept session's text from the scan that way."""
+    emb = HashEmbedder()
+    repeated = [
+        raw("a", "s1", f"t{i}", f"the harbour lamp at dawn {i % 20}", emb) for i in range(3000)
+    ]
+    needles = [f"mark{i:03d}q" for i in range(5)]
+    marked = [raw("a", "s2", f"m{i}", f"Ann sailed {n}", emb) for i, n in enumerate(needles)]
+    store.turns.upsert(repeated + marked)
+    assert seen(tmp_path / "db", needles) == len(needles)
+
+
 def test_forget_rewrites_a_compressed_table_plain(store: EvidenceStore, tmp_path: Path) -> None:
     emb = HashEmbedder()
     store.db.db.create_table(TURNS, schema=store.turns.schema)  # as an earlier version did
