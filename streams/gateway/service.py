@@ -297,8 +297,9 @@ class MemoryService:
             if not behind:
                 return
             if time.monotonic() + delay > deadline:
-                where = ", ".join(
-                    f"{sid} indexed to {indexed.get(sid, -1)} of {seq}"
+                where = "; ".join(
+                    f"session {sid!r} to seq {seq}: "
+                    + (f"indexed to seq {n}" if (n := indexed.get(sid, -1)) >= 0 else "none yet")
                     for sid, seq in sorted(behind.items())
                 )
                 raise Timeout(f"the receipt was not searchable in time: {where}", field="wait_for")

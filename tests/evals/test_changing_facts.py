@@ -32,6 +32,8 @@ SESSIONS = [
             "With $400 a month you can run two small instances and a managed database.",
             "My home server runs Ubuntu 22.04 and has 32 GB of RAM.",
             "That is plenty for a few containers and a local database.",
+            "I work at Brightloaf, the bakery chain, on their data team.",
+            "Then the data team can own the launch's dashboards.",
         ],
     ),
     (
@@ -54,6 +56,8 @@ SESSIONS = [
             "With $300 a month, drop the staging database first.",
             "I upgraded the home server: it now has 64 GB of RAM.",
             "With 64 GB you can keep the test database in memory.",
+            "I now work at Kelpworks, a robotics startup.",
+            "Congratulations on the new job at Kelpworks!",
         ],
     ),
 ]
@@ -64,6 +68,8 @@ QUESTIONS = {
     "How much RAM does my home server have?": "D3:5",
     # one statement gave two values and a later one changed the other
     "Which Ubuntu version is on my home server?": "D1:9",
+    # no change verb: "now" says the employer changed
+    "Where do I work?": "D3:7",
 }
 
 
@@ -89,6 +95,7 @@ def test_what_changed_is_linked_and_comes_first(tmp_path: Path) -> None:
     (store,) = (tmp_path / "store").iterdir()
     links = lancedb.connect(str(store)).open_table("links").to_pandas()
     assert sorted(links.reason) == [
+        "Brightloaf then Kelpworks",
         "Flask then FastAPI",
         "Heroku left",
         "budget, cloud, noor: $400 then $300",

@@ -54,6 +54,14 @@ _FILLER = wordset(
     "indeed fantastic incredible beautiful happy proud for to hear that that's it's sounds "
     "looks what a an the is it i i'm i’m long time sorry"
 )
+# "I'm vegetarian.", "I'm a nurse.": who the speaker is, in fewer words than MIN_WORDS ...
+_SELF_IS = re.compile(r"(?:i'm|i’m|i am|we're|we’re|we are)\s+(?:an?\s+)?([a-z][\w-]*)\.?", re.I)
+# ... but not how the speaker is at the moment ("I'm fine.", "I'm in.", "I'm lost.")
+_MOMENT = wordset(
+    "fine well alright done back ready here there in on out off up down home away late early "
+    "free busy around afraid serious kidding joking curious lost confused tired exhausted "
+    "excited thrilled stoked listening coming leaving going trying working thinking"
+)
 # "Hey Bruno, ..." / "Oh wow! ...": an opener cut off before the sentence is read.
 _GREETING = re.compile(
     r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|haha\w*|aww*|thanks)\b[^,.!]{0,20}[,!.]\s+)+", re.I
@@ -383,11 +391,17 @@ def _is_filler(sentence: str, scope: _Scope) -> bool:
     if names or re.search(r"\d", sentence) or says_when(sentence):
         return False  # "The demo day is next Friday.": a date is what it says
     if len(words) < MIN_WORDS:
-        return True
+        return not _says_who(sentence)
     # an acknowledgement or exclamation ("Ha, no backing out now!") is about no one and
     # has one content word at most; "I've been painting a lot" is about the speaker
     content = [w for w in _words(sentence, scope.speakers) if w not in _FILLER]
     return len(content) < MIN_CONTENT_WORDS and not PRONOUN.search(sentence)
+
+
+def _says_who(sentence: str) -> bool:
+    """A short sentence that says who or what the speaker is, lastingly: "I'm vegetarian."."""
+    found = _SELF_IS.fullmatch(sentence.strip())
+    return found is not None and found[1].lower() not in _FILLER | _MOMENT
 
 
 def _uncalled(text: str) -> str:

@@ -20,10 +20,10 @@ import structlog
 
 from schemas.records import RecordBatch
 from schemas.supersession import Supersession
-from workers.indexer.renamed import renamings
+from workers.indexer.renamed import frames, renamings
+from workers.indexer.statements import Statement
 from workers.indexer.supersession import (
     MIN_SHARED,
-    Statement,
     common_words,
     denied,
     link_statements,
@@ -111,12 +111,14 @@ def sample_denials(sample: Sequence[str], common: frozenset[str]) -> list[frozen
 
 def may_link(text: str, denials: Sequence[frozenset[str]], common: frozenset[str]) -> bool:
     """Whether a rule could link a new record, so that its subject is worth reading: a value
-    change needs a value in it, a denial and a name change are one, and an account settles
-    or contradicts only a denial it shares `MIN_SHARED` of the denied words with (`denials`:
-    the namespace's sample, all of it up to `COMMON_SAMPLE` records; past that a denial
-    outside the sample goes unlinked, never wrongly linked). A record that cannot is still
-    read as a candidate of the others."""
+    change needs a value in it, a denial, a name change and a name said to hold now ("I now
+    work at ...") are one, and an account settles or contradicts only a denial it shares
+    `MIN_SHARED` of the denied words with (`denials`: the namespace's sample, all of it up
+    to `COMMON_SAMPLE` records; past that a denial outside the sample goes unlinked, never
+    wrongly linked). A record that cannot is still read as a candidate of the others."""
     if values_of(text, common) or denied(text, common) is not None or renamings(text):
+        return True
+    if any(f.now for f in frames(text, None)):
         return True
     words = told(text)
     return any(len(words & d) >= MIN_SHARED for d in denials)

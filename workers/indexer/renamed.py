@@ -81,6 +81,15 @@ _NOT_STATED = re.compile(
 )
 
 
+# "works at Globex", "is based in Bergen", "host it on Fly.io" is not read (an object between)
+_FRAME = re.compile(
+    rf"\b(?P<verb>[a-z][a-z'’]+)\s+(?P<prep>(?i:at|for|in|on|with|to|from|into|via))\s+"
+    rf"(?P<name>(?:(?i:the)\s+)?{_NAME})"
+)
+# beside "now", a thing added, not one that replaced another ("I now also work at ...")
+_ADDED = wordset("also too additionally even still")
+
+
 @dataclass(frozen=True)
 class Renaming:
     old: str
@@ -104,6 +113,48 @@ def renamings(text: str, speakers: Container[str] | None = None) -> list[Renamin
             if by and _whole(text[m.end() :]):
                 out.append(Renaming(old, new))
     return out
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What a statement says its speaker's side does with a name: "works at" Globex."""
+
+    verb: str  # its stem: "work" for "works", "worked", "working"
+    prep: str
+    name: str
+    now: bool  # said as what holds now ("I now work at ...", "Now we host on ...")
+
+
+def frames(text: str, speakers: Container[str] | None) -> list[Frame]:
+    """The named things a statement says its speaker's side does something with, after a
+    preposition; only the speaker (`speakers`, lowercased; None: anyone) and how or when
+    stand before the verb in its clause."""
+    if not stated(text):
+        return []
+    out = []
+    for m in _FRAME.finditer(text):
+        verb, name = m["verb"].lower().replace("’", "'"), _name(m["name"])
+        before = CLAUSE_END.split(text[: m.start("verb")])[-1].lower().replace("’", "'")
+        said = WORD.findall(before)
+        by = speakers is None or _by_the_speaker(before, speakers)
+        if name is None or verb in _SELF or not by:
+            continue
+        if not _whole(text[m.end() :]):
+            continue
+        now = "now" in said and not _ADDED & set(said)
+        out.append(Frame(_stem(verb), m["prep"].lower(), name, now))
+    return out
+
+
+def _stem(verb: str) -> str:
+    """ "work" of "works", "worked", "working"; "liv" of "live", "lived", "living"."""
+    for suffix in ("ing", "ed", "es", "s"):
+        if verb.endswith(suffix) and len(verb) - len(suffix) >= 3:
+            verb = verb[: -len(suffix)]
+            break
+    if len(verb) > 3 and verb[-1] == verb[-2]:  # "running" -> "runn" -> "run"
+        verb = verb[:-1]
+    return verb.removesuffix("e")
 
 
 def names(text: str, name: str) -> bool:

@@ -1,7 +1,8 @@
 """The offline rules that find which record supersedes or contradicts which (no LLM).
 
-Two rules, both over the records of one namespace said by the same side (user or
-assistant), in the order they were said:
+The rules, all over the records of one namespace said by the same side (user or
+assistant), in the order they were said (the two about named things, `name-change` and
+`now-named`, are `workers.indexer.name_links`):
 
 - `value-change`: a later statement gives the same attribute a different value. The
   attribute is what the words around a value name ("the greenhouse heater draws ... 650
@@ -34,11 +35,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Container, Sequence
-from dataclasses import dataclass
-from datetime import datetime
 
 from schemas.supersession import LinkKind, Supersession
-from workers.indexer.renamed import names, renamings, stated
+from workers.indexer.name_links import name_changes, now_named
+from workers.indexer.statements import Statement, earlier, said_order
 from workers.indexer.values import (
     CLAUSE_END,
     WORD,
@@ -76,19 +76,6 @@ _NOT_DONE = re.compile(
 )
 
 
-@dataclass(frozen=True)
-class Statement:
-    """What the rules read of one record: its words, who said it, and when (an order key
-    that is comparable only between statements the rules may call earlier and later)."""
-
-    record_id: str
-    text: str
-    role: str
-    session_id: str
-    said_at: datetime | None  # the conversation date
-    position: tuple[int, int]  # (segment index, exchange seq) within its session
-
-
 _Pair = tuple[Statement, Statement, Value, Value]  # older, newer and their two values
 
 
@@ -116,7 +103,8 @@ def link_statements(
             for p in _value_conflicts(valued, by_word, common, speakers or frozenset())
         ),
         *_denials(namespace, statements, common),
-        *_name_changes(namespace, statements, common, speakers),
+        *name_changes(namespace, statements, common, speakers),
+        *now_named(namespace, statements, speakers),
     ]
     for link in found:
         links.setdefault((link.kind, link.older_id, link.newer_id), link)
@@ -132,18 +120,6 @@ def common_words(texts: Sequence[str]) -> frozenset[str]:
             df[w] = df.get(w, 0) + 1
     cut = max(COMMON_MIN, COMMON_SHARE * len(texts))
     return frozenset(w for w, n in df.items() if n > cut)
-
-
-def earlier(a: Statement, b: Statement) -> bool | None:
-    """Whether `a` was said before `b`; None when the order is not known for sure (no dates,
-    or two sessions of one date)."""
-    if a.session_id == b.session_id:
-        if a.position == b.position:
-            return None
-        return a.position < b.position
-    if a.said_at is None or b.said_at is None or a.said_at == b.said_at:
-        return None
-    return a.said_at < b.said_at
 
 
 # -- value-change -------------------------------------------------------------------------
@@ -197,7 +173,7 @@ def _value_changes(
             if not pairs:
                 continue
             shared, ov, nv = max(pairs, key=lambda p: p[0])  # the first of the statement's best
-            rank = (shared, -len(ov.attribute - nv.attribute), _order(older))
+            rank = (shared, -len(ov.attribute - nv.attribute), said_order(older))
             if best is None or rank > best[0]:
                 best = (rank, older, ov, nv)
         if best is not None:
@@ -260,18 +236,6 @@ def _value_link(namespace: str, kind: LinkKind, pair: _Pair) -> Supersession:
         reason=f"{words}: {ov.shown} {said} {nv.shown}"[:300],
         found_by="rule:value-change",
     )
-
-
-def _first(s: Statement) -> tuple[int, int]:
-    """The reverse of `_order`: the earlier said, the larger."""
-    day, at = _order(s)
-    return (-day, -at)
-
-
-def _order(s: Statement) -> tuple[int, int]:
-    """A sortable reading of when `s` was said, for picking the latest of several olders."""
-    day = int(s.said_at.timestamp()) if s.said_at is not None else 0
-    return (day, s.position[0] * 1_000_000 + s.position[1])
 
 
 def _changed(
@@ -411,12 +375,12 @@ def _denials(
         later = [i for _, i in accounts if earlier(denial, statements[i]) is True]
         before = [(n, i) for n, i in accounts if earlier(statements[i], denial) is True]
         if later:  # done since: the latest account settles it
-            settled = max(later, key=lambda i: _order(statements[i]))
+            settled = max(later, key=lambda i: said_order(statements[i]))
             out.append(_denial_link(namespace, denial, statements[settled], what, settles=True))
             continue
-        for _, i in sorted(before, key=lambda x: (x[0], _order(statements[x[1]])), reverse=True)[
-            :MAX_LINKS_PER_STATEMENT
-        ]:
+        for _, i in sorted(
+            before, key=lambda x: (x[0], said_order(statements[x[1]])), reverse=True
+        )[:MAX_LINKS_PER_STATEMENT]:
             out.append(_denial_link(namespace, statements[i], denial, what, settles=False))
     return out
 
@@ -436,59 +400,3 @@ def _denial_link(
         )[:300],
         found_by="rule:never-but-did",
     )
-
-
-# -- name-change ----------------------------------------------------------------------------
-
-
-def _name_changes(
-    namespace: str,
-    statements: Sequence[Statement],
-    common: frozenset[str],
-    speakers: Container[str] | None,
-) -> list[Supersession]:
-    """Each statement that says its side's named thing gave way to another, with the
-    earlier statement of that side that said the old one held (`workers.indexer.renamed`):
-    the one that shares the most words with the change besides the two names ("Our API is
-    written in Flask" for "switched from Flask to FastAPI for the API"), else the first that
-    named it, which introduced it (later mentions are in passing)."""
-    changes = [renamings(s.text, speakers) for s in statements]
-    if not any(changes):
-        return []
-    # read once, not once per change and statement
-    holds = [stated(s.text) for s in statements]
-    words = [_words(s.text) for s in statements]
-    out = []
-    for newer, found, said in zip(statements, changes, words, strict=True):
-        for change in found:
-            around = said - _words(f"{change.old} {change.new or ''}") - common
-            olders = [
-                (len(words[i] & around), _first(s), i)
-                for i, s in enumerate(statements)
-                if holds[i]
-                and s.role == newer.role
-                and earlier(s, newer) is True
-                and names(s.text, change.old)
-                and not (change.new and names(s.text, change.new))
-                and all(r.old != change.old for r in changes[i])
-            ]
-            if not olders:
-                continue
-            older = statements[max(olders)[2]]
-            then = f"{change.old} then {change.new}" if change.new else f"{change.old} left"
-            out.append(
-                Supersession(
-                    namespace=namespace,
-                    kind=LinkKind.supersedes,
-                    older_id=older.record_id,
-                    newer_id=newer.record_id,
-                    changed_at=newer.said_at,
-                    reason=then[:300],
-                    found_by="rule:name-change",
-                )
-            )
-    return out
-
-
-def _words(text: str) -> frozenset[str]:
-    return frozenset(content(WORD.findall(text.lower())))

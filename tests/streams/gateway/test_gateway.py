@@ -264,6 +264,7 @@ async def test_gateway_errors_are_problems_that_name_the_field(gateways: Gateway
         assert "accepted up to seq" in made_up.json()["detail"]
         timeout = await c.post("/v1/namespaces/gw-a/search", headers=h, json=waiting("p9", 0))
         await check(timeout, 504, "wait_for")
+        assert "session 'p9' to seq 0: none yet" in timeout.json()["detail"]
 
         # the largest seq is taken once, then the session's seqs are used up; its status reads
         last = {"exchanges": [ex("p3", "q4", "the last", seq=MAX_SEQ)]}

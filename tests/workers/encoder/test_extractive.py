@@ -258,6 +258,22 @@ def test_short_sentences_with_a_name_or_number_are_kept() -> None:
     assert recs[0].entities == ["Ana"]
 
 
+@pytest.mark.parametrize(
+    ("text", "told"),
+    [
+        ("I'm vegetarian.", ["Ana is vegetarian."]),
+        ("I'm a nurse.", ["Ana is a nurse."]),
+        ("I am left-handed.", ["Ana is left-handed."]),
+        ("I'm fine.", []),  # how the speaker is at the moment, not who
+        ("I'm in!", []),
+        ("I'm lost.", []),
+        ("I'm so tired.", []),
+    ],
+)
+def test_a_short_sentence_saying_who_the_speaker_is_is_kept(text: str, told: list[str]) -> None:
+    assert [r.semantic_text for r in records(("Ana", text))] == told
+
+
 def test_sentences_do_not_split_after_initials_or_titles() -> None:
     recs = records(("Ana", "I read a novel by J.K. Morrow. Dr. Reyes liked it too."))
     assert [r.semantic_text for r in recs] == [

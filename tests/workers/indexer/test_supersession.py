@@ -7,7 +7,8 @@ from datetime import datetime
 import pytest
 
 from schemas.supersession import LinkKind
-from workers.indexer.supersession import Statement, denied, earlier, link_statements
+from workers.indexer.statements import Statement, earlier
+from workers.indexer.supersession import denied, link_statements
 from workers.indexer.values import values_of
 
 DAY1, DAY2 = datetime(2024, 3, 1), datetime(2024, 4, 2)
@@ -279,6 +280,39 @@ def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -
     found = link_statements("ns", [school, pages, switch])
     assert [(k.older_id, k.newer_id) for k in found] == [("r11", "r3")]
     assert link_statements("ns", [asked, switch]) == []
+
+
+def test_a_named_thing_said_to_hold_now_replaces_the_statement_of_another() -> None:
+    """ "I now work at Globex" after "I work at Acme": no change verb, but "now" says one."""
+    acme = said("r1", "I work at Acme as a kiln designer.", DAY1)
+    globex = said("r2", "I now work at Globex.", DAY2)
+    (link,) = link_statements("ns", [globex, acme])
+    assert (link.older_id, link.newer_id, link.kind) == ("r1", "r2", LinkKind.supersedes)
+    assert (link.reason, link.found_by) == ("Acme then Globex", "rule:now-named")
+    # the latest earlier statement of the same doing: a chain, by the speaker's name too
+    initech = said("r3", "Noor is now working at Initech.", datetime(2024, 5, 6))
+    found = link_statements("ns", [acme, globex, initech], speakers={"noor"})
+    assert sorted((k.older_id, k.newer_id) for k in found) == [("r1", "r2"), ("r2", "r3")]
+    moved = said("r4", "I'm now living in Bergen.", DAY2)
+    (link,) = link_statements("ns", [said("r5", "I live in Oslo with my cat.", DAY1), moved])
+    assert link.reason == "Oslo then Bergen"
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        "I now also work at Globex.",  # one more, not another
+        "I work at Globex.",  # no "now": a second job, maybe
+        "My brother now works at Globex.",  # someone else
+        "I now live in Globex.",  # another doing
+        "I now work at Globex, which bought Acme.",  # it names the old one
+        "Should I now work at Globex?",  # asks
+    ],
+)
+def test_a_name_said_without_a_change_of_the_same_doing_replaces_nothing(later: str) -> None:
+    acme = said("r1", "I work at Acme as a kiln designer.", DAY1)
+    assert link_statements("ns", [acme, said("r2", later, DAY2)]) == []
+    assert link_statements("ns", [said("r2", "I now work at Globex.", DAY1), acme]) == []
 
 
 @pytest.mark.parametrize(
