@@ -118,7 +118,8 @@ _PACING = (
 # What an assistant says that matters later for its user: a recommendation for them, a
 # promise, a decision or an agreement, not the lines of a general explanation.
 _COMMITMENT = re.compile(
-    r"\b(?:i(?:'d| would)? (?:recommend|suggest|advise)|my (?:recommendation|suggestion)"
+    r"\b(?:i(?:'d| would)? (?:now |still |strongly |really )?(?:recommend|suggest|advise)"
+    r"|my (?:recommendation|suggestion)"
     r"|you should|you'll want to|you might want to|i(?:'ll| will) (?!be\b)\w+"
     rf"|let's (?!{_PACING})\w+|we(?:'ve| have)? (?:agreed|decided)"
     r"|as (?:we )?(?:agreed|discussed)|(?:is|are) (?:agreed|decided))\b",

@@ -19,6 +19,7 @@ from workers.vocabulary import wordset
 _ADVERBS = (
     "really|also|just|still|always|never|usually|often|sometimes|actually|totally|definitely|even"
     "|only|truly|absolutely|mostly|rarely|seriously|highly|finally|recently|already|honestly"
+    "|now|currently|mainly|generally|normally|typically|regularly|primarily|occasionally"
 )
 # "told you all about it", "wish you all the best": "all" of the thing, not of the people
 _NOT_ALL = "about|the|that|this|these|those|of|over|along|day|night|week|year|my|your|a|an"
@@ -57,7 +58,8 @@ _VERBS = wordset(
     "agree remember try get make take see say visit practice study collect own dance sing "
     "swim hike draw care spend watch listen look dream support struggle appreciate cherish "
     "understand stay start hear give bring come promise mentor rely recommend learn call meet fly "
-    "leave move travel drive walk"
+    "leave move travel drive walk ask tell share send show mention build develop design deploy "
+    "host manage lead handle fix test check code create maintain"
 )
 
 

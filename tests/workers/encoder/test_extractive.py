@@ -65,6 +65,8 @@ def one(speaker: str | None, text: str, date: datetime | None = DATE) -> MemoryR
         ),
         ("We're moving to a bigger flat.", "Ana and others are moving to a bigger flat."),
         ("Our garden has three apple trees.", "Ana's garden has three apple trees."),
+        ("I now work at the harbour museum.", "Ana now works at the harbour museum."),
+        ("She answers when I ask about tides.", "She answers when Ana asks about tides."),
     ],
 )
 def test_first_person_resolves_to_the_speaker(text: str, expected: str) -> None:
@@ -503,13 +505,15 @@ def test_an_assistant_turn_keeps_what_it_recommends_or_promises_not_its_explanat
         "- A smoker calms the colony before the hive is opened.\n\n"
         "Here is a checklist:\n\n"
         "```text\nveil gloves smoker hive tool\n```\n"
-        "I'll send you a guide to spring inspections tomorrow."
+        "I'll send you a guide to spring inspections tomorrow.\n"
+        "Given the wasps, I now recommend the **Warré hive** over the Langstroth."
     )
     recs = records(("Ana", "I keep bees in the garden."), (None, reply, Role.assistant))
     said = [r.semantic_text for r in recs if r.source_role == "assistant"]
     assert said == [
         "Ana should wear a veil on Ana's first inspections.",
         "The assistant will send Ana a guide to spring inspections on 9 May 2023.",
+        "Given the wasps, the assistant now recommends the Warré hive over the Langstroth.",
     ]
 
 
