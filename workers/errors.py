@@ -37,6 +37,9 @@ class TemporarilyUnavailable(LycheeError):
         self.tokens_per_s = tokens_per_s
 
 
+PRUNED_READ_ATTEMPTS = 3  # reads of a version a forget pruned: forgets are rare
+
+
 def read_pruned(exc: BaseException) -> bool:
     """Whether a read failed because a forget's rewrite pruned the table version it was
     reading (lance: "Not found: .../records.lance/data/....lance"): another process's

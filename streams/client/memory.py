@@ -253,7 +253,15 @@ class MemoryClient:
 
         store = await self.store()
         return await asyncio.to_thread(
-            list_records, store.db, namespace, session_id, memory_type, since, page, page_size
+            store.read,
+            list_records,
+            store.db,
+            namespace,
+            session_id,
+            memory_type,
+            since,
+            page,
+            page_size,
         )
 
     async def history(self, namespace: str, record_id: str | None = None) -> Any:
@@ -263,7 +271,7 @@ class MemoryClient:
         A namespace with nothing stored has an empty history, as it has no records to list;
         a record id the namespace does not hold raises `RecordMissing`."""
         store = await self.store()
-        return await asyncio.to_thread(_history_of, store, namespace, record_id)
+        return await asyncio.to_thread(store.read, _history_of, store, namespace, record_id)
 
     async def list_turns(
         self, namespace: str, session_id: str | None = None, page: int = 1, page_size: int = 50
@@ -272,7 +280,9 @@ class MemoryClient:
         from workers.store.listing import list_turns
 
         store = await self.store()
-        return await asyncio.to_thread(list_turns, store.db, namespace, session_id, page, page_size)
+        return await asyncio.to_thread(
+            store.read, list_turns, store.db, namespace, session_id, page, page_size
+        )
 
     async def store(self) -> EvidenceStore:
         """The evidence store, opened on first use (LanceDB, read directly: see list_records);

@@ -1,6 +1,7 @@
 """What the console shows, read by the same service as every HTTP route:
 the namespaces a caller may read, a namespace's sessions, a session's timeline, and the
-stack's operations. Stores are read in threads; every list is cut to what the caller may see.
+stack's operations. Stores are read in threads, again at the latest versions when a forget
+pruned the one a read was on; every list is cut to what the caller may see.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ _NO_ROWS = {"sessions": 0, "turns": 0, "records": 0, "nodes": 0, "segments": 0}
 
 async def namespaces(svc: MemoryService, principal: Principal) -> NamespacesOut:
     """Every namespace with rows or watermarks that the caller may read, by name."""
-    db = (await svc.client.store()).db
-    rows = await asyncio.to_thread(namespace_rows, db)
+    store = await svc.client.store()
+    rows = await asyncio.to_thread(store.read, namespace_rows, store.db)
     try:
         names = set(rows) | await svc.progress.namespaces()
         out = []
@@ -51,8 +52,8 @@ async def namespaces(svc: MemoryService, principal: Principal) -> NamespacesOut:
 
 async def sessions(svc: MemoryService, namespace: str) -> SessionsOut:
     """The namespace's sessions: rows from the store, progress from Redis."""
-    db = (await svc.client.store()).db
-    rows = await asyncio.to_thread(session_rows, db, namespace)
+    store = await svc.client.store()
+    rows = await asyncio.to_thread(store.read, session_rows, store.db, namespace)
     status = {s.session_id: s for s in (await svc.status(namespace)).sessions}
     out = []
     for sid in sorted(rows.keys() | status.keys()):
@@ -88,10 +89,10 @@ async def timeline(
 ) -> TimelineOut:
     """A page of the session's turns, each with the segment it fell in, and those segments
     with their records; with `turn_id`, the page holding that turn."""
-    db = (await svc.client.store()).db
+    store = await svc.client.store()
     try:
         got = await asyncio.to_thread(
-            session_timeline, db, namespace, session_id, page, page_size, turn_id
+            store.read, session_timeline, store.db, namespace, session_id, page, page_size, turn_id
         )
     except TurnMissing as exc:
         raise NotFound(str(exc), field="turn_id") from exc

@@ -22,7 +22,7 @@ from schemas.plan import Plan, QuestionType
 from schemas.records import TokenUsage
 from workers import telemetry
 from workers.embedding import Embedder, embed_queries
-from workers.errors import read_pruned
+from workers.errors import PRUNED_READ_ATTEMPTS, read_pruned
 from workers.llm.usage import total_usage
 from workers.query.adapter import QueryAdapter
 from workers.query.answer import LLMAnswerer
@@ -59,8 +59,6 @@ from workers.store.snapshots import Written
 from workers.tokens import encoding
 
 log = structlog.get_logger("lychee.query")
-
-PRUNED_READ_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from schemas.records import RecordBatch
 from workers.embedding import Embedder
+from workers.errors import PRUNED_READ_ATTEMPTS, read_pruned
 from workers.forget import Source
 from workers.store.database import EXACT_MAX_ROWS, Database
 from workers.store.errors import EmbeddingMismatch, StoreError
@@ -29,6 +30,7 @@ from workers.store.sql import namespace_filter
 from workers.store.turns import TURNS, TurnsTable
 from workers.text.passages import PASSAGE_TOKENS
 
+T = TypeVar("T")
 TABLES = (TURNS, RECORDS, NODES)  # the searched tables (with vectors)
 ALL_TABLES = (*TABLES, SEGMENTS, LINKS)
 
@@ -163,6 +165,19 @@ class EvidenceStore:
             tbl = self.db.table(name)
             if tbl is not None:
                 tbl.checkout_latest()
+
+    def read(self, read: Callable[..., T], *args: Any) -> T:
+        """`read(*args)`, again at every table's latest version when another process's forget
+        pruned the version it was on (`read_pruned`): what a reader outside the query service
+        (a listing, a history, the console's pages) reads through."""
+        for attempt in range(PRUNED_READ_ATTEMPTS):
+            try:
+                return read(*args)
+            except RuntimeError as exc:
+                if not read_pruned(exc) or attempt == PRUNED_READ_ATTEMPTS - 1:
+                    raise
+                self.latest()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def forget(
         self,

@@ -148,6 +148,26 @@ def test_a_reader_whose_version_a_forget_pruned_reads_the_latest_after_latest(
     assert rows(reader, RECORDS, "a") == []
 
 
+def test_a_read_through_the_store_reads_again_after_a_forget_pruned_its_version(
+    store: EvidenceStore, tmp_path: Path
+) -> None:
+    """What the client's listings and the console's pages read through: the read that
+    failed above is read again at the latest versions; any other error is raised."""
+    emb = HashEmbedder()
+    fill(store, emb)
+    reader = EvidenceStore(str(tmp_path / "db"), HashEmbedder.model_name, HASH_DIM, 3600.0)
+    kept = rows(reader, RECORDS, "b")
+    store.forget("a", None, emb)
+    assert reader.read(rows, reader, RECORDS, "b") == kept
+    assert reader.read(rows, reader, RECORDS, "a") == []
+
+    def broken() -> None:
+        raise RuntimeError("lance error: Table 'records' was not found")
+
+    with pytest.raises(RuntimeError, match="was not found"):
+        reader.read(broken)
+
+
 def test_strike_session_record_only_in_session_is_dropped() -> None:
     rec = {"segment_ids": ["a/s1/0", "a/s1/3"], "source_session": "s1", "evidence": ["x"]}
     assert strike_session(rec, "s1", {"x"}) is None
