@@ -176,13 +176,24 @@ class MemoryClient:
         self, namespace: str, session_id: str, seq: int, timeout_s: float = 60.0
     ) -> None:
         """Return once the session's exchanges up to `seq` are indexed, so that a search
-        sees them (read your writes); `TimeoutError` after `timeout_s`."""
+        sees them (read your writes); `TimeoutError` after `timeout_s`.
+
+        The deadline is checked between reads as well: a cancellation that a Redis read
+        swallows (redis/redis-py#2028, #2551) would otherwise leave the timeout fired and
+        the loop polling for ever (a 0.2 s wait that never returned)."""
         redis = Redis.from_url(self.settings.redis.url, socket_timeout=10)
         progress = Progress(redis)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         try:
-            async with asyncio.timeout(timeout_s):
-                while (await progress.indexed(namespace, [session_id])).get(session_id, -1) < seq:
-                    await asyncio.sleep(0.05)
+            while True:
+                async with asyncio.timeout_at(deadline):
+                    indexed = await progress.indexed(namespace, [session_id])
+                if indexed.get(session_id, -1) >= seq:
+                    return
+                if loop.time() >= deadline:
+                    raise TimeoutError
+                await asyncio.sleep(min(0.05, deadline - loop.time()))
         except TimeoutError:
             raise TimeoutError(
                 f"{namespace}/{session_id} not indexed up to seq {seq} within {timeout_s:g} s"
