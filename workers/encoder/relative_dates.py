@@ -9,7 +9,7 @@ their year ("June 2nd") stay as they are. The sentence's first date of any kind 
 from __future__ import annotations
 
 import re
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from functools import lru_cache
 
 import dateparser
@@ -182,13 +182,12 @@ def _relative(m: re.Match[str], base: datetime, future_tense: bool) -> tuple[str
     sentence in the future tense. Week phrases keep the day dateparser gives ("last week"
     = seven days back) and say "the week of": the schema has no week precision.
     """
-    phrase = m.group().lower()
+    phrase, what = m.group().lower(), (m.group("what") or "").lower()
     unit, future, night = "day", False, phrase in ("tonight", "last night")
     if m.group("simple"):
         phrase = {"tonight": "today", "last night": "yesterday"}.get(phrase, phrase)
         future = phrase == "tomorrow"
     elif m.group("rel"):
-        what = m.group("what").lower()
         unit = what if what in ("week", "month", "year") else "day"
         future = m.group("rel").lower() != "last"
     elif m.group("on"):
@@ -201,7 +200,10 @@ def _relative(m: re.Match[str], base: datetime, future_tense: bool) -> tuple[str
             bool(m.group("inn")),
         )
         phrase = f"in {count} {unit}s" if future else f"{count} {unit}s ago"
-    found = _parse(phrase, base.isoformat(), future)
+    if m.group("rel") and m.group("rel").lower() == "next" and what in WEEKDAYS:
+        found: date | None = _next_week(base.date(), WEEKDAYS.index(what))
+    else:
+        found = _parse(phrase, base.isoformat(), future)
     if found is None:
         return None
     month = f"{MONTHS[found.month - 1]} {found.year}"
@@ -213,6 +215,12 @@ def _relative(m: re.Match[str], base: datetime, future_tense: bool) -> tuple[str
     if unit == "week":
         return "during", f"the week of {day}", found.isoformat()
     return "on", f"the night of {day}" if night else day, found.isoformat()
+
+
+def _next_week(base: date, weekday: int) -> date:
+    """ "Next Friday": the Friday of the week after the one it is said in (Monday first), so
+    never tomorrow when said on a Thursday; "this Friday" or "on Friday" is the coming one."""
+    return base + timedelta(days=7 - base.weekday() + weekday)
 
 
 @lru_cache(maxsize=4096)

@@ -59,6 +59,12 @@ _CHANGES = [
         rf"\s+{_OLD}"
     ),
     re.compile(rf"\b(?P<verb>(?i:dropped|ditched|abandoned|retired))\s+{_OLD}\s+(?i:for)\s+{_NEW}"),
+    # "we dropped Acme and hired Globex": one thing let go, another taken for it
+    re.compile(
+        rf"\b(?P<verb>(?i:dropped|ditched|fired|abandoned|cancell?ed|left|quit))\s+{_OLD},?"
+        r"\s+(?i:and|then)\s+(?:(?i:we|i)\s+)?(?i:hired|switched to|went with|picked|chose"
+        rf"|moved to|joined|signed with|signed up with|brought in|took on|started using)\s+{_NEW}"
+    ),
 ]
 # what may stand before the verb in its clause: the speaker, and how or when
 _SELF = wordset(

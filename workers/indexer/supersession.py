@@ -43,6 +43,7 @@ from workers.indexer.values import (
     CLAUSE_END,
     WORD,
     Value,
+    as_said,
     attribute_overlap,
     comparable,
     content,
@@ -225,7 +226,7 @@ def _value_conflicts(
 
 def _value_link(namespace: str, kind: LinkKind, pair: _Pair) -> Supersession:
     older, newer, ov, nv = pair
-    words = ", ".join(sorted(ov.whole & nv.whole))
+    words = ", ".join(sorted(as_said(w, newer.text, older.text) for w in ov.whole & nv.whole))
     said = "said the same day" if kind is LinkKind.conflict else "then"
     return Supersession(
         namespace=namespace,
@@ -293,7 +294,7 @@ def _named_alike(
     if ov.label and ov.label == nv.label and nv.was == ov.amount:
         return shared >= 1
     if nv.kind == "date" and nv.changed and nv.attribute and nv.attribute <= ov.attribute:
-        return shared >= 1 and nv.head == ov.head
+        return shared >= MIN_SHARED or (shared >= 1 and nv.head == ov.head)
     return shared >= MIN_SHARED or _same_head(ov, nv, common, speakers, sole)
 
 

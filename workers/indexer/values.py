@@ -302,11 +302,25 @@ def _kind(unit: str) -> str:
     return "count"
 
 
+# words that name one attribute of a day: "the thesis is due on May 3" is its deadline
+_ALIKE = {"due": "deadline"}
+
+
 def _attribute(before: str, following: list[str]) -> frozenset[str]:
     """The content words just before a value and those after it up to its clause's end
     (`_following`); change words ("improved to") say that it changed, not what."""
     words = content(WORD.findall(_CHANGE.sub(" ", before).lower()))[-WINDOW_BEFORE:]
-    return frozenset([*words, *following])
+    return frozenset(_ALIKE.get(w, w) for w in [*words, *following])
+
+
+def as_said(word: str, *texts: str) -> str:
+    """An attribute's word as the first of `texts` that has it says it ("thesis" for
+    "thesi"), else as it is."""
+    for text in texts:
+        for said in WORD.findall(text.lower()):
+            if stem(said) == word:
+                return said.replace("’", "'").removesuffix("'s")
+    return word
 
 
 def _following(after: str) -> list[str]:

@@ -194,3 +194,16 @@ def test_a_weekday_said_of_what_is_planned_or_asked_for_is_the_coming_one(
     text: str, t_ref: str
 ) -> None:
     assert resolve_dates(text, datetime(2023, 5, 8, 13, 56))[1] == t_ref
+
+
+@pytest.mark.parametrize(
+    ("said_on", "t_ref"),
+    [
+        (datetime(2023, 5, 11), "2023-05-19"),  # a Thursday: not tomorrow
+        (datetime(2023, 5, 8), "2023-05-19"),  # a Monday: next week's, not this week's
+        (datetime(2023, 5, 13), "2023-05-19"),  # a Saturday: the coming one
+        (datetime(2023, 5, 19), "2023-05-26"),  # a Friday: a week on
+    ],
+)
+def test_next_friday_is_the_friday_of_the_next_week(said_on: datetime, t_ref: str) -> None:
+    assert one("Ana", "I fly out next Friday.", date=said_on).temporal.t_ref == t_ref

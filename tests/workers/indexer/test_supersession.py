@@ -249,6 +249,15 @@ def test_a_day_said_to_have_slipped_replaces_the_plan_it_names() -> None:
     assert link.reason.endswith("June 10 then June 20")
 
 
+def test_a_day_said_due_is_the_deadline_a_later_one_changes() -> None:
+    """ "due on" and "deadline" name one day; the reason shows the words as said."""
+    due = said("d1", "My thesis is due on October 15.", DAY1)
+    slipped = said("d2", "The thesis deadline slipped to November 30.", DAY2)
+    (link,) = link_statements("ns", [due, slipped])
+    assert (link.older_id, link.newer_id) == ("d1", "d2")
+    assert link.reason == "deadline, thesis: October 15 then November 30"
+
+
 def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -> None:
     stack = said("r1", "Our kiln app is written in Flask and runs on Heroku.", DAY1)
     asked = said("r2", "Can you help me add a route to the Flask app?", DAY1, seq=1)
@@ -328,6 +337,10 @@ def test_a_name_said_without_a_change_of_the_same_doing_replaces_nothing(later: 
             [("Flask", "FastAPI")],
         ),
         ("We moved from Heroku to Fly.io earlier this year.", [("Heroku", "Fly.io")]),
+        # one let go and another taken, in one sentence
+        ("We dropped Brightline and hired Kestrel Studio.", [("Brightline", "Kestrel Studio")]),
+        ("I quit Acme and joined Globex last month.", [("Acme", "Globex")]),
+        ("My sister dropped Acme and hired Globex.", []),
         ("We switched from Postgres to SQLite during testing.", []),  # for a while
         # someone else's change, a plan, a denial, a condition, a preference
         ("Ana moved from Acme to Globex.", []),
