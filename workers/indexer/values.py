@@ -319,7 +319,7 @@ def as_said(word: str, *texts: str) -> str:
     for text in texts:
         for said in WORD.findall(text.lower()):
             if stem(said) == word:
-                return said.replace("’", "'").removesuffix("'s")
+                return str(said).replace("’", "'").removesuffix("'s")
     return word
 
 

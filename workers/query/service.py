@@ -30,6 +30,7 @@ from workers.query.bridge import bridged
 from workers.query.currency import current_first, current_within
 from workers.query.dated import dated_siblings
 from workers.query.distinct import without_common
+from workers.query.echoed import echoes_last
 from workers.query.errors import AnswerUnavailable
 from workers.query.instructions import Scoped, StandingInstructions, with_instruction
 from workers.query.locality import Seqs, near_first
@@ -330,7 +331,8 @@ def _selected(
     the second stage's lead, items that show nothing new last, items near the first ones up
     (`turns.near`), a record's place to the turn or window below it that shows it
     (`turns.shown`), the user's standing instruction the question falls under among the
-    first items, the first k, then the evidence and its context."""
+    first items, a turn that asks the question again last, the first k, then the evidence and
+    its context."""
     reuse = Reuse()  # the head fuses and selects mostly the same items again
     with telemetry.span("query.fusion", attributes={"lychee.query.routes": len(routes)}):
         fused = FusedOrder(routes, reuse=reuse)
@@ -367,7 +369,7 @@ def _selected(
         chosen = dated_siblings(chosen, fused[: preset.pool_factor * picked], min(k, preset.head))
     if (standing := instruction()) is not None:
         chosen = with_instruction(chosen, standing, min(k, preset.head))
-    chosen = chosen[:k]
+    chosen = echoes_last(chosen, second.question)[:k]
     evidence = [_evidence(f) for f in chosen]
     context, tokens = serialize_context(evidence)
     return evidence, context, tokens

@@ -618,13 +618,14 @@ def test_a_label_longer_than_a_record_holds_is_dropped_and_the_statement_kept() 
 
 def test_a_day_something_is_set_for_is_ahead_and_a_short_dated_statement_is_kept() -> None:
     """Said on Monday 8 May 2023: "is on Friday" is the coming Friday, not the last one; "The
-    demo day is next Friday." has one content word, and its date makes it a statement."""
+    demo day is next Friday." (next week's) has one content word, and its date makes it a
+    statement."""
     (set_for,) = records(("Ana", "The team standup is on Friday."))
     assert set_for.semantic_text == "The team standup is on 12 May 2023."
     (went,) = records(("Ana", "We went hiking on Friday."))
     assert went.temporal.t_ref == "2023-05-05"
     (demo,) = records(("Ana", "The demo day is next Friday."))
-    assert demo.temporal.t_ref == "2023-05-12"
+    assert demo.temporal.t_ref == "2023-05-19"
 
 
 def test_a_turn_that_is_not_memory_makes_no_record() -> None:
