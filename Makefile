@@ -53,7 +53,7 @@ demo: $(STAMP)  ## start the embedded stack, ingest a sample conversation, ask q
 XDIST := -n 2 --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP) $(CHROMIUM)  ## the test suite (unit and integration), without the soak tests
-	$(BIN)/python -m pytest -q $(XDIST) -m 'not soak'
+	$(BIN)/python -m pytest -q $(XDIST) -m 'not soak' --durations=20
 
 # Benchmarks' end-to-end runs, each starting stacks of its own: chaos (kills workers, Redis
 # and the broker), scale-out (three processes per stage) and throughput. Kept out of
