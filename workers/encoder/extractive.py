@@ -56,12 +56,17 @@ _FILLER = wordset(
 )
 # "I'm vegetarian.", "I'm a nurse.": who the speaker is, in fewer words than MIN_WORDS ...
 _SELF_IS = re.compile(r"(?:i'm|i’m|i am|we're|we’re|we are)\s+(?:an?\s+)?([a-z][\w-]*)\.?", re.I)
-# ... but not how the speaker is at the moment ("I'm fine.", "I'm in.", "I'm lost.")
+# ... but not how the speaker is at the moment ("I'm fine.", "I'm in.", "I'm lost.") nor a
+# word that says nothing of them ("I'm not.", "I'm just.")
 _MOMENT = wordset(
     "fine well alright done back ready here there in on out off up down home away late early "
     "free busy around afraid serious kidding joking curious lost confused tired exhausted "
-    "excited thrilled stoked listening coming leaving going trying working thinking"
+    "excited thrilled stoked listening coming leaving going trying working thinking bored "
+    "hungry thirsty sick ill stuck nervous starving impressed speechless sleepy full sad "
+    "upset angry scared worried stressed cold hot not also just so too still only "
+    "honestly really actually very quite sorry"
 )
+_NOT_WHO = _FILLER | _MOMENT
 # "Hey Bruno, ..." / "Oh wow! ...": an opener cut off before the sentence is read.
 _GREETING = re.compile(
     r"^(?:(?:hey|hi|hello|oh|wow|yeah|yes|haha\w*|aww*|thanks)\b[^,.!]{0,20}[,!.]\s+)+", re.I
@@ -402,7 +407,8 @@ def _is_filler(sentence: str, scope: _Scope) -> bool:
 def _says_who(sentence: str) -> bool:
     """A short sentence that says who or what the speaker is, lastingly: "I'm vegetarian."."""
     found = _SELF_IS.fullmatch(sentence.strip())
-    return found is not None and found[1].lower() not in _FILLER | _MOMENT
+    word = found[1].lower() if found else ""
+    return bool(word) and word not in _NOT_WHO and not word.endswith("ly")
 
 
 def _uncalled(text: str) -> str:

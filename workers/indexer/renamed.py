@@ -1,7 +1,8 @@
-"""The `name-change` rule's reading: which named thing a statement says gave way to another
-("we switched from Flask to FastAPI", "moved off Heroku", "replaced Jenkins with GitHub
-Actions", "we host it on Fly.io instead of Heroku", "we no longer use Trello"); the link
-itself is `workers.indexer.supersession`'s.
+"""What the rules about named things read (their links are `workers.indexer.name_links`'):
+which named thing a statement says gave way to another (`name-change`: "we switched from
+Flask to FastAPI", "moved off Heroku", "replaced Jenkins with GitHub Actions", "we host it
+on Fly.io instead of Heroku", "we no longer use Trello"), and what its speaker's side does
+with a name, said to hold now or not (`now-named`: "I now work at Globex").
 
 Values (`workers.indexer.values`) are numbers, amounts and days; a tool, a host, a place
 or a provider that changes is a name, and without this rule its old statement comes back
@@ -59,11 +60,17 @@ _CHANGES = [
         rf"\s+{_OLD}"
     ),
     re.compile(rf"\b(?P<verb>(?i:dropped|ditched|abandoned|retired))\s+{_OLD}\s+(?i:for)\s+{_NEW}"),
-    # "we dropped Acme and hired Globex": one thing let go, another taken for it
+    # "we dropped Acme and hired Globex", "I quit Acme and joined Globex": one thing let go
+    # and another taken for it, each verb with its own partners ("we left Rome and moved to
+    # Naples for a week" is a trip)
     re.compile(
-        rf"\b(?P<verb>(?i:dropped|ditched|fired|abandoned|cancell?ed|left|quit))\s+{_OLD},?"
-        r"\s+(?i:and|then)\s+(?:(?i:we|i)\s+)?(?i:hired|switched to|went with|picked|chose"
-        rf"|moved to|joined|signed with|signed up with|brought in|took on|started using)\s+{_NEW}"
+        rf"\b(?P<verb>(?i:dropped|ditched|fired|cancell?ed))\s+{_OLD},?\s+(?i:and)\s+"
+        r"(?:(?i:we|i)\s+)?(?i:hired|brought in|took on|signed with|signed up with"
+        rf"|switched to|started using)\s+{_NEW}"
+    ),
+    re.compile(
+        rf"\b(?P<verb>(?i:quit|left))\s+{_OLD},?\s+(?i:and)\s+(?:(?i:we|i)\s+)?"
+        rf"(?i:joined|signed with)\s+{_NEW}"
     ),
 ]
 # what may stand before the verb in its clause: the speaker, and how or when
@@ -87,13 +94,19 @@ _NOT_STATED = re.compile(
 )
 
 
-# "works at Globex", "is based in Bergen", "host it on Fly.io" is not read (an object between)
+# "works at Globex", "is based in Bergen"; "host it on Fly.io" is not read (an object between)
 _FRAME = re.compile(
-    rf"\b(?P<verb>[a-z][a-z'’]+)\s+(?P<prep>(?i:at|for|in|on|with|to|from|into|via))\s+"
+    rf"\b(?P<verb>[a-z][a-z'’]+)\s+(?P<prep>(?i:at|for|in|on|from|via))\s+"
     rf"(?P<name>(?:(?i:the)\s+)?{_NAME})"
 )
-# beside "now", a thing added, not one that replaced another ("I now also work at ...")
+# doings one does with one thing at a time, as `_stem` gives them: where one works, lives,
+# studies, is based, banks, hosts or runs a service; not whom one talks to or what one
+# listens to, which add up ("I now talk to Maria" ends no talking to Bob)
+_ONE_AT_A_TIME = wordset("work liv stay resid bas locat study intern bank host run")
+# beside "now", a thing added, not one that replaced another ("I now also work at ...",
+# "I now work at Globex too")
 _ADDED = wordset("also too additionally even still")
+_ADDED_AFTER = re.compile(r"[^.;!?]*\b(?:too|as well|also)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -139,23 +152,27 @@ def frames(text: str, speakers: Container[str] | None) -> list[Frame]:
         return []
     out = []
     for m in _FRAME.finditer(text):
-        verb, name = m["verb"].lower().replace("’", "'"), _name(m["name"])
+        verb, name = _stem(m["verb"].lower()), _name(m["name"])
         before = CLAUSE_END.split(text[: m.start("verb")])[-1].lower().replace("’", "'")
         said = WORD.findall(before)
         by = speakers is None or _by_the_speaker(before, speakers)
-        if name is None or verb in _SELF or not by:
+        if name is None or verb not in _ONE_AT_A_TIME or not by:
             continue
-        if not _whole(text[m.end() :]):
+        after = text[m.end() :]
+        if not _whole(after):
             continue
-        now = "now" in said and not _ADDED & set(said)
-        out.append(Frame(_stem(verb), m["prep"].lower(), name, now))
+        now = "now" in said and not _ADDED & set(said) and not _ADDED_AFTER.match(after)
+        out.append(Frame(verb, m["prep"].lower(), name, now))
     return out
 
 
 def _stem(verb: str) -> str:
-    """ "work" of "works", "worked", "working"; "liv" of "live", "lived", "living"."""
+    """ "work" of "works", "worked", "working"; "liv" of "live", "lived", "living"; "study"
+    of "studies", "studied"."""
+    if verb.endswith(("ies", "ied")) and len(verb) > 4:
+        return verb[:-3] + "y"
     for suffix in ("ing", "ed", "es", "s"):
-        if verb.endswith(suffix) and len(verb) - len(suffix) >= 3:
+        if verb.endswith(suffix) and len(verb) - len(suffix) >= 2 and not verb.endswith("ss"):
             verb = verb[: -len(suffix)]
             break
     if len(verb) > 3 and verb[-1] == verb[-2]:  # "running" -> "runn" -> "run"

@@ -294,7 +294,7 @@ def _named_alike(
     if ov.label and ov.label == nv.label and nv.was == ov.amount:
         return shared >= 1
     if nv.kind == "date" and nv.changed and nv.attribute and nv.attribute <= ov.attribute:
-        return shared >= MIN_SHARED or (shared >= 1 and nv.head == ov.head)
+        return shared >= 1 and (nv.head == ov.head or ov.head in nv.attribute)
     return shared >= MIN_SHARED or _same_head(ov, nv, common, speakers, sole)
 
 

@@ -4,7 +4,7 @@ An agent framework stores the user's message in memory, then searches memory wit
 Agents SDK's session and `search_memory` tool do): the message itself is then the best
 match of the search, and it answers nothing. A turn that asks what the question asks, in
 nearly its words, tells the reader only that the question was asked; it keeps its place
-behind every other item, where it still shows that it was.
+behind every other item: out of the reply when k others are there.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from workers.query.selection import Fused
 
 SAME_WORDS = 0.8  # the share of the two texts' words (Jaccard) that makes one the other
-_WORD = re.compile(r"\w\w+")  # "what's" asks what "what is" asks
+_WORD = re.compile(r"\w+")
+_IS = re.compile(r"['’]s\b")  # "what's" asks what "what is" asks
 
 
 def echoes_last(chosen: Sequence[Fused], question: str) -> list[Fused]:
@@ -39,4 +40,4 @@ def _echoes(f: Fused, asked: frozenset[str]) -> bool:
 
 
 def _words(text: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(text.lower()))
+    return frozenset(_WORD.findall(_IS.sub(" is", text.lower())))

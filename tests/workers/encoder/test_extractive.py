@@ -270,6 +270,8 @@ def test_short_sentences_with_a_name_or_number_are_kept() -> None:
         ("I'm in!", []),
         ("I'm lost.", []),
         ("I'm so tired.", []),
+        ("I'm not.", []),  # says nothing of the speaker
+        ("I'm hungry.", []),
     ],
 )
 def test_a_short_sentence_saying_who_the_speaker_is_is_kept(text: str, told: list[str]) -> None:

@@ -203,6 +203,7 @@ def test_a_weekday_said_of_what_is_planned_or_asked_for_is_the_coming_one(
         (datetime(2023, 5, 8), "2023-05-19"),  # a Monday: next week's, not this week's
         (datetime(2023, 5, 13), "2023-05-19"),  # a Saturday: the coming one
         (datetime(2023, 5, 19), "2023-05-26"),  # a Friday: a week on
+        (datetime(2023, 5, 14), "2023-05-19"),  # a Sunday: the week after starts tomorrow
     ],
 )
 def test_next_friday_is_the_friday_of_the_next_week(said_on: datetime, t_ref: str) -> None:

@@ -256,6 +256,10 @@ def test_a_day_said_due_is_the_deadline_a_later_one_changes() -> None:
     (link,) = link_statements("ns", [due, slipped])
     assert (link.older_id, link.newer_id) == ("d1", "d2")
     assert link.reason == "deadline, thesis: October 15 then November 30"
+    # a day of another thing worded alike: the party is not the launch
+    party = said("p1", "The product launch party is on May 3.", DAY1)
+    launch = said("p2", "The product launch slipped to June 1.", DAY2)
+    assert link_statements("ns", [party, launch]) == []
 
 
 def test_a_named_thing_that_gave_way_to_another_replaces_the_statement_of_it() -> None:
@@ -311,6 +315,7 @@ def test_a_named_thing_said_to_hold_now_replaces_the_statement_of_another() -> N
     "later",
     [
         "I now also work at Globex.",  # one more, not another
+        "I now work at Globex as well.",
         "I work at Globex.",  # no "now": a second job, maybe
         "My brother now works at Globex.",  # someone else
         "I now live in Globex.",  # another doing
@@ -322,6 +327,18 @@ def test_a_name_said_without_a_change_of_the_same_doing_replaces_nothing(later: 
     acme = said("r1", "I work at Acme as a kiln designer.", DAY1)
     assert link_statements("ns", [acme, said("r2", later, DAY2)]) == []
     assert link_statements("ns", [said("r2", "I now work at Globex.", DAY1), acme]) == []
+
+
+@pytest.mark.parametrize(
+    ("earlier_said", "later"),
+    [
+        ("I talk to Bob every Sunday.", "I now talk to Maria every day."),  # they add up
+        ("I listen to Bach while I work.", "I now listen to Radiohead."),
+        ("We deploy to Staging first.", "We now deploy to Production."),
+    ],
+)
+def test_doings_that_add_up_are_not_replaced_by_one_said_now(earlier_said: str, later: str) -> None:
+    assert link_statements("ns", [said("r1", earlier_said, DAY1), said("r2", later, DAY2)]) == []
 
 
 @pytest.mark.parametrize(
@@ -341,6 +358,8 @@ def test_a_name_said_without_a_change_of_the_same_doing_replaces_nothing(later: 
         ("We dropped Brightline and hired Kestrel Studio.", [("Brightline", "Kestrel Studio")]),
         ("I quit Acme and joined Globex last month.", [("Acme", "Globex")]),
         ("My sister dropped Acme and hired Globex.", []),
+        ("We left Rome and moved to Naples for a week.", []),  # a trip
+        ("I left Tokyo and went with Ken to Osaka.", []),
         ("We switched from Postgres to SQLite during testing.", []),  # for a while
         # someone else's change, a plan, a denial, a condition, a preference
         ("Ana moved from Acme to Globex.", []),

@@ -30,6 +30,8 @@ def test_a_turn_asking_the_question_again_goes_last_and_nothing_else_moves() -> 
     ]
     assert ids(echoes_last(chosen, ASKED)) == ["answer", "record", "other", "window", "echo"]
     assert ids(echoes_last(chosen, "")) == ids(chosen)
+    short = [fused(cand("j", kind="turn", text="What's my job?"), 1.0), chosen[1]]
+    assert ids(echoes_last(short, "What is my job?")) == ["answer", "j"]
 
 
 @pytest.mark.asyncio
