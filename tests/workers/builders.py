@@ -182,26 +182,33 @@ def store_of(path: str, texts: Sequence[str], ns: str = "a") -> EvidenceStore:
     return store
 
 
+def user_turn(
+    session: str, day: datetime, tid: str, text: str, embedder: Embedder, seq: int = 0
+) -> RawTurn:
+    """Ann's raw turn in namespace `a`, with `embedder`'s vector, as the indexer gets it."""
+    return RawTurn(
+        namespace="a",
+        session_id=session,
+        turn_id=tid,
+        exchange_id=f"{session}:e{seq}",
+        seq=seq,
+        index=0,
+        role=Role.user,
+        speaker="Ann",
+        text=text,
+        session_date=day,
+        embedding=embedder.embed([text])[0].tolist(),
+        embedding_model=embedder.model_name,
+    )
+
+
 async def said_in_turns(
     indexer: IndexerService, embedder: Embedder, said: Sequence[tuple[str, datetime, str, str]]
 ) -> None:
     """Each (session, day, turn id, text) of namespace `a` as the indexer gets it: the user's
-    raw turn with `embedder`'s vector, then its record (`statement`, a segment of its own)."""
+    raw turn, then its record (`statement`, a segment of its own)."""
     for n, (session, day, tid, text) in enumerate(said):
-        raw = RawTurn(
-            namespace="a",
-            session_id=session,
-            turn_id=tid,
-            exchange_id=f"{session}:e{n}",
-            seq=n,
-            index=0,
-            role=Role.user,
-            speaker="Ann",
-            text=text,
-            session_date=day,
-            embedding=embedder.embed([text])[0].tolist(),
-            embedding_model=embedder.model_name,
-        )
+        raw = user_turn(session, day, tid, text, embedder, n)
         await indexer.write(
             IndexBatch(turns=[raw], records=[statement("a", session, n, day, text, tid)])
         )

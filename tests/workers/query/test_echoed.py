@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from schemas import RawTurn, Role
-from tests.workers.builders import HASH_DIM, HashEmbedder
+from tests.workers.builders import HASH_DIM, HashEmbedder, user_turn
 from tests.workers.query.test_selection import cand, fused, ids
 from tests.workers.query.test_service import request
 from workers.indexer.service import IndexBatch, IndexerService
@@ -46,21 +45,8 @@ async def test_the_question_stored_before_it_is_searched_is_not_its_first_item(
         "The train to Porto was late again",
         ASKED,  # the agent's user asks, and the framework stores it first
     ]
-    for n, text in enumerate(said):
-        turn = RawTurn(
-            namespace="a",
-            session_id=f"s{n}",  # one a session: no window joins them
-            turn_id=f"t{n}",
-            exchange_id=f"s{n}:e{n}",
-            seq=n,
-            index=0,
-            role=Role.user,
-            speaker="Ann",
-            text=text,
-            session_date=datetime(2024, 3, 2),
-            embedding=emb.embed([text])[0].tolist(),
-            embedding_model=emb.model_name,
-        )
+    for n, text in enumerate(said):  # one a session: no window joins them
+        turn = user_turn(f"s{n}", datetime(2024, 3, 2), f"t{n}", text, emb, n)
         await indexer.write(IndexBatch(turns=[turn]))
 
     reply = await QueryService(QueryDeps(store, emb)).search(request("a", ASKED, k=3))
