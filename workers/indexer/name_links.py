@@ -3,10 +3,11 @@
 - `name-change`: a statement that says its side's named thing gave way to another ("we
   switched from Flask to FastAPI") replaces the earlier statement that said the old one held.
 - `now-named`: a statement of what its side does now with a name ("I now work at Globex",
-  "we now deploy to Fly.io") replaces the latest earlier statement of that side doing the
-  same with another name ("I work at Acme"): the same verb and preposition, and neither
-  statement names the other's thing. "Now" is what says the change: "I work at Globex"
-  after "I work at Acme" may be a second job, "I now also work at ..." is one.
+  "we now host on Fly.io") replaces the latest earlier statement of that side doing the
+  same with another name ("I work at Acme"): the same verb and preposition, of what one
+  does with one thing at a time (`renamed.frames`), and neither statement names the other's
+  thing. "Now" is what says the change: "I work at Globex" after "I work at Acme" may be a
+  second job, "I now also work at ..." is one.
 """
 
 from __future__ import annotations
