@@ -35,6 +35,7 @@ class IngestStats:
     duplicates: int = 0  # exchange ids accepted before: not produced again
     replays: int | None = None  # fenced by the segmenter as already applied (with --wait)
     skipped: list[Skipped] = field(default_factory=list)  # refused by the contract: not sent
+    undated: int = 0  # exchanges with no date of their own or their turns'
     # refused by a stage after the broker took them (with --wait): not indexed
     dead_letters: list[dlq.DeadLetter] = field(default_factory=list)
 
@@ -232,4 +233,10 @@ async def ingest_file(
     finally:
         await redis.aclose()
     stats.skipped = skipped
+    stats.undated = sum(
+        1
+        for c in conversations
+        for e in c.exchanges
+        if e.session_date is None and not any(t.created_at for t in e.turns)
+    )
     return stats

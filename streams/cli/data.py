@@ -75,6 +75,14 @@ def ingest(file: Path, fmt: str, namespace: str | None, wait: bool, timeout_s: f
         f"{stats.seconds:.1f}s"
         + (" - indexed" if wait and not stats.replays and not stats.dead_letters else "")
     )
+    if stats.undated:
+        click.echo(
+            f"note: {counted(stats.undated, 'exchange')} of {file} had no date (no "
+            "session_date, no turn created_at): a day said relative to it ('yesterday', "
+            "'next Friday') stays as said, and a change said across undated sessions is not "
+            "ordered",
+            err=True,
+        )
     for letter in stats.dead_letters:
         click.echo(printable(_dead_letter_line(letter)), err=True)
     if stats.replays:

@@ -101,7 +101,7 @@ _FRAME = re.compile(
 )
 # doings one does with one thing at a time, as `_stem` gives them: where one works, lives,
 # studies, is based, banks, hosts or runs a service; not whom one talks to or what one
-# listens to, which add up ("I now talk to Maria" ends no talking to Bob)
+# listens to, which add up ("I now talk to Tove" ends no talking to Bob)
 _ONE_AT_A_TIME = wordset("work liv stay resid bas locat study intern bank host run")
 # beside "now", a thing added, not one that replaced another ("I now also work at ...",
 # "I now work at Globex too")

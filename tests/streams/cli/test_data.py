@@ -37,6 +37,7 @@ def test_cli_ingest_wait_then_ask_json_and_status(stack: Stack) -> None:
     assert "produced 28 exchanges (28 turns) in 1 namespace, 2 sessions" in out.stdout
     # stderr is no terminal here: no bar's first frame left in it, unended, before what follows
     assert "ingest:" not in out.stderr and "0/28" not in out.stderr, repr(out.stderr)
+    assert "had no date" not in out.stderr  # every demo line has its session_date
     ask = lychee(
         stack, "ask", "--namespace", "cli-demo", "sourdough starter name", "-k", "3", "--json"
     )
@@ -207,6 +208,7 @@ def test_cli_ingest_second_jsonl_file_continues_the_session(stack: Stack, tmp_pa
         out = lychee(stack, "ingest", str(path), "--format", "jsonl", "--namespace", ns, "--wait")
         assert out.returncode == 0, out.stderr
         assert "produced 2 exchanges" in out.stdout and "indexed" in out.stdout
+        assert f"note: 2 exchanges of {path} had no date" in out.stderr  # the lines say none
     assert store(stack).count("turns", ns) == 4  # the second file was not fenced as replays
     again = lychee(stack, "ingest", str(second), "--format", "jsonl", "--namespace", ns, "--wait")
     assert again.returncode == 0, again.stderr

@@ -332,7 +332,7 @@ def test_a_name_said_without_a_change_of_the_same_doing_replaces_nothing(later: 
 @pytest.mark.parametrize(
     ("earlier_said", "later"),
     [
-        ("I talk to Bob every Sunday.", "I now talk to Maria every day."),  # they add up
+        ("I talk to Bob every Sunday.", "I now talk to Tove every day."),  # they add up
         ("I listen to Bach while I work.", "I now listen to Radiohead."),
         ("We deploy to Staging first.", "We now deploy to Production."),
     ],
