@@ -16,7 +16,14 @@ from collections.abc import Container, Sequence
 
 from schemas.supersession import LinkKind, Supersession
 from workers.indexer.renamed import Frame, frames, names, renamings, stated
-from workers.indexer.statements import Statement, content_words, earlier, first_said, said_order
+from workers.indexer.statements import (
+    Statement,
+    content_words,
+    earlier,
+    first_said,
+    link,
+    said_order,
+)
 
 
 def name_changes(
@@ -54,7 +61,7 @@ def name_changes(
                 continue
             older = statements[max(olders)[2]]
             then = f"{change.old} then {change.new}" if change.new else f"{change.old} left"
-            out.append(_link(namespace, older, newer, then, "rule:name-change"))
+            out.append(link(namespace, LinkKind.supersedes, older, newer, then, "rule:name-change"))
     return out
 
 
@@ -77,7 +84,16 @@ def now_named(
             if olders:
                 _, i, old = max(olders, key=lambda o: (o[0], o[1]))
                 reason = f"{old.name} then {now.name}"
-                out.append(_link(namespace, statements[i], newer, reason, "rule:now-named"))
+                out.append(
+                    link(
+                        namespace,
+                        LinkKind.supersedes,
+                        statements[i],
+                        newer,
+                        reason,
+                        "rule:now-named",
+                    )
+                )
     return out
 
 
@@ -89,18 +105,4 @@ def _replaced(old: Frame, now: Frame, old_text: str, new_text: str) -> bool:
         and old.name != now.name
         and not names(old_text, now.name)
         and not names(new_text, old.name)
-    )
-
-
-def _link(
-    namespace: str, older: Statement, newer: Statement, reason: str, rule: str
-) -> Supersession:
-    return Supersession(
-        namespace=namespace,
-        kind=LinkKind.supersedes,
-        older_id=older.record_id,
-        newer_id=newer.record_id,
-        changed_at=newer.said_at,
-        reason=reason[:300],
-        found_by=rule,
     )

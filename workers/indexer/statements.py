@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from schemas.supersession import LinkKind, Supersession
 from workers.indexer.values import WORD, content
 
 
@@ -47,3 +48,18 @@ def first_said(s: Statement) -> tuple[int, int]:
 
 def content_words(text: str) -> frozenset[str]:
     return frozenset(content(WORD.findall(text.lower())))
+
+
+def link(
+    namespace: str, kind: LinkKind, older: Statement, newer: Statement, reason: str, rule: str
+) -> Supersession:
+    """A rule's link between two statements, dated when the newer one was said."""
+    return Supersession(
+        namespace=namespace,
+        kind=kind,
+        older_id=older.record_id,
+        newer_id=newer.record_id,
+        changed_at=newer.said_at,
+        reason=reason[:300],
+        found_by=rule,
+    )

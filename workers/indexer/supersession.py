@@ -38,7 +38,7 @@ from collections.abc import Container, Sequence
 
 from schemas.supersession import LinkKind, Supersession
 from workers.indexer.name_links import name_changes, now_named
-from workers.indexer.statements import Statement, earlier, said_order
+from workers.indexer.statements import Statement, content_words, earlier, link, said_order
 from workers.indexer.values import (
     CLAUSE_END,
     WORD,
@@ -107,8 +107,8 @@ def link_statements(
         *name_changes(namespace, statements, common, speakers),
         *now_named(namespace, statements, speakers),
     ]
-    for link in found:
-        links.setdefault((link.kind, link.older_id, link.newer_id), link)
+    for one in found:
+        links.setdefault((one.kind, one.older_id, one.newer_id), one)
     return list(links.values())
 
 
@@ -117,7 +117,7 @@ def common_words(texts: Sequence[str]) -> frozenset[str]:
     the speaker's name that an encoder writes for "I", the project everything is about."""
     df: dict[str, int] = {}
     for text in texts:
-        for w in set(content(WORD.findall(text.lower()))):
+        for w in content_words(text):
             df[w] = df.get(w, 0) + 1
     cut = max(COMMON_MIN, COMMON_SHARE * len(texts))
     return frozenset(w for w, n in df.items() if n > cut)
@@ -228,15 +228,8 @@ def _value_link(namespace: str, kind: LinkKind, pair: _Pair) -> Supersession:
     older, newer, ov, nv = pair
     words = ", ".join(sorted(as_said(w, newer.text, older.text) for w in ov.whole & nv.whole))
     said = "said the same day" if kind is LinkKind.conflict else "then"
-    return Supersession(
-        namespace=namespace,
-        kind=kind,
-        older_id=older.record_id,
-        newer_id=newer.record_id,
-        changed_at=newer.said_at,
-        reason=f"{words}: {ov.shown} {said} {nv.shown}"[:300],
-        found_by="rule:value-change",
-    )
+    reason = f"{words}: {ov.shown} {said} {nv.shown}"
+    return link(namespace, kind, older, newer, reason, "rule:value-change")
 
 
 def _changed(
@@ -352,7 +345,7 @@ def told(text: str) -> frozenset[str]:
     deployed it, and such a message's other clauses are background to the request)."""
     if _NOT_DONE.search(text):
         return frozenset()
-    return frozenset(content(WORD.findall(text.lower())))
+    return content_words(text)
 
 
 def _denials(
@@ -390,14 +383,8 @@ def _denial_link(
     namespace: str, older: Statement, newer: Statement, what: frozenset[str], settles: bool
 ) -> Supersession:
     said = ", ".join(sorted(what))
-    return Supersession(
-        namespace=namespace,
-        kind=LinkKind.supersedes if settles else LinkKind.conflict,
-        older_id=older.record_id,
-        newer_id=newer.record_id,
-        changed_at=newer.said_at,
-        reason=(
-            f"said never done ({said}), then done" if settles else f"done, then said never ({said})"
-        )[:300],
-        found_by="rule:never-but-did",
+    kind = LinkKind.supersedes if settles else LinkKind.conflict
+    reason = (
+        f"said never done ({said}), then done" if settles else f"done, then said never ({said})"
     )
+    return link(namespace, kind, older, newer, reason, "rule:never-but-did")
